@@ -1,0 +1,1 @@
+"""Kernel builds: worktrees, config, make, ccache and the artifact cache."""

@@ -1,0 +1,1 @@
+"""VM backends, guest image builder, Temporal server management and the reproduction lab."""

@@ -1,0 +1,146 @@
+"""Guest image: an initramfs with busybox, the testcase's tools and their libraries.
+
+Everything comes from the host's Debian packages; the image is a newc cpio written here
+(deterministic: fixed mtimes and owners) and cached by the hash of what went in.
+"""
+
+import hashlib
+import os
+import re
+import shutil
+import stat
+import subprocess
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from kbisect import settings
+from kbisect.errors import InfraError
+from kbisect.model import GuestImage
+
+BUSYBOX = Path("/bin/busybox")
+TOOL_DIRS = ("/usr/sbin", "/usr/bin", "/sbin", "/bin")
+# Debian package that provides each tool, for the error message.
+TOOL_PACKAGES = {"busybox": "busybox-static", "dmsetup": "dmsetup", "fio": "fio"}
+_LDD_PATH = re.compile(r"(/\S+) \(0x[0-9a-f]+\)")
+
+
+@dataclass(frozen=True)
+class _Entry:
+    mode: int
+    data: bytes = b""  # file contents, or the symlink target
+
+
+def find_tool(name: str) -> Path:
+    if "/" in name:
+        raise InfraError(f"tool {name!r} must be a bare command name")
+    for d in TOOL_DIRS:
+        p = Path(d) / name
+        if p.is_file() and os.access(p, os.X_OK):
+            return p
+    pkg = TOOL_PACKAGES.get(name, name)
+    raise InfraError(f"guest tool {name!r} is not on this host: apt-get install {pkg}")
+
+
+def shared_libraries(binary: Path) -> list[Path]:
+    """The libraries binary loads, per ldd (empty for static binaries)."""
+    proc = subprocess.run(["ldd", str(binary)], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        return []  # "not a dynamic executable"
+    libs = []
+    for line in proc.stdout.splitlines():
+        if "not found" in line:
+            raise InfraError(f"{binary} needs a library the host lacks: {line.strip()}")
+        m = _LDD_PATH.search(line)
+        if m:
+            libs.append(Path(m.group(1)))
+    return libs
+
+
+def _guest_file(name: str) -> bytes:
+    return resources.files("infra").joinpath(name).read_bytes()
+
+
+def _tree(tools: list[str], testcase_script: bytes, params: bytes) -> dict[str, _Entry]:
+    """Path in the guest -> entry; directories are implied."""
+    if not BUSYBOX.exists():
+        raise InfraError("busybox is not installed: apt-get install busybox-static")
+    files: dict[str, _Entry] = {
+        "bin/busybox": _Entry(0o100755, BUSYBOX.read_bytes()),
+        "init": _Entry(0o100755, _guest_file("guest_init.sh")),
+        "kbisect/lib.sh": _Entry(0o100644, _guest_file("guest_lib.sh")),
+        "kbisect/testcase.sh": _Entry(0o100755, testcase_script),
+        "kbisect/params.sh": _Entry(0o100644, params),
+    }
+    applets = subprocess.run(
+        [str(BUSYBOX), "--list"], capture_output=True, text=True, check=True
+    ).stdout.split()
+    for applet in applets:
+        if applet != "busybox":
+            files.setdefault(f"bin/{applet}", _Entry(0o120777, b"busybox"))
+    for tool in tools:
+        path = find_tool(tool)
+        files[f"usr/sbin/{tool}"] = _Entry(0o100755, path.read_bytes())
+        for lib in shared_libraries(path):
+            real = lib.resolve()
+            files[str(lib).lstrip("/")] = _Entry(0o100755, real.read_bytes())
+    return files
+
+
+def _newc(entries: dict[str, _Entry]) -> bytes:
+    dirs: set[str] = set()
+    for path in entries:
+        parts = path.split("/")[:-1]
+        for i in range(1, len(parts) + 1):
+            dirs.add("/".join(parts[:i]))
+    for d in ("dev", "proc", "sys", "tmp", "run", "usr/sbin", "lib", "lib64"):
+        dirs.add(d)
+    out = bytearray()
+    ino = 1
+
+    def add(name: str, mode: int, data: bytes) -> None:
+        nonlocal ino
+        name_b = name.encode() + b"\0"
+        fields = (ino, mode, 0, 0, 1, 0, len(data), 0, 0, 0, 0, len(name_b), 0)
+        out.extend(b"070701" + b"".join(f"{v:08X}".encode() for v in fields))
+        out.extend(name_b)
+        out.extend(b"\0" * (-len(out) % 4))
+        out.extend(data)
+        out.extend(b"\0" * (-len(out) % 4))
+        ino += 1
+
+    for d in sorted(dirs):
+        add(d, stat.S_IFDIR | 0o755, b"")
+    for path in sorted(entries):
+        add(path, entries[path].mode, entries[path].data)
+    add("TRAILER!!!", 0, b"")
+    return bytes(out)
+
+
+def build_image(tools: list[str], testcase_script: bytes, params: dict[str, str]) -> GuestImage:
+    """The cached initramfs for these tools, this testcase script and its parameters."""
+    params_sh = "".join(
+        f"export {k}='{_shell_quote_free(v)}'\n" for k, v in sorted(params.items())
+    ).encode()
+    entries = _tree(sorted(set(tools)), testcase_script, params_sh)
+    h = hashlib.sha256()
+    for path in sorted(entries):
+        h.update(path.encode() + b"\0" + hashlib.sha256(entries[path].data).digest())
+    out = settings.cache_dir() / "images" / f"{h.hexdigest()[:24]}.cpio"
+    if not out.exists():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_suffix(".tmp")
+        tmp.write_bytes(_newc(entries))
+        os.replace(tmp, out)
+    return GuestImage(initramfs=str(out), tools=tuple(sorted(set(tools))))
+
+
+def _shell_quote_free(value: str) -> str:
+    """Parameters are baked into a sourced file: allow only characters that need no quoting."""
+    if not re.fullmatch(r"[A-Za-z0-9_.:/+-]*", value):
+        raise InfraError(f"testcase parameter value {value!r} has characters kbisect does not pass")
+    return value
+
+
+def clear_cache() -> None:
+    shutil.rmtree(settings.cache_dir() / "images", ignore_errors=True)

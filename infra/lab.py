@@ -1,0 +1,392 @@
+"""The reproduction lab: a kernel git history with a known culprit, built from Debian's source.
+
+The tarball is imported once into a cached base repository (deterministic hash); each
+lab is a hardlinked bare clone of it plus N commits written through git plumbing with a
+temporary index, so no 1.5 GB checkout is needed. The truth goes beside the repository.
+"""
+
+import hashlib
+import json
+import random
+import shutil
+import subprocess
+import tarfile
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from infra.lab_plan import Kind, LabPlan, PlannedCommit, Span, make_plan
+from kbisect import settings
+from kbisect.errors import InfraError, UserError
+from kbisect.git import LAB_IDENTITY, Git
+
+NVME_CORE = "drivers/nvme/host/core.c"
+NONROT_LINE = "\tblk_queue_flag_set(QUEUE_FLAG_NONROT, ns->queue);\n"
+NOMERGES_LINE = "\tblk_queue_flag_set(QUEUE_FLAG_NOMERGES, ns->queue);\n"
+
+# .c files that the base config (tinyconfig + QEMU guest needs) compiles: a filler
+# there costs the bisection a rebuild, as a real commit would.
+BUILT_FILES = (
+    "kernel/fork.c", "kernel/exit.c", "kernel/signal.c", "kernel/softirq.c",
+    "kernel/resource.c", "kernel/sysctl.c", "kernel/params.c", "kernel/kthread.c",
+    "kernel/workqueue.c", "kernel/notifier.c", "kernel/sched/core.c", "kernel/time/timer.c",
+    "kernel/irq/manage.c", "kernel/printk/printk.c", "mm/filemap.c", "mm/page_alloc.c",
+    "mm/memory.c", "mm/vmscan.c", "mm/readahead.c", "mm/slub.c", "mm/util.c",
+    "fs/namei.c", "fs/read_write.c", "fs/super.c", "fs/dcache.c", "fs/inode.c",
+    "fs/block_dev.c", "fs/exec.c", "block/blk-core.c", "block/blk-merge.c",
+    "block/blk-mq.c", "block/genhd.c", "block/bio.c", "block/blk-settings.c",
+    "lib/string.c", "lib/vsprintf.c", "lib/bitmap.c", "lib/kobject.c",
+    "drivers/base/core.c", "drivers/base/bus.c", "drivers/pci/probe.c",
+    "drivers/tty/serial/8250/8250_core.c", "drivers/md/dm.c", "drivers/md/dm-table.c",
+    "drivers/md/dm-snap.c", "drivers/nvme/host/pci.c",
+    "arch/x86/kernel/setup.c", "arch/x86/mm/init.c",
+)
+# Directories the base config never builds.
+UNBUILT_DIRS = ("sound/pci", "fs/btrfs", "drivers/gpu/drm/amd/display/dc", "net/wireless")
+# Files whose breakage is visible: a compile error / a panic during boot.
+BUILD_BREAK_FILES = ("kernel/sys.c", "mm/mmap.c", "fs/open.c", "lib/sort.c")
+BOOT_BREAK_FILES = ("init/main.c", "kernel/panic.c", "kernel/reboot.c", "kernel/cpu.c")
+
+AUTHORS = (
+    ("Ada Kernel", "ada@example.org"),
+    ("Bo Maintainer", "bo@example.org"),
+    ("Cy Storage", "cy@example.org"),
+    ("Di Memory", "di@example.org"),
+)
+IMPORT_DATE = 1767225600  # 2026-01-01T00:00:00Z; fixed so the base commit hash is stable
+
+
+@dataclass(frozen=True)
+class LabOptions:
+    commits: int = 64
+    mode: str = "regression"
+    culprit_at: int | None = None
+    culprit_patch: Path | None = None
+    merges: int = 0
+    broken_build: tuple[Span, ...] = ()
+    broken_boot: tuple[Span, ...] = ()
+    seed: int | None = None
+
+
+def truth_path(lab: Path) -> Path:
+    lab = Path(lab).resolve()
+    return lab.with_name(lab.name + ".truth.json")
+
+
+def _base_repo(progress: Callable[[str], None]) -> tuple[Path, str]:
+    """The cached import of the kernel source tarball: (repo, commit)."""
+    tarball = settings.KERNEL_SOURCE_TARBALL
+    if not tarball.exists():
+        raise InfraError(
+            f"{tarball} is missing: install Debian's linux-source-6.1 (README install command)"
+        )
+    st = tarball.stat()
+    key = hashlib.sha256(f"{tarball.name}:{st.st_size}:{int(st.st_mtime)}".encode()).hexdigest()
+    base = settings.cache_dir() / "lab-base" / f"{tarball.name.split('.tar')[0]}-{key[:12]}.git"
+    git = Git(base)
+    if (base / "refs/heads/import").exists():
+        return base, git.run("rev-parse", "refs/heads/import").strip()
+    progress(f"importing {tarball.name} into the lab base (once per machine)")
+    tmp_root = Path(tempfile.mkdtemp(dir=base.parent.parent, prefix="import-"))
+    try:
+        git_tmp = tmp_root / "base.git"
+        subprocess.run(["git", "init", "-q", "--bare", str(git_tmp)], check=True)
+        gt = Git(git_tmp)
+        gt.run("config", "core.looseCompression", "1")
+        with tarfile.open(tarball) as tf:
+            tf.extractall(tmp_root / "src", filter="tar")
+        (top,) = list((tmp_root / "src").iterdir())
+        env = {"GIT_WORK_TREE": str(top), "GIT_INDEX_FILE": str(tmp_root / "index")}
+        gt.run("add", "-A", ".", env=env)
+        tree = gt.run("write-tree", env=env).strip()
+        version = _kernel_version(top)
+        commit = _commit_tree(gt, tree, [], f"Import Linux {version} from Debian linux-source",
+                              IMPORT_DATE, AUTHORS[0])
+        gt.run("update-ref", "refs/heads/import", commit)
+        base.parent.mkdir(parents=True, exist_ok=True)
+        git_tmp.rename(base)
+        return base, commit
+    finally:
+        shutil.rmtree(tmp_root, ignore_errors=True)
+
+
+def _kernel_version(top: Path) -> str:
+    fields: dict[str, str] = {}
+    for line in (top / "Makefile").read_text().splitlines()[:6]:
+        k, _, v = line.partition("=")
+        fields[k.strip()] = v.strip()
+    return f"{fields.get('VERSION')}.{fields.get('PATCHLEVEL')}.{fields.get('SUBLEVEL')}"
+
+
+def _commit_tree(
+    git: Git, tree: str, parents: list[str], message: str, when: int, author: tuple[str, str]
+) -> str:
+    env = {
+        **LAB_IDENTITY,
+        "GIT_AUTHOR_NAME": author[0],
+        "GIT_AUTHOR_EMAIL": author[1],
+        "GIT_AUTHOR_DATE": f"{when} +0000",
+        "GIT_COMMITTER_DATE": f"{when} +0000",
+    }
+    args = ["commit-tree", tree]
+    for p in parents:
+        args += ["-p", p]
+    return git.run(*args, "-m", message, env=env).strip()
+
+
+class _Writer:
+    """Writes lab commits into a bare repository through per-branch temporary indexes."""
+
+    def __init__(self, git: Git, workdir: Path) -> None:
+        self.git = git
+        self.workdir = workdir
+
+    def index_at(self, name: str, tree: str) -> dict[str, str]:
+        env = {"GIT_INDEX_FILE": str(self.workdir / f"{name}.index")}
+        self.git.run("read-tree", tree, env=env)
+        return env
+
+    def read(self, tree: str, path: str) -> str:
+        return self.git.run("cat-file", "blob", f"{tree}:{path}")
+
+    def write(self, env: dict[str, str], path: str, text: str) -> None:
+        blob = self.git.run("hash-object", "-w", "--stdin", input=text.encode()).strip()
+        self.git.run("update-index", "--cacheinfo", f"100644,{blob},{path}", env=env)
+
+    def apply(self, env: dict[str, str], patch: Path, reverse: bool) -> None:
+        args = ["apply", "--cached"] + (["-R"] if reverse else []) + [str(patch)]
+        out = subprocess.run(
+            ["git", "-C", str(self.git.repo), *args],
+            env={**env, "PATH": "/usr/bin:/bin"},
+            capture_output=True,
+            check=False,
+        )
+        if out.returncode != 0:
+            raise UserError(
+                f"--culprit-patch {patch} does not apply to the lab base: "
+                f"{out.stderr.decode(errors='replace').strip().splitlines()[-1:]}"
+            )
+
+    def tree(self, env: dict[str, str]) -> str:
+        return self.git.run("write-tree", env=env).strip()
+
+
+def _introduce_bug(text: str) -> str:
+    if NONROT_LINE not in text:
+        raise InfraError(f"{NVME_CORE} has no QUEUE_FLAG_NONROT line to anchor the lab's bug")
+    return text.replace(NONROT_LINE, NONROT_LINE + NOMERGES_LINE, 1)
+
+
+def _break_build(text: str, idx: int) -> str:
+    return text + (
+        f"\nint kbisect_lab_build_break_{idx}(void)\n{{\n"
+        f"\treturn kbisect_lab_undefined_{idx};\n}}\n"
+    )
+
+
+def _break_boot(text: str, idx: int) -> str:
+    return text + (
+        f"\nstatic int __init kbisect_lab_boot_break_{idx}(void)\n{{\n"
+        f'\tpanic("kbisect lab: this kernel does not boot ({idx})");\n'
+        "\treturn 0;\n}\nlate_initcall(kbisect_lab_boot_break_" + f"{idx});\n"
+    )
+
+
+def _subject(kind: Kind, path: str, pos: int, rng: random.Random) -> str:
+    subsys = "/".join(Path(path).parts[:2]) if path else "lab"
+    verbs = ("tidy up", "clarify", "document", "annotate", "comment on")
+    things = ("locking", "error paths", "helper", "fast path", "init order", "limits")
+    if kind is Kind.FILLER:
+        return f"{subsys}: {rng.choice(verbs)} {rng.choice(things)}"
+    if kind is Kind.BREAK_BUILD:
+        return f"{subsys}: add helper for upcoming rework"
+    if kind is Kind.FIX_BUILD:
+        return f"Revert \"{subsys}: add helper for upcoming rework\""
+    if kind is Kind.BREAK_BOOT:
+        return f"{subsys}: add early sanity check"
+    if kind is Kind.FIX_BOOT:
+        return f"Revert \"{subsys}: add early sanity check\""
+    return f"Merge branch 'topic-{pos}'"
+
+
+def create_lab(
+    dest: Path, options: LabOptions, progress: Callable[[str], None] = lambda _: None
+) -> dict[str, object]:
+    dest = Path(dest).resolve()
+    if dest.exists() and any(dest.iterdir()):
+        raise UserError(f"{dest} exists and is not empty: pick a new directory for the lab")
+    if options.culprit_patch is not None and not options.culprit_patch.is_file():
+        raise UserError(f"--culprit-patch {options.culprit_patch} is not a file")
+    seed = options.seed if options.seed is not None else random.SystemRandom().randrange(2**31)
+    plan = make_plan(
+        options.commits,
+        mode=options.mode,
+        culprit_at=options.culprit_at,
+        merges=options.merges,
+        broken_build=list(options.broken_build),
+        broken_boot=list(options.broken_boot),
+        seed=seed,
+    )
+    base, import_commit = _base_repo(progress)
+    progress(f"cloning the lab base into {dest}")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        ["git", "clone", "-q", "--bare", "--local", str(base), str(dest)],
+        check=True,
+        capture_output=True,
+    )
+    git = Git(dest)
+    with tempfile.TemporaryDirectory(prefix="kbisect-lab-") as tmp:
+        hashes = _write_history(git, plan, import_commit, options, Path(tmp), seed, progress)
+    git.run("update-ref", "refs/heads/master", hashes[plan.commits[-1].pos])
+    git.run("symbolic-ref", "HEAD", "refs/heads/master")
+    git.run("update-ref", "-d", "refs/heads/import")
+    truth = _truth(plan, hashes, seed, options)
+    truth_path(dest).write_text(json.dumps(truth, indent=2) + "\n")
+    return truth
+
+
+def _write_history(
+    git: Git,
+    plan: LabPlan,
+    import_commit: str,
+    options: LabOptions,
+    tmp: Path,
+    seed: int,
+    progress: Callable[[str], None],
+) -> dict[int, str]:
+    rng = random.Random(seed ^ 0x5EED)
+    w = _Writer(git, tmp)
+    import_tree = git.tree_of(import_commit)
+    built = [p for p in BUILT_FILES if git.ok("cat-file", "-e", f"{import_tree}:{p}")]
+    unbuilt = [
+        p
+        for p in git.run("ls-tree", "-r", "--name-only", import_tree, "--", *UNBUILT_DIRS).split()
+        if p.endswith(".c")
+    ]
+    rng.shuffle(built)
+    rng.shuffle(unbuilt)
+    when = IMPORT_DATE + 86400
+    hashes: dict[int, str] = {}
+    trees: dict[int, str] = {}
+
+    # Position 0: the old endpoint. In fix mode it carries the bug the culprit removes.
+    if plan.old_buggy:
+        env = w.index_at("old", import_tree)
+        if options.culprit_patch:
+            w.apply(env, options.culprit_patch, reverse=False)
+        else:
+            w.write(env, NVME_CORE, _introduce_bug(w.read(import_tree, NVME_CORE)))
+        trees[0] = w.tree(env)
+        hashes[0] = _commit_tree(git, trees[0], [import_commit],
+                                 "nvme: don't merge requests on namespace queues", when, AUTHORS[2])
+    else:
+        hashes[0], trees[0] = import_commit, import_tree
+
+    envs: dict[str, dict[str, str]] = {}
+    branch_positions: dict[str, set[int]] = {}
+    for c in plan.commits:
+        branch_positions.setdefault(c.branch, set()).add(c.pos)
+    side_changes: dict[str, dict[str, str]] = {}  # branch -> path -> text, for the merge
+    n_built = 0
+    for c in plan.commits:
+        when += 3600
+        parent_tree = trees[c.parents[0]]
+        if c.parents[0] not in branch_positions[c.branch]:
+            # first commit of a branch (or of main after the old endpoint): fork its index
+            envs[c.branch] = w.index_at(c.branch, parent_tree)
+        env = envs[c.branch]
+        path = ""
+        if c.kind is Kind.MERGE:
+            side = plan.commits[c.parents[1] - 1].branch
+            for p, text in side_changes.pop(side, {}).items():
+                w.write(env, p, text)
+        elif c.kind is Kind.CULPRIT:
+            path = NVME_CORE
+            if options.culprit_patch:
+                w.apply(env, options.culprit_patch, reverse=plan.mode == "fix")
+                path = ""
+            else:
+                text = w.read(parent_tree, NVME_CORE)
+                text = (
+                    _introduce_bug(text)
+                    if plan.mode == "regression"
+                    else text.replace(NOMERGES_LINE, "", 1)
+                )
+                _record(w, env, side_changes, c, path, text)
+        elif c.kind in (Kind.BREAK_BUILD, Kind.BREAK_BOOT, Kind.FIX_BUILD, Kind.FIX_BOOT):
+            files = BUILD_BREAK_FILES if c.kind in (Kind.BREAK_BUILD, Kind.FIX_BUILD) else BOOT_BREAK_FILES
+            path = files[c.span % len(files)]
+            text = w.read(import_tree, path)
+            if c.kind is Kind.BREAK_BUILD:
+                text = _break_build(text, c.span)
+            elif c.kind is Kind.BREAK_BOOT:
+                text = _break_boot(text, c.span)
+            _record(w, env, side_changes, c, path, text)
+        else:
+            # Alternate: two thirds in built files (cost a rebuild), the rest unbuilt.
+            pool = built if (c.pos % 3 and n_built < len(built)) or not unbuilt else unbuilt
+            path = pool.pop()
+            n_built += pool is built
+            text = w.read(import_tree, path) + f"\n/* lab change {c.pos}: {rng.getrandbits(32):08x} */\n"
+            _record(w, env, side_changes, c, path, text)
+        trees[c.pos] = w.tree(env)
+        subject = (
+            _culprit_subject(plan.mode, options)
+            if c.kind is Kind.CULPRIT
+            else _subject(c.kind, path, c.pos, rng)
+        )
+        hashes[c.pos] = _commit_tree(
+            git, trees[c.pos], [hashes[p] for p in c.parents], subject, when,
+            AUTHORS[rng.randrange(len(AUTHORS))],
+        )
+        if c.pos % 8 == 0:
+            progress(f"lab commit {c.pos}/{len(plan.commits)}")
+    return hashes
+
+
+def _record(
+    w: _Writer, env: dict[str, str], side_changes: dict[str, dict[str, str]],
+    c: PlannedCommit, path: str, text: str,
+) -> None:
+    w.write(env, path, text)
+    if c.branch != "main":
+        side_changes.setdefault(c.branch, {})[path] = text
+
+
+def _culprit_subject(mode: str, options: LabOptions) -> str:
+    if options.culprit_patch:
+        for line in options.culprit_patch.read_text(errors="replace").splitlines():
+            if line.startswith("Subject:"):
+                return line.removeprefix("Subject:").strip().removeprefix("[PATCH]").strip()
+        return f"Apply {options.culprit_patch.name}"
+    if mode == "regression":
+        return "nvme: set nomerges on namespace queues to cut submission overhead"
+    return "NVMe: Allow request merges"
+
+
+def _truth(
+    plan: LabPlan, hashes: dict[int, str], seed: int, options: LabOptions
+) -> dict[str, object]:
+    old, new = hashes[0], hashes[plan.commits[-1].pos]
+    return {
+        "mode": plan.mode,
+        "culprit": hashes[plan.culprit],
+        "culprit_position": plan.culprit,
+        # as a user passes them: in fix mode the old revision is the bad one
+        "good": old if plan.mode == "regression" else new,
+        "bad": new if plan.mode == "regression" else old,
+        "old": old,
+        "new": new,
+        "broken_build": [hashes[p] for p in plan.positions("build_broken")],
+        "broken_boot": [hashes[p] for p in plan.positions("boot_broken")],
+        "merges": [hashes[c.pos] for c in plan.commits if c.kind is Kind.MERGE],
+        "seed": seed,
+        "commits": options.commits,
+        "culprit_patch": str(options.culprit_patch) if options.culprit_patch else None,
+        "history": [
+            {"position": c.pos, "hash": hashes[c.pos], "kind": c.kind.value, "branch": c.branch}
+            for c in plan.commits
+        ],
+    }

@@ -1,0 +1,1 @@
+"""kbisect: kernel bisection automation (shared vocabulary, CLI and front doors)."""

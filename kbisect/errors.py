@@ -1,0 +1,50 @@
+"""Typed errors. The type decides what a failure means for a bisection step.
+
+UserError: bad input; the message is one line that says what to do.
+KernelBuildError / BootError: the commit is broken, so the step is SKIP.
+InfraError: the host or a tool is broken; retried, never turned into a verdict.
+"""
+
+
+class KbisectError(Exception):
+    """Base of every error kbisect raises on purpose."""
+
+
+class UserError(KbisectError):
+    """Bad input (unknown revision, testcase, malformed manifest...)."""
+
+
+class UnknownRevisionError(UserError):
+    pass
+
+
+class UnknownTestcaseError(UserError):
+    pass
+
+
+class ManifestError(UserError):
+    pass
+
+
+class KernelBuildError(KbisectError):
+    """This commit does not compile with this config."""
+
+    def __init__(self, message: str, log_path: str = "") -> None:
+        super().__init__(message)
+        self.log_path = log_path
+
+
+class BootError(KbisectError):
+    """The kernel did not come up far enough to run the testcase."""
+
+    def __init__(self, message: str, console_path: str = "") -> None:
+        super().__init__(message)
+        self.console_path = console_path
+
+
+class InfraError(KbisectError):
+    """A tool, the disk or the host failed: retry, never a verdict."""
+
+
+class DiskFullError(InfraError):
+    pass

@@ -1,0 +1,103 @@
+"""Plain data passed between the pieces (and, later, Temporal activities)."""
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+@dataclass(frozen=True)
+class Commit:
+    hash: str
+    subject: str
+    author: str = ""
+    date: str = ""
+
+
+@dataclass(frozen=True)
+class BuildSpec:
+    """What to build: a base config plus fragments, for one architecture."""
+
+    fragments: tuple[str, ...]  # config fragment texts, merged over the base in order
+    arch: str = "x86_64"
+    target: str = "bzImage"
+
+
+@dataclass(frozen=True)
+class Artifact:
+    commit: str
+    tree: str
+    config_hash: str
+    kernel: str  # path to the bootable image
+    config: str  # path to the resolved .config
+    build_log: str
+    cached: bool = False
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class DeviceProfile:
+    """How QEMU models a disk: limits applied through its I/O throttling."""
+
+    name: str
+    iops: int = 0  # 0: unthrottled
+    bps: int = 0
+
+
+@dataclass(frozen=True)
+class Disk:
+    name: str  # the name the guest script sees, e.g. "origin"
+    size_mib: int
+    profile: DeviceProfile
+
+    @property
+    def serial(self) -> str:
+        return f"kb-{self.name}"
+
+
+@dataclass(frozen=True)
+class GuestImage:
+    initramfs: str
+    tools: tuple[str, ...]
+
+
+class Outcome(str, Enum):
+    """The four ways a guest run ends, told apart by the result channel and console."""
+
+    SUCCESS = "success"
+    TESTCASE_FAILED = "testcase-failed"
+    PANIC = "panic"
+    HANG = "hang"
+
+
+@dataclass(frozen=True)
+class GuestRun:
+    outcome: Outcome
+    records: list[dict[str, object]]  # framed records from the result channel
+    console: str  # path of the captured console
+    seconds: float
+    accel: str
+    detail: str = ""
+
+
+class Direction(str, Enum):
+    HIGHER = "higher"
+    LOWER = "lower"
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    unit: str
+    better: Direction
+    value: float  # median over repetitions
+    samples: list[float] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Score:
+    testcase: str
+    primary: str
+    metrics: dict[str, Metric]
+
+    @property
+    def primary_metric(self) -> Metric:
+        return self.metrics[self.primary]
