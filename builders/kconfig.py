@@ -1,13 +1,13 @@
 """Config: `make tinyconfig`, then the base and the testcase's fragments, then olddefconfig."""
 
 import hashlib
-from importlib import resources
+from pathlib import Path
 
 from kbisect.model import BuildSpec
 
 
 def base_config() -> str:
-    return resources.files("builders").joinpath("base.config").read_text()
+    return (Path(__file__).parent / "base.config").read_text()
 
 
 def fragments_for(spec: BuildSpec) -> list[str]:

@@ -166,6 +166,9 @@ class KernelBuilder:
             **os.environ,
             **REPRO_ENV,
             "CCACHE_DIR": str(settings.cache_dir() / "ccache"),
+            # Hash paths relative to the slot, so other slots and repos hit the same entries.
+            "CCACHE_BASEDIR": str(cwd.parent),
+            "CCACHE_NOHASHDIR": "1",
             "CCACHE_MAXSIZE": os.environ.get("CCACHE_MAXSIZE", "8G"),
             "LC_ALL": "C",
         }

@@ -11,7 +11,6 @@ import shutil
 import stat
 import subprocess
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 from kbisect import settings
@@ -58,7 +57,7 @@ def shared_libraries(binary: Path) -> list[Path]:
 
 
 def _guest_file(name: str) -> bytes:
-    return resources.files("infra").joinpath(name).read_bytes()
+    return (Path(__file__).parent / name).read_bytes()
 
 
 def _tree(tools: list[str], testcase_script: bytes, params: bytes) -> dict[str, _Entry]:

@@ -48,3 +48,13 @@ class InfraError(KbisectError):
 
 class DiskFullError(InfraError):
     pass
+
+
+class TestcaseFailedError(KbisectError):
+    """The kernel booted but the testcase script failed (its exit status is not 0)."""
+
+    __test__ = False  # not a pytest test class
+
+    def __init__(self, message: str, console_path: str = "") -> None:
+        super().__init__(message)
+        self.console_path = console_path

@@ -1,0 +1,44 @@
+"""The one-commit pipeline behind `kbisect try`: resolve, build, boot, run, score."""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from builders.kernel_build import KernelBuilder
+from infra.qemu import QemuMachine
+from kbisect.git import Git
+from kbisect.model import Artifact, Commit
+from testcases import manifest as manifests
+from testcases.runner import TestcaseRun, build_spec, profile, run_testcase
+
+
+@dataclass(frozen=True)
+class TryResult:
+    commit: Commit
+    artifact: Artifact
+    result: TestcaseRun
+
+
+def try_commit(
+    repo: Path,
+    rev: str,
+    testcase: str,
+    profile_name: str | None = None,
+    repetitions: int | None = None,
+    on_stage: Callable[[str], None] = lambda _: None,
+    on_detail: Callable[[str], None] = lambda _: None,
+    on_build: Callable[[Artifact], None] = lambda _: None,
+) -> TryResult:
+    # All input is checked before anything slow starts.
+    git = Git(repo)
+    git.check_repo()
+    commit = git.commit_info(rev)
+    manifest = manifests.load(testcase)
+    if profile_name:
+        profile(profile_name)
+    on_stage(f"building {commit.hash[:12]} {commit.subject}")
+    artifact = KernelBuilder().build(repo, commit.hash, build_spec(manifest), on_detail)
+    on_build(artifact)
+    on_stage(f"running {manifest.name} on {commit.hash[:12]}")
+    result = run_testcase(manifest, artifact, QemuMachine(), profile_name, repetitions, on_detail)
+    return TryResult(commit=commit, artifact=artifact, result=result)

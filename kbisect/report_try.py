@@ -1,0 +1,57 @@
+"""How `kbisect try` shows its result: a table for people, JSON for scripts."""
+
+from dataclasses import asdict
+
+from rich.console import Console
+from rich.table import Table
+
+from kbisect.pipeline import TryResult
+
+
+def try_to_json(r: TryResult) -> dict[str, object]:
+    run = r.result.run
+    return {
+        "commit": asdict(r.commit),
+        "testcase": r.result.score.testcase,
+        "profile": r.result.profile,
+        "repetitions": r.result.repetitions,
+        "primary": r.result.score.primary,
+        "metrics": {
+            name: {"value": m.value, "unit": m.unit, "better": m.better.value, "samples": m.samples}
+            for name, m in r.result.score.metrics.items()
+        },
+        "build": {
+            "cached": r.artifact.cached,
+            "seconds": r.artifact.seconds,
+            "kernel": r.artifact.kernel,
+            "log": r.artifact.build_log,
+        },
+        "run": {
+            "outcome": run.outcome.value,
+            "seconds": run.seconds,
+            "accel": run.accel,
+            "console": run.console,
+        },
+    }
+
+
+def render_try(r: TryResult, console: Console) -> None:
+    score = r.result.score
+    console.print(f"[bold]{r.commit.hash[:12]}[/] {r.commit.subject}", highlight=False)
+    table = Table(title=f"{score.testcase} ({r.result.profile}, {r.result.repetitions} repetitions)")
+    table.add_column("metric")
+    table.add_column("median", justify="right")
+    table.add_column("unit")
+    table.add_column("better")
+    table.add_column("samples")
+    for name, m in score.metrics.items():
+        label = f"[bold]{name}[/] (primary)" if name == score.primary else name
+        table.add_row(label, f"{m.value:g}", m.unit, m.better.value, " ".join(f"{v:g}" for v in m.samples))
+    console.print(table)
+    build = "cache hit" if r.artifact.cached else f"built in {r.artifact.seconds:.0f}s"
+    console.print(f"build: {build}; log {r.artifact.build_log}", highlight=False)
+    console.print(
+        f"guest: {r.result.run.outcome.value} in {r.result.run.seconds:.1f}s ({r.result.run.accel}); "
+        f"console {r.result.run.console}",
+        highlight=False,
+    )

@@ -1,0 +1,60 @@
+"""Run a testcase on a built kernel: guest image, disks with a device profile, boot, score."""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from infra.initramfs import build_image
+from infra.qemu import PROFILES, QemuMachine
+from kbisect.errors import BootError, TestcaseFailedError, UserError
+from kbisect.model import Artifact, BuildSpec, DeviceProfile, Disk, GuestRun, Outcome, Score
+from testcases import scoring
+from testcases.manifest import Manifest
+
+
+@dataclass(frozen=True)
+class TestcaseRun:
+    __test__ = False
+
+    run: GuestRun
+    score: Score
+    profile: str
+    repetitions: int
+
+
+def build_spec(manifest: Manifest) -> BuildSpec:
+    return BuildSpec(fragments=(manifest.config_fragment,) if manifest.config_fragment else ())
+
+
+def profile(name: str) -> DeviceProfile:
+    if name not in PROFILES:
+        raise UserError(f"unknown device profile {name!r}: use one of {', '.join(PROFILES)}")
+    return PROFILES[name]
+
+
+def run_testcase(
+    manifest: Manifest,
+    artifact: Artifact,
+    machine: QemuMachine,
+    profile_name: str | None = None,
+    repetitions: int | None = None,
+    progress: Callable[[str], None] = lambda _: None,
+) -> TestcaseRun:
+    """Score of the testcase on this kernel.
+
+    BootError: the kernel panicked or hung (the commit is skipped);
+    TestcaseFailedError: it booted but the testcase script failed.
+    """
+    prof = profile(profile_name or manifest.profile)
+    reps = repetitions or manifest.repetitions
+    image = build_image(
+        manifest.tools, manifest.script, {**manifest.params, "KB_REPETITIONS": str(reps)}
+    )
+    disks = [Disk(d.name, d.size_mib, prof) for d in manifest.disks]
+    progress(f"booting {artifact.commit[:12]} ({prof.name}, {reps} repetitions)")
+    run = machine.run(artifact, image, disks, manifest.timeout, progress=progress)
+    if run.outcome in (Outcome.PANIC, Outcome.HANG):
+        raise BootError(f"{run.outcome.value}: {run.detail}", console_path=run.console)
+    if run.outcome is Outcome.TESTCASE_FAILED:
+        raise TestcaseFailedError(run.detail, console_path=run.console)
+    return TestcaseRun(run=run, score=scoring.score(manifest, run.records), profile=prof.name,
+                      repetitions=reps)
