@@ -38,7 +38,9 @@ def store(artifact_dir: Path, artifact: Artifact) -> None:
 
 
 def store_failure(artifact_dir: Path, error: KernelBuildError) -> None:
-    _write_meta(artifact_dir, {"status": "failed", "error": str(error), "build_log": error.log_path})
+    _write_meta(
+        artifact_dir, {"status": "failed", "error": str(error), "build_log": error.log_path}
+    )
 
 
 def _write_meta(artifact_dir: Path, meta: dict[str, object]) -> None:

@@ -44,8 +44,4 @@ def missing_options(fragments: list[str], resolved_config: str) -> list[str]:
         if line.startswith("CONFIG_") and "=" in line:
             key, _, value = line.partition("=")
             have[key] = value
-    return [
-        f"{k}={v}"
-        for k, v in wanted_options(fragments).items()
-        if have.get(k, "n") != v
-    ]
+    return [f"{k}={v}" for k, v in wanted_options(fragments).items() if have.get(k, "n") != v]

@@ -76,8 +76,10 @@ class KernelBuilder:
         self.slot = slot
         self.jobs = jobs or settings.build_jobs()
 
-    def build(self, repo: Path, commit: str, spec: BuildSpec, progress: Progress = _quiet) -> Artifact:
-        """Artifact for commit; KernelBuildError if it does not compile, InfraError if the host fails."""
+    def build(
+        self, repo: Path, commit: str, spec: BuildSpec, progress: Progress = _quiet
+    ) -> Artifact:
+        """The artifact; KernelBuildError if it does not compile, InfraError if the host fails."""
         git = Git(repo)
         tree = git.tree_of(commit)
         cfg_hash = kconfig.config_hash(spec, compiler_version())
@@ -95,8 +97,14 @@ class KernelBuilder:
             return self._build_locked(repo, commit, tree, cfg_hash, spec, slot, progress)
 
     def _build_locked(
-        self, repo: Path, commit: str, tree: str, cfg_hash: str, spec: BuildSpec,
-        slot: Path, progress: Progress,
+        self,
+        repo: Path,
+        commit: str,
+        tree: str,
+        cfg_hash: str,
+        spec: BuildSpec,
+        slot: Path,
+        progress: Progress,
     ) -> Artifact:
         start = time.monotonic()
         adir = artifact_cache.entry_dir(tree, cfg_hash)
@@ -130,7 +138,9 @@ class KernelBuilder:
         artifact_cache.store(adir, artifact)
         return artifact
 
-    def _configure(self, src: Path, out: Path, spec: BuildSpec, log: TextIO, progress: Progress) -> None:
+    def _configure(
+        self, src: Path, out: Path, spec: BuildSpec, log: TextIO, progress: Progress
+    ) -> None:
         progress("configuring (tinyconfig + fragments)")
         self._make(src, out, spec, ["tinyconfig"], log, progress)
         frags = kconfig.fragments_for(spec)
@@ -140,9 +150,16 @@ class KernelBuilder:
             p.write_text(text)
             paths.append(str(p))
         self._run(
-            [str(src / "scripts/kconfig/merge_config.sh"), "-m", "-O", str(out),
-             str(out / ".config"), *paths],
-            src, log,
+            [
+                str(src / "scripts/kconfig/merge_config.sh"),
+                "-m",
+                "-O",
+                str(out),
+                str(out / ".config"),
+                *paths,
+            ],
+            src,
+            log,
         )
         self._make(src, out, spec, ["olddefconfig"], log, progress)
         missing = kconfig.missing_options(frags, (out / ".config").read_text())
@@ -151,17 +168,30 @@ class KernelBuilder:
             log.write(f"# kbisect: requested but not in .config: {' '.join(missing)}\n")
 
     def _make(
-        self, src: Path, out: Path, spec: BuildSpec, targets: list[str], log: TextIO,
+        self,
+        src: Path,
+        out: Path,
+        spec: BuildSpec,
+        targets: list[str],
+        log: TextIO,
         progress: Progress,
     ) -> None:
         cc = "ccache gcc" if shutil.which("ccache") else "gcc"
         argv = [
-            "make", "-C", str(src), f"O={out}", f"ARCH={spec.arch}", f"-j{self.jobs}",
-            f"CC={cc}", *targets,
+            "make",
+            "-C",
+            str(src),
+            f"O={out}",
+            f"ARCH={spec.arch}",
+            f"-j{self.jobs}",
+            f"CC={cc}",
+            *targets,
         ]
         self._run(argv, src, log, progress)
 
-    def _run(self, argv: list[str], cwd: Path, log: TextIO, progress: Progress | None = None) -> None:
+    def _run(
+        self, argv: list[str], cwd: Path, log: TextIO, progress: Progress | None = None
+    ) -> None:
         env = {
             **os.environ,
             **REPRO_ENV,
@@ -175,14 +205,20 @@ class KernelBuilder:
         log.write(f"$ {' '.join(argv)}\n")
         log.flush()
         proc = subprocess.Popen(
-            argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, text=True, errors="replace",
+            argv,
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            errors="replace",
         )
         assert proc.stdout is not None
         tail: list[str] = []
         for line in proc.stdout:
             log.write(line)
-            tail = (tail + [line])[-40:]
+            tail = [*tail, line][-40:]
             if progress is not None and line.startswith("  "):
                 progress(line.strip())
         rc = proc.wait()
@@ -193,6 +229,7 @@ class KernelBuilder:
                 if pat.search(text):
                     kind = DiskFullError if "space" in pat.pattern else InfraError
                     raise kind(f"build failed for a host reason ({pat.pattern}): see {log.name}")
-            first_error = next((t.strip() for t in tail if "error" in t.lower()), tail[-1].strip() if tail else "")
+            first_error = next(
+                (t.strip() for t in tail if "error" in t.lower()), tail[-1].strip() if tail else ""
+            )
             raise KernelBuildError(f"kernel does not build: {first_error}")
-

@@ -27,19 +27,54 @@ NOMERGES_LINE = "\tblk_queue_flag_set(QUEUE_FLAG_NOMERGES, ns->queue);\n"
 # .c files that the base config (tinyconfig + QEMU guest needs) compiles: a filler
 # there costs the bisection a rebuild, as a real commit would.
 BUILT_FILES = (
-    "kernel/fork.c", "kernel/exit.c", "kernel/signal.c", "kernel/softirq.c",
-    "kernel/resource.c", "kernel/sysctl.c", "kernel/params.c", "kernel/kthread.c",
-    "kernel/workqueue.c", "kernel/notifier.c", "kernel/sched/core.c", "kernel/time/timer.c",
-    "kernel/irq/manage.c", "kernel/printk/printk.c", "mm/filemap.c", "mm/page_alloc.c",
-    "mm/memory.c", "mm/vmscan.c", "mm/readahead.c", "mm/slub.c", "mm/util.c",
-    "fs/namei.c", "fs/read_write.c", "fs/super.c", "fs/dcache.c", "fs/inode.c",
-    "fs/block_dev.c", "fs/exec.c", "block/blk-core.c", "block/blk-merge.c",
-    "block/blk-mq.c", "block/genhd.c", "block/bio.c", "block/blk-settings.c",
-    "lib/string.c", "lib/vsprintf.c", "lib/bitmap.c", "lib/kobject.c",
-    "drivers/base/core.c", "drivers/base/bus.c", "drivers/pci/probe.c",
-    "drivers/tty/serial/8250/8250_core.c", "drivers/md/dm.c", "drivers/md/dm-table.c",
-    "drivers/md/dm-snap.c", "drivers/nvme/host/pci.c",
-    "arch/x86/kernel/setup.c", "arch/x86/mm/init.c",
+    "kernel/fork.c",
+    "kernel/exit.c",
+    "kernel/signal.c",
+    "kernel/softirq.c",
+    "kernel/resource.c",
+    "kernel/sysctl.c",
+    "kernel/params.c",
+    "kernel/kthread.c",
+    "kernel/workqueue.c",
+    "kernel/notifier.c",
+    "kernel/sched/core.c",
+    "kernel/time/timer.c",
+    "kernel/irq/manage.c",
+    "kernel/printk/printk.c",
+    "mm/filemap.c",
+    "mm/page_alloc.c",
+    "mm/memory.c",
+    "mm/vmscan.c",
+    "mm/readahead.c",
+    "mm/slub.c",
+    "mm/util.c",
+    "fs/namei.c",
+    "fs/read_write.c",
+    "fs/super.c",
+    "fs/dcache.c",
+    "fs/inode.c",
+    "fs/block_dev.c",
+    "fs/exec.c",
+    "block/blk-core.c",
+    "block/blk-merge.c",
+    "block/blk-mq.c",
+    "block/genhd.c",
+    "block/bio.c",
+    "block/blk-settings.c",
+    "lib/string.c",
+    "lib/vsprintf.c",
+    "lib/bitmap.c",
+    "lib/kobject.c",
+    "drivers/base/core.c",
+    "drivers/base/bus.c",
+    "drivers/pci/probe.c",
+    "drivers/tty/serial/8250/8250_core.c",
+    "drivers/md/dm.c",
+    "drivers/md/dm-table.c",
+    "drivers/md/dm-snap.c",
+    "drivers/nvme/host/pci.c",
+    "arch/x86/kernel/setup.c",
+    "arch/x86/mm/init.c",
 )
 # Directories the base config never builds.
 UNBUILT_DIRS = ("sound/pci", "fs/btrfs", "drivers/gpu/drm/amd/display/dc", "net/wireless")
@@ -96,7 +131,8 @@ def _base_repo(progress: Callable[[str], None]) -> tuple[Path, str]:
         (tmp_root / "src").mkdir()
         # tar(1) unpacks in seconds where Python's tarfile takes minutes.
         subprocess.run(
-            ["tar", "-xf", str(tarball), "-C", str(tmp_root / "src")], check=True,
+            ["tar", "-xf", str(tarball), "-C", str(tmp_root / "src")],
+            check=True,
             capture_output=True,
         )
         (top,) = list((tmp_root / "src").iterdir())
@@ -110,8 +146,14 @@ def _base_repo(progress: Callable[[str], None]) -> tuple[Path, str]:
         if not gt.ok("cat-file", "-e", f"{tree}:Makefile"):
             raise InfraError(f"importing {tarball} produced no kernel tree")
         version = _kernel_version(top)
-        commit = _commit_tree(gt, tree, [], f"Import Linux {version} from Debian linux-source",
-                              IMPORT_DATE, AUTHORS[0])
+        commit = _commit_tree(
+            gt,
+            tree,
+            [],
+            f"Import Linux {version} from Debian linux-source",
+            IMPORT_DATE,
+            AUTHORS[0],
+        )
         gt.run("update-ref", "refs/heads/import", commit)
         base.parent.mkdir(parents=True, exist_ok=True)
         git_tmp.rename(base)
@@ -211,11 +253,11 @@ def _subject(kind: Kind, path: str, pos: int, rng: random.Random) -> str:
     if kind is Kind.BREAK_BUILD:
         return f"{subsys}: add helper for upcoming rework"
     if kind is Kind.FIX_BUILD:
-        return f"Revert \"{subsys}: add helper for upcoming rework\""
+        return f'Revert "{subsys}: add helper for upcoming rework"'
     if kind is Kind.BREAK_BOOT:
         return f"{subsys}: add early sanity check"
     if kind is Kind.FIX_BOOT:
-        return f"Revert \"{subsys}: add early sanity check\""
+        return f'Revert "{subsys}: add early sanity check"'
     return f"Merge branch 'topic-{pos}'"
 
 
@@ -288,8 +330,14 @@ def _write_history(
         else:
             w.write(env, NVME_CORE, _introduce_bug(w.read(import_tree, NVME_CORE)))
         trees[0] = w.tree(env)
-        hashes[0] = _commit_tree(git, trees[0], [import_commit],
-                                 "nvme: don't merge requests on namespace queues", when, AUTHORS[2])
+        hashes[0] = _commit_tree(
+            git,
+            trees[0],
+            [import_commit],
+            "nvme: don't merge requests on namespace queues",
+            when,
+            AUTHORS[2],
+        )
     else:
         hashes[0], trees[0] = import_commit, import_tree
 
@@ -324,7 +372,11 @@ def _write_history(
                 )
                 _record(w, env, side_changes, c, path, text)
         elif c.kind in (Kind.BREAK_BUILD, Kind.BREAK_BOOT, Kind.FIX_BUILD, Kind.FIX_BOOT):
-            files = BUILD_BREAK_FILES if c.kind in (Kind.BREAK_BUILD, Kind.FIX_BUILD) else BOOT_BREAK_FILES
+            files = (
+                BUILD_BREAK_FILES
+                if c.kind in (Kind.BREAK_BUILD, Kind.FIX_BUILD)
+                else BOOT_BREAK_FILES
+            )
             path = files[c.span % len(files)]
             text = w.read(import_tree, path)
             if c.kind is Kind.BREAK_BUILD:
@@ -336,9 +388,14 @@ def _write_history(
             # Alternate: two thirds in built files (cost a rebuild), the rest unbuilt.
             pool = built if (c.pos % 3 and built) or not unbuilt else unbuilt
             if not pool:
-                raise UserError(f"--commits {len(plan.commits)} is more fillers than the lab has files for")
+                raise UserError(
+                    f"--commits {len(plan.commits)} is more fillers than the lab has files for"
+                )
             path = pool.pop()
-            text = w.read(import_tree, path) + f"\n/* lab change {c.pos}: {rng.getrandbits(32):08x} */\n"
+            text = (
+                w.read(import_tree, path)
+                + f"\n/* lab change {c.pos}: {rng.getrandbits(32):08x} */\n"
+            )
             _record(w, env, side_changes, c, path, text)
         trees[c.pos] = w.tree(env)
         subject = (
@@ -347,7 +404,11 @@ def _write_history(
             else _subject(c.kind, path, c.pos, rng)
         )
         hashes[c.pos] = _commit_tree(
-            git, trees[c.pos], [hashes[p] for p in c.parents], subject, when,
+            git,
+            trees[c.pos],
+            [hashes[p] for p in c.parents],
+            subject,
+            when,
             AUTHORS[rng.randrange(len(AUTHORS))],
         )
         if c.pos % 8 == 0:
@@ -356,8 +417,12 @@ def _write_history(
 
 
 def _record(
-    w: _Writer, env: dict[str, str], side_changes: dict[str, dict[str, str]],
-    c: PlannedCommit, path: str, text: str,
+    w: _Writer,
+    env: dict[str, str],
+    side_changes: dict[str, dict[str, str]],
+    c: PlannedCommit,
+    path: str,
+    text: str,
 ) -> None:
     w.write(env, path, text)
     if c.branch != "main":

@@ -6,10 +6,10 @@ Positions are 1..N in creation order; position 0 is the old endpoint.
 
 import random
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 
 
-class Kind(str, Enum):
+class Kind(StrEnum):
     FILLER = "filler"
     CULPRIT = "culprit"
     BREAK_BUILD = "break-build"
@@ -34,8 +34,10 @@ class Span:
         try:
             length = int(tail) if tail else 1
             start = int(head)
-        except ValueError:
-            raise PlanError(f"bad breakage {text!r}: use POS, POS:LEN or +OFF relative to the culprit")
+        except ValueError as exc:
+            raise PlanError(
+                f"bad breakage {text!r}: use POS, POS:LEN or +OFF relative to the culprit"
+            ) from exc
         if length < 1:
             raise PlanError(f"bad breakage {text!r}: LEN must be 1 or more")
         return cls(start=start, length=length, relative=head[:1] in "+-")
@@ -116,10 +118,7 @@ def make_plan(
     eligible = [p for p in range(1, n + 1) if p not in merge_positions and p != n]
     if culprit_at is None:
         taken = {
-            p
-            for _, s in spans
-            if not s.relative
-            for p in range(s.start, s.start + s.length + 1)
+            p for _, s in spans if not s.relative for p in range(s.start, s.start + s.length + 1)
         }
         eligible = [p for p in eligible if p not in taken] or eligible
         culprit_at = rng.choice(eligible)
@@ -130,9 +129,7 @@ def make_plan(
         )
 
     kinds: dict[int, tuple[Kind, int]] = {culprit_at: (Kind.CULPRIT, -1)}
-    spans = [
-        (k, Span(culprit_at + s.start, s.length) if s.relative else s) for k, s in spans
-    ]
+    spans = [(k, Span(culprit_at + s.start, s.length) if s.relative else s) for k, s in spans]
     # Parents first, so fix positions can follow a span along its branch.
     parents: dict[int, list[int]] = {}
     branch_of: dict[int, str] = {}
@@ -163,7 +160,9 @@ def make_plan(
                     f"breakage at {span.start} (length {span.length}) does not fit in 1..{n}"
                 )
             if pos in kinds:
-                raise PlanError(f"position {pos} is asked to be both {kinds[pos][0].value} and {k.value}")
+                raise PlanError(
+                    f"position {pos} is asked to be both {kinds[pos][0].value} and {k.value}"
+                )
             kinds[pos] = (k, idx)
 
     commits: list[PlannedCommit] = []

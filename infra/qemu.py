@@ -42,8 +42,17 @@ def _opt_path(path: Path) -> str:
 
 def base_args(memory_mib: int, cpus: int) -> list[str]:
     return [
-        QEMU, "-machine", "q35", "-m", str(memory_mib), "-smp", str(cpus),
-        "-nodefaults", "-display", "none", "-no-reboot",
+        QEMU,
+        "-machine",
+        "q35",
+        "-m",
+        str(memory_mib),
+        "-smp",
+        str(cpus),
+        "-nodefaults",
+        "-display",
+        "none",
+        "-no-reboot",
     ]
 
 
@@ -60,8 +69,14 @@ def kernel_args(kernel: str, initramfs: str, cmdline: str) -> list[str]:
 def serial_args(console: Path, channel: Path) -> list[str]:
     # ttyS0: the console; ttyS1: the result channel.
     return [
-        "-chardev", f"file,id=console,path={_opt_path(console)}", "-serial", "chardev:console",
-        "-chardev", f"file,id=results,path={_opt_path(channel)}", "-serial", "chardev:results",
+        "-chardev",
+        f"file,id=console,path={_opt_path(console)}",
+        "-serial",
+        "chardev:console",
+        "-chardev",
+        f"file,id=results,path={_opt_path(channel)}",
+        "-serial",
+        "chardev:results",
     ]
 
 
@@ -80,7 +95,7 @@ def parse_records(text: str) -> list[dict[str, object]]:
         line = line.strip("\r")
         if line.startswith(RECORD_PREFIX):
             try:
-                rec = json.loads(line[len(RECORD_PREFIX):])
+                rec = json.loads(line[len(RECORD_PREFIX) :])
             except json.JSONDecodeError:
                 continue  # a torn line, e.g. the guest died mid-write
             if isinstance(rec, dict):
@@ -88,7 +103,9 @@ def parse_records(text: str) -> list[dict[str, object]]:
     return records
 
 
-def classify_run(records: list[dict[str, object]], console: str, exited: bool) -> tuple[Outcome, str]:
+def classify_run(
+    records: list[dict[str, object]], console: str, exited: bool
+) -> tuple[Outcome, str]:
     """Pure: the outcome from what came back. `exited` is False when we had to kill QEMU."""
     done = [r for r in records if r.get("event") == "done"]
     if done:
@@ -96,7 +113,9 @@ def classify_run(records: list[dict[str, object]], console: str, exited: bool) -
         if status == 0:
             return Outcome.SUCCESS, ""
         return Outcome.TESTCASE_FAILED, f"testcase exited with status {status}"
-    panic = next((line for line in console.splitlines() if any(m in line for m in PANIC_MARKERS)), "")
+    panic = next(
+        (line for line in console.splitlines() if any(m in line for m in PANIC_MARKERS)), ""
+    )
     if panic:
         return Outcome.PANIC, panic.strip()
     if not exited:
@@ -125,18 +144,30 @@ class QemuMachine:
         if shutil.which(QEMU) is None:
             raise InfraError(f"{QEMU} is not installed: apt-get install qemu-system-x86")
         accel = self._accel or self.probe_accel(artifact, guest)
-        run_dir = settings.cache_dir() / "runs" / f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
+        run_dir = (
+            settings.cache_dir()
+            / "runs"
+            / f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
+        )
         run_dir.mkdir(parents=True)
         return self._run_in(run_dir, accel, artifact, guest, disks, timeout, cmdline, progress)
 
     def _run_in(
-        self, run_dir: Path, accel: str, artifact: Artifact, guest: GuestImage,
-        disks: list[Disk], timeout: float, cmdline: str, progress: Callable[[str], None],
+        self,
+        run_dir: Path,
+        accel: str,
+        artifact: Artifact,
+        guest: GuestImage,
+        disks: list[Disk],
+        timeout: float,
+        cmdline: str,
+        progress: Callable[[str], None],
     ) -> GuestRun:
         console, channel = run_dir / "console.log", run_dir / "results.log"
         argv = base_args(self.memory_mib, self.cpus) + accel_args(accel)
         argv += kernel_args(
-            artifact.kernel, guest.initramfs,
+            artifact.kernel,
+            guest.initramfs,
             f"console=ttyS0 panic=-1 oops=panic rdinit=/init {cmdline}".strip(),
         )
         argv += serial_args(console, channel)
@@ -174,8 +205,12 @@ class QemuMachine:
             raise InfraError(f"QEMU failed to start: {stderr.splitlines()[-1:] or proc.returncode}")
         outcome, detail = classify_run(records, console_text, exited)
         return GuestRun(
-            outcome=outcome, records=records, console=str(console), seconds=round(seconds, 2),
-            accel=accel, detail=detail,
+            outcome=outcome,
+            records=records,
+            console=str(console),
+            seconds=round(seconds, 2),
+            accel=accel,
+            detail=detail,
         )
 
     def probe_accel(self, artifact: Artifact, guest: GuestImage) -> str:
@@ -191,7 +226,13 @@ class QemuMachine:
             with tempfile.TemporaryDirectory(dir=settings.cache_dir()) as tmp:
                 try:
                     run = self._run_in(
-                        Path(tmp), "kvm", artifact, guest, [], PROBE_TIMEOUT, "kbisect.probe=1",
+                        Path(tmp),
+                        "kvm",
+                        artifact,
+                        guest,
+                        [],
+                        PROBE_TIMEOUT,
+                        "kbisect.probe=1",
                         lambda _: None,
                     )
                     if run.outcome is Outcome.SUCCESS:

@@ -38,8 +38,11 @@ def progress_display(enabled: bool) -> Iterator[Callable[[str], None]]:
         yield lambda _: None
         return
     with Progress(
-        SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-        console=err_console, transient=True,
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
     ) as progress:
         task = progress.add_task("starting", total=None)
         yield lambda text: progress.update(task, description=text[:110])
@@ -87,8 +90,13 @@ def _try(args: argparse.Namespace) -> int:
             say(f"{stage[0]}: {text}")
 
         result = try_commit(
-            Path(args.repo), args.rev, args.testcase, args.profile, args.repetitions,
-            on_stage=on_stage, on_detail=on_detail,
+            Path(args.repo),
+            args.rev,
+            args.testcase,
+            args.profile,
+            args.repetitions,
+            on_stage=on_stage,
+            on_detail=on_detail,
         )
     if args.json:
         print(json.dumps(try_to_json(result), indent=2))
@@ -110,18 +118,32 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kbisect", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    lab = sub.add_parser("lab", help="the reproduction lab").add_subparsers(dest="lab_command", required=True)
+    lab = sub.add_parser("lab", help="the reproduction lab").add_subparsers(
+        dest="lab_command", required=True
+    )
     create = lab.add_parser("create", help="make a kernel git history with a known culprit")
     create.add_argument("dir")
     create.add_argument("--commits", type=int, default=64)
     create.add_argument("--culprit-at", type=int, help="position of the culprit (default: random)")
     create.add_argument("--mode", choices=("regression", "fix"), default="regression")
-    create.add_argument("--culprit-patch", help="make this patch the culprit instead of the seed's bug")
+    create.add_argument(
+        "--culprit-patch", help="make this patch the culprit instead of the seed's bug"
+    )
     create.add_argument("--merges", type=int, default=0, help="side branches merged back")
-    create.add_argument("--broken-build", action="append", default=[], metavar="POS[:LEN]",
-                        help="a commit that does not compile; +N/-N is relative to the culprit")
-    create.add_argument("--broken-boot", action="append", default=[], metavar="POS[:LEN]",
-                        help="a commit that panics at boot; +N/-N is relative to the culprit")
+    create.add_argument(
+        "--broken-build",
+        action="append",
+        default=[],
+        metavar="POS[:LEN]",
+        help="a commit that does not compile; +N/-N is relative to the culprit",
+    )
+    create.add_argument(
+        "--broken-boot",
+        action="append",
+        default=[],
+        metavar="POS[:LEN]",
+        help="a commit that panics at boot; +N/-N is relative to the culprit",
+    )
     create.add_argument("--seed", type=int, help="random seed (default: random)")
     create.add_argument("--quiet", action="store_true")
     create.set_defaults(func=_lab_create)
@@ -149,7 +171,9 @@ def main(argv: list[str] | None = None) -> int:
         code = next(c for t, c in EXIT_CODES if isinstance(exc, t))
         where = getattr(exc, "log_path", "") or getattr(exc, "console_path", "")
         suffix = f" (log: {where})" if where else ""
-        err_console.print(f"kbisect: error: {exc}{suffix}", markup=False, highlight=False, soft_wrap=True)
+        err_console.print(
+            f"kbisect: error: {exc}{suffix}", markup=False, highlight=False, soft_wrap=True
+        )
         return code
     except KeyboardInterrupt:
         return 130

@@ -60,7 +60,9 @@ class Git:
         """Full commit hash of rev; a revision is never passed on unresolved."""
         # A leading dash would be read as an option by git.
         if not rev or rev.startswith("-") or "\0" in rev:
-            raise UnknownRevisionError(f"invalid revision {rev!r}: give a commit hash, tag or branch")
+            raise UnknownRevisionError(
+                f"invalid revision {rev!r}: give a commit hash, tag or branch"
+            )
         out = self.run("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}", check=False)
         if not out.strip():
             raise UnknownRevisionError(

@@ -1,7 +1,7 @@
 """Plain data passed between the pieces (and, later, Temporal activities)."""
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ class GuestImage:
     tools: tuple[str, ...]
 
 
-class Outcome(str, Enum):
+class Outcome(StrEnum):
     """The four ways a guest run ends, told apart by the result channel and console."""
 
     SUCCESS = "success"
@@ -78,7 +78,7 @@ class GuestRun:
     detail: str = ""
 
 
-class Direction(str, Enum):
+class Direction(StrEnum):
     HIGHER = "higher"
     LOWER = "lower"
 

@@ -38,7 +38,9 @@ def try_to_json(r: TryResult) -> dict[str, object]:
 def render_try(r: TryResult, console: Console) -> None:
     score = r.result.score
     console.print(f"[bold]{r.commit.hash[:12]}[/] {r.commit.subject}", highlight=False)
-    table = Table(title=f"{score.testcase} ({r.result.profile}, {r.result.repetitions} repetitions)")
+    table = Table(
+        title=f"{score.testcase} ({r.result.profile}, {r.result.repetitions} repetitions)"
+    )
     table.add_column("metric")
     table.add_column("median", justify="right")
     table.add_column("unit")
@@ -46,12 +48,14 @@ def render_try(r: TryResult, console: Console) -> None:
     table.add_column("samples")
     for name, m in score.metrics.items():
         label = f"[bold]{name}[/] (primary)" if name == score.primary else name
-        table.add_row(label, f"{m.value:g}", m.unit, m.better.value, " ".join(f"{v:g}" for v in m.samples))
+        table.add_row(
+            label, f"{m.value:g}", m.unit, m.better.value, " ".join(f"{v:g}" for v in m.samples)
+        )
     console.print(table)
     build = "cache hit" if r.artifact.cached else f"built in {r.artifact.seconds:.0f}s"
     console.print(f"build: {build}; log {r.artifact.build_log}", highlight=False)
+    run = r.result.run
     console.print(
-        f"guest: {r.result.run.outcome.value} in {r.result.run.seconds:.1f}s ({r.result.run.accel}); "
-        f"console {r.result.run.console}",
+        f"guest: {run.outcome.value} in {run.seconds:.1f}s ({run.accel}); console {run.console}",
         highlight=False,
     )

@@ -1,1 +1,1 @@
-"""The reusable testcase library (one folder per testcase) and the code that runs and scores them."""
+"""The reusable testcase library (a folder per testcase) and the code that runs and scores it."""

@@ -9,6 +9,7 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
 
 from kbisect.errors import ManifestError, UnknownTestcaseError
 from kbisect.model import Direction
@@ -16,6 +17,7 @@ from kbisect.model import Direction
 BUILTIN_DIR = Path(__file__).resolve().parent
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 PARAM_NAME_RE = re.compile(r"^[A-Z][A-Z0-9_]*$")
+T = TypeVar("T")
 DISK_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,15}$")
 
 
@@ -57,7 +59,7 @@ def search_path() -> list[Path]:
 
 
 def available() -> list[str]:
-    names = set()
+    names: set[str] = set()
     for root in search_path():
         if root.is_dir():
             names.update(p.parent.name for p in root.glob("*/manifest.toml"))
@@ -82,7 +84,7 @@ def load(name: str) -> Manifest:
     return load_folder(find(name))
 
 
-def _req(data: dict[str, object], key: str, typ: type, where: str) -> object:
+def _req(data: dict[str, Any], key: str, typ: type[T], where: str) -> T:
     if key not in data:
         raise ManifestError(f"{where}: missing required field '{key}'")
     value = data[key]
@@ -102,35 +104,36 @@ def load_folder(folder: Path) -> Manifest:
         raise ManifestError(f"{where}: not valid TOML ({exc})") from exc
     except OSError as exc:
         raise ManifestError(f"{where}: cannot read ({exc.strerror})") from exc
-    name = str(_req(data, "name", str, where))
+    name = _req(data, "name", str, where)
     if name != folder.name:
         raise ManifestError(f"{where}: name '{name}' must match its folder '{folder.name}'")
     metrics_raw = _req(data, "metrics", dict, where)
-    assert isinstance(metrics_raw, dict)
     metrics = {}
     for mname, spec in metrics_raw.items():
         mwhere = f"{where} [metrics.{mname}]"
         if not isinstance(spec, dict):
             raise ManifestError(f"{mwhere}: must be a table with unit and better")
-        better = str(_req(spec, "better", str, mwhere))
+        better = _req(spec, "better", str, mwhere)
         if better not in ("higher", "lower"):
             raise ManifestError(f"{mwhere}: better must be 'higher' or 'lower', not '{better}'")
         metrics[mname] = MetricSpec(
-            mname, str(_req(spec, "unit", str, mwhere)), Direction(better),
+            mname,
+            _req(spec, "unit", str, mwhere),
+            Direction(better),
             str(spec.get("description", "")),
         )
-    primary = str(_req(data, "primary", str, where))
+    primary = _req(data, "primary", str, where)
     if primary not in metrics:
         raise ManifestError(f"{where}: primary metric '{primary}' is not among [metrics]")
     disks = []
-    for i, d in enumerate(data.get("disks", [])):  # type: ignore[attr-defined]
+    for i, d in enumerate(data.get("disks", [])):
         dwhere = f"{where} [[disks]] #{i + 1}"
         if not isinstance(d, dict):
             raise ManifestError(f"{dwhere}: must be a table with name and size_mib")
-        dname = str(_req(d, "name", str, dwhere))
+        dname = _req(d, "name", str, dwhere)
         if not DISK_NAME_RE.match(dname):
             raise ManifestError(f"{dwhere}: disk name '{dname}' must be lowercase letters/digits")
-        size = int(_req(d, "size_mib", int, dwhere))  # type: ignore[call-overload]
+        size = _req(d, "size_mib", int, dwhere)
         if not 1 <= size <= 65536:
             raise ManifestError(f"{dwhere}: size_mib must be within 1..65536")
         disks.append(DiskSpec(dname, size))
@@ -144,10 +147,10 @@ def load_folder(folder: Path) -> Manifest:
         PARAM_NAME_RE.match(k) and isinstance(v, str) for k, v in params.items()
     ):
         raise ManifestError(f"{where}: [params] must map UPPER_CASE names to strings")
-    script = _file(folder, str(_req(data, "script", str, where)), where)
+    script = _file(folder, _req(data, "script", str, where), where)
     fragment = _file(folder, str(data.get("config", "")), where) if data.get("config") else b""
-    repetitions = int(data.get("repetitions", 3))  # type: ignore[call-overload]
-    timeout = float(data.get("timeout", 600))  # type: ignore[arg-type]
+    repetitions = int(data.get("repetitions", 3))
+    timeout = float(data.get("timeout", 600))
     if repetitions < 1 or timeout <= 0:
         raise ManifestError(f"{where}: repetitions and timeout must be positive")
     return Manifest(

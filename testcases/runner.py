@@ -56,5 +56,6 @@ def run_testcase(
         raise BootError(f"{run.outcome.value}: {run.detail}", console_path=run.console)
     if run.outcome is Outcome.TESTCASE_FAILED:
         raise TestcaseFailedError(run.detail, console_path=run.console)
-    return TestcaseRun(run=run, score=scoring.score(manifest, run.records), profile=prof.name,
-                      repetitions=reps)
+    return TestcaseRun(
+        run=run, score=scoring.score(manifest, run.records), profile=prof.name, repetitions=reps
+    )

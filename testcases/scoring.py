@@ -26,7 +26,10 @@ def score(manifest: Manifest, records: list[dict[str, object]]) -> Score:
             continue
         values = [by_rep[r] for r in sorted(by_rep)]
         metrics[name] = Metric(
-            name=name, unit=spec.unit, better=spec.better,
-            value=round(statistics.median(values), 3), samples=values,
+            name=name,
+            unit=spec.unit,
+            better=spec.better,
+            value=round(statistics.median(values), 3),
+            samples=values,
         )
     return Score(testcase=manifest.name, primary=manifest.primary, metrics=metrics)

@@ -1,0 +1,141 @@
+"""The builder's logic over a tiny stand-in kernel tree: real git, make and gcc, fake Kbuild."""
+
+import shutil
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from builders import kernel_build
+from builders.kernel_build import KernelBuilder
+from kbisect.errors import DiskFullError, InfraError, KernelBuildError
+from kbisect.model import BuildSpec
+from tests.conftest import git
+
+# The kernel targets kbisect calls, acted out: tinyconfig, olddefconfig, bzImage.
+MAKEFILE = """\
+tinyconfig:
+\techo 'CONFIG_TINY=y' > $(O)/.config
+olddefconfig:
+\t@true
+bzImage:
+\techo built >> $(O)/make-count
+\t$(CC) -c -o $(O)/main.o main.c
+\tmkdir -p $(O)/arch/x86/boot && cp $(O)/main.o $(O)/arch/x86/boot/bzImage
+"""
+MERGE_CONFIG = """#!/bin/sh
+# merge_config.sh -m -O OUT BASE FRAGMENTS...: append the fragments
+shift 3; base=$1; shift; cat "$@" >> "$base"
+"""
+SPEC = BuildSpec(fragments=("CONFIG_BLK_DEV_NVME=y\n",))
+
+
+def _commit(repo: Path, files: dict[str, str], message: str) -> str:
+    for rel, text in files.items():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(text)
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", message)
+    return git(repo, "rev-parse", "HEAD").strip()
+
+
+@pytest.fixture
+def tree(tmp_path: Path, cache: Path) -> tuple[Path, dict[str, str]]:
+    repo = tmp_path / "kernel"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    merge = repo / "scripts/kconfig/merge_config.sh"
+    merge.parent.mkdir(parents=True)
+    merge.write_text(MERGE_CONFIG)
+    merge.chmod(merge.stat().st_mode | stat.S_IXUSR)
+    commits = {
+        "good": _commit(repo, {"Makefile": MAKEFILE, "main.c": "int main_x;\n"}, "good"),
+        "broken": _commit(repo, {"main.c": "int main_x = ;\n"}, "broken"),
+        "fixed": _commit(repo, {"main.c": "int main_x = 1;\n"}, "fixed"),
+    }
+    return repo, commits
+
+
+def _make_count(cache: Path) -> int:
+    counts = list(cache.glob("slots/*/build/make-count"))
+    return sum(len(p.read_text().splitlines()) for p in counts)
+
+
+def test_same_tree_and_config_build_once(tree: tuple[Path, dict[str, str]], cache: Path) -> None:
+    repo, c = tree
+    first = KernelBuilder().build(repo, c["good"], SPEC)
+    assert not first.cached and Path(first.kernel).exists()
+    assert "CONFIG_BLK_DEV_NVME=y" in Path(first.config).read_text()
+    again = KernelBuilder().build(repo, c["good"], SPEC)
+    assert again.cached and again.kernel == first.kernel
+    assert _make_count(cache) == 1
+    other = KernelBuilder().build(repo, c["good"], BuildSpec(fragments=("CONFIG_X=y\n",)))
+    assert not other.cached and other.config_hash != first.config_hash
+
+
+def test_compile_error_is_a_kernel_build_error_and_is_cached(
+    tree: tuple[Path, dict[str, str]], cache: Path
+) -> None:
+    repo, c = tree
+    with pytest.raises(KernelBuildError) as err:
+        KernelBuilder().build(repo, c["broken"], SPEC)
+    assert "error" in str(err.value) and Path(err.value.log_path).exists()
+    assert "main.c" in Path(err.value.log_path).read_text()
+    with pytest.raises(KernelBuildError):
+        KernelBuilder().build(repo, c["broken"], SPEC)
+    assert _make_count(cache) == 1  # the failure was not rebuilt
+    assert not KernelBuilder().build(repo, c["fixed"], SPEC).cached
+
+
+def test_full_disk_during_make_is_infra_and_not_cached(
+    tree: tuple[Path, dict[str, str]], cache: Path
+) -> None:
+    repo, c = tree
+    full = _commit(
+        repo,
+        {"Makefile": MAKEFILE.replace(
+            "\t$(CC)", "\techo 'cc1: error: No space left on device' && false\n\t$(CC)")},
+        "full disk",
+    )
+    for _ in range(2):
+        with pytest.raises(DiskFullError):
+            KernelBuilder().build(repo, full, SPEC)
+    assert _make_count(cache) == 2  # retried, not answered from the cache
+
+
+def test_missing_tool_is_infra(
+    tree: tuple[Path, dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo, c = tree
+    real_which = kernel_build.shutil.which
+    monkeypatch.setattr(
+        kernel_build.shutil, "which", lambda t: None if t == "bison" else real_which(t)
+    )
+    with pytest.raises(InfraError, match="bison"):
+        KernelBuilder().build(repo, c["good"], SPEC)
+
+
+def test_low_disk_space_is_refused_before_building(
+    tree: tuple[Path, dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo, c = tree
+    monkeypatch.setattr(
+        kernel_build.shutil, "disk_usage", lambda _: shutil._ntuple_diskusage(10**9, 10**9, 100)
+    )
+    with pytest.raises(DiskFullError, match="free"):
+        KernelBuilder().build(repo, c["good"], SPEC)
+
+
+def test_switching_commits_reuses_the_worktree(
+    tree: tuple[Path, dict[str, str]], cache: Path
+) -> None:
+    repo, c = tree
+    KernelBuilder().build(repo, c["good"], SPEC)
+    KernelBuilder().build(repo, c["fixed"], SPEC)
+    (wt,) = cache.glob("slots/*/src")
+    assert (wt / "main.c").read_text() == "int main_x = 1;\n"
+    listed = subprocess.run(
+        ["git", "-C", str(repo), "worktree", "list"], capture_output=True, text=True, check=True
+    ).stdout
+    assert listed.count("\n") == 2  # the repository itself and one slot

@@ -1,0 +1,104 @@
+import json
+from pathlib import Path
+
+import pytest
+
+from infra import lab
+from infra.lab import LabOptions, create_lab, truth_path
+from infra.lab_plan import Span
+from kbisect.errors import UserError
+from tests.conftest import git
+
+
+def _diff(repo: Path, commit: str) -> str:
+    return git(repo, "show", "--format=", "--first-parent", commit)
+
+
+def test_regression_lab_truth_matches_the_history(tmp_path: Path, tiny_tarball: Path) -> None:
+    dest = tmp_path / "lab"
+    truth = create_lab(
+        dest,
+        LabOptions(commits=12, culprit_at=5, seed=1, broken_build=(Span(8),),
+                   broken_boot=(Span(2, 2),)),
+    )
+    assert json.loads(truth_path(dest).read_text()) == truth
+    assert not (dest / "kbisect.truth.json").exists()  # never inside the repository
+    assert git(dest, "rev-list", "--count", "HEAD").strip() == "13"
+    assert git(dest, "rev-parse", "HEAD").strip() == truth["bad"]
+    assert git(dest, "rev-list", "--max-parents=0", "HEAD").strip() == truth["good"]
+    assert "+" + lab.NOMERGES_LINE.rstrip("\n") in _diff(dest, str(truth["culprit"]))
+    nomerges_at = [
+        c["hash"] for c in truth["history"]  # type: ignore[attr-defined]
+        if lab.NOMERGES_LINE.strip() in git(dest, "show", f"{c['hash']}:{lab.NVME_CORE}")
+    ]
+    assert nomerges_at[0] == truth["culprit"] and len(nomerges_at) == 8
+    (broken,) = truth["broken_build"]  # type: ignore[misc]
+    assert "kbisect_lab_undefined" in _diff(dest, broken)
+    assert len(truth["broken_boot"]) == 2  # type: ignore[arg-type]
+    assert "panic(" in _diff(dest, truth["broken_boot"][0])  # type: ignore[index]
+
+
+def test_same_seed_same_hashes(tmp_path: Path, tiny_tarball: Path) -> None:
+    a = create_lab(tmp_path / "a", LabOptions(commits=10, seed=9, merges=1))
+    b = create_lab(tmp_path / "b", LabOptions(commits=10, seed=9, merges=1))
+    assert a["culprit"] == b["culprit"] and a["bad"] == b["bad"]
+
+
+def test_fix_mode_old_has_the_bug_and_the_culprit_removes_it(
+    tmp_path: Path, tiny_tarball: Path
+) -> None:
+    dest = tmp_path / "lab"
+    truth = create_lab(dest, LabOptions(commits=8, mode="fix", culprit_at=3, seed=2))
+    assert truth["bad"] == truth["old"] and truth["good"] == truth["new"]
+    assert lab.NOMERGES_LINE in git(dest, "show", f"{truth['bad']}:{lab.NVME_CORE}")
+    assert "-" + lab.NOMERGES_LINE.rstrip("\n") in _diff(dest, str(truth["culprit"]))
+    assert lab.NOMERGES_LINE not in git(dest, "show", f"{truth['good']}:{lab.NVME_CORE}")
+    assert git(dest, "log", "-1", "--format=%s", str(truth["culprit"])).strip() == (
+        "NVMe: Allow request merges"
+    )
+
+
+def test_merges_are_real_merge_commits_with_both_sides(tmp_path: Path, tiny_tarball: Path) -> None:
+    dest = tmp_path / "lab"
+    truth = create_lab(dest, LabOptions(commits=30, merges=2, seed=4))
+    merges = git(dest, "rev-list", "--merges", "HEAD").split()
+    assert sorted(merges) == sorted(truth["merges"])  # type: ignore[type-var]
+    for m in merges:
+        p1, p2 = git(dest, "rev-parse", f"{m}^1", f"{m}^2").split()
+        base = git(dest, "merge-base", p1, p2).strip()
+        for parent in (p1, p2):
+            # Whatever either side changed since the fork is in the merge: nothing lost.
+            changed = git(dest, "diff", "--name-only", base, parent).split()
+            assert changed
+            assert git(dest, "diff", "--name-only", parent, m, "--", *changed) == ""
+    assert truth["culprit"] in git(dest, "rev-list", "HEAD").split()
+
+
+def test_culprit_patch(tmp_path: Path, tiny_tarball: Path) -> None:
+    patch = tmp_path / "my.patch"
+    patch.write_text(
+        "Subject: [PATCH] lib: make strings slower\n---\n"
+        "--- a/lib/string.c\n+++ b/lib/string.c\n@@ -1,2 +1,3 @@\n"
+        " /* lib/string.c */\n+/* slow */\n"
+        f" int x_{abs(hash('lib/string.c'))};\n"
+    )
+    dest = tmp_path / "lab"
+    truth = create_lab(dest, LabOptions(commits=6, culprit_at=2, culprit_patch=patch, seed=1))
+    assert "+/* slow */" in _diff(dest, str(truth["culprit"]))
+    subject = git(dest, "log", "-1", "--format=%s", str(truth["culprit"])).strip()
+    assert subject == "lib: make strings slower"
+
+
+def test_a_patch_that_does_not_apply_is_a_clear_error(tmp_path: Path, tiny_tarball: Path) -> None:
+    patch = tmp_path / "bad.patch"
+    patch.write_text("--- a/nope.c\n+++ b/nope.c\n@@ -1 +1 @@\n-a\n+b\n")
+    with pytest.raises(UserError, match="does not apply"):
+        create_lab(tmp_path / "lab", LabOptions(commits=4, culprit_patch=patch, seed=1))
+
+
+def test_refuses_a_non_empty_directory(tmp_path: Path, tiny_tarball: Path) -> None:
+    (tmp_path / "lab").mkdir()
+    (tmp_path / "lab" / "precious").write_text("x")
+    with pytest.raises(UserError, match="not empty"):
+        create_lab(tmp_path / "lab", LabOptions(commits=4, seed=1))
+    assert (tmp_path / "lab" / "precious").read_text() == "x"
