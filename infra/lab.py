@@ -101,6 +101,7 @@ class LabOptions:
     broken_build: tuple[Span, ...] = ()
     broken_boot: tuple[Span, ...] = ()
     seed: int | None = None
+    replace: bool = False  # remove an existing lab (and only a lab) at the destination
 
 
 def truth_path(lab: Path) -> Path:
@@ -265,6 +266,13 @@ def create_lab(
     dest: Path, options: LabOptions, progress: Callable[[str], None] = lambda _: None
 ) -> dict[str, object]:
     dest = Path(dest).resolve()
+    if options.replace and dest.exists():
+        if not truth_path(dest).exists():
+            raise UserError(
+                f"{dest} is not a kbisect lab (no {truth_path(dest).name}): not replacing it"
+            )
+        shutil.rmtree(dest)
+        truth_path(dest).unlink()
     if dest.exists() and any(dest.iterdir()):
         raise UserError(f"{dest} exists and is not empty: pick a new directory for the lab")
     if options.culprit_patch is not None and not options.culprit_patch.is_file():

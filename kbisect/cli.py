@@ -62,6 +62,7 @@ def _lab_create(args: argparse.Namespace) -> int:
             broken_build=tuple(Span.parse(s) for s in args.broken_build),
             broken_boot=tuple(Span.parse(s) for s in args.broken_boot),
             seed=args.seed,
+            replace=args.replace,
         )
         with progress_display(not args.quiet) as say:
             truth = create_lab(Path(args.dir), options, say)
@@ -145,6 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="a commit that panics at boot; +N/-N is relative to the culprit",
     )
     create.add_argument("--seed", type=int, help="random seed (default: random)")
+    create.add_argument("--replace", action="store_true", help="replace an existing lab there")
     create.add_argument("--quiet", action="store_true")
     create.set_defaults(func=_lab_create)
 

@@ -10,9 +10,7 @@ import pytest
 from infra import lab
 from kbisect import settings
 
-NVME_CORE_TEXT = (
-    "static void nvme_alloc_ns(void)\n{\n" + lab.NONROT_LINE + "\treturn;\n}\n"
-)
+NVME_CORE_TEXT = "static void nvme_alloc_ns(void)\n{\n" + lab.NONROT_LINE + "\treturn;\n}\n"
 
 
 @pytest.fixture
@@ -39,9 +37,7 @@ def _write_tiny_tree(root: Path) -> None:
 
 
 @pytest.fixture
-def tiny_tarball(
-    tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[Path]:
+def tiny_tarball(tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A stand-in for linux-source-6.1.tar.xz with the files the lab edits."""
     top = tmp_path / "tarsrc" / "linux-source-6.1"
     _write_tiny_tree(top)

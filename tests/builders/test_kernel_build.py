@@ -91,11 +91,14 @@ def test_compile_error_is_a_kernel_build_error_and_is_cached(
 def test_full_disk_during_make_is_infra_and_not_cached(
     tree: tuple[Path, dict[str, str]], cache: Path
 ) -> None:
-    repo, c = tree
+    repo, _ = tree
     full = _commit(
         repo,
-        {"Makefile": MAKEFILE.replace(
-            "\t$(CC)", "\techo 'cc1: error: No space left on device' && false\n\t$(CC)")},
+        {
+            "Makefile": MAKEFILE.replace(
+                "\t$(CC)", "\techo 'cc1: error: No space left on device' && false\n\t$(CC)"
+            )
+        },
         "full disk",
     )
     for _ in range(2):

@@ -9,7 +9,10 @@ from kbisect.errors import InfraError
 
 def _listing(path: str) -> list[str]:
     out = subprocess.run(
-        ["cpio", "-t", "--quiet"], stdin=open(path, "rb"), capture_output=True, text=True,
+        ["cpio", "-t", "--quiet"],
+        stdin=open(path, "rb"),
+        capture_output=True,
+        text=True,
         check=True,
     )
     return out.stdout.split()

@@ -18,8 +18,9 @@ def test_regression_lab_truth_matches_the_history(tmp_path: Path, tiny_tarball: 
     dest = tmp_path / "lab"
     truth = create_lab(
         dest,
-        LabOptions(commits=12, culprit_at=5, seed=1, broken_build=(Span(8),),
-                   broken_boot=(Span(2, 2),)),
+        LabOptions(
+            commits=12, culprit_at=5, seed=1, broken_build=(Span(8),), broken_boot=(Span(2, 2),)
+        ),
     )
     assert json.loads(truth_path(dest).read_text()) == truth
     assert not (dest / "kbisect.truth.json").exists()  # never inside the repository
@@ -28,7 +29,8 @@ def test_regression_lab_truth_matches_the_history(tmp_path: Path, tiny_tarball: 
     assert git(dest, "rev-list", "--max-parents=0", "HEAD").strip() == truth["good"]
     assert "+" + lab.NOMERGES_LINE.rstrip("\n") in _diff(dest, str(truth["culprit"]))
     nomerges_at = [
-        c["hash"] for c in truth["history"]  # type: ignore[attr-defined]
+        c["hash"]
+        for c in truth["history"]  # type: ignore[attr-defined]
         if lab.NOMERGES_LINE.strip() in git(dest, "show", f"{c['hash']}:{lab.NVME_CORE}")
     ]
     assert nomerges_at[0] == truth["culprit"] and len(nomerges_at) == 8
@@ -102,3 +104,12 @@ def test_refuses_a_non_empty_directory(tmp_path: Path, tiny_tarball: Path) -> No
     with pytest.raises(UserError, match="not empty"):
         create_lab(tmp_path / "lab", LabOptions(commits=4, seed=1))
     assert (tmp_path / "lab" / "precious").read_text() == "x"
+
+
+def test_replace_removes_only_a_lab(tmp_path: Path, tiny_tarball: Path) -> None:
+    first = create_lab(tmp_path / "lab", LabOptions(commits=4, seed=1))
+    second = create_lab(tmp_path / "lab", LabOptions(commits=4, seed=2, replace=True))
+    assert first["bad"] != second["bad"]
+    (tmp_path / "notalab").mkdir()
+    with pytest.raises(UserError, match="not a kbisect lab"):
+        create_lab(tmp_path / "notalab", LabOptions(commits=4, seed=1, replace=True))

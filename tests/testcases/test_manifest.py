@@ -19,7 +19,7 @@ def test_builtin_snapshot_read_loads() -> None:
 
 
 def test_unknown_testcase_lists_the_known_ones() -> None:
-    with pytest.raises(UnknownTestcaseError, match="known are .*nvme-snapshot-read"):
+    with pytest.raises(UnknownTestcaseError, match=r"known are .*nvme-snapshot-read"):
         manifest.load("nvme-snapshot-raed")
 
 
@@ -48,7 +48,10 @@ def test_a_new_testcase_is_a_new_folder(extra: Path) -> None:
     ("edit", "message"),
     [
         (lambda t: t + "\n[[[", "not valid TOML"),
-        (lambda t: t.replace('primary = "avg_read_sectors"', 'primary = "speed"'), "primary metric"),
+        (
+            lambda t: t.replace('primary = "avg_read_sectors"', 'primary = "speed"'),
+            "primary metric",
+        ),
         (lambda t: t.replace('better = "lower"', 'better = "sideways"', 1), "better must be"),
         (lambda t: t.replace('script = "guest.sh"', 'script = "nope.sh"'), "does not exist"),
         (lambda t: t.replace('script = "guest.sh"', 'script = "../../x"'), "inside the testcase"),

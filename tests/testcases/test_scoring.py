@@ -11,9 +11,12 @@ def _metric(rep: int, name: str, value: float) -> dict[str, object]:
 def test_median_over_repetitions_with_units() -> None:
     m = manifest.load("nvme-snapshot-read")
     records = [
-        _metric(1, "avg_read_sectors", 8.0), _metric(2, "avg_read_sectors", 8.0),
-        _metric(3, "avg_read_sectors", 512.0), _metric(1, "throughput", 10.0),
-        _metric(2, "throughput", 30.0), _metric(3, "throughput", 20.0),
+        _metric(1, "avg_read_sectors", 8.0),
+        _metric(2, "avg_read_sectors", 8.0),
+        _metric(3, "avg_read_sectors", 512.0),
+        _metric(1, "throughput", 10.0),
+        _metric(2, "throughput", 30.0),
+        _metric(3, "throughput", 20.0),
         _metric(1, "undeclared", 1.0),
     ]
     score = scoring.score(m, records)
