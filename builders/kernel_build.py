@@ -60,20 +60,39 @@ def check_host(path: Path) -> None:
         )
 
 
+MAX_SLOTS = 8
+
+
 @contextmanager
-def _slot_lock(slot_dir: Path) -> Iterator[None]:
-    """One build at a time per slot, across processes."""
-    with open(slot_dir / "lock", "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+def _free_slot(repo: Path) -> Iterator[tuple[int, Path]]:
+    """A build slot (worktree + build dir) that no other build holds, across processes.
+
+    The lock is an flock, so a killed worker's slot is free again at once.
+    """
+    held = None
+    try:
+        for i in range(MAX_SLOTS):
+            slot = worktree.slot_dir(repo, i)
+            fh = open(slot / "lock", "w")  # closed in finally
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                fh.close()
+                continue
+            held = fh
+            yield i, slot
+            return
+        slot = worktree.slot_dir(repo, 0)  # all busy: wait for the first
+        held = open(slot / "lock", "w")
+        fcntl.flock(held, fcntl.LOCK_EX)
+        yield 0, slot
+    finally:
+        if held is not None:
+            held.close()  # releases the lock
 
 
 class KernelBuilder:
-    def __init__(self, slot: int = 0, jobs: int | None = None) -> None:
-        self.slot = slot
+    def __init__(self, jobs: int | None = None) -> None:
         self.jobs = jobs or settings.build_jobs()
 
     def build(
@@ -87,14 +106,13 @@ class KernelBuilder:
         if cached is not None:
             progress("artifact cache hit")
             return cached
-        slot = worktree.slot_dir(repo, self.slot)
-        check_host(slot)
-        with _slot_lock(slot):
+        check_host(settings.cache_dir())
+        with _free_slot(repo) as (index, slot):
             # Another process may have built it while we waited for the lock.
             cached = artifact_cache.lookup(tree, cfg_hash, commit)
             if cached is not None:
                 return cached
-            return self._build_locked(repo, commit, tree, cfg_hash, spec, slot, progress)
+            return self._build_locked(repo, commit, tree, cfg_hash, spec, index, slot, progress)
 
     def _build_locked(
         self,
@@ -103,6 +121,7 @@ class KernelBuilder:
         tree: str,
         cfg_hash: str,
         spec: BuildSpec,
+        index: int,
         slot: Path,
         progress: Progress,
     ) -> Artifact:
@@ -111,9 +130,15 @@ class KernelBuilder:
         adir.mkdir(parents=True, exist_ok=True)
         log_path = adir / "build.log"
         progress(f"checking out {commit[:12]}")
-        src = worktree.checkout(repo, commit, self.slot)
+        src = worktree.checkout(repo, commit, index)
         out = slot / "build"
+        interrupted = slot / "build-in-progress"
+        if interrupted.exists():
+            # A build was killed mid-way: a truncated object newer than its source would
+            # pass for up to date, so start clean (ccache makes that about a minute).
+            shutil.rmtree(out, ignore_errors=True)
         out.mkdir(exist_ok=True)
+        interrupted.touch()
         with open(log_path, "w") as log:
             log.write(f"# kbisect build of {commit} (tree {tree}) config {cfg_hash}\n")
             log.flush()
@@ -124,7 +149,9 @@ class KernelBuilder:
             except KernelBuildError as err:
                 err.log_path = str(log_path)
                 artifact_cache.store_failure(adir, err)
+                interrupted.unlink()
                 raise
+        interrupted.unlink()
         image = out / IMAGE_PATHS[spec.arch]
         artifact = Artifact(
             commit=commit,

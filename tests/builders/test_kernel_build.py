@@ -20,7 +20,7 @@ tinyconfig:
 olddefconfig:
 \t@true
 bzImage:
-\techo built >> $(O)/make-count
+\techo built >> $(O)/../make-count
 \t$(CC) -c -o $(O)/main.o main.c
 \tmkdir -p $(O)/arch/x86/boot && cp $(O)/main.o $(O)/arch/x86/boot/bzImage
 """
@@ -58,7 +58,7 @@ def tree(tmp_path: Path, cache: Path) -> tuple[Path, dict[str, str]]:
 
 
 def _make_count(cache: Path) -> int:
-    counts = list(cache.glob("slots/*/build/make-count"))
+    counts = list(cache.glob("slots/*/make-count"))
     return sum(len(p.read_text().splitlines()) for p in counts)
 
 

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs everything kbisect needs on Debian 12: the kernel build toolchain, QEMU, guest
+# tools, Debian's kernel source, and a virtualenv at .venv/ with pinned Python packages.
+# Safe to run again: it installs only what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(
+  qemu-system-x86 gcc make flex bison bc libelf-dev libssl-dev cpio ccache perl
+  busybox-static dmsetup fio linux-source-6.1 xz-utils git python3 python3-venv
+)
+sudo=()
+[ "$(id -u)" -eq 0 ] || sudo=(sudo)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "installing Debian packages: ${missing[*]}"
+  "${sudo[@]}" apt-get update -q
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -q "${missing[@]}"
+fi
+
+python=python3
+"$python" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' || {
+  echo "kbisect needs Python 3.11 as python3 (Debian 12 has it)" >&2; exit 1; }
+[ -x .venv/bin/python ] || "$python" -m venv .venv
+.venv/bin/pip install -q --upgrade pip
+.venv/bin/pip install -q -c requirements.lock -e '.[dev]'
+echo "kbisect installed: .venv/bin/kbisect"

@@ -1,0 +1,147 @@
+"""The data of a bisection job: workflow input and output, activity requests and results.
+
+Plain dataclasses: Temporal serializes them to JSON, and the CLI, the workflow and the
+activities share them without sharing code.
+"""
+
+from dataclasses import dataclass, field
+
+from kbisect.model import Artifact
+
+
+@dataclass
+class BisectRequest:
+    repo: str
+    good: list[str]
+    bad: str
+    testcase: str
+    mode: str = "regression"  # or "fix": bad is the old (broken) side, good the new (fixed)
+    profile: str | None = None
+    repetitions: int | None = None
+    search_attributes: bool = True  # False where the cluster has not registered ours
+    build_queue: str = "kbisect-build"
+    vm_queue: str = "kbisect-vm"
+
+
+@dataclass
+class CommitNode:
+    hash: str
+    parents: list[str]
+    subject: str
+
+
+@dataclass
+class ValidatedJob:
+    """Everything the workflow needs to decide, resolved once by an activity."""
+
+    old: list[str]  # full hashes of the old side (good in regression mode)
+    new: str
+    commits: list[CommitNode]  # the range, newest first; parents limited to the range
+    testcase: str
+    primary: str
+    unit: str
+    better: str
+    profile: str
+    repetitions: int
+    test_timeout: float
+
+
+@dataclass
+class BuildRequest:
+    repo: str
+    commit: str
+    testcase: str
+
+
+@dataclass
+class BuildResult:
+    commit: str
+    ok: bool  # False: the commit does not build (a verdict: skip), never a host failure
+    artifact: Artifact | None = None
+    error: str = ""
+    log: str = ""
+    seconds: float = 0.0
+    cached: bool = False
+
+
+@dataclass
+class TestRequest:
+    __test__ = False
+
+    repo: str
+    commit: str
+    testcase: str
+    profile: str
+    repetitions: int
+    artifact: Artifact
+
+
+@dataclass
+class TestResult:
+    __test__ = False
+
+    commit: str
+    status: str  # "ok", "boot-failed" or "testcase-failed"
+    values: dict[str, float] = field(default_factory=dict)  # median per metric
+    samples: list[float] = field(default_factory=list)  # the primary metric's samples
+    error: str = ""
+    console: str = ""
+    seconds: float = 0.0
+
+
+@dataclass
+class Step:
+    commit: str
+    subject: str
+    verdict: str  # good / bad / skip
+    source: str  # "test", "build-failed", "boot-failed", "testcase-failed", "marked", "endpoint"
+    value: float | None = None  # the primary metric
+    values: dict[str, float] = field(default_factory=dict)
+    position: float | None = None  # 0 = old endpoint, 1 = new endpoint
+    margin: float | None = None
+    note: str = ""
+    build_seconds: float = 0.0
+    test_seconds: float = 0.0
+
+
+@dataclass
+class Progress:
+    status: str  # validating, calibrating, bisecting, found, ambiguous, no-difference, failed
+    testcase: str = ""
+    mode: str = "regression"
+    metric: str = ""
+    unit: str = ""
+    old: list[str] = field(default_factory=list)
+    new: str = ""
+    candidates: int = 0
+    steps_left: int = 0
+    current: list[str] = field(default_factory=list)  # commits being built or tested
+    steps: list[Step] = field(default_factory=list)
+    message: str = ""
+
+
+@dataclass
+class CulpritInfo:
+    hash: str
+    subject: str
+
+
+@dataclass
+class BisectResult:
+    status: str  # found, ambiguous, no-difference
+    mode: str
+    testcase: str
+    repo: str
+    old: list[str]
+    new: str
+    culprit: str | None
+    candidates: list[str]
+    steps: list[Step]
+    message: str
+    subjects: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class MarkRequest:
+    commit: str  # a full hash, resolved by the client
+    verdict: str  # good / bad / skip

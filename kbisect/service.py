@@ -1,0 +1,91 @@
+"""Talking to the bisection service: where it is, starting jobs, reading their state."""
+
+import os
+import uuid
+from dataclasses import dataclass
+
+from temporalio.client import Client, WorkflowHandle
+from temporalio.service import RPCError
+
+from kbisect.errors import InfraError, UserError
+from kbisect.jobs import BisectRequest, MarkRequest, Progress
+
+WORKFLOW = "BisectWorkflow"
+SEARCH_ATTRIBUTES = ("KbisectTestcase", "KbisectStatus", "KbisectCulprit")
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    address: str
+    namespace: str
+    ui: str
+
+    @classmethod
+    def from_env(cls) -> "Endpoint":
+        """Defaults to the embedded dev server; KBISECT_TEMPORAL_* point at a cluster."""
+        return cls(
+            address=os.environ.get("KBISECT_TEMPORAL_ADDRESS", "127.0.0.1:7233"),
+            namespace=os.environ.get("KBISECT_TEMPORAL_NAMESPACE", "default"),
+            ui=os.environ.get("KBISECT_TEMPORAL_UI", "http://127.0.0.1:8233"),
+        )
+
+    def job_url(self, job_id: str) -> str:
+        return f"{self.ui}/namespaces/{self.namespace}/workflows/{job_id}"
+
+
+async def connect(endpoint: Endpoint) -> Client:
+    try:
+        return await Client.connect(endpoint.address, namespace=endpoint.namespace)
+    except RuntimeError as exc:
+        raise InfraError(
+            f"no Temporal server at {endpoint.address}: start one with 'kbisect up' "
+            "(or set KBISECT_TEMPORAL_ADDRESS)"
+        ) from exc
+
+
+async def has_search_attributes(client: Client, namespace: str) -> bool:
+    from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
+
+    try:
+        resp = await client.operator_service.list_search_attributes(
+            ListSearchAttributesRequest(namespace=namespace)
+        )
+    except RPCError:
+        return False
+    return all(name in resp.custom_attributes for name in SEARCH_ATTRIBUTES)
+
+
+async def start_job(
+    client: Client, endpoint: Endpoint, req: BisectRequest, control_queue: str
+) -> str:
+    req.search_attributes = await has_search_attributes(client, endpoint.namespace)
+    job_id = f"bisect-{req.testcase}-{uuid.uuid4().hex[:8]}"
+    await client.start_workflow(WORKFLOW, req, id=job_id, task_queue=control_queue)
+    return job_id
+
+
+def handle(client: Client, job_id: str) -> WorkflowHandle[object, object]:
+    return client.get_workflow_handle(job_id)
+
+
+async def progress(client: Client, job_id: str) -> Progress:
+    try:
+        result: Progress = await handle(client, job_id).query("progress", result_type=Progress)
+        return result
+    except RPCError as exc:
+        if "not found" in str(exc).lower():
+            raise UserError(f"no job {job_id!r}: see 'kbisect status' for the jobs") from exc
+        raise InfraError(f"cannot read job {job_id}: {exc}") from exc
+
+
+async def mark(client: Client, job_id: str, commit: str, verdict: str) -> str:
+    try:
+        answer: str = await handle(client, job_id).execute_update(
+            "mark", MarkRequest(commit=commit, verdict=verdict), result_type=str
+        )
+        return answer
+    except Exception as exc:  # the update validator's refusal, or the job is gone
+        cause = getattr(exc, "cause", None) or exc
+        raise UserError(
+            f"cannot mark {commit[:12]} in {job_id}: {getattr(cause, 'message', cause)}"
+        ) from exc

@@ -1,0 +1,113 @@
+"""Fake activities over a scenario: a DAG, a culprit and broken commits (no git, make, QEMU).
+
+They are registered under the real activity names, so the workflow under test is the
+real one. A scenario is looked up by the job's `repo` field.
+"""
+
+import asyncio
+from collections import Counter
+from dataclasses import dataclass, field
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from kbisect.jobs import (
+    BisectRequest,
+    BuildRequest,
+    BuildResult,
+    CommitNode,
+    TestRequest,
+    TestResult,
+    ValidatedJob,
+)
+from kbisect.model import Artifact
+from tests.workflows.dags import culprit_is_in
+from workflows.bisect_workflow import BUILD, TEST, VALIDATE
+from workflows.strategy import Graph
+
+FAST, SLOW = 512.0, 8.0
+
+
+@dataclass
+class Scenario:
+    graph: Graph
+    culprit: str
+    mode: str = "regression"
+    broken_build: set[str] = field(default_factory=set)
+    broken_boot: set[str] = field(default_factory=set)
+    same_endpoints: bool = False
+    user_error: str = ""
+    test_delay: float = 0.0
+    builds: Counter[str] = field(default_factory=Counter)
+    tests: Counter[str] = field(default_factory=Counter)
+
+    def value(self, commit: str) -> float:
+        if self.same_endpoints:
+            return FAST
+        has = culprit_is_in(self.graph, self.culprit, commit)
+        # regression: the culprit brings the slowness; fix: the culprit removes it
+        return SLOW if has == (self.mode == "regression") else FAST
+
+
+SCENARIOS: dict[str, Scenario] = {}
+
+
+@activity.defn(name=VALIDATE)
+async def validate_job(req: BisectRequest) -> ValidatedJob:
+    s = SCENARIOS[req.repo]
+    if s.user_error:
+        raise ApplicationError(s.user_error, type="UserError", non_retryable=True)
+    return ValidatedJob(
+        old=["root"],
+        new=s.graph.order[0],
+        commits=[
+            CommitNode(hash=c, parents=list(s.graph.parents[c]), subject=f"subject of {c}")
+            for c in s.graph.order
+        ],
+        testcase=req.testcase,
+        primary="avg_read_sectors",
+        unit="sectors",
+        better="higher",
+        profile="fast",
+        repetitions=3,
+        test_timeout=60,
+    )
+
+
+@activity.defn(name=BUILD)
+async def build_kernel(req: BuildRequest) -> BuildResult:
+    s = SCENARIOS[req.repo]
+    s.builds[req.commit] += 1
+    if req.commit in s.broken_build:
+        return BuildResult(
+            commit=req.commit, ok=False, error="kernel does not build: x.c", log="/logs/build.log"
+        )
+    art = Artifact(
+        commit=req.commit, tree="t", config_hash="c", kernel="/k", config="/c", build_log="/l"
+    )
+    return BuildResult(commit=req.commit, ok=True, artifact=art, seconds=1.0)
+
+
+@activity.defn(name=TEST)
+async def run_test(req: TestRequest) -> TestResult:
+    s = SCENARIOS[req.repo]
+    s.tests[req.commit] += 1
+    await asyncio.sleep(s.test_delay)
+    if req.commit in s.broken_boot:
+        return TestResult(
+            commit=req.commit, status="boot-failed", error="panic: x", console="/logs/console.log"
+        )
+    if req.commit == "root":  # the old endpoint, outside the graph
+        v = SLOW if s.mode == "fix" and not s.same_endpoints else FAST
+    else:
+        v = s.value(req.commit)
+    return TestResult(
+        commit=req.commit,
+        status="ok",
+        values={"avg_read_sectors": v},
+        samples=[v, v, v],
+        seconds=2.0,
+    )
+
+
+FAKES = [validate_job, build_kernel, run_test]

@@ -1,0 +1,202 @@
+"""BisectWorkflow on a real local Temporal dev server, with fake activities."""
+
+import json
+import math
+import os
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateFailedError
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from infra.temporal_server import temporal_binary
+from kbisect.jobs import BisectRequest, BisectResult, MarkRequest, Progress
+from tests.workflows import fakes
+from tests.workflows.dags import random_dag
+from tests.workflows.fakes import SCENARIOS, Scenario
+from workflows.bisect_workflow import SEARCH_ATTRIBUTES, BisectWorkflow, sandbox_runner
+from workflows.strategy import Graph
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+HISTORIES = Path(__file__).parent / "histories"
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def env() -> AsyncIterator[WorkflowEnvironment]:
+    async with await WorkflowEnvironment.start_local(
+        dev_server_existing_path=str(temporal_binary()),
+        search_attributes=list(SEARCH_ATTRIBUTES),
+    ) as env:
+        yield env
+
+
+def linear(n: int) -> Graph:
+    return Graph(
+        parents={f"c{i}": ((f"c{i - 1}",) if i > 1 else ()) for i in range(1, n + 1)},
+        order=tuple(f"c{i}" for i in range(n, 0, -1)),
+    )
+
+
+async def bisect(
+    client: Client, scenario: Scenario, record: str = "", **kw: object
+) -> tuple[BisectResult, Scenario]:
+    key = f"scenario-{uuid.uuid4().hex[:8]}"
+    SCENARIOS[key] = scenario
+    queue = f"q-{uuid.uuid4().hex[:8]}"
+    req = BisectRequest(
+        repo=key,
+        good=["root"],
+        bad="tip",
+        testcase="nvme-snapshot-read",
+        mode=scenario.mode,
+        build_queue=queue,
+        vm_queue=queue,
+        **kw,
+    )  # type: ignore[arg-type]
+    async with Worker(
+        client,
+        task_queue=queue,
+        workflows=[BisectWorkflow],
+        activities=fakes.FAKES,
+        workflow_runner=sandbox_runner(),
+    ):
+        handle = await client.start_workflow(
+            BisectWorkflow.run, req, id=f"wf-{key}", task_queue=queue
+        )
+        result = await handle.result()
+        if record and os.environ.get("KBISECT_RECORD_HISTORIES"):
+            history = await handle.fetch_history()
+            HISTORIES.mkdir(exist_ok=True)
+            (HISTORIES / f"{record}.json").write_text(history.to_json())
+    return result, scenario
+
+
+def _builds_beyond_endpoints(s: Scenario) -> int:
+    return sum(s.builds.values()) - 2
+
+
+async def test_finds_every_kind_of_culprit_in_log2_builds(env: WorkflowEnvironment) -> None:
+    for k in (1, 20, 37, 63, 64):
+        result, s = await bisect(
+            env.client,
+            Scenario(graph=linear(64), culprit=f"c{k}"),
+            record="linear-64" if k == 37 else "",
+        )
+        assert result.status == "found" and result.culprit == f"c{k}", (
+            result.message,
+            result.candidates,
+            [(s.commit, s.verdict, s.source, s.value) for s in result.steps],
+        )
+        assert _builds_beyond_endpoints(s) <= math.ceil(math.log2(64)) + 2
+        assert max(s.builds.values()) == 1  # no commit built twice
+        assert result.steps[0].source == "endpoint" and result.steps[0].verdict == "good"
+
+
+async def test_fix_mode_names_the_fixing_commit(env: WorkflowEnvironment) -> None:
+    result, s = await bisect(
+        env.client, Scenario(graph=linear(64), culprit="c23", mode="fix"), record="fix-64"
+    )
+    assert result.status == "found" and result.culprit == "c23"
+    assert "fixed commit" in result.message
+    # In fix mode the old endpoint is the bad one.
+    assert result.steps[0].verdict == "bad" and result.steps[1].verdict == "good"
+    assert _builds_beyond_endpoints(s) <= 8
+
+
+async def test_history_with_merges(env: WorkflowEnvironment) -> None:
+    graph = random_dag(60, merges=4, seed=11)
+    for culprit in graph.order[5::17]:
+        result, s = await bisect(
+            env.client,
+            Scenario(graph=graph, culprit=culprit),
+            record="merges" if culprit == graph.order[5] else "",
+        )
+        assert result.culprit == culprit
+        assert _builds_beyond_endpoints(s) <= math.ceil(math.log2(len(graph.order))) + 2
+
+
+async def test_broken_build_next_to_the_culprit(env: WorkflowEnvironment) -> None:
+    result, _ = await bisect(
+        env.client,
+        Scenario(graph=linear(64), culprit="c30", broken_build={"c29"}),
+        record="skips",
+    )
+    assert result.status in ("found", "ambiguous")
+    assert "c30" in result.candidates and len(result.candidates) <= 2
+    assert any(s.source == "build-failed" and s.verdict == "skip" for s in result.steps)
+
+
+async def test_boot_failure_is_skipped_not_judged(env: WorkflowEnvironment) -> None:
+    result, _ = await bisect(
+        env.client, Scenario(graph=linear(16), culprit="c9", broken_boot={"c8", "c12"})
+    )
+    assert "c9" in result.candidates
+    skipped = {s.commit for s in result.steps if s.verdict == "skip"}
+    assert skipped <= {"c8", "c12"}
+
+
+async def test_endpoints_that_score_the_same_stop_at_once(env: WorkflowEnvironment) -> None:
+    result, s = await bisect(
+        env.client, Scenario(graph=linear(64), culprit="c5", same_endpoints=True)
+    )
+    assert result.status == "no-difference" and result.culprit is None
+    assert "do not differ" in result.message and "avg_read_sectors" in result.message
+    assert sum(s.builds.values()) == 2
+
+
+async def test_bad_input_fails_the_job_with_its_message(env: WorkflowEnvironment) -> None:
+    message = "good abc is not an ancestor of bad def: swap them"
+    with pytest.raises(WorkflowFailureError) as err:
+        await bisect(env.client, Scenario(graph=linear(4), culprit="c2", user_error=message))
+    assert err.value.cause.message == message  # type: ignore[union-attr]
+
+
+async def test_progress_query_and_a_person_marking_a_commit(env: WorkflowEnvironment) -> None:
+    scenario = Scenario(graph=linear(64), culprit="c40", test_delay=0.3)
+    SCENARIOS["marked"] = scenario
+    queue = f"q-{uuid.uuid4().hex[:8]}"
+    req = BisectRequest(
+        repo="marked",
+        good=["root"],
+        bad="tip",
+        testcase="nvme-snapshot-read",
+        build_queue=queue,
+        vm_queue=queue,
+    )
+    async with Worker(
+        env.client,
+        task_queue=queue,
+        workflows=[BisectWorkflow],
+        activities=fakes.FAKES,
+        workflow_runner=sandbox_runner(),
+    ):
+        handle = await env.client.start_workflow(
+            BisectWorkflow.run, req, id=f"wf-marked-{queue}", task_queue=queue
+        )
+        progress = await handle.query("progress", result_type=Progress)
+        while progress.status != "bisecting":
+            progress = await handle.query("progress", result_type=Progress)
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await handle.execute_update("mark", MarkRequest("nope", "bad"), result_type=str)
+        assert "not in this job's range" in refused.value.cause.message  # type: ignore[union-attr]
+        # A person knows c41 is bad (true: it is after the culprit).
+        answer = await handle.execute_update("mark", MarkRequest("c41", "bad"), result_type=str)
+        assert "c41" in answer
+        result: BisectResult = await handle.result()
+    assert result.culprit == "c40"
+    marked = [s for s in result.steps if s.source == "marked"]
+    assert [(s.commit, s.verdict) for s in marked] == [("c41", "bad")]
+    assert scenario.tests["c41"] == 0 or any(
+        "marked" in s.note for s in result.steps if s.commit == "c41" and s.source != "marked"
+    )
+
+
+def test_recorded_histories_are_json() -> None:
+    files = sorted(HISTORIES.glob("*.json"))
+    assert files, "record with KBISECT_RECORD_HISTORIES=1"
+    for f in files:
+        assert json.loads(f.read_text())["events"]

@@ -1,0 +1,34 @@
+"""Recorded histories replay against the current workflow code: non-determinism fails here."""
+
+from pathlib import Path
+
+import pytest
+from temporalio.client import WorkflowHistory
+from temporalio.worker import Replayer
+
+from workflows import strategy
+from workflows.bisect_workflow import BisectWorkflow, sandbox_runner
+
+HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
+
+
+def _history(path: Path) -> WorkflowHistory:
+    return WorkflowHistory.from_json(path.stem, path.read_text())
+
+
+@pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])
+async def test_history_replays(path: Path) -> None:
+    await Replayer(workflows=[BisectWorkflow], workflow_runner=sandbox_runner()).replay_workflow(
+        _history(path)
+    )
+
+
+async def test_a_changed_decision_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Replay compares commands, not activity arguments: a change that stops the search
+    # early (different commands) must be caught. This also proves the patch reaches the
+    # sandbox, i.e. the replay above ran our current strategy code.
+    monkeypatch.setattr(strategy, "next_commits", lambda search, slots=1: [])
+    result = await Replayer(
+        workflows=[BisectWorkflow], workflow_runner=sandbox_runner()
+    ).replay_workflow(_history(HISTORIES[0]), raise_on_replay_failure=False)
+    assert result.replay_failure is not None

@@ -1,0 +1,1 @@
+"""Worker processes and the thin activity wrappers they run."""

@@ -1,0 +1,53 @@
+"""Run workers: workflows on the control queue, builds and VM runs on their own queues."""
+
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from workers.activities import build_kernel, run_test, validate_job
+from workers.queues import Queues
+from workflows.bisect_workflow import BisectWorkflow, sandbox_runner
+
+
+def make_workers(
+    client: Client, queues: Queues, builds: int, vms: int, workflows: bool = True
+) -> list[Worker]:
+    """Workers for this host; builds/vms say how many run here at once (0: none)."""
+    workers = []
+    if workflows:
+        workers.append(
+            Worker(
+                client,
+                task_queue=queues.control,
+                workflows=[BisectWorkflow],
+                workflow_runner=sandbox_runner(),
+            )
+        )
+    if builds > 0:
+        # +1: validation (git only) never waits behind builds.
+        workers.append(
+            Worker(
+                client,
+                task_queue=queues.build,
+                activities=[validate_job, build_kernel],
+                activity_executor=ThreadPoolExecutor(builds + 1),
+                max_concurrent_activities=builds + 1,
+            )
+        )
+    if vms > 0:
+        workers.append(
+            Worker(
+                client,
+                task_queue=queues.vm,
+                activities=[run_test],
+                activity_executor=ThreadPoolExecutor(vms),
+                max_concurrent_activities=vms,
+            )
+        )
+    return workers
+
+
+async def run_workers(workers: list[Worker]) -> None:
+    await asyncio.gather(*(w.run() for w in workers))

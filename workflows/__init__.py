@@ -1,0 +1,1 @@
+"""Temporal workflows and the pure bisection strategy and verdict logic they drive."""
