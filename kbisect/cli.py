@@ -161,6 +161,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     tc = sub.add_parser("testcases", help="list the testcase library")
     tc.set_defaults(func=_testcases)
+
+    from kbisect.cli_service import add_commands
+
+    add_commands(sub)
     return parser
 
 

@@ -102,11 +102,13 @@ class Step:
     note: str = ""
     build_seconds: float = 0.0
     test_seconds: float = 0.0
+    index: int = -1  # place in the range's history, oldest first; -1: the old endpoint
 
 
 @dataclass
 class Progress:
     status: str  # validating, calibrating, bisecting, found, ambiguous, no-difference, failed
+    repo: str = ""
     testcase: str = ""
     mode: str = "regression"
     metric: str = ""

@@ -119,6 +119,7 @@ class BisectWorkflow:
         self._mode, self._sa = req.mode, req.search_attributes
         self._progress.mode = req.mode
         self._progress.testcase = req.testcase
+        self._progress.repo = req.repo
         self._upsert(SA_TESTCASE.value_set(req.testcase), SA_STATUS.value_set("validating"))
         job = await self._validate(req)
         self._job = job
@@ -197,7 +198,7 @@ class BisectWorkflow:
                     f"the {word} endpoint {commit[:12]} failed: {t.error} "
                     f"(console: {t.console}); pass a {word} revision that runs the testcase"
                 )
-            self._progress.steps.append(
+            self._record(
                 Step(
                     commit=commit,
                     subject=self._subjects.get(commit, ""),
@@ -252,8 +253,7 @@ class BisectWorkflow:
         step.verdict = verdict_for(state, req.mode).value
         if commit in self._search.marks:
             step.note = f"a person marked it {self._search.marks[commit].value} meanwhile; kept"
-            self._progress.steps.append(step)
-            self._refresh()
+            self._record(step)
             return
         self._apply(commit, state, step)
 
@@ -291,11 +291,19 @@ class BisectWorkflow:
         return build, test
 
     # --- state and display ---------------------------------------------------------------
+    def _index(self, commit: str) -> int:
+        order = self._search.graph.order if self._search else ()
+        return len(order) - 1 - order.index(commit) if commit in order else -1
+
+    def _record(self, step: Step) -> None:
+        step.index = self._index(step.commit)
+        self._progress.steps.append(step)
+        self._refresh()
+
     def _apply(self, commit: str, state: State, step: Step) -> None:
         assert self._search is not None
         self._search.mark(commit, state)
-        self._progress.steps.append(step)
-        self._refresh()
+        self._record(step)
 
     def _refresh(self) -> None:
         if self._search is not None:

@@ -1,6 +1,5 @@
 """BisectWorkflow on a real local Temporal dev server, with fake activities."""
 
-import json
 import math
 import os
 import uuid
@@ -193,10 +192,3 @@ async def test_progress_query_and_a_person_marking_a_commit(env: WorkflowEnviron
     assert scenario.tests["c41"] == 0 or any(
         "marked" in s.note for s in result.steps if s.commit == "c41" and s.source != "marked"
     )
-
-
-def test_recorded_histories_are_json() -> None:
-    files = sorted(HISTORIES.glob("*.json"))
-    assert files, "record with KBISECT_RECORD_HISTORIES=1"
-    for f in files:
-        assert json.loads(f.read_text())["events"]

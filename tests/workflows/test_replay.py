@@ -16,6 +16,11 @@ def _history(path: Path) -> WorkflowHistory:
     return WorkflowHistory.from_json(path.stem, path.read_text())
 
 
+def test_histories_were_recorded() -> None:
+    # Re-record with: KBISECT_RECORD_HISTORIES=1 pytest tests/workflows/test_bisect_workflow.py
+    assert len(HISTORIES) >= 4
+
+
 @pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])
 async def test_history_replays(path: Path) -> None:
     await Replayer(workflows=[BisectWorkflow], workflow_runner=sandbox_runner()).replay_workflow(

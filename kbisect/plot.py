@@ -1,0 +1,58 @@
+"""Scores across commits as a picture: what people would rather look at than read."""
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only, no display needed
+import matplotlib.pyplot as plt
+
+from kbisect.jobs import BisectResult
+
+COLOURS = {"good": "tab:green", "bad": "tab:red", "skip": "tab:gray"}
+
+
+def plot_scores(result: BisectResult, metric: str, unit: str, out: Path) -> Path:
+    """One point per tested commit, in history order (oldest left); the culprit marked."""
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    for step in result.steps:
+        if step.value is None:
+            continue
+        x = step.index
+        ax.scatter(
+            x,
+            step.value,
+            color=COLOURS.get(step.verdict, "black"),
+            s=40,
+            zorder=3,
+            label=step.verdict,
+        )
+        ax.annotate(
+            step.commit[:7],
+            (x, step.value),
+            textcoords="offset points",
+            xytext=(0, 6),
+            ha="center",
+            fontsize=7,
+        )
+    culprit_x = next((s.index for s in result.steps if s.commit == result.culprit), None)
+    if result.culprit and culprit_x is not None:
+        ax.axvline(
+            culprit_x,
+            color="tab:red",
+            linestyle="--",
+            linewidth=1,
+            label=f"culprit {result.culprit[:12]}",
+        )
+    handles, labels = ax.get_legend_handles_labels()
+    unique = dict(zip(labels, handles, strict=False))
+    ax.legend(unique.values(), unique.keys(), loc="best", fontsize=8)
+    ax.set_xlabel("commit (history order, oldest left)")
+    ax.set_ylabel(f"{metric} ({unit})" if unit else metric)
+    ax.set_title(f"{result.testcase}: {result.status} ({result.mode} mode)")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out

@@ -1,0 +1,113 @@
+"""A finished job as markdown, as a `git bisect log` that `git bisect replay` accepts, as JSON."""
+
+from dataclasses import asdict
+from pathlib import Path
+
+from kbisect.errors import KbisectError
+from kbisect.git import Git
+from kbisect.jobs import BisectResult, Step
+
+
+def terms(mode: str) -> tuple[str, str]:
+    """git bisect's words for the old and new sides."""
+    return ("broken", "fixed") if mode == "fix" else ("good", "bad")
+
+
+def bisect_log(result: BisectResult) -> str:
+    """The job in `git bisect log` form; `git bisect replay FILE` accepts it."""
+    old_t, new_t = terms(result.mode)
+    start = "git bisect start"
+    if result.mode == "fix":
+        start += f" '--term-old={old_t}' '--term-new={new_t}'"
+    lines = [start]
+
+    def word(step: Step) -> str:
+        if step.verdict == "skip":
+            return "skip"
+        is_old = (step.verdict == "good") != (result.mode == "fix")
+        return old_t if is_old else new_t
+
+    for step in result.steps:
+        lines.append(f"# {word(step)}: [{step.commit}] {step.subject}")
+        lines.append(f"git bisect {word(step)} {step.commit}")
+    if result.culprit:
+        subject = result.subjects.get(result.culprit, "")
+        lines.append(f"# first {new_t} commit: [{result.culprit}] {subject}")
+    else:
+        lines.append(f"# only skipped commits left to test; the first {new_t} commit is one of:")
+        lines += [
+            f"# possible first {new_t} commit: [{c}] {result.subjects.get(c, '')}"
+            for c in result.candidates
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def to_json(result: BisectResult) -> dict[str, object]:
+    return {
+        "status": result.status,
+        "mode": result.mode,
+        "testcase": result.testcase,
+        "culprit": result.culprit,
+        "candidates": [] if result.culprit else result.candidates,
+        "message": result.message,
+        "old": result.old,
+        "new": result.new,
+        "steps": [asdict(s) for s in result.steps],
+    }
+
+
+def _commit_line(repo: str, commit: str, fallback_subject: str) -> list[str]:
+    try:
+        info = Git(Path(repo)).commit_info(commit)
+    except KbisectError:
+        return [f"- commit `{commit}`", f"- subject: {fallback_subject}"]
+    return [
+        f"- commit `{info.hash}`",
+        f"- subject: {info.subject}",
+        f"- author: {info.author}",
+        f"- date: {info.date}",
+    ]
+
+
+def markdown(result: BisectResult, job_id: str, metric: str = "", unit: str = "") -> str:
+    what = "fixed it" if result.mode == "fix" else "caused it"
+    lines = [
+        f"# kbisect {job_id}: {result.testcase} ({result.mode} mode)",
+        "",
+        f"**{result.status}**: {result.message}",
+        "",
+    ]
+    if result.culprit:
+        lines += [f"## The commit that {what}", ""]
+        lines += _commit_line(result.repo, result.culprit, result.subjects.get(result.culprit, ""))
+        lines.append("")
+    elif result.candidates:
+        lines += ["## Candidates (skipped commits leave it open)", ""]
+        lines += [f"- `{c}` {result.subjects.get(c, '')}" for c in result.candidates]
+        lines.append("")
+    metric = metric or next((k for s in result.steps for k in s.values), "score")
+    lines += [
+        "## Tested commits",
+        "",
+        f"| # | commit | subject | verdict | {metric} {f'({unit})' if unit else ''} "
+        "| other metrics | how |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for i, s in enumerate(result.steps, 1):
+        value = "" if s.value is None else f"{s.value:g}"
+        others = ", ".join(f"{k} {v:g}" for k, v in s.values.items() if k != metric)
+        how = s.source + (f": {s.note}" if s.note else "")
+        lines.append(
+            f"| {i} | `{s.commit[:12]}` | {s.subject[:60]} | {s.verdict} | {value} | "
+            f"{others} | {how} |"
+        )
+    lines += [
+        "",
+        "## Bisect log (`git bisect replay` accepts it)",
+        "",
+        "```",
+        bisect_log(result).rstrip(),
+        "```",
+        "",
+    ]
+    return "\n".join(lines)
