@@ -302,6 +302,9 @@ def create_lab(
     git.run("symbolic-ref", "HEAD", "refs/heads/master")
     git.run("update-ref", "-d", "refs/heads/import")
     truth = _truth(plan, hashes, seed, options)
+    # The endpoints as a user passes them (never the culprit): `--good lab-good --bad lab-bad`.
+    git.run("tag", "lab-good", str(truth["good"]))
+    git.run("tag", "lab-bad", str(truth["bad"]))
     truth_path(dest).write_text(json.dumps(truth, indent=2) + "\n")
     return truth
 

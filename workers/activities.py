@@ -41,6 +41,13 @@ from workflows.bisect_workflow import BUILD, TEST, VALIDATE
 P = ParamSpec("P")
 R = TypeVar("R")
 HEARTBEAT_EVERY = 10.0
+# Builds at once in this process (`kbisect worker --builds N`); validation is not counted.
+_build_slots = threading.BoundedSemaphore(1)
+
+
+def set_build_concurrency(builds: int) -> None:
+    global _build_slots
+    _build_slots = threading.BoundedSemaphore(max(1, builds))
 
 
 def typed_failures(fn: Callable[P, R]) -> Callable[P, R]:
@@ -146,8 +153,10 @@ def build_kernel(req: BuildRequest) -> BuildResult:
     spec = build_spec(manifests.load(req.testcase))
 
     def work(report: Callable[[str], None]) -> BuildResult:
+        report("waiting for a build slot")
         try:
-            art = KernelBuilder().build(Path(req.repo), req.commit, spec, report)
+            with _build_slots:
+                art = KernelBuilder().build(Path(req.repo), req.commit, spec, report)
         except KernelBuildError as exc:
             return BuildResult(commit=req.commit, ok=False, error=str(exc), log=exc.log_path)
         return BuildResult(

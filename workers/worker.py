@@ -6,7 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from workers.activities import build_kernel, run_test, validate_job
+from workers.activities import build_kernel, run_test, set_build_concurrency, validate_job
 from workers.queues import Queues
 from workflows.bisect_workflow import BisectWorkflow, sandbox_runner
 
@@ -26,7 +26,9 @@ def make_workers(
             )
         )
     if builds > 0:
-        # +1: validation (git only) never waits behind builds.
+        # +1: validation (git only) never waits behind builds; builds themselves are
+        # limited to `builds` inside the activity.
+        set_build_concurrency(builds)
         workers.append(
             Worker(
                 client,

@@ -26,6 +26,11 @@ def test_regression_lab_truth_matches_the_history(tmp_path: Path, tiny_tarball: 
     assert not (dest / "kbisect.truth.json").exists()  # never inside the repository
     assert git(dest, "rev-list", "--count", "HEAD").strip() == "13"
     assert git(dest, "rev-parse", "HEAD").strip() == truth["bad"]
+    assert git(dest, "rev-parse", "lab-good^{commit}", "lab-bad^{commit}").split() == [
+        truth["good"],
+        truth["bad"],
+    ]
+    assert git(dest, "tag").split() == ["lab-bad", "lab-good"]  # nothing else leaks
     assert git(dest, "rev-list", "--max-parents=0", "HEAD").strip() == truth["good"]
     assert "+" + lab.NOMERGES_LINE.rstrip("\n") in _diff(dest, str(truth["culprit"]))
     nomerges_at = [
@@ -52,6 +57,7 @@ def test_fix_mode_old_has_the_bug_and_the_culprit_removes_it(
     dest = tmp_path / "lab"
     truth = create_lab(dest, LabOptions(commits=8, mode="fix", culprit_at=3, seed=2))
     assert truth["bad"] == truth["old"] and truth["good"] == truth["new"]
+    assert git(dest, "rev-parse", "lab-bad^{commit}").strip() == truth["old"]
     assert lab.NOMERGES_LINE in git(dest, "show", f"{truth['bad']}:{lab.NVME_CORE}")
     assert "-" + lab.NOMERGES_LINE.rstrip("\n") in _diff(dest, str(truth["culprit"]))
     assert lab.NOMERGES_LINE not in git(dest, "show", f"{truth['good']}:{lab.NVME_CORE}")

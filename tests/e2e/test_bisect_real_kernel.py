@@ -1,0 +1,154 @@
+"""A real bisection: dev server and worker processes, lab kernels, QEMU; and it survives a
+SIGKILL of the worker mid-build and a restart of the server."""
+
+import asyncio
+import json
+import math
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client
+
+from builders.worktree import repo_key
+from infra import temporal_server
+from kbisect import settings
+
+pytestmark = pytest.mark.e2e
+KBISECT = [sys.executable, "-m", "kbisect.cli"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    with open(log, "ab") as out:
+        return subprocess.Popen(
+            [*KBISECT, "worker"],
+            env=env,
+            stdout=out,
+            stderr=out,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+
+
+def _wait_for(cond: "object", timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(1)
+
+
+def _build_requests(address: str, job_id: str) -> Counter[str]:
+    """How many times each commit's build was scheduled (a retry is not a new schedule)."""
+
+    async def go() -> Counter[str]:
+        client = await Client.connect(address)
+        history = await client.get_workflow_handle(job_id).fetch_history()
+        counts: Counter[str] = Counter()
+        for event in history.events:
+            attrs = event.activity_task_scheduled_event_attributes
+            if attrs.activity_type.name == "build_kernel":
+                counts[json.loads(attrs.input.payloads[0].data)["commit"]] += 1
+        return counts
+
+    return asyncio.run(go())
+
+
+def test_bisection_names_the_culprit_through_a_worker_kill_and_a_server_restart(
+    real_lab: tuple[Path, dict[str, object]], tmp_path: Path
+) -> None:
+    lab, truth = real_lab
+    port, ui_port = _free_port(), _free_port()
+    db = tmp_path / "temporal.db"
+    server = temporal_server.start(port=port, ui_port=ui_port, db=db, log=tmp_path / "server.log")
+    tag = uuid.uuid4().hex[:6]
+    env = {
+        **os.environ,
+        "KBISECT_TEMPORAL_ADDRESS": f"127.0.0.1:{port}",
+        "KBISECT_CONTROL_QUEUE": f"kb-{tag}",
+        "KBISECT_BUILD_QUEUE": f"kb-build-{tag}",
+        "KBISECT_VM_QUEUE": f"kb-vm-{tag}",
+    }
+    worker = _worker(env, tmp_path / "worker.log")
+    try:
+        started = subprocess.run(
+            [
+                *KBISECT,
+                "bisect",
+                "--repo",
+                str(lab),
+                "--good",
+                "lab-good",
+                "--bad",
+                "lab-bad",
+                "--testcase",
+                "nvme-snapshot-read",
+                "--repetitions",
+                "1",
+                "--detach",
+                "--no-start",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        job_id = started.stdout.strip()
+
+        # Kill the worker while it is really compiling (not on a cache hit).
+        slots = settings.cache_dir() / "slots"
+        _wait_for(
+            lambda: any(slots.glob(f"{repo_key(lab)}-*/build-in-progress")), 1500, "a real build"
+        )
+        time.sleep(3)
+        os.killpg(worker.pid, signal.SIGKILL)
+        worker.wait()
+        server.terminate()
+        server.wait(timeout=30)
+        server = temporal_server.start(
+            port=port, ui_port=ui_port, db=db, log=tmp_path / "server.log"
+        )
+        worker = _worker(env, tmp_path / "worker.log")
+
+        watched = subprocess.run(
+            [*KBISECT, "watch", job_id, "--json"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=2400,
+        )
+        assert watched.returncode == 0, watched.stderr[-2000:]
+        result = json.loads(watched.stdout)
+        builds = _build_requests(f"127.0.0.1:{port}", job_id)
+    finally:
+        os.killpg(worker.pid, signal.SIGKILL)
+        server.terminate()
+        server.wait(timeout=30)
+
+    culprit = truth["culprit"]
+    if result["culprit"] is not None:
+        assert result["culprit"] == culprit
+    else:  # skipped (broken) commits next to it may leave a small set
+        assert culprit in result["candidates"] and len(result["candidates"]) <= 3
+    assert max(builds.values()) == 1, builds  # no finished step redone after the kill
+    commits = int(str(truth["commits"]))
+    assert sum(builds.values()) - 2 <= math.ceil(math.log2(commits)) + 2
+    tested = [s["commit"] for s in result["steps"]]
+    assert len(tested) == len(set(tested))
+    print(
+        f"bisection: {len(tested)} steps, {sum(builds.values())} builds; "
+        f"culprit {result['culprit']}"
+    )

@@ -1,0 +1,97 @@
+"""The report's bisect log is what `git bisect replay` accepts, and names the same commit."""
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from kbisect.jobs import BisectResult, Step
+from kbisect.report import bisect_log, markdown, to_json
+
+
+def _repo(path: Path, n: int) -> list[str]:
+    subprocess.run(["git", "init", "-q", str(path)], check=True)
+    hashes = []
+    for i in range(n):
+        (path / "f").write_text(f"{i}\n")
+        subprocess.run(["git", "-C", str(path), "add", "f"], check=True)
+        subprocess.run(
+            [
+                "git",
+                "-C",
+                str(path),
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "commit",
+                "-qm",
+                f"change {i}",
+            ],
+            check=True,
+        )
+        hashes.append(
+            subprocess.run(
+                ["git", "-C", str(path), "rev-parse", "HEAD"],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.strip()
+        )
+    return hashes
+
+
+def _result(h: list[str], mode: str, culprit: int, tested: list[tuple[int, str]]) -> BisectResult:
+    steps = [
+        Step(commit=h[i], subject=f"change {i}", verdict=v, source="test", value=1.0)
+        for i, v in tested
+    ]
+    return BisectResult(
+        status="found",
+        mode=mode,
+        testcase="t",
+        repo="",
+        old=[h[0]],
+        new=h[-1],
+        culprit=h[culprit],
+        candidates=[h[culprit]],
+        steps=steps,
+        message="m",
+        subjects={h[culprit]: f"change {culprit}"},
+    )
+
+
+@pytest.mark.parametrize(
+    ("mode", "words", "first"),
+    [
+        ("regression", ("good", "bad"), "is the first bad commit"),
+        ("fix", ("bad", "good"), "is the first fixed commit"),
+    ],
+)
+def test_git_bisect_replay_accepts_the_log(
+    tmp_path: Path, mode: str, words: tuple[str, str], first: str
+) -> None:
+    h = _repo(tmp_path / "r", 9)
+    old_word, new_word = words
+    tested = [(0, old_word), (8, new_word), (4, old_word), (6, new_word), (5, new_word)]
+    result = _result(h, mode, 5, tested)
+    log = tmp_path / "bisect.log"
+    log.write_text(bisect_log(result))
+    out = subprocess.run(
+        ["git", "-C", str(tmp_path / "r"), "bisect", "replay", str(log)],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stderr
+    assert f"{h[5]} {first}" in out.stdout
+
+
+def test_markdown_and_json() -> None:
+    h = [f"{i:040x}" for i in range(4)]
+    result = _result(h, "regression", 2, [(0, "good"), (3, "bad"), (2, "bad"), (1, "skip")])
+    md = markdown(result, "job-1")
+    assert "## The commit that caused it" in md and h[2] in md
+    assert md.count("| `") == 4 and "git bisect skip " + h[1] in md
+    data = to_json(result)
+    assert data["culprit"] == h[2] and data["candidates"] == []
+    assert [s["verdict"] for s in data["steps"]] == ["good", "bad", "bad", "skip"]  # type: ignore[index]
