@@ -309,14 +309,13 @@ def cmd_report(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(to_json(result), indent=2))
             return 0
-        metric = next((k for s in result.steps for k in s.values), "score")
         if args.bisect_log:
             Path(args.bisect_log).write_text(bisect_log(result))
         text = markdown(result, args.id)
         if args.plot:
             from kbisect.plot import plot_scores
 
-            png = plot_scores(result, metric, "", Path(args.plot))
+            png = plot_scores(result, Path(args.plot))
             text += f"\n![scores across commits]({png})\n"
         print(text)
         return 0

@@ -44,6 +44,7 @@ class ValidatedJob:
     profile: str
     repetitions: int
     test_timeout: float
+    old_subjects: dict[str, str] = field(default_factory=dict)  # the old side is outside the range
 
 
 @dataclass
@@ -141,6 +142,8 @@ class BisectResult:
     steps: list[Step]
     message: str
     subjects: dict[str, str] = field(default_factory=dict)
+    metric: str = ""  # the primary metric the verdicts were made on, and its unit
+    unit: str = ""
 
 
 @dataclass

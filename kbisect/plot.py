@@ -12,10 +12,10 @@ from kbisect.jobs import BisectResult
 COLOURS = {"good": "tab:green", "bad": "tab:red", "skip": "tab:gray"}
 
 
-def plot_scores(result: BisectResult, metric: str, unit: str, out: Path) -> Path:
+def plot_scores(result: BisectResult, out: Path) -> Path:
     """One point per tested commit, in history order (oldest left); the culprit marked."""
     fig, ax = plt.subplots(figsize=(9, 4.5))
-    for step in result.steps:
+    for n, step in enumerate(result.steps):
         if step.value is None:
             continue
         x = step.index
@@ -31,7 +31,7 @@ def plot_scores(result: BisectResult, metric: str, unit: str, out: Path) -> Path
             step.commit[:7],
             (x, step.value),
             textcoords="offset points",
-            xytext=(0, 6),
+            xytext=(0, 6 if n % 2 else -12),  # alternate: neighbours do not collide
             ha="center",
             fontsize=7,
         )
@@ -48,7 +48,7 @@ def plot_scores(result: BisectResult, metric: str, unit: str, out: Path) -> Path
     unique = dict(zip(labels, handles, strict=False))
     ax.legend(unique.values(), unique.keys(), loc="best", fontsize=8)
     ax.set_xlabel("commit (history order, oldest left)")
-    ax.set_ylabel(f"{metric} ({unit})" if unit else metric)
+    ax.set_ylabel(f"{result.metric} ({result.unit})" if result.unit else result.metric)
     ax.set_title(f"{result.testcase}: {result.status} ({result.mode} mode)")
     ax.grid(alpha=0.3)
     fig.tight_layout()

@@ -49,6 +49,8 @@ def to_json(result: BisectResult) -> dict[str, object]:
         "testcase": result.testcase,
         "culprit": result.culprit,
         "candidates": [] if result.culprit else result.candidates,
+        "metric": result.metric,
+        "unit": result.unit,
         "message": result.message,
         "old": result.old,
         "new": result.new,
@@ -69,7 +71,8 @@ def _commit_line(repo: str, commit: str, fallback_subject: str) -> list[str]:
     ]
 
 
-def markdown(result: BisectResult, job_id: str, metric: str = "", unit: str = "") -> str:
+def markdown(result: BisectResult, job_id: str) -> str:
+    metric, unit = result.metric or "score", result.unit
     what = "fixed it" if result.mode == "fix" else "caused it"
     lines = [
         f"# kbisect {job_id}: {result.testcase} ({result.mode} mode)",
@@ -85,7 +88,6 @@ def markdown(result: BisectResult, job_id: str, metric: str = "", unit: str = ""
         lines += ["## Candidates (skipped commits leave it open)", ""]
         lines += [f"- `{c}` {result.subjects.get(c, '')}" for c in result.candidates]
         lines.append("")
-    metric = metric or next((k for s in result.steps for k in s.values), "score")
     lines += [
         "## Tested commits",
         "",

@@ -33,7 +33,15 @@ class Endpoint:
         return f"{self.ui}/namespaces/{self.namespace}/workflows/{job_id}"
 
 
+# Set once a Temporal client exists: its runtime threads outlive asyncio.run and abort
+# the interpreter's finalization ("PyGILState_Release ... must be current"), so such a
+# process leaves with os._exit after flushing (kbisect.cli.main).
+used = False
+
+
 async def connect(endpoint: Endpoint) -> Client:
+    global used
+    used = True
     try:
         return await Client.connect(endpoint.address, namespace=endpoint.namespace)
     except RuntimeError as exc:

@@ -129,6 +129,7 @@ def validate_job(req: BisectRequest) -> ValidatedJob:
         profile=prof.name,
         repetitions=req.repetitions or manifest.repetitions,
         test_timeout=manifest.timeout,
+        old_subjects={o: git.commit_info(o).subject for o in old},
     )
 
 

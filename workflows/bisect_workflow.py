@@ -123,7 +123,7 @@ class BisectWorkflow:
         self._upsert(SA_TESTCASE.value_set(req.testcase), SA_STATUS.value_set("validating"))
         job = await self._validate(req)
         self._job = job
-        self._subjects = {c.hash: c.subject for c in job.commits}
+        self._subjects = {**job.old_subjects, **{c.hash: c.subject for c in job.commits}}
         graph = Graph(
             parents={c.hash: tuple(c.parents) for c in job.commits},
             order=tuple(c.hash for c in job.commits),
@@ -345,6 +345,8 @@ class BisectWorkflow:
             candidates=candidates,
             steps=self._progress.steps,
             message=message,
+            metric=self._job.primary,
+            unit=self._job.unit,
             subjects={
                 c: self._subjects.get(c, "")
                 for c in sorted({*candidates, *(s.commit for s in self._progress.steps)})

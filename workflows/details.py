@@ -23,7 +23,7 @@ def details_markdown(p: Progress, subjects: dict[str, str]) -> str:
     ]
     for i, s in enumerate(p.steps, 1):
         subject = subjects.get(s.commit, s.subject).replace("|", "\\|")[:60]
-        position = "" if s.position is None else f"{s.position:.2f}"
+        position = "" if s.position is None else f"{s.position + 0.0:.2f}"  # no "-0.00"
         lines.append(
             f"| {i} | `{s.commit[:12]}` | {subject} | {s.verdict} | {_fmt(s.value)} | "
             f"{position} | {s.source} |"

@@ -95,3 +95,14 @@ def test_markdown_and_json() -> None:
     data = to_json(result)
     assert data["culprit"] == h[2] and data["candidates"] == []
     assert [s["verdict"] for s in data["steps"]] == ["good", "bad", "bad", "skip"]  # type: ignore[index]
+
+
+def test_plot_is_a_png(tmp_path: Path) -> None:
+    from kbisect.plot import plot_scores
+
+    h = [f"{i:040x}" for i in range(4)]
+    result = _result(h, "regression", 2, [(0, "good"), (3, "bad"), (2, "bad"), (1, "skip")])
+    for i, step in enumerate(result.steps):
+        step.index = [0, 3, 2, 1][i]
+    out = plot_scores(result, tmp_path / "p.png")
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10_000
