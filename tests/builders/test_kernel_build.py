@@ -142,3 +142,27 @@ def test_switching_commits_reuses_the_worktree(
         ["git", "-C", str(repo), "worktree", "list"], capture_output=True, text=True, check=True
     ).stdout
     assert listed.count("\n") == 2  # the repository itself and one slot
+
+
+def test_a_build_killed_midway_is_not_trusted(
+    tree: tuple[Path, dict[str, str]], cache: Path
+) -> None:
+    repo, c = tree
+    KernelBuilder().build(repo, c["good"], SPEC)
+    (slot,) = cache.glob("slots/*-0")
+    stale = slot / "build" / "truncated.o"
+    stale.write_text("half an object")
+    (slot / "build-in-progress").touch()  # as a SIGKILLed build leaves it
+    KernelBuilder().build(repo, c["fixed"], SPEC)
+    assert not stale.exists() and not (slot / "build-in-progress").exists()
+
+
+def test_concurrent_builds_take_different_slots(
+    tree: tuple[Path, dict[str, str]], cache: Path
+) -> None:
+    from builders.kernel_build import _free_slot
+
+    with _free_slot(repo := tree[0]) as (first, _), _free_slot(repo) as (second, _):
+        assert first != second
+    with _free_slot(repo) as (again, _):
+        assert again == 0
