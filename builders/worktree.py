@@ -18,8 +18,22 @@ def repo_key(repo: Path) -> str:
 
 def slot_dir(repo: Path, slot: int) -> Path:
     path = settings.cache_dir() / "slots" / f"{repo_key(repo)}-{slot}"
-    path.mkdir(parents=True, exist_ok=True)
+    if not path.exists():
+        prune_orphans()
+        path.mkdir(parents=True)
+        (path / "repo").write_text(str(Path(repo).resolve()))
     return path
+
+
+def prune_orphans() -> list[Path]:
+    """Remove slots whose repository is gone (a deleted lab): 1.5 GB of worktree each."""
+    removed = []
+    for slot in (settings.cache_dir() / "slots").glob("*-*"):
+        owner = slot / "repo"
+        if owner.exists() and not Path(owner.read_text()).exists():
+            shutil.rmtree(slot, ignore_errors=True)
+            removed.append(slot)
+    return removed
 
 
 def checkout(repo: Path, commit: str, slot: int) -> Path:

@@ -7,7 +7,6 @@ Everything comes from the host's Debian packages; the image is a newc cpio writt
 import hashlib
 import os
 import re
-import shutil
 import stat
 import subprocess
 from dataclasses import dataclass
@@ -139,7 +138,3 @@ def _shell_quote_free(value: str) -> str:
     if not re.fullmatch(r"[A-Za-z0-9_.:/+-]*", value):
         raise InfraError(f"testcase parameter value {value!r} has characters kbisect does not pass")
     return value
-
-
-def clear_cache() -> None:
-    shutil.rmtree(settings.cache_dir() / "images", ignore_errors=True)

@@ -27,7 +27,6 @@ def try_commit(
     repetitions: int | None = None,
     on_stage: Callable[[str], None] = lambda _: None,
     on_detail: Callable[[str], None] = lambda _: None,
-    on_build: Callable[[Artifact], None] = lambda _: None,
 ) -> TryResult:
     # All input is checked before anything slow starts.
     git = Git(repo)
@@ -38,7 +37,6 @@ def try_commit(
         profile(profile_name)
     on_stage(f"building {commit.hash[:12]} {commit.subject}")
     artifact = KernelBuilder().build(repo, commit.hash, build_spec(manifest), on_detail)
-    on_build(artifact)
     on_stage(f"running {manifest.name} on {commit.hash[:12]}")
     result = run_testcase(manifest, artifact, QemuMachine(), profile_name, repetitions, on_detail)
     return TryResult(commit=commit, artifact=artifact, result=result)

@@ -166,3 +166,21 @@ def test_concurrent_builds_take_different_slots(
         assert first != second
     with _free_slot(repo) as (again, _):
         assert again == 0
+
+
+def test_slots_of_deleted_repositories_are_pruned(
+    tree: tuple[Path, dict[str, str]], cache: Path, tmp_path: Path
+) -> None:
+    repo, c = tree
+    KernelBuilder().build(repo, c["good"], SPEC)
+    gone = tmp_path / "gone"
+    shutil.copytree(repo, gone)
+    KernelBuilder().build(gone, c["fixed"], SPEC)
+    assert len(list(cache.glob("slots/*-0"))) == 2
+    shutil.rmtree(gone)
+    other = tmp_path / "other"
+    shutil.copytree(repo, other)
+    new = _commit(other, {"main.c": "int main_x = 2;\n"}, "new tree: not in the cache")
+    KernelBuilder().build(other, new, SPEC)  # a new slot prunes the orphan
+    owners = sorted((s / "repo").read_text() for s in cache.glob("slots/*-0"))
+    assert owners == sorted([str(repo.resolve()), str(other.resolve())])
