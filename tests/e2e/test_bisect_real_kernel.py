@@ -51,18 +51,25 @@ def _wait_for(cond: "object", timeout: float, what: str) -> None:
         time.sleep(1)
 
 
-def _build_requests(address: str, job_id: str) -> Counter[str]:
-    """How many times each commit's build was scheduled (a retry is not a new schedule)."""
+def _build_history(address: str, job_id: str) -> tuple[Counter[str], int]:
+    """How often each commit's build was scheduled (a retry is not a new schedule), and how
+    many build attempts were retries (a worker died under them)."""
 
-    async def go() -> Counter[str]:
+    async def go() -> tuple[Counter[str], int]:
         client = await Client.connect(address)
         history = await client.get_workflow_handle(job_id).fetch_history()
-        counts: Counter[str] = Counter()
+        scheduled: Counter[str] = Counter()
+        build_events: set[int] = set()
+        retries = 0
         for event in history.events:
             attrs = event.activity_task_scheduled_event_attributes
             if attrs.activity_type.name == "build_kernel":
-                counts[json.loads(attrs.input.payloads[0].data)["commit"]] += 1
-        return counts
+                scheduled[json.loads(attrs.input.payloads[0].data)["commit"]] += 1
+                build_events.add(event.event_id)
+            started = event.activity_task_started_event_attributes
+            if started.scheduled_event_id in build_events and started.attempt > 1:
+                retries += 1
+        return scheduled, retries
 
     return asyncio.run(go())
 
@@ -132,7 +139,7 @@ def test_bisection_names_the_culprit_through_a_worker_kill_and_a_server_restart(
         )
         assert watched.returncode == 0, watched.stderr[-2000:]
         result = json.loads(watched.stdout)
-        builds = _build_requests(f"127.0.0.1:{port}", job_id)
+        builds, retries = _build_history(f"127.0.0.1:{port}", job_id)
     finally:
         os.killpg(worker.pid, signal.SIGKILL)
         server.terminate()
@@ -144,6 +151,7 @@ def test_bisection_names_the_culprit_through_a_worker_kill_and_a_server_restart(
     else:  # skipped (broken) commits next to it may leave a small set
         assert culprit in result["candidates"] and len(result["candidates"]) <= 3
     assert max(builds.values()) == 1, builds  # no finished step redone after the kill
+    assert retries >= 1  # the kill landed in a build, which another worker finished
     commits = int(str(truth["commits"]))
     assert sum(builds.values()) - 2 <= math.ceil(math.log2(commits)) + 2
     tested = [s["commit"] for s in result["steps"]]
