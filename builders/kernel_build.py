@@ -4,6 +4,7 @@ import fcntl
 import os
 import re
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -240,15 +241,21 @@ class KernelBuilder:
             stdin=subprocess.DEVNULL,
             text=True,
             errors="replace",
+            start_new_session=True,  # its own process group: stopping kills every compiler
         )
         assert proc.stdout is not None
         tail: list[str] = []
-        for line in proc.stdout:
-            log.write(line)
-            tail = [*tail, line][-40:]
-            if progress is not None and line.startswith("  "):
-                progress(line.strip())
-        rc = proc.wait()
+        try:
+            for line in proc.stdout:
+                log.write(line)
+                tail = [*tail, line][-40:]
+                if progress is not None and line.startswith("  "):
+                    progress(line.strip())
+            rc = proc.wait()
+        finally:
+            if proc.poll() is None:  # progress() raised: the build was stopped
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
         log.flush()
         if rc != 0:
             text = "".join(tail)

@@ -52,6 +52,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 async def _workers(args: argparse.Namespace) -> None:
+    """Run until SIGINT or SIGTERM, then shut the workers down cleanly."""
     from workers.queues import Queues
     from workers.worker import make_workers, run_workers
 
@@ -67,11 +68,21 @@ async def _workers(args: argparse.Namespace) -> None:
         f"workers: workflows on {queues.control if not args.no_workflows else '-'}, "
         f"{args.builds} build(s) on {queues.build}, {args.vms} VM(s) on {queues.vm}"
     )
-    await run_workers(workers)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    running = asyncio.create_task(run_workers(workers))
+    await asyncio.wait(
+        [running, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED
+    )
+    # An activity cut short here is retried by Temporal on another (or the next) worker.
+    await asyncio.gather(*(w.shutdown() for w in workers), return_exceptions=True)
+    running.cancel()
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    """Server and workers together, for one machine."""
+    """Server and workers together, for one machine; SIGTERM (kbisect down) stops both."""
     from infra import temporal_server
 
     proc = temporal_server.start(port=args.port, ui_port=args.ui_port)
@@ -79,15 +90,14 @@ def cmd_up(args: argparse.Namespace) -> int:
     err_console.print(
         f"kbisect service up: Web UI http://127.0.0.1:{args.ui_port} (pid {os.getpid()})"
     )
-    # SIGTERM (kbisect down) stops the workers and then the server.
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
         asyncio.run(_workers(args))
-    except KeyboardInterrupt:
-        pass
     finally:
         proc.terminate()
-        proc.wait(timeout=30)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
         _pidfile().unlink(missing_ok=True)
     return 0
 
@@ -104,10 +114,11 @@ def cmd_down(args: argparse.Namespace) -> int:
         pidfile.unlink()
         console.print("the service had already stopped")
         return 0
-    for _ in range(60):
-        if not pidfile.exists():
-            break
+    deadline = time.monotonic() + 60
+    while pidfile.exists() and time.monotonic() < deadline:
         time.sleep(0.5)
+    if pidfile.exists():
+        raise InfraError(f"the service (pid {pid}) did not stop within 60 s: kill {pid}")
     console.print(f"stopped the kbisect service (pid {pid})")
     return 0
 
@@ -137,6 +148,16 @@ def ensure_local_service(endpoint: service.Endpoint) -> None:
         if time.monotonic() > deadline:
             raise InfraError(f"the local service did not come up in 90 s: see {log}")
         time.sleep(0.5)
+    asyncio.run(_search_attributes_ready(endpoint, deadline))
+
+
+async def _search_attributes_ready(endpoint: service.Endpoint, deadline: float) -> None:
+    """The dev server registers our search attributes a moment after it starts listening."""
+    client = await service.connect(endpoint)
+    while not await service.has_search_attributes(client, endpoint.namespace):
+        if time.monotonic() > deadline:
+            return  # jobs still run, without the search attributes
+        await asyncio.sleep(0.5)
 
 
 # --- jobs ----------------------------------------------------------------------------
@@ -209,7 +230,7 @@ async def _follow(client: Client, job_id: str, as_json: bool) -> int:
 
 async def _result(client: Client, job_id: str) -> BisectResult:
     handle = client.get_workflow_handle(job_id, result_type=BisectResult)
-    desc = await handle.describe()
+    desc = await service.describe(client, job_id)
     if desc.status == WorkflowExecutionStatus.RUNNING:
         raise UserError(f"job {job_id} is still running: follow it with 'kbisect watch {job_id}'")
     try:
@@ -294,7 +315,10 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_cancel(args: argparse.Namespace) -> int:
     async def go() -> int:
         client = await service.connect(service.Endpoint.from_env())
-        await service.progress(client, args.id)  # a clear error for an unknown id
+        desc = await service.describe(client, args.id)  # a clear error for an unknown id
+        if desc.status != WorkflowExecutionStatus.RUNNING:
+            state = desc.status.name.lower() if desc.status else "ended"
+            raise UserError(f"job {args.id} has already ended ({state})")
         await service.handle(client, args.id).cancel()
         console.print(f"asked {args.id} to stop")
         return 0

@@ -4,7 +4,7 @@ import os
 import uuid
 from dataclasses import dataclass
 
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, WorkflowExecutionDescription, WorkflowHandle
 from temporalio.service import RPCError
 
 from kbisect.errors import InfraError, UserError
@@ -74,6 +74,16 @@ async def start_job(
 
 def handle(client: Client, job_id: str) -> WorkflowHandle[object, object]:
     return client.get_workflow_handle(job_id)
+
+
+async def describe(client: Client, job_id: str) -> WorkflowExecutionDescription:
+    """The server's view of a job (no worker needed); a clear error for an unknown id."""
+    try:
+        return await handle(client, job_id).describe()
+    except RPCError as exc:
+        if "not found" in str(exc).lower():
+            raise UserError(f"no job {job_id!r}: see 'kbisect status' for the jobs") from exc
+        raise InfraError(f"cannot read job {job_id}: {exc}") from exc
 
 
 async def progress(client: Client, job_id: str) -> Progress:

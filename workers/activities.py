@@ -6,6 +6,7 @@ is a retryable InfraError.
 """
 
 import concurrent.futures
+import contextlib
 import functools
 import threading
 from collections.abc import Callable
@@ -66,22 +67,37 @@ def typed_failures(fn: Callable[P, R]) -> Callable[P, R]:
 
 
 def with_heartbeats(work: Callable[[Callable[[str], None]], R]) -> R:
-    """Run work in a helper thread; heartbeat from the activity thread with its progress."""
+    """Run work in a helper thread; heartbeat from the activity thread with its progress.
+
+    When the activity is cancelled (job cancelled, worker shutting down), the next progress
+    report raises, so the work stops and kills its make or QEMU instead of running on.
+    """
     latest = ["started"]
     lock = threading.Lock()
+    stop = threading.Event()
 
     def report(text: str) -> None:
+        if stop.is_set():
+            raise InfraError("stopped: the job was cancelled or the worker is shutting down")
         with lock:
             latest[0] = text
 
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        future = pool.submit(work, report)
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+    future = pool.submit(work, report)
+    try:
         while True:
             try:
                 return future.result(timeout=HEARTBEAT_EVERY)
             except concurrent.futures.TimeoutError:
                 with lock:
                     activity.heartbeat(latest[0])
+    except BaseException:
+        stop.set()
+        with contextlib.suppress(BaseException):
+            future.result(timeout=30)  # let it kill its subprocesses
+        raise
+    finally:
+        pool.shutdown(wait=False)
 
 
 @activity.defn(name=VALIDATE)

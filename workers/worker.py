@@ -2,6 +2,7 @@
 
 import asyncio
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 
 from temporalio.client import Client
 from temporalio.worker import Worker
@@ -9,6 +10,9 @@ from temporalio.worker import Worker
 from workers.activities import build_kernel, run_test, set_build_concurrency, validate_job
 from workers.queues import Queues
 from workflows.bisect_workflow import BisectWorkflow, sandbox_runner
+
+# On shutdown, running builds and boots get this long; then Temporal retries them elsewhere.
+SHUTDOWN_GRACE = timedelta(seconds=5)
 
 
 def make_workers(
@@ -35,6 +39,7 @@ def make_workers(
                 task_queue=queues.build,
                 activities=[validate_job, build_kernel],
                 activity_executor=ThreadPoolExecutor(builds + 1),
+                graceful_shutdown_timeout=SHUTDOWN_GRACE,
                 max_concurrent_activities=builds + 1,
             )
         )
@@ -45,6 +50,7 @@ def make_workers(
                 task_queue=queues.vm,
                 activities=[run_test],
                 activity_executor=ThreadPoolExecutor(vms),
+                graceful_shutdown_timeout=SHUTDOWN_GRACE,
                 max_concurrent_activities=vms,
             )
         )

@@ -3,6 +3,7 @@
 import shutil
 import stat
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -184,3 +185,27 @@ def test_slots_of_deleted_repositories_are_pruned(
     KernelBuilder().build(other, new, SPEC)  # a new slot prunes the orphan
     owners = sorted((s / "repo").read_text() for s in cache.glob("slots/*-0"))
     assert owners == sorted([str(repo.resolve()), str(other.resolve())])
+
+
+def test_a_stopped_build_kills_make_at_once(tree: tuple[Path, dict[str, str]], cache: Path) -> None:
+    repo, _ = tree
+    slow = _commit(
+        repo,
+        {
+            "Makefile": MAKEFILE.replace(
+                "\techo built",
+                '\tfor i in 1 2 3 4 5 6 7 8 9 10; do echo "  CC x$$i"; sleep 1; done\n\techo built',
+            )
+        },
+        "slow build",
+    )
+
+    def stop_at_second_file(line: str) -> None:
+        if line == "CC x2":
+            raise InfraError("stopped")
+
+    start = time.monotonic()
+    with pytest.raises(InfraError, match="stopped"):
+        KernelBuilder().build(repo, slow, SPEC, stop_at_second_file)
+    assert time.monotonic() - start < 6  # not the 10 s the build would take
+    assert _make_count(cache) == 0  # make never reached its end
