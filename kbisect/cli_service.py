@@ -251,6 +251,9 @@ async def _print_outcome(client: Client, job_id: str, as_json: bool) -> int:
         console.print(
             f"{word}: {result.culprit} {result.subjects.get(result.culprit, '')}", highlight=False
         )
+        if result.verification:
+            v = result.verification
+            console.print(f"verification ({v.kind}): {v.status}, {v.message}", highlight=False)
     else:
         console.print(result.message, highlight=False)
         for c in result.candidates:

@@ -19,6 +19,7 @@ class BisectRequest:
     profile: str | None = None
     repetitions: int | None = None
     search_attributes: bool = True  # False where the cluster has not registered ours
+    verify: bool = True  # test the culprit reverted on new (or the fix applied to old)
     build_queue: str = "kbisect-build"
     vm_queue: str = "kbisect-vm"
 
@@ -107,8 +108,42 @@ class Step:
 
 
 @dataclass
+class VerifyRequest:
+    repo: str
+    change: str  # the commit the bisection named
+    onto: str  # the endpoint to revert it on (regression) or apply it to (fix)
+    revert: bool
+
+
+@dataclass
+class VerifyCommit:
+    commit: str | None  # None: the change does not apply there
+    subject: str
+    error: str = ""
+
+
+@dataclass
+class Verification:
+    """The named commit put to the test: reverted on the new endpoint in regression mode
+    (expect the old behaviour back), applied to the old endpoint in fix mode (expect the
+    fix: the backport an SRU would ship)."""
+
+    kind: str  # "revert" or "backport"
+    change: str
+    onto: str
+    status: str  # "confirmed", "contradicted" or "inconclusive"
+    message: str
+    commit: str | None = None  # the commit kbisect wrote and tested
+    subject: str = ""
+    value: float | None = None  # the primary metric there
+    values: dict[str, float] = field(default_factory=dict)
+    position: float | None = None  # 0 = old endpoint, 1 = new endpoint
+
+
+@dataclass
 class Progress:
-    status: str  # validating, calibrating, bisecting, found, ambiguous, no-difference, failed
+    # validating, calibrating, bisecting, verifying, found, ambiguous, no-difference, failed
+    status: str
     repo: str = ""
     testcase: str = ""
     mode: str = "regression"
@@ -121,12 +156,7 @@ class Progress:
     current: list[str] = field(default_factory=list)  # commits being built or tested
     steps: list[Step] = field(default_factory=list)
     message: str = ""
-
-
-@dataclass
-class CulpritInfo:
-    hash: str
-    subject: str
+    verification: Verification | None = None
 
 
 @dataclass
@@ -144,6 +174,9 @@ class BisectResult:
     subjects: dict[str, str] = field(default_factory=dict)
     metric: str = ""  # the primary metric the verdicts were made on, and its unit
     unit: str = ""
+    verification: Verification | None = None
+    profile: str = ""  # what the testcase ran with, for reproducing it
+    repetitions: int = 0
 
 
 @dataclass

@@ -55,6 +55,7 @@ def to_json(result: BisectResult) -> dict[str, object]:
         "old": result.old,
         "new": result.new,
         "steps": [asdict(s) for s in result.steps],
+        "verification": asdict(result.verification) if result.verification else None,
     }
 
 
@@ -69,6 +70,21 @@ def _commit_line(repo: str, commit: str, fallback_subject: str) -> list[str]:
         f"- author: {info.author}",
         f"- date: {info.date}",
     ]
+
+
+def verification_lines(result: BisectResult) -> list[str]:
+    v = result.verification
+    if v is None:
+        return []
+    what = (
+        f"`{v.change[:12]}` reverted on the new endpoint `{v.onto[:12]}`"
+        if v.kind == "revert"
+        else f"`{v.change[:12]}` applied to the old endpoint `{v.onto[:12]}` (the backport)"
+    )
+    lines = ["## Verification", "", f"**{v.status}**: {what}: {v.message}."]
+    if v.commit:
+        lines.append(f"Tested as `{v.commit}`, kept under `refs/kbisect/verify/`.")
+    return [*lines, ""]
 
 
 def markdown(result: BisectResult, job_id: str) -> str:
@@ -88,6 +104,7 @@ def markdown(result: BisectResult, job_id: str) -> str:
         lines += ["## Candidates (skipped commits leave it open)", ""]
         lines += [f"- `{c}` {result.subjects.get(c, '')}" for c in result.candidates]
         lines.append("")
+    lines += verification_lines(result)
     lines += [
         "## Tested commits",
         "",

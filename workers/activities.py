@@ -34,10 +34,13 @@ from kbisect.jobs import (
     TestRequest,
     TestResult,
     ValidatedJob,
+    VerifyCommit,
+    VerifyRequest,
 )
+from kbisect.verify_commit import make_verify_commit
 from testcases import manifest as manifests
 from testcases.runner import build_spec, profile, run_testcase
-from workflows.bisect_workflow import BUILD, TEST, VALIDATE
+from workflows.bisect_workflow import BUILD, PREPARE_VERIFY, TEST, VALIDATE
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -221,4 +224,7 @@ def run_test(req: TestRequest) -> TestResult:
     return with_heartbeats(work)
 
 
-ALL = (validate_job, build_kernel, run_test)
+@activity.defn(name=PREPARE_VERIFY)
+@typed_failures
+def prepare_verify(req: VerifyRequest) -> VerifyCommit:
+    return make_verify_commit(Git(Path(req.repo)), req.change, req.onto, req.revert)

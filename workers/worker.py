@@ -7,7 +7,13 @@ from datetime import timedelta
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from workers.activities import build_kernel, run_test, set_build_concurrency, validate_job
+from workers.activities import (
+    build_kernel,
+    prepare_verify,
+    run_test,
+    set_build_concurrency,
+    validate_job,
+)
 from workers.queues import Queues
 from workflows.bisect_workflow import BisectWorkflow, sandbox_runner
 
@@ -30,14 +36,14 @@ def make_workers(
             )
         )
     if builds > 0:
-        # +1: validation (git only) never waits behind builds; builds themselves are
-        # limited to `builds` inside the activity.
+        # +1: validation and verify commits (git only) never wait behind builds; builds
+        # themselves are limited to `builds` inside the activity.
         set_build_concurrency(builds)
         workers.append(
             Worker(
                 client,
                 task_queue=queues.build,
-                activities=[validate_job, build_kernel],
+                activities=[validate_job, build_kernel, prepare_verify],
                 activity_executor=ThreadPoolExecutor(builds + 1),
                 graceful_shutdown_timeout=SHUTDOWN_GRACE,
                 max_concurrent_activities=builds + 1,

@@ -24,6 +24,9 @@ with workflow.unsafe.imports_passed_through():
         TestRequest,
         TestResult,
         ValidatedJob,
+        Verification,
+        VerifyCommit,
+        VerifyRequest,
     )
     from workflows import strategy
     from workflows.details import details_markdown
@@ -34,6 +37,9 @@ with workflow.unsafe.imports_passed_through():
 VALIDATE = "validate_job"
 BUILD = "build_kernel"
 TEST = "run_testcase"
+PREPARE_VERIFY = "prepare_verify"
+# Jobs recorded before the verify step existed replay without it.
+VERIFY_PATCH = "verify-named-commit"
 
 SA_TESTCASE = SearchAttributeKey.for_keyword("KbisectTestcase")
 SA_STATUS = SearchAttributeKey.for_keyword("KbisectStatus")
@@ -147,13 +153,12 @@ class BisectWorkflow:
         if result.culprit:
             subject = self._subjects.get(result.culprit, "")
             word = "fixed" if req.mode == "fix" else "first bad"
-            return self._finish(
-                req,
-                "found",
-                result.culprit,
-                result.candidates,
-                f"{word} commit: {result.culprit} {subject}",
-            )
+            message = f"{word} commit: {result.culprit} {subject}"
+            if req.verify and workflow.patched(VERIFY_PATCH):
+                v = await self._verify(req, job, result.culprit, calibration)
+                self._progress.verification = v
+                message += f"; {v.status}: {v.message}"
+            return self._finish(req, "found", result.culprit, result.candidates, message)
         return self._finish(
             req,
             "ambiguous",
@@ -257,6 +262,61 @@ class BisectWorkflow:
             return
         self._apply(commit, state, step)
 
+    async def _verify(
+        self, req: BisectRequest, job: ValidatedJob, culprit: str, calibration: Calibration
+    ) -> Verification:
+        """Revert the culprit on the new endpoint (or apply the fix to the old one) and test
+        that: it must behave like the old endpoint (or like the new one)."""
+        revert = req.mode == "regression"
+        v = Verification(
+            kind="revert" if revert else "backport",
+            change=culprit,
+            onto=job.new if revert else job.old[0],
+            status="inconclusive",
+            message="",
+        )
+        where = "reverted on the new endpoint" if revert else "applied to the old endpoint"
+        self._set_status("verifying", f"testing {culprit[:12]} {where}")
+        try:
+            made: VerifyCommit = await workflow.execute_activity(
+                PREPARE_VERIFY,
+                VerifyRequest(repo=req.repo, change=culprit, onto=v.onto, revert=revert),
+                result_type=VerifyCommit,
+                task_queue=req.build_queue,
+                start_to_close_timeout=timedelta(minutes=10),
+                retry_policy=VALIDATE_RETRY,
+            )
+            v.commit, v.subject = made.commit, made.subject
+            if made.commit is None:
+                v.message = made.error
+                return v
+            self._progress.current = [made.commit]
+            self._refresh()
+            build, test = await self._evaluate(req, job, made.commit)
+        except ActivityError as err:  # the bisection's answer stands without it
+            v.message = f"could not verify: {_cause(err)}"
+            return v
+        finally:
+            self._progress.current = []
+        if not build.ok:
+            v.message = f"{where}, it does not build: {build.error}"
+            return v
+        assert test is not None
+        if test.status != "ok":
+            v.message = f"{where}, it fails: {test.error}"
+            return v
+        v.value, v.values = test.values[job.primary], test.values
+        c = classify(v.value, calibration)
+        v.position = c.position
+        expected = State.OLD if revert else State.NEW
+        side = "old" if c.state == State.OLD else "new"
+        if c.state == State.SKIP:
+            v.message = f"{where}, {job.primary} is {v.value:g}: between the endpoints"
+        else:
+            v.status = "confirmed" if c.state == expected else "contradicted"
+            v.message = f"{where}, {job.primary} is {v.value:g}, like the {side} endpoint"
+        return v
+
     async def _evaluate(
         self, req: BisectRequest, job: ValidatedJob, commit: str
     ) -> tuple[BuildResult, TestResult | None]:
@@ -347,6 +407,9 @@ class BisectWorkflow:
             message=message,
             metric=self._job.primary,
             unit=self._job.unit,
+            verification=self._progress.verification,
+            profile=self._job.profile,
+            repetitions=self._job.repetitions,
             subjects={
                 c: self._subjects.get(c, "")
                 for c in sorted({*candidates, *(s.commit for s in self._progress.steps)})

@@ -14,6 +14,9 @@ def details_markdown(p: Progress, subjects: dict[str, str]) -> str:
         f"range: {', '.join(o[:12] for o in p.old)} .. {p.new[:12]} · "
         f"{p.candidates} candidates · {len(p.steps)} steps done · about {p.steps_left} to go",
     ]
+    if p.verification is not None:
+        v = p.verification
+        lines.append(f"verification ({v.kind} of `{v.change[:12]}`): **{v.status}**, {v.message}")
     if p.current:
         lines.append("testing now: " + ", ".join(f"`{c[:12]}`" for c in p.current))
     lines += [

@@ -19,10 +19,12 @@ from kbisect.jobs import (
     TestRequest,
     TestResult,
     ValidatedJob,
+    VerifyCommit,
+    VerifyRequest,
 )
 from kbisect.model import Artifact
 from tests.workflows.dags import culprit_is_in
-from workflows.bisect_workflow import BUILD, TEST, VALIDATE
+from workflows.bisect_workflow import BUILD, PREPARE_VERIFY, TEST, VALIDATE
 from workflows.strategy import Graph
 
 FAST, SLOW = 512.0, 8.0
@@ -38,18 +40,28 @@ class Scenario:
     same_endpoints: bool = False
     user_error: str = ""
     test_delay: float = 0.0
+    verify_conflicts: bool = False
+    # Whether reverting the named commit restores the old behaviour (False: the change
+    # needs more than that commit, e.g. a follow-up it depends on).
+    revert_restores: bool = True
     builds: Counter[str] = field(default_factory=Counter)
     tests: Counter[str] = field(default_factory=Counter)
 
     def value(self, commit: str) -> float:
         if self.same_endpoints:
             return FAST
+        if commit.startswith(VERIFY_PREFIX):
+            # Reverted on new (regression) or applied to old (fix): both undo the slowness
+            # when the named commit is the true one.
+            named = commit.split(":")[1]
+            return FAST if named == self.culprit and self.revert_restores else SLOW
         has = culprit_is_in(self.graph, self.culprit, commit)
         # regression: the culprit brings the slowness; fix: the culprit removes it
         return SLOW if has == (self.mode == "regression") else FAST
 
 
 SCENARIOS: dict[str, Scenario] = {}
+VERIFY_PREFIX = "verify:"
 
 
 @activity.defn(name=VALIDATE)
@@ -110,4 +122,18 @@ async def run_test(req: TestRequest) -> TestResult:
     )
 
 
-FAKES = [validate_job, build_kernel, run_test]
+@activity.defn(name=PREPARE_VERIFY)
+async def prepare_verify(req: VerifyRequest) -> VerifyCommit:
+    s = SCENARIOS[req.repo]
+    subject = f"Revert {req.change}" if req.revert else req.change
+    if s.verify_conflicts:
+        return VerifyCommit(None, subject, f"{req.change} does not apply cleanly: conflicts")
+    return VerifyCommit(f"{VERIFY_PREFIX}{req.change}:{req.onto}", subject)
+
+
+def bisection_builds(s: Scenario) -> int:
+    """Builds of commits in the range and the endpoints, not of the verify commit."""
+    return sum(n for c, n in s.builds.items() if not c.startswith(VERIFY_PREFIX))
+
+
+FAKES = [validate_job, build_kernel, run_test, prepare_verify]

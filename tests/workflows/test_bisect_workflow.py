@@ -75,7 +75,7 @@ async def bisect(
 
 
 def _builds_beyond_endpoints(s: Scenario) -> int:
-    return sum(s.builds.values()) - 2
+    return fakes.bisection_builds(s) - 2
 
 
 async def test_finds_every_kind_of_culprit_in_log2_builds(env: WorkflowEnvironment) -> None:
@@ -93,6 +93,35 @@ async def test_finds_every_kind_of_culprit_in_log2_builds(env: WorkflowEnvironme
         assert _builds_beyond_endpoints(s) <= math.ceil(math.log2(64)) + 2
         assert max(s.builds.values()) == 1  # no commit built twice
         assert result.steps[0].source == "endpoint" and result.steps[0].verdict == "good"
+        v = result.verification
+        assert v is not None and (v.kind, v.status, v.onto) == ("revert", "confirmed", "c64")
+        assert v.position is not None and v.position < 0.5 and "like the old" in v.message
+        assert s.builds[f"{fakes.VERIFY_PREFIX}c{k}:c64"] == 1
+
+
+async def test_a_revert_that_does_not_restore_contradicts(env: WorkflowEnvironment) -> None:
+    result, _ = await bisect(
+        env.client, Scenario(graph=linear(16), culprit="c5", revert_restores=False)
+    )
+    assert result.status == "found" and result.culprit == "c5"
+    assert result.verification is not None and result.verification.status == "contradicted"
+    assert "contradicted" in result.message and "like the new endpoint" in result.message
+
+
+async def test_a_revert_that_conflicts_is_inconclusive(env: WorkflowEnvironment) -> None:
+    result, s = await bisect(
+        env.client, Scenario(graph=linear(16), culprit="c5", verify_conflicts=True)
+    )
+    assert result.culprit == "c5" and result.verification is not None
+    assert result.verification.status == "inconclusive"
+    assert "conflicts" in result.verification.message
+    assert sum(s.builds.values()) == fakes.bisection_builds(s)  # nothing built for it
+
+
+async def test_verify_can_be_turned_off(env: WorkflowEnvironment) -> None:
+    result, s = await bisect(env.client, Scenario(graph=linear(16), culprit="c5"), verify=False)
+    assert result.culprit == "c5" and result.verification is None
+    assert sum(s.builds.values()) == fakes.bisection_builds(s)
 
 
 async def test_fix_mode_names_the_fixing_commit(env: WorkflowEnvironment) -> None:
@@ -101,6 +130,9 @@ async def test_fix_mode_names_the_fixing_commit(env: WorkflowEnvironment) -> Non
     )
     assert result.status == "found" and result.culprit == "c23"
     assert "fixed commit" in result.message
+    # Verified as the backport an SRU would ship: the fix applied to the old endpoint.
+    v = result.verification
+    assert v is not None and (v.kind, v.status, v.onto) == ("backport", "confirmed", "root")
     # In fix mode the old endpoint is the bad one.
     assert result.steps[0].verdict == "bad" and result.steps[1].verdict == "good"
     assert _builds_beyond_endpoints(s) <= 8
