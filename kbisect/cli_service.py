@@ -21,6 +21,7 @@ from kbisect.errors import InfraError, UserError
 from kbisect.git import Git
 from kbisect.jobs import BisectRequest, BisectResult, Progress
 from kbisect.report import bisect_log, markdown, to_json
+from kbisect.sru import sru_note
 
 console = Console()
 err_console = Console(stderr=True)
@@ -182,6 +183,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         mode=args.mode,
         profile=args.profile,
         repetitions=args.repetitions,
+        verify=not args.no_verify,
         build_queue=queues.build,
         vm_queue=queues.vm,
     )
@@ -336,6 +338,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(to_json(result), indent=2))
             return 0
+        if args.sru:
+            print(sru_note(result, args.id))
+            return 0
         if args.bisect_log:
             Path(args.bisect_log).write_text(bisect_log(result))
         text = markdown(result, args.id)
@@ -392,6 +397,11 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
     b.add_argument("--mode", choices=("regression", "fix"), default="regression")
     b.add_argument("--profile")
     b.add_argument("--repetitions", type=int)
+    b.add_argument(
+        "--no-verify",
+        action="store_true",
+        help="do not test the named commit reverted on (in fix mode: applied to) --bad",
+    )
     b.add_argument("--detach", action="store_true", help="print the job id and return")
     b.add_argument("--no-start", action="store_true", help="never start a local service")
     b.add_argument("--json", action="store_true")
@@ -415,6 +425,7 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
     r.add_argument("--json", action="store_true")
     r.add_argument("--plot", help="also write the scores across commits to this PNG")
     r.add_argument("--bisect-log", help="also write the git bisect log to this file")
+    r.add_argument("--sru", action="store_true", help="a draft Ubuntu SRU justification")
     r.set_defaults(func=cmd_report)
 
     m = sub.add_parser("mark", help="tell a running job that a commit is good, bad or skip")

@@ -1,0 +1,125 @@
+"""A draft Ubuntu SRU justification from a finished job: what to backport (or revert), the
+evidence, and how to test it. A draft for a person to finish, never sent anywhere."""
+
+from pathlib import Path
+
+from kbisect.errors import KbisectError, UserError
+from kbisect.git import Git
+from kbisect.jobs import BisectResult, Step
+from testcases import manifest as manifests
+
+
+def _endpoint(result: BisectResult, side: str) -> Step | None:
+    commit = result.old[0] if side == "old" and result.old else result.new
+    return next((s for s in result.steps if s.source == "endpoint" and s.commit == commit), None)
+
+
+def _value(step: Step | None, metric: str) -> str:
+    if step is None or metric not in step.values:
+        return "?"
+    return f"{step.values[metric]:g}"
+
+
+def _files(repo: str, commit: str) -> list[str]:
+    try:
+        out = Git(Path(repo)).run("show", "--format=", "--stat=100", "--first-parent", commit)
+    except KbisectError:
+        return []
+    return [line.strip() for line in out.splitlines() if line.strip()]
+
+
+def _author(repo: str, commit: str) -> str:
+    try:
+        info = Git(Path(repo)).commit_info(commit)
+    except KbisectError:
+        return ""
+    return f"{info.author}, {info.date}"
+
+
+def sru_note(result: BisectResult, job_id: str) -> str:
+    if not result.culprit:
+        raise UserError(
+            f"job {job_id} did not name one commit ({result.status}): an SRU note needs one; "
+            "narrow the candidates with 'kbisect mark' in a new job"
+        )
+    c, subject = result.culprit, result.subjects.get(result.culprit, "")
+    metric, unit = result.metric, f" {result.unit}" if result.unit else ""
+    broken, fixed = (
+        (_endpoint(result, "new"), _endpoint(result, "old"))
+        if result.mode == "regression"
+        else (_endpoint(result, "old"), _endpoint(result, "new"))
+    )
+    try:
+        m = manifests.load(result.testcase)
+        what, metric_text = m.description, m.metrics[metric].description or metric
+    except (KbisectError, KeyError):
+        what, metric_text = result.testcase, metric
+    v = result.verification
+    author = _author(result.repo, c)
+
+    impact = [
+        f"{what}: {metric_text} is {_value(broken, metric)}{unit} on affected kernels, "
+        f"against {_value(fixed, metric)}{unit} on good ones.",
+    ]
+    others = [k for k in (broken.values if broken else {}) if k != metric]
+    if others and broken and fixed:
+        impact.append(
+            "Also: "
+            + "; ".join(f"{k} {_value(broken, k)} (was {_value(fixed, k)})" for k in others)
+            + "."
+        )
+    if result.mode == "regression":
+        impact.append(f'The change came with commit {c[:12]} ("{subject}").')
+        fix = [
+            f'Revert commit {c} ("{subject}"), or backport the upstream commit that fixes it '
+            "(not found by this job: look for a later 'Fixes: "
+            f"{c[:12]}' tag)."
+        ]
+    else:
+        impact.append(f'Commit {c[:12]} ("{subject}") fixed it; affected kernels lack it.')
+        fix = [
+            f'Backport commit {c} ("{subject}"), with the trailers',
+            "",
+            "    BugLink: https://bugs.launchpad.net/bugs/<bug>",
+            f"    (cherry picked from commit {c})",
+        ]
+    if author:
+        fix.append(f"Author and date: {author}.")
+    if v is not None:
+        fix.append(f"kbisect verification ({v.kind}): {v.status}: {v.message}.")
+    files = _files(result.repo, c)
+    if files:
+        fix += ["", "Touches:", "", *(f"    {f}" for f in files)]
+
+    profile = f" --profile {result.profile}" if result.profile else ""
+    reps = f" --repetitions {result.repetitions}" if result.repetitions else ""
+    test_plan = [
+        f"Run the kbisect testcase {result.testcase} on the kernel without and with the patch "
+        "(REV: each kernel's commit):",
+        "",
+        f"    kbisect try --repo {result.repo} REV --testcase {result.testcase}{profile}{reps}",
+        "",
+        f"Without the patch {metric} is about {_value(broken, metric)}{unit}; with it, about "
+        f"{_value(fixed, metric)}{unit}.",
+    ]
+    risk = [
+        "The patch changes the files listed under [Fix]; a problem would show in the "
+        "subsystems they belong to. kbisect measured one workload only: review the patch and "
+        "run the usual regression tests for those subsystems.",
+    ]
+    other = [
+        f"Found by kbisect job {job_id} ({result.mode} mode): {len(result.steps)} commits "
+        f"tested between {', '.join(o[:12] for o in result.old)} and {result.new[:12]}.",
+        "`kbisect report " + job_id + " --bisect-log FILE` gives a log for `git bisect replay`.",
+    ]
+    sections = [
+        ("Impact", impact),
+        ("Fix", fix),
+        ("Test Plan", test_plan),
+        ("Where problems could occur", risk),
+        ("Other Info", other),
+    ]
+    lines = ["SRU Justification", ""]
+    for title, body in sections:
+        lines += [f"[{title}]", "", *body, ""]
+    return "\n".join(lines)

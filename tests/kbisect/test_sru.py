@@ -1,0 +1,90 @@
+"""The draft SRU note and the verification section of the report."""
+
+from pathlib import Path
+
+import pytest
+
+from kbisect.errors import UserError
+from kbisect.jobs import BisectResult, Step, Verification
+from kbisect.report import markdown, to_json
+from kbisect.sru import sru_note
+from tests.kbisect.test_report import _repo
+
+
+def _job(repo: str, h: list[str], mode: str) -> BisectResult:
+    slow = {"avg_read_sectors": 8.0, "reads": 65664.0}
+    fast = {"avg_read_sectors": 512.0, "reads": 1026.0}
+    old_values, new_values = (fast, slow) if mode == "regression" else (slow, fast)
+    steps = [
+        Step(h[0], "change 0", "good", "endpoint", values=old_values, position=0.0),
+        Step(h[-1], f"change {len(h) - 1}", "bad", "endpoint", values=new_values, position=1.0),
+        Step(h[2], "change 2", "bad", "test", values=new_values, position=1.0),
+    ]
+    return BisectResult(
+        status="found",
+        mode=mode,
+        testcase="nvme-snapshot-read",
+        repo=repo,
+        old=[h[0]],
+        new=h[-1],
+        culprit=h[2],
+        candidates=[h[2]],
+        steps=steps,
+        message="m",
+        subjects={h[2]: "change 2"},
+        metric="avg_read_sectors",
+        unit="sectors",
+        profile="ebs-gp2",
+        repetitions=3,
+        verification=Verification(
+            kind="revert" if mode == "regression" else "backport",
+            change=h[2],
+            onto=h[-1] if mode == "regression" else h[0],
+            status="confirmed",
+            message="avg_read_sectors is 512, like the old endpoint",
+            commit="f" * 40,
+            value=512.0,
+        ),
+    )
+
+
+def test_regression_note_reverts_with_the_evidence(tmp_path: Path) -> None:
+    h = _repo(tmp_path / "r", 4)
+    note = sru_note(_job(str(tmp_path / "r"), h, "regression"), "job-7")
+    for section in ("[Impact]", "[Fix]", "[Test Plan]", "[Where problems could occur]"):
+        assert section in note
+    assert "is 8 sectors on affected kernels, against 512 sectors" in note
+    assert "reads 65664 (was 1026)" in note
+    assert f'Revert commit {h[2]} ("change 2")' in note
+    assert "verification (revert): confirmed" in note
+    assert "\n    f | 2 +-\n" in note  # the files it touches, from the repository
+    assert "--testcase nvme-snapshot-read --profile ebs-gp2 --repetitions 3" in note
+    assert "t <t@t>" in note  # the author, read from the repository
+
+
+def test_fix_note_is_a_backport() -> None:
+    h = [f"{i:040x}" for i in range(4)]
+    note = sru_note(_job("/nonexistent", h, "fix"), "job-8")
+    assert f'Backport commit {h[2]} ("change 2")' in note
+    assert f"(cherry picked from commit {h[2]})" in note
+    # In fix mode the old endpoint is the affected one.
+    assert "is 8 sectors on affected kernels, against 512 sectors" in note
+    assert "verification (backport): confirmed" in note
+
+
+def test_no_note_without_one_commit() -> None:
+    h = [f"{i:040x}" for i in range(4)]
+    result = _job("/nonexistent", h, "regression")
+    result.culprit, result.status = None, "ambiguous"
+    with pytest.raises(UserError, match="did not name one commit"):
+        sru_note(result, "job-9")
+
+
+def test_report_shows_the_verification() -> None:
+    h = [f"{i:040x}" for i in range(4)]
+    result = _job("/nonexistent", h, "regression")
+    md = markdown(result, "job-7")
+    assert "## Verification" in md and "**confirmed**" in md
+    assert f"`{h[2][:12]}` reverted on the new endpoint `{h[3][:12]}`" in md
+    data = to_json(result)
+    assert data["verification"]["status"] == "confirmed"  # type: ignore[index]
