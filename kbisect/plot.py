@@ -44,6 +44,21 @@ def plot_scores(result: BisectResult, out: Path) -> Path:
             linewidth=1,
             label=f"culprit {result.culprit[:12]}",
         )
+    v = result.verification
+    if v is not None and v.value is not None:
+        # Right of the newest commit: the new endpoint with the culprit reverted (or the old
+        # one with the fix applied).
+        x = max((s.index for s in result.steps), default=0) + 1
+        word = "reverted on new" if v.kind == "revert" else "applied to old"
+        ax.scatter(
+            x,
+            v.value,
+            marker="*",
+            s=160,
+            color="tab:blue",
+            zorder=4,
+            label=f"culprit {word}: {v.status}",
+        )
     handles, labels = ax.get_legend_handles_labels()
     unique = dict(zip(labels, handles, strict=False))
     ax.legend(unique.values(), unique.keys(), loc="best", fontsize=8)

@@ -88,3 +88,18 @@ def test_report_shows_the_verification() -> None:
     assert f"`{h[2][:12]}` reverted on the new endpoint `{h[3][:12]}`" in md
     data = to_json(result)
     assert data["verification"]["status"] == "confirmed"  # type: ignore[index]
+
+
+def test_plot_marks_the_verification(tmp_path: Path) -> None:
+    from kbisect.plot import plot_scores
+
+    h = [f"{i:040x}" for i in range(4)]
+    pngs = []
+    for verified in (False, True):
+        result = _job("/nonexistent", h, "regression")
+        for step, value in zip(result.steps, (512.0, 8.0, 8.0), strict=True):
+            step.value = value
+        if not verified:
+            result.verification = None
+        pngs.append(plot_scores(result, tmp_path / f"{verified}.png").read_bytes())
+    assert pngs[0] != pngs[1]
