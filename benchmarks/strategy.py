@@ -1,19 +1,53 @@
-"""Benchmark: how long choosing the next commit takes on release-sized histories.
+"""Benchmark: how long choosing the next commit takes on release-sized histories, and how
+large the range's payload is (Temporal refuses payloads over 2 MB).
 
 Prints figures; no assertions (these machines are shared and noisy). Run:
     .venv/bin/python -m benchmarks.strategy
 """
 
+import hashlib
 import time
 import tracemalloc
 
+from temporalio.converter import DataConverter
+
+from kbisect.jobs import ValidatedJob
 from tests.workflows.dags import random_dag
-from workflows.strategy import Search, State, next_commits
+from workers.activities import MAX_SUBJECTS
+from workflows.strategy import Graph, Search, State, next_commits
+
+
+def payload_mib(graph: Graph) -> float:
+    """The validated job's size for this range, with 40-character hashes and 60-character
+    subjects (carried up to MAX_SUBJECTS commits, as the validate activity does)."""
+    name = {c: hashlib.sha1(c.encode()).hexdigest() for c in graph.order}
+    order = [name[c] for c in graph.order]
+    index = {c: i for i, c in enumerate(graph.order)}
+    job = ValidatedJob(
+        old=["0" * 40],
+        new=order[0],
+        testcase="nvme-snapshot-read",
+        primary="avg_read_sectors",
+        unit="sectors",
+        better="higher",
+        profile="fast",
+        repetitions=3,
+        test_timeout=600,
+        order=order,
+        parent_index=[[index[p] for p in graph.parents[c]] for c in graph.order],
+        subjects={h: "x" * 60 for h in order} if len(order) <= MAX_SUBJECTS else {},
+    )
+    payload = DataConverter.default.payload_converter.to_payloads([job])[0]
+    return len(payload.data) / 2**20
 
 
 def main() -> None:
-    row = "{:>8} {:>7} {:>11} {:>12} {:>6} {:>9}"
-    print(row.format("commits", "merges", "first pick", "full search", "tests", "peak MiB"))
+    row = "{:>8} {:>7} {:>11} {:>12} {:>6} {:>9} {:>12}"
+    print(
+        row.format(
+            "commits", "merges", "first pick", "full search", "tests", "peak MiB", "payload MiB"
+        )
+    )
     for n, merges in ((1000, 20), (5000, 100), (15000, 300)):
         graph = random_dag(n, merges=merges, seed=n)
         tracemalloc.start()
@@ -33,7 +67,13 @@ def main() -> None:
         tracemalloc.stop()
         print(
             row.format(
-                len(graph.order), merges, f"{first:.3f}s", f"{total:.3f}s", tests, f"{peak:.1f}"
+                len(graph.order),
+                merges,
+                f"{first:.3f}s",
+                f"{total:.3f}s",
+                tests,
+                f"{peak:.1f}",
+                f"{payload_mib(graph):.2f}",
             )
         )
 

@@ -37,7 +37,6 @@ class ValidatedJob:
 
     old: list[str]  # full hashes of the old side (good in regression mode)
     new: str
-    commits: list[CommitNode]  # the range, newest first; parents limited to the range
     testcase: str
     primary: str
     unit: str
@@ -46,6 +45,13 @@ class ValidatedJob:
     repetitions: int
     test_timeout: float
     old_subjects: dict[str, str] = field(default_factory=dict)  # the old side is outside the range
+    # The range in a compact form (a release is ~15k commits, and a Temporal payload must
+    # stay under 2 MB): full hashes newest first, and each one's parents as indices into
+    # that list (parents outside the range left out).
+    order: list[str] = field(default_factory=list)
+    parent_index: list[list[int]] = field(default_factory=list)
+    subjects: dict[str, str] = field(default_factory=dict)  # left empty for large ranges
+    commits: list[CommitNode] = field(default_factory=list)  # the form before `order`
 
 
 @dataclass
@@ -64,6 +70,7 @@ class BuildResult:
     log: str = ""
     seconds: float = 0.0
     cached: bool = False
+    subject: str = ""  # for ranges too large to carry every subject
 
 
 @dataclass

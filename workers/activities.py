@@ -30,7 +30,6 @@ from kbisect.jobs import (
     BisectRequest,
     BuildRequest,
     BuildResult,
-    CommitNode,
     TestRequest,
     TestResult,
     ValidatedJob,
@@ -45,6 +44,8 @@ from workflows.bisect_workflow import BUILD, PREPARE_VERIFY, TEST, VALIDATE
 P = ParamSpec("P")
 R = TypeVar("R")
 HEARTBEAT_EVERY = 10.0
+# Subjects of a larger range would take the job's first payload near Temporal's 2 MB limit.
+MAX_SUBJECTS = 5000
 # Builds at once in this process (`kbisect worker --builds N`); validation is not counted.
 _build_slots = threading.BoundedSemaphore(1)
 
@@ -135,12 +136,14 @@ def validate_job(req: BisectRequest) -> ValidatedJob:
             )
     if new in old:
         raise UserError("good and bad are the same commit: nothing to bisect")
-    commits = _range(git, old, new)
+    order, parent_index, subjects = _range(git, old, new)
     metric = manifest.metrics[manifest.primary]
     return ValidatedJob(
         old=old,
         new=new,
-        commits=commits,
+        order=order,
+        parent_index=parent_index,
+        subjects=subjects,
         testcase=manifest.name,
         primary=manifest.primary,
         unit=metric.unit,
@@ -152,19 +155,20 @@ def validate_job(req: BisectRequest) -> ValidatedJob:
     )
 
 
-def _range(git: Git, old: list[str], new: str) -> list[CommitNode]:
+def _range(git: Git, old: list[str], new: str) -> tuple[list[str], list[list[int]], dict[str, str]]:
+    """The commits in new but not old: hashes newest first, parents as indices, subjects
+    (only for ranges small enough to carry them; builds report the others)."""
     excluded = [f"^{o}" for o in old]
-    parents_out = git.run("rev-list", "--topo-order", "--parents", new, *excluded, "--")
-    subjects_out = git.run("log", "--format=%H%x00%s", "--topo-order", new, *excluded, "--")
-    subjects = dict(line.split("\0", 1) for line in subjects_out.splitlines() if "\0" in line)
-    rows = [line.split() for line in parents_out.splitlines() if line.strip()]
-    inside = {r[0] for r in rows}
-    return [
-        CommitNode(
-            hash=r[0], parents=[p for p in r[1:] if p in inside], subject=subjects.get(r[0], "")
-        )
-        for r in rows
-    ]
+    out = git.run("rev-list", "--topo-order", "--parents", new, *excluded, "--")
+    rows = [line.split() for line in out.splitlines() if line.strip()]
+    order = [r[0] for r in rows]
+    index = {h: i for i, h in enumerate(order)}
+    parent_index = [[index[p] for p in r[1:] if p in index] for r in rows]
+    subjects: dict[str, str] = {}
+    if len(order) <= MAX_SUBJECTS:
+        log = git.run("log", "--format=%H%x00%s", "--topo-order", new, *excluded, "--")
+        subjects = dict(line.split("\0", 1) for line in log.splitlines() if "\0" in line)
+    return order, parent_index, subjects
 
 
 @activity.defn(name=BUILD)
@@ -172,13 +176,17 @@ def _range(git: Git, old: list[str], new: str) -> list[CommitNode]:
 def build_kernel(req: BuildRequest) -> BuildResult:
     spec = build_spec(manifests.load(req.testcase))
 
+    subject = Git(Path(req.repo)).commit_info(req.commit).subject
+
     def work(report: Callable[[str], None]) -> BuildResult:
         report("waiting for a build slot")
         try:
             with _build_slots:
                 art = KernelBuilder().build(Path(req.repo), req.commit, spec, report)
         except KernelBuildError as exc:
-            return BuildResult(commit=req.commit, ok=False, error=str(exc), log=exc.log_path)
+            return BuildResult(
+                commit=req.commit, ok=False, error=str(exc), log=exc.log_path, subject=subject
+            )
         return BuildResult(
             commit=req.commit,
             ok=True,
@@ -186,6 +194,7 @@ def build_kernel(req: BuildRequest) -> BuildResult:
             log=art.build_log,
             seconds=art.seconds,
             cached=art.cached,
+            subject=subject,
         )
 
     return with_heartbeats(work)

@@ -129,11 +129,8 @@ class BisectWorkflow:
         self._upsert(SA_TESTCASE.value_set(req.testcase), SA_STATUS.value_set("validating"))
         job = await self._validate(req)
         self._job = job
-        self._subjects = {**job.old_subjects, **{c.hash: c.subject for c in job.commits}}
-        graph = Graph(
-            parents={c.hash: tuple(c.parents) for c in job.commits},
-            order=tuple(c.hash for c in job.commits),
-        )
+        graph, subjects = range_of(job)
+        self._subjects = {**job.old_subjects, **subjects}
         self._search = Search(graph=graph, new=job.new, old=set(job.old))
         self._progress.metric, self._progress.unit = job.primary, job.unit
         self._progress.old, self._progress.new = job.old, job.new
@@ -329,6 +326,8 @@ class BisectWorkflow:
             heartbeat_timeout=timedelta(seconds=90),
             retry_policy=BUILD_RETRY,
         )
+        if build.subject:
+            self._subjects.setdefault(commit, build.subject)
         if not build.ok:
             return build, None
         assert build.artifact is not None
@@ -415,6 +414,22 @@ class BisectWorkflow:
                 for c in sorted({*candidates, *(s.commit for s in self._progress.steps)})
             },
         )
+
+
+def range_of(job: ValidatedJob) -> tuple[Graph, dict[str, str]]:
+    """The job's commit graph and the subjects it carries (compact or, for jobs recorded
+    before it, the list of nodes)."""
+    if job.order:
+        parents = {
+            h: tuple(job.order[i] for i in idx)
+            for h, idx in zip(job.order, job.parent_index, strict=True)
+        }
+        return Graph(parents=parents, order=tuple(job.order)), dict(job.subjects)
+    graph = Graph(
+        parents={c.hash: tuple(c.parents) for c in job.commits},
+        order=tuple(c.hash for c in job.commits),
+    )
+    return graph, {c.hash: c.subject for c in job.commits}
 
 
 def _cause(err: ActivityError) -> str:

@@ -15,7 +15,6 @@ from kbisect.jobs import (
     BisectRequest,
     BuildRequest,
     BuildResult,
-    CommitNode,
     TestRequest,
     TestResult,
     ValidatedJob,
@@ -44,6 +43,7 @@ class Scenario:
     # Whether reverting the named commit restores the old behaviour (False: the change
     # needs more than that commit, e.g. a follow-up it depends on).
     revert_restores: bool = True
+    large: bool = False
     builds: Counter[str] = field(default_factory=Counter)
     tests: Counter[str] = field(default_factory=Counter)
 
@@ -69,13 +69,14 @@ async def validate_job(req: BisectRequest) -> ValidatedJob:
     s = SCENARIOS[req.repo]
     if s.user_error:
         raise ApplicationError(s.user_error, type="UserError", non_retryable=True)
+    index = {c: i for i, c in enumerate(s.graph.order)}
     return ValidatedJob(
         old=["root"],
         new=s.graph.order[0],
-        commits=[
-            CommitNode(hash=c, parents=list(s.graph.parents[c]), subject=f"subject of {c}")
-            for c in s.graph.order
-        ],
+        order=list(s.graph.order),
+        parent_index=[[index[p] for p in s.graph.parents[c]] for c in s.graph.order],
+        # A large range carries no subjects: the builds report them.
+        subjects={} if s.large else {c: f"subject of {c}" for c in s.graph.order},
         testcase=req.testcase,
         primary="avg_read_sectors",
         unit="sectors",
@@ -97,7 +98,9 @@ async def build_kernel(req: BuildRequest) -> BuildResult:
     art = Artifact(
         commit=req.commit, tree="t", config_hash="c", kernel="/k", config="/c", build_log="/l"
     )
-    return BuildResult(commit=req.commit, ok=True, artifact=art, seconds=1.0)
+    return BuildResult(
+        commit=req.commit, ok=True, artifact=art, seconds=1.0, subject=f"built {req.commit}"
+    )
 
 
 @activity.defn(name=TEST)

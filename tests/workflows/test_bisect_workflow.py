@@ -1,5 +1,6 @@
 """BisectWorkflow on a real local Temporal dev server, with fake activities."""
 
+import hashlib
 import math
 import os
 import uuid
@@ -72,6 +73,15 @@ async def bisect(
             HISTORIES.mkdir(exist_ok=True)
             (HISTORIES / f"{record}.json").write_text(history.to_json())
     return result, scenario
+
+
+def _hex_names(graph: Graph) -> Graph:
+    """The same DAG with full-length hashes for names, as a real range has."""
+    name = {c: hashlib.sha1(c.encode()).hexdigest() for c in graph.order}
+    return Graph(
+        parents={name[c]: tuple(name[p] for p in ps) for c, ps in graph.parents.items()},
+        order=tuple(name[c] for c in graph.order),
+    )
 
 
 def _builds_beyond_endpoints(s: Scenario) -> int:
@@ -148,6 +158,19 @@ async def test_history_with_merges(env: WorkflowEnvironment) -> None:
         )
         assert result.culprit == culprit
         assert _builds_beyond_endpoints(s) <= math.ceil(math.log2(len(graph.order))) + 2
+
+
+async def test_a_release_sized_range_fits_the_payload_limit(env: WorkflowEnvironment) -> None:
+    # ~15k commits with 40-character hashes, as between two mainline releases. The server
+    # refuses payloads over 2 MB, so this fails if the range's form grows.
+    graph = _hex_names(random_dag(15000, merges=300, seed=3))
+    culprit = graph.order[4000]
+    result, s = await bisect(env.client, Scenario(graph=graph, culprit=culprit, large=True))
+    assert result.culprit == culprit
+    assert _builds_beyond_endpoints(s) <= math.ceil(math.log2(len(graph.order))) + 2
+    # No subjects in the range: the tested commits' come from their builds.
+    assert result.subjects[culprit] == f"built {culprit}"
+    assert all(st.subject == f"built {st.commit}" for st in result.steps if st.commit != "root")
 
 
 async def test_broken_build_next_to_the_culprit(env: WorkflowEnvironment) -> None:
