@@ -51,6 +51,10 @@ class Manifest:
     timeout: float = 600.0
     params: dict[str, str] = field(default_factory=dict)
 
+    def timeout_for(self, repetitions: int) -> float:
+        """`timeout` covers one boot with the default repetitions; more take longer."""
+        return self.timeout * max(1.0, repetitions / max(1, self.repetitions))
+
 
 def search_path() -> list[Path]:
     """Built-in testcases, then folders listed in KBISECT_TESTCASES (colon-separated)."""

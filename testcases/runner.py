@@ -51,7 +51,7 @@ def run_testcase(
     )
     disks = [Disk(d.name, d.size_mib, prof) for d in manifest.disks]
     progress(f"booting {artifact.commit[:12]} ({prof.name}, {reps} repetitions)")
-    run = machine.run(artifact, image, disks, manifest.timeout, progress=progress)
+    run = machine.run(artifact, image, disks, manifest.timeout_for(reps), progress=progress)
     if run.outcome in (Outcome.PANIC, Outcome.HANG):
         raise BootError(f"{run.outcome.value}: {run.detail}", console_path=run.console)
     if run.outcome is Outcome.TESTCASE_FAILED:

@@ -150,7 +150,7 @@ def validate_job(req: BisectRequest) -> ValidatedJob:
         better=metric.better.value,
         profile=prof.name,
         repetitions=req.repetitions or manifest.repetitions,
-        test_timeout=manifest.timeout,
+        test_timeout=manifest.timeout_for(req.repetitions or manifest.repetitions),
         old_subjects={o: git.commit_info(o).subject for o in old},
     )
 

@@ -5,6 +5,7 @@ everything that touches git, make or QEMU is an activity on the build or VM queu
 """
 
 import asyncio
+import statistics
 from datetime import timedelta
 
 from temporalio import workflow
@@ -28,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
         VerifyCommit,
         VerifyRequest,
     )
+    from kbisect.model import Artifact
     from workflows import strategy
     from workflows.details import details_markdown
     from workflows.strategy import Graph, Search, State
@@ -40,6 +42,7 @@ TEST = "run_testcase"
 PREPARE_VERIFY = "prepare_verify"
 # Jobs recorded before the verify step existed replay without it.
 VERIFY_PATCH = "verify-named-commit"
+RETEST_PATCH = "retest-when-unsure"
 
 SA_TESTCASE = SearchAttributeKey.for_keyword("KbisectTestcase")
 SA_STATUS = SearchAttributeKey.for_keyword("KbisectStatus")
@@ -242,6 +245,17 @@ class BisectWorkflow:
         else:
             value = test.values[job.primary]
             c = classify(value, calibration)
+            if c.state == State.SKIP and workflow.patched(RETEST_PATCH):
+                # Unsure: noise, more often than not. Measure again, longer, before skipping.
+                assert build.artifact is not None
+                again = await self._test(req, job, commit, build.artifact, job.repetitions * 2)
+                if again.status == "ok":
+                    samples = test.samples + again.samples
+                    value = statistics.median(samples)
+                    c = classify(value, calibration)
+                    test.values = {**again.values, job.primary: value}
+                    test.seconds += again.seconds
+                    step.note = f"unsure at first: retested, median of {len(samples)} samples"
             state = c.state
             step.value, step.values, step.position, step.margin = (
                 value,
@@ -331,23 +345,35 @@ class BisectWorkflow:
         if not build.ok:
             return build, None
         assert build.artifact is not None
-        test = await workflow.execute_activity(
+        return build, await self._test(req, job, commit, build.artifact, job.repetitions)
+
+    async def _test(
+        self,
+        req: BisectRequest,
+        job: ValidatedJob,
+        commit: str,
+        artifact: Artifact,
+        repetitions: int,
+    ) -> TestResult:
+        # job.test_timeout is for job.repetitions; a retest runs more.
+        scale = max(1.0, repetitions / max(1, job.repetitions))
+        result: TestResult = await workflow.execute_activity(
             TEST,
             TestRequest(
                 repo=req.repo,
                 commit=commit,
                 testcase=job.testcase,
                 profile=job.profile,
-                repetitions=job.repetitions,
-                artifact=build.artifact,
+                repetitions=repetitions,
+                artifact=artifact,
             ),
             result_type=TestResult,
             task_queue=req.vm_queue,
-            start_to_close_timeout=timedelta(seconds=job.test_timeout + 300),
+            start_to_close_timeout=timedelta(seconds=job.test_timeout * scale + 300),
             heartbeat_timeout=timedelta(seconds=60),
             retry_policy=TEST_RETRY,
         )
-        return build, test
+        return result
 
     # --- state and display ---------------------------------------------------------------
     def _index(self, commit: str) -> int:

@@ -193,6 +193,27 @@ async def test_boot_failure_is_skipped_not_judged(env: WorkflowEnvironment) -> N
     assert skipped <= {"c8", "c12"}
 
 
+async def test_an_unsure_score_is_measured_again_before_skipping(
+    env: WorkflowEnvironment,
+) -> None:
+    # c8 is good (before the culprit c9), but its first measurement lands mid-way.
+    mid = (fakes.FAST + fakes.SLOW) / 2
+    s = Scenario(graph=linear(16), culprit="c9", noisy={"c8": [mid, fakes.FAST]})
+    result, s = await bisect(env.client, s, record="retest")
+    assert result.culprit == "c9"
+    step = next(st for st in result.steps if st.commit == "c8")
+    assert step.verdict == "good" and "retested" in step.note
+    assert (s.builds["c8"], s.tests["c8"]) == (1, 2)  # built once, measured twice
+
+
+async def test_still_unsure_after_a_retest_is_a_skip(env: WorkflowEnvironment) -> None:
+    mid = (fakes.FAST + fakes.SLOW) / 2
+    s = Scenario(graph=linear(16), culprit="c9", noisy={"c8": [mid, mid]})
+    result, s = await bisect(env.client, s)
+    assert result.status == "ambiguous" and set(result.candidates) == {"c8", "c9"}
+    assert s.tests["c8"] == 2
+
+
 async def test_endpoints_that_score_the_same_stop_at_once(env: WorkflowEnvironment) -> None:
     result, s = await bisect(
         env.client, Scenario(graph=linear(64), culprit="c5", same_endpoints=True)

@@ -20,7 +20,7 @@ def test_histories_were_recorded() -> None:
     # Re-record with: KBISECT_RECORD_HISTORIES=1 pytest tests/workflows/test_bisect_workflow.py
     # pre-verify-*: recorded before the verify step; they must keep replaying (patched()).
     old = [p for p in HISTORIES if p.stem.startswith("pre-verify-")]
-    assert len(old) >= 4 and len(HISTORIES) - len(old) >= 4
+    assert len(old) >= 4 and len(HISTORIES) - len(old) >= 5
     assert all("prepare_verify" not in p.read_text() for p in old)
 
 
