@@ -124,8 +124,9 @@ def cmd_down(args: argparse.Namespace) -> int:
     return 0
 
 
-def ensure_local_service(endpoint: service.Endpoint) -> None:
-    """With the default local address and nothing there, start `kbisect up` in the background."""
+def ensure_local_service(endpoint: service.Endpoint, parallel: int = 1) -> None:
+    """With the default local address and nothing there, start `kbisect up` in the background
+    (with room for `parallel` builds and VMs at once)."""
     from infra import temporal_server
 
     host, _, port = endpoint.address.partition(":")
@@ -134,7 +135,10 @@ def ensure_local_service(endpoint: service.Endpoint) -> None:
     log = settings.data_dir() / "service.log"
     with open(log, "ab") as out:
         subprocess.Popen(
-            [sys.executable, "-m", "kbisect.cli", "up"],
+            [
+                *(sys.executable, "-m", "kbisect.cli", "up"),
+                *("--builds", str(parallel), "--vms", str(parallel)),
+            ],
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=out,
@@ -172,8 +176,10 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     good = [git.resolve(g) for g in args.good]
     bad = git.resolve(args.bad)
     endpoint = service.Endpoint.from_env()
+    if args.parallel < 1:
+        raise UserError("--parallel takes a number of commits, 1 or more")
     if not args.no_start:
-        ensure_local_service(endpoint)
+        ensure_local_service(endpoint, args.parallel)
     queues = Queues.from_env()
     req = BisectRequest(
         repo=str(repo),
@@ -184,6 +190,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         profile=args.profile,
         repetitions=args.repetitions,
         verify=not args.no_verify,
+        parallel=args.parallel,
         build_queue=queues.build,
         vm_queue=queues.vm,
     )
@@ -397,6 +404,14 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
     b.add_argument("--mode", choices=("regression", "fix"), default="regression")
     b.add_argument("--profile")
     b.add_argument("--repetitions", type=int)
+    b.add_argument(
+        "--parallel",
+        type=int,
+        default=1,
+        metavar="K",
+        help="test K commits at once, cutting the range in K+1 parts per round: fewer "
+        "rounds, more builds; needs workers with room for K builds and VMs",
+    )
     b.add_argument(
         "--no-verify",
         action="store_true",

@@ -20,6 +20,7 @@ class BisectRequest:
     repetitions: int | None = None
     search_attributes: bool = True  # False where the cluster has not registered ours
     verify: bool = True  # test the culprit reverted on new (or the fix applied to old)
+    parallel: int = 1  # commits tested at once per round (multisection)
     build_queue: str = "kbisect-build"
     vm_queue: str = "kbisect-vm"
 
@@ -112,6 +113,7 @@ class Step:
     build_seconds: float = 0.0
     test_seconds: float = 0.0
     index: int = -1  # place in the range's history, oldest first; -1: the old endpoint
+    round: int = 0  # 0: calibration; commits tested at once share a round
 
 
 @dataclass

@@ -143,11 +143,12 @@ class BisectWorkflow:
         if not ok:
             return self._finish(req, "no-difference", None, [], f"endpoints do not differ: {why}")
         self._set_status("bisecting", why)
-        while True:
-            nxt = strategy.next_commits(self._search)
-            if not nxt:
-                break
-            await self._bisect_step(req, job, nxt[0], calibration)
+        rounds = 0
+        while nxt := strategy.spread_commits(self._search, req.parallel):
+            rounds += 1
+            await asyncio.gather(
+                *(self._bisect_step(req, job, c, calibration, rounds) for c in nxt)
+            )
         result = strategy.outcome(self._search)
         assert result is not None
         if result.culprit:
@@ -220,13 +221,18 @@ class BisectWorkflow:
         return Calibration(metric=job.primary, old=t_old.samples, new=t_new.samples)
 
     async def _bisect_step(
-        self, req: BisectRequest, job: ValidatedJob, commit: str, calibration: Calibration
+        self,
+        req: BisectRequest,
+        job: ValidatedJob,
+        commit: str,
+        calibration: Calibration,
+        round_: int,
     ) -> None:
         assert self._search is not None
-        self._progress.current = [commit]
+        self._progress.current.append(commit)
         self._refresh()
         build, test = await self._evaluate(req, job, commit)
-        self._progress.current = []
+        self._progress.current.remove(commit)
         subject = self._subjects.get(commit, "")
         step = Step(
             commit=commit,
@@ -234,6 +240,7 @@ class BisectWorkflow:
             verdict="skip",
             source="test",
             build_seconds=build.seconds,
+            round=round_,
         )
         if not build.ok:
             step.source, step.note = "build-failed", build.error

@@ -82,21 +82,42 @@ def candidates(search: Search) -> list[str]:
     return search.graph.members(_live(search))
 
 
+def _weights(search: Search) -> tuple[int, list[tuple[int, int, str]]]:
+    """The live candidates' count, and (weight, index, commit) of each testable commit:
+    weight is how many candidates it has among its ancestors (itself included)."""
+    live = _live(search)
+    anc = search.graph.ancestry
+    rows = [
+        ((anc[c] & live).bit_count(), i, c)
+        for i, c in enumerate(search.graph.order)
+        if live >> i & 1 and c != search.new and c not in search.skipped
+    ]
+    return live.bit_count(), rows
+
+
 def next_commits(search: Search, slots: int = 1) -> list[str]:
     """Up to `slots` commits to test next, best halving first; [] when the search is over."""
-    live = _live(search)
-    total = live.bit_count()
-    anc = search.graph.ancestry
-    scored = []
-    for i, c in enumerate(search.graph.order):
-        if not live >> i & 1 or c == search.new or c in search.skipped:
-            continue
-        weight = (anc[c] & live).bit_count()
-        # git's measure: how close this commit's side comes to half of the candidates;
-        # ties go to the newest in topological order, so the choice is deterministic.
-        scored.append((-min(weight, total - weight), i, c))
-    scored.sort()
+    total, rows = _weights(search)
+    # git's measure: how close this commit's side comes to half of the candidates; ties
+    # go to the newest in topological order, so the choice is deterministic.
+    scored = sorted((-min(w, total - w), i, c) for w, i, c in rows)
     return [c for _, _, c in scored[:slots]]
+
+
+def spread_commits(search: Search, slots: int) -> list[str]:
+    """`slots` commits to test at once that cut the candidates into slots+1 near-equal
+    parts (the commit nearest to each j/(slots+1) of the way), so that one round of
+    parallel builds narrows the range by a factor of about slots+1; [] when over."""
+    if slots <= 1:
+        return next_commits(search)
+    total, rows = _weights(search)
+    chosen: list[str] = []
+    for j in range(1, slots + 1):
+        target = total * j / (slots + 1)
+        left = [(abs(w - target), i, c) for w, i, c in rows if c not in chosen]
+        if left:
+            chosen.append(min(left)[2])
+    return chosen
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ import hashlib
 import math
 import os
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -107,6 +108,27 @@ async def test_finds_every_kind_of_culprit_in_log2_builds(env: WorkflowEnvironme
         assert v is not None and (v.kind, v.status, v.onto) == ("revert", "confirmed", "c64")
         assert v.position is not None and v.position < 0.5 and "like the old" in v.message
         assert s.builds[f"{fakes.VERIFY_PREFIX}c{k}:c64"] == 1
+
+
+async def test_parallel_rounds_cut_the_range_in_parts(env: WorkflowEnvironment) -> None:
+    for k in (1, 17, 40, 64):
+        scenario = Scenario(graph=linear(64), culprit=f"c{k}")
+        result, s = await bisect(env.client, scenario, parallel=3)
+        assert result.culprit == f"c{k}"
+        rounds = max(st.round for st in result.steps)
+        # Three commits a round cut 64 candidates by about 4 each round: 3 rounds, not 6.
+        assert rounds <= 4, [(st.commit, st.round) for st in result.steps]
+        assert max(s.builds.values()) == 1
+        per_round = Counter(st.round for st in result.steps if st.source == "test")
+        assert max(per_round.values()) == 3
+
+
+async def test_parallel_rounds_on_merges(env: WorkflowEnvironment) -> None:
+    graph = random_dag(60, merges=4, seed=11)
+    for culprit in graph.order[7::19]:
+        result, _ = await bisect(env.client, Scenario(graph=graph, culprit=culprit), parallel=2)
+        assert result.culprit == culprit
+        assert max(st.round for st in result.steps) <= math.ceil(math.log(60, 3)) + 2
 
 
 async def test_a_revert_that_does_not_restore_contradicts(env: WorkflowEnvironment) -> None:
