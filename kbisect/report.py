@@ -76,12 +76,7 @@ def verification_lines(result: BisectResult) -> list[str]:
     v = result.verification
     if v is None:
         return []
-    what = (
-        f"`{v.change[:12]}` reverted on the new endpoint `{v.onto[:12]}`"
-        if v.kind == "revert"
-        else f"`{v.change[:12]}` applied to the old endpoint `{v.onto[:12]}` (the backport)"
-    )
-    lines = ["## Verification", "", f"**{v.status}**: {what}: {v.message}."]
+    lines = ["## Verification", "", f"**{v.status}** ({v.kind} of `{v.change[:12]}`): {v.message}."]
     if v.commit:
         lines.append(f"Tested as `{v.commit}`, kept under `refs/kbisect/verify/`.")
     return [*lines, ""]

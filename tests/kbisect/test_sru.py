@@ -85,7 +85,7 @@ def test_report_shows_the_verification() -> None:
     result = _job("/nonexistent", h, "regression")
     md = markdown(result, "job-7")
     assert "## Verification" in md and "**confirmed**" in md
-    assert f"`{h[2][:12]}` reverted on the new endpoint `{h[3][:12]}`" in md
+    assert f"**confirmed** (revert of `{h[2][:12]}`): avg_read_sectors is 512, like the old" in md
     data = to_json(result)
     assert data["verification"]["status"] == "confirmed"  # type: ignore[index]
 
