@@ -78,3 +78,10 @@ def test_lab_create_prints_where_the_truth_is(
     out = capsys.readouterr().out
     assert "l.truth.json" in out
     assert git(tmp_path / "l", "rev-list", "--count", "HEAD").strip() == "6"
+
+
+def test_parallel_must_be_positive(lab: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["bisect", "--repo", str(lab), "--good", "lab-good", "--bad", "lab-bad"]
+    code = main([*args, "--testcase", "nvme-snapshot-read", "--parallel", "0", "--no-start"])
+    assert code == 2
+    assert "--parallel" in _error_line(capsys)
