@@ -82,6 +82,7 @@ def sru_note(result: BisectResult, job_id: str) -> str:
             "",
             "    BugLink: https://bugs.launchpad.net/bugs/<bug>",
             f"    (cherry picked from commit {c})",
+            "",
         ]
     if author:
         fix.append(f"Author and date: {author}.")
