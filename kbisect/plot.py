@@ -46,18 +46,18 @@ def plot_scores(result: BisectResult, out: Path) -> Path:
         )
     v = result.verification
     if v is not None and v.value is not None:
-        # Right of the newest commit: the new endpoint with the culprit reverted (or the old
-        # one with the fix applied).
-        x = max((s.index for s in result.steps), default=0) + 1
-        word = "reverted on new" if v.kind == "revert" else "applied to old"
+        # Beside the endpoint it was made from: the new one with the culprit reverted
+        # (right), or the old one with the fix applied (left).
+        xs = [s.index for s in result.steps] or [0]
+        revert = v.kind == "revert"
         ax.scatter(
-            x,
+            max(xs) + 1 if revert else min(xs) - 1,
             v.value,
             marker="*",
             s=160,
             color="tab:blue",
             zorder=4,
-            label=f"culprit {word}: {v.status}",
+            label=f"{'culprit reverted on new' if revert else 'fix applied to old'}: {v.status}",
         )
     handles, labels = ax.get_legend_handles_labels()
     unique = dict(zip(labels, handles, strict=False))
