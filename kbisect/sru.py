@@ -28,6 +28,18 @@ def _files(repo: str, commit: str) -> list[str]:
     return [line.strip() for line in out.splitlines() if line.strip()]
 
 
+def _fixes(repo: str, commit: str) -> list[str]:
+    """Commits on any branch whose `Fixes:` tag names this one: the upstream fix to backport."""
+    try:
+        out = Git(Path(repo)).run(
+            "log", "--branches", "--tags", "--format=%H%x00%s", f"--grep=^Fixes: {commit[:8]}"
+        )
+    except KbisectError:
+        return []
+    rows = (line.partition("\0") for line in out.splitlines())
+    return [f'{h} ("{subject}")' for h, _, subject in rows]
+
+
 def _author(repo: str, commit: str) -> str:
     try:
         info = Git(Path(repo)).commit_info(commit)
@@ -70,11 +82,20 @@ def sru_note(result: BisectResult, job_id: str) -> str:
         )
     if result.mode == "regression":
         impact.append(f'The change came with commit {c[:12]} ("{subject}").')
-        fix = [
-            f'Revert commit {c} ("{subject}"), or backport the upstream commit that fixes it '
-            "(not found by this job: look for a later 'Fixes: "
-            f"{c[:12]}' tag)."
-        ]
+        fixes = _fixes(result.repo, c)
+        if fixes:
+            fix = [
+                f"Backport the commit that fixes it (its Fixes: tag names {c[:12]}):",
+                "",
+                *(f"    {f}" for f in fixes),
+                "",
+                f'or revert commit {c} ("{subject}").',
+            ]
+        else:
+            fix = [
+                f'Revert commit {c} ("{subject}"), or backport an upstream fix: no branch or tag '
+                f"here has a commit with 'Fixes: {c[:12]}'."
+            ]
     else:
         impact.append(f'Commit {c[:12]} ("{subject}") fixed it; affected kernels lack it.')
         fix = [

@@ -1,10 +1,12 @@
 """The draft SRU note and the verification section of the report."""
 
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from kbisect.errors import UserError
+from kbisect.git import Git
 from kbisect.jobs import BisectResult, Step, Verification
 from kbisect.report import markdown, to_json
 from kbisect.sru import sru_note
@@ -60,6 +62,23 @@ def test_regression_note_reverts_with_the_evidence(tmp_path: Path) -> None:
     assert "\n    f | 2 +-\n" in note  # the files it touches, from the repository
     assert "--testcase nvme-snapshot-read --profile ebs-gp2 --repetitions 3" in note
     assert "t <t@t>" in note  # the author, read from the repository
+
+
+def test_regression_note_finds_the_upstream_fix(tmp_path: Path) -> None:
+    repo = tmp_path / "r"
+    h = _repo(repo, 4)
+    # A later commit on another branch says it fixes the culprit.
+    ident = ["-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "-C", str(repo), "checkout", "-qb", "upstream"], check=True)
+    message = f'block: merge again\n\nFixes: {h[2][:12]} ("change 2")'
+    subprocess.run(
+        ["git", "-C", str(repo), *ident, "commit", "-q", "--allow-empty", "-m", message],
+        check=True,
+    )
+    fix = Git(repo).resolve("upstream")
+    note = sru_note(_job(str(repo), h, "regression"), "job-7")
+    assert f'    {fix} ("block: merge again")' in note
+    assert "Backport the commit that fixes it" in note
 
 
 def test_fix_note_is_a_backport() -> None:
