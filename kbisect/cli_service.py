@@ -373,6 +373,15 @@ def cmd_mark(args: argparse.Namespace) -> int:
     return asyncio.run(go())
 
 
+def cmd_resume(args: argparse.Namespace) -> int:
+    async def go() -> int:
+        client = await service.connect(service.Endpoint.from_env())
+        console.print(await service.resume(client, args.id))
+        return 0
+
+    return asyncio.run(go())
+
+
 def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     s = sub.add_parser("server", help="run the Temporal dev server (persistent, Web UI on 8233)")
     s.add_argument("--port", type=int, default=7233)
@@ -448,3 +457,7 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
     m.add_argument("rev")
     m.add_argument("verdict", choices=("good", "bad", "skip"))
     m.set_defaults(func=cmd_mark)
+
+    rs = sub.add_parser("resume", help="go on with a job blocked on a host problem, once fixed")
+    rs.add_argument("id")
+    rs.set_defaults(func=cmd_resume)

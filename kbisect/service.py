@@ -96,14 +96,22 @@ async def progress(client: Client, job_id: str) -> Progress:
         raise InfraError(f"cannot read job {job_id}: {exc}") from exc
 
 
-async def mark(client: Client, job_id: str, commit: str, verdict: str) -> str:
+async def _update(client: Client, job_id: str, name: str, what: str, *args: object) -> str:
     try:
         answer: str = await handle(client, job_id).execute_update(
-            "mark", MarkRequest(commit=commit, verdict=verdict), result_type=str
+            name, args=list(args), result_type=str
         )
         return answer
     except Exception as exc:  # the update validator's refusal, or the job is gone
         cause = getattr(exc, "cause", None) or exc
-        raise UserError(
-            f"cannot mark {commit[:12]} in {job_id}: {getattr(cause, 'message', cause)}"
-        ) from exc
+        raise UserError(f"cannot {what} {job_id}: {getattr(cause, 'message', cause)}") from exc
+
+
+async def mark(client: Client, job_id: str, commit: str, verdict: str) -> str:
+    request = MarkRequest(commit=commit, verdict=verdict)
+    return await _update(client, job_id, "mark", f"mark {commit[:12]} in", request)
+
+
+async def resume(client: Client, job_id: str) -> str:
+    """Tell a job blocked on a host problem (full disk, missing tool) that it is fixed."""
+    return await _update(client, job_id, "resume", "resume")

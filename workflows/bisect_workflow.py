@@ -6,7 +6,9 @@ everything that touches git, make or QEMU is an activity on the build or VM queu
 
 import asyncio
 import statistics
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
+from typing import TypeVar
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributeKey
@@ -74,6 +76,9 @@ def sandbox_runner() -> SandboxedWorkflowRunner:
     )
 
 
+T = TypeVar("T")
+
+
 class JobFailed(ApplicationError):
     def __init__(self, message: str) -> None:
         super().__init__(message, type="JobFailed", non_retryable=True)
@@ -88,6 +93,9 @@ class BisectWorkflow:
         self._subjects: dict[str, str] = {}
         self._mode = "regression"
         self._sa = True
+        self._resumes = 0  # how often a person said "resume" (see _until_done)
+        self._blocked: list[str] = []  # what each blocked step waits on
+        self._unblocked = ("", "")  # status and message to go back to
 
     # --- watching -------------------------------------------------------------------
     @workflow.query(name="progress")
@@ -121,6 +129,16 @@ class BisectWorkflow:
             raise ValueError(f"{req.commit[:12]} is not in this job's range")
         if self._progress.status not in ("bisecting", "calibrating"):
             raise ValueError(f"the job is {self._progress.status}: nothing left to mark")
+
+    @workflow.update(name="resume")
+    def resume(self) -> str:
+        self._resumes += 1
+        return f"resuming {len(self._blocked)} blocked step(s)"
+
+    @resume.validator
+    def _validate_resume(self) -> None:
+        if not self._blocked:
+            raise ValueError(f"the job is {self._progress.status}, not blocked: nothing to resume")
 
     # --- the job --------------------------------------------------------------------
     @workflow.run
@@ -338,14 +356,17 @@ class BisectWorkflow:
     async def _evaluate(
         self, req: BisectRequest, job: ValidatedJob, commit: str
     ) -> tuple[BuildResult, TestResult | None]:
-        build = await workflow.execute_activity(
-            BUILD,
-            BuildRequest(repo=req.repo, commit=commit, testcase=job.testcase),
-            result_type=BuildResult,
-            task_queue=req.build_queue,
-            start_to_close_timeout=timedelta(hours=3),
-            heartbeat_timeout=timedelta(seconds=90),
-            retry_policy=BUILD_RETRY,
+        build: BuildResult = await self._until_done(
+            f"building {commit[:12]}",
+            lambda: workflow.execute_activity(
+                BUILD,
+                BuildRequest(repo=req.repo, commit=commit, testcase=job.testcase),
+                result_type=BuildResult,
+                task_queue=req.build_queue,
+                start_to_close_timeout=timedelta(hours=3),
+                heartbeat_timeout=timedelta(seconds=90),
+                retry_policy=BUILD_RETRY,
+            ),
         )
         if build.subject:
             self._subjects.setdefault(commit, build.subject)
@@ -364,23 +385,50 @@ class BisectWorkflow:
     ) -> TestResult:
         # job.test_timeout is for job.repetitions; a retest runs more.
         scale = max(1.0, repetitions / max(1, job.repetitions))
-        result: TestResult = await workflow.execute_activity(
-            TEST,
-            TestRequest(
-                repo=req.repo,
-                commit=commit,
-                testcase=job.testcase,
-                profile=job.profile,
-                repetitions=repetitions,
-                artifact=artifact,
+        result: TestResult = await self._until_done(
+            f"testing {commit[:12]}",
+            lambda: workflow.execute_activity(
+                TEST,
+                TestRequest(
+                    repo=req.repo,
+                    commit=commit,
+                    testcase=job.testcase,
+                    profile=job.profile,
+                    repetitions=repetitions,
+                    artifact=artifact,
+                ),
+                result_type=TestResult,
+                task_queue=req.vm_queue,
+                start_to_close_timeout=timedelta(seconds=job.test_timeout * scale + 300),
+                heartbeat_timeout=timedelta(seconds=60),
+                retry_policy=TEST_RETRY,
             ),
-            result_type=TestResult,
-            task_queue=req.vm_queue,
-            start_to_close_timeout=timedelta(seconds=job.test_timeout * scale + 300),
-            heartbeat_timeout=timedelta(seconds=60),
-            retry_policy=TEST_RETRY,
         )
         return result
+
+    async def _until_done(self, what: str, start: Callable[[], Awaitable[T]]) -> T:
+        """Run an activity; when the host keeps failing it (full disk, missing tool) after
+        all retries, wait for a person to fix the host and resume, instead of failing a
+        job that may hold hours of finished steps."""
+        while True:
+            try:
+                return await start()
+            except ActivityError as err:
+                if _cause_type(err) != "InfraError":
+                    raise
+                problem = f"{what}: {_cause(err)}"
+            seen = self._resumes
+            if not self._blocked:
+                self._unblocked = (self._progress.status, self._progress.message)
+            self._blocked.append(problem)
+            workflow_id = workflow.info().workflow_id
+            self._set_status(
+                "blocked", f"{problem}; fix the host, then run: kbisect resume {workflow_id}"
+            )
+            await workflow.wait_condition(lambda seen=seen: self._resumes > seen)  # type: ignore[misc]
+            self._blocked.remove(problem)
+            if not self._blocked:
+                self._set_status(*self._unblocked)
 
     # --- state and display ---------------------------------------------------------------
     def _index(self, commit: str) -> int:
@@ -465,8 +513,18 @@ def range_of(job: ValidatedJob) -> tuple[Graph, dict[str, str]]:
     return graph, {c.hash: c.subject for c in job.commits}
 
 
-def _cause(err: ActivityError) -> str:
+def _root(err: ActivityError) -> BaseException | None:
     cause = err.cause
     while isinstance(cause, ActivityError) and cause.cause is not None:
         cause = cause.cause
+    return cause
+
+
+def _cause(err: ActivityError) -> str:
+    cause = _root(err)
     return cause.message if isinstance(cause, ApplicationError) else str(err)
+
+
+def _cause_type(err: ActivityError) -> str:
+    cause = _root(err)
+    return cause.type or "" if isinstance(cause, ApplicationError) else ""

@@ -45,6 +45,7 @@ class Scenario:
     revert_restores: bool = True
     large: bool = False
     noisy: dict[str, list[float]] = field(default_factory=dict)  # values of successive tests
+    host_failures: Counter[str] = field(default_factory=Counter)  # builds failing on the host
     builds: Counter[str] = field(default_factory=Counter)
     tests: Counter[str] = field(default_factory=Counter)
 
@@ -92,6 +93,12 @@ async def validate_job(req: BisectRequest) -> ValidatedJob:
 async def build_kernel(req: BuildRequest) -> BuildResult:
     s = SCENARIOS[req.repo]
     s.builds[req.commit] += 1
+    if s.host_failures[req.commit] > 0:
+        s.host_failures[req.commit] -= 1
+        # As a full disk ends up after the activity's retries run out.
+        raise ApplicationError(
+            "no space left on device in /cache: free some", type="InfraError", non_retryable=True
+        )
     if req.commit in s.broken_build:
         return BuildResult(
             commit=req.commit, ok=False, error="kernel does not build: x.c", log="/logs/build.log"

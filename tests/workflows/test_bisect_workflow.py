@@ -1,5 +1,7 @@
 """BisectWorkflow on a real local Temporal dev server, with fake activities."""
 
+import asyncio
+import contextlib
 import hashlib
 import math
 import os
@@ -10,7 +12,12 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
-from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateFailedError
+from temporalio.client import (
+    Client,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+)
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -42,9 +49,9 @@ def linear(n: int) -> Graph:
     )
 
 
-async def bisect(
-    client: Client, scenario: Scenario, record: str = "", **kw: object
-) -> tuple[BisectResult, Scenario]:
+@contextlib.asynccontextmanager
+async def running(client: Client, scenario: Scenario, **kw: object) -> AsyncIterator["Job"]:
+    """A job over the scenario, with a worker of the real workflow and fake activities."""
     key = f"scenario-{uuid.uuid4().hex[:8]}"
     SCENARIOS[key] = scenario
     queue = f"q-{uuid.uuid4().hex[:8]}"
@@ -65,15 +72,30 @@ async def bisect(
         activities=fakes.FAKES,
         workflow_runner=sandbox_runner(),
     ):
-        handle = await client.start_workflow(
-            BisectWorkflow.run, req, id=f"wf-{key}", task_queue=queue
-        )
+        yield await client.start_workflow(BisectWorkflow.run, req, id=f"wf-{key}", task_queue=queue)
+
+
+async def bisect(
+    client: Client, scenario: Scenario, record: str = "", **kw: object
+) -> tuple[BisectResult, Scenario]:
+    async with running(client, scenario, **kw) as handle:
         result = await handle.result()
         if record and os.environ.get("KBISECT_RECORD_HISTORIES"):
             history = await handle.fetch_history()
             HISTORIES.mkdir(exist_ok=True)
             (HISTORIES / f"{record}.json").write_text(history.to_json())
     return result, scenario
+
+
+Job = WorkflowHandle[BisectWorkflow, BisectResult]
+
+
+async def _until_status(handle: Job, status: str) -> Progress:
+    while True:
+        progress = await handle.query("progress", result_type=Progress)
+        if progress.status == status:
+            return progress
+        await asyncio.sleep(0.05)
 
 
 def _hex_names(graph: Graph) -> Graph:
@@ -254,32 +276,14 @@ async def test_bad_input_fails_the_job_with_its_message(env: WorkflowEnvironment
 
 async def test_progress_query_and_a_person_marking_a_commit(env: WorkflowEnvironment) -> None:
     scenario = Scenario(graph=linear(64), culprit="c40", test_delay=0.3)
-    SCENARIOS["marked"] = scenario
-    queue = f"q-{uuid.uuid4().hex[:8]}"
-    req = BisectRequest(
-        repo="marked",
-        good=["root"],
-        bad="tip",
-        testcase="nvme-snapshot-read",
-        build_queue=queue,
-        vm_queue=queue,
-    )
-    async with Worker(
-        env.client,
-        task_queue=queue,
-        workflows=[BisectWorkflow],
-        activities=fakes.FAKES,
-        workflow_runner=sandbox_runner(),
-    ):
-        handle = await env.client.start_workflow(
-            BisectWorkflow.run, req, id=f"wf-marked-{queue}", task_queue=queue
-        )
-        progress = await handle.query("progress", result_type=Progress)
-        while progress.status != "bisecting":
-            progress = await handle.query("progress", result_type=Progress)
+    async with running(env.client, scenario) as handle:
+        await _until_status(handle, "bisecting")
         with pytest.raises(WorkflowUpdateFailedError) as refused:
             await handle.execute_update("mark", MarkRequest("nope", "bad"), result_type=str)
         assert "not in this job's range" in refused.value.cause.message  # type: ignore[union-attr]
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await handle.execute_update("resume", result_type=str)
+        assert "not blocked" in refused.value.cause.message  # type: ignore[union-attr]
         # A person knows c41 is bad (true: it is after the culprit).
         answer = await handle.execute_update("mark", MarkRequest("c41", "bad"), result_type=str)
         assert "c41" in answer
@@ -290,3 +294,17 @@ async def test_progress_query_and_a_person_marking_a_commit(env: WorkflowEnviron
     assert scenario.tests["c41"] == 0 or any(
         "marked" in s.note for s in result.steps if s.commit == "c41" and s.source != "marked"
     )
+
+
+async def test_a_host_problem_blocks_the_job_until_resumed(env: WorkflowEnvironment) -> None:
+    # The new endpoint's build keeps failing on the host (a full disk) after all retries.
+    scenario = Scenario(graph=linear(16), culprit="c9", host_failures=Counter({"c16": 1}))
+    async with running(env.client, scenario) as handle:
+        blocked = await _until_status(handle, "blocked")
+        assert "building " in blocked.message and "no space left on device" in blocked.message
+        assert f"kbisect resume {handle.id}" in blocked.message
+        answer = await handle.execute_update("resume", result_type=str)
+        assert "resuming 1 blocked step" in answer
+        result: BisectResult = await handle.result()
+    assert result.culprit == "c9"
+    assert scenario.builds["c16"] == 2  # the failed build, then the one after resuming
