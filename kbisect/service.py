@@ -4,7 +4,12 @@ import os
 import uuid
 from dataclasses import dataclass
 
-from temporalio.client import Client, WorkflowExecutionDescription, WorkflowHandle
+from temporalio.client import (
+    Client,
+    WorkflowExecutionDescription,
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+)
 from temporalio.service import RPCError
 
 from kbisect.errors import InfraError, UserError
@@ -114,4 +119,8 @@ async def mark(client: Client, job_id: str, commit: str, verdict: str) -> str:
 
 async def resume(client: Client, job_id: str) -> str:
     """Tell a job blocked on a host problem (full disk, missing tool) that it is fixed."""
+    status = (await describe(client, job_id)).status
+    if status != WorkflowExecutionStatus.RUNNING:
+        word = status.name.lower() if status else "unknown"
+        raise UserError(f"job {job_id} has ended ({word}): nothing to resume")
     return await _update(client, job_id, "resume", "resume")

@@ -2,6 +2,7 @@
 
 import asyncio
 import os
+import re
 import sys
 import uuid
 from collections.abc import AsyncIterator
@@ -29,7 +30,9 @@ async def env() -> AsyncIterator[WorkflowEnvironment]:
         yield env
 
 
-async def _kbisect(env: WorkflowEnvironment, *args: str) -> tuple[int, str]:
+async def _kbisect(
+    env: WorkflowEnvironment, *args: str, command: str = "bisect"
+) -> tuple[int, str]:
     queue = f"q-{uuid.uuid4().hex[:6]}"
     environ = {
         **os.environ,
@@ -50,8 +53,8 @@ async def _kbisect(env: WorkflowEnvironment, *args: str) -> tuple[int, str]:
             sys.executable,
             "-m",
             "kbisect.cli",
-            "bisect",
-            "--no-start",
+            command,
+            *(["--no-start"] if command == "bisect" else []),
             *args,
             env=environ,
             stdout=asyncio.subprocess.PIPE,
@@ -83,6 +86,12 @@ async def test_a_bad_job_ends_at_once_with_one_line(
     args = ["--repo", str(lab), "--good", good, "--bad", bad, "--testcase", "nvme-snapshot-read"]
     code, line = await _kbisect(env, *args, *extra)  # a later --testcase wins
     assert code == 2 and expected in line
+    # The job has failed: resuming it says so in one line.
+    found = re.search(r"job (\S+) failed: ", line)
+    assert found, line
+    job = found.group(1)
+    code, line = await _kbisect(env, job, command="resume")
+    assert code == 2 and f"job {job} has ended (failed): nothing to resume" in line
 
 
 async def test_unknown_revision_fails_before_a_job_starts(
