@@ -5,14 +5,13 @@ Prints figures; no assertions (these machines are shared and noisy). Run:
     .venv/bin/python -m benchmarks.strategy
 """
 
-import hashlib
 import time
 import tracemalloc
 
 from temporalio.converter import DataConverter
 
-from kbisect.jobs import ValidatedJob
-from tests.workflows.dags import random_dag
+from tests.workflows.dags import hex_names, random_dag
+from tests.workflows.fakes import validated_job
 from workers.activities import MAX_SUBJECTS
 from workflows.strategy import Graph, Search, State, next_commits
 
@@ -20,23 +19,9 @@ from workflows.strategy import Graph, Search, State, next_commits
 def payload_mib(graph: Graph) -> float:
     """The validated job's size for this range, with 40-character hashes and 60-character
     subjects (carried up to MAX_SUBJECTS commits, as the validate activity does)."""
-    name = {c: hashlib.sha1(c.encode()).hexdigest() for c in graph.order}
-    order = [name[c] for c in graph.order]
-    index = {c: i for i, c in enumerate(graph.order)}
-    job = ValidatedJob(
-        old=["0" * 40],
-        new=order[0],
-        testcase="nvme-snapshot-read",
-        primary="avg_read_sectors",
-        unit="sectors",
-        better="higher",
-        profile="fast",
-        repetitions=3,
-        test_timeout=600,
-        order=order,
-        parent_index=[[index[p] for p in graph.parents[c]] for c in graph.order],
-        subjects={h: "x" * 60 for h in order} if len(order) <= MAX_SUBJECTS else {},
-    )
+    graph = hex_names(graph)
+    subjects = {h: "x" * 60 for h in graph.order} if len(graph.order) <= MAX_SUBJECTS else {}
+    job = validated_job(graph, subjects, old="0" * 40)
     payload = DataConverter.default.payload_converter.to_payloads([job])[0]
     return len(payload.data) / 2**20
 

@@ -1,5 +1,6 @@
 """Random commit DAGs for strategy tests: plain data, and as a real git repository."""
 
+import hashlib
 import random
 import subprocess
 from pathlib import Path
@@ -36,6 +37,15 @@ def random_dag(n: int, merges: int, seed: int) -> Graph:
         order.append(c)
     inside = {c: tuple(p for p in ps if p != "c0") for c, ps in parents.items()}
     return Graph(parents=inside, order=tuple(reversed(order)))
+
+
+def hex_names(graph: Graph) -> Graph:
+    """The same DAG with full-length hashes for names, as a real range has."""
+    name = {c: hashlib.sha1(c.encode()).hexdigest() for c in graph.order}
+    return Graph(
+        parents={name[c]: tuple(name[p] for p in ps) for c, ps in graph.parents.items()},
+        order=tuple(name[c] for c in graph.order),
+    )
 
 
 def culprit_is_in(graph: Graph, culprit: str, commit: str) -> bool:

@@ -71,15 +71,21 @@ async def validate_job(req: BisectRequest) -> ValidatedJob:
     s = SCENARIOS[req.repo]
     if s.user_error:
         raise ApplicationError(s.user_error, type="UserError", non_retryable=True)
-    index = {c: i for i, c in enumerate(s.graph.order)}
+    # A large range carries no subjects: the builds report them.
+    subjects = {} if s.large else {c: f"subject of {c}" for c in s.graph.order}
+    return validated_job(s.graph, subjects, old="root")
+
+
+def validated_job(graph: Graph, subjects: dict[str, str], old: str) -> ValidatedJob:
+    """What the validate activity returns for this range (in its compact form)."""
+    index = {c: i for i, c in enumerate(graph.order)}
     return ValidatedJob(
-        old=["root"],
-        new=s.graph.order[0],
-        order=list(s.graph.order),
-        parent_index=[[index[p] for p in s.graph.parents[c]] for c in s.graph.order],
-        # A large range carries no subjects: the builds report them.
-        subjects={} if s.large else {c: f"subject of {c}" for c in s.graph.order},
-        testcase=req.testcase,
+        old=[old],
+        new=graph.order[0],
+        order=list(graph.order),
+        parent_index=[[index[p] for p in graph.parents[c]] for c in graph.order],
+        subjects=subjects,
+        testcase="nvme-snapshot-read",
         primary="avg_read_sectors",
         unit="sectors",
         better="higher",

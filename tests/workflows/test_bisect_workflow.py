@@ -2,7 +2,6 @@
 
 import asyncio
 import contextlib
-import hashlib
 import math
 import os
 import uuid
@@ -24,7 +23,7 @@ from temporalio.worker import Worker
 from infra.temporal_server import temporal_binary
 from kbisect.jobs import BisectRequest, BisectResult, MarkRequest, Progress
 from tests.workflows import fakes
-from tests.workflows.dags import random_dag
+from tests.workflows.dags import hex_names, random_dag
 from tests.workflows.fakes import SCENARIOS, Scenario
 from workflows.bisect_workflow import SEARCH_ATTRIBUTES, BisectWorkflow, sandbox_runner
 from workflows.strategy import Graph
@@ -96,15 +95,6 @@ async def _until_status(handle: Job, status: str) -> Progress:
         if progress.status == status:
             return progress
         await asyncio.sleep(0.05)
-
-
-def _hex_names(graph: Graph) -> Graph:
-    """The same DAG with full-length hashes for names, as a real range has."""
-    name = {c: hashlib.sha1(c.encode()).hexdigest() for c in graph.order}
-    return Graph(
-        parents={name[c]: tuple(name[p] for p in ps) for c, ps in graph.parents.items()},
-        order=tuple(name[c] for c in graph.order),
-    )
 
 
 def _builds_beyond_endpoints(s: Scenario) -> int:
@@ -207,7 +197,7 @@ async def test_history_with_merges(env: WorkflowEnvironment) -> None:
 async def test_a_release_sized_range_fits_the_payload_limit(env: WorkflowEnvironment) -> None:
     # ~15k commits with 40-character hashes, as between two mainline releases. The server
     # refuses payloads over 2 MB, so this fails if the range's form grows.
-    graph = _hex_names(random_dag(15000, merges=300, seed=3))
+    graph = hex_names(random_dag(15000, merges=300, seed=3))
     culprit = graph.order[4000]
     result, s = await bisect(env.client, Scenario(graph=graph, culprit=culprit, large=True))
     assert result.culprit == culprit
