@@ -407,14 +407,15 @@ class BisectWorkflow:
         return result
 
     async def _until_done(self, what: str, start: Callable[[], Awaitable[T]]) -> T:
-        """Run an activity; when the host keeps failing it (full disk, missing tool) after
-        all retries, wait for a person to fix the host and resume, instead of failing a
-        job that may hold hours of finished steps."""
+        """Run an activity; when it keeps failing after all retries (a full disk, a missing
+        tool, a worker that times out, a bug), wait for a person to fix it and resume,
+        instead of failing a job that may hold hours of finished steps. A commit that does
+        not build or boot is not a failure here but a result; bad input still fails."""
         while True:
             try:
                 return await start()
             except ActivityError as err:
-                if _cause_type(err) != "InfraError":
+                if _cause_type(err) == "UserError":
                     raise
                 problem = f"{what}: {_cause(err)}"
             seen = self._resumes
