@@ -72,11 +72,15 @@ def start(
             server_argv(ip, port, ui_port, db), stdin=subprocess.DEVNULL, stdout=out, stderr=out
         )
     deadline = time.monotonic() + 60
-    while not listening(ip, port):
-        if proc.poll() is not None:
-            raise InfraError(f"the Temporal dev server exited ({proc.returncode}): see {log}")
-        if time.monotonic() > deadline:
-            proc.kill()
-            raise InfraError(f"the Temporal dev server did not come up in 60 s: see {log}")
-        time.sleep(0.3)
+    try:
+        while not listening(ip, port):
+            if proc.poll() is not None:
+                raise InfraError(f"the Temporal dev server exited ({proc.returncode}): see {log}")
+            if time.monotonic() > deadline:
+                raise InfraError(f"the Temporal dev server did not come up in 60 s: see {log}")
+            time.sleep(0.3)
+    except BaseException:  # including Ctrl-C or SIGTERM while waiting: leave no orphan
+        proc.kill()
+        proc.wait()
+        raise
     return proc

@@ -36,15 +36,23 @@ def _pidfile() -> Path:
 def cmd_server(args: argparse.Namespace) -> int:
     from infra import temporal_server
 
-    proc = temporal_server.start(port=args.port, ui_port=args.ui_port)
+    # Until the dev server is up, a SIGTERM interrupts the wait (and start() kills it).
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        proc = temporal_server.start(port=args.port, ui_port=args.ui_port)
+    except KeyboardInterrupt:
+        return 0
     console.print(
         f"Temporal dev server on 127.0.0.1:{args.port}, Web UI http://127.0.0.1:{args.ui_port}"
     )
-    try:
-        return proc.wait()
-    except KeyboardInterrupt:
+
+    def stop(*_: object) -> None:  # Ctrl-C or SIGTERM: take the dev server down too
         proc.terminate()
-        return proc.wait()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, stop)
+    code = proc.wait()
+    return 0 if code in (0, -signal.SIGTERM) else code
 
 
 def cmd_worker(args: argparse.Namespace) -> int:

@@ -1,6 +1,7 @@
 """`kbisect up` runs a dev server and workers; `kbisect down` really stops both."""
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -46,3 +47,26 @@ def test_up_then_down(tmp_path: Path) -> None:
     finally:
         if up.poll() is None:
             up.kill()
+
+
+def test_sigterm_stops_the_server_and_its_dev_server(tmp_path: Path) -> None:
+    port, ui = _free_port(), _free_port()
+    env = {**os.environ, "KBISECT_DATA": str(tmp_path)}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "kbisect.cli", "server", "--port", str(port), "--ui-port", str(ui)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not listening("127.0.0.1", port):
+            assert server.poll() is None and time.monotonic() < deadline
+            time.sleep(0.3)
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=30) == 0
+        # The dev server went with it, not left behind as an orphan.
+        assert not listening("127.0.0.1", port)
+    finally:
+        if server.poll() is None:
+            server.kill()
