@@ -6,6 +6,7 @@ from pathlib import Path
 from kbisect.errors import KbisectError
 from kbisect.git import Git
 from kbisect.jobs import BisectResult, Step
+from kbisect.model import Commit
 
 
 def terms(mode: str) -> tuple[str, str]:
@@ -59,10 +60,25 @@ def to_json(result: BisectResult) -> dict[str, object]:
     }
 
 
-def _commit_line(repo: str, commit: str, fallback_subject: str) -> list[str]:
+def repo_output(repo: str, *args: str) -> str | None:
+    """git's output in the job's repository, or None where it is not readable from here
+    (a report read on another host): reports then leave that detail out."""
     try:
-        info = Git(Path(repo)).commit_info(commit)
+        return Git(Path(repo)).run(*args)
     except KbisectError:
+        return None
+
+
+def commit_info(repo: str, commit: str) -> Commit | None:
+    try:
+        return Git(Path(repo)).commit_info(commit)
+    except KbisectError:
+        return None
+
+
+def _commit_line(repo: str, commit: str, fallback_subject: str) -> list[str]:
+    info = commit_info(repo, commit)
+    if info is None:
         return [f"- commit `{commit}`", f"- subject: {fallback_subject}"]
     return [
         f"- commit `{info.hash}`",

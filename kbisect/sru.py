@@ -1,11 +1,9 @@
 """A draft Ubuntu SRU justification from a finished job: what to backport (or revert), the
 evidence, and how to test it. A draft for a person to finish, never sent anywhere."""
 
-from pathlib import Path
-
 from kbisect.errors import KbisectError, UserError
-from kbisect.git import Git
 from kbisect.jobs import BisectResult, Step
+from kbisect.report import commit_info, repo_output
 from testcases import manifest as manifests
 
 
@@ -21,31 +19,16 @@ def _value(step: Step | None, metric: str) -> str:
 
 
 def _files(repo: str, commit: str) -> list[str]:
-    try:
-        out = Git(Path(repo)).run("show", "--format=", "--stat=100", "--first-parent", commit)
-    except KbisectError:
-        return []
+    out = repo_output(repo, "show", "--format=", "--stat=100", "--first-parent", commit) or ""
     return [line.strip() for line in out.splitlines() if line.strip()]
 
 
 def _fixes(repo: str, commit: str) -> list[str]:
     """Commits on any branch whose `Fixes:` tag names this one: the upstream fix to backport."""
-    try:
-        out = Git(Path(repo)).run(
-            "log", "--branches", "--tags", "--format=%H%x00%s", f"--grep=^Fixes: {commit[:8]}"
-        )
-    except KbisectError:
-        return []
+    grep = f"--grep=^Fixes: {commit[:8]}"
+    out = repo_output(repo, "log", "--branches", "--tags", "--format=%H%x00%s", grep) or ""
     rows = (line.partition("\0") for line in out.splitlines())
     return [f'{h} ("{subject}")' for h, _, subject in rows]
-
-
-def _author(repo: str, commit: str) -> str:
-    try:
-        info = Git(Path(repo)).commit_info(commit)
-    except KbisectError:
-        return ""
-    return f"{info.author}, {info.date}"
 
 
 def sru_note(result: BisectResult, job_id: str) -> str:
@@ -67,7 +50,7 @@ def sru_note(result: BisectResult, job_id: str) -> str:
     except (KbisectError, KeyError):
         what, metric_text = result.testcase, metric
     v = result.verification
-    author = _author(result.repo, c)
+    info = commit_info(result.repo, c)
 
     impact = [
         f"{what}: {metric_text} is {_value(broken, metric)}{unit} on affected kernels, "
@@ -105,8 +88,8 @@ def sru_note(result: BisectResult, job_id: str) -> str:
             f"    (cherry picked from commit {c})",
             "",
         ]
-    if author:
-        fix.append(f"Author and date: {author}.")
+    if info is not None:
+        fix.append(f"Author and date: {info.author}, {info.date}.")
     if v is not None:
         fix.append(f"kbisect verification ({v.kind}): {v.status}: {v.message}.")
     files = _files(result.repo, c)

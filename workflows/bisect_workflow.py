@@ -528,4 +528,4 @@ def _cause(err: ActivityError) -> str:
 
 def _cause_type(err: ActivityError) -> str:
     cause = _root(err)
-    return cause.type or "" if isinstance(cause, ApplicationError) else ""
+    return (cause.type or "") if isinstance(cause, ApplicationError) else ""
