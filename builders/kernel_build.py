@@ -12,8 +12,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
 
-from builders import artifact_cache, kconfig, worktree
 from kbisect import settings
+from kbisect.builders import artifact_cache, kconfig, worktree
 from kbisect.errors import DiskFullError, InfraError, KernelBuildError
 from kbisect.git import Git
 from kbisect.model import Artifact, BuildSpec

@@ -15,10 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from infra.lab_plan import Kind, LabPlan, PlannedCommit, Span, make_plan
 from kbisect import settings
 from kbisect.errors import InfraError, UserError
 from kbisect.git import LAB_IDENTITY, Git
+from kbisect.infra.lab_plan import Kind, LabPlan, PlannedCommit, Span, make_plan
 
 NVME_CORE = "drivers/nvme/host/core.c"
 NONROT_LINE = "\tblk_queue_flag_set(QUEUE_FLAG_NONROT, ns->queue);\n"

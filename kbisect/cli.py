@@ -50,8 +50,8 @@ def progress_display(enabled: bool) -> Iterator[Callable[[str], None]]:
 
 
 def _lab_create(args: argparse.Namespace) -> int:
-    from infra.lab import LabOptions, create_lab, truth_path
-    from infra.lab_plan import PlanError, Span
+    from kbisect.infra.lab import LabOptions, create_lab, truth_path
+    from kbisect.infra.lab_plan import PlanError, Span
 
     try:
         options = LabOptions(
@@ -108,7 +108,7 @@ def _try(args: argparse.Namespace) -> int:
 
 
 def _testcases(args: argparse.Namespace) -> int:
-    from testcases import manifest
+    from kbisect.testcases import manifest
 
     for name in manifest.available():
         m = manifest.load(name)

@@ -34,7 +34,7 @@ def _pidfile() -> Path:
 
 # --- server and workers --------------------------------------------------------------
 def cmd_server(args: argparse.Namespace) -> int:
-    from infra import temporal_server
+    from kbisect.infra import temporal_server
 
     # Until the dev server is up, a SIGTERM interrupts the wait (and start() kills it).
     signal.signal(signal.SIGTERM, signal.default_int_handler)
@@ -62,8 +62,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 async def _workers(args: argparse.Namespace) -> None:
     """Run until SIGINT or SIGTERM, then shut the workers down cleanly."""
-    from workers.queues import Queues
-    from workers.worker import make_workers, run_workers
+    from kbisect.workers.queues import Queues
+    from kbisect.workers.worker import make_workers, run_workers
 
     q = Queues.from_env()
     queues = Queues(
@@ -92,7 +92,7 @@ async def _workers(args: argparse.Namespace) -> None:
 
 def cmd_up(args: argparse.Namespace) -> int:
     """Server and workers together, for one machine; SIGTERM (kbisect down) stops both."""
-    from infra import temporal_server
+    from kbisect.infra import temporal_server
 
     proc = temporal_server.start(port=args.port, ui_port=args.ui_port)
     _pidfile().write_text(str(os.getpid()))
@@ -135,7 +135,7 @@ def cmd_down(args: argparse.Namespace) -> int:
 def ensure_local_service(endpoint: service.Endpoint, parallel: int = 1) -> None:
     """With the default local address and nothing there, start `kbisect up` in the background
     (with room for `parallel` builds and VMs at once)."""
-    from infra import temporal_server
+    from kbisect.infra import temporal_server
 
     host, _, port = endpoint.address.partition(":")
     if host not in ("127.0.0.1", "localhost") or temporal_server.listening(host, int(port)):
@@ -175,7 +175,7 @@ async def _search_attributes_ready(endpoint: service.Endpoint, deadline: float) 
 
 # --- jobs ----------------------------------------------------------------------------
 def cmd_bisect(args: argparse.Namespace) -> int:
-    from workers.queues import Queues
+    from kbisect.workers.queues import Queues
 
     repo = Path(args.repo).resolve()
     git = Git(repo)

@@ -4,12 +4,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from builders.kernel_build import KernelBuilder
-from infra.qemu import QemuMachine
+from kbisect.builders.kernel_build import KernelBuilder
 from kbisect.git import Git
+from kbisect.infra.qemu import QemuMachine
 from kbisect.model import Artifact, Commit
-from testcases import manifest as manifests
-from testcases.runner import TestcaseRun, build_spec, profile, run_testcase
+from kbisect.testcases import manifest as manifests
+from kbisect.testcases.runner import TestcaseRun, build_spec, profile, run_testcase
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ evidence, and how to test it. A draft for a person to finish, never sent anywher
 from kbisect.errors import KbisectError, UserError
 from kbisect.jobs import BisectResult, Step
 from kbisect.report import commit_info, repo_output
-from testcases import manifest as manifests
+from kbisect.testcases import manifest as manifests
 
 
 def _endpoint(result: BisectResult, side: str) -> Step | None:

@@ -3,12 +3,12 @@
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from infra.initramfs import build_image
-from infra.qemu import PROFILES, QemuMachine
 from kbisect.errors import BootError, TestcaseFailedError, UserError
+from kbisect.infra.initramfs import build_image
+from kbisect.infra.qemu import PROFILES, QemuMachine
 from kbisect.model import Artifact, BuildSpec, DeviceProfile, Disk, GuestRun, Outcome, Score
-from testcases import scoring
-from testcases.manifest import Manifest
+from kbisect.testcases import scoring
+from kbisect.testcases.manifest import Manifest
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ import statistics
 
 from kbisect.errors import TestcaseFailedError
 from kbisect.model import Metric, Score
-from testcases.manifest import Manifest
+from kbisect.testcases.manifest import Manifest
 
 
 def score(manifest: Manifest, records: list[dict[str, object]]) -> Score:

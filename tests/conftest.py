@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from infra import lab
 from kbisect import settings
+from kbisect.infra import lab
 
 NVME_CORE_TEXT = "static void nvme_alloc_ns(void)\n{\n" + lab.NONROT_LINE + "\treturn;\n}\n"
 

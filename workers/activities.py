@@ -16,8 +16,7 @@ from typing import ParamSpec, TypeVar
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from builders.kernel_build import KernelBuilder
-from infra.qemu import QemuMachine
+from kbisect.builders.kernel_build import KernelBuilder
 from kbisect.errors import (
     BootError,
     InfraError,
@@ -26,6 +25,7 @@ from kbisect.errors import (
     UserError,
 )
 from kbisect.git import Git
+from kbisect.infra.qemu import QemuMachine
 from kbisect.jobs import (
     BisectRequest,
     BuildRequest,
@@ -36,10 +36,10 @@ from kbisect.jobs import (
     VerifyCommit,
     VerifyRequest,
 )
+from kbisect.testcases import manifest as manifests
+from kbisect.testcases.runner import build_spec, profile, run_testcase
 from kbisect.verify_commit import make_verify_commit
-from testcases import manifest as manifests
-from testcases.runner import build_spec, profile, run_testcase
-from workflows.bisect_workflow import BUILD, PREPARE_VERIFY, TEST, VALIDATE
+from kbisect.workflows.bisect_workflow import BUILD, PREPARE_VERIFY, TEST, VALIDATE
 
 P = ParamSpec("P")
 R = TypeVar("R")

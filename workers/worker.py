@@ -7,15 +7,15 @@ from datetime import timedelta
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from workers.activities import (
+from kbisect.workers.activities import (
     build_kernel,
     prepare_verify,
     run_test,
     set_build_concurrency,
     validate_job,
 )
-from workers.queues import Queues
-from workflows.bisect_workflow import BisectWorkflow, sandbox_runner
+from kbisect.workers.queues import Queues
+from kbisect.workflows.bisect_workflow import BisectWorkflow, sandbox_runner
 
 # On shutdown, running builds and boots get this long; then Temporal retries them elsewhere.
 SHUTDOWN_GRACE = timedelta(seconds=5)

@@ -32,10 +32,10 @@ with workflow.unsafe.imports_passed_through():
         VerifyRequest,
     )
     from kbisect.model import Artifact
-    from workflows import strategy
-    from workflows.details import details_markdown
-    from workflows.strategy import Graph, Search, State
-    from workflows.verdict import Calibration, Verdict, classify, state_for, verdict_for
+    from kbisect.workflows import strategy
+    from kbisect.workflows.details import details_markdown
+    from kbisect.workflows.strategy import Graph, Search, State
+    from kbisect.workflows.verdict import Calibration, Verdict, classify, state_for, verdict_for
 
 # Activity names: the workers register their implementations under these.
 VALIDATE = "validate_job"
@@ -67,7 +67,13 @@ TEST_RETRY = RetryPolicy(
 
 # Our pure modules are deterministic and stateless: share them with the sandbox instead
 # of re-importing them per run (a re-import also makes two copies of each enum class).
-PASSTHROUGH = ("kbisect", "workflows.strategy", "workflows.verdict", "workflows.details")
+PASSTHROUGH = (
+    "kbisect.jobs",
+    "kbisect.model",
+    "kbisect.workflows.strategy",
+    "kbisect.workflows.verdict",
+    "kbisect.workflows.details",
+)
 
 
 def sandbox_runner() -> SandboxedWorkflowRunner:

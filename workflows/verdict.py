@@ -10,7 +10,7 @@ import statistics
 from dataclasses import dataclass
 from enum import StrEnum
 
-from workflows.strategy import State
+from kbisect.workflows.strategy import State
 
 # Endpoints must differ by this many times their noise, and by this fraction, to bisect.
 MIN_SEPARATION = 4.0

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from builders import kernel_build
-from builders.kernel_build import KernelBuilder
+from kbisect.builders import kernel_build
+from kbisect.builders.kernel_build import KernelBuilder
 from kbisect.errors import DiskFullError, InfraError, KernelBuildError
 from kbisect.model import BuildSpec
 from tests.conftest import git
@@ -161,7 +161,7 @@ def test_a_build_killed_midway_is_not_trusted(
 def test_concurrent_builds_take_different_slots(
     tree: tuple[Path, dict[str, str]], cache: Path
 ) -> None:
-    from builders.kernel_build import _free_slot
+    from kbisect.builders.kernel_build import _free_slot
 
     with _free_slot(repo := tree[0]) as (first, _), _free_slot(repo) as (second, _):
         assert first != second

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from infra.lab import LabOptions, create_lab
-from infra.lab_plan import Span
 from kbisect import settings
+from kbisect.infra.lab import LabOptions, create_lab
+from kbisect.infra.lab_plan import Span
 
 
 @pytest.fixture(scope="session")

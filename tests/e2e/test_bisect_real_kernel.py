@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from builders.worktree import repo_key
-from infra import temporal_server
 from kbisect import settings
+from kbisect.builders.worktree import repo_key
+from kbisect.infra import temporal_server
 
 pytestmark = pytest.mark.e2e
 KBISECT = [sys.executable, "-m", "kbisect.cli"]

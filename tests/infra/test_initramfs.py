@@ -3,8 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from infra import initramfs
 from kbisect.errors import InfraError
+from kbisect.infra import initramfs
 
 
 def _listing(path: str) -> list[str]:

@@ -3,10 +3,10 @@ from pathlib import Path
 
 import pytest
 
-from infra import lab
-from infra.lab import LabOptions, create_lab, truth_path
-from infra.lab_plan import Span
 from kbisect.errors import UserError
+from kbisect.infra import lab
+from kbisect.infra.lab import LabOptions, create_lab, truth_path
+from kbisect.infra.lab_plan import Span
 from tests.conftest import git
 
 

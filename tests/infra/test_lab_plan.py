@@ -1,6 +1,6 @@
 import pytest
 
-from infra.lab_plan import Kind, PlanError, Span, make_plan
+from kbisect.infra.lab_plan import Kind, PlanError, Span, make_plan
 
 
 def test_regression_state_flips_at_the_culprit() -> None:

@@ -2,9 +2,9 @@ from pathlib import Path
 
 import pytest
 
-from infra import qemu
-from infra.qemu import PROFILES, classify_run, nvme_args, parse_records, serial_args
 from kbisect.errors import InfraError
+from kbisect.infra import qemu
+from kbisect.infra.qemu import PROFILES, classify_run, nvme_args, parse_records, serial_args
 from kbisect.model import Disk, Outcome
 
 BOOTED = {"event": "booted"}

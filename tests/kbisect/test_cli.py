@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from infra.lab import LabOptions, create_lab
 from kbisect.cli import main
+from kbisect.infra.lab import LabOptions, create_lab
 from tests.conftest import git
 
 

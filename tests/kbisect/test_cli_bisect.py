@@ -14,10 +14,10 @@ import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from infra.lab import LabOptions, create_lab
-from infra.temporal_server import temporal_binary
-from workers.activities import validate_job
-from workflows.bisect_workflow import SEARCH_ATTRIBUTES, BisectWorkflow, sandbox_runner
+from kbisect.infra.lab import LabOptions, create_lab
+from kbisect.infra.temporal_server import temporal_binary
+from kbisect.workers.activities import validate_job
+from kbisect.workflows.bisect_workflow import SEARCH_ATTRIBUTES, BisectWorkflow, sandbox_runner
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

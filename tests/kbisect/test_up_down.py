@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from infra.temporal_server import listening
+from kbisect.infra.temporal_server import listening
 
 
 def _free_port() -> int:

@@ -5,7 +5,7 @@ import pytest
 
 from kbisect.errors import ManifestError, UnknownTestcaseError
 from kbisect.model import Direction
-from testcases import manifest
+from kbisect.testcases import manifest
 
 BUILTIN = manifest.BUILTIN_DIR / "nvme-snapshot-read"
 

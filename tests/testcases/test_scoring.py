@@ -1,7 +1,7 @@
 import pytest
 
 from kbisect.errors import TestcaseFailedError
-from testcases import manifest, scoring
+from kbisect.testcases import manifest, scoring
 
 
 def _metric(rep: int, name: str, value: float) -> dict[str, object]:

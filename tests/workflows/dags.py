@@ -5,7 +5,7 @@ import random
 import subprocess
 from pathlib import Path
 
-from workflows.strategy import Graph
+from kbisect.workflows.strategy import Graph
 
 
 def random_dag(n: int, merges: int, seed: int) -> Graph:

@@ -22,9 +22,9 @@ from kbisect.jobs import (
     VerifyRequest,
 )
 from kbisect.model import Artifact
+from kbisect.workflows.bisect_workflow import BUILD, PREPARE_VERIFY, TEST, VALIDATE
+from kbisect.workflows.strategy import Graph
 from tests.workflows.dags import culprit_is_in
-from workflows.bisect_workflow import BUILD, PREPARE_VERIFY, TEST, VALIDATE
-from workflows.strategy import Graph
 
 FAST, SLOW = 512.0, 8.0
 

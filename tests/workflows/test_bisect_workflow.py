@@ -20,13 +20,13 @@ from temporalio.client import (
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from infra.temporal_server import temporal_binary
+from kbisect.infra.temporal_server import temporal_binary
 from kbisect.jobs import BisectRequest, BisectResult, MarkRequest, Progress
+from kbisect.workflows.bisect_workflow import SEARCH_ATTRIBUTES, BisectWorkflow, sandbox_runner
+from kbisect.workflows.strategy import Graph
 from tests.workflows import fakes
 from tests.workflows.dags import hex_names, random_dag
 from tests.workflows.fakes import SCENARIOS, Scenario
-from workflows.bisect_workflow import SEARCH_ATTRIBUTES, BisectWorkflow, sandbox_runner
-from workflows.strategy import Graph
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 HISTORIES = Path(__file__).parent / "histories"

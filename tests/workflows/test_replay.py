@@ -6,8 +6,8 @@ import pytest
 from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
-from workflows import strategy
-from workflows.bisect_workflow import BisectWorkflow, sandbox_runner
+from kbisect.workflows import strategy
+from kbisect.workflows.bisect_workflow import BisectWorkflow, sandbox_runner
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 
