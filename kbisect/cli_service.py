@@ -62,16 +62,15 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 async def _workers(args: argparse.Namespace) -> None:
     """Run until SIGINT or SIGTERM, then shut the workers down cleanly."""
-    from kbisect.workers.queues import Queues
     from kbisect.workers.worker import make_workers, run_workers
 
-    q = Queues.from_env()
-    queues = Queues(
+    q = settings.Settings.from_env().queues
+    queues = settings.Queues(
         control=args.control_queue or q.control,
         build=args.build_queue or q.build,
         vm=args.vm_queue or q.vm,
     )
-    client = await service.connect(service.Endpoint.from_env())
+    client = await service.connect(settings.Settings.from_env().endpoint)
     workers = make_workers(client, queues, args.builds, args.vms, workflows=not args.no_workflows)
     err_console.print(
         f"workers: workflows on {queues.control if not args.no_workflows else '-'}, "
@@ -132,7 +131,7 @@ def cmd_down(args: argparse.Namespace) -> int:
     return 0
 
 
-def ensure_local_service(endpoint: service.Endpoint, parallel: int = 1) -> None:
+def ensure_local_service(endpoint: settings.Endpoint, parallel: int = 1) -> None:
     """With the default local address and nothing there, start `kbisect up` in the background
     (with room for `parallel` builds and VMs at once)."""
     from kbisect.infra import temporal_server
@@ -164,7 +163,7 @@ def ensure_local_service(endpoint: service.Endpoint, parallel: int = 1) -> None:
     asyncio.run(_search_attributes_ready(endpoint, deadline))
 
 
-async def _search_attributes_ready(endpoint: service.Endpoint, deadline: float) -> None:
+async def _search_attributes_ready(endpoint: settings.Endpoint, deadline: float) -> None:
     """The dev server registers our search attributes a moment after it starts listening."""
     client = await service.connect(endpoint)
     while not await service.has_search_attributes(client, endpoint.namespace):
@@ -175,20 +174,18 @@ async def _search_attributes_ready(endpoint: service.Endpoint, deadline: float) 
 
 # --- jobs ----------------------------------------------------------------------------
 def cmd_bisect(args: argparse.Namespace) -> int:
-    from kbisect.workers.queues import Queues
-
     repo = Path(args.repo).resolve()
     git = Git(repo)
     git.check_repo()
     # Resolve here too, so a typo fails before anything starts (the job resolves again).
     good = [git.resolve(g) for g in args.good]
     bad = git.resolve(args.bad)
-    endpoint = service.Endpoint.from_env()
+    endpoint = settings.Settings.from_env().endpoint
     if args.parallel < 1:
         raise UserError("--parallel takes a number of commits, 1 or more")
     if not args.no_start:
         ensure_local_service(endpoint, args.parallel)
-    queues = Queues.from_env()
+    queues = settings.Settings.from_env().queues
     req = BisectRequest(
         repo=str(repo),
         good=good,
@@ -206,7 +203,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
 
 
 async def _start_and_follow(
-    endpoint: service.Endpoint, req: BisectRequest, control_queue: str, args: argparse.Namespace
+    endpoint: settings.Endpoint, req: BisectRequest, control_queue: str, args: argparse.Namespace
 ) -> int:
     client = await service.connect(endpoint)
     job_id = await service.start_job(client, endpoint, req, control_queue)
@@ -219,7 +216,7 @@ async def _start_and_follow(
 
 def cmd_watch(args: argparse.Namespace) -> int:
     async def go() -> int:
-        client = await service.connect(service.Endpoint.from_env())
+        client = await service.connect(settings.Settings.from_env().endpoint)
         return await _follow(client, args.id, args.json)
 
     return asyncio.run(go())
@@ -308,7 +305,7 @@ def _first(attrs: object, key: str) -> str:
 
 def cmd_status(args: argparse.Namespace) -> int:
     async def go() -> int:
-        client = await service.connect(service.Endpoint.from_env())
+        client = await service.connect(settings.Settings.from_env().endpoint)
         table = Table()
         for col in ("job", "state", "status", "testcase", "culprit", "started"):
             table.add_column(col)
@@ -334,7 +331,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_cancel(args: argparse.Namespace) -> int:
     async def go() -> int:
-        client = await service.connect(service.Endpoint.from_env())
+        client = await service.connect(settings.Settings.from_env().endpoint)
         desc = await service.describe(client, args.id)  # a clear error for an unknown id
         if desc.status != WorkflowExecutionStatus.RUNNING:
             state = desc.status.name.lower() if desc.status else "ended"
@@ -348,7 +345,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     async def go() -> int:
-        client = await service.connect(service.Endpoint.from_env())
+        client = await service.connect(settings.Settings.from_env().endpoint)
         result = await _result(client, args.id)
         if args.json:
             print(json.dumps(to_json(result), indent=2))
@@ -372,7 +369,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_mark(args: argparse.Namespace) -> int:
     async def go() -> int:
-        client = await service.connect(service.Endpoint.from_env())
+        client = await service.connect(settings.Settings.from_env().endpoint)
         progress = await service.progress(client, args.id)
         commit = Git(Path(progress.repo)).resolve(args.rev)
         console.print(await service.mark(client, args.id, commit, args.verdict))
@@ -383,7 +380,7 @@ def cmd_mark(args: argparse.Namespace) -> int:
 
 def cmd_resume(args: argparse.Namespace) -> int:
     async def go() -> int:
-        client = await service.connect(service.Endpoint.from_env())
+        client = await service.connect(settings.Settings.from_env().endpoint)
         console.print(await service.resume(client, args.id))
         return 0
 

@@ -1,8 +1,6 @@
 """Talking to the bisection service: where it is, starting jobs, reading their state."""
 
-import os
 import uuid
-from dataclasses import dataclass
 
 from temporalio.client import (
     Client,
@@ -14,28 +12,10 @@ from temporalio.service import RPCError
 
 from kbisect.errors import InfraError, UserError
 from kbisect.jobs import BisectRequest, MarkRequest, Progress
+from kbisect.settings import Endpoint
 
 WORKFLOW = "BisectWorkflow"
 SEARCH_ATTRIBUTES = ("KbisectTestcase", "KbisectStatus", "KbisectCulprit")
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    address: str
-    namespace: str
-    ui: str
-
-    @classmethod
-    def from_env(cls) -> "Endpoint":
-        """Defaults to the embedded dev server; KBISECT_TEMPORAL_* point at a cluster."""
-        return cls(
-            address=os.environ.get("KBISECT_TEMPORAL_ADDRESS", "127.0.0.1:7233"),
-            namespace=os.environ.get("KBISECT_TEMPORAL_NAMESPACE", "default"),
-            ui=os.environ.get("KBISECT_TEMPORAL_UI", "http://127.0.0.1:8233"),
-        )
-
-    def job_url(self, job_id: str) -> str:
-        return f"{self.ui}/namespaces/{self.namespace}/workflows/{job_id}"
 
 
 # Set once a Temporal client exists: its runtime threads outlive asyncio.run and abort

@@ -1,30 +1,143 @@
-"""Where kbisect keeps its caches and finds its inputs. Overridable by environment."""
+"""Every knob kbisect reads from the environment, read once into one frozen object.
+
+A process builds `Settings.from_env()` at start and passes it down; nothing else reads
+`KBISECT_*` variables. A malformed value is a UserError that names the variable.
+"""
 
 import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import platformdirs
 
-KERNEL_SOURCE_TARBALL = Path(
-    os.environ.get("KBISECT_KERNEL_SOURCE", "/usr/src/linux-source-6.1.tar.xz")
-)
+from kbisect.errors import UserError
+
+DEFAULT_KERNEL_SOURCE = "/usr/src/linux-source-6.1.tar.xz"
+# Kept as a module attribute so tests can point the lab at a stand-in tarball.
+KERNEL_SOURCE_TARBALL = Path(os.environ.get("KBISECT_KERNEL_SOURCE", DEFAULT_KERNEL_SOURCE))
+ADDRESS_RE = re.compile(r"^(?P<host>[A-Za-z0-9.\-]+|\[[0-9A-Fa-f:]+\]):(?P<port>[0-9]{1,5})$")
+ACCELS = ("kvm", "tcg")
 
 
-def cache_dir() -> Path:
-    """Root of build dirs, worktrees, artifacts and guest images."""
-    root = os.environ.get("KBISECT_CACHE") or platformdirs.user_cache_dir("kbisect")
-    path = Path(root)
-    path.mkdir(parents=True, exist_ok=True)
+@dataclass(frozen=True)
+class Endpoint:
+    """Where the Temporal service is; defaults to the embedded dev server."""
+
+    address: str = "127.0.0.1:7233"
+    namespace: str = "default"
+    ui: str = "http://127.0.0.1:8233"
+
+    @property
+    def host(self) -> str:
+        return self.address.rpartition(":")[0].strip("[]")
+
+    @property
+    def port(self) -> int:
+        return int(self.address.rpartition(":")[2])
+
+    @property
+    def local(self) -> bool:
+        return self.host in ("127.0.0.1", "localhost", "::1")
+
+    def job_url(self, job_id: str) -> str:
+        return f"{self.ui}/namespaces/{self.namespace}/workflows/{job_id}"
+
+
+@dataclass(frozen=True)
+class Queues:
+    control: str = "kbisect"  # workflows (cheap: decisions only)
+    build: str = "kbisect-build"  # kernel builds and git (the repository, make, ccache)
+    vm: str = "kbisect-vm"  # QEMU runs (qemu and the built artifacts)
+
+
+@dataclass(frozen=True)
+class Settings:
+    cache: Path  # build slots, artifacts, guest images, runs (KBISECT_CACHE)
+    data: Path  # the dev server's database, service pid and logs (KBISECT_DATA)
+    kernel_source: Path = Path(DEFAULT_KERNEL_SOURCE)  # the lab's tarball
+    jobs: int = 3  # make -j (KBISECT_JOBS)
+    accel: str | None = None  # kvm or tcg; None: probe with a real boot (KBISECT_ACCEL)
+    testcase_dirs: tuple[Path, ...] = ()  # user testcase folders (KBISECT_TESTCASES)
+    endpoint: Endpoint = field(default_factory=Endpoint)
+    queues: Queues = field(default_factory=Queues)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
+        env = os.environ if env is None else env
+        return cls(
+            cache=Path(env.get("KBISECT_CACHE") or platformdirs.user_cache_dir("kbisect")),
+            data=Path(env.get("KBISECT_DATA") or platformdirs.user_data_dir("kbisect")),
+            kernel_source=Path(env.get("KBISECT_KERNEL_SOURCE") or KERNEL_SOURCE_TARBALL),
+            jobs=_positive_int(env, "KBISECT_JOBS", (os.cpu_count() or 1) + 1),
+            accel=_choice(env, "KBISECT_ACCEL", ACCELS),
+            testcase_dirs=tuple(Path(p) for p in env.get("KBISECT_TESTCASES", "").split(":") if p),
+            endpoint=Endpoint(
+                address=_address(env),
+                namespace=env.get("KBISECT_TEMPORAL_NAMESPACE") or "default",
+                ui=(env.get("KBISECT_TEMPORAL_UI") or Endpoint.ui).rstrip("/"),
+            ),
+            queues=Queues(
+                control=env.get("KBISECT_CONTROL_QUEUE") or Queues.control,
+                build=env.get("KBISECT_BUILD_QUEUE") or Queues.build,
+                vm=env.get("KBISECT_VM_QUEUE") or Queues.vm,
+            ),
+        )
+
+    def cache_dir(self) -> Path:
+        return private_dir(self.cache)
+
+    def data_dir(self) -> Path:
+        return private_dir(self.data)
+
+
+def _positive_int(env: Mapping[str, str], name: str, default: int) -> int:
+    text = env.get(name, "").strip()
+    if not text:
+        return default
+    if not text.isdigit() or int(text) < 1:
+        raise UserError(f"{name}={text!r} must be a whole number, 1 or more: fix or unset it")
+    return int(text)
+
+
+def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...]) -> str | None:
+    text = env.get(name, "").strip()
+    if text and text not in choices:
+        raise UserError(f"{name}={text!r} must be one of {', '.join(choices)}: fix or unset it")
+    return text or None
+
+
+def _address(env: Mapping[str, str]) -> str:
+    text = env.get("KBISECT_TEMPORAL_ADDRESS", "").strip() or Endpoint.address
+    m = ADDRESS_RE.match(text)
+    if not m or not 0 < int(m["port"]) < 65536:
+        raise UserError(
+            f"KBISECT_TEMPORAL_ADDRESS={text!r} must be host:port, e.g. 127.0.0.1:7233: "
+            "fix or unset it"
+        )
+    return text
+
+
+def private_dir(path: Path) -> Path:
+    """The directory, made if missing, readable by this user only: it holds job data,
+    build logs and the service's database."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = path.stat()
+    if st.st_mode & 0o077 and st.st_uid == os.getuid():
+        path.chmod(0o700)
     return path
+
+
+# Shorthands for code not yet handed a Settings object (read the environment each call,
+# so tests that set KBISECT_CACHE per test keep working).
+def cache_dir() -> Path:
+    return Settings.from_env().cache_dir()
 
 
 def data_dir() -> Path:
-    """Persistent state (the Temporal dev server database)."""
-    root = os.environ.get("KBISECT_DATA") or platformdirs.user_data_dir("kbisect")
-    path = Path(root)
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return Settings.from_env().data_dir()
 
 
 def build_jobs() -> int:
-    return int(os.environ.get("KBISECT_JOBS", str((os.cpu_count() or 1) + 1)))
+    return Settings.from_env().jobs

@@ -7,6 +7,7 @@ from datetime import timedelta
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from kbisect.settings import Queues
 from kbisect.workers.activities import (
     build_kernel,
     prepare_verify,
@@ -14,7 +15,6 @@ from kbisect.workers.activities import (
     set_build_concurrency,
     validate_job,
 )
-from kbisect.workers.queues import Queues
 from kbisect.workflows.bisect_workflow import BisectWorkflow, sandbox_runner
 
 # On shutdown, running builds and boots get this long; then Temporal retries them elsewhere.

@@ -2,6 +2,7 @@
 of site-packages: the design card's folders live inside the kbisect namespace."""
 
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -10,17 +11,18 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+NOT_SOURCE = (".git", ".venv", "build", "*.egg-info", "__pycache__", ".*_cache", "tests")
 
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation"]
-        + ["-w", str(out), str(ROOT)],
-        check=True,
-        capture_output=True,
-    )
+    # A copy, so setuptools' build/ folder never lands in the checkout (a stale build/lib
+    # would put deleted modules into later wheels).
+    src = out / "src"
+    shutil.copytree(ROOT, src, symlinks=True, ignore=shutil.ignore_patterns(*NOT_SOURCE))
+    pip = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation"]
+    subprocess.run([*pip, "-w", str(out), str(src)], check=True, capture_output=True)
     (path,) = out.glob("kbisect-*.whl")
     return path
 
