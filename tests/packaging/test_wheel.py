@@ -46,8 +46,7 @@ def test_wheel_has_one_top_level_package_and_its_data(wheel: Path) -> None:
 def test_installed_wheel_runs_outside_the_source_tree(wheel: Path, tmp_path: Path) -> None:
     site = tmp_path / "site"
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site)]
-        + [str(wheel)],
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), wheel],
         check=True,
         capture_output=True,
     )
