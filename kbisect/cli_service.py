@@ -17,9 +17,9 @@ from rich.text import Text
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 
 from kbisect import service, settings
+from kbisect.contract import BisectRequest, BisectResult, Progress
 from kbisect.errors import InfraError, UserError
 from kbisect.git import Git
-from kbisect.jobs import BisectRequest, BisectResult, Progress
 from kbisect.report import bisect_log, markdown, to_json
 from kbisect.sru import sru_note
 

@@ -7,7 +7,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only, no display needed
 import matplotlib.pyplot as plt
 
-from kbisect.jobs import BisectResult
+from kbisect.contract import BisectResult
 
 COLOURS = {"good": "tab:green", "bad": "tab:red", "skip": "tab:gray"}
 

@@ -3,9 +3,9 @@
 from dataclasses import asdict
 from pathlib import Path
 
+from kbisect.contract import BisectResult, Step
 from kbisect.errors import KbisectError
 from kbisect.git import Git
-from kbisect.jobs import BisectResult, Step
 from kbisect.model import Commit
 
 

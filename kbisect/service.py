@@ -10,8 +10,8 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError
 
+from kbisect.contract import BisectRequest, MarkRequest, Progress
 from kbisect.errors import InfraError, UserError
-from kbisect.jobs import BisectRequest, MarkRequest, Progress
 from kbisect.settings import Endpoint
 
 WORKFLOW = "BisectWorkflow"

@@ -1,8 +1,8 @@
 """A draft Ubuntu SRU justification from a finished job: what to backport (or revert), the
 evidence, and how to test it. A draft for a person to finish, never sent anywhere."""
 
+from kbisect.contract import BisectResult, Step
 from kbisect.errors import KbisectError, UserError
-from kbisect.jobs import BisectResult, Step
 from kbisect.report import commit_info, repo_output
 from kbisect.testcases import manifest as manifests
 

@@ -17,16 +17,11 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from kbisect.builders.kernel_build import KernelBuilder
-from kbisect.errors import (
-    BootError,
-    InfraError,
-    KernelBuildError,
-    TestcaseFailedError,
-    UserError,
-)
-from kbisect.git import Git
-from kbisect.infra.qemu import QemuMachine
-from kbisect.jobs import (
+from kbisect.contract import (
+    BUILD,
+    PREPARE_VERIFY,
+    TEST,
+    VALIDATE,
     BisectRequest,
     BuildRequest,
     BuildResult,
@@ -36,10 +31,18 @@ from kbisect.jobs import (
     VerifyCommit,
     VerifyRequest,
 )
+from kbisect.errors import (
+    BootError,
+    InfraError,
+    KernelBuildError,
+    TestcaseFailedError,
+    UserError,
+)
+from kbisect.git import Git
+from kbisect.infra.qemu import QemuMachine
 from kbisect.testcases import manifest as manifests
 from kbisect.testcases.runner import build_spec, profile, run_testcase
 from kbisect.verify_commit import make_verify_commit
-from kbisect.workflows.bisect_workflow import BUILD, PREPARE_VERIFY, TEST, VALIDATE
 
 P = ParamSpec("P")
 R = TypeVar("R")

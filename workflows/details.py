@@ -1,6 +1,6 @@
 """The job as markdown, for the Temporal Web UI's "current details" of the workflow."""
 
-from kbisect.jobs import Progress
+from kbisect.contract import Progress
 
 
 def _fmt(value: float | None) -> str:

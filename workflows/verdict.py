@@ -8,20 +8,14 @@ below 0.5 it behaves as the old endpoint, above as the new. Near the middle (wit
 
 import statistics
 from dataclasses import dataclass
-from enum import StrEnum
 
+from kbisect.contract import Mode, Verdict
 from kbisect.workflows.strategy import State
 
 # Endpoints must differ by this many times their noise, and by this fraction, to bisect.
 MIN_SEPARATION = 4.0
 MIN_RELATIVE_CHANGE = 0.10
 AMBIGUOUS = 0.2  # position 0.3..0.7 on the old->new line is neither
-
-
-class Verdict(StrEnum):
-    GOOD = "good"
-    BAD = "bad"
-    SKIP = "skip"
 
 
 @dataclass(frozen=True)
@@ -81,13 +75,10 @@ def verdict_for(state: State, mode: str) -> Verdict:
     """The user's word for a state: in fix mode the old behaviour is the bad one."""
     if state == State.SKIP:
         return Verdict.SKIP
-    if mode == "fix":
-        return Verdict.BAD if state == State.OLD else Verdict.GOOD
-    return Verdict.GOOD if state == State.OLD else Verdict.BAD
+    return Mode(mode).old_word if state == State.OLD else Mode(mode).new_word
 
 
 def state_for(verdict: Verdict, mode: str) -> State:
     if verdict == Verdict.SKIP:
         return State.SKIP
-    old_word = Verdict.BAD if mode == "fix" else Verdict.GOOD
-    return State.OLD if verdict is old_word else State.NEW
+    return State.OLD if verdict == Mode(mode).old_word else State.NEW

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from kbisect.jobs import BisectResult, Step
+from kbisect.contract import BisectResult, Step
 from kbisect.report import bisect_log, markdown, to_json
 
 

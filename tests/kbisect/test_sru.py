@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
+from kbisect.contract import BisectResult, Step, Verification
 from kbisect.errors import UserError
 from kbisect.git import Git
-from kbisect.jobs import BisectResult, Step, Verification
 from kbisect.report import markdown, to_json
 from kbisect.sru import sru_note
 from tests.kbisect.test_report import _repo

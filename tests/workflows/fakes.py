@@ -11,7 +11,11 @@ from dataclasses import dataclass, field
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from kbisect.jobs import (
+from kbisect.contract import (
+    BUILD,
+    PREPARE_VERIFY,
+    TEST,
+    VALIDATE,
     BisectRequest,
     BuildRequest,
     BuildResult,
@@ -22,7 +26,6 @@ from kbisect.jobs import (
     VerifyRequest,
 )
 from kbisect.model import Artifact
-from kbisect.workflows.bisect_workflow import BUILD, PREPARE_VERIFY, TEST, VALIDATE
 from kbisect.workflows.strategy import Graph
 from tests.workflows.dags import culprit_is_in
 

@@ -20,8 +20,8 @@ from temporalio.client import (
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from kbisect.contract import BisectRequest, BisectResult, MarkRequest, Progress
 from kbisect.infra.temporal_server import temporal_binary
-from kbisect.jobs import BisectRequest, BisectResult, MarkRequest, Progress
 from kbisect.workflows.bisect_workflow import SEARCH_ATTRIBUTES, BisectWorkflow, sandbox_runner
 from kbisect.workflows.strategy import Graph
 from tests.workflows import fakes

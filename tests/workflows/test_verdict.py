@@ -1,7 +1,8 @@
 import pytest
 
+from kbisect.contract import Verdict
 from kbisect.workflows.strategy import State
-from kbisect.workflows.verdict import Calibration, Verdict, classify, state_for, verdict_for
+from kbisect.workflows.verdict import Calibration, classify, state_for, verdict_for
 
 SEED = Calibration("avg_read_sectors", old=[512.0, 512.0, 512.0], new=[8.0, 8.0, 8.0])
 

@@ -1,12 +1,101 @@
-"""The data of a bisection job: workflow input and output, activity requests and results.
+"""The contract between the front doors, the workflow and the workers.
 
-Plain dataclasses: Temporal serializes them to JSON, and the CLI, the workflow and the
-activities share them without sharing code.
+Activity names, the request and result dataclasses each activity takes and returns, the
+words a job uses (StrEnums: Temporal stores them as their string values, so histories
+recorded with plain strings still decode), and the error-type names that travel as
+Temporal failure types. Plain data only: the workflow sandbox shares this module.
 """
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from kbisect.model import Artifact
+
+# Activity names: the workers register their implementations under these.
+VALIDATE = "validate_job"
+BUILD = "build_kernel"
+TEST = "run_testcase"
+PREPARE_VERIFY = "prepare_verify"
+WORKFLOW = "BisectWorkflow"
+
+# Search attributes the workflow keeps up to date (Keyword each).
+SA_TESTCASE_NAME = "KbisectTestcase"
+SA_STATUS_NAME = "KbisectStatus"
+SA_CULPRIT_NAME = "KbisectCulprit"
+SEARCH_ATTRIBUTE_NAMES = (SA_TESTCASE_NAME, SA_STATUS_NAME, SA_CULPRIT_NAME)
+
+
+class ErrorType(StrEnum):
+    """Failure types between activities and the workflow: the type decides the handling."""
+
+    USER = "UserError"  # bad input: fail the job at once with the message
+    INFRA = "InfraError"  # the host: retried, then the job waits blocked
+    JOB_FAILED = "JobFailed"  # the workflow's own failure (e.g. an endpoint does not build)
+
+
+class Verdict(StrEnum):
+    GOOD = "good"
+    BAD = "bad"
+    SKIP = "skip"
+
+
+class Mode(StrEnum):
+    """Regression: the old side is good and a commit broke it. Fix: the old side is bad
+    and a commit fixed it. The bisection itself only knows old and new."""
+
+    REGRESSION = "regression"
+    FIX = "fix"
+
+    @property
+    def old_word(self) -> Verdict:
+        return Verdict.BAD if self == Mode.FIX else Verdict.GOOD
+
+    @property
+    def new_word(self) -> Verdict:
+        return Verdict.GOOD if self == Mode.FIX else Verdict.BAD
+
+    @property
+    def culprit_word(self) -> str:
+        return "fixed" if self == Mode.FIX else "first bad"
+
+    @property
+    def change_word(self) -> str:
+        return "fix" if self == Mode.FIX else "first bad commit"
+
+
+class JobStatus(StrEnum):
+    VALIDATING = "validating"
+    CALIBRATING = "calibrating"
+    BISECTING = "bisecting"
+    VERIFYING = "verifying"
+    BLOCKED = "blocked"
+    FOUND = "found"
+    AMBIGUOUS = "ambiguous"
+    NO_DIFFERENCE = "no-difference"
+    FAILED = "failed"
+
+
+class TestStatus(StrEnum):
+    __test__ = False
+
+    OK = "ok"
+    BOOT_FAILED = "boot-failed"
+    TESTCASE_FAILED = "testcase-failed"
+
+
+class StepSource(StrEnum):
+    TEST = "test"
+    BUILD_FAILED = "build-failed"
+    BOOT_FAILED = "boot-failed"
+    TESTCASE_FAILED = "testcase-failed"
+    MARKED = "marked"
+    ENDPOINT = "endpoint"
+
+
+class VerificationStatus(StrEnum):
+    CONFIRMED = "confirmed"
+    CONTRADICTED = "contradicted"
+    INCONCLUSIVE = "inconclusive"
 
 
 @dataclass

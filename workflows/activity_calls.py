@@ -1,0 +1,171 @@
+"""Every activity a job calls, with its queue, timeouts and retry policy in one place.
+
+Workflow code only: `workflow.execute_activity` needs the workflow's event loop. A call
+that still fails after its retries (a full disk, a missing tool, a worker that stops
+answering) does not fail the job: `Blocking` parks it until a person says resume. Bad
+input (ErrorType.USER) is never retried and fails the job at once.
+"""
+
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from typing import TypeVar
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
+
+from kbisect.contract import (
+    BUILD,
+    PREPARE_VERIFY,
+    TEST,
+    VALIDATE,
+    BisectRequest,
+    BuildRequest,
+    BuildResult,
+    ErrorType,
+    TestRequest,
+    TestResult,
+    ValidatedJob,
+    VerifyCommit,
+    VerifyRequest,
+)
+from kbisect.model import Artifact
+
+T = TypeVar("T")
+
+VALIDATE_RETRY = RetryPolicy(maximum_attempts=3, non_retryable_error_types=[ErrorType.USER])
+BUILD_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=5),
+    maximum_attempts=5,
+    non_retryable_error_types=[ErrorType.USER],
+)
+TEST_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=5),
+    maximum_attempts=3,
+    non_retryable_error_types=[ErrorType.USER],
+)
+GIT_TIMEOUT = timedelta(minutes=10)
+BUILD_TIMEOUT = timedelta(hours=3)
+BUILD_HEARTBEAT = timedelta(seconds=90)
+TEST_HEARTBEAT = timedelta(seconds=60)
+TEST_SLACK = 300.0  # seconds beyond the testcase's own timeout: boot, image, disks
+
+
+class Blocking:
+    """Steps waiting on a host problem, and the resume that releases them."""
+
+    def __init__(
+        self, on_blocked: Callable[[str, bool], None], on_clear: Callable[[], None]
+    ) -> None:
+        self.waiting: list[str] = []  # what each blocked step waits on
+        self._resumes = 0
+        self._on_blocked = on_blocked  # (problem, whether it is the first one waiting)
+        self._on_clear = on_clear  # nothing waits any more
+
+    def resume(self) -> str:
+        self._resumes += 1
+        return f"resuming {len(self.waiting)} blocked step(s)"
+
+    async def until_done(self, what: str, start: Callable[[], Awaitable[T]]) -> T:
+        while True:
+            try:
+                return await start()
+            except ActivityError as err:
+                if cause_type(err) == ErrorType.USER:
+                    raise
+                problem = f"{what}: {cause(err)}"
+            seen = self._resumes
+            self.waiting.append(problem)
+            self._on_blocked(problem, len(self.waiting) == 1)
+            await workflow.wait_condition(lambda seen=seen: self._resumes > seen)  # type: ignore[misc]
+            self.waiting.remove(problem)
+            if not self.waiting:
+                self._on_clear()
+
+
+class JobActivities:
+    def __init__(self, req: BisectRequest, blocking: Blocking) -> None:
+        self.req = req
+        self.blocking = blocking
+
+    async def validate(self) -> ValidatedJob:
+        job: ValidatedJob = await workflow.execute_activity(
+            VALIDATE,
+            self.req,
+            result_type=ValidatedJob,
+            task_queue=self.req.build_queue,
+            start_to_close_timeout=GIT_TIMEOUT,
+            retry_policy=VALIDATE_RETRY,
+        )
+        return job
+
+    async def build(self, commit: str, testcase: str) -> BuildResult:
+        result: BuildResult = await self.blocking.until_done(
+            f"building {commit[:12]}",
+            lambda: workflow.execute_activity(
+                BUILD,
+                BuildRequest(repo=self.req.repo, commit=commit, testcase=testcase),
+                result_type=BuildResult,
+                task_queue=self.req.build_queue,
+                start_to_close_timeout=BUILD_TIMEOUT,
+                heartbeat_timeout=BUILD_HEARTBEAT,
+                retry_policy=BUILD_RETRY,
+            ),
+        )
+        return result
+
+    async def test(
+        self, job: ValidatedJob, commit: str, artifact: Artifact, repetitions: int
+    ) -> TestResult:
+        # job.test_timeout is for job.repetitions; a retest runs more.
+        scale = max(1.0, repetitions / max(1, job.repetitions))
+        request = TestRequest(
+            repo=self.req.repo,
+            commit=commit,
+            testcase=job.testcase,
+            profile=job.profile,
+            repetitions=repetitions,
+            artifact=artifact,
+        )
+        result: TestResult = await self.blocking.until_done(
+            f"testing {commit[:12]}",
+            lambda: workflow.execute_activity(
+                TEST,
+                request,
+                result_type=TestResult,
+                task_queue=self.req.vm_queue,
+                start_to_close_timeout=timedelta(seconds=job.test_timeout * scale + TEST_SLACK),
+                heartbeat_timeout=TEST_HEARTBEAT,
+                retry_policy=TEST_RETRY,
+            ),
+        )
+        return result
+
+    async def prepare_verify(self, change: str, onto: str, revert: bool) -> VerifyCommit:
+        made: VerifyCommit = await workflow.execute_activity(
+            PREPARE_VERIFY,
+            VerifyRequest(repo=self.req.repo, change=change, onto=onto, revert=revert),
+            result_type=VerifyCommit,
+            task_queue=self.req.build_queue,
+            start_to_close_timeout=GIT_TIMEOUT,
+            retry_policy=VALIDATE_RETRY,
+        )
+        return made
+
+
+def _root(err: ActivityError) -> BaseException | None:
+    c = err.cause
+    while isinstance(c, ActivityError) and c.cause is not None:
+        c = c.cause
+    return c
+
+
+def cause(err: ActivityError) -> str:
+    """The activity's own one-line message, not Temporal's wrapping."""
+    c = _root(err)
+    return c.message if isinstance(c, ApplicationError) else str(err)
+
+
+def cause_type(err: ActivityError) -> str:
+    c = _root(err)
+    return (c.type or "") if isinstance(c, ApplicationError) else ""
