@@ -8,6 +8,7 @@ from kbisect.builders.kernel_build import KernelBuilder
 from kbisect.git import Git
 from kbisect.infra.qemu import QemuMachine
 from kbisect.model import Artifact, Commit
+from kbisect.settings import Settings
 from kbisect.testcases import manifest as manifests
 from kbisect.testcases.runner import TestcaseRun, build_spec, profile, run_testcase
 
@@ -27,8 +28,10 @@ def try_commit(
     repetitions: int | None = None,
     on_stage: Callable[[str], None] = lambda _: None,
     on_detail: Callable[[str], None] = lambda _: None,
+    settings: Settings | None = None,
 ) -> TryResult:
     # All input is checked before anything slow starts.
+    settings = settings or Settings.from_env()
     git = Git(repo)
     git.check_repo()
     commit = git.commit_info(rev)
@@ -36,7 +39,11 @@ def try_commit(
     if profile_name:
         profile(profile_name)
     on_stage(f"building {commit.hash[:12]} {commit.subject}")
-    artifact = KernelBuilder().build(repo, commit.hash, build_spec(manifest), on_detail)
+    artifact = KernelBuilder(settings.jobs).build(
+        repo, commit.hash, build_spec(manifest), on_detail
+    )
     on_stage(f"running {manifest.name} on {commit.hash[:12]}")
-    result = run_testcase(manifest, artifact, QemuMachine(), profile_name, repetitions, on_detail)
+    result = run_testcase(
+        manifest, artifact, QemuMachine(accel=settings.accel), profile_name, repetitions, on_detail
+    )
     return TryResult(commit=commit, artifact=artifact, result=result)

@@ -3,9 +3,10 @@
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from kbisect.backends import Machine
 from kbisect.errors import BootError, TestcaseFailedError, UserError
 from kbisect.infra.initramfs import build_image
-from kbisect.infra.qemu import PROFILES, QemuMachine
+from kbisect.infra.qemu import PROFILES
 from kbisect.model import Artifact, BuildSpec, DeviceProfile, Disk, GuestRun, Outcome, Score
 from kbisect.testcases import scoring
 from kbisect.testcases.manifest import Manifest
@@ -34,7 +35,7 @@ def profile(name: str) -> DeviceProfile:
 def run_testcase(
     manifest: Manifest,
     artifact: Artifact,
-    machine: QemuMachine,
+    machine: Machine,
     profile_name: str | None = None,
     repetitions: int | None = None,
     progress: Callable[[str], None] = lambda _: None,

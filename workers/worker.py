@@ -7,14 +7,10 @@ from datetime import timedelta
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from kbisect.settings import Queues
-from kbisect.workers.activities import (
-    build_kernel,
-    prepare_verify,
-    run_test,
-    set_build_concurrency,
-    validate_job,
-)
+from kbisect.builders.kernel_build import KernelBuilder
+from kbisect.infra.qemu import QemuMachine
+from kbisect.settings import Queues, Settings
+from kbisect.workers.activities import BuildActivities, VmActivities
 from kbisect.workflows.bisect_workflow import BisectWorkflow, sandbox_runner
 
 # On shutdown, running builds and boots get this long; then Temporal retries them elsewhere.
@@ -22,9 +18,15 @@ SHUTDOWN_GRACE = timedelta(seconds=5)
 
 
 def make_workers(
-    client: Client, queues: Queues, builds: int, vms: int, workflows: bool = True
+    client: Client,
+    queues: Queues,
+    builds: int,
+    vms: int,
+    workflows: bool = True,
+    settings: Settings | None = None,
 ) -> list[Worker]:
     """Workers for this host; builds/vms say how many run here at once (0: none)."""
+    settings = settings or Settings.from_env()
     workers = []
     if workflows:
         workers.append(
@@ -36,25 +38,26 @@ def make_workers(
             )
         )
     if builds > 0:
+        b = BuildActivities(settings, KernelBuilder(settings.jobs), builds)
         # +1: validation and verify commits (git only) never wait behind builds; builds
         # themselves are limited to `builds` inside the activity.
-        set_build_concurrency(builds)
         workers.append(
             Worker(
                 client,
                 task_queue=queues.build,
-                activities=[validate_job, build_kernel, prepare_verify],
+                activities=[b.validate_job, b.build_kernel, b.prepare_verify],
                 activity_executor=ThreadPoolExecutor(builds + 1),
                 graceful_shutdown_timeout=SHUTDOWN_GRACE,
                 max_concurrent_activities=builds + 1,
             )
         )
     if vms > 0:
+        v = VmActivities(settings, QemuMachine(accel=settings.accel))
         workers.append(
             Worker(
                 client,
                 task_queue=queues.vm,
-                activities=[run_test],
+                activities=[v.run_test],
                 activity_executor=ThreadPoolExecutor(vms),
                 graceful_shutdown_timeout=SHUTDOWN_GRACE,
                 max_concurrent_activities=vms,

@@ -14,9 +14,11 @@ import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from kbisect.builders.kernel_build import KernelBuilder
 from kbisect.infra.lab import LabOptions, create_lab
 from kbisect.infra.temporal_server import temporal_binary
-from kbisect.workers.activities import validate_job
+from kbisect.settings import Settings
+from kbisect.workers.activities import BuildActivities
 from kbisect.workflows.bisect_workflow import SEARCH_ATTRIBUTES, BisectWorkflow, sandbox_runner
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -45,7 +47,7 @@ async def _kbisect(
         env.client,
         task_queue=queue,
         workflows=[BisectWorkflow],
-        activities=[validate_job],
+        activities=[BuildActivities(Settings.from_env(), KernelBuilder()).validate_job],
         workflow_runner=sandbox_runner(),
         activity_executor=ThreadPoolExecutor(2),
     ):

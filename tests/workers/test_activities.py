@@ -1,0 +1,178 @@
+"""The activities as classes over fake backends, run in Temporal's ActivityEnvironment
+(no server): typed failures, heartbeats, and how each outcome becomes a result."""
+
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
+
+from kbisect.backends import Progress
+from kbisect.contract import BisectRequest, BuildRequest, ErrorType, TestRequest, TestStatus
+from kbisect.errors import DiskFullError, KernelBuildError
+from kbisect.git import LAB_IDENTITY
+from kbisect.model import Artifact, BuildSpec, Disk, GuestImage, GuestRun, Outcome
+from kbisect.settings import Settings
+from kbisect.workers import activities
+from kbisect.workers.activities import BuildActivities, VmActivities
+
+ART = Artifact(commit="c", tree="t", config_hash="h", kernel="/k", config="/c", build_log="/l")
+
+
+class FakeBuilder:
+    def __init__(self, error: Exception | None = None, seconds: float = 0.0) -> None:
+        self.error, self.seconds, self.calls = error, seconds, 0
+
+    def build(self, repo: Path, commit: str, spec: BuildSpec, progress: Progress) -> Artifact:
+        self.calls += 1
+        progress("compiling kernel/fork.o")
+        time.sleep(self.seconds)
+        if self.error:
+            raise self.error
+        return ART
+
+
+class FakeMachine:
+    name = "fake"
+
+    def __init__(self, run: GuestRun) -> None:
+        self.result = run
+
+    def run(
+        self,
+        artifact: Artifact,
+        guest: GuestImage,
+        disks: list[Disk],
+        timeout: float,
+        cmdline: str = "",
+        progress: Progress = lambda _: None,
+    ) -> GuestRun:
+        return self.result
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> tuple[Path, list[str]]:
+    path = tmp_path / "repo"
+    env = {**LAB_IDENTITY, "PATH": "/usr/bin:/bin"}
+    subprocess.run(["git", "init", "-q", "-b", "main", str(path)], check=True)
+    hashes = []
+    for i in range(4):
+        (path / "f").write_text(f"{i}\n")
+        subprocess.run(["git", "-C", str(path), "add", "f"], check=True, env=env)
+        subprocess.run(["git", "-C", str(path), "commit", "-qm", f"c{i}"], check=True, env=env)
+        out = subprocess.run(
+            ["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True
+        )
+        hashes.append(out.stdout.strip())
+    return path, hashes
+
+
+def _settings(tmp_path: Path) -> Settings:
+    return Settings(cache=tmp_path / "cache", data=tmp_path / "data")
+
+
+def test_validate_returns_the_range(repo: tuple[Path, list[str]], tmp_path: Path) -> None:
+    path, h = repo
+    acts = BuildActivities(_settings(tmp_path), FakeBuilder())
+    req = BisectRequest(repo=str(path), good=["main~3"], bad="main", testcase="nvme-snapshot-read")
+    job = ActivityEnvironment().run(acts.validate_job, req)
+    assert job.old == [h[0]] and job.new == h[3]
+    assert job.order == [h[3], h[2], h[1]] and job.parent_index == [[1], [2], []]
+    assert job.subjects[h[2]] == "c2" and job.old_subjects == {h[0]: "c0"}
+
+
+@pytest.mark.parametrize(
+    ("good", "bad", "mode", "words"),
+    [
+        ("nope", "main", "regression", "unknown revision 'nope'"),
+        ("main", "main~3", "regression", "is not an ancestor"),
+        ("main~3", "main", "fix", "must be an ancestor"),
+        ("main", "main", "regression", "same commit"),
+        ("main~1", "main", "bisect", "unknown mode"),
+    ],
+)
+def test_validate_refuses_bad_input_without_retry(
+    repo: tuple[Path, list[str]], tmp_path: Path, good: str, bad: str, mode: str, words: str
+) -> None:
+    path, _ = repo
+    acts = BuildActivities(_settings(tmp_path), FakeBuilder())
+    req = BisectRequest(repo=str(path), good=[good], bad=bad, testcase="nvme-snapshot-read")
+    req.mode = mode
+    with pytest.raises(ApplicationError) as err:
+        ActivityEnvironment().run(acts.validate_job, req)
+    assert err.value.type == ErrorType.USER and err.value.non_retryable
+    assert words in err.value.message
+
+
+def test_a_commit_that_does_not_build_is_a_result(
+    repo: tuple[Path, list[str]], tmp_path: Path
+) -> None:
+    path, h = repo
+    builder = FakeBuilder(KernelBuildError("kernel does not build: x.c:1: error", "/log"))
+    acts = BuildActivities(_settings(tmp_path), builder)
+    result = ActivityEnvironment().run(
+        acts.build_kernel, BuildRequest(str(path), h[1], "nvme-snapshot-read")
+    )
+    assert not result.ok and result.log == "/log" and "x.c:1" in result.error
+    assert result.subject == "c1"
+
+
+def test_a_host_problem_is_a_retryable_failure(
+    repo: tuple[Path, list[str]], tmp_path: Path
+) -> None:
+    path, h = repo
+    acts = BuildActivities(_settings(tmp_path), FakeBuilder(DiskFullError("only 1 MiB free")))
+    with pytest.raises(ApplicationError) as err:
+        ActivityEnvironment().run(
+            acts.build_kernel, BuildRequest(str(path), h[1], "nvme-snapshot-read")
+        )
+    assert err.value.type == ErrorType.INFRA and not err.value.non_retryable
+
+
+def test_a_long_build_heartbeats_its_progress(
+    repo: tuple[Path, list[str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(activities, "HEARTBEAT_EVERY", 0.05)
+    path, h = repo
+    acts = BuildActivities(_settings(tmp_path), FakeBuilder(seconds=0.5))
+    env = ActivityEnvironment()
+    beats: list[object] = []
+    env.on_heartbeat = lambda *details: beats.extend(details)
+    result = env.run(acts.build_kernel, BuildRequest(str(path), h[1], "nvme-snapshot-read"))
+    assert result.ok and result.artifact == ART
+    assert "compiling kernel/fork.o" in beats
+
+
+def _vm(tmp_path: Path, run: GuestRun) -> VmActivities:
+    return VmActivities(_settings(tmp_path), FakeMachine(run))
+
+
+def _request() -> TestRequest:
+    return TestRequest("r", "c" * 40, "nvme-snapshot-read", "fast", 2, ART)
+
+
+@pytest.mark.parametrize(
+    ("outcome", "status"),
+    [(Outcome.PANIC, TestStatus.BOOT_FAILED), (Outcome.HANG, TestStatus.BOOT_FAILED)],
+)
+def test_a_kernel_that_does_not_boot_is_a_result(
+    cache: Path, tmp_path: Path, outcome: Outcome, status: TestStatus
+) -> None:
+    run = GuestRun(outcome, [], str(tmp_path / "console.log"), 3.0, "tcg", "Kernel panic")
+    result = ActivityEnvironment().run(_vm(tmp_path, run).run_test, _request())
+    assert result.status == status and "Kernel panic" in result.error
+    assert result.console == str(tmp_path / "console.log")
+
+
+def test_a_scored_run_carries_medians_and_samples(cache: Path, tmp_path: Path) -> None:
+    records: list[dict[str, object]] = [
+        {"event": "metric", "rep": r, "name": "avg_read_sectors", "value": v}
+        for r, v in ((1, 8.0), (2, 10.0))
+    ]
+    records.append({"event": "done", "status": 0})
+    run = GuestRun(Outcome.SUCCESS, records, "/console", 4.0, "tcg")
+    result = ActivityEnvironment().run(_vm(tmp_path, run).run_test, _request())
+    assert result.status == TestStatus.OK
+    assert result.values["avg_read_sectors"] == 9.0 and result.samples == [8.0, 10.0]

@@ -1,0 +1,88 @@
+"""Validate a job: resolve revisions, check ancestry, load the testcase, read the range.
+
+Everything the workflow needs to decide comes back in one ValidatedJob, so the workflow
+never touches git. Bad input is a UserError with one line that says what to do.
+"""
+
+from pathlib import Path
+
+from kbisect.contract import BisectRequest, Mode, ValidatedJob
+from kbisect.errors import UserError
+from kbisect.git import Git
+from kbisect.testcases import manifest as manifests
+from kbisect.testcases.runner import profile
+
+# Subjects of a larger range would take the job's first payload near Temporal's 2 MB limit.
+MAX_SUBJECTS = 5000
+
+
+def validate(req: BisectRequest) -> ValidatedJob:
+    git = Git(Path(req.repo))
+    git.check_repo()
+    if req.mode not in tuple(Mode):
+        raise UserError(f"unknown mode {req.mode!r}: use regression or fix")
+    if not req.good:
+        raise UserError("give at least one --good revision")
+    old, new = _endpoints(git, req)
+    manifest = manifests.load(req.testcase)
+    prof = profile(req.profile or manifest.profile)
+    order, parent_index, subjects = _range(git, old, new)
+    metric = manifest.metrics[manifest.primary]
+    repetitions = req.repetitions or manifest.repetitions
+    return ValidatedJob(
+        old=old,
+        new=new,
+        order=order,
+        parent_index=parent_index,
+        subjects=subjects,
+        testcase=manifest.name,
+        primary=manifest.primary,
+        unit=metric.unit,
+        better=metric.better.value,
+        profile=prof.name,
+        repetitions=repetitions,
+        test_timeout=manifest.timeout_for(repetitions),
+        old_subjects={o: git.commit_info(o).subject for o in old},
+    )
+
+
+def _endpoints(git: Git, req: BisectRequest) -> tuple[list[str], str]:
+    """The old side (full hashes) and the new endpoint, by the job's mode."""
+    goods = [git.resolve(g) for g in req.good]
+    bad = git.resolve(req.bad)
+    if req.mode == Mode.REGRESSION:
+        old, new = goods, bad
+        for g in goods:
+            if not git.is_ancestor(g, bad):
+                raise UserError(
+                    f"good {g[:12]} is not an ancestor of bad {bad[:12]}: swap them, or pass "
+                    "--mode fix if the newer revision is the good one"
+                )
+    else:
+        if len(goods) != 1:
+            raise UserError("fix mode takes one --good (the fixed, newer revision)")
+        old, new = [bad], goods[0]
+        if not git.is_ancestor(bad, new):
+            raise UserError(
+                f"in fix mode bad {bad[:12]} (still broken) must be an ancestor of good "
+                f"{new[:12]} (fixed): swap them, or drop --mode fix"
+            )
+    if new in old:
+        raise UserError("good and bad are the same commit: nothing to bisect")
+    return old, new
+
+
+def _range(git: Git, old: list[str], new: str) -> tuple[list[str], list[list[int]], dict[str, str]]:
+    """The commits in new but not old: hashes newest first, parents as indices, subjects
+    (only for ranges small enough to carry them; builds report the others)."""
+    excluded = [f"^{o}" for o in old]
+    out = git.run("rev-list", "--topo-order", "--parents", new, *excluded, "--")
+    rows = [line.split() for line in out.splitlines() if line.strip()]
+    order = [r[0] for r in rows]
+    index = {h: i for i, h in enumerate(order)}
+    parent_index = [[index[p] for p in r[1:] if p in index] for r in rows]
+    subjects: dict[str, str] = {}
+    if len(order) <= MAX_SUBJECTS:
+        log = git.run("log", "--format=%H%x00%s", "--topo-order", new, *excluded, "--")
+        subjects = dict(line.split("\0", 1) for line in log.splitlines() if "\0" in line)
+    return order, parent_index, subjects
