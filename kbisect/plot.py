@@ -1,5 +1,6 @@
 """Scores across commits as a picture: what people would rather look at than read."""
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
@@ -10,55 +11,71 @@ import matplotlib.pyplot as plt
 from kbisect.contract import BisectResult
 
 COLOURS = {"good": "tab:green", "bad": "tab:red", "skip": "tab:gray"}
+VERIFY_COLOUR = "tab:blue"
+
+
+@dataclass(frozen=True)
+class Point:
+    x: int  # place in history, oldest first (-1: the old endpoint, len: the verify commit)
+    y: float
+    colour: str
+    label: str
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class PlotData:
+    points: list[Point]
+    culprit_x: int | None
+    star: Point | None  # the verification, beside the endpoint it was made from
+
+
+def plot_data(result: BisectResult) -> PlotData:
+    """What the picture shows, as data: one point per measured commit, the culprit's place
+    and the verification commit's score."""
+    points = [
+        Point(s.index, s.value, COLOURS.get(s.verdict, "black"), s.verdict, s.commit[:7])
+        for s in result.steps
+        if s.value is not None
+    ]
+    culprit_x = next((s.index for s in result.steps if s.commit == result.culprit), None)
+    star = None
+    v = result.verification
+    if v is not None and v.value is not None:
+        xs = [s.index for s in result.steps] or [0]
+        revert = v.kind == "revert"
+        where = "culprit reverted on new" if revert else "fix applied to old"
+        # Right of the new endpoint for a revert, left of the old one for a backport.
+        x = max(xs) + 1 if revert else min(xs) - 1
+        star = Point(x, v.value, VERIFY_COLOUR, f"{where}: {v.status}")
+    return PlotData(points, culprit_x if result.culprit else None, star)
 
 
 def plot_scores(result: BisectResult, out: Path) -> Path:
     """One point per tested commit, in history order (oldest left); the culprit marked."""
+    data = plot_data(result)
     fig, ax = plt.subplots(figsize=(9, 4.5))
-    for n, step in enumerate(result.steps):
-        if step.value is None:
-            continue
-        x = step.index
-        ax.scatter(
-            x,
-            step.value,
-            color=COLOURS.get(step.verdict, "black"),
-            s=40,
-            zorder=3,
-            label=step.verdict,
-        )
+    for n, p in enumerate(data.points):
+        ax.scatter(p.x, p.y, color=p.colour, s=40, zorder=3, label=p.label)
         ax.annotate(
-            step.commit[:7],
-            (x, step.value),
+            p.text,
+            (p.x, p.y),
             textcoords="offset points",
             xytext=(0, 6 if n % 2 else -12),  # alternate: neighbours do not collide
             ha="center",
             fontsize=7,
         )
-    culprit_x = next((s.index for s in result.steps if s.commit == result.culprit), None)
-    if result.culprit and culprit_x is not None:
+    if data.culprit_x is not None and result.culprit:
         ax.axvline(
-            culprit_x,
+            data.culprit_x,
             color="tab:red",
             linestyle="--",
             linewidth=1,
             label=f"culprit {result.culprit[:12]}",
         )
-    v = result.verification
-    if v is not None and v.value is not None:
-        # Beside the endpoint it was made from: the new one with the culprit reverted
-        # (right), or the old one with the fix applied (left).
-        xs = [s.index for s in result.steps] or [0]
-        revert = v.kind == "revert"
-        ax.scatter(
-            max(xs) + 1 if revert else min(xs) - 1,
-            v.value,
-            marker="*",
-            s=160,
-            color="tab:blue",
-            zorder=4,
-            label=f"{'culprit reverted on new' if revert else 'fix applied to old'}: {v.status}",
-        )
+    if data.star is not None:
+        star = data.star
+        ax.scatter(star.x, star.y, marker="*", s=160, color=star.colour, zorder=4, label=star.label)
     handles, labels = ax.get_legend_handles_labels()
     unique = dict(zip(labels, handles, strict=False))
     ax.legend(unique.values(), unique.keys(), loc="best", fontsize=8)

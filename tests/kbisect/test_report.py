@@ -97,12 +97,36 @@ def test_markdown_and_json() -> None:
     assert [s["verdict"] for s in data["steps"]] == ["good", "bad", "bad", "skip"]  # type: ignore[index]
 
 
-def test_plot_is_a_png(tmp_path: Path) -> None:
-    from kbisect.plot import plot_scores
+def _colour_pixels(png: Path, rgb: tuple[float, float, float]) -> int:
+    import matplotlib.image
+
+    pixels = matplotlib.image.imread(png)[:, :, :3]
+    close = (abs(pixels - rgb) < 0.02).all(axis=2)
+    return int(close.sum())
+
+
+def test_plot_draws_each_verdict_in_its_colour(tmp_path: Path) -> None:
+    from matplotlib.colors import to_rgb
+
+    from kbisect.plot import COLOURS, plot_data, plot_scores
 
     h = [f"{i:040x}" for i in range(4)]
     result = _result(h, "regression", 2, [(0, "good"), (3, "bad"), (2, "bad"), (1, "skip")])
-    for i, step in enumerate(result.steps):
-        step.index = [0, 3, 2, 1][i]
+    places = ((0, 512.0), (3, 8.0), (2, 8.0), (1, 300.0))
+    for step, (index, value) in zip(result.steps, places, strict=True):
+        step.index, step.value = index, value
+    data = plot_data(result)
+    assert [(p.x, p.y, p.label) for p in data.points] == [
+        (0, 512.0, "good"),
+        (3, 8.0, "bad"),
+        (2, 8.0, "bad"),
+        (1, 300.0, "skip"),
+    ]
+    assert data.culprit_x == 2 and data.star is None
     out = plot_scores(result, tmp_path / "p.png")
-    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10_000
+    for verdict in ("good", "bad", "skip"):
+        assert _colour_pixels(out, to_rgb(COLOURS[verdict])) > 20, verdict
+    # Nothing tested: no points and no culprit line, so no red at all.
+    result.steps, result.culprit = [], None
+    empty = plot_scores(result, tmp_path / "empty.png")
+    assert _colour_pixels(empty, to_rgb(COLOURS["bad"])) == 0

@@ -53,8 +53,9 @@ def _job(repo: str, h: list[str], mode: str) -> BisectResult:
 def test_regression_note_reverts_with_the_evidence(tmp_path: Path) -> None:
     h = _repo(tmp_path / "r", 4)
     note = sru_note(_job(str(tmp_path / "r"), h, "regression"), "job-7")
-    for section in ("[Impact]", "[Fix]", "[Test Plan]", "[Where problems could occur]"):
-        assert section in note
+    sections = ("[Impact]", "[Fix]", "[Test Plan]", "[Where problems could occur]", "[Other Info]")
+    places = [note.index(section) for section in sections]
+    assert places == sorted(places)  # every section, in the SRU template's order
     assert "is 8 sectors on affected kernels, against 512 sectors" in note
     assert "reads 65664 (was 1026)" in note
     assert f'Revert commit {h[2]} ("change 2")' in note
@@ -110,15 +111,21 @@ def test_report_shows_the_verification() -> None:
 
 
 def test_plot_marks_the_verification(tmp_path: Path) -> None:
-    from kbisect.plot import plot_scores
+    from matplotlib.colors import to_rgb
+
+    from kbisect.plot import VERIFY_COLOUR, plot_data, plot_scores
+    from tests.kbisect.test_report import _colour_pixels
 
     h = [f"{i:040x}" for i in range(4)]
-    pngs = []
-    for verified in (False, True):
-        result = _job("/nonexistent", h, "regression")
-        for step, value in zip(result.steps, (512.0, 8.0, 8.0), strict=True):
-            step.value = value
-        if not verified:
-            result.verification = None
-        pngs.append(plot_scores(result, tmp_path / f"{verified}.png").read_bytes())
-    assert pngs[0] != pngs[1]
+    result = _job("/nonexistent", h, "regression")
+    for step, (index, value) in zip(result.steps, ((-1, 512.0), (3, 8.0), (1, 8.0)), strict=True):
+        step.index, step.value = index, value
+    star = plot_data(result).star
+    # The revert was made on the new endpoint (index 3): the star stands right of it.
+    assert star is not None and (star.x, star.y) == (4, 512.0)
+    assert star.label == "culprit reverted on new: confirmed"
+    blue = to_rgb(VERIFY_COLOUR)
+    assert _colour_pixels(plot_scores(result, tmp_path / "v.png"), blue) > 20
+    result.verification = None
+    assert plot_data(result).star is None
+    assert _colour_pixels(plot_scores(result, tmp_path / "n.png"), blue) == 0
