@@ -38,7 +38,7 @@ with workflow.unsafe.imports_passed_through():
     from kbisect.workflows.details import details_markdown
     from kbisect.workflows.job_state import JobState
     from kbisect.workflows.strategy import State
-    from kbisect.workflows.verdict import Calibration, state_for
+    from kbisect.workflows.verdict import Calibration, state_for, verdict_for
 
 # Patch markers, and when each can go: once no job started before the change can still
 # be running (a job lasts hours; give it a release), delete the `patched()` call and the
@@ -64,6 +64,7 @@ PASSTHROUGH = (
     "kbisect.workflows.judge",
     "kbisect.workflows.details",
     "kbisect.workflows.job_state",
+    "kbisect.workflows.activity_calls",  # stateless; its timeouts can be tuned in tests
 )
 
 
@@ -222,7 +223,7 @@ class BisectWorkflow:
             again = await calls.test(job, commit, build.artifact, job.repetitions * 2)
             j = judge.judge_retested(step, build, test, again, cal, job.primary, mode)
         if commit in state.search.marks:
-            mark = state.search.marks[commit].value
+            mark = verdict_for(state.search.marks[commit], mode)
             j.step.note = f"a person marked it {mark} meanwhile; kept"
             self._record(j.step)
             return

@@ -5,6 +5,9 @@ real one. A scenario is looked up by the job's `repo` field.
 """
 
 import asyncio
+import math
+import random
+import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -49,6 +52,12 @@ class Scenario:
     large: bool = False
     noisy: dict[str, list[float]] = field(default_factory=dict)  # values of successive tests
     host_failures: Counter[str] = field(default_factory=Counter)  # builds failing on the host
+    # Host trouble that Temporal's retries get past: a build that fails N times with a
+    # retryable InfraError, or goes silent (no heartbeat) N times.
+    flaky: Counter[str] = field(default_factory=Counter)
+    silent: Counter[str] = field(default_factory=Counter)
+    silent_seconds: float = 4.0
+    noise: float = 0.0  # run-to-run noise: the sigma of a lognormal factor on each sample
     builds: Counter[str] = field(default_factory=Counter)
     tests: Counter[str] = field(default_factory=Counter)
 
@@ -102,6 +111,12 @@ def validated_job(graph: Graph, subjects: dict[str, str], old: str) -> Validated
 async def build_kernel(req: BuildRequest) -> BuildResult:
     s = SCENARIOS[req.repo]
     s.builds[req.commit] += 1
+    if s.flaky[req.commit] > 0:
+        s.flaky[req.commit] -= 1
+        raise ApplicationError("make: vfork: Resource temporarily unavailable", type="InfraError")
+    if s.silent[req.commit] > 0:
+        s.silent[req.commit] -= 1
+        await asyncio.sleep(s.silent_seconds)  # a hung worker: no heartbeat, no result
     if s.host_failures[req.commit] > 0:
         s.host_failures[req.commit] -= 1
         # As a full disk ends up after the activity's retries run out.
@@ -135,11 +150,15 @@ async def run_test(req: TestRequest) -> TestResult:
         v = s.noisy[req.commit].pop(0)
     else:
         v = s.value(req.commit)
+    samples = [v] * req.repetitions
+    if s.noise:
+        rng = random.Random(f"{req.commit}-{s.tests[req.commit]}")  # reproducible
+        samples = [v * math.exp(rng.gauss(0, s.noise)) for _ in samples]
     return TestResult(
         commit=req.commit,
         status="ok",
-        values={"avg_read_sectors": v},
-        samples=[v] * req.repetitions,
+        values={"avg_read_sectors": statistics.median(samples)},
+        samples=samples,
         seconds=2.0,
     )
 

@@ -2,11 +2,13 @@
 
 import asyncio
 import contextlib
+import dataclasses
 import math
 import os
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -17,12 +19,19 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
+from temporalio.common import RetryPolicy
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from kbisect.contract import BisectRequest, BisectResult, MarkRequest, Progress
 from kbisect.infra.temporal_server import temporal_binary
-from kbisect.workflows.bisect_workflow import SEARCH_ATTRIBUTES, BisectWorkflow, sandbox_runner
+from kbisect.workflows import activity_calls
+from kbisect.workflows.bisect_workflow import (
+    SA_STATUS,
+    SEARCH_ATTRIBUTES,
+    BisectWorkflow,
+    sandbox_runner,
+)
 from kbisect.workflows.strategy import Graph
 from tests.workflows import fakes
 from tests.workflows.dags import hex_names, random_dag
@@ -219,12 +228,50 @@ async def test_broken_build_next_to_the_culprit(env: WorkflowEnvironment) -> Non
 
 
 async def test_boot_failure_is_skipped_not_judged(env: WorkflowEnvironment) -> None:
-    result, _ = await bisect(
+    # c8 is the first pick of 16 and panics: it must be skipped, never called good or bad.
+    result, s = await bisect(
         env.client, Scenario(graph=linear(16), culprit="c9", broken_boot={"c8", "c12"})
     )
-    assert "c9" in result.candidates
-    skipped = {s.commit for s in result.steps if s.verdict == "skip"}
-    assert skipped <= {"c8", "c12"}
+    skipped = {st.commit: st.source for st in result.steps if st.verdict == "skip"}
+    assert skipped.get("c8") == "boot-failed" and set(skipped) <= {"c8", "c12"}
+    assert all(st.commit not in ("c8", "c12") for st in result.steps if st.verdict != "skip")
+    # c8 (good, but unknown) and c9 (the culprit) stay together: it cannot tell them apart.
+    assert result.status == "ambiguous" and set(result.candidates) == {"c8", "c9"}
+    assert s.tests["c8"] == 1  # a boot failure is not retested like an unsure score
+
+
+async def test_noisy_scores_still_name_the_culprit(env: WorkflowEnvironment) -> None:
+    for k in (3, 11, 26):
+        scenario = Scenario(graph=linear(32), culprit=f"c{k}", noise=0.05)
+        result, _ = await bisect(env.client, scenario)
+        assert result.culprit == f"c{k}", [(st.commit, st.value) for st in result.steps]
+        endpoint = result.steps[0]
+        assert endpoint.value != fakes.FAST  # the noise really reached the verdicts
+
+
+async def test_a_flaky_host_is_retried_not_blocked(
+    env: WorkflowEnvironment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(activity_calls, "BUILD_RETRY", _quick(activity_calls.BUILD_RETRY))
+    scenario = Scenario(graph=linear(16), culprit="c9", flaky=Counter({"c8": 2, "c16": 1}))
+    result, s = await bisect(env.client, scenario)
+    assert result.culprit == "c9"
+    assert (s.builds["c8"], s.builds["c16"]) == (3, 2)  # retried by Temporal, then built
+
+
+async def test_a_silent_build_times_out_and_runs_again(
+    env: WorkflowEnvironment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(activity_calls, "BUILD_HEARTBEAT", timedelta(seconds=1))
+    monkeypatch.setattr(activity_calls, "BUILD_RETRY", _quick(activity_calls.BUILD_RETRY))
+    scenario = Scenario(graph=linear(16), culprit="c9", silent=Counter({"c8": 1}))
+    result, s = await bisect(env.client, scenario)
+    assert result.culprit == "c9"
+    assert s.builds["c8"] == 2  # the heartbeat timeout ended the first attempt
+
+
+def _quick(policy: RetryPolicy) -> RetryPolicy:
+    return dataclasses.replace(policy, initial_interval=timedelta(milliseconds=100))
 
 
 async def test_an_unsure_score_is_measured_again_before_skipping(
@@ -259,9 +306,14 @@ async def test_endpoints_that_score_the_same_stop_at_once(env: WorkflowEnvironme
 
 async def test_bad_input_fails_the_job_with_its_message(env: WorkflowEnvironment) -> None:
     message = "good abc is not an ancestor of bad def: swap them"
-    with pytest.raises(WorkflowFailureError) as err:
-        await bisect(env.client, Scenario(graph=linear(4), culprit="c2", user_error=message))
+    scenario = Scenario(graph=linear(4), culprit="c2", user_error=message)
+    async with running(env.client, scenario) as handle:
+        with pytest.raises(WorkflowFailureError) as err:
+            await handle.result()
+        desc = await handle.describe()
     assert err.value.cause.message == message  # type: ignore[union-attr]
+    # Listed as failed, not as still validating.
+    assert desc.typed_search_attributes.get(SA_STATUS) == "failed"
 
 
 async def test_progress_query_and_a_person_marking_a_commit(env: WorkflowEnvironment) -> None:
@@ -281,9 +333,22 @@ async def test_progress_query_and_a_person_marking_a_commit(env: WorkflowEnviron
     assert result.culprit == "c40"
     marked = [s for s in result.steps if s.source == "marked"]
     assert [(s.commit, s.verdict) for s in marked] == [("c41", "bad")]
-    assert scenario.tests["c41"] == 0 or any(
-        "marked" in s.note for s in result.steps if s.commit == "c41" and s.source != "marked"
-    )
+    assert scenario.tests["c41"] == 0  # marked before any round reached it: never tested
+
+
+async def test_a_mark_while_the_commit_is_tested_is_kept(env: WorkflowEnvironment) -> None:
+    scenario = Scenario(graph=linear(64), culprit="c40", test_delay=0.5)
+    async with running(env.client, scenario) as handle:
+        while (await handle.query("progress", result_type=Progress)).current != ["c32"]:
+            await asyncio.sleep(0.02)
+        await handle.execute_update("mark", MarkRequest("c32", "good"), result_type=str)
+        result: BisectResult = await handle.result()
+    assert result.culprit == "c40"
+    c32 = [(st.source, st.verdict, st.note) for st in result.steps if st.commit == "c32"]
+    assert c32 == [
+        ("marked", "good", "marked by a person"),
+        ("test", "good", "a person marked it good meanwhile; kept"),
+    ]
 
 
 async def test_a_host_problem_blocks_the_job_until_resumed(env: WorkflowEnvironment) -> None:
