@@ -115,42 +115,68 @@ def make_plan(
     spans = [(Kind.BREAK_BUILD, s) for s in broken_build or []] + [
         (Kind.BREAK_BOOT, s) for s in broken_boot or []
     ]
+    culprit_at = _culprit(n, culprit_at, spans, merge_positions, rng)
+    spans = [(k, Span(culprit_at + s.start, s.length) if s.relative else s) for k, s in spans]
+    parents, branch_of = _topology(n, slots)
+    kinds = _kinds(n, culprit_at, spans, branch_of, merge_positions)
+    commits = _states(n, mode, kinds, parents, branch_of, merge_positions)
+    if commits[-1].buggy != (mode == "regression"):
+        raise PlanError("the culprit does not reach the last commit: choose another --culprit-at")
+    return LabPlan(commits=commits, culprit=culprit_at, mode=mode, old_buggy=mode == "fix")
+
+
+def _culprit(
+    n: int,
+    culprit_at: int | None,
+    spans: list[tuple[Kind, Span]],
+    merge_positions: set[int],
+    rng: random.Random,
+) -> int:
+    """The culprit's position: given, or random among plain commits no breakage takes."""
     eligible = [p for p in range(1, n + 1) if p not in merge_positions and p != n]
     if culprit_at is None:
         taken = {
             p for _, s in spans if not s.relative for p in range(s.start, s.start + s.length + 1)
         }
-        eligible = [p for p in eligible if p not in taken] or eligible
-        culprit_at = rng.choice(eligible)
+        return rng.choice([p for p in eligible if p not in taken] or eligible)
     if culprit_at not in eligible:
         raise PlanError(
             f"--culprit-at {culprit_at} is not a plain commit in 1..{n - 1}"
             + (" (it is a merge)" if culprit_at in merge_positions else "")
         )
+    return culprit_at
 
-    kinds: dict[int, tuple[Kind, int]] = {culprit_at: (Kind.CULPRIT, -1)}
-    spans = [(k, Span(culprit_at + s.start, s.length) if s.relative else s) for k, s in spans]
-    # Parents first, so fix positions can follow a span along its branch.
+
+def _topology(
+    n: int, slots: dict[int, tuple[int, int]]
+) -> tuple[dict[int, list[int]], dict[int, str]]:
+    """Each position's parents and branch: main, or side branches merged back."""
     parents: dict[int, list[int]] = {}
     branch_of: dict[int, str] = {}
     main_tip = 0
     side_tip: dict[int, int] = {}
     for p in range(1, n + 1):
-        if p in slots:
-            b, fork = slots[p]
-            if fork == -1:
-                parents[p] = [main_tip, side_tip[b]]
-                branch_of[p] = "main"
-                main_tip = p
-            else:
-                parents[p] = [side_tip.get(b, fork)]
-                side_tip[b] = p
-                branch_of[p] = f"side-{b}"
-        else:
-            parents[p] = [main_tip]
-            branch_of[p] = "main"
-            main_tip = p
+        b, fork = slots.get(p, (-1, 0))
+        if b >= 0 and fork != -1:
+            parents[p] = [side_tip.get(b, fork)]
+            side_tip[b] = p
+            branch_of[p] = f"side-{b}"
+            continue
+        parents[p] = [main_tip, side_tip[b]] if b >= 0 else [main_tip]
+        branch_of[p] = "main"
+        main_tip = p
+    return parents, branch_of
 
+
+def _kinds(
+    n: int,
+    culprit_at: int,
+    spans: list[tuple[Kind, Span]],
+    branch_of: dict[int, str],
+    merge_positions: set[int],
+) -> dict[int, tuple[Kind, int]]:
+    """What each special position does (culprit, breaks, fixes) and its span's index."""
+    kinds: dict[int, tuple[Kind, int]] = {culprit_at: (Kind.CULPRIT, -1)}
     for idx, (kind, span) in enumerate(spans):
         fix_kind = Kind.FIX_BUILD if kind is Kind.BREAK_BUILD else Kind.FIX_BOOT
         fix = _nth_on_branch(span.start, span.length, branch_of, merge_positions, n)
@@ -164,7 +190,18 @@ def make_plan(
                     f"position {pos} is asked to be both {kinds[pos][0].value} and {k.value}"
                 )
             kinds[pos] = (k, idx)
+    return kinds
 
+
+def _states(
+    n: int,
+    mode: str,
+    kinds: dict[int, tuple[Kind, int]],
+    parents: dict[int, list[int]],
+    branch_of: dict[int, str],
+    merge_positions: set[int],
+) -> list[PlannedCommit]:
+    """Each commit with the state of its tree: inherited from its parents, changed by it."""
     commits: list[PlannedCommit] = []
     state: dict[int, PlannedCommit] = {
         0: PlannedCommit(0, Kind.FILLER, [], "main", buggy=(mode == "fix"))
@@ -190,9 +227,7 @@ def make_plan(
             c.boot_broken = kind is Kind.BREAK_BOOT
         state[p] = c
         commits.append(c)
-    if commits[-1].buggy != (mode == "regression"):
-        raise PlanError("the culprit does not reach the last commit: choose another --culprit-at")
-    return LabPlan(commits=commits, culprit=culprit_at, mode=mode, old_buggy=mode == "fix")
+    return commits
 
 
 def _nth_on_branch(

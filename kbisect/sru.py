@@ -37,21 +37,44 @@ def sru_note(result: BisectResult, job_id: str) -> str:
             f"job {job_id} did not name one commit ({result.status}): an SRU note needs one; "
             "narrow the candidates with 'kbisect mark' in a new job"
         )
-    c, subject = result.culprit, result.subjects.get(result.culprit, "")
-    metric, unit = result.metric, f" {result.unit}" if result.unit else ""
     broken, fixed = (
         (_endpoint(result, "new"), _endpoint(result, "old"))
         if result.mode == "regression"
         else (_endpoint(result, "old"), _endpoint(result, "new"))
     )
+    sections = [
+        ("Impact", _impact(result, broken, fixed)),
+        ("Fix", _fix(result)),
+        ("Test Plan", _test_plan(result, broken, fixed)),
+        ("Where problems could occur", RISK),
+        ("Other Info", _other(result, job_id)),
+    ]
+    lines = ["SRU Justification", ""]
+    for title, body in sections:
+        lines += [f"[{title}]", "", *body, ""]
+    return "\n".join(lines)
+
+
+RISK = [
+    "The patch changes the files listed under [Fix]; a problem would show in the "
+    "subsystems they belong to. kbisect measured one workload only: review the patch and "
+    "run the usual regression tests for those subsystems.",
+]
+
+
+def _unit(result: BisectResult) -> str:
+    return f" {result.unit}" if result.unit else ""
+
+
+def _impact(result: BisectResult, broken: Step | None, fixed: Step | None) -> list[str]:
+    """The measured effect, in the testcase's own words."""
+    c, metric, unit = result.culprit or "", result.metric, _unit(result)
+    subject = result.subjects.get(c, "")
     try:
         m = manifests.load(result.testcase)
         what, metric_text = m.description, m.metrics[metric].description or metric
     except (KbisectError, KeyError):
         what, metric_text = result.testcase, metric
-    v = result.verification
-    info = commit_info(result.repo, c)
-
     impact = [
         f"{what}: {metric_text} is {_value(broken, metric)}{unit} on affected kernels, "
         f"against {_value(fixed, metric)}{unit} on good ones.",
@@ -65,22 +88,16 @@ def sru_note(result: BisectResult, job_id: str) -> str:
         )
     if result.mode == "regression":
         impact.append(f'The change came with commit {c[:12]} ("{subject}").')
-        fixes = _fixes(result.repo, c)
-        if fixes:
-            fix = [
-                f"Backport the commit that fixes it (its Fixes: tag names {c[:12]}):",
-                "",
-                *(f"    {f}" for f in fixes),
-                "",
-                f'or revert commit {c} ("{subject}").',
-            ]
-        else:
-            fix = [
-                f'Revert commit {c} ("{subject}"), or backport an upstream fix: no branch or tag '
-                f"here has a commit with 'Fixes: {c[:12]}'."
-            ]
     else:
         impact.append(f'Commit {c[:12]} ("{subject}") fixed it; affected kernels lack it.')
+    return impact
+
+
+def _fix(result: BisectResult) -> list[str]:
+    """What to ship: the upstream fix or a revert (regression), the backport (fix mode)."""
+    c = result.culprit or ""
+    subject = result.subjects.get(c, "")
+    if result.mode != "regression":
         fix = [
             f'Backport commit {c} ("{subject}"), with the trailers',
             "",
@@ -88,17 +105,36 @@ def sru_note(result: BisectResult, job_id: str) -> str:
             f"    (cherry picked from commit {c})",
             "",
         ]
+    elif fixes := _fixes(result.repo, c):
+        fix = [
+            f"Backport the commit that fixes it (its Fixes: tag names {c[:12]}):",
+            "",
+            *(f"    {f}" for f in fixes),
+            "",
+            f'or revert commit {c} ("{subject}").',
+        ]
+    else:
+        fix = [
+            f'Revert commit {c} ("{subject}"), or backport an upstream fix: no branch or tag '
+            f"here has a commit with 'Fixes: {c[:12]}'."
+        ]
+    info = commit_info(result.repo, c)
     if info is not None:
         fix.append(f"Author and date: {info.author}, {info.date}.")
+    v = result.verification
     if v is not None:
         fix.append(f"kbisect verification ({v.kind}): {v.status}: {v.message}.")
     files = _files(result.repo, c)
     if files:
         fix += ["", "Touches:", "", *(f"    {f}" for f in files)]
+    return fix
 
+
+def _test_plan(result: BisectResult, broken: Step | None, fixed: Step | None) -> list[str]:
+    metric, unit = result.metric, _unit(result)
     profile = f" --profile {result.profile}" if result.profile else ""
     reps = f" --repetitions {result.repetitions}" if result.repetitions else ""
-    test_plan = [
+    return [
         f"Run the kbisect testcase {result.testcase} on the kernel without and with the patch "
         "(REV: each kernel's commit):",
         "",
@@ -107,24 +143,11 @@ def sru_note(result: BisectResult, job_id: str) -> str:
         f"Without the patch {metric} is about {_value(broken, metric)}{unit}; with it, about "
         f"{_value(fixed, metric)}{unit}.",
     ]
-    risk = [
-        "The patch changes the files listed under [Fix]; a problem would show in the "
-        "subsystems they belong to. kbisect measured one workload only: review the patch and "
-        "run the usual regression tests for those subsystems.",
-    ]
-    other = [
+
+
+def _other(result: BisectResult, job_id: str) -> list[str]:
+    return [
         f"Found by kbisect job {job_id} ({result.mode} mode): {len(result.steps)} commits "
         f"tested between {', '.join(o[:12] for o in result.old)} and {result.new[:12]}.",
         "`kbisect report " + job_id + " --bisect-log FILE` gives a log for `git bisect replay`.",
     ]
-    sections = [
-        ("Impact", impact),
-        ("Fix", fix),
-        ("Test Plan", test_plan),
-        ("Where problems could occur", risk),
-        ("Other Info", other),
-    ]
-    lines = ["SRU Justification", ""]
-    for title, body in sections:
-        lines += [f"[{title}]", "", *body, ""]
-    return "\n".join(lines)
