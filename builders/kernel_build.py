@@ -1,6 +1,7 @@
 """Build one commit: worktree, config, make with ccache, artifact cache, kept log."""
 
-import fcntl
+import errno
+import logging
 import os
 import re
 import shutil
@@ -9,24 +10,21 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
 from kbisect import settings
 from kbisect.builders import artifact_cache, kconfig, worktree
+from kbisect.builders.classify import FailureScan
 from kbisect.errors import DiskFullError, InfraError, KernelBuildError
 from kbisect.git import Git
+from kbisect.infra.procs import die_with_parent
 from kbisect.model import Artifact, BuildSpec
 
+log = logging.getLogger(__name__)
 REQUIRED_TOOLS = ("gcc", "make", "flex", "bison", "bc", "perl")
 MIN_FREE_BYTES = 3 * 1024**3
-# Lines in a failed build log that blame the host, not the commit.
-INFRA_PATTERNS = (
-    re.compile(r"No space left on device"),
-    re.compile(r"(command not found|: not found)$", re.M),
-    re.compile(r"fatal error: (openssl|gelf|libelf)\S*\.h: No such file"),
-    re.compile(r"Cannot allocate memory|Killed signal terminated program"),
-)
 IMAGE_PATHS = {"x86_64": "arch/x86/boot/bzImage"}
 # Fixed build identity: reproducible images and ccache hits on init/version.c.
 REPRO_ENV = {
@@ -34,6 +32,27 @@ REPRO_ENV = {
     "KBUILD_BUILD_USER": "kbisect",
     "KBUILD_BUILD_HOST": "kbisect",
 }
+# Inherited variables that would change what make builds or where (a parent make's
+# jobserver, a cross compiler, another .config): not the commit's fault if it fails.
+SCRUBBED_ENV = frozenset(
+    {
+        "MAKEFLAGS",
+        "MFLAGS",
+        "GNUMAKEFLAGS",
+        "MAKELEVEL",
+        "MAKEFILES",
+        "KBUILD_OUTPUT",
+        "KCONFIG_CONFIG",
+        "CROSS_COMPILE",
+        "LLVM",
+        "KCFLAGS",
+        "KCPPFLAGS",
+        "KAFLAGS",
+    }
+)
+# make splits O= and CC= on blanks and reads ':', '$' and '#'; ccache splits on ':'.
+MAKE_UNSAFE = re.compile(r"[\s:$#\\]")
+MAX_OUTPUT_LINE = 64 * 1024  # make's output is read line by line, no line without bound
 
 Progress = Callable[[str], None]
 
@@ -47,7 +66,21 @@ def compiler_version() -> str:
     return out.stdout.splitlines()[0] if out.returncode == 0 and out.stdout else "gcc?"
 
 
+def check_cache_path(path: Path) -> None:
+    """Refuse a cache path make cannot take, before it fails in a way that looks like the
+    kernel's fault."""
+    for text in dict.fromkeys((str(path), str(path.resolve()))):
+        bad = MAKE_UNSAFE.search(text)
+        if bad:
+            raise InfraError(
+                f"KBISECT_CACHE={text!r} has {bad.group()!r}, which make and ccache cannot "
+                "take in a path: set KBISECT_CACHE to a path without blanks, ':', '$', '#' "
+                "or '\\' and restart the worker"
+            )
+
+
 def check_host(path: Path) -> None:
+    check_cache_path(path)
     missing = [t for t in REQUIRED_TOOLS if shutil.which(t) is None]
     if missing:
         raise InfraError(
@@ -64,32 +97,41 @@ def check_host(path: Path) -> None:
 MAX_SLOTS = 8
 
 
+@dataclass(frozen=True)
+class Slot:
+    index: int
+    path: Path
+    lock_fd: int  # the flock; handed to make so its orphans keep the slot locked
+
+
 @contextmanager
-def _free_slot(repo: Path) -> Iterator[tuple[int, Path]]:
+def _free_slot(repo: Path) -> Iterator[Slot]:
     """A build slot (worktree + build dir) that no other build holds, across processes.
 
-    The lock is an flock, so a killed worker's slot is free again at once.
+    The lock is an flock: a killed worker's slot is free again once its make and
+    compilers (which inherit the lock) are gone too.
     """
-    held = None
+    fd = None
     try:
         for i in range(MAX_SLOTS):
-            slot = worktree.slot_dir(repo, i)
-            fh = open(slot / "lock", "w")  # closed in finally
-            try:
-                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                fh.close()
-                continue
-            held = fh
-            yield i, slot
-            return
-        slot = worktree.slot_dir(repo, 0)  # all busy: wait for the first
-        held = open(slot / "lock", "w")
-        fcntl.flock(held, fcntl.LOCK_EX)
-        yield 0, slot
+            path = worktree.slot_dir(repo, i)
+            fd = worktree.try_lock_slot(path)
+            if fd is not None:
+                yield Slot(i, path, fd)
+                return
+        path = worktree.slot_dir(repo, 0)  # all busy: wait for the first
+        fd = worktree.lock_slot(path)
+        yield Slot(0, path, fd)
     finally:
-        if held is not None:
-            held.close()  # releases the lock
+        if fd is not None:
+            os.close(fd)  # releases the lock, unless an orphan still holds it
+
+
+@dataclass(frozen=True)
+class _Key:
+    commit: str
+    tree: str
+    config_hash: str
 
 
 class KernelBuilder:
@@ -100,155 +142,171 @@ class KernelBuilder:
         self, repo: Path, commit: str, spec: BuildSpec, progress: Progress = _quiet
     ) -> Artifact:
         """The artifact; KernelBuildError if it does not compile, InfraError if the host fails."""
-        git = Git(repo)
-        tree = git.tree_of(commit)
-        cfg_hash = kconfig.config_hash(spec, compiler_version())
-        cached = artifact_cache.lookup(tree, cfg_hash, commit)
+        key = _Key(commit, Git(repo).tree_of(commit), kconfig.config_hash(spec, compiler_version()))
+        cached = self._lookup(key)
         if cached is not None:
             progress("artifact cache hit")
             return cached
         check_host(settings.cache_dir())
-        with _free_slot(repo) as (index, slot):
+        with _free_slot(repo) as slot:
             # Another process may have built it while we waited for the lock.
-            cached = artifact_cache.lookup(tree, cfg_hash, commit)
+            cached = self._lookup(key)
             if cached is not None:
                 return cached
-            return self._build_locked(repo, commit, tree, cfg_hash, spec, index, slot, progress)
+            return self._build_locked(repo, key, spec, slot, progress)
+
+    @staticmethod
+    def _lookup(key: _Key) -> Artifact | None:
+        try:
+            return artifact_cache.lookup(key.tree, key.config_hash, key.commit)
+        except KernelBuildError as err:
+            log.info("%s: kernel does not build (cached): %s", key.commit[:12], err)
+            raise
 
     def _build_locked(
-        self,
-        repo: Path,
-        commit: str,
-        tree: str,
-        cfg_hash: str,
-        spec: BuildSpec,
-        index: int,
-        slot: Path,
-        progress: Progress,
+        self, repo: Path, key: _Key, spec: BuildSpec, slot: Slot, progress: Progress
     ) -> Artifact:
         start = time.monotonic()
-        adir = artifact_cache.entry_dir(tree, cfg_hash)
-        adir.mkdir(parents=True, exist_ok=True)
-        log_path = adir / "build.log"
-        progress(f"checking out {commit[:12]}")
-        src = worktree.checkout(repo, commit, index)
-        out = slot / "build"
-        interrupted = slot / "build-in-progress"
-        if interrupted.exists():
-            # A build was killed mid-way: a truncated object newer than its source would
-            # pass for up to date, so start clean (ccache makes that about a minute).
-            shutil.rmtree(out, ignore_errors=True)
-        out.mkdir(exist_ok=True)
-        interrupted.touch()
-        with open(log_path, "w") as log:
-            log.write(f"# kbisect build of {commit} (tree {tree}) config {cfg_hash}\n")
-            log.flush()
-            try:
-                self._configure(src, out, spec, log, progress)
-                progress("compiling")
-                self._make(src, out, spec, [spec.target], log, progress)
-            except KernelBuildError as err:
-                err.log_path = str(log_path)
-                artifact_cache.store_failure(adir, err)
-                interrupted.unlink()
-                raise
-        interrupted.unlink()
-        image = out / IMAGE_PATHS[spec.arch]
+        adir = artifact_cache.entry_dir(key.tree, key.config_hash)
+        progress(f"checking out {key.commit[:12]}")
+        src = worktree.checkout(repo, key.commit, slot.index)
+        out = _fresh_build_dir(slot.path)
+        build_log = artifact_cache.BuildLog(adir)
+        host_log = adir / artifact_cache.HOST_LOG
+        run = _MakeRun(src, out, spec, self.jobs, slot, build_log.file, host_log)
+        try:
+            run.configure_and_build(key, progress)
+            (slot.path / "build-in-progress").unlink()
+            return _keep(key, spec, out, build_log, time.monotonic() - start)
+        except KernelBuildError as err:
+            err.log_path = str(build_log.publish(artifact_cache.BUILD_LOG))
+            artifact_cache.store_failure(adir, err)
+            (slot.path / "build-in-progress").unlink()
+            log.info("%s: kernel does not build, cached and skipped: %s", key.commit[:12], err)
+            raise
+        except BaseException as exc:
+            build_log.publish(artifact_cache.HOST_LOG)
+            log.warning("%s: host problem, not cached, retried: %s", key.commit[:12], exc)
+            raise
+
+
+def _keep(
+    key: _Key, spec: BuildSpec, out: Path, build_log: artifact_cache.BuildLog, seconds: float
+) -> Artifact:
+    """The built files copied into the cache entry, and the entry stored."""
+    adir = build_log.dir
+    image = out / IMAGE_PATHS[spec.arch]
+    if not image.is_file() or image.stat().st_size == 0:
+        raise InfraError(
+            f"make succeeded but left no {image}: see {adir / artifact_cache.HOST_LOG}"
+        )
+    try:
         artifact = Artifact(
-            commit=commit,
-            tree=tree,
-            config_hash=cfg_hash,
+            commit=key.commit,
+            tree=key.tree,
+            config_hash=key.config_hash,
             kernel=artifact_cache.keep(image, adir, "bzImage"),
             config=artifact_cache.keep(out / ".config", adir, "config"),
-            build_log=str(log_path),
-            seconds=round(time.monotonic() - start, 1),
+            build_log=str(build_log.publish(artifact_cache.BUILD_LOG)),
+            seconds=round(seconds, 1),
         )
         artifact_cache.store(adir, artifact)
-        return artifact
+    except OSError as exc:
+        kind = DiskFullError if exc.errno in (errno.ENOSPC, errno.EDQUOT) else InfraError
+        raise kind(f"could not keep the build in {adir}: {exc}") from exc
+    return artifact
 
-    def _configure(
-        self, src: Path, out: Path, spec: BuildSpec, log: TextIO, progress: Progress
-    ) -> None:
+
+def _fresh_build_dir(slot: Path) -> Path:
+    out = slot / "build"
+    interrupted = slot / "build-in-progress"
+    if interrupted.exists():
+        # A build was killed mid-way: a truncated object newer than its source would
+        # pass for up to date, so start clean (ccache makes that about a minute).
+        shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(exist_ok=True)
+    interrupted.touch()
+    return out
+
+
+@dataclass
+class _MakeRun:
+    """The commands of one build in one slot, their output in one log."""
+
+    src: Path
+    out: Path
+    spec: BuildSpec
+    jobs: int
+    slot: Slot
+    log: TextIO
+    host_log: Path  # where the log will be if the host fails the build
+
+    def configure_and_build(self, key: _Key, progress: Progress) -> None:
+        self.log.write(
+            f"# kbisect build of {key.commit} (tree {key.tree}) config {key.config_hash}\n"
+        )
+        self.configure(progress)
+        progress("compiling")
+        self.make([self.spec.target], progress)
+
+    def configure(self, progress: Progress) -> None:
         progress("configuring (tinyconfig + fragments)")
-        self._make(src, out, spec, ["tinyconfig"], log, progress)
-        frags = kconfig.fragments_for(spec)
+        self.make(["tinyconfig"], progress)
+        frags = kconfig.fragments_for(self.spec)
         paths = []
         for i, text in enumerate(frags):
-            p = out / f"kbisect-fragment-{i}.config"
+            p = self.out / f"kbisect-fragment-{i}.config"
             p.write_text(text)
             paths.append(str(p))
-        self._run(
-            [
-                str(src / "scripts/kconfig/merge_config.sh"),
-                "-m",
-                "-O",
-                str(out),
-                str(out / ".config"),
-                *paths,
-            ],
-            src,
-            log,
-        )
-        self._make(src, out, spec, ["olddefconfig"], log, progress)
-        missing = kconfig.missing_options(frags, (out / ".config").read_text())
+        merge = self.src / "scripts/kconfig/merge_config.sh"
+        self.run([str(merge), "-m", "-O", str(self.out), str(self.out / ".config"), *paths])
+        self.make(["olddefconfig"], progress)
+        missing = kconfig.missing_options(frags, (self.out / ".config").read_text())
         if missing:
             # Not fatal: an old commit may not know a symbol; the log says so.
-            log.write(f"# kbisect: requested but not in .config: {' '.join(missing)}\n")
+            self.log.write(f"# kbisect: requested but not in .config: {' '.join(missing)}\n")
 
-    def _make(
-        self,
-        src: Path,
-        out: Path,
-        spec: BuildSpec,
-        targets: list[str],
-        log: TextIO,
-        progress: Progress,
-    ) -> None:
+    def make(self, targets: list[str], progress: Progress) -> None:
         cc = "ccache gcc" if shutil.which("ccache") else "gcc"
-        argv = [
-            "make",
-            "-C",
-            str(src),
-            f"O={out}",
-            f"ARCH={spec.arch}",
-            f"-j{self.jobs}",
-            f"CC={cc}",
-            *targets,
-        ]
-        self._run(argv, src, log, progress)
+        argv = ["make", "-C", str(self.src), f"O={self.out}", f"ARCH={self.spec.arch}"]
+        self.run([*argv, f"-j{self.jobs}", f"CC={cc}", *targets], progress)
 
-    def _run(
-        self, argv: list[str], cwd: Path, log: TextIO, progress: Progress | None = None
-    ) -> None:
-        env = {
-            **os.environ,
+    def env(self) -> dict[str, str]:
+        cache = settings.cache_dir()
+        return {
+            **{k: v for k, v in os.environ.items() if k not in SCRUBBED_ENV},
             **REPRO_ENV,
-            "CCACHE_DIR": str(settings.cache_dir() / "ccache"),
+            "CCACHE_DIR": str(cache / "ccache"),
             # Hash paths relative to the slot, so other slots and repos hit the same entries.
-            "CCACHE_BASEDIR": str(cwd.parent),
+            "CCACHE_BASEDIR": str(self.src.parent),
             "CCACHE_NOHASHDIR": "1",
             "CCACHE_MAXSIZE": os.environ.get("CCACHE_MAXSIZE", "8G"),
             "LC_ALL": "C",
         }
-        log.write(f"$ {' '.join(argv)}\n")
-        log.flush()
+
+    def run(self, argv: list[str], progress: Progress | None = None) -> None:
+        self.log.write(f"$ {' '.join(argv)}\n")
+        self.log.flush()
         proc = subprocess.Popen(
             argv,
-            cwd=cwd,
-            env=env,
+            cwd=self.src,
+            env=self.env(),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             text=True,
             errors="replace",
             start_new_session=True,  # its own process group: stopping kills every compiler
+            preexec_fn=die_with_parent,  # and a killed worker takes make with it
+            pass_fds=(self.slot.lock_fd,),  # orphans that outlive both keep the slot locked
         )
-        assert proc.stdout is not None
-        tail: list[str] = []
+        stdout = proc.stdout
+        assert stdout is not None
+        scan = FailureScan()
         try:
-            for line in proc.stdout:
-                log.write(line)
-                tail = [*tail, line][-40:]
+            for line in iter(lambda: stdout.readline(MAX_OUTPUT_LINE), ""):
+                self.log.write(line)
+                scan.feed(line)
                 if progress is not None and line.startswith("  "):
                     progress(line.strip())
             rc = proc.wait()
@@ -256,14 +314,6 @@ class KernelBuilder:
             if proc.poll() is None:  # progress() raised: the build was stopped
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
-        log.flush()
+        self.log.flush()
         if rc != 0:
-            text = "".join(tail)
-            for pat in INFRA_PATTERNS:
-                if pat.search(text):
-                    kind = DiskFullError if "space" in pat.pattern else InfraError
-                    raise kind(f"build failed for a host reason ({pat.pattern}): see {log.name}")
-            first_error = next(
-                (t.strip() for t in tail if "error" in t.lower()), tail[-1].strip() if tail else ""
-            )
-            raise KernelBuildError(f"kernel does not build: {first_error}")
+            raise scan.error(rc, str(self.host_log))

@@ -4,8 +4,11 @@ Switching commits in place rewrites only the files that differ, so the out-of-tr
 build directory next to it rebuilds incrementally (seconds, not minutes).
 """
 
+import fcntl
 import hashlib
+import os
 import shutil
+import tempfile
 from pathlib import Path
 
 from kbisect import settings
@@ -16,34 +19,115 @@ def repo_key(repo: Path) -> str:
     return hashlib.sha256(str(Path(repo).resolve()).encode()).hexdigest()[:12]
 
 
+def slots_root() -> Path:
+    return settings.cache_dir() / "slots"
+
+
 def slot_dir(repo: Path, slot: int) -> Path:
-    path = settings.cache_dir() / "slots" / f"{repo_key(repo)}-{slot}"
-    if not path.exists():
+    path = slots_root() / f"{repo_key(repo)}-{slot}"
+    if not (path / "repo").is_file():
         prune_orphans()
-        path.mkdir(parents=True)
-        (path / "repo").write_text(str(Path(repo).resolve()))
+        path.mkdir(parents=True, exist_ok=True)  # another worker may be making it too
+        # Renamed into place: prune_orphans never reads half a path.
+        fd, tmp = tempfile.mkstemp(dir=path, prefix=".repo.", suffix=".tmp")
+        with open(fd, "w") as fh:
+            fh.write(str(Path(repo).resolve()))
+        os.replace(tmp, path / "repo")
     return path
 
 
-def prune_orphans() -> list[Path]:
-    """Remove slots whose repository is gone (a deleted lab): 1.5 GB of worktree each."""
-    removed = []
-    for slot in (settings.cache_dir() / "slots").glob("*-*"):
+def try_lock_slot(slot: Path) -> int | None:
+    """An fd holding the slot's flock, or None if something holds it.
+
+    The lock belongs to the open file description: children that inherit the fd (make,
+    and any compiler orphaned by a killed worker) keep the slot locked until they exit.
+    """
+    return _lock(slot, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+def lock_slot(slot: Path) -> int:
+    """An fd holding the slot's flock, once whoever holds it lets go."""
+    fd = _lock(slot, fcntl.LOCK_EX)
+    if fd is None:
+        raise AssertionError("a blocking flock returned without the lock")
+    return fd
+
+
+def _lock(slot: Path, how: int) -> int | None:
+    fd = os.open(slot / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, how)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def orphan_slots(root: Path | None = None) -> list[Path]:
+    """Slots (under root, the cache's by default) whose repository is gone (a deleted
+    lab): 1.5 GB of worktree each."""
+    found = []
+    for slot in sorted((root or slots_root()).glob("*-*")):
         owner = slot / "repo"
-        if owner.exists() and not Path(owner.read_text()).exists():
-            shutil.rmtree(slot, ignore_errors=True)
-            removed.append(slot)
+        try:
+            if owner.is_file() and not Path(owner.read_text()).exists():
+                found.append(slot)
+        except OSError:
+            continue  # unreadable: not one of ours to judge
+    return found
+
+
+def prune_orphans(dry_run: bool = False) -> list[Path]:
+    """Remove orphan slots. One whose lock is held is kept: something (perhaps a compiler
+    orphaned by a killed worker) still writes there."""
+    removed = []
+    for slot in orphan_slots():
+        fd = try_lock_slot(slot)
+        if fd is None:
+            continue
+        try:
+            if not dry_run:
+                shutil.rmtree(slot, ignore_errors=True)
+        finally:
+            os.close(fd)
+        removed.append(slot)
     return removed
+
+
+def prune_own_worktrees(git: Git) -> list[Path]:
+    """Unregister this repository's worktrees that kbisect made (under the cache's slots)
+    and whose directory is gone. `git worktree prune` would also drop the user's own
+    stale entries, say a worktree on a disk that is not mounted right now."""
+    ours = slots_root().resolve()
+    removed = []
+    for block in git.run("worktree", "list", "--porcelain", "-z").split("\0\0"):
+        fields = dict(line.partition(" ")[::2] for line in block.split("\0") if line)
+        path = Path(fields.get("worktree", "/"))
+        if "prunable" in fields and "locked" not in fields and path.resolve().is_relative_to(ours):
+            git.run("worktree", "remove", "--force", str(path))
+            removed.append(path)
+    return removed
+
+
+def _is_worktree_of(wt: Path, repo: Path) -> bool:
+    wt_git = Git(wt)
+    top = wt_git.run("rev-parse", "--show-toplevel", check=False).strip()
+    common = wt_git.run("rev-parse", "--path-format=absolute", "--git-common-dir", check=False)
+    ours = Git(repo).run("rev-parse", "--path-format=absolute", "--git-common-dir", check=False)
+    return bool(top) and Path(top) == wt.resolve() and common.strip() == ours.strip()
 
 
 def checkout(repo: Path, commit: str, slot: int) -> Path:
     """The slot's worktree of repo, at commit (a full hash)."""
     wt = slot_dir(repo, slot) / "src"
     git = Git(repo)
-    if wt.exists() and not Git(wt).ok("rev-parse", "--git-dir"):
+    if wt.exists() and not _is_worktree_of(wt, repo):
         shutil.rmtree(wt)  # a stale worktree, e.g. its repository was re-created
     if not wt.exists():
-        git.run("worktree", "prune")
+        prune_own_worktrees(git)
         git.run("worktree", "add", "--detach", "--force", str(wt), commit)
     else:
         Git(wt).run("checkout", "--detach", "--force", commit)

@@ -265,16 +265,11 @@ def _subject(kind: Kind, path: str, pos: int, rng: random.Random) -> str:
 def create_lab(
     dest: Path, options: LabOptions, progress: Callable[[str], None] = lambda _: None
 ) -> dict[str, object]:
-    dest = Path(dest).resolve()
-    if options.replace and dest.exists():
-        if not truth_path(dest).exists():
-            raise UserError(
-                f"{dest} is not a kbisect lab (no {truth_path(dest).name}): not replacing it"
-            )
-        shutil.rmtree(dest)
-        truth_path(dest).unlink()
-    if dest.exists() and any(dest.iterdir()):
-        raise UserError(f"{dest} exists and is not empty: pick a new directory for the lab")
+    """Make the lab at dest. It is built in a hidden directory beside dest and moved into
+    place when finished: a failed or killed run leaves nothing that blocks the next."""
+    given = Path(dest)
+    dest = given.resolve()
+    _check_destination(given, dest, options.replace)
     if options.culprit_patch is not None and not options.culprit_patch.is_file():
         raise UserError(f"--culprit-patch {options.culprit_patch} is not a file")
     seed = options.seed if options.seed is not None else random.SystemRandom().randrange(2**31)
@@ -287,15 +282,74 @@ def create_lab(
         broken_boot=list(options.broken_boot),
         seed=seed,
     )
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        partial = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}.partial-"))
+    except OSError as exc:
+        raise UserError(
+            f"cannot create the lab in {given}: {exc.strerror or exc}; pick another directory"
+        ) from exc
+    try:
+        truth = _make(partial, dest, plan, options, seed, progress)
+        if options.replace and dest.exists():
+            shutil.rmtree(dest)
+            truth_path(dest).unlink(missing_ok=True)
+        partial.rename(dest)  # over an empty directory too
+    except OSError as exc:
+        raise InfraError(f"cannot create the lab in {given}: {exc}") from exc
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+    truth_path(dest).write_text(json.dumps(truth, indent=2) + "\n")
+    return truth
+
+
+def _check_destination(given: Path, dest: Path, replace: bool) -> None:
+    """Bad input before anything slow: a file, a non-empty directory that is no lab."""
+    if dest.exists() and not dest.is_dir():
+        raise UserError(f"{given} exists and is not a directory: pick a new directory for the lab")
+    if not dest.exists() or not any(dest.iterdir()):
+        return
+    is_lab = truth_path(dest).exists()
+    unfinished = (
+        not is_lab
+        and (dest / "HEAD").is_file()
+        and Git(dest).ok("rev-parse", "--verify", "-q", "refs/heads/import")
+    )
+    if replace and not (is_lab or unfinished):
+        raise UserError(
+            f"{given} is not a kbisect lab (no {truth_path(dest).name}): not replacing it"
+        )
+    if unfinished and not replace:
+        raise UserError(
+            f"{given} holds a lab that was never finished: pass --replace to make it again"
+        )
+    if not replace:
+        raise UserError(
+            f"{given} exists and is not empty: pick a new directory for the lab "
+            "(or --replace, for a lab)"
+        )
+
+
+def _make(
+    repo: Path,
+    dest: Path,
+    plan: LabPlan,
+    options: LabOptions,
+    seed: int,
+    progress: Callable[[str], None],
+) -> dict[str, object]:
+    """The lab's repository written at `repo` (to be moved to `dest`); its truth."""
     base, import_commit = _base_repo(progress)
     progress(f"cloning the lab base into {dest}")
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    subprocess.run(
-        ["git", "clone", "-q", "--bare", "--local", str(base), str(dest)],
-        check=True,
+    out = subprocess.run(
+        ["git", "clone", "-q", "--bare", "--local", str(base), str(repo)],
+        check=False,
         capture_output=True,
     )
-    git = Git(dest)
+    if out.returncode != 0:
+        err = out.stderr.decode(errors="replace").strip().splitlines()
+        raise InfraError(f"git clone of the lab base failed: {err[-1] if err else '?'}")
+    git = Git(repo)
     with tempfile.TemporaryDirectory(prefix="kbisect-lab-") as tmp:
         hashes = _write_history(git, plan, import_commit, options, Path(tmp), seed, progress)
     git.run("update-ref", "refs/heads/master", hashes[plan.commits[-1].pos])
@@ -305,7 +359,6 @@ def create_lab(
     # The endpoints as a user passes them (never the culprit): `--good lab-good --bad lab-bad`.
     git.run("tag", "lab-good", str(truth["good"]))
     git.run("tag", "lab-bad", str(truth["bad"]))
-    truth_path(dest).write_text(json.dumps(truth, indent=2) + "\n")
     return truth
 
 

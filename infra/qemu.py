@@ -2,28 +2,37 @@
 
 The guest writes framed "KBISECT <json>" lines to its second serial port (a file here),
 the console goes to another file. SUCCESS and TESTCASE_FAILED come from the channel's
-"done" record, PANIC from QEMU exiting without one (panic=-1 with -no-reboot), HANG
-from our hard timeout.
+"done" record, PANIC from a panic on the console or QEMU exiting 0 without a record
+(panic=-1 with -no-reboot), HANG from our hard timeout. QEMU killed by a signal or
+exiting with an error, with no panic seen, is the host's failure: InfraError.
 """
 
 import json
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 from kbisect import settings
 from kbisect.errors import InfraError
+from kbisect.infra.procs import die_with_parent
 from kbisect.model import Artifact, DeviceProfile, Disk, GuestImage, GuestRun, Outcome
 
 QEMU = "qemu-system-x86_64"
 RECORD_PREFIX = "KBISECT "
 PROBE_TIMEOUT = 25.0
 PANIC_MARKERS = ("Kernel panic", "BUG: kernel NULL pointer", "kernel BUG at")
+# What is read back of a run, at most: the end of the console says why a guest stopped,
+# the start of the result channel holds its records.
+CONSOLE_CAP = 4 << 20
+RESULTS_CAP = 8 << 20
+DETAIL_CAP = 300  # characters of a console or stderr line quoted in a detail
 
 PROFILES = {
     "fast": DeviceProfile("fast"),
@@ -38,6 +47,10 @@ def _opt_path(path: Path) -> str:
     if "," in text:
         raise InfraError(f"path {text!r} has a comma, which QEMU options cannot carry")
     return text
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1 << 20):g} MiB"
 
 
 def base_args(memory_mib: int, cpus: int) -> list[str]:
@@ -103,25 +116,115 @@ def parse_records(text: str) -> list[dict[str, object]]:
     return records
 
 
+def read_tail(path: Path, cap: int) -> tuple[str, bool]:
+    """At most the last `cap` bytes; True when some were left out. A torn first line is
+    kept: on a console flooded without newlines, it holds the panic."""
+    try:
+        with open(path, "rb") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, size - cap))
+            data = fh.read(cap)
+    except FileNotFoundError:
+        return "", False
+    return data.decode(errors="replace"), size > cap
+
+
+def read_head(path: Path, cap: int) -> tuple[str, bool]:
+    """At most the first `cap` bytes, up to a line end; True when some were left out."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(cap + 1)
+    except FileNotFoundError:
+        return "", False
+    if len(data) <= cap:
+        return data.decode(errors="replace"), False
+    return data[: data.rfind(b"\n", 0, cap) + 1].decode(errors="replace"), True
+
+
+def _exit_text(returncode: int) -> str:
+    if returncode >= 0:
+        return f"exited with status {returncode}"
+    try:
+        return f"was killed by {signal.Signals(-returncode).name}"
+    except ValueError:
+        return f"was killed by signal {-returncode}"
+
+
+def _panic_line(console: str) -> str:
+    """The first panic message on the console, from its marker on (the line may carry
+    megabytes of noise before it)."""
+    for line in console.splitlines():
+        at = min((i for i in (line.find(m) for m in PANIC_MARKERS) if i >= 0), default=-1)
+        if at >= 0:
+            return line[at:].strip()[:DETAIL_CAP]
+    return ""
+
+
 def classify_run(
-    records: list[dict[str, object]], console: str, exited: bool
+    records: list[dict[str, object]],
+    console: str,
+    exited: bool,
+    *,
+    returncode: int = 0,
+    stderr: str = "",
+    run_dir: str = "",
 ) -> tuple[Outcome, str]:
-    """Pure: the outcome from what came back. `exited` is False when we had to kill QEMU."""
+    """Pure: the outcome from what came back. `exited` is False when we had to kill QEMU.
+
+    InfraError when QEMU itself died (a signal such as the OOM killer's, or an error
+    exit) and the guest left no verdict: the host failed, not the kernel.
+    """
     done = [r for r in records if r.get("event") == "done"]
     if done:
         status = done[-1].get("status")
         if status == 0:
             return Outcome.SUCCESS, ""
         return Outcome.TESTCASE_FAILED, f"testcase exited with status {status}"
-    panic = next(
-        (line for line in console.splitlines() if any(m in line for m in PANIC_MARKERS)), ""
-    )
+    panic = _panic_line(console)
     if panic:
-        return Outcome.PANIC, panic.strip()
+        return Outcome.PANIC, panic
     if not exited:
         booted = any(r.get("event") == "booted" for r in records)
         return Outcome.HANG, "guest hung" + (" during the testcase" if booted else " before init")
+    if returncode != 0:
+        last = next((ln.strip() for ln in reversed(stderr.splitlines()) if ln.strip()), "")
+        when = "without a result" if console.strip() or records else "before the guest started"
+        raise InfraError(
+            f"QEMU {_exit_text(returncode)} {when} "
+            f"(qemu.stderr: {last[:DETAIL_CAP] or 'empty'}; run dir {run_dir})"
+        )
+    # panic=-1 with -no-reboot: a guest that stops on its own makes QEMU exit 0.
     return Outcome.PANIC, "guest stopped without a result"
+
+
+def start(argv: list[str], log: BinaryIO) -> subprocess.Popen[bytes]:
+    """QEMU in its own process group (a Ctrl-C meant for the worker is the worker's to
+    handle), killed by the kernel when the worker dies (no orphan VM holding RAM)."""
+    return subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=log,
+        process_group=0,
+        preexec_fn=die_with_parent,
+    )
+
+
+def _wait(proc: subprocess.Popen[bytes], timeout: float, progress: Callable[[str], None]) -> bool:
+    """Wait for QEMU up to `timeout`; False when it had to be killed."""
+    start_time = time.monotonic()
+    try:
+        while proc.poll() is None:
+            if time.monotonic() - start_time > timeout:
+                proc.kill()
+                return False
+            time.sleep(0.5)
+            progress(f"guest running {time.monotonic() - start_time:.0f}s")
+        return True
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
 
 
 class QemuMachine:
@@ -152,6 +255,17 @@ class QemuMachine:
         run_dir.mkdir(parents=True)
         return self._run_in(run_dir, accel, artifact, guest, disks, timeout, cmdline, progress)
 
+    def _argv(
+        self, run_dir: Path, accel: str, artifact: Artifact, guest: GuestImage, cmdline: str
+    ) -> list[str]:
+        argv = base_args(self.memory_mib, self.cpus) + accel_args(accel)
+        argv += kernel_args(
+            artifact.kernel,
+            guest.initramfs,
+            f"console=ttyS0 panic=-1 oops=panic rdinit=/init {cmdline}".strip(),
+        )
+        return argv + serial_args(run_dir / "console.log", run_dir / "results.log")
+
     def _run_in(
         self,
         run_dir: Path,
@@ -163,14 +277,7 @@ class QemuMachine:
         cmdline: str,
         progress: Callable[[str], None],
     ) -> GuestRun:
-        console, channel = run_dir / "console.log", run_dir / "results.log"
-        argv = base_args(self.memory_mib, self.cpus) + accel_args(accel)
-        argv += kernel_args(
-            artifact.kernel,
-            guest.initramfs,
-            f"console=ttyS0 panic=-1 oops=panic rdinit=/init {cmdline}".strip(),
-        )
-        argv += serial_args(console, channel)
+        argv = self._argv(run_dir, accel, artifact, guest, cmdline)
         images = []
         for disk in disks:
             image = run_dir / f"{disk.name}.img"
@@ -179,39 +286,44 @@ class QemuMachine:
             images.append(image)
             argv += nvme_args(disk, image)
         (run_dir / "qemu.argv").write_text("\n".join(argv) + "\n")
-        start = time.monotonic()
-        with open(run_dir / "qemu.stderr", "wb") as err:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=err, stderr=err)
-            exited = True
-            try:
-                while proc.poll() is None:
-                    if time.monotonic() - start > timeout:
-                        exited = False
-                        proc.kill()
-                        break
-                    time.sleep(0.5)
-                    progress(f"guest running {time.monotonic() - start:.0f}s")
-            finally:
-                if proc.poll() is None:
-                    proc.kill()
-                proc.wait()
-        seconds = time.monotonic() - start
-        for image in images:
-            image.unlink(missing_ok=True)
-        console_text = console.read_text(errors="replace") if console.exists() else ""
-        records = parse_records(channel.read_text(errors="replace")) if channel.exists() else []
-        if exited and proc.returncode not in (0,) and not records and not console_text:
-            stderr = (run_dir / "qemu.stderr").read_text(errors="replace").strip()
-            raise InfraError(f"QEMU failed to start: {stderr.splitlines()[-1:] or proc.returncode}")
-        outcome, detail = classify_run(records, console_text, exited)
+        began = time.monotonic()
+        try:
+            with open(run_dir / "qemu.stderr", "wb") as err:
+                proc = start(argv, err)
+                exited = _wait(proc, timeout, progress)
+        finally:
+            for image in images:
+                image.unlink(missing_ok=True)
+        seconds = time.monotonic() - began
+        outcome, detail, records = self._collect(run_dir, exited, proc.returncode)
         return GuestRun(
             outcome=outcome,
             records=records,
-            console=str(console),
+            console=str(run_dir / "console.log"),
             seconds=round(seconds, 2),
             accel=accel,
             detail=detail,
         )
+
+    @staticmethod
+    def _collect(
+        run_dir: Path, exited: bool, returncode: int
+    ) -> tuple[Outcome, str, list[dict[str, object]]]:
+        """Read what came back, capped: a guest that floods its console or its result
+        channel must not make the worker read gigabytes."""
+        console, console_cut = read_tail(run_dir / "console.log", CONSOLE_CAP)
+        channel, channel_cut = read_head(run_dir / "results.log", RESULTS_CAP)
+        stderr, _ = read_tail(run_dir / "qemu.stderr", DETAIL_CAP * 16)
+        records = parse_records(channel)
+        outcome, detail = classify_run(
+            records, console, exited, returncode=returncode, stderr=stderr, run_dir=str(run_dir)
+        )
+        notes = [detail] if detail else []
+        if console_cut:
+            notes.append(f"console.log truncated: read its last {_mib(CONSOLE_CAP)}")
+        if channel_cut:
+            notes.append(f"results.log truncated: read its first {_mib(RESULTS_CAP)}")
+        return outcome, "; ".join(notes), records
 
     def probe_accel(self, artifact: Artifact, guest: GuestImage) -> str:
         """KVM only where a real tiny boot succeeds; cached per host boot."""

@@ -1,4 +1,11 @@
-"""A thin, argv-only wrapper over git for one repository."""
+"""A thin, argv-only wrapper over git for one repository.
+
+Every command runs with the user's diff, colour, hook, pager and signing settings
+overridden: kbisect parses git's output, applies the patches it prints and checks out
+worktrees, and a `diff.noprefix`, an external diff or a failing post-checkout hook in
+someone's config must not turn into a wrong verdict. The user's system and global config
+are still read (safe.directory lives there), only these keys are pinned.
+"""
 
 import os
 import subprocess
@@ -16,6 +23,76 @@ LAB_IDENTITY = {
     "GIT_COMMITTER_EMAIL": "lab@kbisect.invalid",
 }
 
+# `-c` overrides on every command (they win over every config file).
+SAFE_CONFIG = (
+    "core.hooksPath=/dev/null",  # no hooks: a post-checkout hook must not fail a build
+    "core.fsmonitor=false",
+    "core.autocrlf=false",  # worktree files byte for byte as committed
+    "core.sparseCheckout=false",  # and all of them: a missing file would be a compile error
+    "core.pager=cat",
+    "color.ui=false",
+    "diff.noprefix=false",  # `git apply` needs the a/ b/ prefixes
+    "diff.mnemonicPrefix=false",
+    "diff.relative=false",
+    "apply.whitespace=nowarn",  # a verify patch applies as the commit has it
+    "commit.gpgSign=false",
+    "log.showSignature=false",
+    "i18n.logOutputEncoding=UTF-8",
+    "submodule.recurse=false",
+    "gc.auto=0",  # no background gc in the user's repository
+    "maintenance.auto=false",
+    "advice.detachedHead=false",
+)
+# Commands that print diffs: no external diff driver, textconv filter or colour (the
+# command line is the only way to turn off diff.external and GIT_EXTERNAL_DIFF).
+DIFF_COMMANDS = frozenset({"diff", "show", "log", "diff-tree"})
+DIFF_OPTIONS = ("--no-ext-diff", "--no-textconv", "--no-color")
+# Inherited variables that would point git at another repository or index (kbisect run
+# from a git hook has GIT_DIR set) or change what it prints.
+SCRUBBED_ENV = frozenset(
+    {
+        "GIT_DIR",
+        "GIT_WORK_TREE",
+        "GIT_INDEX_FILE",
+        "GIT_COMMON_DIR",
+        "GIT_OBJECT_DIRECTORY",
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+        "GIT_NAMESPACE",
+        "GIT_QUARANTINE_PATH",
+        "GIT_EXTERNAL_DIFF",
+        "GIT_DIFF_OPTS",
+        "GIT_PAGER",
+        "GIT_CONFIG",
+        "GIT_CONFIG_PARAMETERS",
+        "GIT_CONFIG_COUNT",
+    }
+)
+
+
+def git_argv(repo: Path, *args: str) -> list[str]:
+    """The full argv of `git args` in repo, with the user's settings pinned."""
+    cmd = list(args)
+    if cmd and cmd[0] in DIFF_COMMANDS:
+        cmd[1:1] = DIFF_OPTIONS
+    pins = [part for kv in SAFE_CONFIG for part in ("-c", kv)]
+    return ["git", "--no-pager", "-C", str(repo), *pins, *cmd]
+
+
+def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment for git: ours minus redirecting variables, plus `extra`."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in SCRUBBED_ENV and not k.startswith(("GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_"))
+    }
+    return {
+        **env,
+        "LC_ALL": "C",
+        "GIT_OPTIONAL_LOCKS": "0",
+        "GIT_TERMINAL_PROMPT": "0",
+        **(extra or {}),
+    }
+
 
 class Git:
     def __init__(self, repo: Path) -> None:
@@ -28,29 +105,29 @@ class Git:
         input: bytes | None = None,
         check: bool = True,
     ) -> str:
-        full_env = {**os.environ, "LC_ALL": "C", **(env or {})}
-        try:
-            proc = subprocess.run(
-                ["git", "-C", str(self.repo), *args],
-                input=input,
-                capture_output=True,
-                env=full_env,
-                check=False,
-            )
-        except FileNotFoundError as exc:
-            raise InfraError("git is not installed: run the README's install command") from exc
+        proc = self._proc(args, env, input)
         if check and proc.returncode != 0:
             err = proc.stderr.decode(errors="replace").strip().splitlines()
             raise InfraError(f"git {args[0]} failed in {self.repo}: {err[-1] if err else '?'}")
         return proc.stdout.decode(errors="replace")
 
     def ok(self, *args: str) -> bool:
-        return (
-            subprocess.run(
-                ["git", "-C", str(self.repo), *args], capture_output=True, check=False
-            ).returncode
-            == 0
-        )
+        return self._proc(args, None, None).returncode == 0
+
+    def _proc(
+        self, args: tuple[str, ...], env: Mapping[str, str] | None, input: bytes | None
+    ) -> "subprocess.CompletedProcess[bytes]":
+        try:
+            return subprocess.run(
+                git_argv(self.repo, *args),
+                input=input,
+                capture_output=True,
+                env=git_env(env),
+                stdin=None if input is not None else subprocess.DEVNULL,
+                check=False,
+            )
+        except FileNotFoundError as exc:
+            raise InfraError("git is not installed: run the README's install command") from exc
 
     def check_repo(self) -> None:
         if not self.repo.exists() or not self.ok("rev-parse", "--git-dir"):

@@ -59,3 +59,29 @@ def render_try(r: TryResult, console: Console) -> None:
         f"guest: {run.outcome.value} in {run.seconds:.1f}s ({run.accel}); console {run.console}",
         highlight=False,
     )
+
+
+def try_lines(r: TryResult) -> list[str]:
+    """The same as plain lines, for a pipe or a log file: nothing wrapped or cut."""
+    from kbisect.cli.output import columns
+
+    score = r.result.score
+    rows = [
+        (
+            f"{name} (primary)" if name == score.primary else name,
+            f"{m.value:g}",
+            m.unit,
+            m.better.value,
+            " ".join(f"{v:g}" for v in m.samples),
+        )
+        for name, m in score.metrics.items()
+    ]
+    build = "cache hit" if r.artifact.cached else f"built in {r.artifact.seconds:.0f}s"
+    run = r.result.run
+    return [
+        f"{r.commit.hash[:12]} {r.commit.subject}",
+        f"{score.testcase} ({r.result.profile}, {r.result.repetitions} repetitions)",
+        columns(("METRIC", "MEDIAN", "UNIT", "BETTER", "SAMPLES"), rows),
+        f"build: {build}; log {r.artifact.build_log}",
+        f"guest: {run.outcome.value} in {run.seconds:.1f}s ({run.accel}); console {run.console}",
+    ]

@@ -37,7 +37,8 @@ def make_verify_commit(git: Git, change: str, onto: str, revert: bool) -> Verify
     if parent is None:
         return VerifyCommit(None, subject, f"{change[:12]} is a root commit: nothing to apply")
     diff_args = (change, parent) if revert else (parent, change)
-    patch = git.run("diff", "--binary", "--full-index", *diff_args, "--").encode()
+    # Plumbing: its output does not depend on the user's diff settings.
+    patch = git.run("diff-tree", "-p", "--binary", "--full-index", *diff_args, "--").encode()
     if not patch.strip():
         return VerifyCommit(None, subject, f"{change[:12]} changes nothing: nothing to verify")
     with tempfile.TemporaryDirectory(prefix="kbisect-verify-") as tmp:
@@ -66,5 +67,12 @@ def make_verify_commit(git: Git, change: str, onto: str, revert: bool) -> Verify
         body,
         env={**VERIFY_IDENTITY, "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date},
     ).strip()
-    git.run("update-ref", f"refs/kbisect/verify/{commit}", commit)
+    # With a reflog: its time is when the ref was made, which `kbisect gc` ages it by.
+    git.run(
+        "update-ref",
+        "--create-reflog",
+        f"refs/kbisect/verify/{commit}",
+        commit,
+        env=VERIFY_IDENTITY,
+    )
     return VerifyCommit(commit, subject)

@@ -4,6 +4,7 @@ A new testcase is a new folder, not new Python. Every problem with a manifest is
 ManifestError line that names the file and the field.
 """
 
+import math
 import os
 import re
 import tomllib
@@ -12,13 +13,27 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from kbisect.errors import ManifestError, UnknownTestcaseError
+from kbisect.infra.qemu import PROFILES
 from kbisect.model import Direction
 
 BUILTIN_DIR = Path(__file__).resolve().parent
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 PARAM_NAME_RE = re.compile(r"^[A-Z][A-Z0-9_]*$")
+PARAM_VALUE_RE = re.compile(r"^[A-Za-z0-9_.:/+-]*$")
+METRIC_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
+TOOL_RE = re.compile(r"^[a-z0-9][a-z0-9._+-]*$")
 T = TypeVar("T")
+N = TypeVar("N", int, float)
 DISK_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,15}$")
+MAX_DISKS = 8
+MAX_REPETITIONS = 50
+MAX_TIMEOUT = 6 * 3600.0  # seconds for one boot with the default repetitions
+TOP_KEYS = frozenset(
+    {"name", "description", "primary", "metrics", "disks", "tools", "config", "script"}
+    | {"profile", "repetitions", "timeout", "params"}
+)
+METRIC_KEYS = frozenset({"unit", "better", "description"})
+DISK_KEYS = frozenset({"name", "size_mib"})
 
 
 @dataclass(frozen=True)
@@ -63,11 +78,42 @@ def search_path() -> list[Path]:
 
 
 def available() -> list[str]:
+    """Names of the testcase folders that `find` accepts (see `catalog` for all of them)."""
     names: set[str] = set()
     for root in search_path():
         if root.is_dir():
-            names.update(p.parent.name for p in root.glob("*/manifest.toml"))
+            names.update(
+                p.parent.name for p in root.glob("*/manifest.toml") if NAME_RE.match(p.parent.name)
+            )
     return sorted(names)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One testcase folder in the library: its manifest, or why it does not load."""
+
+    name: str
+    folder: Path
+    manifest: Manifest | None
+    error: str = ""
+
+
+def catalog() -> list[Entry]:
+    """Every testcase folder, loaded; a malformed one comes with its error rather than
+    hiding the others. As in `find`, the first folder of a name on the search path wins."""
+    entries: dict[str, Entry] = {}
+    for root in search_path():
+        if not root.is_dir():
+            continue
+        for path in sorted(root.glob("*/manifest.toml")):
+            folder = path.parent
+            if folder.name in entries:
+                continue
+            try:
+                entries[folder.name] = Entry(folder.name, folder, load_folder(folder))
+            except ManifestError as exc:
+                entries[folder.name] = Entry(folder.name, folder, None, str(exc))
+    return [entries[name] for name in sorted(entries)]
 
 
 def find(name: str) -> Path:
@@ -88,35 +134,113 @@ def load(name: str) -> Manifest:
     return load_folder(find(name))
 
 
+_TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", dict: "a table"}
+
+
+def _check_type(value: object, typ: type[T], key: str, where: str) -> T:
+    # TOML booleans are ints to Python: refuse them where a number is meant.
+    if typ is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if not isinstance(value, typ) or (typ in (int, float) and isinstance(value, bool)):
+        got = repr(value) if len(repr(value)) <= 40 else type(value).__name__
+        raise ManifestError(
+            f"{where}: field '{key}' must be {_TYPE_NAMES.get(typ, typ.__name__)}, not {got}"
+        )
+    return value
+
+
 def _req(data: dict[str, Any], key: str, typ: type[T], where: str) -> T:
     if key not in data:
         raise ManifestError(f"{where}: missing required field '{key}'")
-    value = data[key]
-    if typ is float and isinstance(value, int) and not isinstance(value, bool):
-        value = float(value)
-    if not isinstance(value, typ) or (typ is int and isinstance(value, bool)):
-        raise ManifestError(f"{where}: field '{key}' must be a {typ.__name__}")
+    return _check_type(data[key], typ, key, where)
+
+
+def _opt(data: dict[str, Any], key: str, typ: type[T], where: str, default: T) -> T:
+    return _check_type(data[key], typ, key, where) if key in data else default
+
+
+def _only(data: dict[str, Any], allowed: frozenset[str], where: str) -> None:
+    """Unknown keys are refused: a typo (`primery`) must not silently mean a default."""
+    unknown = sorted(set(data) - allowed)
+    if unknown:
+        raise ManifestError(
+            f"{where}: unknown field '{unknown[0]}' (known: {', '.join(sorted(allowed))})"
+        )
+
+
+def _bounded(value: N, key: str, lo: float, hi: float, where: str) -> N:
+    # TOML allows nan and inf: they compare False with everything, so test them first.
+    if not (math.isfinite(value) and lo <= value <= hi):
+        raise ManifestError(f"{where}: field '{key}' must be within {lo:g}..{hi:g}, not {value}")
     return value
 
 
 def load_folder(folder: Path) -> Manifest:
     path = folder / "manifest.toml"
     where = str(path)
-    try:
-        data = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise ManifestError(f"{where}: not valid TOML ({exc})") from exc
-    except OSError as exc:
-        raise ManifestError(f"{where}: cannot read ({exc.strerror})") from exc
+    if not NAME_RE.match(folder.name):
+        raise ManifestError(
+            f"{where}: folder name '{folder.name}' is not a valid testcase name: "
+            "use lowercase letters, digits and dashes"
+        )
+    data = _read_toml(path)
+    _only(data, TOP_KEYS, where)
     name = _req(data, "name", str, where)
     if name != folder.name:
         raise ManifestError(f"{where}: name '{name}' must match its folder '{folder.name}'")
-    metrics_raw = _req(data, "metrics", dict, where)
+    metrics = _metrics(_req(data, "metrics", dict, where), where)
+    primary = _req(data, "primary", str, where)
+    if primary not in metrics:
+        raise ManifestError(f"{where}: primary metric '{primary}' is not among [metrics]")
+    profile = _opt(data, "profile", str, where, "fast")
+    if profile not in PROFILES:
+        raise ManifestError(
+            f"{where}: field 'profile' must be one of {', '.join(PROFILES)}, not '{profile}'"
+        )
+    config = _opt(data, "config", str, where, "")
+    fragment = _fragment(folder, config, where) if config else ""
+    return Manifest(
+        name=name,
+        description=_opt(data, "description", str, where, ""),
+        folder=folder,
+        primary=primary,
+        metrics=metrics,
+        disks=_disks(data.get("disks", []), where),
+        tools=_tools(data.get("tools", []), where),
+        config_fragment=fragment,
+        script=_file(folder, _req(data, "script", str, where), where),
+        profile=profile,
+        repetitions=_bounded(
+            _opt(data, "repetitions", int, where, 3), "repetitions", 1, MAX_REPETITIONS, where
+        ),
+        timeout=_bounded(
+            _opt(data, "timeout", float, where, 600.0), "timeout", 1.0, MAX_TIMEOUT, where
+        ),
+        params=_params(data.get("params", {}), where),
+    )
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_bytes().decode())
+    except tomllib.TOMLDecodeError as exc:
+        raise ManifestError(f"{path}: not valid TOML ({exc})") from exc
+    except UnicodeDecodeError as exc:
+        raise ManifestError(f"{path}: not UTF-8 text") from exc
+    except OSError as exc:
+        raise ManifestError(f"{path}: cannot read ({exc.strerror})") from exc
+
+
+def _metrics(raw: dict[str, Any], where: str) -> dict[str, MetricSpec]:
     metrics = {}
-    for mname, spec in metrics_raw.items():
+    for mname, spec in raw.items():
         mwhere = f"{where} [metrics.{mname}]"
+        if not METRIC_NAME_RE.match(mname):
+            # The guest writes the name into a JSON record unescaped.
+            raise ManifestError(f"{mwhere}: metric name '{mname}' must be letters, digits, _.-")
         if not isinstance(spec, dict):
             raise ManifestError(f"{mwhere}: must be a table with unit and better")
+        _only(spec, METRIC_KEYS, mwhere)
         better = _req(spec, "better", str, mwhere)
         if better not in ("higher", "lower"):
             raise ManifestError(f"{mwhere}: better must be 'higher' or 'lower', not '{better}'")
@@ -124,60 +248,117 @@ def load_folder(folder: Path) -> Manifest:
             mname,
             _req(spec, "unit", str, mwhere),
             Direction(better),
-            str(spec.get("description", "")),
+            _opt(spec, "description", str, mwhere, ""),
         )
-    primary = _req(data, "primary", str, where)
-    if primary not in metrics:
-        raise ManifestError(f"{where}: primary metric '{primary}' is not among [metrics]")
-    disks = []
-    for i, d in enumerate(data.get("disks", [])):
+    return metrics
+
+
+def _disks(raw: object, where: str) -> list[DiskSpec]:
+    if not isinstance(raw, list):
+        raise ManifestError(f"{where}: field 'disks' must be a list of [[disks]] tables")
+    if len(raw) > MAX_DISKS:
+        raise ManifestError(f"{where}: field 'disks' has {len(raw)} disks, at most {MAX_DISKS}")
+    disks: list[DiskSpec] = []
+    for i, d in enumerate(raw):
         dwhere = f"{where} [[disks]] #{i + 1}"
         if not isinstance(d, dict):
-            raise ManifestError(f"{dwhere}: must be a table with name and size_mib")
+            raise ManifestError(f"{dwhere}: field 'disks' must hold tables with name and size_mib")
+        _only(d, DISK_KEYS, dwhere)
         dname = _req(d, "name", str, dwhere)
         if not DISK_NAME_RE.match(dname):
             raise ManifestError(f"{dwhere}: disk name '{dname}' must be lowercase letters/digits")
-        size = _req(d, "size_mib", int, dwhere)
-        if not 1 <= size <= 65536:
-            raise ManifestError(f"{dwhere}: size_mib must be within 1..65536")
+        if dname in (seen.name for seen in disks):
+            raise ManifestError(f"{dwhere}: disk name '{dname}' is used twice")
+        size = _bounded(_req(d, "size_mib", int, dwhere), "size_mib", 1, 65536, dwhere)
         disks.append(DiskSpec(dname, size))
-    tools = data.get("tools", [])
-    if not isinstance(tools, list) or not all(
-        isinstance(t, str) and re.fullmatch(r"[a-z0-9][a-z0-9._+-]*", t) for t in tools
-    ):
-        raise ManifestError(f"{where}: tools must be a list of command names")
-    params = data.get("params", {})
-    if not isinstance(params, dict) or not all(
-        PARAM_NAME_RE.match(k) and isinstance(v, str) for k, v in params.items()
-    ):
-        raise ManifestError(f"{where}: [params] must map UPPER_CASE names to strings")
-    script = _file(folder, _req(data, "script", str, where), where)
-    fragment = _file(folder, str(data.get("config", "")), where) if data.get("config") else b""
-    repetitions = int(data.get("repetitions", 3))
-    timeout = float(data.get("timeout", 600))
-    if repetitions < 1 or timeout <= 0:
-        raise ManifestError(f"{where}: repetitions and timeout must be positive")
-    return Manifest(
-        name=name,
-        description=str(data.get("description", "")),
-        folder=folder,
-        primary=primary,
-        metrics=metrics,
-        disks=disks,
-        tools=list(tools),
-        config_fragment=fragment.decode(),
-        script=script,
-        profile=str(data.get("profile", "fast")),
-        repetitions=repetitions,
-        timeout=timeout,
-        params=dict(params),
-    )
+    return disks
 
 
-def _file(folder: Path, rel: str, where: str) -> bytes:
-    path = (folder / rel).resolve()
-    if folder.resolve() not in path.parents:
-        raise ManifestError(f"{where}: '{rel}' must be a file inside the testcase folder")
-    if not path.is_file():
-        raise ManifestError(f"{where}: '{rel}' does not exist in {folder}")
-    return path.read_bytes()
+def _tools(raw: object, where: str) -> list[str]:
+    if not isinstance(raw, list) or not all(isinstance(t, str) and TOOL_RE.match(t) for t in raw):
+        raise ManifestError(f"{where}: field 'tools' must be a list of command names")
+    return list(raw)
+
+
+def _params(raw: object, where: str) -> dict[str, str]:
+    if not isinstance(raw, dict):
+        raise ManifestError(f"{where}: field 'params' must be a table of UPPER_CASE names")
+    for key, value in raw.items():
+        if not PARAM_NAME_RE.match(key) or key.startswith("KB_"):
+            raise ManifestError(
+                f"{where} [params]: '{key}' must be an UPPER_CASE name not starting with KB_"
+            )
+        # Baked unquoted into a sourced file in the guest (see infra/initramfs.py).
+        if not isinstance(value, str) or not PARAM_VALUE_RE.match(value):
+            raise ManifestError(
+                f"{where} [params]: {key} must be a string of letters, digits and _.:/+-"
+            )
+    return dict(raw)
+
+
+def _file(folder: Path, rel: str, where: str, key: str = "script") -> bytes:
+    try:
+        path = (folder / rel).resolve()
+        if folder.resolve() not in path.parents:
+            raise ManifestError(f"{where}: {key} '{rel}' must be a file inside the testcase folder")
+        if not path.is_file():
+            raise ManifestError(f"{where}: {key} '{rel}' does not exist in {folder}")
+        return path.read_bytes()
+    except (OSError, ValueError) as exc:  # unreadable, or a NUL in the name
+        raise ManifestError(f"{where}: {key} '{rel}' cannot be read ({exc})") from exc
+
+
+# Options that build files from the build host into the kernel image: a testcase could
+# otherwise ship a host's keys or files into a guest. Setting them to "" or n is harmless.
+HOST_FILE_OPTIONS = frozenset(
+    {
+        "CONFIG_INITRAMFS_SOURCE",
+        "CONFIG_EXTRA_FIRMWARE",
+        "CONFIG_EXTRA_FIRMWARE_DIR",
+        "CONFIG_SYSTEM_TRUSTED_KEYS",
+        "CONFIG_SYSTEM_REVOCATION_KEYS",
+        "CONFIG_MODULE_SIG_KEY",
+        "CONFIG_SYSTEM_BLACKLIST_HASH_LIST",
+        "CONFIG_UNUSED_KSYMS_WHITELIST",
+    }
+)
+_CONFIG_LINE = re.compile(r"^(CONFIG_[A-Za-z0-9_]+)=(.*)$")
+# y/m/n, a number, or a string without quotes, escapes or make/shell expansions.
+_CONFIG_VALUE = re.compile(r'^(?:[ymn]|-?[0-9]+|0[xX][0-9a-fA-F]+|"[^"\\$`]*")$')
+
+
+def _fragment(folder: Path, rel: str, where: str) -> str:
+    raw = _file(folder, rel, where, "config")
+    try:
+        text = raw.decode()
+    except UnicodeDecodeError as exc:
+        raise ManifestError(f"{where}: config '{rel}' is not UTF-8 text") from exc
+    check_fragment(text, str(folder / rel))
+    return text
+
+
+def check_fragment(text: str, where: str) -> None:
+    """Only CONFIG_ lines and comments, and none that pulls host files into the kernel."""
+    for n, raw in enumerate(text.splitlines(), 1):
+        line = raw.rstrip()
+        if not line or line.lstrip().startswith("#"):
+            continue
+        m = _CONFIG_LINE.match(line)
+        if not m:
+            raise ManifestError(
+                f"{where}:{n}: '{line[:60]}' is not a CONFIG_X=value line or a # comment"
+            )
+        option, value = m.groups()
+        if not _CONFIG_VALUE.match(value):
+            raise ManifestError(
+                f'{where}:{n}: {option} must be y, m, n, a number or a "string" without \\, $ or `'
+            )
+        if (option in HOST_FILE_OPTIONS or "DTB" in option) and value not in ("n", '""'):
+            raise ManifestError(
+                f"{where}:{n}: {option} builds host files into the kernel: testcases may not set it"
+            )
+        string = value[1:-1] if value.startswith('"') else ""
+        if string.startswith("/") or ".." in string:
+            raise ManifestError(
+                f"{where}:{n}: {option} may not be an absolute path or contain '..'"
+            )

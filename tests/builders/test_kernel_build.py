@@ -163,10 +163,10 @@ def test_concurrent_builds_take_different_slots(
 ) -> None:
     from kbisect.builders.kernel_build import _free_slot
 
-    with _free_slot(repo := tree[0]) as (first, _), _free_slot(repo) as (second, _):
-        assert first != second
-    with _free_slot(repo) as (again, _):
-        assert again == 0
+    with _free_slot(repo := tree[0]) as first, _free_slot(repo) as second:
+        assert first.index != second.index
+    with _free_slot(repo) as again:
+        assert again.index == 0
 
 
 def test_slots_of_deleted_repositories_are_pruned(

@@ -1,4 +1,5 @@
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -117,5 +118,55 @@ def test_replace_removes_only_a_lab(tmp_path: Path, tiny_tarball: Path) -> None:
     second = create_lab(tmp_path / "lab", LabOptions(commits=4, seed=2, replace=True))
     assert first["bad"] != second["bad"]
     (tmp_path / "notalab").mkdir()
+    (tmp_path / "notalab" / "precious").write_text("x")
     with pytest.raises(UserError, match="not a kbisect lab"):
         create_lab(tmp_path / "notalab", LabOptions(commits=4, seed=1, replace=True))
+    assert (tmp_path / "notalab" / "precious").read_text() == "x"
+
+
+def test_a_failed_lab_leaves_nothing_that_blocks_a_retry(
+    tmp_path: Path, tiny_tarball: Path
+) -> None:
+    patch = tmp_path / "bad.patch"
+    patch.write_text("--- a/nope.c\n+++ b/nope.c\n@@ -1 +1 @@\n-a\n+b\n")
+    with pytest.raises(UserError, match="does not apply"):
+        create_lab(tmp_path / "lab", LabOptions(commits=4, culprit_patch=patch, seed=1))
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["bad.patch", "cache", "linux-source-6.1.tar.xz", "tarsrc"]
+    )  # no half-made lab, no stray partial directory
+    truth = create_lab(tmp_path / "lab", LabOptions(commits=4, seed=1))
+    assert git(tmp_path / "lab", "rev-parse", "lab-bad^{commit}").strip() == truth["bad"]
+
+
+def test_a_lab_goes_into_an_empty_directory(tmp_path: Path, tiny_tarball: Path) -> None:
+    (tmp_path / "lab").mkdir()
+    truth = create_lab(tmp_path / "lab", LabOptions(commits=4, seed=1))
+    assert git(tmp_path / "lab", "rev-parse", "HEAD").strip() == truth["bad"]
+
+
+def test_a_half_made_lab_from_an_older_run_can_be_replaced(
+    tmp_path: Path, tiny_tarball: Path
+) -> None:
+    create_lab(tmp_path / "full", LabOptions(commits=4, seed=1))
+    lab_dir = tmp_path / "lab"  # as a lab killed before it was finished left it
+    subprocess.run(
+        ["git", "clone", "-q", "--bare", str(tmp_path / "full"), str(lab_dir)], check=True
+    )
+    git(lab_dir, "update-ref", "refs/heads/import", "HEAD")
+    with pytest.raises(UserError, match="--replace"):
+        create_lab(tmp_path / "lab", LabOptions(commits=4, seed=1))
+    truth = create_lab(tmp_path / "lab", LabOptions(commits=4, seed=1, replace=True))
+    assert git(tmp_path / "lab", "rev-parse", "HEAD").strip() == truth["bad"]
+
+
+@pytest.mark.parametrize("where", ["file", "/proc/x", "/proc/self/status/lab"])
+def test_a_place_where_no_lab_can_go_is_a_clear_error(
+    tmp_path: Path, tiny_tarball: Path, where: str
+) -> None:
+    dest = tmp_path / "f" if where == "file" else Path(where)
+    if where == "file":
+        dest.write_text("precious")
+    with pytest.raises(UserError, match=r"cannot create the lab in|not a directory"):
+        create_lab(dest, LabOptions(commits=4, seed=1))
+    if where == "file":
+        assert dest.read_text() == "precious"

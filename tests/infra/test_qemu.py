@@ -1,3 +1,8 @@
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -5,7 +10,7 @@ import pytest
 from kbisect.errors import InfraError
 from kbisect.infra import qemu
 from kbisect.infra.qemu import PROFILES, classify_run, nvme_args, parse_records, serial_args
-from kbisect.model import Disk, Outcome
+from kbisect.model import Artifact, Disk, GuestImage, GuestRun, Outcome
 
 BOOTED = {"event": "booted"}
 
@@ -52,3 +57,186 @@ def test_four_outcomes(
     records: list[dict[str, object]], console: str, exited: bool, outcome: Outcome
 ) -> None:
     assert classify_run(records, console, exited)[0] is outcome
+
+
+@pytest.mark.parametrize(
+    ("records", "console", "exited", "returncode", "outcome"),
+    [
+        # A result or a panic on the console is the guest's verdict, whatever QEMU did after.
+        ([BOOTED, {"event": "done", "status": 0}], "", True, -9, Outcome.SUCCESS),
+        ([BOOTED], "Kernel panic - not syncing: lab", True, -9, Outcome.PANIC),
+        ([BOOTED], "Kernel panic - not syncing: lab", True, 1, Outcome.PANIC),
+        # panic=-1 with -no-reboot: a guest that stops on its own makes QEMU exit 0.
+        ([BOOTED], "", True, 0, Outcome.PANIC),
+        # We killed it at the timeout: a hang, not a crash.
+        ([BOOTED], "", False, -9, Outcome.HANG),
+    ],
+)
+def test_guest_verdicts_survive_the_exit_status(
+    records: list[dict[str, object]], console: str, exited: bool, returncode: int, outcome: Outcome
+) -> None:
+    got = classify_run(records, console, exited, returncode=returncode, stderr="x", run_dir="/r")
+    assert got[0] is outcome
+
+
+@pytest.mark.parametrize(
+    ("returncode", "stderr", "words"),
+    [
+        (-9, "", ["SIGKILL"]),  # the OOM killer
+        (-11, "early\nlast words\n", ["SIGSEGV", "last words"]),
+        (-6, "qemu: kvm_buf_set_msrs: Assertion failed\n", ["SIGABRT", "kvm_buf_set_msrs"]),
+        (1, "qemu-system-x86_64: cannot set up guest memory 'pc.ram'\n", ["status 1", "pc.ram"]),
+    ],
+)
+def test_qemu_killed_or_crashed_without_a_panic_is_a_host_error(
+    returncode: int, stderr: str, words: list[str]
+) -> None:
+    with pytest.raises(InfraError) as err:
+        classify_run(
+            [BOOTED],
+            "booting\nsome log",
+            True,
+            returncode=returncode,
+            stderr=stderr,
+            run_dir="/r/1",
+        )
+    message = str(err.value)
+    assert "\n" not in message and "/r/1" in message
+    assert all(w in message for w in words), message
+    assert "early" not in message  # only the last line of qemu.stderr
+
+
+FAKE_QEMU = """#!/bin/sh
+for a in "$@"; do
+  case "$a" in
+    file,id=console,path=*) console=${a#file,id=console,path=} ;;
+    file,id=results,path=*) results=${a#file,id=results,path=} ;;
+  esac
+done
+: >"$console"; : >"$results"
+eval "$KB_FAKE"
+"""
+
+
+@pytest.fixture
+def fake_qemu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A stand-in `qemu-system-x86_64` on PATH that runs the shell in $KB_FAKE."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    script = bindir / qemu.QEMU
+    script.write_text(FAKE_QEMU)
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    return run_dir
+
+
+ARTIFACT = Artifact("c0ffee", "t", "h", "/nonexistent/bzImage", "/c", "/l")
+GUEST = GuestImage("/nonexistent/initramfs", ())
+
+
+def _run(run_dir: Path, timeout: float = 20) -> GuestRun:
+    return qemu.QemuMachine(memory_mib=64, cpus=1)._run_in(
+        run_dir, "tcg", ARTIFACT, GUEST, [], timeout, "", lambda _: None
+    )
+
+
+def test_a_crashed_qemu_raises_a_host_error_naming_signal_stderr_and_run_dir(
+    fake_qemu: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(
+        "KB_FAKE", 'echo "Linux version 6.1" >"$console"; echo "qemu: oops" >&2; kill -SEGV $$'
+    )
+    with pytest.raises(InfraError, match="SIGSEGV") as err:
+        _run(fake_qemu)
+    assert "qemu: oops" in str(err.value) and str(fake_qemu) in str(err.value)
+
+
+def _state(pid: int) -> str:
+    """'' once the process is gone (or a zombie nobody waits for)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return ""
+    state = stat.rsplit(")", 1)[1].split()[0]
+    return "" if state in ("Z", "X") else state
+
+
+PARENT = """
+import sys
+from pathlib import Path
+from tests.infra.test_qemu import _run
+_run(Path(sys.argv[1]), timeout=60)
+"""
+
+
+def test_qemu_dies_with_a_killed_worker_and_has_its_own_process_group(
+    fake_qemu: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    pidfile = tmp_path / "qemu.pid"
+    monkeypatch.setenv("KB_FAKE", f'echo $$ >"{pidfile}"; exec sleep 60')
+    worker = subprocess.Popen(
+        [sys.executable, "-c", PARENT, str(fake_qemu)], cwd=Path(__file__).parents[2]
+    )
+    child = 0
+    try:
+        deadline = time.monotonic() + 20
+        while not (pidfile.exists() and pidfile.read_text().strip()):
+            assert time.monotonic() < deadline and worker.poll() is None, "fake QEMU not started"
+            time.sleep(0.05)
+        child = int(pidfile.read_text())
+        group = os.getpgid(child)
+        worker.kill()  # as the OOM killer would
+        worker.wait()
+        deadline = time.monotonic() + 5
+        while _state(child) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _state(child), "QEMU outlived its killed worker"
+        assert group == child  # its own group: a terminal's Ctrl-C is the worker's to handle
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+        if child and _state(child):
+            os.kill(child, signal.SIGKILL)
+
+
+def test_a_flooded_console_is_read_from_its_tail_only(
+    fake_qemu: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(qemu, "CONSOLE_CAP", 1 << 20, raising=False)
+    # 64 MiB of holes, then the panic: the panic is found, the rest never read.
+    monkeypatch.setenv(
+        "KB_FAKE",
+        'echo "Kernel panic - not syncing: early" >"$console"; truncate -s 64M "$console"; '
+        'echo "Kernel panic - not syncing: flood" >>"$console"',
+    )
+    run = _run(fake_qemu)
+    assert run.outcome is Outcome.PANIC
+    assert "flood" in run.detail and "early" not in run.detail
+    assert "console" in run.detail and "last 1 MiB" in run.detail, run.detail
+
+
+def test_a_flooded_result_channel_is_read_from_its_head_only(
+    fake_qemu: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(qemu, "RESULTS_CAP", 1 << 20, raising=False)
+    monkeypatch.setenv(
+        "KB_FAKE",
+        'echo \'KBISECT {"event":"booted"}\' >"$results"; truncate -s 64M "$results"; '
+        'echo >>"$results"; echo \'KBISECT {"event":"done","status":0}\' >>"$results"',
+    )
+    run = _run(fake_qemu)
+    assert run.records == [BOOTED]
+    assert run.outcome is Outcome.PANIC  # its "done" was beyond what we read
+    assert "results" in run.detail and "first 1 MiB" in run.detail, run.detail
+
+
+def test_read_capped_reports_truncation(tmp_path: Path) -> None:
+    path = tmp_path / "f"
+    path.write_bytes(b"one\ntwo\nthree\n")
+    assert qemu.read_tail(path, 100) == ("one\ntwo\nthree\n", False)
+    assert qemu.read_tail(path, 8) == ("o\nthree\n", True)
+    assert qemu.read_head(path, 9) == ("one\ntwo\n", True)  # no torn last line
+    assert qemu.read_head(tmp_path / "missing", 9) == ("", False)

@@ -85,3 +85,155 @@ def test_parallel_must_be_positive(lab: Path, capsys: pytest.CaptureFixture[str]
     code = main([*args, "--testcase", "nvme-snapshot-read", "--parallel", "0", "--no-start"])
     assert code == 2
     assert "--parallel" in _error_line(capsys)
+
+
+def _dead_address() -> str:
+    """A local address where nothing listens (never the default 7233)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{s.getsockname()[1]}"
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("KBISECT_TEMPORAL_ADDRESS", "localhost"),
+        ("KBISECT_TEMPORAL_ADDRESS", "a:b:c"),
+        ("KBISECT_JOBS", "0"),
+        ("KBISECT_JOBS", "x"),
+    ],
+)
+@pytest.mark.parametrize(
+    "command", [["status"], ["watch", "some-job"], ["down"], ["testcases"], ["status", "--json"]]
+)
+def test_a_malformed_setting_is_one_line_for_any_command(
+    name: str,
+    value: str,
+    command: list[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("KBISECT_DATA", str(tmp_path / "data"))
+    monkeypatch.setenv(name, value)
+    assert main(command) == 2
+    line = _error_line(capsys)
+    assert f"{name}={value!r}" in line  # quoted as given (no emoji for ':b:')
+
+
+def test_cancel_an_empty_id(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("KBISECT_TEMPORAL_ADDRESS", _dead_address())
+    assert main(["cancel", ""]) == 2
+    assert "job id" in _error_line(capsys)
+
+
+def test_lab_create_onto_a_file(
+    tmp_path: Path, tiny_tarball: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "f").write_text("precious")
+    assert main(["lab", "create", str(tmp_path / "f"), "--commits", "4", "--quiet"]) == 2
+    assert "not a directory" in _error_line(capsys)
+    assert (tmp_path / "f").read_text() == "precious"
+
+
+@pytest.mark.parametrize("where", ["/proc/x", "/proc/self/status/lab"])
+def test_lab_create_where_nothing_can_be_written(
+    where: str, tiny_tarball: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["lab", "create", where, "--commits", "4", "--quiet"]) == 2
+    assert f"cannot create the lab in {where}" in _error_line(capsys)
+
+
+def test_lab_create_again_after_a_failed_one(
+    tmp_path: Path, tiny_tarball: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    patch = tmp_path / "bad.patch"
+    patch.write_text("--- a/nope.c\n+++ b/nope.c\n@@ -1 +1 @@\n-a\n+b\n")
+    lab = str(tmp_path / "lab")
+    args = ["lab", "create", lab, "--commits", "4", "--quiet", "--seed", "1"]
+    assert main([*args, "--culprit-patch", str(patch)]) == 2
+    assert "does not apply" in _error_line(capsys)
+    assert main(args) == 0, capsys.readouterr().err
+    assert "lab.truth.json" in capsys.readouterr().out
+
+
+@pytest.fixture
+def no_service(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail the test if the command looks for (and so may start) a local service."""
+    from kbisect.infra import temporal_server
+
+    def boom(*_: object) -> bool:
+        raise AssertionError("a service was looked for before the input was checked")
+
+    monkeypatch.setenv("KBISECT_TEMPORAL_ADDRESS", _dead_address())
+    monkeypatch.setattr(temporal_server, "listening", boom)
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        (["--testcase", "no-such-test"], "unknown testcase 'no-such-test'"),
+        (["--profile", "floppy"], "unknown device profile 'floppy'"),
+        (["--repetitions", "0"], "--repetitions"),
+        (["--repetitions", "1000"], "--repetitions"),
+        (["--parallel", "0"], "--parallel"),
+        (["--good", "lab-bad"], "the same commit"),
+        (["--bad", "lab-bad^{commit}", "--good", "lab-bad"], "the same commit"),
+    ],
+)
+def test_bisect_checks_its_input_before_a_service_or_a_job(
+    lab: Path,
+    no_service: None,
+    extra: list[str],
+    expected: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = ["bisect", "--repo", str(lab), "--testcase", "nvme-snapshot-read"]
+    if "--good" not in extra:
+        args += ["--good", "lab-good"]
+    if "--bad" not in extra:
+        args += ["--bad", "lab-bad"]
+    assert main([*args, *extra]) == 2
+    assert expected in _error_line(capsys)
+
+
+def test_a_malformed_testcase_is_caught_before_a_service(
+    lab: Path,
+    tmp_path: Path,
+    no_service: None,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    folder = tmp_path / "tc" / "broken"
+    folder.mkdir(parents=True)
+    (folder / "manifest.toml").write_text('name = "broken"\nprimary = "x"\n')
+    monkeypatch.setenv("KBISECT_TESTCASES", str(tmp_path / "tc"))
+    args = ["bisect", "--repo", str(lab), "--good", "lab-good", "--bad", "lab-bad"]
+    assert main([*args, "--testcase", "broken"]) == 2
+    assert "missing required field 'metrics'" in _error_line(capsys)
+
+
+def test_every_option_has_help_and_every_table_has_json() -> None:
+    import argparse
+
+    from kbisect.cli import build_parser
+
+    def parsers(p: argparse.ArgumentParser) -> list[tuple[str, argparse.ArgumentParser]]:
+        found = [(p.prog, p)]
+        for action in p._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    found += parsers(sub)
+        return found
+
+    for prog, p in parsers(build_parser()):
+        for action in p._actions:
+            if isinstance(action, argparse._HelpAction | argparse._SubParsersAction):
+                continue
+            assert action.help, f"{prog} {action.dest} has no help text"
+        if prog.split()[-1] in ("status", "testcases", "try", "watch", "bisect", "report"):
+            assert any("--json" in a.option_strings for a in p._actions), prog

@@ -1,5 +1,7 @@
 """`kbisect up` runs a dev server and workers; `kbisect down` really stops both."""
 
+import asyncio
+import json
 import os
 import signal
 import socket
@@ -7,6 +9,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
 
 from kbisect.infra.temporal_server import listening
 
@@ -70,3 +74,134 @@ def test_sigterm_stops_the_server_and_its_dev_server(tmp_path: Path) -> None:
     finally:
         if server.poll() is None:
             server.kill()
+
+
+def _children(pid: int) -> list[int]:
+    """The process and all its descendants."""
+    found = [pid]
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            kids = (task / "children").read_text().split()
+        except OSError:
+            continue
+        for kid in kids:
+            found += _children(int(kid))
+    return found
+
+
+def _listening(pids: list[int]) -> set[str]:
+    """host:port of every TCP socket these processes listen on (from /proc)."""
+    inodes = set()
+    for pid in pids:
+        for fd in Path(f"/proc/{pid}/fd").glob("*"):
+            try:
+                target = os.readlink(fd)
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    found = set()
+    for table, width in (("/proc/net/tcp", 8), ("/proc/net/tcp6", 32)):
+        for row in Path(table).read_text().splitlines()[1:]:
+            cols = row.split()
+            if cols[3] != "0A" or cols[9] not in inodes:  # 0A: LISTEN
+                continue
+            host_hex, port_hex = cols[1].split(":")
+            raw = bytes.fromhex(host_hex)
+            if width == 8:
+                host = ".".join(str(b) for b in reversed(raw))
+            else:  # four little-endian 32-bit words
+                words = [raw[i : i + 4][::-1] for i in range(0, 16, 4)]
+                host = socket.inet_ntop(socket.AF_INET6, b"".join(words))
+            found.add(f"{host}:{int(port_hex, 16)}")
+    return found
+
+
+async def _pollers(address: str, queue: str) -> int:
+    from temporalio.api.enums.v1 import TaskQueueType
+    from temporalio.api.taskqueue.v1 import TaskQueue
+    from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+    from temporalio.client import Client
+
+    client = await Client.connect(address)
+    resp = await client.workflow_service.describe_task_queue(
+        DescribeTaskQueueRequest(
+            namespace="default",
+            task_queue=TaskQueue(name=queue),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+        )
+    )
+    return len(resp.pollers)
+
+
+def test_up_port_is_where_its_workers_connect_and_all_of_it_is_on_loopback(
+    tmp_path: Path,
+) -> None:
+    port, ui, elsewhere = _free_port(), _free_port(), _free_port()
+    env = {
+        **os.environ,
+        "KBISECT_DATA": str(tmp_path),
+        "KBISECT_CACHE": str(tmp_path / "c"),
+        # Not where `up --port` puts the server: its workers must not go there.
+        "KBISECT_TEMPORAL_ADDRESS": f"127.0.0.1:{elsewhere}",
+    }
+    cli = [sys.executable, "-m", "kbisect.cli"]
+    up = subprocess.Popen(
+        [*cli, "up", "--port", str(port), "--ui-port", str(ui)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        address = f"127.0.0.1:{port}"
+        while not (listening("127.0.0.1", port) and asyncio.run(_pollers(address, "kbisect"))):
+            assert up.poll() is None, up.stderr.read().decode() if up.stderr else ""
+            assert time.monotonic() < deadline, "no worker polls the server that up started"
+            time.sleep(0.5)
+        # Nothing that can start a job listens beyond this machine: gRPC, the Web UI, the
+        # HTTP API and the metrics port of the dev server are all on 127.0.0.1.
+        addresses = _listening(_children(up.pid))
+        assert f"127.0.0.1:{port}" in addresses and f"127.0.0.1:{ui}" in addresses
+        assert all(a.startswith("127.0.0.1:") for a in addresses), addresses
+        # The pid file says which process it is, not only its number.
+        record = json.loads((tmp_path / "service.pid").read_text())
+        assert record["pid"] == up.pid
+        stat = Path(f"/proc/{up.pid}/stat").read_text()
+        assert record["start_time"] == int(stat.rsplit(")", 1)[1].split()[19])
+        down = subprocess.run([*cli, "down"], env=env, capture_output=True, text=True, timeout=90)
+        assert down.returncode == 0, down.stderr
+        assert up.wait(timeout=30) == 0
+    finally:
+        if up.poll() is None:
+            up.kill()
+
+
+@pytest.mark.parametrize("form", ["bare pid", "other start time", "other boot"])
+def test_down_never_signals_a_reused_pid(tmp_path: Path, form: str) -> None:
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        stat = Path(f"/proc/{sleeper.pid}/stat").read_text()
+        start = int(stat.rsplit(")", 1)[1].split()[19])
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        record: object = {
+            "bare pid": sleeper.pid,
+            "other start time": {"pid": sleeper.pid, "start_time": start - 1, "boot_id": boot},
+            "other boot": {"pid": sleeper.pid, "start_time": start, "boot_id": "x" + boot[1:]},
+        }[form]
+        (tmp_path / "service.pid").write_text(json.dumps(record))
+        env = {**os.environ, "KBISECT_DATA": str(tmp_path)}
+        down = subprocess.run(
+            [sys.executable, "-m", "kbisect.cli", "down"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert down.returncode == 0, down.stderr
+        assert "not the kbisect service" in down.stdout + down.stderr
+        assert sleeper.poll() is None  # still alive: never signalled
+        assert not (tmp_path / "service.pid").exists()
+    finally:
+        sleeper.kill()
+        sleeper.wait()

@@ -1,0 +1,63 @@
+"""`kbisect gc`: prune old VM runs, unused artifacts, slots of gone repositories and old
+verify refs."""
+
+import argparse
+import json
+from pathlib import Path
+
+from kbisect.cli.output import out
+from kbisect.settings import Settings
+
+
+def cmd_gc(args: argparse.Namespace, settings: Settings) -> int:
+    from kbisect.gc import collect
+
+    report = collect(
+        settings,
+        args.older_than,
+        args.dry_run,
+        artifacts=not args.keep_artifacts,
+        repos=[Path(r) for r in args.repo],
+    )
+    removed = [
+        *(("run", str(p)) for p in report.runs),
+        *(("slot", str(p)) for p in report.slots),
+        *(("artifact", str(p)) for p in report.artifacts),
+        *(("ref", f"{repo}:{ref}") for repo, ref in report.refs),
+    ]
+    if args.json:
+        rows = [{"kind": k, "what": w} for k, w in removed]
+        data = {"dry_run": report.dry_run, "removed": rows, "kept": report.kept}
+        out(json.dumps({**data, "bytes_freed": report.bytes_freed}, indent=2))
+        return 0
+    verb = "would remove" if report.dry_run else "removed"
+    for kind, what in removed:
+        out(f"{verb} {kind} {what}")
+    for why in report.kept:
+        out(f"kept {why}")
+    out(f"{verb} {len(removed)} item(s), {report.bytes_freed / 2**20:.1f} MiB")
+    return 0
+
+
+def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    g = sub.add_parser("gc", help="prune old runs, unused artifacts and build slots")
+    g.add_argument(
+        "--older-than",
+        type=float,
+        default=14.0,
+        metavar="DAYS",
+        help="remove what was last used this many days ago or more (default 14)",
+    )
+    g.add_argument("--dry-run", action="store_true", help="list what would go; remove nothing")
+    g.add_argument(
+        "--keep-artifacts", action="store_true", help="keep built kernels whatever their age"
+    )
+    g.add_argument(
+        "--repo",
+        action="append",
+        default=[],
+        help="also prune refs/kbisect/verify/ in this repository (repeatable); the build "
+        "slots' repositories are always included",
+    )
+    g.add_argument("--json", action="store_true", help="the report as JSON on stdout")
+    g.set_defaults(func=cmd_gc)

@@ -1,0 +1,343 @@
+"""Jobs: bisect, watch, status, cancel, report, mark, resume (all through kbisect.client)."""
+
+import argparse
+import asyncio
+import json
+import time
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+from rich.live import Live
+
+from kbisect.cli import output
+from kbisect.cli.output import EventLines, note, out, progress_view
+from kbisect.client import WORKER_GRACE, JobClient, check_job_id
+from kbisect.contract import BisectRequest, BisectResult, Mode, Progress
+from kbisect.errors import InfraError, UserError
+from kbisect.git import Git
+from kbisect.report import bisect_log, markdown, to_json
+from kbisect.settings import Settings
+from kbisect.sru import sru_note
+
+POLL_SECONDS = 2.0  # how often a watch asks the server
+# With nothing new for this long, a watch checks again that workers serve the job.
+STALL_SECONDS = 120.0
+# --repetitions above this many times the testcase's own count is almost surely a typo
+# (a job's test timeout grows with it); a manifest may set `max_repetitions`.
+REPETITIONS_FACTOR = 10
+
+Handler = Callable[[JobClient, argparse.Namespace], Coroutine[Any, Any, int]]
+
+
+def _with_client(settings: Settings, args: argparse.Namespace, go: Handler) -> int:
+    async def run() -> int:
+        client = await JobClient.connect(settings)
+        return await go(client, args)
+
+    return asyncio.run(run())
+
+
+# --- bisect --------------------------------------------------------------------------
+def _checked_request(args: argparse.Namespace) -> BisectRequest:
+    """Everything about the input that can be checked here, before a service or a job."""
+    from kbisect.testcases import manifest as manifests
+    from kbisect.testcases.runner import profile
+
+    if args.parallel < 1:
+        raise UserError("--parallel takes a number of commits, 1 or more")
+    repo = Path(args.repo).resolve()
+    git = Git(repo)
+    git.check_repo()
+    # Resolved here so a typo fails before anything starts (the job resolves again).
+    good = [git.resolve(g) for g in args.good]
+    bad = git.resolve(args.bad)
+    if bad in good:
+        raise UserError(
+            f"good and bad are the same commit ({bad[:12]}): nothing to bisect; "
+            "give an older --good (or, with --mode fix, an older --bad)"
+        )
+    manifest = manifests.load(args.testcase)
+    profile(args.profile or manifest.profile)
+    if args.repetitions is not None:
+        cap = int(
+            getattr(manifest, "max_repetitions", 0) or REPETITIONS_FACTOR * manifest.repetitions
+        )
+        if not 1 <= args.repetitions <= cap:
+            raise UserError(
+                f"--repetitions {args.repetitions}: give 1 to {cap} for {manifest.name} "
+                f"(its default is {manifest.repetitions})"
+            )
+    return BisectRequest(
+        repo=str(repo),
+        good=good,
+        bad=bad,
+        testcase=manifest.name,
+        mode=args.mode,
+        profile=args.profile,
+        repetitions=args.repetitions,
+        verify=not args.no_verify,
+        parallel=args.parallel,
+    )
+
+
+def cmd_bisect(args: argparse.Namespace, settings: Settings) -> int:
+    req = _checked_request(args)
+    started = False
+    if not args.no_start:
+        from kbisect.cli.service import ensure_local_service
+
+        started = ensure_local_service(settings, args.parallel)
+
+    async def go(client: JobClient, args: argparse.Namespace) -> int:
+        # The service just started needs a moment before its workers poll.
+        await client.require_workers(client.needs(), grace=60.0 if started else WORKER_GRACE)
+        job_id = await client.start(req)
+        note(f"job {job_id}")
+        note(f"Web UI: {client.job_url(job_id)}")
+        if args.detach:
+            out(job_id)
+            return 0
+        return await _follow(client, job_id, args.json)
+
+    return _with_client(settings, args, go)
+
+
+# --- watch ---------------------------------------------------------------------------
+def cmd_watch(args: argparse.Namespace, settings: Settings) -> int:
+    check_job_id(args.id)
+
+    async def go(client: JobClient, args: argparse.Namespace) -> int:
+        return await _follow(client, args.id, args.json)
+
+    return _with_client(settings, args, go)
+
+
+async def _follow(client: JobClient, job_id: str, as_json: bool) -> int:
+    """Progress until the job ends; Ctrl-C stops watching, not the job. Says so, and
+    stops, when no worker serves the job: at the start, and after a while without news."""
+    events = None if output.interactive() else EventLines()
+    try:
+        if await client.running(job_id):
+            await client.require_workers(await client.job_queues(job_id), job_id, WORKER_GRACE)
+            if events is not None:
+                await _poll(client, job_id, events.update)
+            else:
+                console = output.stderr_console()
+                with Live(console=console, refresh_per_second=2, transient=False) as live:
+                    await _poll(client, job_id, lambda p: live.update(progress_view(p)))
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        note(f"stopped watching; the job goes on: kbisect watch {job_id}")
+        return 130
+    except InfraError as exc:
+        raise InfraError(f"{exc} (job {job_id} waits for it)") from exc
+    result = await client.result(job_id)
+    if events is not None:  # the steps that ended between two looks, or all of them
+        events.finish(result.steps, result.metric)
+    if as_json:
+        out(json.dumps(to_json(result), indent=2))
+    else:
+        for line in outcome_lines(result):
+            out(line)
+    return 0 if result.status in ("found", "ambiguous") else 1
+
+
+async def _poll(client: JobClient, job_id: str, show: Callable[[Progress], None]) -> None:
+    last: Progress | None = None
+    changed = time.monotonic()
+    while await client.running(job_id):
+        progress: Progress | None
+        try:
+            progress = await client.progress(job_id)
+        except InfraError:
+            progress = last  # no workflow worker answered: nothing new
+        if progress is not None and progress != last:
+            show(progress)
+            last, changed = progress, time.monotonic()
+        elif time.monotonic() - changed > STALL_SECONDS:
+            await client.require_workers(await client.job_queues(job_id), job_id)
+            changed = time.monotonic()
+        await asyncio.sleep(POLL_SECONDS)
+
+
+def outcome_lines(result: BisectResult) -> list[str]:
+    if result.culprit:
+        word = "fixed by" if result.mode == Mode.FIX else "first bad commit"
+        subject = result.subjects.get(result.culprit, "")
+        lines = [f"{word}: {result.culprit} {subject}".rstrip()]
+        if result.verification:
+            v = result.verification
+            lines.append(f"verification ({v.kind}): {v.status}, {v.message}")
+        return lines
+    return [result.message] + [
+        f"  candidate {c} {result.subjects.get(c, '')}".rstrip() for c in result.candidates
+    ]
+
+
+# --- the others ----------------------------------------------------------------------
+def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
+    if args.limit < 1:
+        raise UserError("--limit takes a number of jobs, 1 or more")
+
+    async def go(client: JobClient, args: argparse.Namespace) -> int:
+        jobs = await client.jobs(args.limit)
+        if args.json:
+            out(json.dumps([j.to_json() for j in jobs], indent=2))
+        elif not jobs:
+            out("no bisection jobs yet")
+        else:
+            header = ("JOB", "STATE", "STATUS", "TESTCASE", "CULPRIT", "STARTED")
+            rows = [
+                (
+                    j.id,
+                    j.state,
+                    j.status or "-",
+                    j.testcase or "-",
+                    j.culprit[:12] or "-",
+                    j.started.strftime("%Y-%m-%d %H:%M"),
+                )
+                for j in jobs
+            ]
+            out(output.columns(header, rows))
+        return 0
+
+    return _with_client(settings, args, go)
+
+
+def cmd_cancel(args: argparse.Namespace, settings: Settings) -> int:
+    check_job_id(args.id)
+
+    async def go(client: JobClient, args: argparse.Namespace) -> int:
+        await client.cancel(args.id)
+        out(f"asked {args.id} to stop")
+        return 0
+
+    return _with_client(settings, args, go)
+
+
+def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
+    check_job_id(args.id)
+
+    async def go(client: JobClient, args: argparse.Namespace) -> int:
+        result = await client.result(args.id)
+        if args.json:
+            out(json.dumps(to_json(result), indent=2))
+            return 0
+        if args.sru:
+            out(sru_note(result, args.id))
+            return 0
+        if args.bisect_log:
+            Path(args.bisect_log).write_text(bisect_log(result))
+        text = markdown(result, args.id)
+        if args.plot:
+            from kbisect.plot import plot_scores
+
+            png = plot_scores(result, Path(args.plot))
+            text += f"\n![scores across commits]({png})\n"
+        out(text)
+        return 0
+
+    return _with_client(settings, args, go)
+
+
+def cmd_mark(args: argparse.Namespace, settings: Settings) -> int:
+    check_job_id(args.id)
+
+    async def go(client: JobClient, args: argparse.Namespace) -> int:
+        req = await client.job_request(args.id)  # a clear error for an unknown id
+        if req is None:
+            raise UserError(f"{args.id} is not a bisection job: see 'kbisect status'")
+        commit = Git(Path(req.repo)).resolve(args.rev)
+        out(await client.mark(args.id, commit, args.verdict))
+        return 0
+
+    return _with_client(settings, args, go)
+
+
+def cmd_resume(args: argparse.Namespace, settings: Settings) -> int:
+    check_job_id(args.id)
+
+    async def go(client: JobClient, args: argparse.Namespace) -> int:
+        out(await client.resume(args.id))
+        return 0
+
+    return _with_client(settings, args, go)
+
+
+# --- the parser ----------------------------------------------------------------------
+def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    b = sub.add_parser("bisect", help="start a bisection job and follow it")
+    b.add_argument("--repo", required=True, help="the kernel git repository (a path)")
+    b.add_argument(
+        "--good",
+        required=True,
+        action="append",
+        metavar="REV",
+        help="a revision without the change (repeatable); in fix mode the fixed one",
+    )
+    b.add_argument(
+        "--bad",
+        required=True,
+        metavar="REV",
+        help="a revision with the change (in fix mode: the old, broken one)",
+    )
+    b.add_argument("--testcase", required=True, help="a testcase name ('kbisect testcases')")
+    b.add_argument(
+        "--mode",
+        choices=tuple(Mode),
+        default=Mode.REGRESSION.value,
+        help="regression: name the commit that broke it; fix: the commit that fixed it",
+    )
+    b.add_argument("--profile", help="device profile: fast or ebs-gp2 (default: the testcase's)")
+    b.add_argument(
+        "--repetitions", type=int, help="runs of the testcase per boot (default: the testcase's)"
+    )
+    b.add_argument(
+        "--parallel",
+        type=int,
+        default=1,
+        metavar="K",
+        help="test K commits at once, cutting the range in K+1 parts per round: fewer "
+        "rounds, more builds; needs workers with room for K builds and VMs",
+    )
+    b.add_argument(
+        "--no-verify",
+        action="store_true",
+        help="do not test the named commit reverted on (in fix mode: applied to) --bad",
+    )
+    b.add_argument("--detach", action="store_true", help="print the job id and return")
+    b.add_argument("--no-start", action="store_true", help="never start a local service")
+    b.add_argument("--json", action="store_true", help="the result as JSON on stdout")
+    b.set_defaults(func=cmd_bisect)
+
+    w = sub.add_parser("watch", help="follow a job until it ends")
+    w.add_argument("id", help="the job id")
+    w.add_argument("--json", action="store_true", help="the result as JSON on stdout")
+    w.set_defaults(func=cmd_watch)
+
+    st = sub.add_parser("status", help="list the newest jobs")
+    st.add_argument("--limit", type=int, default=20, help="at most this many (default 20)")
+    st.add_argument("--json", action="store_true", help="a JSON list on stdout")
+    st.set_defaults(func=cmd_status)
+
+    c = sub.add_parser("cancel", help="stop a job")
+    c.add_argument("id", help="the job id")
+    c.set_defaults(func=cmd_cancel)
+
+    r = sub.add_parser("report", help="a finished job as markdown (or --json)")
+    r.add_argument("id", help="the job id")
+    r.add_argument("--json", action="store_true", help="the result as JSON")
+    r.add_argument("--plot", metavar="PNG", help="also write the scores across commits here")
+    r.add_argument("--bisect-log", metavar="FILE", help="also write the git bisect log here")
+    r.add_argument("--sru", action="store_true", help="a draft Ubuntu SRU justification")
+    r.set_defaults(func=cmd_report)
+
+    m = sub.add_parser("mark", help="tell a running job that a commit is good, bad or skip")
+    m.add_argument("id", help="the job id")
+    m.add_argument("rev", help="the revision (in the job's repository)")
+    m.add_argument("verdict", choices=("good", "bad", "skip"), help="good, bad or skip")
+    m.set_defaults(func=cmd_mark)
+
+    rs = sub.add_parser("resume", help="go on with a job blocked on a host problem, once fixed")
+    rs.add_argument("id", help="the job id")
+    rs.set_defaults(func=cmd_resume)

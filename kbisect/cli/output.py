@@ -1,0 +1,146 @@
+"""How the CLI writes: rich views on a terminal, plain whole lines when piped.
+
+Results go to stdout, progress and errors to stderr. When either is not a terminal (a
+log file, `| cat`, CI), every event is one line that is never wrapped or cut, as git and
+kubectl do; the live views (spinner, redrawn job table) are for terminals only.
+"""
+
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+
+from rich.console import Console, Group
+from rich.progress import Progress as RichProgress
+from rich.progress import SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+from kbisect.contract import Progress, Step
+
+
+def interactive() -> bool:
+    """Both stdout and stderr are terminals: live views are welcome."""
+    return sys.stdout.isatty() and sys.stderr.isatty()
+
+
+def out(text: str = "") -> None:
+    """A result line on stdout."""
+    print(text, flush=True)
+
+
+def note(text: str) -> None:
+    """A progress or status line on stderr, never wrapped."""
+    print(text, file=sys.stderr, flush=True)
+
+
+def one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def stderr_console() -> Console:
+    return Console(stderr=True, emoji=False, highlight=False)
+
+
+def stdout_console() -> Console:
+    return Console(emoji=False, highlight=False)
+
+
+@contextmanager
+def stages(enabled: bool = True) -> Iterator[Callable[[str], None]]:
+    """Say what is happening now: a spinner on a terminal, one line per change when
+    piped. Yields the function to call with each new state."""
+    if not enabled:
+        yield lambda _: None
+        return
+    if not interactive():
+        last = [""]
+
+        def line(text: str) -> None:
+            if text != last[0]:
+                last[0] = text
+                note(one_line(text))
+
+        yield line
+        return
+    with RichProgress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=stderr_console(),
+        transient=True,
+    ) as progress:
+        task = progress.add_task("starting", total=None)
+        yield lambda text: progress.update(task, description=text[:110])
+
+
+def columns(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A plain table, columns aligned with two spaces, nothing cut."""
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    return "\n".join(
+        "  ".join(str(cell).ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip()
+        for r in [header, *rows]
+    )
+
+
+# --- a job's progress ----------------------------------------------------------------
+def step_line(number: int, step: Step, metric: str) -> str:
+    """e.g. 'step 3: 1966bd061a65 bad avg_read_sectors=8'."""
+    text = f"step {number}: {step.commit[:12]} {step.verdict}"
+    if step.value is not None:
+        text += f" {metric}={step.value:g}"
+    if step.source != "test":
+        text += f" ({step.source})"
+    if step.note:
+        text += f": {step.note}"
+    return one_line(text)
+
+
+class EventLines:
+    """A job's progress as one line per event: status changes, each finished step once,
+    the commits under test."""
+
+    def __init__(self, write: Callable[[str], None] = note) -> None:
+        self.write = write
+        self.steps = 0
+        self.status = ""
+        self.message = ""
+        self.current: list[str] = []
+
+    def update(self, p: Progress) -> None:
+        self.finish(p.steps, p.metric)
+        if p.status != self.status or (p.message and p.message != self.message):
+            self.write(one_line(f"{p.status}: {p.message}" if p.message else p.status))
+            self.status, self.message = p.status, p.message
+        if p.current and p.current != self.current:
+            self.write("testing " + ", ".join(c[:12] for c in p.current))
+        self.current = list(p.current)
+
+    def finish(self, steps: Sequence[Step], metric: str) -> None:
+        """The steps not written yet (all of them for a job that had ended)."""
+        for number, step in enumerate(steps[self.steps :], self.steps + 1):
+            self.write(step_line(number, step, metric))
+        self.steps = max(self.steps, len(steps))
+
+
+def progress_view(p: Progress) -> Group:
+    """The live view on a terminal: header, the table of steps, what runs now."""
+    header = Text.assemble(
+        (p.status, "bold"),
+        f"  {p.testcase} ({p.mode})  ",
+        f"{p.candidates} candidates, {len(p.steps)} steps done, ~{p.steps_left} to go",
+    )
+    table = Table(expand=False)
+    for col in ("#", "commit", "subject", "verdict", f"{p.metric} ({p.unit})", "how"):
+        table.add_column(col)
+    for i, s in enumerate(p.steps, 1):
+        colour = {"good": "green", "bad": "red"}.get(s.verdict, "yellow")
+        table.add_row(
+            str(i),
+            s.commit[:12],
+            s.subject[:48],
+            f"[{colour}]{s.verdict}[/]",
+            "" if s.value is None else f"{s.value:g}",
+            s.source,
+        )
+    now = Text("testing " + ", ".join(c[:12] for c in p.current)) if p.current else Text(p.message)
+    return Group(header, table, now)

@@ -1,0 +1,390 @@
+"""The one way to the bisection service (Temporal), for every front door.
+
+The CLI, the chat bot and the GitLab webhook submit, watch and report jobs through a
+`JobClient` built from the settings: connect, start, progress, describe, result, cancel,
+mark, resume, list, and whether any worker serves the job's task queues. Every failure is
+a KbisectError: UserError for a bad job id or a refused request, InfraError for the host.
+"""
+
+import asyncio
+import dataclasses
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from temporalio.api.enums.v1 import PendingActivityState, TaskQueueType
+from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+from temporalio.client import (
+    Client,
+    WorkflowExecutionDescription,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+)
+from temporalio.service import RPCError, RPCStatusCode
+
+from kbisect.contract import (
+    BUILD,
+    PREPARE_VERIFY,
+    SA_CULPRIT_NAME,
+    SA_STATUS_NAME,
+    SA_TESTCASE_NAME,
+    SEARCH_ATTRIBUTE_NAMES,
+    TEST,
+    VALIDATE,
+    WORKFLOW,
+    BisectRequest,
+    BisectResult,
+    MarkRequest,
+    Progress,
+    Verdict,
+)
+from kbisect.errors import InfraError, UserError
+from kbisect.settings import Queues, Settings
+
+# Set once a Temporal client exists: its runtime threads outlive asyncio.run and abort
+# the interpreter's finalization ("PyGILState_Release ... must be current"), so such a
+# process leaves with os._exit after flushing (kbisect.cli.main).
+used = False
+
+# An idle worker polls again at least once a minute; one not seen for longer than this
+# is gone (the server itself forgets pollers after 5 minutes). A worker whose slots are
+# all busy does not poll: a started activity of the job counts for its queue.
+POLLER_WINDOW = 300.0
+# A worker started a moment ago may not poll yet (imports, connecting).
+WORKER_GRACE = 30.0
+QUERY_TIMEOUT = timedelta(seconds=10)  # a query or update that no workflow worker answers
+# Which queue each activity runs on (the build queue also does git work).
+ACTIVITY_QUEUE = {VALIDATE: "build", BUILD: "build", PREPARE_VERIFY: "build", TEST: "vm"}
+
+
+@dataclass(frozen=True)
+class JobSummary:
+    """One line of `kbisect status`."""
+
+    id: str
+    state: str  # Temporal's view: running, completed, failed, canceled, terminated...
+    status: str  # kbisect's: bisecting, blocked, found... ("" without search attributes)
+    testcase: str
+    culprit: str
+    started: datetime
+
+    def to_json(self) -> dict[str, str]:
+        return {
+            "id": self.id,
+            "state": self.state,
+            "status": self.status,
+            "testcase": self.testcase,
+            "culprit": self.culprit,
+            "started": self.started.isoformat(),
+        }
+
+
+@dataclass(frozen=True)
+class QueueNeed:
+    """A task queue a job needs served, and by which kind of worker."""
+
+    name: str
+    kind: str  # "workflow", "build" or "vm"
+
+    @property
+    def task_type(self) -> "TaskQueueType.ValueType":
+        if self.kind == "workflow":
+            return TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW
+        return TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY
+
+
+def check_job_id(job_id: str) -> str:
+    """A job id as Temporal takes it: not empty, printable, no spaces, not huge."""
+    if not job_id:
+        raise UserError("give a job id, as 'kbisect status' lists them")
+    if len(job_id) > 1000 or any(c.isspace() or not c.isprintable() for c in job_id):
+        raise UserError(f"{job_id[:80]!r} is not a job id: see 'kbisect status' for the jobs")
+    return job_id
+
+
+def no_worker_message(queue: str, address: str) -> str:
+    return (
+        f"no worker polls task queue {queue} on {address}: start one with 'kbisect worker' "
+        "or 'kbisect up'"
+    )
+
+
+class JobClient:
+    """A connection to the service for one namespace, with kbisect's words."""
+
+    def __init__(self, settings: Settings, client: Client) -> None:
+        self.settings = settings
+        self.endpoint = settings.endpoint
+        self.queues = settings.queues
+        self.temporal = client
+
+    @classmethod
+    async def connect(cls, settings: Settings) -> "JobClient":
+        global used
+        used = True
+        endpoint = settings.endpoint
+        try:
+            client = await Client.connect(endpoint.address, namespace=endpoint.namespace)
+        except RuntimeError as exc:
+            raise InfraError(
+                f"no Temporal server at {endpoint.address}: start one with 'kbisect up' "
+                "(or set KBISECT_TEMPORAL_ADDRESS)"
+            ) from exc
+        return cls(settings, client)
+
+    # --- jobs -------------------------------------------------------------------------
+    async def start(self, req: BisectRequest) -> str:
+        """Start a job; its id. It runs on this client's queues (its settings')."""
+        req = dataclasses.replace(req, build_queue=self.queues.build, vm_queue=self.queues.vm)
+        req.search_attributes = await self.has_search_attributes()
+        job_id = f"bisect-{req.testcase}-{uuid.uuid4().hex[:8]}"
+        try:
+            await self.temporal.start_workflow(
+                WORKFLOW, req, id=job_id, task_queue=self.queues.control
+            )
+        except RPCError as exc:
+            raise InfraError(f"cannot start a job on {self.endpoint.address}: {exc}") from exc
+        return job_id
+
+    def job_url(self, job_id: str) -> str:
+        return self.endpoint.job_url(job_id)
+
+    def _handle(self, job_id: str) -> WorkflowHandle[object, object]:
+        return self.temporal.get_workflow_handle(check_job_id(job_id))
+
+    def _not_found(self, job_id: str, exc: RPCError) -> UserError | InfraError:
+        if exc.status == RPCStatusCode.NOT_FOUND or "not found" in str(exc).lower():
+            return UserError(f"no job {job_id!r} on {self.endpoint.address}: see 'kbisect status'")
+        if exc.status == RPCStatusCode.INVALID_ARGUMENT:
+            return UserError(f"{job_id!r} is not a job id: {exc.message}")
+        return InfraError(f"cannot read job {job_id}: {exc.message or exc}")
+
+    async def describe(self, job_id: str) -> WorkflowExecutionDescription:
+        """The server's view of a job (no worker needed); UserError for an unknown id."""
+        try:
+            return await self._handle(job_id).describe()
+        except RPCError as exc:
+            raise self._not_found(job_id, exc) from exc
+
+    async def running(self, job_id: str) -> bool:
+        return (await self.describe(job_id)).status == WorkflowExecutionStatus.RUNNING
+
+    async def progress(self, job_id: str) -> Progress:
+        """The job's own view (a workflow worker answers); InfraError if none does."""
+        try:
+            result: Progress = await self._handle(job_id).query(
+                "progress", result_type=Progress, rpc_timeout=QUERY_TIMEOUT
+            )
+            return result
+        except RPCError as exc:
+            raise self._not_found(job_id, exc) from exc
+        except Exception as exc:  # a query the workflow failed to answer
+            raise InfraError(f"cannot read the progress of {job_id}: {exc}") from exc
+
+    async def result(self, job_id: str) -> BisectResult:
+        """The result of a finished job; UserError if it runs still or has failed."""
+        desc = await self.describe(job_id)
+        if desc.status == WorkflowExecutionStatus.RUNNING:
+            raise UserError(
+                f"job {job_id} is still running: follow it with 'kbisect watch {job_id}'"
+            )
+        handle = self.temporal.get_workflow_handle(job_id, result_type=BisectResult)
+        try:
+            result: BisectResult = await handle.result()
+            return result
+        except WorkflowFailureError as exc:
+            cause = exc.cause
+            message = getattr(cause, "message", None) or str(cause)
+            raise UserError(f"job {job_id} failed: {message}") from exc
+        except RPCError as exc:
+            raise self._not_found(job_id, exc) from exc
+
+    async def cancel(self, job_id: str) -> None:
+        desc = await self.describe(job_id)  # a clear error for an unknown id
+        if desc.status != WorkflowExecutionStatus.RUNNING:
+            raise UserError(f"job {job_id} has already ended ({_state(desc.status)})")
+        try:
+            await self._handle(job_id).cancel()
+        except RPCError as exc:
+            raise self._not_found(job_id, exc) from exc
+
+    async def mark(self, job_id: str, commit: str, verdict: str) -> str:
+        """Tell a running job that a commit (a full hash) is good, bad or skip."""
+        if verdict not in tuple(Verdict):
+            raise UserError(f"unknown verdict {verdict!r}: use good, bad or skip")
+        desc = await self._live(job_id, "it takes no marks")
+        needs = [n for n in await self.job_queues(job_id, desc) if n.kind == "workflow"]
+        await self.require_workers(needs, job_id, grace=WORKER_GRACE)
+        request = MarkRequest(commit=commit, verdict=verdict)
+        return await self._update(job_id, "mark", f"mark {commit[:12]} in", request)
+
+    async def resume(self, job_id: str) -> str:
+        """Tell a job blocked on a host problem (full disk, missing tool) that it is fixed."""
+        desc = await self._live(job_id, "nothing to resume")
+        await self.require_workers(await self.job_queues(job_id, desc), job_id, WORKER_GRACE)
+        return await self._update(job_id, "resume", "resume")
+
+    async def _live(self, job_id: str, otherwise: str) -> WorkflowExecutionDescription:
+        desc = await self.describe(job_id)
+        if desc.status != WorkflowExecutionStatus.RUNNING:
+            raise UserError(f"job {job_id} has ended ({_state(desc.status)}): {otherwise}")
+        return desc
+
+    async def _update(self, job_id: str, name: str, what: str, *args: object) -> str:
+        try:
+            answer: str = await self._handle(job_id).execute_update(
+                name, args=list(args), result_type=str, rpc_timeout=QUERY_TIMEOUT
+            )
+            return answer
+        except WorkflowUpdateRPCTimeoutOrCancelledError as exc:
+            raise InfraError(
+                f"job {job_id} did not answer within {QUERY_TIMEOUT.seconds} s: "
+                "is a worker running ('kbisect up' or 'kbisect worker')?"
+            ) from exc
+        except RPCError as exc:
+            raise self._not_found(job_id, exc) from exc
+        except Exception as exc:  # the update validator's refusal, or the job is gone
+            cause = getattr(exc, "cause", None) or exc
+            raise UserError(f"cannot {what} {job_id}: {getattr(cause, 'message', cause)}") from exc
+
+    async def jobs(self, limit: int = 20) -> list[JobSummary]:
+        """The newest bisection jobs, newest first."""
+        found = []
+        try:
+            async for wf in self.temporal.list_workflows(f'WorkflowType="{WORKFLOW}"', limit=limit):
+                sa = wf.search_attributes
+                found.append(
+                    JobSummary(
+                        id=wf.id,
+                        state=_state(wf.status),
+                        status=_first(sa, SA_STATUS_NAME),
+                        testcase=_first(sa, SA_TESTCASE_NAME),
+                        culprit=_first(sa, SA_CULPRIT_NAME),
+                        started=wf.start_time,
+                    )
+                )
+        except RPCError as exc:
+            raise InfraError(f"cannot list jobs on {self.endpoint.address}: {exc}") from exc
+        return found
+
+    # --- the service itself -----------------------------------------------------------
+    async def has_search_attributes(self) -> bool:
+        try:
+            resp = await self.temporal.operator_service.list_search_attributes(
+                ListSearchAttributesRequest(namespace=self.endpoint.namespace)
+            )
+        except RPCError:
+            return False
+        return all(name in resp.custom_attributes for name in SEARCH_ATTRIBUTE_NAMES)
+
+    def needs(self, queues: Queues | None = None) -> list[QueueNeed]:
+        """The queues a new job on these queues needs served."""
+        q = queues or self.queues
+        return [
+            QueueNeed(q.control, "workflow"),
+            QueueNeed(q.build, "build"),
+            QueueNeed(q.vm, "vm"),
+        ]
+
+    async def job_request(self, job_id: str) -> BisectRequest | None:
+        """What the job was started with (from its history: no worker needed)."""
+        try:
+            async for event in self._handle(job_id).fetch_history_events():
+                attrs = event.workflow_execution_started_event_attributes
+                if not event.HasField("workflow_execution_started_event_attributes"):
+                    return None
+                payloads = list(attrs.input.payloads)[:1]
+                if not payloads:
+                    return None
+                (req,) = await self.temporal.data_converter.decode(payloads, [BisectRequest])
+                return req if isinstance(req, BisectRequest) else None
+        except RPCError as exc:
+            raise self._not_found(job_id, exc) from exc
+        except (ValueError, TypeError, RuntimeError):
+            return None  # not a bisection job's input
+        return None
+
+    async def job_queues(
+        self, job_id: str, desc: WorkflowExecutionDescription | None = None
+    ) -> list[QueueNeed]:
+        """The queues this job runs on: its workflow's, and its request's build and VM."""
+        desc = desc or await self.describe(job_id)
+        req = await self.job_request(job_id)
+        return self.needs(
+            Queues(
+                control=desc.task_queue or self.queues.control,
+                build=req.build_queue if req else self.queues.build,
+                vm=req.vm_queue if req else self.queues.vm,
+            )
+        )
+
+    async def unserved(
+        self, needs: Iterable[QueueNeed], job_id: str | None = None
+    ) -> list[QueueNeed]:
+        """The queues no worker serves: none has polled lately, and (for a job) none runs
+        one of its activities there."""
+        busy: set[str] = set()
+        if job_id is not None:
+            busy = await self._busy_kinds(job_id)
+        now = datetime.now(UTC)
+        missing = []
+        for need in needs:
+            if need.kind in busy:
+                continue
+            try:
+                resp = await self.temporal.workflow_service.describe_task_queue(
+                    DescribeTaskQueueRequest(
+                        namespace=self.endpoint.namespace,
+                        task_queue=TaskQueue(name=need.name),
+                        task_queue_type=need.task_type,
+                    )
+                )
+            except RPCError as exc:
+                raise InfraError(
+                    f"cannot ask {self.endpoint.address} about task queue {need.name}: {exc}"
+                ) from exc
+            ages = [
+                (now - p.last_access_time.ToDatetime(UTC)).total_seconds() for p in resp.pollers
+            ]
+            if not any(age <= POLLER_WINDOW for age in ages):
+                missing.append(need)
+        return missing
+
+    async def _busy_kinds(self, job_id: str) -> set[str]:
+        """Queue kinds where a worker runs one of the job's activities right now."""
+        desc = await self.describe(job_id)
+        started = PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
+        return {
+            ACTIVITY_QUEUE.get(a.activity_type.name, "")
+            for a in desc.raw_description.pending_activities
+            if a.state == started
+        }
+
+    async def require_workers(
+        self, needs: list[QueueNeed], job_id: str | None = None, grace: float = 0.0
+    ) -> None:
+        """InfraError naming the first queue no worker serves, after waiting up to `grace`
+        seconds for workers that are starting."""
+        deadline = time.monotonic() + grace
+        while True:
+            missing = await self.unserved(needs, job_id)
+            if not missing:
+                return
+            if time.monotonic() >= deadline:
+                raise InfraError(no_worker_message(missing[0].name, self.endpoint.address))
+            await asyncio.sleep(1.0)
+
+
+def _state(status: WorkflowExecutionStatus | None) -> str:
+    return status.name.lower() if status else "unknown"
+
+
+def _first(attrs: object, key: str) -> str:
+    values = attrs.get(key) if isinstance(attrs, dict) else None
+    return str(values[0]) if values else ""

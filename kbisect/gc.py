@@ -1,0 +1,192 @@
+"""`kbisect gc`: free the disk kbisect's cache takes, and the refs it wrote.
+
+What goes: QEMU run directories last written more than N days ago, build slots whose
+repository is gone, artifacts no build has used for N days, and `refs/kbisect/verify/*`
+refs made more than N days ago in the repositories kbisect has built (each slot names
+its repository). What stays: anything written within N days, a slot whose lock is held
+(a build, or an orphan of a killed one, still writes there), a ref whose age is unknown.
+"""
+
+import os
+import re
+import shutil
+import stat
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kbisect.builders import worktree
+from kbisect.errors import InfraError, UserError
+from kbisect.git import Git
+from kbisect.settings import Settings
+
+DAY = 86400.0
+RUN_NAME = re.compile(r"^(\d{8}-\d{6})-[0-9a-f]{8}$")  # as infra/qemu.py names them
+VERIFY_REFS = "refs/kbisect/verify/"
+
+
+@dataclass
+class GcReport:
+    dry_run: bool
+    runs: list[Path] = field(default_factory=list)
+    slots: list[Path] = field(default_factory=list)
+    artifacts: list[Path] = field(default_factory=list)
+    refs: list[tuple[Path, str]] = field(default_factory=list)  # (repository, ref)
+    kept: list[str] = field(default_factory=list)  # old enough, kept, and why
+    bytes_freed: int = 0  # what a dry run would free
+
+    def removed_count(self) -> int:
+        return len(self.runs) + len(self.slots) + len(self.artifacts) + len(self.refs)
+
+
+def collect(
+    settings: Settings,
+    older_than_days: float,
+    dry_run: bool,
+    *,
+    artifacts: bool = True,
+    repos: Iterable[Path] = (),
+) -> GcReport:
+    """Remove (or with dry_run, list) what kbisect no longer needs; see the module doc."""
+    if older_than_days < 0:
+        raise UserError(f"--older-than {older_than_days:g}: give a number of days, 0 or more")
+    cutoff = time.time() - older_than_days * DAY
+    report = GcReport(dry_run=dry_run)
+    cache = settings.cache
+    _collect_runs(cache / "runs", cutoff, report)
+    known = _known_repos(cache / "slots") | {Path(r).resolve() for r in repos}
+    _collect_slots(cache / "slots", report)
+    if artifacts:
+        _collect_artifacts(cache / "artifacts", cutoff, report)
+    for repo in sorted(known):
+        _collect_refs(repo, cutoff, report)
+    return report
+
+
+def _collect_runs(root: Path, cutoff: float, report: GcReport) -> None:
+    for run in _subdirs(root):
+        named = _run_time(run.name)
+        if named is None:
+            continue  # not a name kbisect gave: not ours to remove
+        if max(named, _last_write(run)) < cutoff:
+            report.runs.append(run)
+            _remove(run, report)
+
+
+def _run_time(name: str) -> float | None:
+    m = RUN_NAME.match(name)
+    try:
+        return time.mktime(time.strptime(m[1], "%Y%m%d-%H%M%S")) if m else None
+    except ValueError:  # 20241399-...: not a time, not ours
+        return None
+
+
+def _collect_slots(root: Path, report: GcReport) -> None:
+    for slot in worktree.orphan_slots(root):
+        fd = worktree.try_lock_slot(slot)
+        if fd is None:
+            report.kept.append(f"{slot}: its repository is gone, but it is in use")
+            continue
+        try:
+            report.slots.append(slot)
+            _remove(slot, report)
+        finally:
+            os.close(fd)
+
+
+def _collect_artifacts(root: Path, cutoff: float, report: GcReport) -> None:
+    for entry in _subdirs(root):
+        # A cache hit touches meta.json; a build in progress writes its log there.
+        if _last_write(entry) < cutoff:
+            report.artifacts.append(entry)
+            _remove(entry, report)
+            continue
+        for tmp in entry.glob(".*.tmp"):  # left by a killed build: a live one is written to
+            if tmp.lstat().st_mtime < time.time() - DAY:
+                report.bytes_freed += tmp.lstat().st_size
+                if not report.dry_run:
+                    tmp.unlink(missing_ok=True)
+
+
+def _known_repos(slots: Path) -> set[Path]:
+    repos = set()
+    for owner in slots.glob("*-*/repo"):
+        try:
+            path = Path(owner.read_text().strip())
+        except OSError:
+            continue
+        if path.is_absolute() and path.exists():
+            repos.add(path)
+    return repos
+
+
+def _collect_refs(repo: Path, cutoff: float, report: GcReport) -> None:
+    git = Git(repo)
+    try:
+        refs = git.run("for-each-ref", "--format=%(refname)", VERIFY_REFS).split()
+    except InfraError as exc:
+        report.kept.append(f"{repo}: not read ({exc})")
+        return
+    for ref in refs:
+        made = _ref_time(git, ref)
+        if made is None:
+            report.kept.append(f"{repo} {ref}: age unknown (packed, no reflog)")
+        elif made < cutoff:
+            report.refs.append((repo, ref))
+            if not report.dry_run:
+                git.run("update-ref", "-d", ref)
+
+
+def _ref_time(git: Git, ref: str) -> float | None:
+    """When the ref was made: its reflog's or loose file's time; None if packed only."""
+    for rel in (f"logs/{ref}", ref):
+        path = git.run("rev-parse", "--path-format=absolute", "--git-path", rel).strip()
+        try:
+            return os.stat(path).st_mtime
+        except OSError:
+            continue
+    return None
+
+
+def _subdirs(root: Path) -> list[Path]:
+    try:
+        return sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink())
+    except FileNotFoundError:
+        return []
+
+
+def _last_write(path: Path) -> float:
+    """The newest modification time of path and the files directly in it."""
+    try:
+        times, children = [path.lstat().st_mtime], list(path.iterdir())
+    except FileNotFoundError:
+        return time.time()  # gone meanwhile: something is working there
+    for child in children:
+        try:
+            times.append(child.lstat().st_mtime)
+        except FileNotFoundError:
+            continue
+    return max(times)
+
+
+def _size(path: Path) -> int:
+    """Bytes under path, each hard-linked file once, symlinks not followed."""
+    seen: set[tuple[int, int]] = set()
+    total = 0
+    for dirpath, dirnames, filenames in os.walk(path):
+        for name in [*dirnames, *filenames]:
+            try:
+                st = os.lstat(os.path.join(dirpath, name))
+            except OSError:
+                continue
+            if not stat.S_ISDIR(st.st_mode) and (st.st_dev, st.st_ino) not in seen:
+                seen.add((st.st_dev, st.st_ino))
+                total += st.st_size
+    return total
+
+
+def _remove(path: Path, report: GcReport) -> None:
+    report.bytes_freed += _size(path)
+    if not report.dry_run:
+        shutil.rmtree(path, ignore_errors=True)

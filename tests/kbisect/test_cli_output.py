@@ -1,0 +1,78 @@
+"""Piped output is whole plain lines: one event a line, nothing wrapped or cut."""
+
+from kbisect.cli.output import EventLines, columns
+from kbisect.contract import Progress, Step
+from kbisect.model import Artifact, Commit, Direction, GuestRun, Metric, Outcome, Score
+from kbisect.pipeline import TryResult
+from kbisect.report_try import try_lines
+from kbisect.testcases.runner import TestcaseRun
+
+LONG = "/a/very/long/path/that/a/terminal/of/eighty/columns/would/wrap/somewhere/in/the/middle"
+
+
+def _step(commit: str, verdict: str, value: float | None, source: str = "test") -> Step:
+    return Step(
+        commit=commit, subject=f"subject {commit}", verdict=verdict, source=source, value=value
+    )
+
+
+def test_each_event_is_written_once() -> None:
+    lines: list[str] = []
+    events = EventLines(lines.append)
+    p = Progress(status="calibrating", metric="avg_read_sectors", message="scoring both endpoints")
+    events.update(p)
+    events.update(p)  # nothing new: nothing written
+    p.steps = [_step("a" * 40, "good", 512.0, "endpoint"), _step("b" * 40, "bad", 8.0, "endpoint")]
+    p.status, p.message, p.current = "bisecting", "", ["1966bd061a65" + "0" * 28]
+    events.update(p)
+    p.steps.append(_step("1966bd061a65" + "0" * 28, "bad", 8.0))
+    p.steps.append(_step("c" * 40, "skip", None, "build-failed"))
+    p.current = []
+    events.update(p)
+    events.finish(p.steps, p.metric)  # the end: nothing left to write
+    assert lines == [
+        "calibrating: scoring both endpoints",
+        f"step 1: {'a' * 12} good avg_read_sectors=512 (endpoint)",
+        f"step 2: {'b' * 12} bad avg_read_sectors=8 (endpoint)",
+        "bisecting",
+        "testing 1966bd061a65",
+        "step 3: 1966bd061a65 bad avg_read_sectors=8",
+        f"step 4: {'c' * 12} skip (build-failed)",
+    ]
+
+
+def test_a_plain_table_cuts_nothing() -> None:
+    job = "bisect-nvme-snapshot-read-0123abcd" * 3
+    text = columns(("JOB", "STATE"), [(job, "running"), ("x", "completed")])
+    assert text.splitlines() == [
+        "JOB" + " " * (len(job) - 1) + "STATE",
+        f"{job}  running",
+        "x" + " " * (len(job) + 1) + "completed",
+    ]
+
+
+def test_try_as_plain_lines() -> None:
+    score = Score(
+        testcase="nvme-snapshot-read",
+        primary="avg_read_sectors",
+        metrics={
+            "avg_read_sectors": Metric(
+                "avg_read_sectors", "sectors", Direction("higher"), 8.0, [8.0, 8.0]
+            ),
+            "wall": Metric("wall", "s", Direction("lower"), 22.5, [22.0, 23.0]),
+        },
+    )
+    console = f"{LONG}/console.log"
+    run = GuestRun(Outcome.SUCCESS, records=[], console=console, seconds=31.2, accel="tcg")
+    artifact = Artifact("f" * 40, "t", "c", "/k", "/c", f"{LONG}/build.log", cached=True)
+    result = TryResult(
+        commit=Commit("f" * 40, "nvme: set nomerges"),
+        artifact=artifact,
+        result=TestcaseRun(run=run, score=score, profile="ebs-gp2", repetitions=2),
+    )
+    lines = "\n".join(try_lines(result)).splitlines()
+    assert lines[0] == f"{'f' * 12} nvme: set nomerges"
+    assert lines[1] == "nvme-snapshot-read (ebs-gp2, 2 repetitions)"
+    assert lines[3].split() == ["avg_read_sectors", "(primary)", "8", "sectors", "higher", "8", "8"]
+    assert f"build: cache hit; log {LONG}/build.log" in lines
+    assert f"guest: success in 31.2s (tcg); console {LONG}/console.log" in lines

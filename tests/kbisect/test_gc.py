@@ -1,0 +1,167 @@
+"""`kbisect gc`: what is old or orphaned goes, what is recent or in use stays."""
+
+import fcntl
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from kbisect import gc
+from kbisect.builders import worktree
+from kbisect.errors import UserError
+from kbisect.git import LAB_IDENTITY, Git
+from kbisect.settings import Settings
+from kbisect.verify_commit import make_verify_commit
+
+DAY = 86400.0
+
+
+def _age(path: Path, days: float) -> None:
+    """Make path and everything in it look last written `days` ago."""
+    when = time.time() - days * DAY
+    for p in [*path.rglob("*"), path] if path.is_dir() else [path]:
+        os.utime(p, (when, when), follow_symlinks=False)
+
+
+def _run_dir(cache: Path, days_ago: float, size: int = 1000) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(time.time() - days_ago * DAY))
+    run = cache / "runs" / f"{stamp}-{os.urandom(4).hex()}"
+    run.mkdir(parents=True)
+    (run / "console.log").write_bytes(b"x" * size)
+    _age(run, days_ago)
+    return run
+
+
+@pytest.fixture
+def settings(cache: Path) -> Settings:
+    return Settings.from_env()
+
+
+def test_old_run_directories_go(settings: Settings, cache: Path) -> None:
+    old, new = _run_dir(cache, 10, size=5000), _run_dir(cache, 1)
+    for name in ("my-notes", "20241399-000000-0123abcd"):  # not names kbisect gives
+        (cache / "runs" / name).mkdir()
+        _age(cache / "runs" / name, 100)
+    other = cache / "runs" / "my-notes"
+    report = gc.collect(settings, older_than_days=7, dry_run=False)
+    assert report.runs == [old] and not old.exists()
+    assert new.exists() and other.exists()
+    assert report.bytes_freed >= 5000
+
+
+def test_a_run_still_being_written_stays(settings: Settings, cache: Path) -> None:
+    """Named 10 days ago but its console is written now (a long job): in use."""
+    run = _run_dir(cache, 10)
+    (run / "console.log").write_text("still booting\n")
+    assert gc.collect(settings, older_than_days=7, dry_run=False).runs == []
+    assert run.exists()
+
+
+def test_dry_run_removes_nothing(settings: Settings, cache: Path) -> None:
+    old = _run_dir(cache, 10, size=5000)
+    report = gc.collect(settings, older_than_days=7, dry_run=True)
+    assert report.dry_run and report.runs == [old] and report.bytes_freed >= 5000
+    assert old.exists()
+
+
+def _repo(path: Path) -> tuple[Git, dict[str, str]]:
+    subprocess.run(["git", "init", "-q", str(path)], check=True)
+    env = {**LAB_IDENTITY, "PATH": "/usr/bin:/bin", "HOME": str(path)}
+    c = {}
+    for i, name in enumerate(("base", "culprit", "later")):
+        (path / f"f{i % 2}").write_text(f"{name}\n")
+        subprocess.run(["git", "-C", str(path), "add", "-A"], check=True, env=env)
+        subprocess.run(["git", "-C", str(path), "commit", "-qm", name], check=True, env=env)
+        c[name] = Git(path).resolve("HEAD")
+    return Git(path), c
+
+
+def test_slots_of_deleted_repositories_go_unless_in_use(
+    settings: Settings, cache: Path, tmp_path: Path
+) -> None:
+    live = tmp_path / "live"
+    _repo(live)
+    gone = tmp_path / "gone"
+    _repo(gone)
+    keep = worktree.slot_dir(live, 0)
+    orphan, busy = worktree.slot_dir(gone, 0), worktree.slot_dir(gone, 1)
+    (orphan / "src").mkdir()
+    (orphan / "src" / "big").write_bytes(b"x" * 10_000)
+    subprocess.run(["rm", "-rf", str(gone)], check=True)
+    with open(busy / "lock", "w") as held:  # an orphaned compiler still writes there
+        fcntl.flock(held, fcntl.LOCK_EX)
+        report = gc.collect(settings, older_than_days=30, dry_run=False)
+    assert report.slots == [orphan] and not orphan.exists()
+    assert keep.exists() and busy.exists()
+    assert any(str(busy) in why for why in report.kept)
+    assert report.bytes_freed >= 10_000
+
+
+def test_artifacts_not_used_for_a_while_go(settings: Settings, cache: Path) -> None:
+    arts = cache / "artifacts"
+    unused, used = arts / "aaaa-1111", arts / "bbbb-2222"
+    for d in (unused, used):
+        d.mkdir(parents=True)
+        (d / "bzImage").write_bytes(b"k" * 3000)
+        (d / "meta.json").write_text("{}")
+        _age(d, 40)
+    os.utime(used / "meta.json")  # a cache hit marks it used
+    report = gc.collect(settings, older_than_days=30, dry_run=False)
+    assert report.artifacts == [unused] and not unused.exists() and used.exists()
+    assert report.bytes_freed >= 3000
+    again = gc.collect(settings, older_than_days=30, dry_run=False, artifacts=False)
+    assert again.artifacts == []
+
+
+def test_temp_files_a_killed_build_left_go(settings: Settings, cache: Path) -> None:
+    entry = cache / "artifacts" / "cccc-3333"
+    entry.mkdir(parents=True)
+    (entry / "meta.json").write_text("{}")
+    stale, live = entry / ".build.x1.log.tmp", entry / ".build.x2.log.tmp"
+    stale.write_text("half a log")
+    live.write_text("a log being written")
+    _age(stale, 3)
+    gc.collect(settings, older_than_days=30, dry_run=False)
+    assert not stale.exists() and live.exists() and entry.exists()
+
+
+def test_old_verify_refs_go_in_repositories_kbisect_built(
+    settings: Settings, cache: Path, tmp_path: Path
+) -> None:
+    git, c = _repo(tmp_path / "kernel")
+    worktree.slot_dir(git.repo, 0)  # kbisect has built there: the slot names the repo
+    old = make_verify_commit(git, c["culprit"], c["later"], revert=True).commit
+    new = make_verify_commit(git, c["culprit"], c["base"], revert=False).commit
+    assert old and new
+    common = Path(git.run("rev-parse", "--path-format=absolute", "--git-common-dir").strip())
+    for p in common.rglob(old):
+        _age(p, 60)
+    dry = gc.collect(settings, older_than_days=30, dry_run=True)
+    assert dry.refs == [(git.repo.resolve(), f"refs/kbisect/verify/{old}")]
+    assert git.ok("rev-parse", "--verify", f"refs/kbisect/verify/{old}")
+    report = gc.collect(settings, older_than_days=30, dry_run=False)
+    assert report.refs == dry.refs
+    assert not git.ok("rev-parse", "--verify", f"refs/kbisect/verify/{old}")
+    assert git.ok("rev-parse", "--verify", f"refs/kbisect/verify/{new}")
+
+
+def test_a_verify_ref_of_unknown_age_stays(settings: Settings, cache: Path, tmp_path: Path) -> None:
+    """Packed, with no reflog (made by an older kbisect): its age is not known."""
+    git, c = _repo(tmp_path / "kernel")
+    git.run("update-ref", "refs/kbisect/verify/x", c["later"])
+    git.run("pack-refs", "--all")
+    report = gc.collect(settings, older_than_days=0, dry_run=False, repos=[git.repo])
+    assert report.refs == [] and git.ok("rev-parse", "--verify", "refs/kbisect/verify/x")
+    assert any("refs/kbisect/verify/x" in why for why in report.kept)
+
+
+def test_a_missing_cache_is_nothing_to_do(settings: Settings) -> None:
+    report = gc.collect(settings, older_than_days=1, dry_run=False)
+    assert report.bytes_freed == 0 and report.removed_count() == 0
+
+
+def test_a_negative_age_is_refused(settings: Settings) -> None:
+    with pytest.raises(UserError, match="0 or more"):
+        gc.collect(settings, older_than_days=-1, dry_run=True)
