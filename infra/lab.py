@@ -17,7 +17,7 @@ from pathlib import Path
 
 from kbisect import settings
 from kbisect.errors import InfraError, UserError
-from kbisect.git import LAB_IDENTITY, Git
+from kbisect.git import LAB_IDENTITY, Git, git_argv, git_env
 from kbisect.infra.lab_plan import Kind, LabPlan, PlannedCommit, Span, make_plan
 
 NVME_CORE = "drivers/nvme/host/core.c"
@@ -126,7 +126,7 @@ def _base_repo(progress: Callable[[str], None]) -> tuple[Path, str]:
     tmp_root = Path(tempfile.mkdtemp(dir=base.parent.parent, prefix="import-"))
     try:
         git_tmp = tmp_root / "base.git"
-        subprocess.run(["git", "init", "-q", "--bare", str(git_tmp)], check=True)
+        subprocess.run(git_argv(tmp_root, "init", "-q", "--bare", str(git_tmp)), check=True)
         gt = Git(git_tmp)
         gt.run("config", "core.looseCompression", "1")
         (tmp_root / "src").mkdir()
@@ -209,8 +209,8 @@ class _Writer:
     def apply(self, env: dict[str, str], patch: Path, reverse: bool) -> None:
         args = ["apply", "--cached"] + (["-R"] if reverse else []) + [str(patch)]
         out = subprocess.run(
-            ["git", "-C", str(self.git.repo), *args],
-            env={**env, "PATH": "/usr/bin:/bin"},
+            git_argv(self.git.repo, *args),
+            env=git_env({**env, "PATH": "/usr/bin:/bin"}),
             capture_output=True,
             check=False,
         )
@@ -342,7 +342,7 @@ def _make(
     base, import_commit = _base_repo(progress)
     progress(f"cloning the lab base into {dest}")
     out = subprocess.run(
-        ["git", "clone", "-q", "--bare", "--local", str(base), str(repo)],
+        git_argv(base, "clone", "-q", "--bare", "--local", str(base), str(repo)),
         check=False,
         capture_output=True,
     )
@@ -362,6 +362,15 @@ def _make(
     return truth
 
 
+@dataclass
+class _Files:
+    """Files the fillers edit, shuffled: built ones cost a rebuild, unbuilt ones do not."""
+
+    import_tree: str
+    built: list[str]
+    unbuilt: list[str]
+
+
 def _write_history(
     git: Git,
     plan: LabPlan,
@@ -373,38 +382,9 @@ def _write_history(
 ) -> dict[int, str]:
     rng = random.Random(seed ^ 0x5EED)
     w = _Writer(git, tmp)
-    import_tree = git.tree_of(import_commit)
-    built = [p for p in BUILT_FILES if git.ok("cat-file", "-e", f"{import_tree}:{p}")]
-    unbuilt = [
-        p
-        for p in git.run("ls-tree", "-r", "--name-only", import_tree, "--", *UNBUILT_DIRS).split()
-        if p.endswith(".c")
-    ]
-    rng.shuffle(built)
-    rng.shuffle(unbuilt)
+    files = _filler_files(git, import_commit, rng)
     when = IMPORT_DATE + 86400
-    hashes: dict[int, str] = {}
-    trees: dict[int, str] = {}
-
-    # Position 0: the old endpoint. In fix mode it carries the bug the culprit removes.
-    if plan.old_buggy:
-        env = w.index_at("old", import_tree)
-        if options.culprit_patch:
-            w.apply(env, options.culprit_patch, reverse=False)
-        else:
-            w.write(env, NVME_CORE, _introduce_bug(w.read(import_tree, NVME_CORE)))
-        trees[0] = w.tree(env)
-        hashes[0] = _commit_tree(
-            git,
-            trees[0],
-            [import_commit],
-            "nvme: don't merge requests on namespace queues",
-            when,
-            AUTHORS[2],
-        )
-    else:
-        hashes[0], trees[0] = import_commit, import_tree
-
+    hashes, trees = _old_endpoint(w, git, plan, import_commit, options, when)
     envs: dict[str, dict[str, str]] = {}
     branch_positions: dict[str, set[int]] = {}
     for c in plan.commits:
@@ -417,50 +397,7 @@ def _write_history(
             # first commit of a branch (or of main after the old endpoint): fork its index
             envs[c.branch] = w.index_at(c.branch, parent_tree)
         env = envs[c.branch]
-        path = ""
-        if c.kind is Kind.MERGE:
-            side = plan.commits[c.parents[1] - 1].branch
-            for p, text in side_changes.pop(side, {}).items():
-                w.write(env, p, text)
-        elif c.kind is Kind.CULPRIT:
-            path = NVME_CORE
-            if options.culprit_patch:
-                w.apply(env, options.culprit_patch, reverse=plan.mode == "fix")
-                path = ""
-            else:
-                text = w.read(parent_tree, NVME_CORE)
-                text = (
-                    _introduce_bug(text)
-                    if plan.mode == "regression"
-                    else text.replace(NOMERGES_LINE, "", 1)
-                )
-                _record(w, env, side_changes, c, path, text)
-        elif c.kind in (Kind.BREAK_BUILD, Kind.BREAK_BOOT, Kind.FIX_BUILD, Kind.FIX_BOOT):
-            files = (
-                BUILD_BREAK_FILES
-                if c.kind in (Kind.BREAK_BUILD, Kind.FIX_BUILD)
-                else BOOT_BREAK_FILES
-            )
-            path = files[c.span % len(files)]
-            text = w.read(import_tree, path)
-            if c.kind is Kind.BREAK_BUILD:
-                text = _break_build(text, c.span)
-            elif c.kind is Kind.BREAK_BOOT:
-                text = _break_boot(text, c.span)
-            _record(w, env, side_changes, c, path, text)
-        else:
-            # Alternate: two thirds in built files (cost a rebuild), the rest unbuilt.
-            pool = built if (c.pos % 3 and built) or not unbuilt else unbuilt
-            if not pool:
-                raise UserError(
-                    f"--commits {len(plan.commits)} is more fillers than the lab has files for"
-                )
-            path = pool.pop()
-            text = (
-                w.read(import_tree, path)
-                + f"\n/* lab change {c.pos}: {rng.getrandbits(32):08x} */\n"
-            )
-            _record(w, env, side_changes, c, path, text)
+        path = _change(w, env, plan, c, parent_tree, files, options, side_changes, rng)
         trees[c.pos] = w.tree(env)
         subject = (
             _culprit_subject(plan.mode, options)
@@ -478,6 +415,88 @@ def _write_history(
         if c.pos % 8 == 0:
             progress(f"lab commit {c.pos}/{len(plan.commits)}")
     return hashes
+
+
+def _filler_files(git: Git, import_commit: str, rng: random.Random) -> _Files:
+    import_tree = git.tree_of(import_commit)
+    built = [p for p in BUILT_FILES if git.ok("cat-file", "-e", f"{import_tree}:{p}")]
+    unbuilt = [
+        p
+        for p in git.run("ls-tree", "-r", "--name-only", import_tree, "--", *UNBUILT_DIRS).split()
+        if p.endswith(".c")
+    ]
+    rng.shuffle(built)
+    rng.shuffle(unbuilt)
+    return _Files(import_tree, built, unbuilt)
+
+
+def _old_endpoint(
+    w: "_Writer", git: Git, plan: LabPlan, import_commit: str, options: LabOptions, when: int
+) -> tuple[dict[int, str], dict[int, str]]:
+    """Position 0: the import, or in fix mode the import with the bug the culprit removes."""
+    import_tree = git.tree_of(import_commit)
+    if not plan.old_buggy:
+        return {0: import_commit}, {0: import_tree}
+    env = w.index_at("old", import_tree)
+    if options.culprit_patch:
+        w.apply(env, options.culprit_patch, reverse=False)
+    else:
+        w.write(env, NVME_CORE, _introduce_bug(w.read(import_tree, NVME_CORE)))
+    tree = w.tree(env)
+    subject = "nvme: don't merge requests on namespace queues"
+    return {0: _commit_tree(git, tree, [import_commit], subject, when, AUTHORS[2])}, {0: tree}
+
+
+def _change(
+    w: "_Writer",
+    env: dict[str, str],
+    plan: LabPlan,
+    c: PlannedCommit,
+    parent_tree: str,
+    files: _Files,
+    options: LabOptions,
+    side_changes: dict[str, dict[str, str]],
+    rng: random.Random,
+) -> str:
+    """Write commit c's change into its index; the path it changed ('' for a patch)."""
+    if c.kind is Kind.MERGE:
+        side = plan.commits[c.parents[1] - 1].branch
+        for p, text in side_changes.pop(side, {}).items():
+            w.write(env, p, text)
+        return ""
+    if c.kind is Kind.CULPRIT:
+        if options.culprit_patch:
+            w.apply(env, options.culprit_patch, reverse=plan.mode == "fix")
+            return ""
+        text = w.read(parent_tree, NVME_CORE)
+        text = (
+            _introduce_bug(text)
+            if plan.mode == "regression"
+            else text.replace(NOMERGES_LINE, "", 1)
+        )
+        _record(w, env, side_changes, c, NVME_CORE, text)
+        return NVME_CORE
+    if c.kind in (Kind.BREAK_BUILD, Kind.BREAK_BOOT, Kind.FIX_BUILD, Kind.FIX_BOOT):
+        build = c.kind in (Kind.BREAK_BUILD, Kind.FIX_BUILD)
+        pool = BUILD_BREAK_FILES if build else BOOT_BREAK_FILES
+        path = pool[c.span % len(pool)]
+        text = w.read(files.import_tree, path)
+        if c.kind is Kind.BREAK_BUILD:
+            text = _break_build(text, c.span)
+        elif c.kind is Kind.BREAK_BOOT:
+            text = _break_boot(text, c.span)
+        _record(w, env, side_changes, c, path, text)
+        return path
+    # Alternate: two thirds in built files (cost a rebuild), the rest unbuilt.
+    fillers = files.built if (c.pos % 3 and files.built) or not files.unbuilt else files.unbuilt
+    if not fillers:
+        raise UserError(f"--commits {len(plan.commits)} is more fillers than the lab has files for")
+    path = fillers.pop()
+    text = (
+        w.read(files.import_tree, path) + f"\n/* lab change {c.pos}: {rng.getrandbits(32):08x} */\n"
+    )
+    _record(w, env, side_changes, c, path, text)
+    return path
 
 
 def _record(
