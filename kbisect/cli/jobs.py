@@ -310,6 +310,10 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
     b.add_argument("--json", action="store_true", help="the result as JSON on stdout")
     b.set_defaults(func=cmd_bisect)
 
+    _add_job_commands(sub)
+
+
+def _add_job_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     w = sub.add_parser("watch", help="follow a job until it ends")
     w.add_argument("id", help="the job id")
     w.add_argument("--json", action="store_true", help="the result as JSON on stdout")
