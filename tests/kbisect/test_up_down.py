@@ -21,13 +21,14 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_up_then_down(tmp_path: Path) -> None:
-    port, ui = _free_port(), _free_port()
+def _start_up(
+    tmp_path: Path, port: int, ui: int, address: str
+) -> tuple[dict[str, str], list[str], "subprocess.Popen[bytes]"]:
     env = {
         **os.environ,
         "KBISECT_DATA": str(tmp_path),
         "KBISECT_CACHE": str(tmp_path / "c"),
-        "KBISECT_TEMPORAL_ADDRESS": f"127.0.0.1:{port}",
+        "KBISECT_TEMPORAL_ADDRESS": address,
     }
     cli = [sys.executable, "-m", "kbisect.cli"]
     up = subprocess.Popen(
@@ -36,6 +37,12 @@ def test_up_then_down(tmp_path: Path) -> None:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
+    return env, cli, up
+
+
+def test_up_then_down(tmp_path: Path) -> None:
+    port, ui = _free_port(), _free_port()
+    env, cli, up = _start_up(tmp_path, port, ui, f"127.0.0.1:{port}")
     try:
         deadline = time.monotonic() + 60
         while not (listening("127.0.0.1", port) and (tmp_path / "service.pid").exists()):
@@ -138,20 +145,9 @@ def test_up_port_is_where_its_workers_connect_and_all_of_it_is_on_loopback(
     tmp_path: Path,
 ) -> None:
     port, ui, elsewhere = _free_port(), _free_port(), _free_port()
-    env = {
-        **os.environ,
-        "KBISECT_DATA": str(tmp_path),
-        "KBISECT_CACHE": str(tmp_path / "c"),
-        # Not where `up --port` puts the server: its workers must not go there.
-        "KBISECT_TEMPORAL_ADDRESS": f"127.0.0.1:{elsewhere}",
-    }
-    cli = [sys.executable, "-m", "kbisect.cli"]
-    up = subprocess.Popen(
-        [*cli, "up", "--port", str(port), "--ui-port", str(ui)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    # KBISECT_TEMPORAL_ADDRESS is not where `up --port` puts the server: its workers must
+    # not go there.
+    env, cli, up = _start_up(tmp_path, port, ui, f"127.0.0.1:{elsewhere}")
     try:
         deadline = time.monotonic() + 60
         address = f"127.0.0.1:{port}"
