@@ -110,6 +110,9 @@ class BisectRequest:
     search_attributes: bool = True  # False where the cluster has not registered ours
     verify: bool = True  # test the culprit reverted on new (or the fix applied to old)
     parallel: int = 1  # commits tested at once per round (multisection)
+    metric: str | None = None  # the primary metric (default: the testcase's)
+    min_effect: float = 0.05  # smaller differences between the endpoints are "none"
+    max_boots: int = 48  # per endpoint; a commit gets at most 30
     build_queue: str = "kbisect-build"
     vm_queue: str = "kbisect-vm"
 
@@ -186,6 +189,11 @@ class TestResult:
     error: str = ""
     console: str = ""
     seconds: float = 0.0
+    # every metric's scored samples (the job may bisect on one that is not the primary)
+    metric_samples: dict[str, list[float]] = field(default_factory=dict)
+
+    def samples_of(self, metric: str) -> list[float]:
+        return self.metric_samples.get(metric) or self.samples
 
 
 @dataclass
@@ -203,6 +211,9 @@ class Step:
     test_seconds: float = 0.0
     index: int = -1  # place in the range's history, oldest first; -1: the old endpoint
     round: int = 0  # 0: calibration; commits tested at once share a round
+    boots: int = 0  # boots the verdict took (0: before boots were counted)
+    scores: list[float] = field(default_factory=list)  # each boot's primary metric
+    confidence: float | None = None  # P(this verdict is right)
 
 
 @dataclass
@@ -275,6 +286,10 @@ class BisectResult:
     verification: Verification | None = None
     profile: str = ""  # what the testcase ran with, for reproducing it
     repetitions: int = 0
+    confidence: float | None = None  # P(every verdict that named the culprit is right)
+    effect: str = ""  # new vs old endpoint, with its 95% interval
+    boots: int = 0
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass

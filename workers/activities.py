@@ -213,6 +213,7 @@ class VmActivities:
             status=TestStatus.OK,
             values=values,
             samples=r.score.primary_metric.samples,
+            metric_samples={k: list(m.samples) for k, m in r.score.metrics.items()},
             console=r.run.console,
             seconds=r.run.seconds,
         )

@@ -27,7 +27,15 @@ def validate(req: BisectRequest) -> ValidatedJob:
     manifest = manifests.load(req.testcase)
     prof = profile(req.profile or manifest.profile)
     order, parent_index, subjects = _range(git, old, new)
-    metric = manifest.metrics[manifest.primary]
+    primary = req.metric or manifest.primary
+    if primary not in manifest.metrics:
+        known = ", ".join(sorted(manifest.metrics))
+        raise UserError(f"testcase {manifest.name} has no metric {primary!r}: pick one of {known}")
+    if not 0 < req.min_effect < 1:
+        raise UserError(f"--min-effect {req.min_effect:g} is not a fraction: pass e.g. 0.05 for 5%")
+    if req.max_boots < 3:
+        raise UserError(f"--max-boots {req.max_boots} is too few: pass 3 or more")
+    metric = manifest.metrics[primary]
     repetitions = req.repetitions or manifest.repetitions
     return ValidatedJob(
         old=old,
@@ -36,7 +44,7 @@ def validate(req: BisectRequest) -> ValidatedJob:
         parent_index=parent_index,
         subjects=subjects,
         testcase=manifest.name,
-        primary=manifest.primary,
+        primary=primary,
         unit=metric.unit,
         better=metric.better.value,
         profile=prof.name,

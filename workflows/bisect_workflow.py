@@ -29,13 +29,17 @@ with workflow.unsafe.imports_passed_through():
         Step,
         StepSource,
         TestResult,
+        TestStatus,
         Verdict,
         Verification,
         VerificationStatus,
     )
-    from kbisect.workflows import judge, strategy
+    from kbisect.workflows import engine_report, judge, strategy
     from kbisect.workflows.activity_calls import Blocking, JobActivities, cause
     from kbisect.workflows.details import details_markdown
+    from kbisect.workflows.engine import Engine
+    from kbisect.workflows.engine_report import Measured
+    from kbisect.workflows.evidence import Boot
     from kbisect.workflows.job_state import JobState
     from kbisect.workflows.strategy import State
     from kbisect.workflows.verdict import Calibration, state_for, verdict_for
@@ -46,6 +50,9 @@ with workflow.unsafe.imports_passed_through():
 VERIFY_PATCH = "verify-named-commit"  # the verify step; pre-verify-*.json histories
 RETEST_PATCH = "retest-when-unsure"  # measure an unsure commit again before skipping
 FAILED_STATUS_PATCH = "status-on-failure"  # a failed job's KbisectStatus says failed
+ENGINE_PATCH = "noisy-engine"  # boots until the evidence decides; pre-engine-*.json
+# histories. With it go _calibrate, _rounds, _step, _verify, _evaluate and the two
+# patches above (RETEST, VERIFY), workflows.verdict and judge's step verdicts.
 # Legacy fields: ValidatedJob.commits (the range before the compact `order` form) goes
 # with the pre-verify histories.
 
@@ -65,6 +72,11 @@ PASSTHROUGH = (
     "kbisect.workflows.details",
     "kbisect.workflows.job_state",
     "kbisect.workflows.activity_calls",  # stateless; its timeouts can be tuned in tests
+    "kbisect.workflows.stats",
+    "kbisect.workflows.evidence",
+    "kbisect.workflows.endpoints",
+    "kbisect.workflows.engine",
+    "kbisect.workflows.engine_report",
 )
 
 
@@ -87,6 +99,10 @@ class BisectWorkflow:
         self._sa = True
         self._unblocked = ("", "")  # status and message to go back to after a block
         self._blocking = Blocking(self._on_blocked, self._on_clear)
+        self._engine: Engine | None = None
+        self._measured: dict[str, Measured] = {}
+        self._builds: dict[str, BuildResult] = {}
+        self._recorded: set[str] = set()
 
     # --- watching and steering -------------------------------------------------------
     @workflow.query(name="progress")
@@ -134,6 +150,8 @@ class BisectWorkflow:
         calls = JobActivities(req, self._blocking)
         try:
             state = await self._validate(req, calls)
+            if workflow.patched(ENGINE_PATCH):
+                return await self._run_engine(state, calls)
             calibration = await self._calibrate(state, calls)
         except JobFailed as err:
             if workflow.patched(FAILED_STATUS_PATCH):
@@ -272,6 +290,180 @@ class BisectWorkflow:
         assert build.artifact is not None
         return build, await calls.test(state.job, commit, build.artifact, state.job.repetitions)
 
+    # --- the evidence engine (ENGINE_PATCH) ------------------------------------------
+    async def _run_engine(self, state: JobState, calls: JobActivities) -> BisectResult:
+        """Boot what the engine wants until it has decided; then verify and finish."""
+        engine = Engine(
+            state.search.graph,
+            state.job.new,
+            state.job.old,
+            engine_report.config_of(state.req, state.job),
+        )
+        self._engine, state.search = engine, engine.search
+        self._set_status(JobStatus.CALIBRATING, "booting both endpoints until they differ")
+        round_ = 0
+        while commits := engine.wants():
+            self._record_decisions(state, round_)
+            if engine.gate is not None and self._progress.status == JobStatus.CALIBRATING:
+                self._record_endpoints(state)
+                self._set_status(JobStatus.BISECTING, f"{state.job.primary} {engine.gate.message}")
+            round_ += 1
+            self._progress.current = list(commits)
+            self._refresh()
+            await asyncio.gather(*(self._boot(state, calls, c) for c in commits))
+            self._progress.current = []
+        self._record_decisions(state, round_)
+        if self._progress.status == JobStatus.CALIBRATING:
+            self._record_endpoints(state)
+        return await self._conclude(state, calls, engine)
+
+    async def _boot(self, state: JobState, calls: JobActivities, commit: str) -> None:
+        """One boot of `commit` (built once), its samples given to the engine."""
+        engine = self._engine
+        assert engine is not None
+        m = self._measured.setdefault(commit, Measured())
+        build, test = await self._built_and_tested(state, calls, commit)
+        m.build_seconds = build.seconds
+        if commit in (engine.old_end, engine.new_end):
+            word = state.mode.old_word if commit == engine.old_end else state.mode.new_word
+            if problem := judge.endpoint_problem(word, commit, build, test):
+                raise JobFailed(problem)
+        if test is None or test.status != TestStatus.OK:
+            m.failed = StepSource(test.status) if test else StepSource.BUILD_FAILED
+            m.failure = test.error if test else build.error
+            engine.observe(commit, None)
+            return
+        samples = test.samples_of(state.job.primary)
+        m.raw.append(engine_report.boot_value(samples))
+        m.last, m.test_seconds = test, m.test_seconds + test.seconds
+        engine.observe(commit, Boot(samples))
+        if (mark := state.search.marks.get(commit)) and commit in self._recorded:
+            kept = engine_report.decision_step(
+                engine,
+                commit,
+                state.subjects.get(commit, ""),
+                state.mode,
+                engine.decisions[commit],
+                m,
+                0,
+            )
+            kept.source = StepSource.TEST
+            kept.note = f"a person marked it {verdict_for(mark, state.mode)} meanwhile; kept"
+            self._record(kept)
+
+    async def _built_and_tested(
+        self, state: JobState, calls: JobActivities, commit: str
+    ) -> tuple[BuildResult, TestResult | None]:
+        """Each commit is built once per job; every call boots it once."""
+        build = self._builds.get(commit) or await calls.build(commit, state.job.testcase)
+        if build.subject:
+            state.subjects.setdefault(commit, build.subject)
+        if not build.ok:
+            return build, None
+        self._builds[commit] = build
+        assert build.artifact is not None
+        return build, await calls.test(state.job, commit, build.artifact, state.job.repetitions)
+
+    def _record_endpoints(self, state: JobState) -> None:
+        assert self._engine is not None
+        for commit in (self._engine.old_end, self._engine.new_end):
+            self._record(
+                engine_report.endpoint_step(
+                    self._engine,
+                    commit,
+                    state.subjects.get(commit, ""),
+                    state.mode,
+                    self._measured[commit],
+                )
+            )
+
+    def _record_decisions(self, state: JobState, round_: int) -> None:
+        assert self._engine is not None
+        for commit, d in self._engine.decisions.items():
+            if commit in self._recorded:
+                continue
+            self._recorded.add(commit)
+            m = self._measured.get(commit, Measured())
+            subject = state.subjects.get(commit, "")
+            self._record(
+                engine_report.decision_step(self._engine, commit, subject, state.mode, d, m, round_)
+            )
+
+    async def _conclude(
+        self, state: JobState, calls: JobActivities, engine: Engine
+    ) -> BisectResult:
+        res = engine.result()
+        extra: dict[str, object] = {"effect": res.effect, "boots": res.boots, "notes": res.notes}
+        ended = engine_report.gate_outcome(engine, state.mode, state.job.primary)
+        if ended:
+            return self._finish(ended[0], None, [], ended[1], extra)
+        if not res.culprit:
+            message = f"{res.message}; one of them is the {state.mode.change_word}"
+            return self._finish(JobStatus.AMBIGUOUS, None, res.candidates, message, extra)
+        subject = state.subjects.get(res.culprit, "")
+        message = (
+            f"{state.mode.culprit_word} commit: {res.culprit} {subject} "
+            f"({res.confidence:.1%} sure; {state.job.primary} {res.effect})"
+        )
+        if state.req.verify:
+            v = await self._verify_engine(state, calls, engine, res.culprit)
+            self._progress.verification = v
+            message += f"; {v.status}: {v.message}"
+        extra["confidence"] = res.confidence
+        return self._finish(JobStatus.FOUND, res.culprit, res.candidates, message, extra)
+
+    async def _verify_engine(
+        self, state: JobState, calls: JobActivities, engine: Engine, culprit: str
+    ) -> Verification:
+        revert = state.req.mode == "regression"
+        onto = state.job.new if revert else state.job.old[0]
+        v = Verification(
+            kind="revert" if revert else "backport",
+            change=culprit,
+            onto=onto,
+            status=VerificationStatus.INCONCLUSIVE,
+            message="",
+        )
+        where = "reverted on the new endpoint" if revert else "applied to the old endpoint"
+        self._set_status(JobStatus.VERIFYING, f"testing {culprit[:12]} {where}")
+        try:
+            made = await calls.prepare_verify(culprit, onto, revert)
+            v.commit, v.subject = made.commit, made.subject
+            if made.commit is None:
+                v.message = made.error
+                return v
+            self._progress.current = [made.commit]
+            self._refresh()
+            return await self._verify_boots(state, calls, engine, v, made.commit, where)
+        except ActivityError as err:  # the bisection's answer stands without it
+            v.message = f"could not verify: {cause(err)}"
+            return v
+        finally:
+            self._progress.current = []
+
+    async def _verify_boots(
+        self,
+        state: JobState,
+        calls: JobActivities,
+        engine: Engine,
+        v: Verification,
+        commit: str,
+        where: str,
+    ) -> Verification:
+        """Boots of the verification kernel until the engine's test decides, or its cap."""
+        raw: list[float] = []
+        decision = None
+        while decision is None:
+            build, test = await self._built_and_tested(state, calls, commit)
+            if not build.ok or test is None or test.status != TestStatus.OK:
+                why = build.error if not build.ok else test.error if test else "no test ran"
+                v.message = f"{where}, it does not build or run: {why}"
+                return v
+            v.values = test.values
+            raw.append(engine_report.boot_value(test.samples_of(state.job.primary)))
+            decision = engine.judge(engine_report.score_of(raw, engine.log))
+        return engine_report.verification_of(v, engine, raw, decision, engine.log)
+
     # --- state and display -----------------------------------------------------------
     def _record(self, step: Step) -> None:
         step.index = self._state.index(step.commit) if self._state else -1
@@ -280,7 +472,11 @@ class BisectWorkflow:
 
     def _apply(self, commit: str, state: State, step: Step) -> None:
         assert self._state is not None
-        self._state.search.mark(commit, state)
+        if self._engine is not None:
+            self._engine.mark(commit, state)
+            self._recorded.add(commit)
+        else:
+            self._state.search.mark(commit, state)
         self._record(step)
 
     def _refresh(self) -> None:
@@ -312,7 +508,12 @@ class BisectWorkflow:
             workflow.upsert_search_attributes(list(updates))  # type: ignore[arg-type]
 
     def _finish(
-        self, status: JobStatus, culprit: str | None, candidates: list[str], message: str
+        self,
+        status: JobStatus,
+        culprit: str | None,
+        candidates: list[str],
+        message: str,
+        extra: dict[str, object] | None = None,
     ) -> BisectResult:
         assert self._state is not None
         req, job, subjects = self._state.req, self._state.job, self._state.subjects
@@ -340,4 +541,5 @@ class BisectWorkflow:
             subjects={
                 c: subjects.get(c, "") for c in sorted({*candidates, *(s.commit for s in steps)})
             },
+            **(extra or {}),  # type: ignore[arg-type]
         )

@@ -277,18 +277,19 @@ def _quick(policy: RetryPolicy) -> RetryPolicy:
 async def test_an_unsure_score_is_measured_again_before_skipping(
     env: WorkflowEnvironment,
 ) -> None:
-    # c8 is good (before the culprit c9), but its first measurement lands mid-way.
-    mid = (fakes.FAST + fakes.SLOW) / 2
+    # c8 is good (before the culprit c9), but its first boot lands mid-way (on the log
+    # scale the verdicts weigh ratios on).
+    mid = math.sqrt(fakes.FAST * fakes.SLOW)
     s = Scenario(graph=linear(16), culprit="c9", noisy={"c8": [mid, fakes.FAST]})
-    result, s = await bisect(env.client, s, record="retest")
+    result, s = await bisect(env.client, s, record="engine-retest")
     assert result.culprit == "c9"
     step = next(st for st in result.steps if st.commit == "c8")
-    assert step.verdict == "good" and "retested" in step.note
+    assert step.verdict == "good" and step.boots == 2 and step.scores == [mid, fakes.FAST]
     assert (s.builds["c8"], s.tests["c8"]) == (1, 2)  # built once, measured twice
 
 
 async def test_still_unsure_after_a_retest_is_a_skip(env: WorkflowEnvironment) -> None:
-    mid = (fakes.FAST + fakes.SLOW) / 2
+    mid = math.sqrt(fakes.FAST * fakes.SLOW)
     s = Scenario(graph=linear(16), culprit="c9", noisy={"c8": [mid, mid]})
     result, s = await bisect(env.client, s)
     assert result.status == "ambiguous" and set(result.candidates) == {"c8", "c9"}

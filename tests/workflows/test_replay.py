@@ -1,5 +1,8 @@
 """Recorded histories replay against the current workflow code: non-determinism fails here."""
 
+import base64
+import contextlib
+import re
 from pathlib import Path
 
 import pytest
@@ -7,7 +10,7 @@ from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
 from kbisect.workflows import strategy
-from kbisect.workflows.bisect_workflow import BisectWorkflow, sandbox_runner
+from kbisect.workflows.bisect_workflow import ENGINE_PATCH, BisectWorkflow, sandbox_runner
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 
@@ -16,12 +19,26 @@ def _history(path: Path) -> WorkflowHistory:
     return WorkflowHistory.from_json(path.stem, path.read_text())
 
 
+def _patches(path: Path) -> set[str]:
+    """The patch ids a history recorded (marker payloads are base64 JSON)."""
+    found = set()
+    for token in re.findall(r'"data":\s*"([A-Za-z0-9+/=]+)"', path.read_text()):
+        with contextlib.suppress(ValueError, UnicodeDecodeError):
+            found.update(re.findall(r'"id":"([a-z-]+)"', base64.b64decode(token).decode()))
+    return found
+
+
 def test_histories_were_recorded() -> None:
     # Re-record with: KBISECT_RECORD_HISTORIES=1 pytest tests/workflows/test_bisect_workflow.py
-    # pre-verify-*: recorded before the verify step; they must keep replaying (patched()).
-    old = [p for p in HISTORIES if p.stem.startswith("pre-verify-")]
-    assert len(old) >= 4 and len(HISTORIES) - len(old) >= 5
-    assert all("prepare_verify" not in p.read_text() for p in old)
+    # (after renaming the current ones to pre-<patch>-*). They must keep replaying:
+    # pre-verify-*: before the verify step; pre-engine-*: before the evidence engine.
+    pre_verify = [p for p in HISTORIES if p.stem.startswith("pre-verify-")]
+    pre_engine = [p for p in HISTORIES if p.stem.startswith("pre-engine-")]
+    current = [p for p in HISTORIES if not p.stem.startswith("pre-")]
+    assert len(pre_verify) >= 4 and len(pre_engine) >= 5 and len(current) >= 5
+    assert all("prepare_verify" not in p.read_text() for p in pre_verify)
+    assert all(ENGINE_PATCH not in _patches(p) for p in pre_verify + pre_engine)
+    assert all(ENGINE_PATCH in _patches(p) for p in current)
 
 
 @pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])

@@ -1,0 +1,144 @@
+"""Do the endpoints differ? Different, same, or unknown: measure more (as Pinpoint asks).
+
+Different needs both significance (Yuen's trimmed t-test on per-boot scores, robust to an
+outlier boot) and an effect of at least the minimum; same needs the effect's 90%
+interval inside +-minimum (two one-sided tests: equivalence). Anything else boots both
+endpoints more, at looks of 3, 6, 12... boots each, until the cap, where the answer is
+"cannot decide" with the bound on the effect rather than a guess. The expected direction
+comes from the manifest's `better`: a regression makes the new endpoint worse.
+"""
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from kbisect.workflows.evidence import Boot, relative, score
+from kbisect.workflows.stats import robust_mean, t_quantile, t_sf2, trimmed, winsorized_ss
+
+LOOKS = (3, 6, 12, 24, 48)  # boots per endpoint at which the test is read
+ALPHA = 0.005  # per look; with the minimum effect, A/A ranges pass under 1%
+
+
+class Gate(StrEnum):
+    DIFFERENT = "different"
+    SAME = "same"
+    MORE = "more"  # boot both endpoints again
+    UNDECIDED = "undecided"  # the cap is reached
+    WRONG_WAY = "wrong-way"  # they differ, but the new endpoint is the better one
+
+
+@dataclass(frozen=True)
+class Effect:
+    """new vs old as a fraction of old (-0.2: 20% lower), with its 95% interval."""
+
+    value: float
+    low: float
+    high: float
+    p: float
+    boots_old: int
+    boots_new: int
+
+    def describe(self) -> str:
+        return (
+            f"{self.value:+.1%} (95% CI {self.low:+.1%} to {self.high:+.1%}; "
+            f"{self.boots_old}+{self.boots_new} boots)"
+        )
+
+
+@dataclass(frozen=True)
+class EndpointVerdict:
+    gate: Gate
+    effect: Effect
+    message: str
+    want: int = 0  # boots per endpoint to reach before the next look (gate MORE)
+
+
+def noise_free(boots: Sequence[Boot]) -> bool:
+    """Repetitions that all agree, boot after boot: a counter, not a timing."""
+    medians = {b.samples[0] for b in boots}
+    return all(len(b.samples) >= 2 and b.spread == 0 for b in boots) and len(medians) == 1
+
+
+def _yuen(old: Sequence[float], new: Sequence[float]) -> tuple[float, float, float]:
+    """Difference of 20% trimmed means (new - old), its standard error and df."""
+    parts = []
+    for xs in (old, new):
+        h = len(trimmed(xs))
+        parts.append((winsorized_ss(xs) / (h * (h - 1)), h))
+    var = sum(d for d, _ in parts)
+    df = var**2 / sum(d * d / (h - 1) for d, h in parts) if var > 0 else 1.0
+    return robust_mean(new) - robust_mean(old), math.sqrt(var), df
+
+
+def effect_of(old: Sequence[float], new: Sequence[float], log: bool) -> Effect:
+    base = robust_mean(old)
+    if min(len(old), len(new)) < 2:
+        d = robust_mean(new) - base
+        return Effect(relative(d, base, log), -math.inf, math.inf, 1.0, len(old), len(new))
+    d, se, df = _yuen(old, new)
+    if se == 0:
+        e = relative(d, base, log)
+        return Effect(e, e, e, 0.0 if d else 1.0, len(old), len(new))
+    q = t_quantile(0.975, df)
+    return Effect(
+        value=relative(d, base, log),
+        low=relative(d - q * se, base, log),
+        high=relative(d + q * se, base, log),
+        p=t_sf2(d / se, df),
+        boots_old=len(old),
+        boots_new=len(new),
+    )
+
+
+def _equivalent(old: Sequence[float], new: Sequence[float], log: bool, margin: float) -> bool:
+    """The 90% interval of the effect inside +-margin: no difference at 95% (TOST)."""
+    if min(len(old), len(new)) < 3:
+        return False
+    d, se, df = _yuen(old, new)
+    q = t_quantile(0.95, df)
+    base = robust_mean(old)
+    return -margin < relative(d - q * se, base, log) and relative(d + q * se, base, log) < margin
+
+
+def compare_endpoints(
+    old: Sequence[Boot],
+    new: Sequence[Boot],
+    *,
+    log: bool,
+    worse_is_lower: bool,
+    regression: bool,
+    min_effect: float,
+    max_boots: int,
+) -> EndpointVerdict:
+    """The gate: may the range between these endpoints be bisected?"""
+    so, sn = [score(b, log) for b in old], [score(b, log) for b in new]
+    effect = effect_of(so, sn, log)
+    n = min(len(so), len(sn))
+    size = abs(effect.value)
+    if (noise_free(old) and noise_free(new)) or (effect.p < ALPHA and size >= min_effect):
+        if size < min_effect:
+            return EndpointVerdict(Gate.SAME, effect, f"no difference: {effect.value:+.1%}")
+        worse = (effect.value < 0) == worse_is_lower
+        if worse != regression:
+            return EndpointVerdict(Gate.WRONG_WAY, effect, effect.describe())
+        return EndpointVerdict(Gate.DIFFERENT, effect, effect.describe())
+    if _equivalent(so, sn, log, min_effect):
+        return EndpointVerdict(
+            Gate.SAME,
+            effect,
+            f"no difference: {effect.value:+.1%}, within +-{min_effect:.0%} at 95% "
+            f"({len(so)}+{len(sn)} boots)",
+        )
+    cap = min(max_boots, LOOKS[-1])
+    if n >= cap:
+        bound = max(abs(effect.low), abs(effect.high))
+        if effect.p < ALPHA:
+            why = f"it is {effect.describe()}, under the {min_effect:.0%} minimum"
+        else:
+            why = f"the effect is under {bound:.0%} at 95% ({effect.describe()})"
+        return EndpointVerdict(
+            Gate.UNDECIDED, effect, f"cannot decide after {len(so) + len(sn)} boots: {why}"
+        )
+    want = next((k for k in LOOKS if k > n), cap)
+    return EndpointVerdict(Gate.MORE, effect, effect.describe(), want=min(want, cap))

@@ -1,0 +1,289 @@
+"""The decision engine: which commits to boot next, and what their boots mean. Pure.
+
+A state machine driven by whoever owns the boots (the workflow, the accuracy simulator):
+
+    engine = Engine(graph, new, old, EngineConfig(...))
+    while commits := engine.wants():        # boot each of these once
+        for c in commits:
+            engine.observe(c, Boot(samples) or None)   # None: did not build or boot
+    engine.result()
+
+1. Endpoints: both are booted until the gate (workflows.endpoints) says different, same,
+   or cannot decide at the cap. A noise-free metric decides on one boot each.
+2. Bisection: each probed commit gets boots until a sequential probability ratio test
+   (Wald) between "behaves like old" and "behaves like new" passes its threshold; the
+   threshold spends the job's error budget over the ~log2(n) verdicts. A commit that
+   stays in between up to its cap is skipped. Probing follows the verdicts: the next
+   commits are the ones that best split what is left (K quantiles with --parallel K).
+3. Long noisy jobs boot both endpoints again every few boots: the model follows drift,
+   and the report shows it.
+"""
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+
+from kbisect.workflows import strategy
+from kbisect.workflows.endpoints import EndpointVerdict, Gate, compare_endpoints, noise_free
+from kbisect.workflows.evidence import Boot, Model, log_scale, relative, score
+from kbisect.workflows.stats import robust_mean
+from kbisect.workflows.strategy import Graph, Search, State
+
+MIN_NOISY_ENDPOINT_BOOTS = 6  # fewer say little about a noisy metric's spread
+STEP_PRECISION = 0.25  # the endpoints' step must be known to this fraction to bisect
+
+
+class Answer(StrEnum):
+    FOUND = "found"
+    NO_DIFFERENCE = "no-difference"
+    UNDECIDED = "undecided"  # the endpoints' cap was reached without an answer
+    AMBIGUOUS = "ambiguous"  # skipped commits leave more than one candidate
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    mode: str = "regression"  # "fix": the new endpoint is the better one
+    better: str = "higher"
+    parallel: int = 1
+    min_effect: float = 0.05  # smaller changes are "no difference"
+    max_endpoint_boots: int = 48  # per endpoint
+    max_commit_boots: int = 30
+    error: float = 0.01  # the chance of a wrong verdict anywhere in the job
+    remeasure_every: int = 10  # probe boots between re-measurements of the endpoints
+
+
+@dataclass(frozen=True)
+class Decision:
+    state: State
+    boots: int
+    llr: float  # log likelihood ratio new-like : old-like over its boots
+    note: str = ""
+    firm: bool = False  # the test crossed its threshold
+
+    @property
+    def confidence(self) -> float:
+        """P(the verdict is right) with even odds before the boots."""
+        return 1.0 / (1.0 + math.exp(-abs(self.llr))) if self.state != State.SKIP else 0.0
+
+
+@dataclass
+class EngineResult:
+    answer: Answer
+    culprit: str | None
+    candidates: list[str]
+    confidence: float  # P(every verdict on the way is right): a floor for the culprit's
+    builds: int  # distinct commits booted (or failed), the endpoints included
+    boots: int
+    message: str
+    effect: str = ""  # the endpoints' difference with its interval
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        return str(self.answer)
+
+
+class Engine:
+    def __init__(self, graph: Graph, new: str, old: Sequence[str], config: EngineConfig) -> None:
+        self.config = config
+        self.search = Search(graph=graph, new=new, old=set(old))
+        self.old_end, self.new_end = old[0], new
+        self.boots: dict[str, list[Boot]] = {}
+        self.failed: set[str] = set()
+        self.decisions: dict[str, Decision] = {}
+        self.gate: EndpointVerdict | None = None
+        self.active: list[str] = []
+        self.log = True
+        self._endpoint_target = 1
+        self._since_remeasure = 0
+        self._remeasures = 0
+        self._dirty = True  # a verdict since the probes were chosen
+        decisions = max(1, math.ceil(math.log2(len(graph.order) + 1)))
+        self.threshold = math.log(decisions / config.error)
+
+    # --- driving ----------------------------------------------------------------------
+    def wants(self) -> list[str]:
+        """The commits to boot once each now; [] when the job is decided."""
+        if self.gate is None or self.gate.gate == Gate.MORE:
+            return self._endpoint_wants()
+        if self.gate.gate != Gate.DIFFERENT:
+            return []
+        if self._noisy and self._since_remeasure >= self.config.remeasure_every:
+            self._since_remeasure = 0
+            self._remeasures += 1
+            return [self.old_end, self.new_end]
+        self._decide_active()
+        if not self._dirty:  # nothing decided since the last call: the same probes
+            return list(self.active)
+        self._dirty = False
+        live = set(strategy.candidates(self.search))
+        self.active = [c for c in self.active if c in live]
+        free = self.config.parallel - len(self.active)
+        if free > 0:
+            picks = strategy.spread_commits(self.search, self.config.parallel)
+            self.active += [c for c in picks if c not in self.active][:free]
+        return list(self.active)
+
+    def observe(self, commit: str, boot: Boot | None) -> None:
+        """One boot of `commit`, or None when it did not build or boot."""
+        if boot is None:
+            if commit in (self.old_end, self.new_end):
+                raise ValueError(f"endpoint {commit[:12]} must build and boot")
+            self.failed.add(commit)
+            self._decide(commit, Decision(State.SKIP, 0, 0.0, "does not build or boot"))
+            return
+        if not boot.samples:
+            raise ValueError(f"a boot of {commit[:12]} with no samples")
+        self.boots.setdefault(commit, []).append(boot)
+        if commit not in (self.old_end, self.new_end):
+            self._since_remeasure += 1
+
+    def mark(self, commit: str, state: State, note: str = "marked by a person") -> None:
+        """A verdict from outside (a person): final, whatever the boots say."""
+        self._decide(commit, Decision(state, len(self.boots.get(commit, [])), 0.0, note))
+
+    # --- reading ----------------------------------------------------------------------
+    def model(self) -> Model:
+        """The endpoints' boots, joined by those of commits the test decided firmly (not
+        at the cap, not by a person): every verdict sharpens the next."""
+        old, new = [self.scores(self.old_end)], [self.scores(self.new_end)]
+        for commit, d in self.decisions.items():
+            if d.firm and self._noisy:  # a counter's endpoints are exact already
+                (new if d.state == State.NEW else old).append(self.scores(commit))
+        return Model.fit(old, new)
+
+    def scores(self, commit: str) -> list[float]:
+        return [score(b, self.log) for b in self.boots.get(commit, [])]
+
+    def llr(self, commit: str) -> float:
+        m = self.model()
+        return sum(m.llr(s) for s in self.scores(commit))
+
+    def result(self) -> EngineResult:
+        assert self.gate is not None, "result() before the endpoints were decided"
+        base = EngineResult(
+            answer=Answer.NO_DIFFERENCE,
+            culprit=None,
+            candidates=[],
+            confidence=0.0,
+            builds=len(set(self.boots) | self.failed),
+            boots=sum(len(b) for b in self.boots.values()),
+            message=self.gate.message,
+            effect=self.gate.effect.describe(),
+            notes=self._notes(),
+        )
+        if self.gate.gate != Gate.DIFFERENT:
+            undecided = self.gate.gate == Gate.UNDECIDED
+            return replace(base, answer=Answer.UNDECIDED) if undecided else base
+        out = strategy.outcome(self.search)
+        assert out is not None, "result() before the bisection ended"
+        if not out.culprit:
+            message = f"skipped commits leave {len(out.candidates)} candidates"
+            return replace(
+                base, answer=Answer.AMBIGUOUS, candidates=out.candidates, message=message
+            )
+        confidence = math.prod(
+            d.confidence for d in self.decisions.values() if d.state != State.SKIP and d.llr
+        )
+        return replace(
+            base,
+            answer=Answer.FOUND,
+            culprit=out.culprit,
+            candidates=out.candidates,
+            confidence=confidence,
+            message="",
+        )
+
+    # --- inside -----------------------------------------------------------------------
+    @property
+    def _noisy(self) -> bool:
+        ends = (self.boots.get(self.old_end, []), self.boots.get(self.new_end, []))
+        return not all(noise_free(b) for b in ends)
+
+    def _endpoint_wants(self) -> list[str]:
+        ends = (self.old_end, self.new_end)
+        short = [c for c in ends if len(self.boots.get(c, [])) < self._endpoint_target]
+        if short:
+            return short
+        self.log = log_scale(self.boots[self.old_end] + self.boots[self.new_end])
+        cfg = self.config
+        self.gate = compare_endpoints(
+            self.boots[self.old_end],
+            self.boots[self.new_end],
+            log=self.log,
+            worse_is_lower=cfg.better == "higher",
+            regression=cfg.mode == "regression",
+            min_effect=cfg.min_effect,
+            max_boots=cfg.max_endpoint_boots,
+        )
+        if self.gate.gate == Gate.MORE:
+            self._endpoint_target = self.gate.want
+            return self._endpoint_wants()
+        if self.gate.gate == Gate.DIFFERENT and not self._precise():
+            # Verdicts weigh a commit against both means: a step known to +-25% or
+            # better, or the midpoint (and every verdict near it) is off.
+            self._endpoint_target = min(self._endpoint_target * 2, cfg.max_endpoint_boots)
+            self.gate = None
+            return self._endpoint_wants()
+        return self.wants() if self.gate.gate == Gate.DIFFERENT else []
+
+    def _precise(self) -> bool:
+        m = self.model()
+        n = len(self.boots[self.old_end])
+        if not self._noisy or n >= self.config.max_endpoint_boots:
+            return True
+        if n < MIN_NOISY_ENDPOINT_BOOTS:
+            return False
+        se = m.sigma * math.sqrt(1 / m.n_old + 1 / m.n_new)
+        return se <= STEP_PRECISION * abs(m.new_mean - m.old_mean)
+
+    def _decide_active(self) -> None:
+        for commit in list(self.active):
+            d = self._sequential(commit)
+            if d is not None:
+                self._decide(commit, d)
+
+    def _sequential(self, commit: str) -> Decision | None:
+        return self.judge(self.scores(commit))
+
+    def judge(self, scores: Sequence[float]) -> Decision | None:
+        """Wald's test on a commit's boot scores so far: a verdict, or None for another
+        boot. Also used on kernels outside the range (the culprit reverted)."""
+        if not scores:
+            return None
+        m = self.model()
+        llr = sum(m.llr(s) for s in scores)
+        n = len(scores)
+        if abs(llr) >= self.threshold:
+            return Decision(State.NEW if llr > 0 else State.OLD, n, llr, firm=True)
+        position = m.position(robust_mean(scores))
+        note = f"between the endpoints ({position:.2f}) after {n} boots"
+        if not self._noisy and n >= 2:  # a counter: more boots say nothing new
+            return Decision(State.SKIP, n, llr, note)
+        if n < self.config.max_commit_boots:
+            return None
+        if abs(llr) >= math.log(19):  # at the cap, a lean of 95:5 still counts
+            note = f"after {n} boots, at {1 / (1 + math.exp(-abs(llr))):.0%}"
+            return Decision(State.NEW if llr > 0 else State.OLD, n, llr, note)
+        return Decision(State.SKIP, n, llr, note)
+
+    def _decide(self, commit: str, d: Decision) -> None:
+        self.decisions[commit] = d
+        self.search.mark(commit, d.state)
+        self._dirty = True
+        if commit in self.active:
+            self.active.remove(commit)
+
+    def _notes(self) -> list[str]:
+        notes = []
+        if self._remeasures:
+            notes.append(f"endpoints re-measured {self._remeasures} times during the job")
+        for name, commit in (("old", self.old_end), ("new", self.new_end)):
+            s = self.scores(commit)
+            first = self._endpoint_target
+            if len(s) > first and first >= 2:
+                base = robust_mean(s[:first])
+                change = relative(robust_mean(s[first:]) - base, base, self.log)
+                notes.append(f"{name} endpoint drift: {change:+.1%} (later boots vs the first)")
+        return notes

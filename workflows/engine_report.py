@@ -1,0 +1,146 @@
+"""The engine's state in the job's words: steps for the table, messages, the outcome.
+
+Pure: the workflow passes what it measured (raw per-boot values, the last test's other
+metrics) and the engine; these shape it into contract types.
+"""
+
+import math
+import statistics
+from dataclasses import dataclass, field, replace
+
+from kbisect.contract import (
+    BisectRequest,
+    JobStatus,
+    Mode,
+    Step,
+    StepSource,
+    TestResult,
+    ValidatedJob,
+    Verification,
+    VerificationStatus,
+)
+from kbisect.workflows.endpoints import Gate
+from kbisect.workflows.engine import Answer, Decision, Engine, EngineConfig
+from kbisect.workflows.strategy import State
+from kbisect.workflows.verdict import verdict_for
+
+
+def config_of(req: BisectRequest, job: ValidatedJob) -> EngineConfig:
+    return EngineConfig(
+        mode=req.mode,
+        better=job.better,
+        parallel=max(1, req.parallel),
+        min_effect=req.min_effect,
+        max_endpoint_boots=req.max_boots,
+    )
+
+
+@dataclass
+class Measured:
+    """What one commit's boots gave, for display: raw per-boot values, seconds."""
+
+    raw: list[float] = field(default_factory=list)  # each boot's median repetition
+    last: TestResult | None = None
+    build_seconds: float = 0.0
+    test_seconds: float = 0.0
+    failed: StepSource | None = None  # why it has no score
+    failure: str = ""
+
+
+def boot_value(samples: list[float]) -> float:
+    return statistics.median(samples)
+
+
+def endpoint_step(engine: Engine, commit: str, subject: str, mode: Mode, m: Measured) -> Step:
+    old = commit == engine.old_end
+    return Step(
+        commit=commit,
+        subject=subject,
+        verdict=mode.old_word if old else mode.new_word,
+        source=StepSource.ENDPOINT,
+        value=statistics.median(m.raw),
+        values=m.last.values if m.last else {},
+        position=0.0 if old else 1.0,
+        build_seconds=m.build_seconds,
+        test_seconds=m.test_seconds,
+        boots=len(m.raw),
+        scores=list(m.raw),
+    )
+
+
+def decision_step(
+    engine: Engine, commit: str, subject: str, mode: Mode, d: Decision, m: Measured, round_: int
+) -> Step:
+    step = Step(
+        commit=commit,
+        subject=subject,
+        verdict=verdict_for(d.state, mode),
+        source=m.failed or (StepSource.MARKED if d.note.startswith("marked") else StepSource.TEST),
+        note=m.failure or d.note,
+        build_seconds=m.build_seconds,
+        test_seconds=m.test_seconds,
+        round=round_,
+        boots=len(m.raw),
+        scores=list(m.raw),
+        confidence=d.confidence if d.state != State.SKIP and d.llr else None,
+    )
+    if m.raw:
+        model = engine.model()
+        mean = statistics.fmean(engine.scores(commit))
+        step.value = statistics.median(m.raw)
+        step.values = m.last.values if m.last else {}
+        step.position = model.position(mean)
+        if not step.note and step.confidence is not None:
+            step.note = f"{len(m.raw)} boots, {step.confidence:.1%} sure"
+    return step
+
+
+def gate_outcome(engine: Engine, mode: Mode, metric: str) -> tuple[JobStatus, str] | None:
+    """The job's end when the endpoints do not allow a bisection, else None."""
+    gate = engine.gate
+    assert gate is not None
+    if gate.gate == Gate.DIFFERENT:
+        return None
+    if gate.gate == Gate.WRONG_WAY:
+        other = "fix" if mode == Mode.REGRESSION else "regression"
+        better = "better" if mode == Mode.REGRESSION else "worse"
+        return JobStatus.NO_DIFFERENCE, (
+            f"the new endpoint is {better}, not {'worse' if better == 'better' else 'better'}: "
+            f"{metric} {gate.message}; to bisect that change, use --mode {other}"
+        )
+    if gate.gate == Gate.UNDECIDED:
+        return JobStatus.NO_DIFFERENCE, f"{metric}: {gate.message}"
+    return JobStatus.NO_DIFFERENCE, f"endpoints do not differ: {metric} {gate.message}"
+
+
+def answer_status(answer: Answer) -> JobStatus:
+    return JobStatus.FOUND if answer == Answer.FOUND else JobStatus.AMBIGUOUS
+
+
+def verification_of(
+    base: Verification, engine: Engine, raw: list[float], d: Decision | None, log: bool
+) -> Verification:
+    """The culprit reverted on new must behave like old (regression); applied to old,
+    like new (fix). A lean short of the test's threshold is inconclusive."""
+    revert = base.kind == "revert"
+    where = "reverted on the new endpoint" if revert else "applied to the old endpoint"
+    value = statistics.median(raw)
+    position = engine.model().position(statistics.fmean(score_of(raw, log)))
+    done = replace(base, value=value, position=position)
+    if d is None or d.state == State.SKIP:
+        done.message = f"{where}, it stays between the endpoints after {len(raw)} boots"
+        return done
+    expected = State.OLD if revert else State.NEW
+    side = "old" if d.state == State.OLD else "new"
+    done.status = (
+        VerificationStatus.CONFIRMED if d.state == expected else VerificationStatus.CONTRADICTED
+    )
+    done.message = (
+        f"{where}, it behaves like the {side} endpoint ({len(raw)} boots, {d.confidence:.1%})"
+    )
+    return done
+
+
+def score_of(raw: list[float], log: bool) -> list[float]:
+    """Per-boot values (each boot's median) on the engine's scale."""
+    return [math.log(v) if log else v for v in raw]

@@ -1,0 +1,101 @@
+"""Evidence from boots: one boot is one unit of evidence, its repetitions combined.
+
+Scores are worked on a log scale when the metric is positive (a regression is a ratio:
+throughput x0.8 is the same step at 100 or 1,000 MB/s), else as they are. The two
+endpoints' boots give a model of "behaves like old" and "behaves like new"; a commit's
+boots are weighed between the two with a heavy-tailed (Student t) likelihood, so one
+outlier boot moves the verdict a little, not all the way.
+"""
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from kbisect.workflows.stats import robust_mean, t_logpdf, winsorized_ss
+
+LIKELIHOOD_DF = 5.0  # the t likelihood's degrees of freedom: robust, still efficient
+# A noise-free metric still gets a scale, a small fraction of the step, so that one boot
+# decides (and a value at neither endpoint does not).
+MIN_NOISE_FRACTION = 0.02
+
+
+@dataclass(frozen=True)
+class Boot:
+    """One boot's scored repetitions of the primary metric."""
+
+    samples: list[float]
+
+    @property
+    def spread(self) -> float:
+        return max(self.samples) - min(self.samples) if self.samples else 0.0
+
+
+def log_scale(boots: Sequence[Boot]) -> bool:
+    """Whether these boots' samples are all positive, so ratios make sense."""
+    return all(s > 0 for b in boots for s in b.samples)
+
+
+def score(boot: Boot, log: bool) -> float:
+    """The boot's median repetition, on the job's scale."""
+    m = statistics.median(boot.samples)
+    return math.log(m) if log else m
+
+
+def unscale(value: float, log: bool) -> float:
+    return math.exp(value) if log else value
+
+
+def relative(delta: float, base: float, log: bool) -> float:
+    """A difference on the job's scale as a fraction of the base value (+0.1 = 10% more)."""
+    if log:
+        return math.expm1(delta)
+    return delta / abs(base) if base else math.inf if delta else 0.0
+
+
+@dataclass(frozen=True)
+class Model:
+    """What old-like and new-like boots look like, from the endpoints' boots."""
+
+    old_mean: float
+    new_mean: float
+    sigma: float  # one boot's noise, pooled over both endpoints
+    n_old: int
+    n_new: int
+
+    @classmethod
+    def fit(cls, old: Sequence[Sequence[float]], new: Sequence[Sequence[float]]) -> "Model":
+        """From groups of scores (one group per commit) known to be old-like or new-like:
+        each side's mean over all its boots, and the noise pooled within the groups."""
+        flat_old = [v for g in old for v in g]
+        flat_new = [v for g in new for v in g]
+        step = abs(robust_mean(flat_new) - robust_mean(flat_old))
+        groups = [g for g in (*old, *new) if len(g) > 1]
+        df = sum(len(g) - 1 for g in groups)
+        sigma = math.sqrt(sum(winsorized_ss(g) for g in groups) / df) if df > 0 else 0.0
+        return cls(
+            old_mean=robust_mean(flat_old),
+            new_mean=robust_mean(flat_new),
+            sigma=max(sigma, MIN_NOISE_FRACTION * step, 1e-12),
+            n_old=len(flat_old),
+            n_new=len(flat_new),
+        )
+
+    def llr(self, value: float) -> float:
+        """log P(value | new-like) / P(value | old-like): positive leans new.
+
+        Each side's spread includes the uncertainty of its mean (predictive: sigma^2 (1 + 1/n)).
+        """
+        s_new = self.sigma * math.sqrt(1 + 1 / self.n_new)
+        s_old = self.sigma * math.sqrt(1 + 1 / self.n_old)
+        return (
+            t_logpdf((value - self.new_mean) / s_new, LIKELIHOOD_DF)
+            - math.log(s_new)
+            - t_logpdf((value - self.old_mean) / s_old, LIKELIHOOD_DF)
+            + math.log(s_old)
+        )
+
+    def position(self, value: float) -> float:
+        """0.0 at the old endpoint's mean, 1.0 at the new one's."""
+        gap = self.new_mean - self.old_mean
+        return (value - self.old_mean) / gap if gap else 0.5
