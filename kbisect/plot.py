@@ -1,6 +1,6 @@
 """Scores across commits as a picture: what people would rather look at than read."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import matplotlib
@@ -28,6 +28,7 @@ class PlotData:
     points: list[Point]
     culprit_x: int | None
     star: Point | None  # the verification, beside the endpoint it was made from
+    boots: list[Point] = field(default_factory=list)  # each boot, where a commit had several
 
 
 def plot_data(result: BisectResult) -> PlotData:
@@ -48,13 +49,21 @@ def plot_data(result: BisectResult) -> PlotData:
         # Right of the new endpoint for a revert, left of the old one for a backport.
         x = max(xs) + 1 if revert else min(xs) - 1
         star = Point(x, v.value, VERIFY_COLOUR, f"{where}: {v.status}")
-    return PlotData(points, culprit_x if result.culprit else None, star)
+    boots = [
+        Point(s.index, y, COLOURS.get(s.verdict, "black"), "one boot")
+        for s in result.steps
+        if len(s.scores) > 1
+        for y in s.scores
+    ]
+    return PlotData(points, culprit_x if result.culprit else None, star, boots)
 
 
 def plot_scores(result: BisectResult, out: Path) -> Path:
     """One point per tested commit, in history order (oldest left); the culprit marked."""
     data = plot_data(result)
     fig, ax = plt.subplots(figsize=(9, 4.5))
+    for b in data.boots:  # the spread behind each verdict: small, faint, under the medians
+        ax.scatter(b.x, b.y, color=b.colour, s=8, alpha=0.35, zorder=2)
     for n, p in enumerate(data.points):
         ax.scatter(p.x, p.y, color=p.colour, s=40, zorder=3, label=p.label)
         ax.annotate(

@@ -107,6 +107,15 @@ def markdown(result: BisectResult, job_id: str) -> str:
         f"**{result.status}**: {result.message}",
         "",
     ]
+    if result.boots:
+        sure = f"; {result.confidence:.1%} sure" if result.confidence is not None else ""
+        lines += [
+            f"{result.boots} boots in all{sure}; the endpoints' difference in {metric}: "
+            f"{result.effect or 'not measured'}.",
+            "",
+            *(f"- {n}" for n in result.notes),
+            *([""] if result.notes else []),
+        ]
     if result.culprit:
         lines += [f"## The commit that {what}", ""]
         lines += _commit_line(result.repo, result.culprit, result.subjects.get(result.culprit, ""))

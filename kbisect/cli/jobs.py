@@ -59,6 +59,13 @@ def _checked_request(args: argparse.Namespace) -> BisectRequest:
         )
     manifest = manifests.load(args.testcase)
     profile(args.profile or manifest.profile)
+    if args.metric is not None and args.metric not in manifest.metrics:
+        known = ", ".join(sorted(manifest.metrics))
+        raise UserError(f"{manifest.name} has no metric {args.metric!r}: pick one of {known}")
+    if not 0 < args.min_effect < 100:
+        raise UserError(f"--min-effect {args.min_effect:g}: give a percentage, e.g. 5")
+    if args.max_boots < 3:
+        raise UserError(f"--max-boots {args.max_boots}: give 3 or more")
     if args.repetitions is not None:
         cap = int(
             getattr(manifest, "max_repetitions", 0) or REPETITIONS_FACTOR * manifest.repetitions
@@ -78,6 +85,9 @@ def _checked_request(args: argparse.Namespace) -> BisectRequest:
         repetitions=args.repetitions,
         verify=not args.no_verify,
         parallel=args.parallel,
+        metric=args.metric,
+        min_effect=args.min_effect / 100,
+        max_boots=args.max_boots,
     )
 
 
@@ -299,6 +309,26 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
         metavar="K",
         help="test K commits at once, cutting the range in K+1 parts per round: fewer "
         "rounds, more builds; needs workers with room for K builds and VMs",
+    )
+    b.add_argument(
+        "--metric",
+        help="the metric the verdicts are made on (default: the testcase's primary; "
+        "'kbisect testcases --json' lists them)",
+    )
+    b.add_argument(
+        "--min-effect",
+        type=float,
+        default=5.0,
+        metavar="PCT",
+        help="endpoints closer than this percentage count as no difference (default 5)",
+    )
+    b.add_argument(
+        "--max-boots",
+        type=int,
+        default=48,
+        metavar="N",
+        help="boots per endpoint before giving up on a noisy metric (default 48); a commit "
+        "gets at most 30",
     )
     b.add_argument(
         "--no-verify",

@@ -1,0 +1,84 @@
+"""The endpoint gate as a table: different, same, measure more, cannot decide, wrong way."""
+
+import math
+import random
+
+import pytest
+
+from kbisect.workflows.endpoints import Gate, compare_endpoints
+from kbisect.workflows.evidence import Boot
+
+
+def boots(value: float, n: int, cv: float = 0.0, seed: int = 1, reps: int = 3) -> list[Boot]:
+    rng = random.Random(seed)
+    sigma = math.sqrt(math.log1p(cv * cv))
+    out = []
+    for _ in range(n):
+        b = value * math.exp(rng.gauss(0, sigma))
+        out.append(Boot([b * math.exp(rng.gauss(0, sigma / 3)) for _ in range(reps)]))
+    return out if cv else [Boot([value] * reps) for _ in range(n)]
+
+
+def gate(old: list[Boot], new: list[Boot], **kw: object) -> tuple[Gate, str, int]:
+    args: dict[str, object] = {
+        "log": True,
+        "worse_is_lower": True,
+        "regression": True,
+        "min_effect": 0.05,
+        "max_boots": 48,
+    }
+    args.update(kw)
+    v = compare_endpoints(old, new, **args)  # type: ignore[arg-type]
+    return v.gate, v.message, v.want
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "kw", "expected"),
+    [
+        # a counter: one boot each decides
+        (boots(512, 1), boots(8, 1), {}, Gate.DIFFERENT),
+        (boots(512, 1), boots(512, 1), {}, Gate.SAME),
+        (boots(512, 1), boots(500, 1), {}, Gate.SAME),  # 2.3%: under the minimum
+        # a timing: three boots each are not enough to say anything
+        (boots(170, 3, 0.05), boots(158, 3, 0.05, seed=2), {}, Gate.MORE),
+        (boots(170, 12, 0.05), boots(110, 12, 0.05, seed=2), {}, Gate.DIFFERENT),
+        (boots(170, 24, 0.03), boots(170, 24, 0.03, seed=2), {}, Gate.SAME),
+        # an improvement is not a regression, and is what fix mode looks for
+        (boots(110, 12, 0.05), boots(170, 12, 0.05, seed=2), {}, Gate.WRONG_WAY),
+        (boots(110, 12, 0.05), boots(170, 12, 0.05, seed=2), {"regression": False}, Gate.DIFFERENT),
+        # latency: lower is better, so higher is the regression
+        (
+            boots(2.0, 12, 0.05),
+            boots(3.0, 12, 0.05, seed=2),
+            {"worse_is_lower": False},
+            Gate.DIFFERENT,
+        ),
+        # at the cap with a small effect in heavy noise: no guess
+        (boots(100, 12, 0.25), boots(97, 12, 0.25, seed=2), {"max_boots": 12}, Gate.UNDECIDED),
+    ],
+)
+def test_gate(old: list[Boot], new: list[Boot], kw: dict[str, object], expected: Gate) -> None:
+    assert gate(old, new, **kw)[0] == expected
+
+
+def test_more_asks_for_the_next_look() -> None:
+    g, _, want = gate(boots(170, 3, 0.05), boots(158, 3, 0.05, seed=2))
+    assert (g, want) == (Gate.MORE, 6)
+
+
+def test_cannot_decide_states_the_bound() -> None:
+    g, message, _ = gate(boots(100, 12, 0.25), boots(97, 12, 0.25, seed=2), max_boots=12)
+    assert g == Gate.UNDECIDED
+    assert message.startswith("cannot decide after 24 boots: the effect is under ")
+    assert "at 95%" in message
+
+
+def test_one_wild_boot_does_not_hide_a_regression() -> None:
+    old = boots(170, 12, 0.04)
+    new = [*boots(120, 11, 0.04, seed=2), Boot([900.0, 910.0, 905.0])]
+    assert gate(old, new)[0] == Gate.DIFFERENT
+
+
+def test_a_repetition_per_boot_is_not_taken_for_a_counter() -> None:
+    # one sample per boot shows no spread, but says nothing about the noise
+    assert gate(boots(170, 1, reps=1), boots(150, 1, reps=1))[0] == Gate.MORE

@@ -1,0 +1,111 @@
+"""The engine driven by simulated boots: the truth is known here, never to the engine."""
+
+import math
+import random
+from collections.abc import Callable
+
+from kbisect.workflows.engine import Answer, Engine, EngineConfig, EngineResult
+from kbisect.workflows.evidence import Boot
+from kbisect.workflows.strategy import Graph, State
+
+
+def linear(n: int) -> Graph:
+    return Graph(
+        parents={f"c{i}": ((f"c{i - 1}",) if i > 1 else ()) for i in range(1, n + 1)},
+        order=tuple(f"c{i}" for i in range(n, 0, -1)),
+    )
+
+
+def index(commit: str) -> int:
+    return 0 if commit == "root" else int(commit[1:])
+
+
+def run(
+    n: int,
+    value: Callable[[str], float],
+    cv: float = 0.0,
+    seed: int = 1,
+    failing: frozenset[str] = frozenset(),
+    **cfg: object,
+) -> tuple[EngineResult, Engine, list[str]]:
+    """Boot what the engine wants; return the result, the engine and the boot order."""
+    rng = random.Random(seed)
+    sigma = math.sqrt(math.log1p(cv * cv) / 2)  # half the variance between boots
+    engine = Engine(linear(n), new=f"c{n}", old=["root"], config=EngineConfig(**cfg))  # type: ignore[arg-type]
+    booted: list[str] = []
+    while commits := engine.wants():
+        for c in commits:
+            booted.append(c)
+            if c in failing:
+                engine.observe(c, None)
+                continue
+            b = value(c) * math.exp(rng.gauss(0, sigma))
+            engine.observe(c, Boot([b * math.exp(rng.gauss(0, sigma)) for _ in range(3)]))
+    return engine.result(), engine, booted
+
+
+def step_at(culprit: int, step: float) -> Callable[[str], float]:
+    return lambda c: 100.0 * (1 - step if index(c) >= culprit else 1.0)
+
+
+def test_a_counter_takes_one_boot_per_commit_and_git_bisect_s_builds() -> None:
+    res, _, booted = run(64, lambda c: 8.0 if index(c) >= 37 else 512.0)
+    assert (res.answer, res.culprit) == (Answer.FOUND, "c37")
+    assert len(booted) == len(set(booted)) == res.boots == res.builds
+    assert res.builds <= math.ceil(math.log2(64)) + 2
+    assert res.confidence > 0.999
+
+
+def test_a_noisy_regression_is_found_every_time_over_seeded_trials() -> None:
+    named = [run(64, step_at(20 + s, 0.25), cv=0.05, seed=s)[0] for s in range(20)]
+    assert [r.culprit for r in named] == [f"c{20 + s}" for s in range(20)]
+    assert all(r.confidence > 0.95 for r in named)
+    # each commit got as many boots as it needed: more than one somewhere, never 30
+    assert max(r.boots for r in named) > max(r.builds for r in named)
+
+
+def test_no_change_is_never_a_culprit() -> None:
+    results = [run(64, lambda c: 100.0, cv=0.15, seed=s)[0] for s in range(20)]
+    assert all(r.answer in (Answer.NO_DIFFERENCE, Answer.UNDECIDED) for r in results)
+    assert all(r.culprit is None for r in results)
+
+
+def test_the_endpoints_are_booted_alone_first_and_again_in_long_noisy_jobs() -> None:
+    res, engine, booted = run(1024, step_at(300, 0.2), cv=0.15, seed=3)
+    assert booted[:2] == ["root", "c1024"]
+    assert res.culprit == "c300"
+    assert any("re-measured" in note for note in res.notes)
+    assert len(engine.boots["root"]) > engine.gate.want if engine.gate else False
+
+
+def test_parallel_probes_cut_the_range_in_quantiles() -> None:
+    engine = Engine(linear(63), new="c63", old=["root"], config=EngineConfig(parallel=3))
+    engine.observe("root", Boot([512.0] * 3))
+    engine.observe("c63", Boot([8.0] * 3))
+    picks = sorted(index(c) for c in engine.wants())
+    assert len(picks) == 3 and all(
+        abs(p - q) <= 1 for p, q in zip(picks, (16, 32, 48), strict=True)
+    )
+
+
+def test_a_commit_that_does_not_build_is_skipped_and_can_leave_two_candidates() -> None:
+    res, engine, _ = run(64, lambda c: 8.0 if index(c) >= 37 else 512.0, failing=frozenset({"c36"}))
+    assert engine.decisions["c36"].state == State.SKIP
+    assert res.answer == Answer.AMBIGUOUS and set(res.candidates) == {"c36", "c37"}
+
+
+def test_a_person_s_mark_is_final() -> None:
+    engine = Engine(linear(16), new="c16", old=["root"], config=EngineConfig())
+    engine.observe("root", Boot([512.0] * 3))
+    engine.observe("c16", Boot([8.0] * 3))
+    assert engine.wants() == ["c8"]
+    engine.mark("c8", State.NEW)
+    engine.observe("c8", Boot([512.0] * 3))  # its boot finishes after the mark
+    assert engine.decisions["c8"].state == State.NEW
+    assert engine.wants() == ["c4"]
+
+
+def test_a_counter_between_the_endpoints_is_skipped_after_two_boots() -> None:
+    mid = math.sqrt(512.0 * 8.0)
+    _, engine, booted = run(16, lambda c: mid if c == "c8" else 8.0 if index(c) >= 9 else 512.0)
+    assert booted.count("c8") == 2 and engine.decisions["c8"].state == State.SKIP
