@@ -10,7 +10,7 @@ comes from the manifest's `better`: a regression makes the new endpoint worse.
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from kbisect.workflows.evidence import Boot, relative, score
@@ -40,10 +40,16 @@ class Effect:
     boots_new: int
 
     def describe(self) -> str:
+        if self.low == self.high:
+            return f"{self.value:+.1%} (no noise; {boots(self.boots_old + self.boots_new)})"
         return (
             f"{self.value:+.1%} (95% CI {self.low:+.1%} to {self.high:+.1%}; "
             f"{self.boots_old}+{self.boots_new} boots)"
         )
+
+
+def boots(n: int) -> str:
+    return f"{n} boot" if n == 1 else f"{n} boots"
 
 
 @dataclass(frozen=True)
@@ -116,7 +122,10 @@ def compare_endpoints(
     effect = effect_of(so, sn, log)
     n = min(len(so), len(sn))
     size = abs(effect.value)
-    if (noise_free(old) and noise_free(new)) or (effect.p < ALPHA and size >= min_effect):
+    exact = noise_free(old) and noise_free(new)
+    if exact:
+        effect = replace(effect, low=effect.value, high=effect.value, p=0.0 if size else 1.0)
+    if exact or (effect.p < ALPHA and size >= min_effect):
         if size < min_effect:
             return EndpointVerdict(Gate.SAME, effect, f"no difference: {effect.value:+.1%}")
         worse = (effect.value < 0) == worse_is_lower

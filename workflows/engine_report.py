@@ -19,7 +19,7 @@ from kbisect.contract import (
     Verification,
     VerificationStatus,
 )
-from kbisect.workflows.endpoints import Gate
+from kbisect.workflows.endpoints import Gate, boots
 from kbisect.workflows.engine import Answer, Decision, Engine, EngineConfig
 from kbisect.workflows.strategy import State
 from kbisect.workflows.verdict import verdict_for
@@ -91,7 +91,7 @@ def decision_step(
         step.values = m.last.values if m.last else {}
         step.position = model.position(mean)
         if not step.note and step.confidence is not None:
-            step.note = f"{len(m.raw)} boots, {step.confidence:.1%} sure"
+            step.note = f"{boots(len(m.raw))}, {step.confidence:.1%} sure"
     return step
 
 
@@ -136,7 +136,7 @@ def verification_of(
         VerificationStatus.CONFIRMED if d.state == expected else VerificationStatus.CONTRADICTED
     )
     done.message = (
-        f"{where}, it behaves like the {side} endpoint ({len(raw)} boots, {d.confidence:.1%})"
+        f"{where}, it behaves like the {side} endpoint ({boots(len(raw))}, {d.confidence:.1%} sure)"
     )
     return done
 
