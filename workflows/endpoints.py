@@ -16,8 +16,8 @@ from enum import StrEnum
 from kbisect.workflows.evidence import Boot, relative, score
 from kbisect.workflows.stats import robust_mean, t_quantile, t_sf2, trimmed, winsorized_ss
 
-LOOKS = (3, 6, 12, 24, 48)  # boots per endpoint at which the test is read
-ALPHA = 0.005  # per look; with the minimum effect, A/A ranges pass under 1%
+LOOKS = (3, 6, 12, 24, 48, 96)  # boots per endpoint at which the test is read
+ALPHA = 0.01  # per look; the culprit's own verdicts guard A/A ranges too
 
 
 class Gate(StrEnum):

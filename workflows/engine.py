@@ -31,6 +31,7 @@ from kbisect.workflows.stats import robust_mean
 from kbisect.workflows.strategy import Graph, Search, State
 
 MIN_NOISY_ENDPOINT_BOOTS = 6  # fewer say little about a noisy metric's spread
+RECHECK_BOOTS = 90  # a boundary verdict's boots, at most
 STEP_PRECISION = 0.25  # the endpoints' step must be known to this fraction to bisect
 
 
@@ -47,8 +48,8 @@ class EngineConfig:
     better: str = "higher"
     parallel: int = 1
     min_effect: float = 0.05  # smaller changes are "no difference"
-    max_endpoint_boots: int = 48  # per endpoint
-    max_commit_boots: int = 30
+    max_endpoint_boots: int = 96  # per endpoint
+    max_commit_boots: int = 60
     error: float = 0.01  # the chance of a wrong verdict anywhere in the job
     remeasure_every: int = 10  # probe boots between re-measurements of the endpoints
 
@@ -101,6 +102,8 @@ class Engine:
         self._dirty = True  # a verdict since the probes were chosen
         decisions = max(1, math.ceil(math.log2(len(graph.order) + 1)))
         self.threshold = math.log(decisions / config.error)
+        self.strong = self.threshold + math.log(10)  # for the verdicts that name the culprit
+        self._olds = tuple(old)
 
     # --- driving ----------------------------------------------------------------------
     def wants(self) -> list[str]:
@@ -114,16 +117,15 @@ class Engine:
             self._remeasures += 1
             return [self.old_end, self.new_end]
         self._decide_active()
-        if not self._dirty:  # nothing decided since the last call: the same probes
-            return list(self.active)
-        self._dirty = False
-        live = set(strategy.candidates(self.search))
-        self.active = [c for c in self.active if c in live]
-        free = self.config.parallel - len(self.active)
-        if free > 0:
-            picks = strategy.spread_commits(self.search, self.config.parallel)
-            self.active += [c for c in picks if c not in self.active][:free]
-        return list(self.active)
+        if self._dirty:  # a verdict since the probes were chosen: choose again
+            self._dirty = False
+            live = set(strategy.candidates(self.search))
+            self.active = [c for c in self.active if c in live]
+            free = self.config.parallel - len(self.active)
+            if free > 0:
+                picks = strategy.spread_commits(self.search, self.config.parallel)
+                self.active += [c for c in picks if c not in self.active][:free]
+        return list(self.active) or self._recheck()
 
     def observe(self, commit: str, boot: Boot | None) -> None:
         """One boot of `commit`, or None when it did not build or boot."""
@@ -183,9 +185,7 @@ class Engine:
             return replace(
                 base, answer=Answer.AMBIGUOUS, candidates=out.candidates, message=message
             )
-        confidence = math.prod(
-            d.confidence for d in self.decisions.values() if d.state != State.SKIP and d.llr
-        )
+        confidence = self._confidence(out.culprit)
         return replace(
             base,
             answer=Answer.FOUND,
@@ -237,6 +237,47 @@ class Engine:
             return False
         se = m.sigma * math.sqrt(1 / m.n_old + 1 / m.n_new)
         return se <= STEP_PRECISION * abs(m.new_mean - m.old_mean)
+
+    def _recheck(self) -> list[str]:
+        """Once a culprit stands, the verdicts that make it one (it new-like, its parents
+        old-like) get boots until they are strong; they need no new build. A verdict that
+        turns resumes the search from there."""
+        out = strategy.outcome(self.search)
+        if not self._noisy or out is None or out.culprit is None:
+            return []
+        for commit in (out.culprit, *self.search.graph.parents.get(out.culprit, ())):
+            d = self.decisions.get(commit)
+            if d is None or not d.firm:
+                continue
+            llr, n = self.llr(commit), len(self.boots[commit])
+            turned = (llr > 0) != (d.state == State.NEW)
+            if turned and (abs(llr) >= self.threshold or n >= RECHECK_BOOTS):
+                state = State.SKIP if abs(llr) < self.threshold else State.OLD
+                if state != State.SKIP and llr > 0:
+                    state = State.NEW
+                self.decisions[commit] = Decision(state, n, llr, "turned on a recheck", firm=True)
+                self._rebuild_search()
+                return self.wants()
+            if abs(llr) < self.strong and n < RECHECK_BOOTS:
+                return [commit]
+        return []
+
+    def _rebuild_search(self) -> None:
+        """The search again from every verdict (in place: callers hold it)."""
+        s = self.search
+        s.new, s.old, s.skipped, s.marks = self.new_end, set(self._olds), set(), {}
+        for commit, d in self.decisions.items():
+            s.mark(commit, d.state)
+        self.active, self._dirty = [], True
+
+    def _confidence(self, culprit: str) -> float:
+        """P(the culprit's verdict and its parents' are right): they alone make it one."""
+        p = 1.0
+        for commit in (culprit, *self.search.graph.parents.get(culprit, ())):
+            d = self.decisions.get(commit)
+            if d is not None and d.state != State.SKIP and d.firm:
+                p *= 1.0 / (1.0 + math.exp(-abs(self.llr(commit))))
+        return p
 
     def _decide_active(self) -> None:
         for commit in list(self.active):

@@ -12,7 +12,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kbisect.workflows.stats import robust_mean, t_logpdf, winsorized_ss
+from kbisect.workflows.stats import robust_mean, t_logpdf
 
 LIKELIHOOD_DF = 5.0  # the t likelihood's degrees of freedom: robust, still efficient
 # A noise-free metric still gets a scale, a small fraction of the step, so that one boot
@@ -53,6 +53,18 @@ def relative(delta: float, base: float, log: bool) -> float:
     return delta / abs(base) if base else math.inf if delta else 0.0
 
 
+def pooled_sigma(groups: Sequence[Sequence[float]]) -> float:
+    """One boot's noise from several commits' boots: each boot's distance from its
+    commit's mean (scaled up for small groups, as n-1 does), and 1.4826 times their
+    median: consistent for normal noise, and a wild boot cannot inflate it."""
+    residuals = []
+    for g in groups:
+        if len(g) > 1:
+            mean, scale = statistics.fmean(g), math.sqrt(len(g) / (len(g) - 1))
+            residuals += [abs(v - mean) * scale for v in g]
+    return 1.4826 * statistics.median(residuals) if residuals else 0.0
+
+
 @dataclass(frozen=True)
 class Model:
     """What old-like and new-like boots look like, from the endpoints' boots."""
@@ -70,9 +82,7 @@ class Model:
         flat_old = [v for g in old for v in g]
         flat_new = [v for g in new for v in g]
         step = abs(robust_mean(flat_new) - robust_mean(flat_old))
-        groups = [g for g in (*old, *new) if len(g) > 1]
-        df = sum(len(g) - 1 for g in groups)
-        sigma = math.sqrt(sum(winsorized_ss(g) for g in groups) / df) if df > 0 else 0.0
+        sigma = pooled_sigma([*old, *new])
         return cls(
             old_mean=robust_mean(flat_old),
             new_mean=robust_mean(flat_new),

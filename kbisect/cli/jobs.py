@@ -325,10 +325,10 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
     b.add_argument(
         "--max-boots",
         type=int,
-        default=48,
+        default=96,
         metavar="N",
-        help="boots per endpoint before giving up on a noisy metric (default 48); a commit "
-        "gets at most 30",
+        help="boots per endpoint before giving up on a noisy metric (default 96); a commit "
+        "gets at most 60",
     )
     b.add_argument(
         "--no-verify",
