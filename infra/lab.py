@@ -18,11 +18,8 @@ from pathlib import Path
 from kbisect import settings
 from kbisect.errors import InfraError, UserError
 from kbisect.git import LAB_IDENTITY, Git, git_argv, git_env
+from kbisect.infra.lab_culprits import NVME_CORE, SEED_CULPRIT, Culprit
 from kbisect.infra.lab_plan import Kind, LabPlan, PlannedCommit, Span, make_plan
-
-NVME_CORE = "drivers/nvme/host/core.c"
-NONROT_LINE = "\tblk_queue_flag_set(QUEUE_FLAG_NONROT, ns->queue);\n"
-NOMERGES_LINE = "\tblk_queue_flag_set(QUEUE_FLAG_NOMERGES, ns->queue);\n"
 
 # .c files that the base config (tinyconfig + QEMU guest needs) compiles: a filler
 # there costs the bisection a rebuild, as a real commit would.
@@ -97,6 +94,7 @@ class LabOptions:
     mode: str = "regression"
     culprit_at: int | None = None
     culprit_patch: Path | None = None
+    culprit: Culprit = SEED_CULPRIT  # what the culprit does, when not a patch
     merges: int = 0
     broken_build: tuple[Span, ...] = ()
     broken_boot: tuple[Span, ...] = ()
@@ -222,12 +220,6 @@ class _Writer:
 
     def tree(self, env: dict[str, str]) -> str:
         return self.git.run("write-tree", env=env).strip()
-
-
-def _introduce_bug(text: str) -> str:
-    if NONROT_LINE not in text:
-        raise InfraError(f"{NVME_CORE} has no QUEUE_FLAG_NONROT line to anchor the lab's bug")
-    return text.replace(NONROT_LINE, NONROT_LINE + NOMERGES_LINE, 1)
 
 
 def _break_build(text: str, idx: int) -> str:
@@ -441,9 +433,13 @@ def _old_endpoint(
     if options.culprit_patch:
         w.apply(env, options.culprit_patch, reverse=False)
     else:
-        w.write(env, NVME_CORE, _introduce_bug(w.read(import_tree, NVME_CORE)))
+        w.write(env, NVME_CORE, options.culprit.add(w.read(import_tree, NVME_CORE)))
     tree = w.tree(env)
-    subject = "nvme: don't merge requests on namespace queues"
+    subject = (
+        "nvme: don't merge requests on namespace queues"
+        if options.culprit.kind == "nomerges"
+        else options.culprit.subject
+    )
     return {0: _commit_tree(git, tree, [import_commit], subject, when, AUTHORS[2])}, {0: tree}
 
 
@@ -470,9 +466,7 @@ def _change(
             return ""
         text = w.read(parent_tree, NVME_CORE)
         text = (
-            _introduce_bug(text)
-            if plan.mode == "regression"
-            else text.replace(NOMERGES_LINE, "", 1)
+            options.culprit.add(text) if plan.mode == "regression" else options.culprit.remove(text)
         )
         _record(w, env, side_changes, c, NVME_CORE, text)
         return NVME_CORE
@@ -518,8 +512,8 @@ def _culprit_subject(mode: str, options: LabOptions) -> str:
             if line.startswith("Subject:"):
                 return line.removeprefix("Subject:").strip().removeprefix("[PATCH]").strip()
         return f"Apply {options.culprit_patch.name}"
-    if mode == "regression":
-        return "nvme: set nomerges on namespace queues to cut submission overhead"
+    if mode == "regression" or options.culprit.kind != "nomerges":
+        return options.culprit.subject
     return "NVMe: Allow request merges"
 
 
@@ -542,6 +536,7 @@ def _truth(
         "seed": seed,
         "commits": options.commits,
         "culprit_patch": str(options.culprit_patch) if options.culprit_patch else None,
+        "culprit_kind": None if options.culprit_patch else str(options.culprit),
         "history": [
             {"position": c.pos, "hash": hashes[c.pos], "kind": c.kind.value, "branch": c.branch}
             for c in plan.commits

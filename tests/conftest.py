@@ -8,9 +8,16 @@ from pathlib import Path
 import pytest
 
 from kbisect import settings
-from kbisect.infra import lab
+from kbisect.infra import lab, lab_culprits
 
-NVME_CORE_TEXT = "static void nvme_alloc_ns(void)\n{\n" + lab.NONROT_LINE + "\treturn;\n}\n"
+NVME_CORE_TEXT = (
+    "static void nvme_alloc_ns(void)\n{\n"
+    + lab_culprits.NONROT_LINE
+    + "\treturn;\n}\n\n"
+    + lab_culprits.COMPLETE_HEAD
+    + lab_culprits.COMPLETE_TRACE
+    + "\tnvme_end_req(req);\n}\n"
+)
 
 
 @pytest.fixture

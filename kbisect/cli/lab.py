@@ -10,14 +10,18 @@ from kbisect.settings import Settings
 
 def cmd_lab_create(args: argparse.Namespace, settings: Settings) -> int:
     from kbisect.infra.lab import LabOptions, create_lab, truth_path
+    from kbisect.infra.lab_culprits import Culprit
     from kbisect.infra.lab_plan import PlanError, Span
 
+    if args.culprit and args.culprit_patch:
+        raise UserError("give --culprit or --culprit-patch, not both")
     try:
         options = LabOptions(
             commits=args.commits,
             mode=args.mode,
             culprit_at=args.culprit_at,
             culprit_patch=Path(args.culprit_patch) if args.culprit_patch else None,
+            culprit=Culprit.parse(args.culprit or "nomerges"),
             merges=args.merges,
             broken_build=tuple(Span.parse(s) for s in args.broken_build),
             broken_boot=tuple(Span.parse(s) for s in args.broken_boot),
@@ -49,6 +53,12 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
         choices=("regression", "fix"),
         default="regression",
         help="regression: the culprit brings the bug; fix: it removes it",
+    )
+    create.add_argument(
+        "--culprit",
+        metavar="KIND",
+        help="what the culprit does: nomerges (the seed's bug, the default: counters show "
+        "it) or slowdown:P (read throughput about P%% lower, counters unchanged)",
     )
     create.add_argument(
         "--culprit-patch", help="make this patch the culprit instead of the seed's bug"
