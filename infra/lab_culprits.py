@@ -2,8 +2,8 @@
 
 `nomerges` (the seed): NVMe namespace queues stop merging requests, so reads reach the
 device one 8-sector chunk at a time: the counters (request size, reads) show it.
-`slowdown:P`: each read completion on an NVMe queue busy-waits for P/(100-P) of the time
-its request took, so read throughput drops by about P% while every counter stays the
+`slowdown:P`: each read submission to an NVMe queue busy-waits for P% of the time since
+the previous one, so read throughput drops by about P% while every counter stays the
 same: only a noisy timing metric can find it.
 """
 
@@ -14,29 +14,32 @@ from kbisect.errors import InfraError, UserError
 NVME_CORE = "drivers/nvme/host/core.c"
 NONROT_LINE = "\tblk_queue_flag_set(QUEUE_FLAG_NONROT, ns->queue);\n"
 NOMERGES_LINE = "\tblk_queue_flag_set(QUEUE_FLAG_NOMERGES, ns->queue);\n"
-COMPLETE_HEAD = "void nvme_complete_rq(struct request *req)\n{\n"
-COMPLETE_TRACE = "\ttrace_nvme_complete_rq(req);\n"
-PACE_CALL = "\tnvme_pace_read_completion(req);\n"
+SETUP_HEAD = "blk_status_t nvme_setup_cmd(struct nvme_ns *ns, struct request *req)\n{\n"
+SETUP_SWITCH = "\tswitch (req_op(req)) {\n"
+PACE_CALL = "\tnvme_pace_read(req);\n"
 MAX_PERCENT = 90
 
 
 def _pace_function(percent: int) -> str:
-    # The request's own time since allocation scales the wait, so the loss is a fraction
-    # of throughput on any host; capped so a stalled request cannot stall the CPU long.
+    # Each read submission waits P% of the time since the previous one: the reader's
+    # cycle stretches to 1/(1-P) of itself (throughput x (1-P)) on any host, whatever
+    # bounds it (under TCG, the guest's CPU, not the device). Gaps over 20 ms are idle
+    # time between runs, not the reader's cycle.
     return (
         "/*\n"
-        " * Spread read completions out so that a burst of them does not monopolise the\n"
-        " * CPU handling the interrupt.\n"
+        " * Space read submissions out a little, so that one streaming reader cannot\n"
+        " * fill the submission queue ahead of everybody else.\n"
         " */\n"
-        "static void nvme_pace_read_completion(struct request *req)\n"
+        "static void nvme_pace_read(struct request *req)\n"
         "{\n"
-        "\tu64 start = req->start_time_ns;\n"
-        "\tu64 wait;\n"
+        "\tstatic u64 last;\n"
+        "\tu64 now = ktime_get_ns();\n"
+        "\tu64 gap = now - last;\n"
         "\n"
-        "\tif (!start || req_op(req) != REQ_OP_READ)\n"
+        "\tlast = now;\n"
+        "\tif (req_op(req) != REQ_OP_READ || gap > 20 * NSEC_PER_MSEC)\n"
         "\t\treturn;\n"
-        f"\twait = div_u64((ktime_get_ns() - start) * {percent}, {100 - percent});\n"
-        "\tndelay(min_t(u64, wait, 2 * NSEC_PER_MSEC));\n"
+        f"\tndelay(div_u64(gap * {percent}, 100));\n"
         "}\n"
         "\n"
     )
@@ -77,19 +80,19 @@ class Culprit:
             if NONROT_LINE not in text:
                 raise InfraError(f"{NVME_CORE} has no QUEUE_FLAG_NONROT line to anchor the bug")
             return text.replace(NONROT_LINE, NONROT_LINE + NOMERGES_LINE, 1)
-        head = text.find(COMPLETE_HEAD)
-        trace = text.find(COMPLETE_TRACE, head)
-        if head < 0 or trace < 0:
-            raise InfraError(f"{NVME_CORE} has no nvme_complete_rq() to anchor the slowdown")
-        at = trace + len(COMPLETE_TRACE)
-        text = text[:at] + PACE_CALL + text[at:]
+        head = text.find(SETUP_HEAD)
+        switch = text.find(SETUP_SWITCH, head)
+        if head < 0 or switch < 0:
+            raise InfraError(f"{NVME_CORE} has no nvme_setup_cmd() to anchor the slowdown")
+        text = text[:switch] + PACE_CALL + "\n" + text[switch:]
         return text[:head] + _pace_function(self.percent) + text[head:]
 
     def remove(self, text: str) -> str:
         """core.c with this culprit's change taken out again (fix mode's culprit)."""
         if self.kind == "nomerges":
             return text.replace(NOMERGES_LINE, "", 1)
-        return text.replace(_pace_function(self.percent), "", 1).replace(PACE_CALL, "", 1)
+        text = text.replace(_pace_function(self.percent), "", 1)
+        return text.replace(PACE_CALL + "\n", "", 1)
 
 
 SEED_CULPRIT = Culprit("nomerges")

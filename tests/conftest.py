@@ -14,9 +14,10 @@ NVME_CORE_TEXT = (
     "static void nvme_alloc_ns(void)\n{\n"
     + lab_culprits.NONROT_LINE
     + "\treturn;\n}\n\n"
-    + lab_culprits.COMPLETE_HEAD
-    + lab_culprits.COMPLETE_TRACE
-    + "\tnvme_end_req(req);\n}\n"
+    + lab_culprits.SETUP_HEAD
+    + "\tblk_status_t ret = BLK_STS_OK;\n\n"
+    + lab_culprits.SETUP_SWITCH
+    + "\tdefault:\n\t\tbreak;\n\t}\n\treturn ret;\n}\n"
 )
 
 
