@@ -310,7 +310,11 @@ class BisectWorkflow:
             round_ += 1
             self._progress.current = list(commits)
             self._refresh()
-            await asyncio.gather(*(self._boot(state, calls, c) for c in commits))
+            # All of a round's builds first: a build never shares the host with a boot
+            # of the same job (a timing would be disturbed).
+            await asyncio.gather(*(self._build_once(state, calls, c) for c in commits))
+            for c in commits:  # one at a time: two guests would disturb each other too
+                await self._boot(state, calls, c)
             self._progress.current = []
         self._record_decisions(state, round_)
         if self._progress.status == JobStatus.CALIBRATING:
@@ -351,16 +355,21 @@ class BisectWorkflow:
             kept.note = f"a person marked it {verdict_for(mark, state.mode)} meanwhile; kept"
             self._record(kept)
 
-    async def _built_and_tested(
-        self, state: JobState, calls: JobActivities, commit: str
-    ) -> tuple[BuildResult, TestResult | None]:
-        """Each commit is built once per job; every call boots it once."""
+    async def _build_once(self, state: JobState, calls: JobActivities, commit: str) -> BuildResult:
+        """Each commit is built once per job."""
         build = self._builds.get(commit) or await calls.build(commit, state.job.testcase)
         if build.subject:
             state.subjects.setdefault(commit, build.subject)
+        self._builds[commit] = build
+        return build
+
+    async def _built_and_tested(
+        self, state: JobState, calls: JobActivities, commit: str
+    ) -> tuple[BuildResult, TestResult | None]:
+        """The commit's build (made once) and one more boot of it."""
+        build = await self._build_once(state, calls, commit)
         if not build.ok:
             return build, None
-        self._builds[commit] = build
         assert build.artifact is not None
         return build, await calls.test(state.job, commit, build.artifact, state.job.repetitions)
 
