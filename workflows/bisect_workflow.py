@@ -304,7 +304,7 @@ class BisectWorkflow:
         round_ = 0
         while commits := engine.wants():
             self._record_decisions(state, round_)
-            if engine.gate is not None and self._progress.status == JobStatus.CALIBRATING:
+            if engine.gate and engine.bisecting and self._progress.status == JobStatus.CALIBRATING:
                 self._record_endpoints(state)
                 self._set_status(JobStatus.BISECTING, f"{state.job.primary} {engine.gate.message}")
             round_ += 1

@@ -146,6 +146,11 @@ class Engine:
         self._decide(commit, Decision(state, len(self.boots.get(commit, [])), 0.0, note))
 
     # --- reading ----------------------------------------------------------------------
+    @property
+    def bisecting(self) -> bool:
+        """The endpoints differ: past the gate."""
+        return self.gate is not None and self.gate.gate == Gate.DIFFERENT
+
     def model(self) -> Model:
         """The endpoints' boots, joined by those of commits the test decided firmly (not
         at the cap, not by a person): every verdict sharpens the next."""

@@ -1,0 +1,45 @@
+"""Simulated boots of a noisy throughput-like metric (higher is better; a culprit lowers it).
+
+A boot returns its repetitions. Noise is multiplicative (lognormal), half its variance
+between boots and half within a boot, on top of which a scenario adds heavy-tailed
+outlier boots, a bimodal metric (each boot lands in one of two modes), or slow drift.
+"""
+
+import math
+import random
+from dataclasses import dataclass
+
+REPETITIONS = 3
+BASE = 100.0
+OUTLIER_RATE = 0.03  # outlier boots lose 30-50%
+BIMODAL = 0.08  # each boot +-8%
+DRIFT_PER_BOOT = 0.0005  # the metric rises 5% over 100 boots
+
+
+@dataclass(frozen=True)
+class Noise:
+    cv: float  # total, per repetition
+    kind: str = "lognormal"  # or "outliers", "bimodal", "drift"
+
+    @property
+    def sigma(self) -> float:
+        """Each half's sigma on the log scale (between boots, within one)."""
+        return math.sqrt(math.log1p(self.cv * self.cv) / 2)
+
+    def boot(self, level: float, rng: random.Random, clock: int) -> list[float]:
+        """One boot's repetitions for a commit whose true value is `level`;
+        `clock` counts the job's boots so far (for drift)."""
+        s = self.sigma
+        value = level * math.exp(rng.gauss(0, s))
+        if self.kind == "outliers" and rng.random() < OUTLIER_RATE:
+            value *= rng.uniform(0.5, 0.7)
+        elif self.kind == "bimodal":
+            value *= 1 + BIMODAL if rng.random() < 0.5 else 1 - BIMODAL
+        elif self.kind == "drift":
+            value *= 1 + DRIFT_PER_BOOT * clock
+        return [value * math.exp(rng.gauss(0, s)) for _ in range(REPETITIONS)]
+
+
+def level_of(culprits_below: int, step: float) -> float:
+    """The true value of a commit with this many culprits among its ancestors."""
+    return BASE * (1 - step) ** culprits_below

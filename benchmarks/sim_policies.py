@@ -1,0 +1,131 @@
+"""Bisection policies driven by simulated boots: kbisect's engine and three baselines.
+
+Each policy gets the history, a `boot(commit) -> repetitions` function and returns what it
+named, with the builds (distinct commits booted, endpoints included) and boots it spent.
+The baselines follow their published rules as closely as a simulator allows:
+- today: kbisect before the engine (1 boot of 3 repetitions per commit, the endpoint
+  gate `Calibration.differs()`, a retest of 6 when unsure);
+- lkp: Intel LKP's rule: 3 boots per commit, changed when the ranges do not overlap and
+  the means differ by 5% or more, and the run is stable (stddev under 20% of the mean);
+- syzbot: a fixed 10 boots per commit, endpoints included; Welch's t-test at 5% on the
+  endpoints; each commit goes to the endpoint whose mean is nearer.
+"""
+
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from kbisect.workflows.engine import Engine, EngineConfig
+from kbisect.workflows.evidence import Boot
+from kbisect.workflows.stats import t_sf2
+from kbisect.workflows.strategy import Graph, Search, State, next_commits, outcome
+from kbisect.workflows.verdict import Calibration, classify
+
+BootFn = Callable[[str], list[float]]
+
+
+@dataclass
+class Outcome:
+    found: str | None
+    builds: int
+    boots: int
+    confidence: float = 0.0
+
+
+class Counter:
+    """Wraps the boot function: counts boots and distinct commits booted."""
+
+    def __init__(self, boot: BootFn) -> None:
+        self._boot, self.boots, self.built = boot, 0, set[str]()
+
+    def __call__(self, commit: str) -> list[float]:
+        self.boots += 1
+        self.built.add(commit)
+        return self._boot(commit)
+
+    def many(self, commit: str, n: int) -> list[float]:
+        """Boot medians of n boots."""
+        return [statistics.median(self(commit)) for _ in range(n)]
+
+
+def kbisect(graph: Graph, old: str, boot: BootFn) -> Outcome:
+    count = Counter(boot)
+    engine = Engine(graph, new=graph.order[0], old=[old], config=EngineConfig())
+    while commits := engine.wants():
+        for c in commits:
+            engine.observe(c, Boot(count(c)))
+    r = engine.result()
+    found = r.culprit if r.status == "found" else None
+    return Outcome(found, len(count.built), count.boots, r.confidence)
+
+
+def _search(graph: Graph, old: str, verdict: Callable[[str], State]) -> str | None:
+    search = Search(graph=graph, new=graph.order[0], old={old})
+    while nxt := next_commits(search):
+        search.mark(nxt[0], verdict(nxt[0]))
+    out = outcome(search)
+    return out.culprit if out else None
+
+
+def today(graph: Graph, old: str, boot: BootFn) -> Outcome:
+    count = Counter(boot)
+    cal = Calibration("m", old=count(old), new=count(graph.order[0]))
+    if not cal.differs()[0]:
+        return Outcome(None, len(count.built), count.boots)
+
+    def verdict(c: str) -> State:
+        first = count(c)
+        state = classify(statistics.median(first), cal).state
+        if state == State.SKIP:  # the retest: 6 repetitions, two boots' worth
+            state = classify(statistics.median(first + count(c) + count(c)), cal).state
+        return state
+
+    return Outcome(_search(graph, old, verdict), len(count.built), count.boots)
+
+
+def _lkp_changed(base: list[float], other: list[float]) -> bool:
+    ratio = statistics.fmean(other) / statistics.fmean(base)
+    apart = max(other) < min(base) or min(other) > max(base)
+    stable = all(statistics.stdev(x) < 0.2 * statistics.fmean(x) for x in (base, other))
+    return apart and abs(ratio - 1) >= 0.05 and stable
+
+
+def lkp(graph: Graph, old: str, boot: BootFn) -> Outcome:
+    count = Counter(boot)
+    base = count.many(old, 3)
+    if not _lkp_changed(base, count.many(graph.order[0], 3)):
+        return Outcome(None, len(count.built), count.boots)
+    found = _search(
+        graph, old, lambda c: State.NEW if _lkp_changed(base, count.many(c, 3)) else State.OLD
+    )
+    return Outcome(found, len(count.built), count.boots)
+
+
+def _welch_p(a: list[float], b: list[float]) -> float:
+    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
+    if va + vb == 0:
+        return 0.0 if statistics.fmean(a) != statistics.fmean(b) else 1.0
+    df = (va + vb) ** 2 / (va * va / (len(a) - 1) + vb * vb / (len(b) - 1))
+    return t_sf2((statistics.fmean(a) - statistics.fmean(b)) / (va + vb) ** 0.5, df)
+
+
+def syzbot(graph: Graph, old: str, boot: BootFn) -> Outcome:
+    count = Counter(boot)
+    a, b = count.many(old, 10), count.many(graph.order[0], 10)
+    if _welch_p(a, b) >= 0.05:
+        return Outcome(None, len(count.built), count.boots)
+    ma, mb = statistics.fmean(a), statistics.fmean(b)
+
+    def verdict(c: str) -> State:
+        m = statistics.fmean(count.many(c, 10))
+        return State.OLD if abs(m - ma) <= abs(m - mb) else State.NEW
+
+    return Outcome(_search(graph, old, verdict), len(count.built), count.boots)
+
+
+POLICIES: dict[str, Callable[[Graph, str, BootFn], Outcome]] = {
+    "kbisect": kbisect,
+    "today": today,
+    "lkp": lkp,
+    "syzbot": syzbot,
+}
