@@ -189,6 +189,7 @@ class TestResult:
     error: str = ""
     console: str = ""
     seconds: float = 0.0
+    warmup: list[float] = field(default_factory=list)  # the primary's warm-up samples
     # every metric's scored samples (the job may bisect on one that is not the primary)
     metric_samples: dict[str, list[float]] = field(default_factory=dict)
 

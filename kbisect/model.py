@@ -88,8 +88,9 @@ class Metric:
     name: str
     unit: str
     better: Direction
-    value: float  # median over repetitions
+    value: float  # median over the scored repetitions
     samples: list[float] = field(default_factory=list)
+    warmup: list[float] = field(default_factory=list)  # run first, reported, not scored
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from dataclasses import asdict
 from rich.console import Console
 from rich.table import Table
 
+from kbisect.model import Metric
 from kbisect.pipeline import TryResult
 
 
@@ -17,7 +18,13 @@ def try_to_json(r: TryResult) -> dict[str, object]:
         "repetitions": r.result.repetitions,
         "primary": r.result.score.primary,
         "metrics": {
-            name: {"value": m.value, "unit": m.unit, "better": m.better.value, "samples": m.samples}
+            name: {
+                "value": m.value,
+                "unit": m.unit,
+                "better": m.better.value,
+                "samples": m.samples,
+                "warmup": m.warmup,
+            }
             for name, m in r.result.score.metrics.items()
         },
         "build": {
@@ -46,11 +53,10 @@ def render_try(r: TryResult, console: Console) -> None:
     table.add_column("unit")
     table.add_column("better")
     table.add_column("samples")
+    table.add_column("warm-up (not scored)")
     for name, m in score.metrics.items():
         label = f"[bold]{name}[/] (primary)" if name == score.primary else name
-        table.add_row(
-            label, f"{m.value:g}", m.unit, m.better.value, " ".join(f"{v:g}" for v in m.samples)
-        )
+        table.add_row(label, f"{m.value:g}", m.unit, m.better.value, *_samples(m))
     console.print(table)
     build = "cache hit" if r.artifact.cached else f"built in {r.artifact.seconds:.0f}s"
     console.print(f"build: {build}; log {r.artifact.build_log}", highlight=False)
@@ -59,6 +65,10 @@ def render_try(r: TryResult, console: Console) -> None:
         f"guest: {run.outcome.value} in {run.seconds:.1f}s ({run.accel}); console {run.console}",
         highlight=False,
     )
+
+
+def _samples(m: Metric) -> tuple[str, str]:
+    return " ".join(f"{v:g}" for v in m.samples), " ".join(f"{v:g}" for v in m.warmup) or "-"
 
 
 def try_lines(r: TryResult) -> list[str]:
@@ -72,7 +82,7 @@ def try_lines(r: TryResult) -> list[str]:
             f"{m.value:g}",
             m.unit,
             m.better.value,
-            " ".join(f"{v:g}" for v in m.samples),
+            *_samples(m),
         )
         for name, m in score.metrics.items()
     ]
@@ -81,7 +91,7 @@ def try_lines(r: TryResult) -> list[str]:
     return [
         f"{r.commit.hash[:12]} {r.commit.subject}",
         f"{score.testcase} ({r.result.profile}, {r.result.repetitions} repetitions)",
-        columns(("METRIC", "MEDIAN", "UNIT", "BETTER", "SAMPLES"), rows),
+        columns(("METRIC", "MEDIAN", "UNIT", "BETTER", "SAMPLES", "WARM-UP"), rows),
         f"build: {build}; log {r.artifact.build_log}",
         f"guest: {run.outcome.value} in {run.seconds:.1f}s ({run.accel}); console {run.console}",
     ]

@@ -27,10 +27,11 @@ N = TypeVar("N", int, float)
 DISK_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,15}$")
 MAX_DISKS = 8
 MAX_REPETITIONS = 50
+MAX_WARMUP = 10
 MAX_TIMEOUT = 6 * 3600.0  # seconds for one boot with the default repetitions
 TOP_KEYS = frozenset(
     {"name", "description", "primary", "metrics", "disks", "tools", "config", "script"}
-    | {"profile", "repetitions", "timeout", "params"}
+    | {"profile", "repetitions", "warmup", "timeout", "params"}
 )
 METRIC_KEYS = frozenset({"unit", "better", "description"})
 DISK_KEYS = frozenset({"name", "size_mib"})
@@ -63,6 +64,7 @@ class Manifest:
     script: bytes
     profile: str = "fast"
     repetitions: int = 3
+    warmup: int = 0  # repetitions run first in every boot, reported but not scored
     timeout: float = 600.0
     params: dict[str, str] = field(default_factory=dict)
 
@@ -213,6 +215,7 @@ def load_folder(folder: Path) -> Manifest:
         repetitions=_bounded(
             _opt(data, "repetitions", int, where, 3), "repetitions", 1, MAX_REPETITIONS, where
         ),
+        warmup=_bounded(_opt(data, "warmup", int, where, 0), "warmup", 0, MAX_WARMUP, where),
         timeout=_bounded(
             _opt(data, "timeout", float, where, 600.0), "timeout", 1.0, MAX_TIMEOUT, where
         ),

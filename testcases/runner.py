@@ -47,12 +47,13 @@ def run_testcase(
     """
     prof = profile(profile_name or manifest.profile)
     reps = repetitions or manifest.repetitions
+    runs = reps + manifest.warmup  # the guest runs the warm-up ones first
     image = build_image(
-        manifest.tools, manifest.script, {**manifest.params, "KB_REPETITIONS": str(reps)}
+        manifest.tools, manifest.script, {**manifest.params, "KB_REPETITIONS": str(runs)}
     )
     disks = [Disk(d.name, d.size_mib, prof) for d in manifest.disks]
     progress(f"booting {artifact.commit[:12]} ({prof.name}, {reps} repetitions)")
-    run = machine.run(artifact, image, disks, manifest.timeout_for(reps), progress=progress)
+    run = machine.run(artifact, image, disks, manifest.timeout_for(runs), progress=progress)
     if run.outcome in (Outcome.PANIC, Outcome.HANG):
         raise BootError(f"{run.outcome.value}: {run.detail}", console_path=run.console)
     if run.outcome is Outcome.TESTCASE_FAILED:

@@ -214,6 +214,7 @@ class VmActivities:
             values=values,
             samples=r.score.primary_metric.samples,
             metric_samples={k: list(m.samples) for k, m in r.score.metrics.items()},
+            warmup=list(r.score.primary_metric.warmup),
             console=r.run.console,
             seconds=r.run.seconds,
         )

@@ -1,3 +1,5 @@
+import dataclasses
+
 import pytest
 
 from kbisect.errors import TestcaseFailedError
@@ -9,7 +11,7 @@ def _metric(rep: int, name: str, value: float) -> dict[str, object]:
 
 
 def test_median_over_repetitions_with_units() -> None:
-    m = manifest.load("nvme-snapshot-read")
+    m = dataclasses.replace(manifest.load("nvme-snapshot-read"), warmup=0)
     records = [
         _metric(1, "avg_read_sectors", 8.0),
         _metric(2, "avg_read_sectors", 8.0),
@@ -31,3 +33,20 @@ def test_no_primary_metric_is_a_testcase_failure() -> None:
     m = manifest.load("nvme-snapshot-read")
     with pytest.raises(TestcaseFailedError, match="avg_read_sectors"):
         scoring.score(m, [_metric(1, "throughput", 1.0)])
+
+
+def test_warm_up_repetitions_are_reported_not_scored() -> None:
+    m = manifest.load("nvme-snapshot-read")
+    assert m.warmup == 1  # the first read of a boot is 20-40% low under TCG
+    records = [
+        _metric(r, "throughput", v) for r, v in ((1, 60.0), (2, 100.0), (3, 104.0), (4, 98.0))
+    ]
+    records += [_metric(r, "avg_read_sectors", 512.0) for r in range(1, 5)]
+    t = scoring.score(m, records).metrics["throughput"]
+    assert (t.warmup, t.samples, t.value) == ([60.0], [100.0, 104.0, 98.0], 100.0)
+
+
+def test_only_warm_up_samples_is_a_testcase_failure() -> None:
+    m = manifest.load("nvme-snapshot-read")
+    with pytest.raises(TestcaseFailedError, match="warm-up repetitions only"):
+        scoring.score(m, [_metric(1, "avg_read_sectors", 512.0)])

@@ -169,10 +169,11 @@ def test_a_kernel_that_does_not_boot_is_a_result(
 def test_a_scored_run_carries_medians_and_samples(cache: Path, tmp_path: Path) -> None:
     records: list[dict[str, object]] = [
         {"event": "metric", "rep": r, "name": "avg_read_sectors", "value": v}
-        for r, v in ((1, 8.0), (2, 10.0))
+        for r, v in ((1, 4.0), (2, 8.0), (3, 10.0))  # rep 1: the manifest's warm-up
     ]
     records.append({"event": "done", "status": 0})
     run = GuestRun(Outcome.SUCCESS, records, "/console", 4.0, "tcg")
     result = ActivityEnvironment().run(_vm(tmp_path, run).run_test, _request())
     assert result.status == TestStatus.OK
     assert result.values["avg_read_sectors"] == 9.0 and result.samples == [8.0, 10.0]
+    assert result.warmup == [4.0] and result.samples_of("avg_read_sectors") == [8.0, 10.0]
