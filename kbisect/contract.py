@@ -267,6 +267,8 @@ class Progress:
     steps: list[Step] = field(default_factory=list)
     message: str = ""
     verification: Verification | None = None
+    boots: int = 0  # boots so far
+    last_boot: str = ""  # the latest: commit, its boot number, the score
 
 
 @dataclass

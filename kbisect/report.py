@@ -57,6 +57,10 @@ def to_json(result: BisectResult) -> dict[str, object]:
         "new": result.new,
         "steps": [asdict(s) for s in result.steps],
         "verification": asdict(result.verification) if result.verification else None,
+        "boots": result.boots,
+        "confidence": result.confidence,
+        "effect": result.effect,
+        "notes": result.notes,
     }
 
 

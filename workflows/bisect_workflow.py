@@ -37,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
     from kbisect.workflows import engine_report, judge, strategy
     from kbisect.workflows.activity_calls import Blocking, JobActivities, cause
     from kbisect.workflows.details import details_markdown
+    from kbisect.workflows.endpoints import boots
     from kbisect.workflows.engine import Engine
     from kbisect.workflows.engine_report import Measured
     from kbisect.workflows.evidence import Boot
@@ -103,6 +104,7 @@ class BisectWorkflow:
         self._measured: dict[str, Measured] = {}
         self._builds: dict[str, BuildResult] = {}
         self._recorded: set[str] = set()
+        self._marked_meanwhile: set[str] = set()  # by a person while under test
 
     # --- watching and steering -------------------------------------------------------
     @workflow.query(name="progress")
@@ -341,7 +343,13 @@ class BisectWorkflow:
         m.raw.append(engine_report.boot_value(samples))
         m.last, m.test_seconds = test, m.test_seconds + test.seconds
         engine.observe(commit, Boot(samples))
-        if (mark := state.search.marks.get(commit)) and commit in self._recorded:
+        self._progress.boots += 1
+        self._progress.last_boot = (
+            f"{commit[:12]} boot {len(m.raw)}: {state.job.primary} {m.raw[-1]:g}"
+        )
+        self._refresh()
+        if commit in self._marked_meanwhile and (mark := state.search.marks.get(commit)):
+            self._marked_meanwhile.discard(commit)
             kept = engine_report.decision_step(
                 engine,
                 commit,
@@ -402,6 +410,7 @@ class BisectWorkflow:
         self, state: JobState, calls: JobActivities, engine: Engine
     ) -> BisectResult:
         res = engine.result()
+        self._update_steps(engine)
         extra: dict[str, object] = {"effect": res.effect, "boots": res.boots, "notes": res.notes}
         ended = engine_report.gate_outcome(engine, state.mode, state.job.primary)
         if ended:
@@ -420,6 +429,20 @@ class BisectWorkflow:
             message += f"; {v.status}: {v.message}"
         extra["confidence"] = res.confidence
         return self._finish(JobStatus.FOUND, res.culprit, res.candidates, message, extra)
+
+    def _update_steps(self, engine: Engine) -> None:
+        """Steps recorded when a verdict was first reached, with the boots since (endpoint
+        re-measurements, the culprit's rechecks)."""
+        for step in self._progress.steps:
+            m = self._measured.get(step.commit)
+            if m is None or not m.raw or step.source not in (StepSource.TEST, StepSource.ENDPOINT):
+                continue
+            step.boots, step.scores = len(m.raw), list(m.raw)
+            step.value = engine_report.boot_value(m.raw)
+            d = engine.decisions.get(step.commit)
+            if step.source == StepSource.TEST and d is not None and d.firm:
+                step.confidence = engine.certainty(step.commit)
+                step.note = f"{boots(step.boots)}, {step.confidence:.1%} sure"
 
     async def _verify_engine(
         self, state: JobState, calls: JobActivities, engine: Engine, culprit: str
@@ -484,6 +507,7 @@ class BisectWorkflow:
         if self._engine is not None:
             self._engine.mark(commit, state)
             self._recorded.add(commit)
+            self._marked_meanwhile.add(commit)
         else:
             self._state.search.mark(commit, state)
         self._record(step)

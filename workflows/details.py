@@ -19,6 +19,8 @@ def details_markdown(p: Progress, subjects: dict[str, str]) -> str:
         lines.append(f"verification ({v.kind} of `{v.change[:12]}`): **{v.status}**, {v.message}")
     if p.current:
         lines.append("testing now: " + ", ".join(f"`{c[:12]}`" for c in p.current))
+    if p.last_boot:
+        lines.append(f"boots so far: {p.boots}; the latest: {p.last_boot}")
     lines += [
         "",
         f"| # | commit | subject | verdict | {p.metric} ({p.unit}) | position | source |",

@@ -275,13 +275,17 @@ class Engine:
             s.mark(commit, d.state)
         self.active, self._dirty = [], True
 
+    def certainty(self, commit: str) -> float:
+        """P(the commit's verdict is right) on all its boots, weighed by today's model."""
+        return 1.0 / (1.0 + math.exp(-abs(self.llr(commit))))
+
     def _confidence(self, culprit: str) -> float:
         """P(the culprit's verdict and its parents' are right): they alone make it one."""
         p = 1.0
         for commit in (culprit, *self.search.graph.parents.get(culprit, ())):
             d = self.decisions.get(commit)
             if d is not None and d.state != State.SKIP and d.firm:
-                p *= 1.0 / (1.0 + math.exp(-abs(self.llr(commit))))
+                p *= self.certainty(commit)
         return p
 
     def _decide_active(self) -> None:

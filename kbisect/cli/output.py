@@ -105,6 +105,7 @@ class EventLines:
         self.status = ""
         self.message = ""
         self.current: list[str] = []
+        self.boots = 0
 
     def update(self, p: Progress) -> None:
         self.finish(p.steps, p.metric)
@@ -114,6 +115,9 @@ class EventLines:
         if p.current and p.current != self.current:
             self.write("testing " + ", ".join(c[:12] for c in p.current))
         self.current = list(p.current)
+        if p.boots != self.boots and p.last_boot:
+            self.write(f"boot {p.boots}: {p.last_boot}")
+            self.boots = p.boots
 
     def finish(self, steps: Sequence[Step], metric: str) -> None:
         """The steps not written yet (all of them for a job that had ended)."""
@@ -143,4 +147,6 @@ def progress_view(p: Progress) -> Group:
             s.source,
         )
     now = Text("testing " + ", ".join(c[:12] for c in p.current)) if p.current else Text(p.message)
+    if p.last_boot:
+        now.append(f"  (boot {p.boots}: {p.last_boot})")
     return Group(header, table, now)
