@@ -112,7 +112,7 @@ class BisectRequest:
     parallel: int = 1  # commits tested at once per round (multisection)
     metric: str | None = None  # the primary metric (default: the testcase's)
     min_effect: float = 0.05  # smaller differences between the endpoints are "none"
-    max_boots: int = 96  # per endpoint; a commit gets at most 60
+    max_boots: int = 96  # per endpoint; a commit gets at most 120
     build_queue: str = "kbisect-build"
     vm_queue: str = "kbisect-vm"
 

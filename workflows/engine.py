@@ -31,7 +31,7 @@ from kbisect.workflows.stats import robust_mean
 from kbisect.workflows.strategy import Graph, Search, State
 
 MIN_NOISY_ENDPOINT_BOOTS = 6  # fewer say little about a noisy metric's spread
-RECHECK_BOOTS = 90  # a boundary verdict's boots, at most
+RECHECK_BOOTS = 150  # a boundary verdict's boots, at most
 STEP_PRECISION = 0.25  # the endpoints' step must be known to this fraction to bisect
 
 
@@ -49,7 +49,7 @@ class EngineConfig:
     parallel: int = 1
     min_effect: float = 0.05  # smaller changes are "no difference"
     max_endpoint_boots: int = 96  # per endpoint
-    max_commit_boots: int = 60
+    max_commit_boots: int = 120
     error: float = 0.01  # the chance of a wrong verdict anywhere in the job
     remeasure_every: int = 10  # probe boots between re-measurements of the endpoints
 

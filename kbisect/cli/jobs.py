@@ -328,7 +328,7 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
         default=96,
         metavar="N",
         help="boots per endpoint before giving up on a noisy metric (default 96); a commit "
-        "gets at most 60",
+        "gets at most 120",
     )
     b.add_argument(
         "--no-verify",
