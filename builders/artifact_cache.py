@@ -37,8 +37,11 @@ FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
     "build_log": str,
     "cached": bool,
     "seconds": (float, int),
+    "image_sha256": str,
+    "sources": str,
 }
 BUILD_LOG, HOST_LOG = "build.log", "host-failure.log"
+SOURCES = "sources.txt"  # the files the build compiled, one a line
 
 
 def entry_dir(tree: str, config_hash: str) -> Path:
@@ -92,8 +95,15 @@ def _artifact(meta: dict[str, Any], adir: Path, tree: str, config_hash: str) -> 
     kernel, config = adir / Path(raw["kernel"]).name, adir / Path(raw["config"]).name
     if not _nonempty(kernel) or not _nonempty(config):
         return None
+    sources = str(adir / SOURCES) if raw["sources"] else ""
     return Artifact(
-        **{**raw, "kernel": str(kernel), "config": str(config), "build_log": str(adir / BUILD_LOG)}
+        **{
+            **raw,
+            "kernel": str(kernel),
+            "config": str(config),
+            "build_log": str(adir / BUILD_LOG),
+            "sources": sources,
+        }
     )
 
 
@@ -142,6 +152,15 @@ def keep(src: Path, artifact_dir: Path, name: str) -> str:
     dst = artifact_dir / name
     with _atomic(dst) as tmp:
         shutil.copy2(src, tmp)
+    return str(dst)
+
+
+def keep_text(text: str, artifact_dir: Path, name: str) -> str:
+    """Write text into the entry as name, replacing any older file whole."""
+    artifact_dir.mkdir(parents=True, exist_ok=True)
+    dst = artifact_dir / name
+    with _atomic(dst) as tmp:
+        tmp.write_text(text)
     return str(dst)
 
 

@@ -1,6 +1,7 @@
 """Build one commit: worktree, config, make with ccache, artifact cache, kept log."""
 
 import errno
+import hashlib
 import logging
 import os
 import re
@@ -17,8 +18,10 @@ from typing import TextIO
 from kbisect import settings
 from kbisect.builders import artifact_cache, kconfig, worktree
 from kbisect.builders.classify import FailureScan
+from kbisect.builders.sources import compiled_sources
 from kbisect.errors import DiskFullError, InfraError, KernelBuildError
 from kbisect.git import Git
+from kbisect.infra import host_lock
 from kbisect.infra.procs import die_with_parent
 from kbisect.model import Artifact, BuildSpec
 
@@ -31,6 +34,8 @@ REPRO_ENV = {
     "KBUILD_BUILD_TIMESTAMP": "Thu Jan  1 00:00:00 UTC 2026",
     "KBUILD_BUILD_USER": "kbisect",
     "KBUILD_BUILD_HOST": "kbisect",
+    "KBUILD_BUILD_VERSION": "1",  # not the build dir's counter (.version)
+    "LOCALVERSION": "",  # set, even empty: no "+" for a commit off a tag
 }
 # Inherited variables that would change what make builds or where (a parent make's
 # jobserver, a cross compiler, another .config): not the commit's fault if it fails.
@@ -62,8 +67,10 @@ def _quiet(_: str) -> None:
 
 
 def compiler_version() -> str:
+    """The compiler and the fixed build identity: both are in an artifact's key."""
     out = subprocess.run(["gcc", "--version"], capture_output=True, text=True, check=False)
-    return out.stdout.splitlines()[0] if out.returncode == 0 and out.stdout else "gcc?"
+    gcc = out.stdout.splitlines()[0] if out.returncode == 0 and out.stdout else "gcc?"
+    return " ".join([gcc, *(f"{k}={v}" for k, v in sorted(REPRO_ENV.items()))])
 
 
 def check_cache_path(path: Path) -> None:
@@ -135,8 +142,9 @@ class _Key:
 
 
 class KernelBuilder:
-    def __init__(self, jobs: int | None = None) -> None:
+    def __init__(self, jobs: int | None = None, pin: tuple[int, ...] = ()) -> None:
         self.jobs = jobs or settings.build_jobs()
+        self.pin = pin  # host CPUs builds keep to (off those reserved for guests); () = any
 
     def build(
         self, repo: Path, commit: str, spec: BuildSpec, progress: Progress = _quiet
@@ -153,7 +161,8 @@ class KernelBuilder:
             cached = self._lookup(key)
             if cached is not None:
                 return cached
-            return self._build_locked(repo, key, spec, slot, progress)
+            with host_lock.for_build(progress):
+                return self._build_locked(repo, key, spec, slot, progress)
 
     @staticmethod
     def _lookup(key: _Key) -> Artifact | None:
@@ -173,11 +182,11 @@ class KernelBuilder:
         out = _fresh_build_dir(slot.path)
         build_log = artifact_cache.BuildLog(adir)
         host_log = adir / artifact_cache.HOST_LOG
-        run = _MakeRun(src, out, spec, self.jobs, slot, build_log.file, host_log)
+        run = _MakeRun(src, out, spec, self.jobs, slot, build_log.file, host_log, self.pin)
         try:
             run.configure_and_build(key, progress)
             (slot.path / "build-in-progress").unlink()
-            return _keep(key, spec, out, build_log, time.monotonic() - start)
+            return _keep(key, spec, src, out, build_log, time.monotonic() - start)
         except KernelBuildError as err:
             err.log_path = str(build_log.publish(artifact_cache.BUILD_LOG))
             artifact_cache.store_failure(adir, err)
@@ -191,7 +200,12 @@ class KernelBuilder:
 
 
 def _keep(
-    key: _Key, spec: BuildSpec, out: Path, build_log: artifact_cache.BuildLog, seconds: float
+    key: _Key,
+    spec: BuildSpec,
+    src: Path,
+    out: Path,
+    build_log: artifact_cache.BuildLog,
+    seconds: float,
 ) -> Artifact:
     """The built files copied into the cache entry, and the entry stored."""
     adir = build_log.dir
@@ -209,6 +223,10 @@ def _keep(
             config=artifact_cache.keep(out / ".config", adir, "config"),
             build_log=str(build_log.publish(artifact_cache.BUILD_LOG)),
             seconds=round(seconds, 1),
+            image_sha256=hashlib.sha256(image.read_bytes()).hexdigest(),
+            sources=artifact_cache.keep_text(
+                "\n".join(compiled_sources(out, src)) + "\n", adir, artifact_cache.SOURCES
+            ),
         )
         artifact_cache.store(adir, artifact)
     except OSError as exc:
@@ -240,6 +258,7 @@ class _MakeRun:
     slot: Slot
     log: TextIO
     host_log: Path  # where the log will be if the host fails the build
+    pin: tuple[int, ...] = ()
 
     def configure_and_build(self, key: _Key, progress: Progress) -> None:
         self.log.write(
@@ -268,7 +287,8 @@ class _MakeRun:
 
     def make(self, targets: list[str], progress: Progress) -> None:
         cc = "ccache gcc" if shutil.which("ccache") else "gcc"
-        argv = ["make", "-C", str(self.src), f"O={self.out}", f"ARCH={self.spec.arch}"]
+        argv = host_lock.taskset(self.pin)
+        argv += ["make", "-C", str(self.src), f"O={self.out}", f"ARCH={self.spec.arch}"]
         self.run([*argv, f"-j{self.jobs}", f"CC={cc}", *targets], progress)
 
     def env(self) -> dict[str, str]:

@@ -21,6 +21,7 @@ from typing import BinaryIO
 
 from kbisect import settings
 from kbisect.errors import InfraError
+from kbisect.infra import host_lock
 from kbisect.infra.procs import die_with_parent
 from kbisect.model import Artifact, DeviceProfile, Disk, GuestImage, GuestRun, Outcome
 
@@ -230,9 +231,16 @@ def _wait(proc: subprocess.Popen[bytes], timeout: float, progress: Callable[[str
 class QemuMachine:
     name = "qemu"
 
-    def __init__(self, memory_mib: int = 1024, cpus: int = 2, accel: str | None = None) -> None:
+    def __init__(
+        self,
+        memory_mib: int = 1024,
+        cpus: int = 2,
+        accel: str | None = None,
+        pin: tuple[int, ...] = (),
+    ) -> None:
         self.memory_mib = memory_mib
         self.cpus = cpus
+        self.pin = pin  # host CPUs reserved for guests (`worker --measure-cpus`); () = any
         self._accel = accel or os.environ.get("KBISECT_ACCEL")
 
     def run(
@@ -258,7 +266,8 @@ class QemuMachine:
     def _argv(
         self, run_dir: Path, accel: str, artifact: Artifact, guest: GuestImage, cmdline: str
     ) -> list[str]:
-        argv = base_args(self.memory_mib, self.cpus) + accel_args(accel)
+        argv = host_lock.taskset(self.pin) + base_args(self.memory_mib, self.cpus)
+        argv += accel_args(accel)
         argv += kernel_args(
             artifact.kernel,
             guest.initramfs,

@@ -21,6 +21,7 @@ class Builder(Protocol):
 
 class Machine(Protocol):
     name: str
+    pin: tuple[int, ...]  # host CPUs its guests are pinned to; () = any
 
     def run(
         self,

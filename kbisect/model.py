@@ -31,6 +31,8 @@ class Artifact:
     build_log: str
     cached: bool = False
     seconds: float = 0.0
+    image_sha256: str = ""  # byte-identical images are the same kernel: one verdict
+    sources: str = ""  # path to the list of files the build compiled ('' = unknown)
 
 
 @dataclass(frozen=True)

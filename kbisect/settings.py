@@ -19,6 +19,8 @@ DEFAULT_KERNEL_SOURCE = "/usr/src/linux-source-6.1.tar.xz"
 KERNEL_SOURCE_TARBALL = Path(os.environ.get("KBISECT_KERNEL_SOURCE", DEFAULT_KERNEL_SOURCE))
 ADDRESS_RE = re.compile(r"^(?P<host>[A-Za-z0-9.\-]+|\[[0-9A-Fa-f:]+\]):(?P<port>[0-9]{1,5})$")
 ACCELS = ("kvm", "tcg")
+# One folder for the whole host, whoever runs kbisect: /run/lock is a tmpfs open to all.
+DEFAULT_LOCK_DIR = "/run/lock/kbisect" if os.access("/run/lock", os.W_OK) else "/tmp/kbisect-locks"
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,7 @@ class Settings:
     jobs: int = 3  # make -j (KBISECT_JOBS)
     accel: str | None = None  # kvm or tcg; None: probe with a real boot (KBISECT_ACCEL)
     testcase_dirs: tuple[Path, ...] = ()  # user testcase folders (KBISECT_TESTCASES)
+    locks: Path = Path(DEFAULT_LOCK_DIR)  # the host's measurement lock (KBISECT_LOCK_DIR)
     endpoint: Endpoint = field(default_factory=Endpoint)
     queues: Queues = field(default_factory=Queues)
 
@@ -73,6 +76,7 @@ class Settings:
             jobs=_positive_int(env, "KBISECT_JOBS", (os.cpu_count() or 1) + 1),
             accel=_choice(env, "KBISECT_ACCEL", ACCELS),
             testcase_dirs=tuple(Path(p) for p in env.get("KBISECT_TESTCASES", "").split(":") if p),
+            locks=Path(env.get("KBISECT_LOCK_DIR") or DEFAULT_LOCK_DIR),
             endpoint=Endpoint(
                 address=_address(env),
                 namespace=env.get("KBISECT_TEMPORAL_NAMESPACE") or "default",
@@ -90,6 +94,13 @@ class Settings:
 
     def data_dir(self) -> Path:
         return private_dir(self.data)
+
+    def lock_dir(self) -> Path:
+        """Shared by every user's workers on the host (sticky, like /tmp)."""
+        self.locks.mkdir(parents=True, exist_ok=True)
+        if self.locks.stat().st_uid == os.getuid():
+            self.locks.chmod(0o1777)
+        return self.locks
 
 
 def _positive_int(env: Mapping[str, str], name: str, default: int) -> int:
@@ -137,6 +148,10 @@ def cache_dir() -> Path:
 
 def data_dir() -> Path:
     return Settings.from_env().data_dir()
+
+
+def lock_dir() -> Path:
+    return Settings.from_env().lock_dir()
 
 
 def build_jobs() -> int:

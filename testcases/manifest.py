@@ -31,7 +31,7 @@ MAX_WARMUP = 10
 MAX_TIMEOUT = 6 * 3600.0  # seconds for one boot with the default repetitions
 TOP_KEYS = frozenset(
     {"name", "description", "primary", "metrics", "disks", "tools", "config", "script"}
-    | {"profile", "repetitions", "warmup", "timeout", "params"}
+    | {"profile", "repetitions", "warmup", "timeout", "params", "exclusive"}
 )
 METRIC_KEYS = frozenset({"unit", "better", "description"})
 DISK_KEYS = frozenset({"name", "size_mib"})
@@ -65,6 +65,7 @@ class Manifest:
     profile: str = "fast"
     repetitions: int = 3
     warmup: int = 0  # repetitions run first in every boot, reported but not scored
+    exclusive: bool = True  # a timing: no build or other guest on its CPUs meanwhile
     timeout: float = 600.0
     params: dict[str, str] = field(default_factory=dict)
 
@@ -216,6 +217,7 @@ def load_folder(folder: Path) -> Manifest:
             _opt(data, "repetitions", int, where, 3), "repetitions", 1, MAX_REPETITIONS, where
         ),
         warmup=_bounded(_opt(data, "warmup", int, where, 0), "warmup", 0, MAX_WARMUP, where),
+        exclusive=_opt(data, "exclusive", bool, where, True),
         timeout=_bounded(
             _opt(data, "timeout", float, where, 600.0), "timeout", 1.0, MAX_TIMEOUT, where
         ),

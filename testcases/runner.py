@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 from kbisect.backends import Machine
 from kbisect.errors import BootError, TestcaseFailedError, UserError
+from kbisect.infra import host_lock
 from kbisect.infra.initramfs import build_image
 from kbisect.infra.qemu import PROFILES
 from kbisect.model import Artifact, BuildSpec, DeviceProfile, Disk, GuestRun, Outcome, Score
@@ -53,7 +54,8 @@ def run_testcase(
     )
     disks = [Disk(d.name, d.size_mib, prof) for d in manifest.disks]
     progress(f"booting {artifact.commit[:12]} ({prof.name}, {reps} repetitions)")
-    run = machine.run(artifact, image, disks, manifest.timeout_for(runs), progress=progress)
+    with host_lock.for_guest(manifest.exclusive, machine.pin, progress):
+        run = machine.run(artifact, image, disks, manifest.timeout_for(runs), progress=progress)
     if run.outcome in (Outcome.PANIC, Outcome.HANG):
         raise BootError(f"{run.outcome.value}: {run.detail}", console_path=run.console)
     if run.outcome is Outcome.TESTCASE_FAILED:

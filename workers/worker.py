@@ -8,6 +8,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from kbisect.builders.kernel_build import KernelBuilder
+from kbisect.infra import host_lock
 from kbisect.infra.qemu import QemuMachine
 from kbisect.settings import Queues, Settings
 from kbisect.workers.activities import BuildActivities, VmActivities
@@ -24,9 +25,14 @@ def make_workers(
     vms: int,
     workflows: bool = True,
     settings: Settings | None = None,
+    measure_cpus: tuple[int, ...] = (),
 ) -> list[Worker]:
-    """Workers for this host; builds/vms say how many run here at once (0: none)."""
+    """Workers for this host; builds/vms say how many run here at once (0: none).
+
+    measure_cpus: CPUs reserved for guests (builds keep to the others); () = guests and
+    builds share every CPU and take turns through the host lock (infra.host_lock)."""
     settings = settings or Settings.from_env()
+    build_cpus = host_lock.others(measure_cpus) if measure_cpus else ()
     workers = []
     if workflows:
         workers.append(
@@ -38,7 +44,8 @@ def make_workers(
             )
         )
     if builds > 0:
-        b = BuildActivities(settings, KernelBuilder(settings.jobs), builds)
+        jobs = len(build_cpus) + 1 if build_cpus else settings.jobs
+        b = BuildActivities(settings, KernelBuilder(jobs, pin=build_cpus), builds)
         # +1: validation and verify commits (git only) never wait behind builds; builds
         # themselves are limited to `builds` inside the activity.
         workers.append(
@@ -52,7 +59,7 @@ def make_workers(
             )
         )
     if vms > 0:
-        v = VmActivities(settings, QemuMachine(accel=settings.accel))
+        v = VmActivities(settings, QemuMachine(accel=settings.accel, pin=measure_cpus))
         workers.append(
             Worker(
                 client,

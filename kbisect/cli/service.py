@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 from kbisect.cli.output import note, out
 from kbisect.client import JobClient
 from kbisect.errors import InfraError, UserError
+from kbisect.infra import host_lock
 from kbisect.settings import Endpoint, Queues, Settings
 
 LOOPBACK = "127.0.0.1"  # the dev server has no authentication: it never listens beyond
@@ -195,6 +196,7 @@ async def _workers(args: argparse.Namespace, settings: Settings) -> None:
         args.vms,
         workflows=not args.no_workflows,
         settings=settings,
+        measure_cpus=host_lock.parse_cpus(args.measure_cpus) if args.measure_cpus else (),
     )
     if not workers:
         raise UserError("nothing to run: give --builds or --vms, or drop --no-workflows")
@@ -363,6 +365,13 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
         w.add_argument("--builds", type=int, default=1, help="kernel builds at once (0: none)")
         w.add_argument("--vms", type=int, default=1, help="VMs at once (0: none)")
         w.add_argument("--no-workflows", action="store_true", help="activities only")
+        w.add_argument(
+            "--measure-cpus",
+            metavar="LIST",
+            help="CPUs reserved for guests, e.g. 1 or 2-3; builds keep to the others. Without "
+            "it a host takes one timed guest at a time, with no build or other guest beside "
+            "it; with it, one per reserved set (give every worker on the host the same set)",
+        )
         w.add_argument("--control-queue", help="the workflows' task queue (KBISECT_CONTROL_QUEUE)")
         w.add_argument("--build-queue", help="the builds' task queue (KBISECT_BUILD_QUEUE)")
         w.add_argument("--vm-queue", help="the VM runs' task queue (KBISECT_VM_QUEUE)")

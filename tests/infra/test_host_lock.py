@@ -1,0 +1,125 @@
+"""The host lock: a timed guest runs alone; builds share; a waiting timing is not starved."""
+
+import threading
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from pathlib import Path
+
+import pytest
+
+from kbisect.errors import InfraError, UserError
+from kbisect.infra import host_lock
+
+
+@pytest.fixture(autouse=True)
+def lock_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("KBISECT_LOCK_DIR", str(tmp_path / "locks"))
+    return tmp_path / "locks"
+
+
+class Timeline:
+    """Threads that take a lock, hold it a while and log when they got it."""
+
+    def __init__(self) -> None:
+        self.events: list[str] = []
+        self.mutex = threading.Lock()
+        self.threads: list[threading.Thread] = []
+
+    def log(self, text: str) -> None:
+        with self.mutex:
+            self.events.append(text)
+
+    def hold(
+        self, name: str, lock: Callable[[], AbstractContextManager[None]], seconds: float
+    ) -> None:
+        def run() -> None:
+            with lock():
+                self.log(f"{name} in")
+                time.sleep(seconds)
+                self.log(f"{name} out")
+
+        t = threading.Thread(target=run)
+        t.start()
+        self.threads.append(t)
+        time.sleep(0.2)  # the next one starts after this one has tried
+
+    def join(self) -> list[str]:
+        for t in self.threads:
+            t.join(timeout=30)
+        return self.events
+
+
+def test_a_measurement_waits_for_a_build_and_a_build_for_a_measurement() -> None:
+    t = Timeline()
+    t.hold("build", host_lock.for_build, 1.0)
+    t.hold("timing", lambda: host_lock.for_guest(True), 1.0)
+    t.hold("build2", host_lock.for_build, 0.1)
+    # The timing waited for the first build; the second build, arriving while the timing
+    # waited, went after it (the turnstile), not beside the first build.
+    assert t.join() == [
+        "build in",
+        "build out",
+        "timing in",
+        "timing out",
+        "build2 in",
+        "build2 out",
+    ]
+
+
+def test_builds_and_untimed_guests_share_the_host() -> None:
+    t = Timeline()
+    t.hold("build", host_lock.for_build, 1.0)
+    t.hold("guest", lambda: host_lock.for_guest(False), 0.1)
+    assert t.join()[:3] == ["build in", "guest in", "guest out"]
+
+
+def test_two_timings_never_overlap() -> None:
+    t = Timeline()
+    t.hold("a", lambda: host_lock.for_guest(True), 0.6)
+    t.hold("b", lambda: host_lock.for_guest(True), 0.1)
+    assert t.join() == ["a in", "a out", "b in", "b out"]
+
+
+def test_pinned_timings_take_their_cpus_only() -> None:
+    t = Timeline()
+    t.hold("pinned", lambda: host_lock.for_guest(True, (1,)), 1.0)
+    t.hold("build", host_lock.for_build, 0.1)
+    t.hold("same cpus", lambda: host_lock.for_guest(True, (1,)), 0.1)
+    assert t.join() == [
+        "pinned in",
+        "build in",
+        "build out",
+        "pinned out",
+        "same cpus in",
+        "same cpus out",
+    ]
+
+
+def test_waiting_reports_progress_and_stops_when_told() -> None:
+    seen: list[str] = []
+
+    def progress(text: str) -> None:
+        seen.append(text)
+        raise InfraError("stopped")  # what a cancelled activity's progress does
+
+    with host_lock.for_build():
+        with pytest.raises(InfraError), host_lock.for_guest(True, progress=progress):
+            pass
+    assert seen and "waiting" in seen[0]
+    with host_lock.for_guest(True):  # nothing was left held
+        pass
+
+
+def test_measure_cpus_are_checked() -> None:
+    import os
+
+    have = sorted(os.sched_getaffinity(0))
+    for bad in ("x", "1-", "9999", ",".join(map(str, have))):
+        with pytest.raises(UserError):
+            host_lock.parse_cpus(bad)
+    if len(have) > 1:
+        assert host_lock.parse_cpus(str(have[-1])) == (have[-1],)
+        assert host_lock.others((have[-1],)) == tuple(have[:-1])
+    assert host_lock.taskset((1, 3)) == ["taskset", "--cpu-list", "1,3"]
+    assert host_lock.taskset(()) == []
