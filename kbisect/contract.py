@@ -90,6 +90,7 @@ class StepSource(StrEnum):
     TESTCASE_FAILED = "testcase-failed"
     MARKED = "marked"
     ENDPOINT = "endpoint"
+    SAME_KERNEL = "same-kernel"  # no build or boot: the kernel of a commit already judged
 
 
 class VerificationStatus(StrEnum):

@@ -25,7 +25,13 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from kbisect.workflows import strategy
-from kbisect.workflows.endpoints import EndpointVerdict, Gate, compare_endpoints, noise_free
+from kbisect.workflows.endpoints import (
+    Effect,
+    EndpointVerdict,
+    Gate,
+    compare_endpoints,
+    noise_free,
+)
 from kbisect.workflows.evidence import Boot, Model, log_scale, relative, score
 from kbisect.workflows.stats import robust_mean
 from kbisect.workflows.strategy import Graph, Search, State
@@ -61,6 +67,7 @@ class Decision:
     llr: float  # log likelihood ratio new-like : old-like over its boots
     note: str = ""
     firm: bool = False  # the test crossed its threshold
+    twin: str = ""  # the commit whose kernel this one makes: its verdict, no boot
 
     @property
     def confidence(self) -> float:
@@ -104,6 +111,7 @@ class Engine:
         self.threshold = math.log(decisions / config.error)
         self.strong = self.threshold + math.log(10)  # for the verdicts that name the culprit
         self._olds = tuple(old)
+        self._twin_notes: dict[str, str] = {}
 
     # --- driving ----------------------------------------------------------------------
     def wants(self) -> list[str]:
@@ -120,7 +128,8 @@ class Engine:
         if self._dirty:  # a verdict since the probes were chosen: choose again
             self._dirty = False
             live = set(strategy.candidates(self.search))
-            self.active = [c for c in self.active if c in live]
+            twins = self.search.same_as
+            self.active = [c for c in self.active if c in live and c not in twins]
             free = self.config.parallel - len(self.active)
             if free > 0:
                 picks = strategy.spread_commits(self.search, self.config.parallel)
@@ -144,6 +153,22 @@ class Engine:
     def mark(self, commit: str, state: State, note: str = "marked by a person") -> None:
         """A verdict from outside (a person): final, whatever the boots say."""
         self._decide(commit, Decision(state, len(self.boots.get(commit, [])), 0.0, note))
+
+    def same_kernel(self, commit: str, of: str, why: str) -> None:
+        """`commit` makes the same kernel as `of` (it touches nothing the config compiles,
+        or its image is byte-identical): it takes that kernel's verdict, with no boot."""
+        if commit in (self.old_end, self.new_end) or commit in self.decisions:
+            return
+        self._twin_notes[commit] = why
+        self.search.twin(commit, of)
+        self._dirty = True
+        self._sync_twins()
+
+    def identical_endpoints(self) -> None:
+        """The endpoints' images are byte-identical: nothing between them can differ."""
+        none = Effect(0.0, 0.0, 0.0, 1.0, 0, 0)
+        message = "the endpoints build byte-identical kernels: nothing between them can differ"
+        self.gate = EndpointVerdict(Gate.SAME, none, message)
 
     # --- reading ----------------------------------------------------------------------
     @property
@@ -250,7 +275,7 @@ class Engine:
         out = strategy.outcome(self.search)
         if not self._noisy or out is None or out.culprit is None:
             return []
-        for commit in (out.culprit, *self.search.graph.parents.get(out.culprit, ())):
+        for commit in self._evidence(out.culprit):
             d = self.decisions.get(commit)
             if d is None or not d.firm:
                 continue
@@ -271,8 +296,11 @@ class Engine:
         """The search again from every verdict (in place: callers hold it)."""
         s = self.search
         s.new, s.old, s.skipped, s.marks = self.new_end, set(self._olds), set(), {}
+        self.decisions = {c: d for c, d in self.decisions.items() if not d.twin}  # re-settled
         for commit, d in self.decisions.items():
             s.mark(commit, d.state)
+        s.settle()
+        self._sync_twins()
         self.active, self._dirty = [], True
 
     def certainty(self, commit: str) -> float:
@@ -282,11 +310,22 @@ class Engine:
     def _confidence(self, culprit: str) -> float:
         """P(the culprit's verdict and its parents' are right): they alone make it one."""
         p = 1.0
-        for commit in (culprit, *self.search.graph.parents.get(culprit, ())):
+        for commit in self._evidence(culprit):
             d = self.decisions.get(commit)
             if d is not None and d.state != State.SKIP and d.firm:
                 p *= self.certainty(commit)
         return p
+
+    def _evidence(self, culprit: str) -> list[str]:
+        """The commits whose boots make `culprit` one: it and its parents, each followed
+        to the commit whose kernel it makes (a twin has no boots of its own)."""
+        out = []
+        for commit in (culprit, *self.search.graph.parents.get(culprit, ())):
+            while commit in self.search.same_as:
+                commit = self.search.same_as[commit]
+            if commit not in out:
+                out.append(commit)
+        return out
 
     def _decide_active(self) -> None:
         for commit in list(self.active):
@@ -324,6 +363,18 @@ class Engine:
         self._dirty = True
         if commit in self.active:
             self.active.remove(commit)
+        self._sync_twins()
+
+    def _sync_twins(self) -> None:
+        """Twins the search settled become decisions (never firm: no boots of their own)."""
+        for commit, state in self.search.marks.items():
+            if commit not in self.decisions and commit in self.search.same_as:
+                of = self.search.same_as[commit]
+                note = f"{self._twin_notes.get(commit, 'same kernel')}: as {of[:12]}"
+                self.decisions[commit] = Decision(state, 0, 0.0, note, twin=of)
+                self._dirty = True
+                if commit in self.active:
+                    self.active.remove(commit)
 
     def _notes(self) -> list[str]:
         notes = []

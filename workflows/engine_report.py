@@ -75,7 +75,7 @@ def decision_step(
         commit=commit,
         subject=subject,
         verdict=verdict_for(d.state, mode),
-        source=m.failed or (StepSource.MARKED if d.note.startswith("marked") else StepSource.TEST),
+        source=m.failed or _source(d),
         note=m.failure or d.note,
         build_seconds=m.build_seconds,
         test_seconds=m.test_seconds,
@@ -93,6 +93,12 @@ def decision_step(
         if not step.note and step.confidence is not None:
             step.note = f"{boots(len(m.raw))}, {step.confidence:.1%} sure"
     return step
+
+
+def _source(d: Decision) -> StepSource:
+    if d.twin:
+        return StepSource.SAME_KERNEL
+    return StepSource.MARKED if d.note.startswith("marked") else StepSource.TEST
 
 
 def gate_outcome(engine: Engine, mode: Mode, metric: str) -> tuple[JobStatus, str] | None:

@@ -43,6 +43,11 @@ class Graph:
             anc[c] = mask
         return anc
 
+    @cached_property
+    def index(self) -> dict[str, int]:
+        """commit -> its bit in the ancestry bitsets."""
+        return {c: i for i, c in enumerate(self.order)}
+
     def members(self, mask: int) -> list[str]:
         """The commits of a bitset, newest first."""
         return [c for i, c in enumerate(self.order) if mask >> i & 1]
@@ -55,8 +60,45 @@ class Search:
     old: set[str] = field(default_factory=set)  # commits known OLD-like
     skipped: set[str] = field(default_factory=set)
     marks: dict[str, State] = field(default_factory=dict)  # every verdict, by commit
+    # commit -> a commit that makes the same kernel (an inert commit's first parent, a
+    # byte-identical image): never tested itself, it takes that commit's verdict.
+    same_as: dict[str, str] = field(default_factory=dict)
+
+    def twin(self, commit: str, of: str) -> None:
+        """`commit` makes the same kernel as `of` (which may lie outside the range)."""
+        if commit != of and commit not in self.marks:
+            self.same_as[commit] = of
+            self.settle()
+
+    def settle(self) -> None:
+        """Give every twin whose kernel's verdict is known that verdict."""
+        changed = True
+        while changed:
+            changed = False
+            excluded = _excluded(self)
+            for commit, of in self.same_as.items():
+                state = None if commit in self.marks else self._known(of, excluded)
+                if state is not None:
+                    self._mark(commit, state)
+                    changed = True
+
+    def _known(self, commit: str, excluded: int) -> State | None:
+        """A commit's verdict if it is given or follows from the others'."""
+        anc, index = self.graph.ancestry, self.graph.index
+        if commit in self.marks:
+            return self.marks[commit]
+        if commit not in anc or excluded >> index[commit] & 1:
+            return State.OLD  # outside the range (an old commit's ancestor) or below one
+        if anc[commit] >> index[self.new] & 1:
+            return State.NEW  # at or above a NEW-like commit
+        return None
 
     def mark(self, commit: str, state: State) -> None:
+        self._mark(commit, state)
+        if self.same_as:
+            self.settle()
+
+    def _mark(self, commit: str, state: State) -> None:
         self.marks[commit] = state
         if state == State.OLD:
             self.old.add(commit)
@@ -69,12 +111,17 @@ class Search:
             self.skipped.add(commit)
 
 
-def _live(search: Search) -> int:
+def _excluded(search: Search) -> int:
+    """The OLD-like commits' ancestors (themselves included), as a bitset."""
     anc = search.graph.ancestry
     excluded = 0
     for o in search.old:
         excluded |= anc.get(o, 0)
-    return anc[search.new] & ~excluded
+    return excluded
+
+
+def _live(search: Search) -> int:
+    return search.graph.ancestry[search.new] & ~_excluded(search)
 
 
 def candidates(search: Search) -> list[str]:
@@ -90,7 +137,7 @@ def _weights(search: Search) -> tuple[int, list[tuple[int, int, str]]]:
     rows = [
         ((anc[c] & live).bit_count(), i, c)
         for i, c in enumerate(search.graph.order)
-        if live >> i & 1 and c != search.new and c not in search.skipped
+        if live >> i & 1 and c != search.new and c not in search.skipped and c not in search.same_as
     ]
     return live.bit_count(), rows
 

@@ -109,3 +109,57 @@ def test_a_counter_between_the_endpoints_is_skipped_after_two_boots() -> None:
     mid = math.sqrt(512.0 * 8.0)
     _, engine, booted = run(16, lambda c: mid if c == "c8" else 8.0 if index(c) >= 9 else 512.0)
     assert booted.count("c8") == 2 and engine.decisions["c8"].state == State.SKIP
+
+
+def run_with_twins(
+    n: int, value: Callable[[str], float], twins: dict[str, str], cv: float = 0.0, seed: int = 1
+) -> tuple[EngineResult, Engine, list[str]]:
+    """As run(), with commits known to make another's kernel from the start."""
+    rng = random.Random(seed)
+    sigma = math.sqrt(math.log1p(cv * cv) / 2)
+    engine = Engine(linear(n), new=f"c{n}", old=["root"], config=EngineConfig())
+    booted: list[str] = []
+    for c, of in twins.items():
+        engine.same_kernel(c, of, "touches no file the config compiles")
+    while commits := engine.wants():
+        for c in commits:
+            booted.append(c)
+            b = value(c) * math.exp(rng.gauss(0, sigma))
+            engine.observe(c, Boot([b * math.exp(rng.gauss(0, sigma)) for _ in range(3)]))
+    return engine.result(), engine, booted
+
+
+def test_commits_that_cannot_change_the_kernel_are_never_booted() -> None:
+    # every commit but 7, 20, 37 and 50 touches nothing the config compiles
+    changing = {7, 20, 37, 50}
+    twins = {f"c{i}": (f"c{i - 1}" if i > 1 else "root") for i in range(1, 64) if i not in changing}
+    res, engine, booted = run_with_twins(64, step_at(37, 0.25), twins, cv=0.1)
+    assert res.culprit == "c37"
+    assert set(booted) <= {"root", "c64", "c7", "c20", "c37", "c50"}
+    # the twins took their kernels' verdicts: below c37 old, at or above new
+    assert engine.decisions["c36"].state == State.OLD and engine.decisions["c36"].twin == "c35"
+    assert engine.decisions["c40"].state == State.NEW and engine.decisions["c40"].boots == 0
+
+
+def test_a_culprit_whose_parent_is_a_twin_is_rechecked_through_the_twin() -> None:
+    twins = {"c36": "c35", "c35": "c34"}
+    res, engine, booted = run_with_twins(64, step_at(37, 0.25), twins, cv=0.1, seed=4)
+    assert res.culprit == "c37" and "c36" not in booted and "c35" not in booted
+    assert engine._evidence("c37") == ["c37", "c34"]
+    assert res.confidence > 0.99
+
+
+def test_an_image_identical_to_the_old_endpoint_is_old_at_once() -> None:
+    engine = Engine(linear(8), new="c8", old=["root"], config=EngineConfig())
+    engine.same_kernel("c3", "root", "image identical")
+    assert engine.decisions["c3"].state == State.OLD
+    assert engine.search.marks["c3"] == State.OLD
+
+
+def test_identical_endpoints_are_no_difference_without_a_boot() -> None:
+    engine = Engine(linear(8), new="c8", old=["root"], config=EngineConfig())
+    engine.identical_endpoints()
+    assert engine.wants() == []
+    res = engine.result()
+    assert res.answer == Answer.NO_DIFFERENCE and res.boots == 0
+    assert "byte-identical" in res.message
