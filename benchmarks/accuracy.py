@@ -36,6 +36,7 @@ class Cell:
     policy: str
     trials: int
     seed: int
+    inert: int = 0  # percent of commits that cannot change the kernel (known to kbisect)
 
 
 @dataclass
@@ -64,6 +65,16 @@ def _culprits(graph: Graph, step: str, rng: random.Random) -> list[str]:
     return [first, rng.choice(later)] if len(later) > 1 else [first]
 
 
+def _inert(graph: Graph, culprits: list[str], percent: int, rng: random.Random) -> dict[str, str]:
+    """Commits whose change the config does not compile (never a culprit), each with its
+    first parent (OLD outside the range): what a build's dependency files tell kbisect."""
+    chosen = {}
+    for c in graph.order[1:]:
+        if c not in culprits and rng.random() < percent / 100:
+            chosen[c] = (graph.parents.get(c) or (OLD,))[0]
+    return chosen
+
+
 class Machine:
     """Boots of one trial: the truth (which commits hold a culprit) stays in here."""
 
@@ -78,6 +89,7 @@ class Machine:
     ) -> None:
         self.graph, self.bit, self.culprits = graph, bit, culprits
         self.noise, self.step, self.rng, self.clock = noise, step, rng, 0
+        self.inert: dict[str, str] = {}  # commit -> first parent: the same kernel
 
     def __call__(self, commit: str) -> list[float]:
         anc = self.graph.ancestry.get(commit, 0)
@@ -96,6 +108,7 @@ def run_cell(cell: Cell) -> Row:
         rng = random.Random(cell.seed * 1_000_003 + t)
         culprits = _culprits(graph, cell.step, rng)
         machine = Machine(graph, bit, culprits, noise, step, rng)
+        machine.inert = _inert(graph, culprits, cell.inert, rng)
         runs.append((POLICIES[cell.policy](graph, OLD, machine), culprits))
     n = len(runs)
     exact = sum(1 for o, c in runs if (o.found in c if c else o.found is None)) / n
@@ -121,8 +134,10 @@ def grid(args: argparse.Namespace) -> list[Cell]:
                 if kind != "lognormal" and cv != 15:
                     continue  # the scenarios run at the acceptance noise level only
                 for step in args.steps:
-                    for policy in args.policies:
-                        cells.append(Cell(size, cv, kind, step, policy, args.trials, args.seed))
+                    for inert in args.inert:
+                        for policy in args.policies:
+                            cell = Cell(size, cv, kind, step, policy, args.trials, args.seed, inert)
+                            cells.append(cell)
     return cells
 
 
@@ -142,6 +157,13 @@ def main() -> None:
         default=["5", "10", "20", "50", "two10", "aa"],
         help="regression sizes in percent; two10: two culprits of 10%%; aa: no change",
     )
+    p.add_argument(
+        "--inert",
+        type=int,
+        nargs="+",
+        default=[0],
+        help="percent of commits that touch nothing the config compiles (kbisect skips them)",
+    )
     p.add_argument("--policies", nargs="+", default=list(POLICIES), help="which policies")
     p.add_argument("--trials", type=int, default=300, help="trials per cell (300)")
     p.add_argument("--seed", type=int, default=1, help="seed of the whole run")
@@ -153,8 +175,9 @@ def main() -> None:
         args.sizes, args.cv, args.kinds, args.trials = [64, 1024], [15], ["lognormal"], 40
     cells = grid(args)
     started = time.monotonic()
-    head = "{:>6} {:>4} {:>9} {:>6} {:>8} {:>7} {:>7} {:>11} {:>11} {:>6}"
-    titles = ("n", "cv%", "noise", "step", "policy", "exact", "false", "builds", "boots", "conf")
+    head = "{:>6} {:>4} {:>9} {:>6} {:>6} {:>8} {:>7} {:>7} {:>11} {:>11} {:>6}"
+    titles = ("n", "cv%", "noise", "step", "inert%", "policy", "exact", "false", "builds")
+    titles += ("boots", "conf")
     print(head.format(*titles))
     print(
         "build target, ceil(log2 n) + 2 (endpoints included): "
@@ -171,6 +194,7 @@ def main() -> None:
                     f"{c.cv:g}",
                     c.kind,
                     c.step,
+                    c.inert,
                     c.policy,
                     f"{row.exact:.1%}",
                     f"{row.false:.1%}",

@@ -51,6 +51,8 @@ class Counter:
 def kbisect(graph: Graph, old: str, boot: BootFn) -> Outcome:
     count = Counter(boot)
     engine = Engine(graph, new=graph.order[0], old=[old], config=EngineConfig())
+    for commit, parent in getattr(boot, "inert", {}).items():
+        engine.same_kernel(commit, parent, "touches no file the config compiles")
     while commits := engine.wants():
         for c in commits:
             engine.observe(c, Boot(count(c)))

@@ -16,6 +16,7 @@ VALIDATE = "validate_job"
 BUILD = "build_kernel"
 TEST = "run_testcase"
 PREPARE_VERIFY = "prepare_verify"
+CLASSIFY = "classify_commits"
 WORKFLOW = "BisectWorkflow"
 
 # Search attributes the workflow keeps up to date (Keyword each).
@@ -224,6 +225,19 @@ class VerifyRequest:
     change: str  # the commit the bisection named
     onto: str  # the endpoint to revert it on (regression) or apply it to (fix)
     revert: bool
+
+
+@dataclass
+class ClassifyRequest:
+    repo: str
+    commits: list[str]
+    sources: list[str]  # each endpoint build's list of compiled files (Artifact.sources)
+
+
+@dataclass
+class ClassifyResult:
+    inert: dict[str, str]  # commit -> its first parent: it changes nothing compiled
+    compiled: int = 0  # files the endpoints' builds compiled (0: unknown, nothing inert)
 
 
 @dataclass

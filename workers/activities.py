@@ -20,14 +20,18 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from kbisect.backends import Builder, Machine
+from kbisect.builders.sources import inert_commits, read_sources
 from kbisect.contract import (
     BUILD,
+    CLASSIFY,
     PREPARE_VERIFY,
     TEST,
     VALIDATE,
     BisectRequest,
     BuildRequest,
     BuildResult,
+    ClassifyRequest,
+    ClassifyResult,
     ErrorType,
     TestRequest,
     TestResult,
@@ -156,6 +160,23 @@ class BuildActivities:
             )
 
         return with_heartbeats(work)
+
+    @activity.defn(name=CLASSIFY)
+    @typed_failures
+    def classify_commits(self, req: ClassifyRequest) -> ClassifyResult:
+        lists = [read_sources(p) for p in req.sources]
+        if not lists or not all(lists):  # built on another host, or an older cache entry
+            activity.logger.info("no compiled-file lists here: every commit gets a build")
+            return ClassifyResult(inert={})
+        compiled = set().union(*lists)
+        inert = inert_commits(Git(Path(req.repo)), req.commits, compiled)
+        activity.logger.info(
+            "%d of %d commits touch none of the %d files the config compiles",
+            len(inert),
+            len(req.commits),
+            len(compiled),
+        )
+        return ClassifyResult(inert=inert, compiled=len(compiled))
 
     @activity.defn(name=PREPARE_VERIFY)
     @typed_failures

@@ -52,7 +52,7 @@ def make_workers(
             Worker(
                 client,
                 task_queue=queues.build,
-                activities=[b.validate_job, b.build_kernel, b.prepare_verify],
+                activities=[b.validate_job, b.build_kernel, b.prepare_verify, b.classify_commits],
                 activity_executor=ThreadPoolExecutor(builds + 1),
                 graceful_shutdown_timeout=SHUTDOWN_GRACE,
                 max_concurrent_activities=builds + 1,

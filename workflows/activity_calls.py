@@ -16,12 +16,15 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 from kbisect.contract import (
     BUILD,
+    CLASSIFY,
     PREPARE_VERIFY,
     TEST,
     VALIDATE,
     BisectRequest,
     BuildRequest,
     BuildResult,
+    ClassifyRequest,
+    ClassifyResult,
     ErrorType,
     TestRequest,
     TestResult,
@@ -138,6 +141,17 @@ class JobActivities:
                 heartbeat_timeout=TEST_HEARTBEAT,
                 retry_policy=TEST_RETRY,
             ),
+        )
+        return result
+
+    async def classify(self, commits: list[str], sources: list[str]) -> ClassifyResult:
+        result: ClassifyResult = await workflow.execute_activity(
+            CLASSIFY,
+            ClassifyRequest(repo=self.req.repo, commits=commits, sources=sources),
+            result_type=ClassifyResult,
+            task_queue=self.req.build_queue,
+            start_to_close_timeout=GIT_TIMEOUT,
+            retry_policy=VALIDATE_RETRY,
         )
         return result
 

@@ -37,7 +37,7 @@ with workflow.unsafe.imports_passed_through():
     from kbisect.workflows import engine_report, judge, strategy
     from kbisect.workflows.activity_calls import Blocking, JobActivities, cause
     from kbisect.workflows.details import details_markdown
-    from kbisect.workflows.endpoints import boots
+    from kbisect.workflows.endpoints import Gate, boots
     from kbisect.workflows.engine import Engine
     from kbisect.workflows.engine_report import Measured
     from kbisect.workflows.evidence import Boot
@@ -52,6 +52,7 @@ VERIFY_PATCH = "verify-named-commit"  # the verify step; pre-verify-*.json histo
 RETEST_PATCH = "retest-when-unsure"  # measure an unsure commit again before skipping
 FAILED_STATUS_PATCH = "status-on-failure"  # a failed job's KbisectStatus says failed
 ENGINE_PATCH = "noisy-engine"  # boots until the evidence decides; pre-engine-*.json
+SAME_KERNEL_PATCH = "same-kernel"  # no build for inert commits, one verdict per image
 # histories. With it go _calibrate, _rounds, _step, _verify, _evaluate and the two
 # patches above (RETEST, VERIFY), workflows.verdict and judge's step verdicts.
 # Legacy fields: ValidatedJob.commits (the range before the compact `order` form) goes
@@ -103,6 +104,8 @@ class BisectWorkflow:
         self._engine: Engine | None = None
         self._measured: dict[str, Measured] = {}
         self._builds: dict[str, BuildResult] = {}
+        self._images: dict[str, str] = {}  # image sha256 -> the first commit that built it
+        self._classified = False
         self._recorded: set[str] = set()
         self._marked_meanwhile: set[str] = set()  # by a person while under test
 
@@ -303,6 +306,7 @@ class BisectWorkflow:
         )
         self._engine, state.search = engine, engine.search
         self._set_status(JobStatus.CALIBRATING, "booting both endpoints until they differ")
+        same_kernel = workflow.patched(SAME_KERNEL_PATCH)
         round_ = 0
         while commits := engine.wants():
             self._record_decisions(state, round_)
@@ -315,13 +319,40 @@ class BisectWorkflow:
             # All of a round's builds first: a build never shares the host with a boot
             # of the same job (a timing would be disturbed).
             await asyncio.gather(*(self._build_once(state, calls, c) for c in commits))
+            if same_kernel:
+                await self._same_kernels(state, calls, engine, commits)
             for c in commits:  # one at a time: two guests would disturb each other too
+                if c in engine.search.same_as or (engine.gate and engine.gate.gate == Gate.SAME):
+                    continue  # its kernel is another's: that one's boots decide
                 await self._boot(state, calls, c)
             self._progress.current = []
         self._record_decisions(state, round_)
         if self._progress.status == JobStatus.CALIBRATING:
             self._record_endpoints(state)
         return await self._conclude(state, calls, engine)
+
+    async def _same_kernels(
+        self, state: JobState, calls: JobActivities, engine: Engine, commits: list[str]
+    ) -> None:
+        """Kernels known to be another's take its verdict: commits that change no file the
+        config compiles (once both endpoints are built), and byte-identical images."""
+        ends = [self._builds.get(c) for c in (engine.old_end, engine.new_end)]
+        arts = [b.artifact for b in ends if b is not None and b.artifact is not None]
+        if not self._classified and len(arts) == 2:
+            self._classified = True
+            if arts[0].image_sha256 and arts[0].image_sha256 == arts[1].image_sha256:
+                engine.identical_endpoints()
+                return
+            if all(a.sources for a in arts):
+                found = await calls.classify(list(state.job.order), [a.sources for a in arts])
+                for commit, parent in found.inert.items():
+                    engine.same_kernel(commit, parent, "touches no file the config compiles")
+        for c in commits:
+            art = self._builds[c].artifact
+            if art is not None and art.image_sha256:
+                first = self._images.setdefault(art.image_sha256, c)
+                if first != c:
+                    engine.same_kernel(c, first, "its image is byte-identical")
 
     async def _boot(self, state: JobState, calls: JobActivities, commit: str) -> None:
         """One boot of `commit` (built once), its samples given to the engine."""
@@ -390,7 +421,7 @@ class BisectWorkflow:
                     commit,
                     state.subjects.get(commit, ""),
                     state.mode,
-                    self._measured[commit],
+                    self._measured.setdefault(commit, Measured()),
                 )
             )
 

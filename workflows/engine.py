@@ -20,6 +20,7 @@ A state machine driven by whoever owns the boots (the workflow, the accuracy sim
 """
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -370,7 +371,7 @@ class Engine:
         for commit, state in self.search.marks.items():
             if commit not in self.decisions and commit in self.search.same_as:
                 of = self.search.same_as[commit]
-                note = f"{self._twin_notes.get(commit, 'same kernel')}: as {of[:12]}"
+                note = f"{self._twin_notes.get(commit, 'same kernel')}: the verdict of {of[:12]}"
                 self.decisions[commit] = Decision(state, 0, 0.0, note, twin=of)
                 self._dirty = True
                 if commit in self.active:
@@ -378,6 +379,9 @@ class Engine:
 
     def _notes(self) -> list[str]:
         notes = []
+        whys = Counter(self._twin_notes[c] for c, d in self.decisions.items() if d.twin)
+        for why, count in sorted(whys.items()):
+            notes.append(f"{count} commit(s) judged with no boot of their own: {why}")
         if self._remeasures:
             notes.append(f"endpoints re-measured {self._remeasures} times during the job")
         for name, commit in (("old", self.old_end), ("new", self.new_end)):

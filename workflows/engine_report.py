@@ -58,7 +58,7 @@ def endpoint_step(engine: Engine, commit: str, subject: str, mode: Mode, m: Meas
         subject=subject,
         verdict=mode.old_word if old else mode.new_word,
         source=StepSource.ENDPOINT,
-        value=statistics.median(m.raw),
+        value=statistics.median(m.raw) if m.raw else None,
         values=m.last.values if m.last else {},
         position=0.0 if old else 1.0,
         build_seconds=m.build_seconds,

@@ -1,5 +1,6 @@
 """The builder's logic over a tiny stand-in kernel tree: real git, make and gcc, fake Kbuild."""
 
+import hashlib
 import shutil
 import stat
 import subprocess
@@ -10,7 +11,9 @@ import pytest
 
 from kbisect.builders import kernel_build
 from kbisect.builders.kernel_build import KernelBuilder
+from kbisect.builders.sources import inert_commits, read_sources
 from kbisect.errors import DiskFullError, InfraError, KernelBuildError
+from kbisect.git import Git
 from kbisect.model import BuildSpec
 from tests.conftest import git
 
@@ -23,6 +26,8 @@ olddefconfig:
 bzImage:
 \techo built >> $(O)/../make-count
 \t$(CC) -c -o $(O)/main.o main.c
+\techo 'deps_main.o := $(CURDIR)/main.c $$(wildcard include/config/X) /usr/include/stdio.h' \
+> $(O)/.main.o.cmd
 \tmkdir -p $(O)/arch/x86/boot && cp $(O)/main.o $(O)/arch/x86/boot/bzImage
 """
 MERGE_CONFIG = """#!/bin/sh
@@ -209,3 +214,19 @@ def test_a_stopped_build_kills_make_at_once(tree: tuple[Path, dict[str, str]], c
         KernelBuilder().build(repo, slow, SPEC, stop_at_second_file)
     assert time.monotonic() - start < 6  # not the 10 s the build would take
     assert _make_count(cache) == 0  # make never reached its end
+
+
+def test_a_build_keeps_its_image_hash_and_the_files_it_compiled(
+    tree: tuple[Path, dict[str, str]],
+) -> None:
+    repo, c = tree
+    art = KernelBuilder().build(repo, c["fixed"], SPEC)
+    assert art.image_sha256 == hashlib.sha256(Path(art.kernel).read_bytes()).hexdigest()
+    assert read_sources(art.sources) == {"main.c"}  # the tree's files only
+    docs = _commit(repo, {"Documentation/x.rst": "words\n"}, "docs")
+    again = KernelBuilder().build(repo, docs, SPEC)  # a new tree: built, same bytes
+    assert not again.cached and again.image_sha256 == art.image_sha256
+    make = _commit(repo, {"Makefile": MAKEFILE + "\n"}, "build machinery")
+    code = _commit(repo, {"main.c": "int main_x = 2;\n"}, "code")
+    inert = inert_commits(Git(repo), [docs, make, code, c["good"]], read_sources(art.sources))
+    assert inert == {docs: c["fixed"]}

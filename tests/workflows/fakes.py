@@ -16,12 +16,15 @@ from temporalio.exceptions import ApplicationError
 
 from kbisect.contract import (
     BUILD,
+    CLASSIFY,
     PREPARE_VERIFY,
     TEST,
     VALIDATE,
     BisectRequest,
     BuildRequest,
     BuildResult,
+    ClassifyRequest,
+    ClassifyResult,
     TestRequest,
     TestResult,
     ValidatedJob,
@@ -177,4 +180,9 @@ def bisection_builds(s: Scenario) -> int:
     return sum(n for c, n in s.builds.items() if not c.startswith(VERIFY_PREFIX))
 
 
-FAKES = [validate_job, build_kernel, run_test, prepare_verify]
+@activity.defn(name=CLASSIFY)
+async def classify_commits(req: ClassifyRequest) -> ClassifyResult:
+    return ClassifyResult(inert={})  # fake artifacts list no compiled files
+
+
+FAKES = [validate_job, build_kernel, run_test, prepare_verify, classify_commits]
