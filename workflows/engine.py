@@ -168,7 +168,7 @@ class Engine:
     def identical_endpoints(self) -> None:
         """The endpoints' images are byte-identical: nothing between them can differ."""
         none = Effect(0.0, 0.0, 0.0, 1.0, 0, 0)
-        message = "the endpoints build byte-identical kernels: nothing between them can differ"
+        message = "their kernels are byte-identical, so nothing between them can differ"
         self.gate = EndpointVerdict(Gate.SAME, none, message)
 
     # --- reading ----------------------------------------------------------------------

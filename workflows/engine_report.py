@@ -116,6 +116,8 @@ def gate_outcome(engine: Engine, mode: Mode, metric: str) -> tuple[JobStatus, st
         )
     if gate.gate == Gate.UNDECIDED:
         return JobStatus.NO_DIFFERENCE, f"{metric}: {gate.message}"
+    if gate.effect.boots_old == 0:  # decided by the images, with no boot
+        return JobStatus.NO_DIFFERENCE, f"endpoints do not differ: {gate.message}"
     return JobStatus.NO_DIFFERENCE, f"endpoints do not differ: {metric} {gate.message}"
 
 
