@@ -52,11 +52,12 @@ VERIFY_PATCH = "verify-named-commit"  # the verify step; pre-verify-*.json histo
 RETEST_PATCH = "retest-when-unsure"  # measure an unsure commit again before skipping
 FAILED_STATUS_PATCH = "status-on-failure"  # a failed job's KbisectStatus says failed
 ENGINE_PATCH = "noisy-engine"  # boots until the evidence decides; pre-engine-*.json
-SAME_KERNEL_PATCH = "same-kernel"  # no build for inert commits, one verdict per image
 # histories. With it go _calibrate, _rounds, _step, _verify, _evaluate and the two
 # patches above (RETEST, VERIFY), workflows.verdict and judge's step verdicts.
 # Legacy fields: ValidatedJob.commits (the range before the compact `order` form) goes
 # with the pre-verify histories.
+SAME_KERNEL_PATCH = "same-kernel"  # inert commits unbuilt, one verdict per image; the
+# engine-*.json histories replay without it.
 
 SA_TESTCASE = SearchAttributeKey.for_keyword(SA_TESTCASE_NAME)
 SA_STATUS = SearchAttributeKey.for_keyword(SA_STATUS_NAME)
@@ -344,7 +345,8 @@ class BisectWorkflow:
                 engine.identical_endpoints()
                 return
             if all(a.sources for a in arts):
-                found = await calls.classify(list(state.job.order), [a.sources for a in arts])
+                in_range = list(engine.search.graph.order)
+                found = await calls.classify(in_range, [a.sources for a in arts])
                 for commit, parent in found.inert.items():
                     engine.same_kernel(commit, parent, "touches no file the config compiles")
         for c in commits:

@@ -165,6 +165,12 @@ def test_bisection_names_the_culprit_through_a_worker_kill_and_a_server_restart(
     assert sum(builds.values()) - 2 - verify_builds <= math.ceil(math.log2(commits)) + 2
     tested = [s["commit"] for s in result["steps"]]
     assert len(tested) == len(set(tested))
+    # Lab fillers edit files the config does not compile, or only comments: judged from
+    # the kernel they share with a judged commit, never booted; the inert never built.
+    same = [s for s in result["steps"] if s["source"] == "same-kernel"]
+    assert same and all(s["boots"] == 0 for s in same), same
+    inert = [s["commit"] for s in same if s["note"].startswith("touches no file")]
+    assert inert and not any(builds.get(c) for c in inert), (inert, builds)
     print(
         f"bisection: {len(tested)} steps, {sum(builds.values())} builds; "
         f"culprit {result['culprit']}"
