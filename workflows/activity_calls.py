@@ -12,7 +12,7 @@ from typing import TypeVar
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 from kbisect.contract import (
     BUILD,
@@ -74,7 +74,9 @@ class Blocking:
             try:
                 return await start()
             except ActivityError as err:
-                if cause_type(err) == ErrorType.USER:
+                # A person cancelled the job (its activities end "cancelled"): it ends, it
+                # does not wait for a resume.
+                if cause_type(err) == ErrorType.USER or isinstance(_root(err), CancelledError):
                     raise
                 problem = f"{what}: {cause(err)}"
             seen = self._resumes

@@ -15,6 +15,7 @@ import pytest
 import pytest_asyncio
 from temporalio.client import (
     Client,
+    WorkflowExecutionStatus,
     WorkflowFailureError,
     WorkflowHandle,
     WorkflowUpdateFailedError,
@@ -364,3 +365,17 @@ async def test_a_host_problem_blocks_the_job_until_resumed(env: WorkflowEnvironm
         result: BisectResult = await handle.result()
     assert result.culprit == "c9"
     assert scenario.builds["c16"] == 2  # the failed build, then the one after resuming
+
+
+async def test_a_job_cancelled_during_a_boot_ends_cancelled_not_blocked(
+    env: WorkflowEnvironment,
+) -> None:
+    scenario = Scenario(graph=linear(16), culprit="c9", test_delay=2.0)
+    async with running(env.client, scenario) as handle:
+        while not (await handle.query("progress", result_type=Progress)).current:
+            await asyncio.sleep(0.05)
+        await handle.cancel()
+        with pytest.raises(WorkflowFailureError) as failed:
+            await asyncio.wait_for(handle.result(), timeout=30)
+    assert "cancel" in str(failed.value.cause).lower()
+    assert (await handle.describe()).status == WorkflowExecutionStatus.CANCELED
