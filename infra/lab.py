@@ -486,8 +486,11 @@ def _change(
     if not fillers:
         raise UserError(f"--commits {len(plan.commits)} is more fillers than the lab has files for")
     path = fillers.pop()
-    text = (
-        w.read(files.import_tree, path) + f"\n/* lab change {c.pos}: {rng.getrandbits(32):08x} */\n"
+    # A real change to the object code (a new global), not only to the text: a built
+    # filler makes a new image that behaves like its parent's, as most real commits do.
+    mark = f"{rng.getrandbits(32):08x}"
+    text = w.read(files.import_tree, path) + (
+        f'\n/* lab change {c.pos} */\nconst char kbisect_lab_change_{c.pos}[] = "{mark}";\n'
     )
     _record(w, env, side_changes, c, path, text)
     return path
