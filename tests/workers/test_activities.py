@@ -36,6 +36,7 @@ class FakeBuilder:
 
 class FakeMachine:
     name = "fake"
+    pin: tuple[int, ...] = ()
 
     def __init__(self, run: GuestRun) -> None:
         self.result = run
