@@ -67,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         lab = args.lab or _make_lab(work / "lab", args.seed, args.commits)
         truth = json.loads(Path(f"{lab}.truth.json").read_text())["culprit"]
         script = _expert(lab, work, truth, args.script_ccache)
+        print(f"{script.name}: {script.seconds:.0f} s", file=sys.stderr, flush=True)
         ours = _kbisect(lab, truth)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -156,7 +157,7 @@ def _kbisect(lab: Path, truth: str) -> Side:
     ]
     out = subprocess.run(argv, capture_output=True, text=True, check=False)
     seconds = time.monotonic() - start
-    job = re.search(r"^job (\S+)", out.stdout, re.M)
+    job = re.search(r"^job (\S+)", out.stderr + out.stdout, re.M)  # the id is on stderr
     if not job:
         raise SystemExit(f"kbisect did not start a job:\n{out.stdout}{out.stderr}")
     rep = subprocess.run(
