@@ -70,6 +70,8 @@ def _inert(graph: Graph, culprits: list[str], percent: int, rng: random.Random) 
     first parent (OLD outside the range): what a build's dependency files tell kbisect."""
     chosen = {}
     for c in graph.order[1:]:
+        if len(graph.parents.get(c, ())) > 1:
+            continue  # a merge brings its side's changes: the simulator's truth sees them
         if c not in culprits and rng.random() < percent / 100:
             chosen[c] = (graph.parents.get(c) or (OLD,))[0]
     return chosen

@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -99,13 +100,14 @@ def _expert(lab: Path, work: Path, truth: str, ccache: bool) -> Side:
     step = work / "step.sh"
     cc = "ccache gcc" if ccache else "gcc"
     jobs = Settings.from_env().jobs
+    image = tree / "arch/x86/boot/bzImage"
+    guest = [sys.executable, "-m", "benchmarks.vs_git_bisect", "step", str(image), RULE]
     step.write_text(
         "#!/bin/sh\n"
         "# One bisection step: build in place, run the testcase, say good (0) or bad (1).\n"
-        f'make -s olddefconfig >/dev/null 2>&1 && make -s -j{jobs} CC="{cc}" bzImage '
-        f'>>"{work}/make.log" 2>&1 || exit 125\n'
-        f'exec "{sys.executable}" -m benchmarks.vs_git_bisect step '
-        f'"{tree}/arch/x86/boot/bzImage" {RULE} "{work}/steps.log"\n'
+        f"make -s olddefconfig >/dev/null 2>&1 && make -s -j{jobs} CC={shlex.quote(cc)} "
+        f"bzImage >>{shlex.quote(str(work / 'make.log'))} 2>&1 || exit 125\n"
+        f"exec {shlex.join([*guest, str(work / 'steps.log')])}\n"
     )
     step.chmod(0o755)
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}

@@ -120,6 +120,15 @@ def _excluded(search: Search) -> int:
     return excluded
 
 
+def _twin_mask(search: Search) -> int:
+    index = search.graph.index
+    mask = 0
+    for c in search.same_as:
+        if c in index:
+            mask |= 1 << index[c]
+    return mask
+
+
 def _live(search: Search) -> int:
     return search.graph.ancestry[search.new] & ~_excluded(search)
 
@@ -132,7 +141,9 @@ def candidates(search: Search) -> list[str]:
 def _weights(search: Search) -> tuple[int, list[tuple[int, int, str]]]:
     """The live candidates' count, and (weight, index, commit) of each testable commit:
     weight is how many candidates it has among its ancestors (itself included)."""
-    live = _live(search)
+    # Twins are never tested and never the answer (their kernel's commit is): the halving
+    # counts the others only.
+    live = _live(search) & ~_twin_mask(search)
     anc = search.graph.ancestry
     rows = [
         ((anc[c] & live).bit_count(), i, c)

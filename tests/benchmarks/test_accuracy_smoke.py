@@ -20,3 +20,10 @@ def test_no_change_is_never_a_culprit_and_one_boot_per_commit_for_a_counter() ->
 def test_noise_costs_boots_not_answers() -> None:
     row = run_cell(Cell(64, 5.0, "lognormal", "20", "kbisect", trials=10, seed=3))
     assert row.exact == 1.0 and row.boots[0] > row.builds[0]
+
+
+def test_commits_that_cannot_change_the_kernel_save_builds_not_answers() -> None:
+    plain = run_cell(Cell(1024, 0.0, "lognormal", "50", "kbisect", trials=20, seed=4))
+    inert = run_cell(Cell(1024, 0.0, "lognormal", "50", "kbisect", trials=20, seed=4, inert=50))
+    assert plain.exact == inert.exact == 1.0
+    assert inert.builds[0] < plain.builds[0]
