@@ -4,7 +4,8 @@ The script is what a kernel engineer writes by hand: one clone, the same config 
 kbisect's (tinyconfig, the base and testcase fragments), and for each step `make
 olddefconfig bzImage` in place (incremental), then the same QEMU testcase on the image,
 good when the primary metric is on the good side of a threshold the expert already knows
-(the midpoint of the endpoints' values, given for free: kbisect measures its endpoints).
+(the midpoint of the endpoints' values, given for free: kbisect measures its endpoints),
+with the boots kbisect gives that metric (a count: two repetitions, no warm-up).
 It builds with plain gcc, as such scripts do; --script-ccache gives it kbisect's ccache.
 
 kbisect runs its README job on the same lab: `kbisect bisect` with its defaults (the
@@ -182,8 +183,11 @@ def run_step(image: str, rule: str, log: str) -> int:
         commit="in-place", tree="", config_hash="", kernel=image, config="", build_log=""
     )
     machine = QemuMachine(accel=Settings.from_env().accel)
+    exact = manifest.metrics[metric].exact  # the same boots as kbisect's: a count needs
+    reps = manifest.repetitions_for(metric)  # no warm-up and two repetitions
     try:
-        value = run_testcase(manifest, art, machine).score.metrics[metric].value
+        run = run_testcase(manifest, art, machine, repetitions=reps, exact=exact)
+        value = run.score.metrics[metric].value
     except Exception as exc:  # a panic or hang: git bisect skips the commit
         with open(log, "a") as fh:
             fh.write(f"skip {exc}\n")

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TextIO
 
 from kbisect import settings
-from kbisect.builders import artifact_cache, kconfig, worktree
+from kbisect.builders import artifact_cache, kconfig, slot_config, worktree
 from kbisect.builders.classify import FailureScan
 from kbisect.builders.sources import compiled_sources
 from kbisect.errors import DiskFullError, InfraError, KernelBuildError
@@ -264,7 +264,18 @@ class _MakeRun:
         self.log.write(
             f"# kbisect build of {key.commit} (tree {key.tree}) config {key.config_hash}\n"
         )
-        self.configure(progress)
+        kept = slot_config.reusable(self.src, self.out, key.commit, key.config_hash)
+        if kept is None:
+            slot_config.forget(self.out)
+            self.configure(progress)
+            slot_config.remember(self.out, key.commit, key.config_hash)
+        else:
+            progress(f"configuration kept from {kept[:12]}")
+            self.log.write(
+                f"# kbisect: .config kept from the slot's build of {kept}: no Kconfig, "
+                "Makefile, script or config fragment differs\n"
+            )
+        self._note_missing()
         progress("compiling")
         self.make([self.spec.target], progress)
 
@@ -280,6 +291,9 @@ class _MakeRun:
         merge = self.src / "scripts/kconfig/merge_config.sh"
         self.run([str(merge), "-m", "-O", str(self.out), str(self.out / ".config"), *paths])
         self.make(["olddefconfig"], progress)
+
+    def _note_missing(self) -> None:
+        frags = kconfig.fragments_for(self.spec)
         missing = kconfig.missing_options(frags, (self.out / ".config").read_text())
         if missing:
             # Not fatal: an old commit may not know a symbol; the log says so.

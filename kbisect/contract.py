@@ -178,6 +178,7 @@ class TestRequest:
     profile: str
     repetitions: int
     artifact: Artifact
+    metric: str = ""  # the metric the job judges ("": a job started before it was sent)
 
 
 @dataclass

@@ -7,6 +7,7 @@ from rich.table import Table
 
 from kbisect.model import Metric
 from kbisect.pipeline import TryResult
+from kbisect.words import plural
 
 
 def try_to_json(r: TryResult) -> dict[str, object]:
@@ -46,7 +47,7 @@ def render_try(r: TryResult, console: Console) -> None:
     score = r.result.score
     console.print(f"[bold]{r.commit.hash[:12]}[/] {r.commit.subject}", highlight=False)
     table = Table(
-        title=f"{score.testcase} ({r.result.profile}, {r.result.repetitions} repetitions)"
+        title=f"{score.testcase} ({r.result.profile}, {plural(r.result.repetitions, 'repetition')})"
     )
     table.add_column("metric")
     table.add_column("median", justify="right")
@@ -90,7 +91,7 @@ def try_lines(r: TryResult) -> list[str]:
     run = r.result.run
     return [
         f"{r.commit.hash[:12]} {r.commit.subject}",
-        f"{score.testcase} ({r.result.profile}, {r.result.repetitions} repetitions)",
+        f"{score.testcase} ({r.result.profile}, {plural(r.result.repetitions, 'repetition')})",
         columns(("METRIC", "MEDIAN", "UNIT", "BETTER", "SAMPLES", "WARM-UP"), rows),
         f"build: {build}; log {r.artifact.build_log}",
         f"guest: {run.outcome.value} in {run.seconds:.1f}s ({run.accel}); console {run.console}",

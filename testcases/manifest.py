@@ -33,7 +33,10 @@ TOP_KEYS = frozenset(
     {"name", "description", "primary", "metrics", "disks", "tools", "config", "script"}
     | {"profile", "repetitions", "warmup", "timeout", "params", "exclusive"}
 )
-METRIC_KEYS = frozenset({"unit", "better", "description"})
+METRIC_KEYS = frozenset({"unit", "better", "description", "exact"})
+# Boots of a job judging an exact metric run this many repetitions (two that agree show
+# it is exact) and no warm-up.
+EXACT_REPETITIONS = 2
 DISK_KEYS = frozenset({"name", "size_mib"})
 
 
@@ -43,6 +46,9 @@ class MetricSpec:
     unit: str
     better: Direction
     description: str = ""
+    # A count, the same on every run of one kernel (request sizes, not timings): a job
+    # judging it needs no warm-up, few repetitions and no host to itself.
+    exact: bool = False
 
 
 @dataclass(frozen=True)
@@ -68,6 +74,11 @@ class Manifest:
     exclusive: bool = True  # a timing: no build or other guest on its CPUs meanwhile
     timeout: float = 600.0
     params: dict[str, str] = field(default_factory=dict)
+
+    def repetitions_for(self, metric: str) -> int:
+        """A job's repetitions per boot when it judges `metric`."""
+        spec = self.metrics.get(metric)
+        return min(EXACT_REPETITIONS, self.repetitions) if spec and spec.exact else self.repetitions
 
     def timeout_for(self, repetitions: int) -> float:
         """`timeout` covers one boot with the default repetitions; more take longer."""
@@ -254,6 +265,7 @@ def _metrics(raw: dict[str, Any], where: str) -> dict[str, MetricSpec]:
             _req(spec, "unit", str, mwhere),
             Direction(better),
             _opt(spec, "description", str, mwhere, ""),
+            _opt(spec, "exact", bool, mwhere, False),
         )
     return metrics
 

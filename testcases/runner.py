@@ -11,6 +11,7 @@ from kbisect.infra.qemu import PROFILES
 from kbisect.model import Artifact, BuildSpec, DeviceProfile, Disk, GuestRun, Outcome, Score
 from kbisect.testcases import scoring
 from kbisect.testcases.manifest import Manifest
+from kbisect.words import plural
 
 
 @dataclass(frozen=True)
@@ -40,26 +41,32 @@ def run_testcase(
     profile_name: str | None = None,
     repetitions: int | None = None,
     progress: Callable[[str], None] = lambda _: None,
+    exact: bool = False,
 ) -> TestcaseRun:
-    """Score of the testcase on this kernel.
+    """Score of the testcase on this kernel. `exact`: the caller judges an exact metric
+    (a count), so the boot runs no warm-up and need not have the host to itself.
 
     BootError: the kernel panicked or hung (the commit is skipped);
     TestcaseFailedError: it booted but the testcase script failed.
     """
     prof = profile(profile_name or manifest.profile)
     reps = repetitions or manifest.repetitions
-    runs = reps + manifest.warmup  # the guest runs the warm-up ones first
+    warmup = 0 if exact else manifest.warmup
+    runs = reps + warmup  # the guest runs the warm-up ones first
     image = build_image(
         manifest.tools, manifest.script, {**manifest.params, "KB_REPETITIONS": str(runs)}
     )
     disks = [Disk(d.name, d.size_mib, prof) for d in manifest.disks]
-    progress(f"booting {artifact.commit[:12]} ({prof.name}, {reps} repetitions)")
-    with host_lock.for_guest(manifest.exclusive, machine.pin, progress):
+    progress(f"booting {artifact.commit[:12]} ({prof.name}, {plural(reps, 'repetition')})")
+    with host_lock.for_guest(manifest.exclusive and not exact, machine.pin, progress):
         run = machine.run(artifact, image, disks, manifest.timeout_for(runs), progress=progress)
     if run.outcome in (Outcome.PANIC, Outcome.HANG):
         raise BootError(f"{run.outcome.value}: {run.detail}", console_path=run.console)
     if run.outcome is Outcome.TESTCASE_FAILED:
         raise TestcaseFailedError(run.detail, console_path=run.console)
     return TestcaseRun(
-        run=run, score=scoring.score(manifest, run.records), profile=prof.name, repetitions=reps
+        run=run,
+        score=scoring.score(manifest, run.records, warmup),
+        profile=prof.name,
+        repetitions=reps,
     )

@@ -10,7 +10,10 @@ from kbisect.model import Metric, Score
 from kbisect.testcases.manifest import Manifest
 
 
-def score(manifest: Manifest, records: list[dict[str, object]]) -> Score:
+def score(manifest: Manifest, records: list[dict[str, object]], warmup: int | None = None) -> Score:
+    """Each metric's median over the scored repetitions; the first `warmup` (default: the
+    manifest's) are kept apart."""
+    warmup = manifest.warmup if warmup is None else warmup
     samples: dict[str, dict[int, float]] = {}
     for rec in records:
         if rec.get("event") != "metric" or rec.get("name") not in manifest.metrics:
@@ -28,7 +31,7 @@ def score(manifest: Manifest, records: list[dict[str, object]]) -> Score:
         if not by_rep:
             continue
         reps = sorted(by_rep)
-        warm, scored = reps[: manifest.warmup], reps[manifest.warmup :]
+        warm, scored = reps[:warmup], reps[warmup:]
         if not scored:
             raise TestcaseFailedError(
                 f"testcase {manifest.name} reported '{name}' for warm-up repetitions only"

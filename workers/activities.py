@@ -216,8 +216,10 @@ class VmActivities:
         self, req: TestRequest, manifest: manifests.Manifest, report: Callable[[str], None]
     ) -> TestResult:
         try:
+            spec = manifest.metrics.get(req.metric)
+            exact = spec is not None and spec.exact
             r = run_testcase(
-                manifest, req.artifact, self.machine, req.profile, req.repetitions, report
+                manifest, req.artifact, self.machine, req.profile, req.repetitions, report, exact
             )
         except (BootError, TestcaseFailedError) as exc:
             status = (

@@ -36,7 +36,7 @@ def validate(req: BisectRequest) -> ValidatedJob:
     if req.max_boots < 3:
         raise UserError(f"--max-boots {req.max_boots} is too few: pass 3 or more")
     metric = manifest.metrics[primary]
-    repetitions = req.repetitions or manifest.repetitions
+    repetitions = req.repetitions or manifest.repetitions_for(primary)
     return ValidatedJob(
         old=old,
         new=new,

@@ -131,6 +131,7 @@ class JobActivities:
             profile=job.profile,
             repetitions=repetitions,
             artifact=artifact,
+            metric=job.primary,
         )
         result: TestResult = await self.blocking.until_done(
             f"testing {commit[:12]}",

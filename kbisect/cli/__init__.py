@@ -51,6 +51,10 @@ def run_command(func: Command, args: argparse.Namespace) -> int:
         return exit_code(exc)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `| head` stopped reading: quiet, as git is
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # no second error when Python flushes stdout
+        return 141
 
 
 def build_parser() -> argparse.ArgumentParser:

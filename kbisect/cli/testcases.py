@@ -22,6 +22,12 @@ def cmd_testcases(args: argparse.Namespace, settings: Settings) -> int:
                 "unit": e.manifest.metrics[e.manifest.primary].unit,
                 "profile": e.manifest.profile,
                 "repetitions": e.manifest.repetitions,
+                "warmup": e.manifest.warmup,
+                "metrics": {
+                    name: {"unit": m.unit, "better": m.better.value, "exact": m.exact}
+                    | ({"description": m.description} if m.description else {})
+                    for name, m in e.manifest.metrics.items()
+                },
                 "folder": str(e.folder),
             }
             for e in entries
@@ -34,6 +40,11 @@ def cmd_testcases(args: argparse.Namespace, settings: Settings) -> int:
             out(f"{e.name}: broken: {e.error}")
         else:
             out(f"{m.name}: {m.description} (primary: {m.primary}, profile: {m.profile})")
+            metrics = (
+                f"{k} ({v.unit}, {v.better.value} is better{', exact' if v.exact else ''})"
+                for k, v in m.metrics.items()
+            )
+            out(f"  metrics: {', '.join(metrics)}")
     return 0
 
 

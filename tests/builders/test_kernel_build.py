@@ -21,6 +21,7 @@ from tests.conftest import git
 MAKEFILE = """\
 tinyconfig:
 \techo 'CONFIG_TINY=y' > $(O)/.config
+\techo configured >> $(O)/../config-count
 olddefconfig:
 \t@true
 bzImage:
@@ -63,9 +64,28 @@ def tree(tmp_path: Path, cache: Path) -> tuple[Path, dict[str, str]]:
     return repo, commits
 
 
-def _make_count(cache: Path) -> int:
-    counts = list(cache.glob("slots/*/make-count"))
+def _make_count(cache: Path, what: str = "make-count") -> int:
+    counts = list(cache.glob(f"slots/*/{what}"))
     return sum(len(p.read_text().splitlines()) for p in counts)
+
+
+def test_a_slot_keeps_its_config_until_the_build_machinery_changes(
+    tree: tuple[Path, dict[str, str]], cache: Path
+) -> None:
+    repo, c = tree
+    KernelBuilder().build(repo, c["good"], SPEC)
+    fixed = KernelBuilder().build(repo, c["fixed"], SPEC)
+    assert _make_count(cache, "config-count") == 1  # main.c only: the .config is the same
+    assert ".config kept from the slot's build of " + c["good"] in Path(fixed.build_log).read_text()
+    assert "CONFIG_BLK_DEV_NVME=y" in Path(fixed.config).read_text()
+    kconf = _commit(repo, {"drivers/Kconfig": "config X\n\tbool\n"}, "a Kconfig change")
+    KernelBuilder().build(repo, kconf, SPEC)
+    assert _make_count(cache, "config-count") == 2
+    KernelBuilder().build(repo, kconf, BuildSpec(fragments=("CONFIG_X=y\n",)))
+    assert _make_count(cache, "config-count") == 3  # other fragments: configured anew
+    later = _commit(repo, {"main.c": "int main_x = 2;\n"}, "later")
+    KernelBuilder().build(repo, later, BuildSpec(fragments=("CONFIG_X=y\n",)))
+    assert _make_count(cache, "config-count") == 3
 
 
 def test_same_tree_and_config_build_once(tree: tuple[Path, dict[str, str]], cache: Path) -> None:

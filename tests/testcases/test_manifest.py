@@ -113,6 +113,7 @@ EXTRA_DISKS = "".join(f'\n[[disks]]\nname = "d{i}"\nsize_mib = 1\n' for i in ran
         (_set("warmup", "-1"), "warmup"),
         (_set("warmup", "11"), "warmup"),
         (_set("warmup", '"1"'), "warmup"),
+        (lambda t: t.replace("exact = true  ", 'exact = "yes"'), "exact"),
         (_set("timeout", '"600"'), "timeout"),
         (_set("timeout", "true"), "timeout"),
         (_set("timeout", "nan"), "timeout"),
@@ -242,3 +243,10 @@ def test_a_config_fragment_must_be_text(extra: Path) -> None:
     (extra / "config.fragment").write_bytes(b"CONFIG_MD=y\n\xff\n")
     with pytest.raises(ManifestError, match="config"):
         manifest.load("mine")
+
+
+def test_exact_metrics_take_two_repetitions_a_boot() -> None:
+    m = manifest.load("nvme-snapshot-read")
+    assert m.metrics["avg_read_sectors"].exact and not m.metrics["throughput"].exact
+    assert m.repetitions_for("avg_read_sectors") == 2
+    assert m.repetitions_for("throughput") == m.repetitions == 3

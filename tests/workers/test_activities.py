@@ -178,3 +178,43 @@ def test_a_scored_run_carries_medians_and_samples(cache: Path, tmp_path: Path) -
     assert result.status == TestStatus.OK
     assert result.values["avg_read_sectors"] == 9.0 and result.samples == [8.0, 10.0]
     assert result.warmup == [4.0] and result.samples_of("avg_read_sectors") == [8.0, 10.0]
+
+
+@pytest.mark.parametrize(
+    ("metric", "warmup", "samples", "alone"),
+    [
+        ("avg_read_sectors", [], [4.0, 8.0, 10.0], False),  # exact: no warm-up, host shared
+        ("throughput", [4.0], [8.0, 10.0], True),  # a timing: warm-up, the host alone
+        ("", [4.0], [8.0, 10.0], True),  # a job from before the metric was sent
+    ],
+)
+def test_a_job_judging_an_exact_metric_boots_without_warm_up_or_the_host_alone(
+    cache: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    metric: str,
+    warmup: list[float],
+    samples: list[float],
+    alone: bool,
+) -> None:
+    from contextlib import nullcontext
+
+    from kbisect.testcases import runner
+
+    locks: list[bool] = []
+
+    def for_guest(exclusive: bool, *_: object) -> "nullcontext[None]":
+        locks.append(exclusive)
+        return nullcontext()
+
+    monkeypatch.setattr(runner.host_lock, "for_guest", for_guest)
+    records: list[dict[str, object]] = [
+        {"event": "metric", "rep": r, "name": n, "value": v}
+        for r, v in ((1, 4.0), (2, 8.0), (3, 10.0))
+        for n in ("avg_read_sectors", "throughput")
+    ]
+    run = GuestRun(Outcome.SUCCESS, records, "/console", 4.0, "tcg")
+    req = TestRequest("r", "c" * 40, "nvme-snapshot-read", "fast", 2, ART, metric=metric)
+    result = ActivityEnvironment().run(_vm(tmp_path, run).run_test, req)
+    assert result.warmup == warmup and result.samples_of("throughput") == samples
+    assert locks == [alone]
