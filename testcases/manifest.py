@@ -5,13 +5,13 @@ ManifestError line that names the file and the field.
 """
 
 import math
-import os
 import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from kbisect import settings
 from kbisect.errors import ManifestError, UnknownTestcaseError
 from kbisect.infra.qemu import PROFILES
 from kbisect.model import Direction
@@ -85,10 +85,15 @@ class Manifest:
         return self.timeout * max(1.0, repetitions / max(1, self.repetitions))
 
 
+def user_dir(data: Path) -> Path:
+    """The user's own testcases (`kbisect testcase new` writes there by default)."""
+    return data / "testcases"
+
+
 def search_path() -> list[Path]:
-    """Built-in testcases, then folders listed in KBISECT_TESTCASES (colon-separated)."""
-    extra = [Path(p) for p in os.environ.get("KBISECT_TESTCASES", "").split(":") if p]
-    return [BUILTIN_DIR, *extra]
+    """Built-in testcases, the user's, then folders listed in KBISECT_TESTCASES."""
+    s = settings.Settings.from_env()
+    return [BUILTIN_DIR, user_dir(s.data), *s.testcase_dirs]
 
 
 def available() -> list[str]:

@@ -1,10 +1,15 @@
-"""`kbisect testcases`: the testcase library, a broken testcase listed with its error."""
+"""`kbisect testcases`: the testcase library, a broken testcase listed with its error;
+`kbisect testcase new|check`: a user's own testcase, written and tried."""
 
 import argparse
 import json
+from dataclasses import asdict
+from pathlib import Path
 
-from kbisect.cli.output import out
+from kbisect.cli.output import note, out, stages
+from kbisect.errors import UserError
 from kbisect.settings import Settings
+from kbisect.testcases.manifest import search_path as manifest_search_path
 
 
 def cmd_testcases(args: argparse.Namespace, settings: Settings) -> int:
@@ -48,7 +53,88 @@ def cmd_testcases(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def cmd_testcase_new(args: argparse.Namespace, settings: Settings) -> int:
+    from kbisect.testcases import skeleton
+
+    root = (
+        Path(args.dir) if args.dir else skeleton.default_dir(settings.data, settings.testcase_dirs)
+    )
+    folder = skeleton.write(args.name, root)
+    out(str(folder))
+    searched = {p.resolve() for p in manifest_search_path()}
+    if root.resolve() not in searched:
+        note(f"{root} is not searched for testcases: export KBISECT_TESTCASES={root}")
+    note(
+        f"edit {folder}/guest.sh and manifest.toml, then: kbisect testcase check {args.name} "
+        "--repo DIR --kernel-rev REV"
+    )
+    return 0
+
+
+def cmd_testcase_check(args: argparse.Namespace, settings: Settings) -> int:
+    from kbisect.testcases import check
+    from kbisect.testcases import manifest as manifests
+
+    m = manifests.load(args.name)
+    report = check.check_host(m)
+    values: dict[str, list[float]] = {}
+    if args.repo or args.kernel_rev:
+        if not (args.repo and args.kernel_rev):
+            raise UserError("give both --repo and --kernel-rev to boot the testcase once")
+        if report.ok:
+            from kbisect.pipeline import try_commit
+
+            with stages(not args.json) as say:
+                result = try_commit(
+                    Path(args.repo),
+                    args.kernel_rev,
+                    m.name,
+                    args.profile,
+                    on_stage=say,
+                    settings=settings,
+                )
+            score = result.result.score
+            check.check_score(m, score, report)
+            values = {k: v.samples for k, v in score.metrics.items()}
+            report.notes.append(
+                f"booted {result.commit.hash[:12]}: {result.result.run.seconds:.1f} s "
+                f"({result.result.run.accel}), console {result.result.run.console}"
+            )
+    else:
+        report.notes.append("not booted: give --repo DIR --kernel-rev REV to run it once")
+    if args.json:
+        out(json.dumps(asdict(report) | {"ok": report.ok, "metrics": values}, indent=2))
+    else:
+        for line in report.notes:
+            out(line)
+        for name, samples in values.items():
+            unit = m.metrics[name].unit
+            out(f"  {name}: {' '.join(f'{v:g}' for v in samples)} {unit}")
+        for line in report.problems:
+            out(f"problem: {line}")
+        out(f"{m.name}: {'ok' if report.ok else 'not ready'}")
+    return 0 if report.ok else 5
+
+
 def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     tc = sub.add_parser("testcases", help="list the testcase library")
     tc.add_argument("--json", action="store_true", help="a JSON list on stdout")
     tc.set_defaults(func=cmd_testcases)
+
+    tcs = sub.add_parser("testcase", help="write or check a testcase of your own")
+    tsub = tcs.add_subparsers(dest="testcase_command", required=True, metavar="COMMAND")
+    new = tsub.add_parser("new", help="write a working skeleton testcase folder")
+    new.add_argument("name", help="the testcase name: lowercase letters, digits and dashes")
+    new.add_argument(
+        "--dir",
+        help="where the folder goes (default: the first KBISECT_TESTCASES folder, else "
+        "the user's testcases under KBISECT_DATA)",
+    )
+    new.set_defaults(func=cmd_testcase_new)
+    chk = tsub.add_parser("check", help="check a testcase, and boot it once on a kernel")
+    chk.add_argument("name", help="the testcase name ('kbisect testcases')")
+    chk.add_argument("--repo", help="a kernel git repository to build --kernel-rev from")
+    chk.add_argument("--kernel-rev", help="the revision whose kernel boots the testcase")
+    chk.add_argument("--profile", help="device profile: fast or ebs-gp2 (default: the testcase's)")
+    chk.add_argument("--json", action="store_true", help="the findings as JSON on stdout")
+    chk.set_defaults(func=cmd_testcase_check)
