@@ -10,6 +10,11 @@ def base_config() -> str:
     return (Path(__file__).parent / "base.config").read_text()
 
 
+def host_userland_config() -> str:
+    """What a guest needs to run on the host's root filesystem (9p, overlay, tools)."""
+    return (Path(__file__).parent / "host_userland.config").read_text()
+
+
 def fragments_for(spec: BuildSpec) -> list[str]:
     return [base_config(), *spec.fragments]
 

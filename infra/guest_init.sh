@@ -8,6 +8,29 @@ mount -t devtmpfs devtmpfs /dev 2>/dev/null
 mkdir -p /tmp /run && mount -t tmpfs tmpfs /tmp
 export KB_CHANNEL=/dev/ttyS1
 . /kbisect/lib.sh
+
+# The host's root filesystem, read-only over virtio-9p, under an overlay in memory, at
+# /newroot: any tool installed on the host runs there with its own libraries.
+kb_host_root() {
+	mkdir -p /host /rw /newroot
+	mount -t 9p -o ro,trans=virtio,version=9p2000.L,access=any,msize=512000,cache=loose \
+		kbhost /host || { echo "kbisect: cannot mount the host root (9p)"; return 1; }
+	mount -t tmpfs -o mode=0755 tmpfs /rw
+	mkdir -p /rw/upper /rw/work
+	mount -t overlay -o lowerdir=/host,upperdir=/rw/upper,workdir=/rw/work,xino=off \
+		overlay /newroot || { echo "kbisect: cannot mount the overlay"; return 1; }
+	mount -t proc proc /newroot/proc
+	mount -t sysfs sysfs /newroot/sys
+	mount -t devtmpfs devtmpfs /newroot/dev
+	mount -t debugfs debugfs /newroot/sys/kernel/debug 2>/dev/null || true
+	for d in tmp run var/tmp; do
+		mount -t tmpfs tmpfs "/newroot/$d"
+	done
+	mkdir -p /newroot/kbisect
+	cp /kbisect/* /newroot/kbisect/
+	export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+	export HOME=/root
+}
 kb_emit "{\"event\":\"booted\",\"kernel\":\"$(uname -r)\"}"
 
 case " $(cat /proc/cmdline) " in
@@ -25,10 +48,20 @@ for blk in /sys/block/nvme*; do
 	echo "kbisect: disk $name is /dev/${blk##*/}"
 done
 . /kbisect/params.sh
-kb_emit '{"event":"started"}'
-cd /tmp
-sh -e -c ". /kbisect/lib.sh; . /kbisect/testcase.sh"
-status=$?
+if [ -e /kbisect/host-root ]; then
+	if kb_host_root; then
+		kb_emit '{"event":"started"}'
+		chroot /newroot /bin/sh -e -c "cd /tmp; . /kbisect/lib.sh; . /kbisect/testcase.sh"
+		status=$?
+	else
+		status=125  # the testcase never ran: the console says why
+	fi
+else
+	kb_emit '{"event":"started"}'
+	cd /tmp
+	sh -e -c ". /kbisect/lib.sh; . /kbisect/testcase.sh"
+	status=$?
+fi
 echo "kbisect: testcase exited with $status"
 kb_emit "{\"event\":\"done\",\"status\":$status}"
 sync

@@ -59,8 +59,15 @@ def _guest_file(name: str) -> bytes:
     return (Path(__file__).parent / name).read_bytes()
 
 
-def _tree(tools: list[str], testcase_script: bytes, params: bytes) -> dict[str, _Entry]:
-    """Path in the guest -> entry; directories are implied."""
+def _tree(
+    tools: list[str],
+    testcase_script: bytes,
+    params: bytes,
+    host_root: bool,
+    extra: dict[str, bytes],
+) -> dict[str, _Entry]:
+    """Path in the guest -> entry; directories are implied. With the host's root the
+    tools run from there: they are only checked to be installed."""
     if not BUSYBOX.exists():
         raise InfraError("busybox is not installed: apt-get install busybox-static")
     files: dict[str, _Entry] = {
@@ -76,8 +83,14 @@ def _tree(tools: list[str], testcase_script: bytes, params: bytes) -> dict[str, 
     for applet in applets:
         if applet != "busybox":
             files.setdefault(f"bin/{applet}", _Entry(0o120777, b"busybox"))
+    for name, data in extra.items():
+        files[f"kbisect/{name}"] = _Entry(0o100644, data)
+    if host_root:
+        files["kbisect/host-root"] = _Entry(0o100644, b"")
     for tool in tools:
         path = find_tool(tool)
+        if host_root:
+            continue
         files[f"usr/sbin/{tool}"] = _Entry(0o100755, path.read_bytes())
         for lib in shared_libraries(path):
             real = lib.resolve()
@@ -115,12 +128,20 @@ def _newc(entries: dict[str, _Entry]) -> bytes:
     return bytes(out)
 
 
-def build_image(tools: list[str], testcase_script: bytes, params: dict[str, str]) -> GuestImage:
-    """The cached initramfs for these tools, this testcase script and its parameters."""
+def build_image(
+    tools: list[str],
+    testcase_script: bytes,
+    params: dict[str, str],
+    host_root: bool = False,
+    extra: dict[str, bytes] | None = None,
+) -> GuestImage:
+    """The cached initramfs for these tools, this testcase script and its parameters;
+    `host_root`: the guest runs the script on the host's root filesystem; `extra`: the
+    testcase's other files, in /kbisect/."""
     params_sh = "".join(
         f"export {k}='{_shell_quote_free(v)}'\n" for k, v in sorted(params.items())
     ).encode()
-    entries = _tree(sorted(set(tools)), testcase_script, params_sh)
+    entries = _tree(sorted(set(tools)), testcase_script, params_sh, host_root, extra or {})
     h = hashlib.sha256()
     for path in sorted(entries):
         h.update(path.encode() + b"\0" + hashlib.sha256(entries[path].data).digest())
@@ -130,7 +151,7 @@ def build_image(tools: list[str], testcase_script: bytes, params: dict[str, str]
         tmp = out.with_suffix(".tmp")
         tmp.write_bytes(_newc(entries))
         os.replace(tmp, out)
-    return GuestImage(initramfs=str(out), tools=tuple(sorted(set(tools))))
+    return GuestImage(initramfs=str(out), tools=tuple(sorted(set(tools))), host_root=host_root)
 
 
 def _shell_quote_free(value: str) -> str:

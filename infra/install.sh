@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything kbisect needs on Debian 12: the kernel build toolchain, QEMU, guest
-# tools, Debian's kernel source, and a virtualenv at .venv/ with pinned Python packages.
+# tools (fio, perf, blktrace and iostat run in guests from the host's root filesystem),
+# Debian's kernel source, and a virtualenv at .venv/ with pinned Python packages.
 # Safe to run again: it installs only what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -8,6 +9,7 @@ cd "$(dirname "$0")/.."
 packages=(
   qemu-system-x86 gcc make flex bison bc libelf-dev libssl-dev cpio ccache perl
   busybox-static dmsetup fio linux-source-6.1 xz-utils git python3 python3-venv
+  linux-perf blktrace sysstat
 )
 sudo=()
 [ "$(id -u)" -eq 0 ] || sudo=(sudo)

@@ -94,6 +94,20 @@ def serial_args(console: Path, channel: Path) -> list[str]:
     ]
 
 
+HOST_ROOT_TAG = "kbhost"
+
+
+def host_root_args() -> list[str]:
+    """The host's / read-only over virtio-9p (QEMU 7.2 needs no daemon for it); remap
+    keeps inode numbers unique across the host filesystems under /."""
+    return [
+        "-fsdev",
+        f"local,id={HOST_ROOT_TAG},path=/,security_model=none,readonly=on,multidevs=remap",
+        "-device",
+        f"virtio-9p-pci,fsdev={HOST_ROOT_TAG},mount_tag={HOST_ROOT_TAG}",
+    ]
+
+
 def nvme_args(disk: Disk, image: Path) -> list[str]:
     drive = f"if=none,id={disk.name},file={_opt_path(image)},format=raw,cache=none,aio=threads"
     if disk.profile.iops:
@@ -273,7 +287,8 @@ class QemuMachine:
             guest.initramfs,
             f"console=ttyS0 panic=-1 oops=panic rdinit=/init {cmdline}".strip(),
         )
-        return argv + serial_args(run_dir / "console.log", run_dir / "results.log")
+        argv += serial_args(run_dir / "console.log", run_dir / "results.log")
+        return argv + (host_root_args() if guest.host_root else [])
 
     def _run_in(
         self,

@@ -59,6 +59,9 @@ class Disk:
 class GuestImage:
     initramfs: str
     tools: tuple[str, ...]
+    # The guest runs the testcase on the host's root filesystem (read-only over virtio-9p,
+    # under an overlay in memory) rather than in the initramfs alone.
+    host_root: bool = False
 
 
 class Outcome(StrEnum):

@@ -25,13 +25,20 @@ TOOL_RE = re.compile(r"^[a-z0-9][a-z0-9._+-]*$")
 T = TypeVar("T")
 N = TypeVar("N", int, float)
 DISK_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,15}$")
+# initramfs: busybox and the declared tools with their libraries (boots fastest);
+# host: the host's root filesystem read-only, so any installed tool runs (fio, perf).
+USERLANDS = ("initramfs", "host")
 MAX_DISKS = 8
+FILE_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
+RESERVED_FILES = frozenset({"lib.sh", "testcase.sh", "params.sh", "host-root"})
+MAX_FILES_BYTES = 4 << 20
 MAX_REPETITIONS = 50
 MAX_WARMUP = 10
 MAX_TIMEOUT = 6 * 3600.0  # seconds for one boot with the default repetitions
 TOP_KEYS = frozenset(
     {"name", "description", "primary", "metrics", "disks", "tools", "config", "script"}
-    | {"profile", "repetitions", "warmup", "timeout", "params", "exclusive"}
+    | {"profile", "repetitions", "warmup", "timeout", "params", "exclusive", "userland"}
+    | {"files"}
 )
 METRIC_KEYS = frozenset({"unit", "better", "description", "exact"})
 # Boots of a job judging an exact metric run this many repetitions (two that agree show
@@ -72,6 +79,8 @@ class Manifest:
     repetitions: int = 3
     warmup: int = 0  # repetitions run first in every boot, reported but not scored
     exclusive: bool = True  # a timing: no build or other guest on its CPUs meanwhile
+    userland: str = "initramfs"  # or "host": the host's root filesystem, read-only
+    files: dict[str, bytes] = field(default_factory=dict)  # shipped to /kbisect/ (fio jobs)
     timeout: float = 600.0
     params: dict[str, str] = field(default_factory=dict)
 
@@ -234,11 +243,38 @@ def load_folder(folder: Path) -> Manifest:
         ),
         warmup=_bounded(_opt(data, "warmup", int, where, 0), "warmup", 0, MAX_WARMUP, where),
         exclusive=_opt(data, "exclusive", bool, where, True),
+        userland=_userland(_opt(data, "userland", str, where, "initramfs"), where),
+        files=_files(folder, data.get("files", []), where),
         timeout=_bounded(
             _opt(data, "timeout", float, where, 600.0), "timeout", 1.0, MAX_TIMEOUT, where
         ),
         params=_params(data.get("params", {}), where),
     )
+
+
+def _files(folder: Path, raw: object, where: str) -> dict[str, bytes]:
+    """Extra files of the folder the guest script reads from /kbisect/ (fio job files)."""
+    if not isinstance(raw, list) or not all(isinstance(f, str) for f in raw):
+        raise ManifestError(f"{where}: field 'files' must be a list of file names")
+    files = {}
+    for name in raw:
+        if not FILE_NAME_RE.match(name) or name in RESERVED_FILES:
+            raise ManifestError(
+                f"{where}: files entry {name!r} must be a plain file name in the folder "
+                f"(letters, digits, ._-), not one of {', '.join(sorted(RESERVED_FILES))}"
+            )
+        files[name] = _file(folder, name, where, "files entry")
+    if sum(len(b) for b in files.values()) > MAX_FILES_BYTES:
+        raise ManifestError(f"{where}: files add up to more than {MAX_FILES_BYTES >> 20} MiB")
+    return files
+
+
+def _userland(value: str, where: str) -> str:
+    if value not in USERLANDS:
+        raise ManifestError(
+            f"{where}: field 'userland' must be one of {', '.join(USERLANDS)}, not '{value}'"
+        )
+    return value
 
 
 def _read_toml(path: Path) -> dict[str, Any]:

@@ -4,6 +4,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kbisect.backends import Machine
+from kbisect.builders import kconfig
 from kbisect.errors import BootError, TestcaseFailedError, UserError
 from kbisect.infra import host_lock
 from kbisect.infra.initramfs import build_image
@@ -25,7 +26,10 @@ class TestcaseRun:
 
 
 def build_spec(manifest: Manifest) -> BuildSpec:
-    return BuildSpec(fragments=(manifest.config_fragment,) if manifest.config_fragment else ())
+    frags = [kconfig.host_userland_config()] if manifest.userland == "host" else []
+    if manifest.config_fragment:
+        frags.append(manifest.config_fragment)
+    return BuildSpec(fragments=tuple(frags))
 
 
 def profile(name: str) -> DeviceProfile:
@@ -54,7 +58,11 @@ def run_testcase(
     warmup = 0 if exact else manifest.warmup
     runs = reps + warmup  # the guest runs the warm-up ones first
     image = build_image(
-        manifest.tools, manifest.script, {**manifest.params, "KB_REPETITIONS": str(runs)}
+        manifest.tools,
+        manifest.script,
+        {**manifest.params, "KB_REPETITIONS": str(runs)},
+        host_root=manifest.userland == "host",
+        extra=manifest.files,
     )
     disks = [Disk(d.name, d.size_mib, prof) for d in manifest.disks]
     progress(f"booting {artifact.commit[:12]} ({prof.name}, {plural(reps, 'repetition')})")

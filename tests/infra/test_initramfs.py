@@ -42,3 +42,14 @@ def test_unknown_tool_names_its_package(cache: Path) -> None:
 def test_parameter_values_cannot_carry_shell(cache: Path) -> None:
     with pytest.raises(InfraError, match="characters"):
         initramfs.build_image([], b"", {"X": "1; reboot"})
+
+
+def test_a_host_root_image_carries_the_flag_and_files_but_no_tool_copies(cache: Path) -> None:
+    image = initramfs.build_image(
+        ["dmsetup"], b"fio /kbisect/job.fio\n", {}, host_root=True, extra={"job.fio": b"[a]\n"}
+    )
+    names = _listing(image.initramfs)
+    assert image.host_root and "kbisect/host-root" in names and "kbisect/job.fio" in names
+    assert "usr/sbin/dmsetup" not in names  # it runs from the host's root filesystem
+    plain = initramfs.build_image(["dmsetup"], b"fio /kbisect/job.fio\n", {})
+    assert not plain.host_root and "kbisect/host-root" not in _listing(plain.initramfs)

@@ -240,3 +240,15 @@ def test_read_capped_reports_truncation(tmp_path: Path) -> None:
     assert qemu.read_tail(path, 8) == ("o\nthree\n", True)
     assert qemu.read_head(path, 9) == ("one\ntwo\n", True)  # no torn last line
     assert qemu.read_head(tmp_path / "missing", 9) == ("", False)
+
+
+def test_a_host_root_guest_gets_the_host_root_read_only_over_9p(tmp_path: Path) -> None:
+    machine = qemu.QemuMachine(accel="tcg")
+    art = Artifact("c", "t", "h", "/k", "/c", "/l")
+    plain = machine._argv(tmp_path, "tcg", art, GuestImage("/i", ()), "")
+    assert "-fsdev" not in plain
+    argv = machine._argv(tmp_path, "tcg", art, GuestImage("/i", (), host_root=True), "")
+    fsdev = argv[argv.index("-fsdev") + 1].split(",")
+    assert fsdev[0] == "local" and "path=/" in fsdev and "readonly=on" in fsdev
+    assert "multidevs=remap" in fsdev
+    assert argv[argv.index("-device", argv.index("-fsdev")) + 1].startswith("virtio-9p-pci,")

@@ -114,6 +114,12 @@ EXTRA_DISKS = "".join(f'\n[[disks]]\nname = "d{i}"\nsize_mib = 1\n' for i in ran
         (_set("warmup", "11"), "warmup"),
         (_set("warmup", '"1"'), "warmup"),
         (lambda t: t.replace("exact = true  ", 'exact = "yes"'), "exact"),
+        (_top('userland = "chroot"'), "userland"),
+        (_top("userland = 1"), "userland"),
+        (_top('files = "guest.sh"'), "files"),
+        (_top('files = ["../manifest.toml"]'), "files"),
+        (_top('files = ["lib.sh"]'), "files"),
+        (_top('files = ["missing.fio"]'), "missing.fio"),
         (_set("timeout", '"600"'), "timeout"),
         (_set("timeout", "true"), "timeout"),
         (_set("timeout", "nan"), "timeout"),
@@ -250,3 +256,15 @@ def test_exact_metrics_take_two_repetitions_a_boot() -> None:
     assert m.metrics["avg_read_sectors"].exact and not m.metrics["throughput"].exact
     assert m.repetitions_for("avg_read_sectors") == 2
     assert m.repetitions_for("throughput") == m.repetitions == 3
+
+
+def test_host_userland_testcases_get_its_kernel_options_and_their_files() -> None:
+    from kbisect.testcases.runner import build_spec
+
+    fio = manifest.load("fio-read-latency")
+    assert fio.userland == "host" and set(fio.files) == {"readers.fio"}
+    frags = build_spec(fio).fragments
+    assert "CONFIG_9P_FS=y" in frags[0] and "CONFIG_IOSCHED_BFQ=y" in frags[1]
+    snap = manifest.load("nvme-snapshot-read")
+    assert snap.userland == "initramfs" and snap.files == {}
+    assert not any("CONFIG_9P_FS" in f for f in build_spec(snap).fragments)
