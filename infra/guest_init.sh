@@ -51,7 +51,11 @@ done
 if [ -e /kbisect/host-root ]; then
 	if kb_host_root; then
 		kb_emit '{"event":"started"}'
-		chroot /newroot /bin/sh -e -c "cd /tmp; . /kbisect/lib.sh; . /kbisect/testcase.sh"
+		if [ -e /kbisect/trace ]; then  # a traced boot: the script once, under blktrace
+			chroot /newroot /bin/sh -c "cd /tmp; . /kbisect/lib.sh; kb_trace_run"
+		else
+			chroot /newroot /bin/sh -e -c "cd /tmp; . /kbisect/lib.sh; . /kbisect/testcase.sh"
+		fi
 		status=$?
 	else
 		status=125  # the testcase never ran: the console says why

@@ -4,8 +4,11 @@ kb_emit() {
 }
 # kb_metric REP NAME VALUE: one sample of a metric for repetition REP.
 kb_metric() {
-	kb_emit "{\"event\":\"metric\",\"rep\":$1,\"name\":\"$2\",\"value\":$3}"
-	echo "kbisect: rep $1 $2 = $3"
+	# The traced repetition's figures are reported apart: tracing slows I/O down.
+	event=metric
+	[ -z "$KB_TRACING" ] || event=traced-metric
+	kb_emit "{\"event\":\"$event\",\"rep\":$1,\"name\":\"$2\",\"value\":$3}"
+	echo "kbisect: rep $1 $2 = $3${KB_TRACING:+ (traced)}"
 }
 # kb_now: seconds since boot, 10 ms resolution (busybox date has no %N).
 kb_now() {
@@ -14,4 +17,36 @@ kb_now() {
 # kb_stat DEV: "reads merges sectors" completed so far on block device DEV (e.g. nvme0n1).
 kb_stat() {
 	awk '{print $1, $2, $3}' "/sys/block/$1/stat"
+}
+# kb_trace_run: the testcase once (KB_REPETITIONS=1) under blktrace on its disks, in a
+# boot of its own (a script sets its disks up once a boot). Per disk it leaves the binary
+# trace, the events (action, RWBS, sectors), btt's report and per-I/O latencies, and
+# writes them all as a tar onto the kbtrace disk for the host. Its status is the script's.
+kb_trace_run() {
+	dir=/tmp/kbtrace
+	mkdir -p "$dir"
+	: > "$dir/disks"
+	set --
+	for var in $(env | sed -n 's/^\(KB_DISK_[A-Za-z0-9_]*\)=.*/\1/p'); do
+		name=${var#KB_DISK_}
+		[ "$name" = kbtrace ] && continue
+		eval "dev=\$$var"
+		echo "$name ${dev#/dev/}" >> "$dir/disks"
+		set -- "$@" -d "$dev"
+	done
+	blktrace "$@" -D "$dir" > "$dir/blktrace.log" 2>&1 &
+	pid=$!
+	sleep 2  # blktrace sets up its relay buffers
+	st=0
+	KB_REPETITIONS=1 KB_TRACING=1 sh -e -c ". /kbisect/lib.sh; . /kbisect/testcase.sh" || st=$?
+	kill -INT "$pid"
+	wait "$pid"
+	while read -r name dev; do
+		blkparse -i "$dev" -D "$dir" -d "$dir/$dev.bin" -q -f "%a %d %n\n" \
+			-o "$dir/$dev.events" > "$dir/$dev.blkparse.log" 2>&1
+		btt -i "$dir/$dev.bin" -q "$dir/$dev" -l "$dir/$dev" > "$dir/$dev.btt" 2>&1
+		echo "kbisect: traced $name ($dev): $(wc -l < "$dir/$dev.events") events"
+	done < "$dir/disks"
+	tar -cf "$KB_DISK_kbtrace" -C "$dir" .
+	return "$st"
 }

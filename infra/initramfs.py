@@ -65,6 +65,7 @@ def _tree(
     params: bytes,
     host_root: bool,
     extra: dict[str, bytes],
+    trace: bool = False,
 ) -> dict[str, _Entry]:
     """Path in the guest -> entry; directories are implied. With the host's root the
     tools run from there: they are only checked to be installed."""
@@ -87,6 +88,8 @@ def _tree(
         files[f"kbisect/{name}"] = _Entry(0o100644, data)
     if host_root:
         files["kbisect/host-root"] = _Entry(0o100644, b"")
+    if trace:
+        files["kbisect/trace"] = _Entry(0o100644, b"")
     for tool in tools:
         path = find_tool(tool)
         if host_root:
@@ -134,14 +137,16 @@ def build_image(
     params: dict[str, str],
     host_root: bool = False,
     extra: dict[str, bytes] | None = None,
+    trace: bool = False,
 ) -> GuestImage:
     """The cached initramfs for these tools, this testcase script and its parameters;
     `host_root`: the guest runs the script on the host's root filesystem; `extra`: the
-    testcase's other files, in /kbisect/."""
+    testcase's other files, in /kbisect/; `trace`: the boot runs the script once under
+    blktrace (host root only)."""
     params_sh = "".join(
         f"export {k}='{_shell_quote_free(v)}'\n" for k, v in sorted(params.items())
     ).encode()
-    entries = _tree(sorted(set(tools)), testcase_script, params_sh, host_root, extra or {})
+    entries = _tree(sorted(set(tools)), testcase_script, params_sh, host_root, extra or {}, trace)
     h = hashlib.sha256()
     for path in sorted(entries):
         h.update(path.encode() + b"\0" + hashlib.sha256(entries[path].data).digest())

@@ -307,7 +307,8 @@ class QemuMachine:
             image = run_dir / f"{disk.name}.img"
             with open(image, "wb") as fh:
                 fh.truncate(disk.size_mib * 1024 * 1024)  # sparse
-            images.append(image)
+            if not disk.keep:
+                images.append(image)
             argv += nvme_args(disk, image)
         (run_dir / "qemu.argv").write_text("\n".join(argv) + "\n")
         began = time.monotonic()

@@ -49,6 +49,7 @@ class Disk:
     name: str  # the name the guest script sees, e.g. "origin"
     size_mib: int
     profile: DeviceProfile
+    keep: bool = False  # the image stays in the run dir (the guest wrote results on it)
 
     @property
     def serial(self) -> str:

@@ -11,6 +11,7 @@ from kbisect.model import Artifact, Commit
 from kbisect.settings import Settings
 from kbisect.testcases import manifest as manifests
 from kbisect.testcases.runner import TestcaseRun, build_spec, profile, run_testcase
+from kbisect.testcases.trace_run import Diagnostics, check_traceable, trace_testcase
 
 
 @dataclass(frozen=True)
@@ -18,6 +19,7 @@ class TryResult:
     commit: Commit
     artifact: Artifact
     result: TestcaseRun
+    diagnostics: Diagnostics | None = None  # with --trace
 
 
 def try_commit(
@@ -29,6 +31,7 @@ def try_commit(
     on_stage: Callable[[str], None] = lambda _: None,
     on_detail: Callable[[str], None] = lambda _: None,
     settings: Settings | None = None,
+    trace: bool = False,
 ) -> TryResult:
     # All input is checked before anything slow starts.
     settings = settings or Settings.from_env()
@@ -38,12 +41,17 @@ def try_commit(
     manifest = manifests.load(testcase)
     if profile_name:
         profile(profile_name)
+    if trace:
+        check_traceable(manifest)
     on_stage(f"building {commit.hash[:12]} {commit.subject}")
     artifact = KernelBuilder(settings.jobs).build(
         repo, commit.hash, build_spec(manifest), on_detail
     )
     on_stage(f"running {manifest.name} on {commit.hash[:12]}")
-    result = run_testcase(
-        manifest, artifact, QemuMachine(accel=settings.accel), profile_name, repetitions, on_detail
-    )
-    return TryResult(commit=commit, artifact=artifact, result=result)
+    machine = QemuMachine(accel=settings.accel)
+    result = run_testcase(manifest, artifact, machine, profile_name, repetitions, on_detail)
+    diagnostics = None
+    if trace:
+        on_stage(f"tracing {manifest.name} on {commit.hash[:12]} (blktrace)")
+        diagnostics = trace_testcase(manifest, artifact, machine, profile_name, on_detail)
+    return TryResult(commit=commit, artifact=artifact, result=result, diagnostics=diagnostics)

@@ -40,7 +40,7 @@ def try_to_json(r: TryResult) -> dict[str, object]:
             "accel": run.accel,
             "console": run.console,
         },
-    }
+    } | ({"diagnostics": r.diagnostics.to_json()} if r.diagnostics else {})
 
 
 def render_try(r: TryResult, console: Console) -> None:
@@ -66,6 +66,27 @@ def render_try(r: TryResult, console: Console) -> None:
         f"guest: {run.outcome.value} in {run.seconds:.1f}s ({run.accel}); console {run.console}",
         highlight=False,
     )
+    for line in trace_lines(r):
+        console.print(line, highlight=False)
+
+
+def trace_lines(r: TryResult) -> list[str]:
+    """The traced boot's figures, a line a disk; where its files are."""
+    d = r.diagnostics
+    if d is None:
+        return []
+    lines = [f"trace: {d.folder} (binary traces, btt and blkparse output)"]
+    for disk in d.disks:
+        lat = ", ".join(
+            f"{k.upper()} {v.avg_ms:.3g} ms" + (f" (p99 {v.p99_ms:.3g})" if v.p99_ms else "")
+            for k, v in disk.latencies.items()
+        )
+        lines.append(
+            f"  {disk.disk} ({disk.device}): {lat or 'no btt figures'}; {disk.requests} "
+            f"requests of {disk.avg_request_sectors:.0f} sectors on average, "
+            f"{disk.merges} merges"
+        )
+    return lines
 
 
 def _samples(m: Metric) -> tuple[str, str]:
@@ -95,4 +116,5 @@ def try_lines(r: TryResult) -> list[str]:
         columns(("METRIC", "MEDIAN", "UNIT", "BETTER", "SAMPLES", "WARM-UP"), rows),
         f"build: {build}; log {r.artifact.build_log}",
         f"guest: {run.outcome.value} in {run.seconds:.1f}s ({run.accel}); console {run.console}",
+        *trace_lines(r),
     ]

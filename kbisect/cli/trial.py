@@ -34,6 +34,7 @@ def cmd_try(args: argparse.Namespace, settings: Settings) -> int:
             on_stage=on_stage,
             on_detail=on_detail,
             settings=settings,
+            trace=args.trace,
         )
     if args.json:
         out(json.dumps(try_to_json(result), indent=2))
@@ -53,6 +54,12 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
     t.add_argument("--profile", help="device profile: fast or ebs-gp2 (default: the testcase's)")
     t.add_argument(
         "--repetitions", type=int, help="runs of the testcase in the boot (default: the testcase's)"
+    )
+    t.add_argument(
+        "--trace",
+        action="store_true",
+        help="boot once more with blktrace on the testcase's disks and summarize it "
+        "(Q2C, D2C, Q2G, I2D, merges, request sizes)",
     )
     t.add_argument("--json", action="store_true", help="the result as JSON on stdout")
     t.set_defaults(func=cmd_try)

@@ -1,0 +1,153 @@
+"""Block-layer diagnostics from one traced repetition (blktrace in the guest).
+
+The guest records blktrace on the testcase's disks during one extra repetition and, per
+disk, leaves: `<dev>.bin` (blkparse's binary dump, what btt reads), `<dev>.events` (one
+line an event: action, RWBS, sectors), `<dev>.btt` (btt's report) and btt's per-I/O
+latency files (`<dev>*_q2c.dat`, `<dev>*_d2c.dat`: "time latency" lines, seconds). This
+module turns those into the figures the seed engineer worked out by hand (Q2C, D2C, Q2G,
+I2D, merges, request sizes) and compares two kernels' figures in words.
+"""
+
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+# btt's "All Devices" table: NAME MIN AVG MAX N (seconds).
+_BTT_ROW = re.compile(
+    r"^(Q2Q|Q2G|G2I|Q2M|I2D|M2D|D2C|Q2C)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\d+)"
+)
+MAX_LINES = 5_000_000  # an events file is read this far at most
+
+
+@dataclass
+class Latency:
+    avg_ms: float
+    p99_ms: float | None = None  # from btt's per-I/O files, where it wrote them
+    n: int = 0
+
+
+@dataclass
+class DiskTrace:
+    disk: str  # the testcase's name for it
+    device: str  # the guest's, e.g. nvme0n1
+    latencies: dict[str, Latency] = field(default_factory=dict)  # q2c, d2c, q2g, i2d
+    requests: int = 0  # issued to the device (D events)
+    merges: int = 0  # bios merged into a request (M and F events)
+    sectors: dict[int, int] = field(default_factory=dict)  # request size -> requests
+
+    @property
+    def avg_request_sectors(self) -> float:
+        return sum(s * n for s, n in self.sectors.items()) / self.requests if self.requests else 0.0
+
+    def to_json(self) -> dict[str, object]:
+        return asdict(self) | {"avg_request_sectors": round(self.avg_request_sectors, 1)}
+
+
+def btt_averages(text: str) -> dict[str, Latency]:
+    """Each phase's average (ms) and count from btt's first (all devices) table."""
+    found: dict[str, Latency] = {}
+    for line in text.splitlines():
+        m = _BTT_ROW.match(line.strip())
+        if m and m.group(1).lower() not in found:
+            found[m.group(1).lower()] = Latency(float(m.group(3)) * 1e3, None, int(m.group(5)))
+    return found
+
+
+def p99(values: list[float]) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, math.ceil(0.99 * len(ordered)) - 1)]
+
+
+def latency_file(lines: Iterable[str]) -> list[float]:
+    """Latencies (seconds) from btt's per-I/O file: 'time latency' lines."""
+    out = []
+    for line in lines:
+        parts = line.split()
+        if len(parts) >= 2:
+            try:
+                out.append(float(parts[1]))
+            except ValueError:
+                continue
+    return out
+
+
+def events(lines: Iterable[str]) -> tuple[int, int, Counter[int]]:
+    """(requests issued, merges, request size histogram) from 'ACTION RWBS SECTORS' lines."""
+    issued, merges, sizes = 0, 0, Counter[int]()
+    for i, line in enumerate(lines):
+        if i >= MAX_LINES:
+            break
+        parts = line.split()
+        if len(parts) < 3:
+            continue
+        action, rwbs, n = parts[0], parts[1], parts[2]
+        if action in ("M", "F"):
+            merges += 1
+        elif action == "D" and ("R" in rwbs or "W" in rwbs) and n.isdigit() and int(n):
+            issued += 1
+            sizes[int(n)] += 1
+    return issued, merges, sizes
+
+
+def summarize(trace_dir: Path) -> list[DiskTrace]:
+    """One DiskTrace per traced disk, from what the guest left in `trace_dir`."""
+    out = []
+    disks = (trace_dir / "disks").read_text().split("\n") if (trace_dir / "disks").exists() else []
+    for row in disks:
+        if len(row.split()) != 2:
+            continue
+        name, dev = row.split()
+        trace = DiskTrace(name, dev)
+        btt = trace_dir / f"{dev}.btt"
+        if btt.exists():
+            trace.latencies = {
+                k: v
+                for k, v in btt_averages(btt.read_text(errors="replace")).items()
+                if k in ("q2c", "d2c", "q2g", "i2d")
+            }
+        for phase in ("q2c", "d2c"):
+            files = sorted(trace_dir.glob(f"{dev}*_{phase}.dat"))
+            values = [v for f in files for v in latency_file(_lines(f))]
+            if values and phase in trace.latencies:
+                trace.latencies[phase].p99_ms = (p99(values) or 0.0) * 1e3
+        ev = trace_dir / f"{dev}.events"
+        if ev.exists():
+            trace.requests, trace.merges, sizes = events(_lines(ev))
+            trace.sectors = dict(sorted(sizes.items()))
+        out.append(trace)
+    return out
+
+
+def _lines(path: Path) -> Iterable[str]:
+    with open(path, errors="replace") as fh:
+        yield from fh
+
+
+def compare(old: DiskTrace, new: DiskTrace, same_within: float = 0.1) -> str:
+    """Two kernels' traces of one disk in words, old first: 'D2C unchanged (0.31 ms),
+    Q2C +12.3 ms (0.50 -> 12.8 ms), requests 512 -> 8 sectors (1026 -> 65664)'."""
+    parts = []
+    for phase in ("d2c", "q2c", "q2g", "i2d"):
+        a, b = old.latencies.get(phase), new.latencies.get(phase)
+        if a is None or b is None:
+            continue
+        label = phase.upper()
+        if abs(b.avg_ms - a.avg_ms) <= same_within * max(a.avg_ms, b.avg_ms, 1e-9):
+            parts.append(f"{label} unchanged ({a.avg_ms:.3g} ms)")
+        else:
+            parts.append(
+                f"{label} {b.avg_ms - a.avg_ms:+.3g} ms ({a.avg_ms:.3g} -> {b.avg_ms:.3g} ms)"
+            )
+        if a.p99_ms is not None and b.p99_ms is not None and phase == "q2c":
+            parts.append(f"{label} p99 {a.p99_ms:.3g} -> {b.p99_ms:.3g} ms")
+    if old.requests and new.requests:
+        parts.append(
+            f"requests {old.avg_request_sectors:.0f} -> {new.avg_request_sectors:.0f} sectors "
+            f"({old.requests} -> {new.requests} issued, merges {old.merges} -> {new.merges})"
+        )
+    return f"{old.disk}: " + ", ".join(parts) if parts else f"{old.disk}: no trace figures"

@@ -1,0 +1,111 @@
+"""A traced boot: the testcase once under blktrace, its traces and their summaries kept.
+
+A boot of its own, after the scored ones: a script sets its disks up once a boot, and the
+tracer slows I/O down, so these figures are never scored. The guest writes a tar of the
+trace folder onto an extra disk; it is unpacked into the run folder (`trace/`), where the
+binary traces stay for blkparse and btt by hand.
+"""
+
+import tarfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kbisect.backends import Machine
+from kbisect.errors import BootError, InfraError, TestcaseFailedError, UserError
+from kbisect.infra import host_lock
+from kbisect.infra.initramfs import build_image, find_tool
+from kbisect.model import Artifact, Disk, Outcome
+from kbisect.testcases import blocktrace
+from kbisect.testcases.manifest import Manifest
+from kbisect.testcases.runner import profile
+
+TRACE_DISK = "kbtrace"
+TRACE_DISK_MIB = 512
+TRACE_TOOLS = ("blktrace", "blkparse", "btt")
+MAX_TRACE_BYTES = TRACE_DISK_MIB << 20
+
+
+@dataclass
+class Diagnostics:
+    folder: str  # the unpacked trace folder
+    disks: list[blocktrace.DiskTrace] = field(default_factory=list)
+    metrics: dict[str, float] = field(default_factory=dict)  # the traced run's, not scored
+    console: str = ""
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "folder": self.folder,
+            "console": self.console,
+            "metrics": self.metrics,
+            "disks": {d.disk: d.to_json() for d in self.disks},
+        }
+
+
+def check_traceable(manifest: Manifest) -> None:
+    if manifest.userland != "host":
+        raise UserError(
+            f"testcase {manifest.name} runs on the initramfs userland; tracing needs "
+            'userland = "host" in its manifest (blktrace runs from the host)'
+        )
+    if not manifest.disks:
+        raise UserError(f"testcase {manifest.name} has no disks to trace")
+    for tool in TRACE_TOOLS:
+        find_tool(tool)  # InfraError naming the package: apt-get install blktrace
+
+
+def trace_testcase(
+    manifest: Manifest,
+    artifact: Artifact,
+    machine: Machine,
+    profile_name: str | None = None,
+    progress: Callable[[str], None] = lambda _: None,
+) -> Diagnostics:
+    check_traceable(manifest)
+    prof = profile(profile_name or manifest.profile)
+    image = build_image(
+        manifest.tools,
+        manifest.script,
+        {**manifest.params, "KB_REPETITIONS": "1"},
+        host_root=True,
+        extra=manifest.files,
+        trace=True,
+    )
+    disks = [Disk(d.name, d.size_mib, prof) for d in manifest.disks]
+    disks.append(Disk(TRACE_DISK, TRACE_DISK_MIB, profile("fast"), keep=True))
+    progress(f"tracing {artifact.commit[:12]} (blktrace, one repetition)")
+    with host_lock.for_guest(manifest.exclusive, machine.pin, progress):
+        run = machine.run(artifact, image, disks, manifest.timeout_for(2), progress=progress)
+    run_dir = Path(run.console).parent
+    tar = run_dir / f"{TRACE_DISK}.img"
+    try:
+        if run.outcome in (Outcome.PANIC, Outcome.HANG):
+            raise BootError(f"{run.outcome.value}: {run.detail}", console_path=run.console)
+        if run.outcome is Outcome.TESTCASE_FAILED:
+            raise TestcaseFailedError(f"traced run: {run.detail}", console_path=run.console)
+        folder = run_dir / "trace"
+        _unpack(tar, folder, run.console)
+    finally:
+        tar.unlink(missing_ok=True)
+    metrics = {
+        str(r["name"]): float(r["value"])  # type: ignore[arg-type]
+        for r in run.records
+        if r.get("event") == "traced-metric" and isinstance(r.get("value"), int | float)
+    }
+    return Diagnostics(str(folder), blocktrace.summarize(folder), metrics, run.console)
+
+
+def _unpack(tar: Path, folder: Path, console: str) -> None:
+    """The guest's tar, read from the start of the disk image (zeros follow it)."""
+    folder.mkdir(exist_ok=True)
+    try:
+        with tarfile.open(tar, "r:") as tf:
+            total = sum(m.size for m in tf.getmembers())
+            if total > MAX_TRACE_BYTES:
+                raise InfraError(f"trace tar {tar} claims {total} bytes: not unpacked")
+            tf.extractall(folder, filter="data")  # no links or paths out of the folder
+    except tarfile.TarError as exc:  # e.g. a kernel without blktrace support
+        raise TestcaseFailedError(
+            f"the traced run left no readable trace ({exc}): see the console",
+            console_path=console,
+        ) from exc
