@@ -8,6 +8,7 @@ Temporal failure types. Plain data only: the workflow sandbox shares this module
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 from kbisect.model import Artifact
 
@@ -15,6 +16,7 @@ from kbisect.model import Artifact
 VALIDATE = "validate_job"
 BUILD = "build_kernel"
 TEST = "run_testcase"
+TRACE = "trace_testcase"
 PREPARE_VERIFY = "prepare_verify"
 CLASSIFY = "classify_commits"
 WORKFLOW = "BisectWorkflow"
@@ -115,6 +117,7 @@ class BisectRequest:
     metric: str | None = None  # the primary metric (default: the testcase's)
     min_effect: float = 0.05  # smaller differences between the endpoints are "none"
     max_boots: int = 96  # per endpoint; a commit gets at most 120
+    trace: bool = False  # trace the endpoints and the named commit (blktrace)
     build_queue: str = "kbisect-build"
     vm_queue: str = "kbisect-vm"
 
@@ -309,6 +312,26 @@ class BisectResult:
     effect: str = ""  # new vs old endpoint, with its 95% interval
     boots: int = 0
     notes: list[str] = field(default_factory=list)
+    # commit -> its traced boot's summary (testcases.trace_run.Diagnostics.to_json), or
+    # {"error": why}; with --trace
+    diagnostics: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+@dataclass
+class TraceRequest:
+    repo: str
+    commit: str
+    testcase: str
+    profile: str
+    artifact: Artifact
+
+
+@dataclass
+class TraceResult:
+    commit: str
+    # Diagnostics.to_json(); Any, not object: Temporal's converter refuses object
+    diagnostics: dict[str, Any] = field(default_factory=dict)
+    error: str = ""  # the traced boot did not run: why
 
 
 @dataclass

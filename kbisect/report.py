@@ -61,6 +61,7 @@ def to_json(result: BisectResult) -> dict[str, object]:
         "confidence": result.confidence,
         "effect": result.effect,
         "notes": result.notes,
+        "diagnostics": result.diagnostics,
     }
 
 
@@ -102,6 +103,33 @@ def verification_lines(result: BisectResult) -> list[str]:
     return [*lines, ""]
 
 
+def trace_section(result: BisectResult) -> list[str]:
+    """The old and new endpoints' traced boots side by side, disk by disk, and the named
+    commit's against the old endpoint."""
+    if not result.diagnostics:
+        return []
+    from kbisect.testcases.blocktrace import compare, traces_of
+
+    old, new = result.old[0], result.new
+    lines = ["## Block-layer trace (one traced boot each)", ""]
+    pairs = [(old, new, "old -> new endpoint")]
+    if result.culprit and result.culprit != new:
+        pairs.append((old, result.culprit, "old endpoint -> the named commit"))
+    for a, b, label in pairs:
+        da, db = result.diagnostics.get(a, {}), result.diagnostics.get(b, {})
+        if "error" in da or "error" in db:
+            why = da.get("error") or db.get("error")
+            lines.append(f"- {label}: no comparison ({why})")
+            continue
+        ta, tb = traces_of(da), traces_of(db)
+        for name, trace in ta.items():
+            if name in tb:
+                lines.append(f"- {label}, {compare(trace, tb[name])}")
+    folders = [str(d.get("folder")) for d in result.diagnostics.values() if d.get("folder")]
+    lines += ["", *(f"Traces: `{f}`" for f in folders), ""]
+    return lines
+
+
 def markdown(result: BisectResult, job_id: str) -> str:
     metric, unit = result.metric or "score", result.unit
     what = "fixed it" if result.mode == "fix" else "caused it"
@@ -129,6 +157,7 @@ def markdown(result: BisectResult, job_id: str) -> str:
         lines += [f"- `{c}` {result.subjects.get(c, '')}" for c in result.candidates]
         lines.append("")
     lines += verification_lines(result)
+    lines += trace_section(result)
     lines += [
         "## Tested commits",
         "",

@@ -151,3 +151,22 @@ def compare(old: DiskTrace, new: DiskTrace, same_within: float = 0.1) -> str:
             f"({old.requests} -> {new.requests} issued, merges {old.merges} -> {new.merges})"
         )
     return f"{old.disk}: " + ", ".join(parts) if parts else f"{old.disk}: no trace figures"
+
+
+def traces_of(diagnostics: dict[str, object]) -> dict[str, DiskTrace]:
+    """Disk name -> DiskTrace, back from Diagnostics.to_json() (a job's result)."""
+    out = {}
+    disks = diagnostics.get("disks")
+    for name, raw in (disks if isinstance(disks, dict) else {}).items():
+        if not isinstance(raw, dict):
+            continue
+        lat = raw.get("latencies") or {}
+        out[name] = DiskTrace(
+            disk=name,
+            device=str(raw.get("device", "")),
+            latencies={k: Latency(**v) for k, v in lat.items() if isinstance(v, dict)},
+            requests=int(raw.get("requests", 0)),
+            merges=int(raw.get("merges", 0)),
+            sectors={int(k): int(v) for k, v in (raw.get("sectors") or {}).items()},
+        )
+    return out

@@ -26,6 +26,7 @@ from kbisect.contract import (
     CLASSIFY,
     PREPARE_VERIFY,
     TEST,
+    TRACE,
     VALIDATE,
     BisectRequest,
     BuildRequest,
@@ -36,6 +37,8 @@ from kbisect.contract import (
     TestRequest,
     TestResult,
     TestStatus,
+    TraceRequest,
+    TraceResult,
     ValidatedJob,
     VerifyCommit,
     VerifyRequest,
@@ -45,6 +48,7 @@ from kbisect.git import Git
 from kbisect.settings import Settings
 from kbisect.testcases import manifest as manifests
 from kbisect.testcases.runner import build_spec, run_testcase
+from kbisect.testcases.trace_run import trace_testcase
 from kbisect.verify_commit import make_verify_commit
 from kbisect.workers.validation import validate
 
@@ -241,3 +245,22 @@ class VmActivities:
             console=r.run.console,
             seconds=r.run.seconds,
         )
+
+    @activity.defn(name=TRACE)
+    @typed_failures
+    def run_trace(self, req: TraceRequest) -> TraceResult:
+        """A traced boot for the report; a kernel that cannot be traced is an answer."""
+        manifest = manifests.load(req.testcase)
+        activity.logger.info(
+            "trace %s: %s on %s", req.commit[:12], manifest.name, self.machine.name
+        )
+
+        def traced(report: Callable[[str], None]) -> TraceResult:
+            try:
+                d = trace_testcase(manifest, req.artifact, self.machine, req.profile, report)
+            except (BootError, TestcaseFailedError, UserError) as exc:
+                activity.logger.info("trace %s: none: %s", req.commit[:12], exc)
+                return TraceResult(commit=req.commit, error=str(exc))
+            return TraceResult(commit=req.commit, diagnostics=d.to_json())
+
+        return with_heartbeats(traced)

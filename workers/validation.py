@@ -11,6 +11,7 @@ from kbisect.errors import UserError
 from kbisect.git import Git
 from kbisect.testcases import manifest as manifests
 from kbisect.testcases.runner import profile
+from kbisect.testcases.trace_run import check_traceable
 
 # Subjects of a larger range would take the job's first payload near Temporal's 2 MB limit.
 MAX_SUBJECTS = 5000
@@ -35,6 +36,8 @@ def validate(req: BisectRequest) -> ValidatedJob:
         raise UserError(f"--min-effect {req.min_effect:g} is not a fraction: pass e.g. 0.05 for 5%")
     if req.max_boots < 3:
         raise UserError(f"--max-boots {req.max_boots} is too few: pass 3 or more")
+    if req.trace:
+        check_traceable(manifest)
     metric = manifest.metrics[primary]
     repetitions = req.repetitions or manifest.repetitions_for(primary)
     return ValidatedJob(

@@ -19,6 +19,7 @@ from kbisect.contract import (
     CLASSIFY,
     PREPARE_VERIFY,
     TEST,
+    TRACE,
     VALIDATE,
     BisectRequest,
     BuildRequest,
@@ -28,6 +29,8 @@ from kbisect.contract import (
     ErrorType,
     TestRequest,
     TestResult,
+    TraceRequest,
+    TraceResult,
     ValidatedJob,
     VerifyCommit,
     VerifyRequest,
@@ -141,6 +144,23 @@ class JobActivities:
                 result_type=TestResult,
                 task_queue=self.req.vm_queue,
                 start_to_close_timeout=timedelta(seconds=job.test_timeout * scale + TEST_SLACK),
+                heartbeat_timeout=TEST_HEARTBEAT,
+                retry_policy=TEST_RETRY,
+            ),
+        )
+        return result
+
+    async def trace(self, job: ValidatedJob, commit: str, artifact: Artifact) -> TraceResult:
+        """A traced boot for the report (one repetition under blktrace)."""
+        request = TraceRequest(self.req.repo, commit, job.testcase, job.profile, artifact)
+        result: TraceResult = await self.blocking.until_done(
+            f"tracing {commit[:12]}",
+            lambda: workflow.execute_activity(
+                TRACE,
+                request,
+                result_type=TraceResult,
+                task_queue=self.req.vm_queue,
+                start_to_close_timeout=timedelta(seconds=job.test_timeout * 2 + TEST_SLACK),
                 heartbeat_timeout=TEST_HEARTBEAT,
                 retry_policy=TEST_RETRY,
             ),

@@ -7,6 +7,7 @@ histories replay in tests/workflows/test_replay.py.
 """
 
 import asyncio
+from typing import Any
 
 from temporalio import workflow
 from temporalio.common import SearchAttributeKey
@@ -58,6 +59,7 @@ ENGINE_PATCH = "noisy-engine"  # boots until the evidence decides; pre-engine-*.
 # with the pre-verify histories.
 SAME_KERNEL_PATCH = "same-kernel"  # inert commits unbuilt, one verdict per image; the
 # engine-*.json histories replay without it.
+TRACE_PATCH = "trace-named-commit"  # --trace: traced boots of the endpoints and culprit
 
 SA_TESTCASE = SearchAttributeKey.for_keyword(SA_TESTCASE_NAME)
 SA_STATUS = SearchAttributeKey.for_keyword(SA_STATUS_NAME)
@@ -460,8 +462,29 @@ class BisectWorkflow:
             v = await self._verify_engine(state, calls, engine, res.culprit)
             self._progress.verification = v
             message += f"; {v.status}: {v.message}"
+        if state.req.trace and workflow.patched(TRACE_PATCH):
+            extra["diagnostics"] = await self._trace(state, calls, engine, res.culprit)
         extra["confidence"] = res.confidence
         return self._finish(JobStatus.FOUND, res.culprit, res.candidates, message, extra)
+
+    async def _trace(
+        self, state: JobState, calls: JobActivities, engine: Engine, culprit: str
+    ) -> dict[str, dict[str, Any]]:
+        """A traced boot of each endpoint and of the named commit, one after another."""
+        found: dict[str, dict[str, Any]] = {}
+        for commit in dict.fromkeys((engine.old_end, engine.new_end, culprit)):
+            self._set_status(JobStatus.VERIFYING, f"tracing {commit[:12]} (blktrace)")
+            build = await self._build_once(state, calls, commit)
+            if not build.ok or build.artifact is None:
+                found[commit] = {"error": f"does not build: {build.error}"}
+                continue
+            try:
+                traced = await calls.trace(state.job, commit, build.artifact)
+            except ActivityError as err:  # the answer stands without its trace
+                found[commit] = {"error": cause(err)}
+                continue
+            found[commit] = traced.diagnostics or {"error": traced.error}
+        return found
 
     def _update_steps(self, engine: Engine) -> None:
         """Steps recorded when a verdict was first reached, with the boots since (endpoint

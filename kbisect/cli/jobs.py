@@ -66,6 +66,10 @@ def _checked_request(args: argparse.Namespace) -> BisectRequest:
         raise UserError(f"--min-effect {args.min_effect:g}: give a percentage, e.g. 5")
     if args.max_boots < 3:
         raise UserError(f"--max-boots {args.max_boots}: give 3 or more")
+    if args.trace:
+        from kbisect.testcases.trace_run import check_traceable
+
+        check_traceable(manifest)
     if args.repetitions is not None:
         cap = int(
             getattr(manifest, "max_repetitions", 0) or REPETITIONS_FACTOR * manifest.repetitions
@@ -88,6 +92,7 @@ def _checked_request(args: argparse.Namespace) -> BisectRequest:
         metric=args.metric,
         min_effect=args.min_effect / 100,
         max_boots=args.max_boots,
+        trace=args.trace,
     )
 
 
@@ -334,6 +339,12 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
         "--no-verify",
         action="store_true",
         help="do not test the named commit reverted on (in fix mode: applied to) --bad",
+    )
+    b.add_argument(
+        "--trace",
+        action="store_true",
+        help="once a commit is named, boot the endpoints and it once more under blktrace; "
+        "the report compares their traces (Q2C, D2C, merges, request sizes)",
     )
     b.add_argument("--detach", action="store_true", help="print the job id and return")
     b.add_argument("--no-start", action="store_true", help="never start a local service")

@@ -19,6 +19,7 @@ from kbisect.contract import (
     CLASSIFY,
     PREPARE_VERIFY,
     TEST,
+    TRACE,
     VALIDATE,
     BisectRequest,
     BuildRequest,
@@ -27,6 +28,8 @@ from kbisect.contract import (
     ClassifyResult,
     TestRequest,
     TestResult,
+    TraceRequest,
+    TraceResult,
     ValidatedJob,
     VerifyCommit,
     VerifyRequest,
@@ -53,6 +56,8 @@ class Scenario:
     # needs more than that commit, e.g. a follow-up it depends on).
     revert_restores: bool = True
     large: bool = False
+    traces: list[str] = field(default_factory=list)  # commits traced, in order
+    broken_trace: set[str] = field(default_factory=set)
     noisy: dict[str, list[float]] = field(default_factory=dict)  # values of successive tests
     host_failures: Counter[str] = field(default_factory=Counter)  # builds failing on the host
     # Host trouble that Temporal's retries get past: a build that fails N times with a
@@ -185,4 +190,22 @@ async def classify_commits(req: ClassifyRequest) -> ClassifyResult:
     return ClassifyResult(inert={})  # fake artifacts list no compiled files
 
 
-FAKES = [validate_job, build_kernel, run_test, prepare_verify, classify_commits]
+@activity.defn(name=TRACE)
+async def trace_testcase(req: TraceRequest) -> TraceResult:
+    """A trace whose average request size is the commit's score (512 good, 8 slow)."""
+    s = SCENARIOS[req.repo]
+    s.traces.append(req.commit)
+    if req.commit in s.broken_trace:
+        return TraceResult(req.commit, error="the traced run left no readable trace")
+    v = FAST if req.commit == "root" else s.value(req.commit)
+    disk = {
+        "device": "nvme0n1",
+        "latencies": {"q2c": {"avg_ms": 1.0 if v == FAST else 9.0, "p99_ms": None, "n": 1}},
+        "requests": 10,
+        "merges": 0,
+        "sectors": {str(int(v)): 10},
+    }
+    return TraceResult(req.commit, {"folder": f"/runs/{req.commit}", "disks": {"origin": disk}})
+
+
+FAKES = [validate_job, build_kernel, run_test, prepare_verify, classify_commits, trace_testcase]

@@ -178,6 +178,24 @@ async def test_verify_can_be_turned_off(env: WorkflowEnvironment) -> None:
     assert sum(s.builds.values()) == fakes.bisection_builds(s)
 
 
+async def test_trace_boots_the_endpoints_and_the_named_commit_once_each(
+    env: WorkflowEnvironment,
+) -> None:
+    from kbisect.report import markdown
+
+    scenario = Scenario(graph=linear(16), culprit="c5", broken_trace={"c16"})
+    result, s = await bisect(env.client, scenario, trace=True)
+    assert result.culprit == "c5" and s.traces == ["root", "c16", "c5"]
+    assert "error" in result.diagnostics["c16"]
+    assert result.diagnostics["c5"]["folder"] == "/runs/c5"
+    text = markdown(result, "job")
+    assert "old -> new endpoint: no comparison (the traced run left no readable trace)" in text
+    assert "old endpoint -> the named commit, origin: Q2C +8 ms (1 -> 9 ms)" in text
+    assert "requests 512 -> 8 sectors" in text
+    plain, _ = await bisect(env.client, Scenario(graph=linear(16), culprit="c5"))
+    assert plain.diagnostics == {}
+
+
 async def test_fix_mode_names_the_fixing_commit(env: WorkflowEnvironment) -> None:
     result, s = await bisect(
         env.client, Scenario(graph=linear(64), culprit="c23", mode="fix"), record="fix-64"
