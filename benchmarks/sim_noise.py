@@ -2,7 +2,8 @@
 
 A boot returns its repetitions. Noise is multiplicative (lognormal), half its variance
 between boots and half within a boot, on top of which a scenario adds heavy-tailed
-outlier boots, a bimodal metric (each boot lands in one of two modes), or slow drift.
+outlier boots, a bimodal metric (each boot lands in one of two modes), slow drift, or a
+window of boots disturbed by another load on the host.
 """
 
 import math
@@ -14,12 +15,16 @@ BASE = 100.0
 OUTLIER_RATE = 0.03  # outlier boots lose 30-50%
 BIMODAL = 0.08  # each boot +-8%
 DRIFT_PER_BOOT = 0.0005  # the metric rises 5% over 100 boots
+# Another job's load on the host: boots 30 to 45 of the job read 25% low (seen here when a
+# package install and a kernel tree grep shared the host with a bisection).
+DISTURBED_BOOTS = range(30, 46)
+DISTURBED_LOSS = 0.25
 
 
 @dataclass(frozen=True)
 class Noise:
     cv: float  # total, per repetition
-    kind: str = "lognormal"  # or "outliers", "bimodal", "drift"
+    kind: str = "lognormal"  # or "outliers", "bimodal", "drift", "disturbed"
 
     @property
     def sigma(self) -> float:
@@ -37,6 +42,8 @@ class Noise:
             value *= 1 + BIMODAL if rng.random() < 0.5 else 1 - BIMODAL
         elif self.kind == "drift":
             value *= 1 + DRIFT_PER_BOOT * clock
+        elif self.kind == "disturbed" and clock in DISTURBED_BOOTS:
+            value *= 1 - DISTURBED_LOSS
         return [value * math.exp(rng.gauss(0, s)) for _ in range(REPETITIONS)]
 
 

@@ -60,6 +60,8 @@ ENGINE_PATCH = "noisy-engine"  # boots until the evidence decides; pre-engine-*.
 SAME_KERNEL_PATCH = "same-kernel"  # inert commits unbuilt, one verdict per image; the
 # engine-*.json histories replay without it.
 TRACE_PATCH = "trace-named-commit"  # --trace: traced boots of the endpoints and culprit
+HOST_CHECK_PATCH = "host-check"  # endpoint re-measurements are controls; a disturbed
+# window's boots are set aside (engine check_host)
 
 SA_TESTCASE = SearchAttributeKey.for_keyword(SA_TESTCASE_NAME)
 SA_STATUS = SearchAttributeKey.for_keyword(SA_STATUS_NAME)
@@ -305,7 +307,7 @@ class BisectWorkflow:
             state.search.graph,
             state.job.new,
             state.job.old,
-            engine_report.config_of(state.req, state.job),
+            engine_report.config_of(state.req, state.job, workflow.patched(HOST_CHECK_PATCH)),
         )
         self._engine, state.search = engine, engine.search
         self._set_status(JobStatus.CALIBRATING, "booting both endpoints until they differ")

@@ -16,7 +16,11 @@ A state machine driven by whoever owns the boots (the workflow, the accuracy sim
    stays in between up to its cap is skipped. Probing follows the verdicts: the next
    commits are the ones that best split what is left (K quantiles with --parallel K).
 3. Long noisy jobs boot both endpoints again every few boots: the model follows drift,
-   and the report shows it.
+   and the report shows it. With `check_host`, those boots are also a control: an
+   endpoint boot far outside its own spread (another job's load, a noisy neighbour) means
+   the host was disturbed since the last clean control, so the probe boots of that window
+   are dropped, the verdicts they made undone, and the endpoints booted again until clean.
+   No answer is given before the last probe boots have a clean control after them.
 """
 
 import math
@@ -38,6 +42,9 @@ from kbisect.workflows.stats import robust_mean
 from kbisect.workflows.strategy import Graph, Search, State
 
 MIN_NOISY_ENDPOINT_BOOTS = 6  # fewer say little about a noisy metric's spread
+DISTURBED_Z = 2.5  # the controls' joint deviation, in sigmas, that says "disturbed"
+CLEAN_AGAIN_Z = 1.5  # and within which a control says the disturbance is over
+MAX_DISTURBED_IN_A_ROW = 8  # then the load is the host's new normal: stop discarding
 RECHECK_BOOTS = 150  # a boundary verdict's boots, at most
 STEP_PRECISION = 0.25  # the endpoints' step must be known to this fraction to bisect
 
@@ -59,6 +66,14 @@ class EngineConfig:
     max_commit_boots: int = 120
     error: float = 0.01  # the chance of a wrong verdict anywhere in the job
     remeasure_every: int = 10  # probe boots between re-measurements of the endpoints
+    check_host: bool = False  # re-measurements are controls (see 3. above)
+
+    @classmethod
+    def checked(cls, **kw: object) -> "EngineConfig":
+        """With controls every 6 probe boots. Simulated (tests/workflows/test_engine.py):
+        with boots 14-29 of 64-commit jobs 25% low, 1 wrong culprit in 60 (about 30
+        without controls); on a clean host about 15% more boots."""
+        return cls(check_host=True, remeasure_every=6, **kw)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -107,6 +122,13 @@ class Engine:
         self._endpoint_target = 1
         self._since_remeasure = 0
         self._remeasures = 0
+        self._clock = 0  # boots so far, each boot's time
+        self.times: dict[str, list[int]] = {}
+        self._clean_until = 0  # the clock at the last clean control
+        self._control: tuple[int, int] | None = None  # endpoint boots before a control
+        self._disturbed: list[tuple[int, int, int]] = []  # (from, to, boots dropped)
+        self._disturbed_in_a_row = 0
+        self._marked: set[str] = set()
         self._dirty = True  # a verdict since the probes were chosen
         decisions = max(1, math.ceil(math.log2(len(graph.order) + 1)))
         self.threshold = math.log(decisions / config.error)
@@ -122,9 +144,7 @@ class Engine:
         if self.gate.gate != Gate.DIFFERENT:
             return []
         if self._noisy and self._since_remeasure >= self.config.remeasure_every:
-            self._since_remeasure = 0
-            self._remeasures += 1
-            return [self.old_end, self.new_end]
+            return self._remeasure()
         self._decide_active()
         if self._dirty:  # a verdict since the probes were chosen: choose again
             self._dirty = False
@@ -135,7 +155,26 @@ class Engine:
             if free > 0:
                 picks = strategy.spread_commits(self.search, self.config.parallel)
                 self.active += [c for c in picks if c not in self.active][:free]
-        return list(self.active) or self._recheck()
+        picks = list(self.active) or self._recheck()
+        if not picks and self._checking and self._since_remeasure > 0:
+            return self._remeasure()  # the last probe boots get a control before an answer
+        return picks
+
+    @property
+    def _checking(self) -> bool:
+        return (
+            self.config.check_host
+            and self._noisy
+            and self._disturbed_in_a_row < MAX_DISTURBED_IN_A_ROW
+        )
+
+    def _remeasure(self) -> list[str]:
+        self._since_remeasure = 0
+        self._remeasures += 1
+        if self._checking:
+            ends = (self.old_end, self.new_end)
+            self._control = (len(self.boots[ends[0]]), len(self.boots[ends[1]]))
+        return [self.old_end, self.new_end]
 
     def observe(self, commit: str, boot: Boot | None) -> None:
         """One boot of `commit`, or None when it did not build or boot."""
@@ -148,11 +187,52 @@ class Engine:
         if not boot.samples:
             raise ValueError(f"a boot of {commit[:12]} with no samples")
         self.boots.setdefault(commit, []).append(boot)
+        self._clock += 1
+        self.times.setdefault(commit, []).append(self._clock)
         if commit not in (self.old_end, self.new_end):
             self._since_remeasure += 1
+        elif self._control is not None:
+            n_old, n_new = self._control
+            if len(self.boots[self.old_end]) > n_old and len(self.boots[self.new_end]) > n_new:
+                self._control = None
+                self._check_control(n_old, n_new)
+
+    def _check_control(self, n_old: int, n_new: int) -> None:
+        """Both endpoints' control boots are in: clean, or drop the window since the last
+        clean control (probe boots, the verdicts they made, the control itself)."""
+        # A load on the host moves both endpoints the same way: their deviations (in
+        # sigmas, from each one's earlier boots) are summed, so one wild boot counts less.
+        m = self.model()
+        devs = []
+        for commit, n in ((self.old_end, n_old), (self.new_end, n_new)):
+            s = self.scores(commit)
+            spread = m.sigma * math.sqrt(1 + 1 / n)  # and the earlier boots' mean's error
+            devs += [(x - robust_mean(s[:n])) / spread for x in s[n:]]
+        # Hysteresis: after a disturbed control, the next must look plainly clean.
+        limit = CLEAN_AGAIN_Z if self._disturbed_in_a_row else DISTURBED_Z
+        if abs(sum(devs)) / math.sqrt(len(devs)) <= limit:
+            self._clean_until, self._disturbed_in_a_row = self._clock, 0
+            return
+        start, dropped = self._clean_until, 0
+        for commit in list(self.boots):
+            keep = [i for i, t in enumerate(self.times[commit]) if t <= start]
+            if commit in (self.old_end, self.new_end):
+                keep = list(range(n_old if commit == self.old_end else n_new))
+            dropped += len(self.boots[commit]) - len(keep)
+            if len(keep) < len(self.boots[commit]):
+                self.boots[commit] = [self.boots[commit][i] for i in keep]
+                self.times[commit] = [self.times[commit][i] for i in keep]
+                if commit in self.decisions and commit not in self._marked:
+                    del self.decisions[commit]  # its boots changed: it is judged again
+        self._disturbed.append((start + 1, self._clock, dropped))
+        self._disturbed_in_a_row += 1
+        self._clean_until = self._clock
+        self._rebuild_search()
+        self._since_remeasure = self.config.remeasure_every  # a control again, at once
 
     def mark(self, commit: str, state: State, note: str = "marked by a person") -> None:
         """A verdict from outside (a person): final, whatever the boots say."""
+        self._marked.add(commit)
         self._decide(commit, Decision(state, len(self.boots.get(commit, [])), 0.0, note))
 
     def same_kernel(self, commit: str, of: str, why: str) -> None:
@@ -257,6 +337,7 @@ class Engine:
             self._endpoint_target = min(self._endpoint_target * 2, cfg.max_endpoint_boots)
             self.gate = None
             return self._endpoint_wants()
+        self._clean_until = self._clock  # the controls watch the boots from here on
         return self.wants() if self.gate.gate == Gate.DIFFERENT else []
 
     def _precise(self) -> bool:
@@ -384,6 +465,14 @@ class Engine:
             notes.append(f"{count} commit(s) judged with no boot of their own: {why}")
         if self._remeasures:
             notes.append(f"endpoints re-measured {self._remeasures} times during the job")
+        for start, end, dropped in self._disturbed:
+            notes.append(
+                f"host disturbed between boots {start} and {end} (a control boot of an "
+                f"endpoint fell outside its spread): {dropped} boots set aside, their "
+                "verdicts judged again"
+            )
+        if self._disturbed_in_a_row >= MAX_DISTURBED_IN_A_ROW:
+            notes.append("the host stayed disturbed: later boots were kept regardless")
         for name, commit in (("old", self.old_end), ("new", self.new_end)):
             s = self.scores(commit)
             first = self._endpoint_target

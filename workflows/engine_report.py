@@ -25,8 +25,9 @@ from kbisect.workflows.strategy import State
 from kbisect.workflows.verdict import verdict_for
 
 
-def config_of(req: BisectRequest, job: ValidatedJob) -> EngineConfig:
-    return EngineConfig(
+def config_of(req: BisectRequest, job: ValidatedJob, check_host: bool = False) -> EngineConfig:
+    make = EngineConfig.checked if check_host else EngineConfig
+    return make(
         mode=req.mode,
         better=job.better,
         parallel=max(1, req.parallel),

@@ -163,3 +163,41 @@ def test_identical_endpoints_are_no_difference_without_a_boot() -> None:
     res = engine.result()
     assert res.answer == Answer.NO_DIFFERENCE and res.boots == 0
     assert "byte-identical" in res.message
+
+
+def run_disturbed(seed: int, window: range, **cfg: object) -> tuple[EngineResult, list[str]]:
+    """The lab-101 run of this session's notes, simulated: a 25% step at CV 8%, and a
+    window of boots (another load on the host) that read 25% low, endpoints included."""
+    rng = random.Random(seed)
+    sigma = math.sqrt(math.log1p(0.08**2) / 2)
+    engine = Engine(linear(64), new="c64", old=["root"], config=EngineConfig(**cfg))  # type: ignore[arg-type]
+    booted: list[str] = []
+    while commits := engine.wants():
+        for c in commits:
+            booted.append(c)
+            load = 0.75 if len(booted) in window else 1.0
+            b = step_at(38, 0.25)(c) * load * math.exp(rng.gauss(0, sigma))
+            engine.observe(c, Boot([b * math.exp(rng.gauss(0, sigma)) for _ in range(3)]))
+    return engine.result(), booted
+
+
+def test_controls_set_a_disturbed_host_s_boots_aside() -> None:
+    # Half the job (boots 14 to 29) disturbed: controls catch most of it, not a window
+    # that opens and closes between two of them.
+    checked = [
+        run_disturbed(s, range(14, 30), remeasure_every=6, check_host=True) for s in range(40)
+    ]
+    plain = [run_disturbed(s, range(14, 30)) for s in range(40)]
+    wrong = sum(r.culprit != "c38" for r, _ in checked)
+    assert wrong <= 3 and sum(r.culprit != "c38" for r, _ in plain) >= 5 * max(wrong, 1)
+    assert any("host disturbed between boots 13 and" in n for r, _ in checked for n in r.notes)
+
+
+def test_a_clean_host_costs_a_few_control_boots() -> None:
+    checked = [run_disturbed(s, range(0), remeasure_every=6, check_host=True) for s in range(40)]
+    plain = [run_disturbed(s, range(0)) for s in range(40)]
+    assert all(r.culprit == "c38" for r, _ in checked + plain)
+    false_alarms = sum(any("host disturbed" in n for n in r.notes) for r, _ in checked)
+    assert false_alarms <= 4
+    extra = sum(len(b) for _, b in checked) / sum(len(b) for _, b in plain)
+    assert extra < 1.25
