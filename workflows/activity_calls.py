@@ -38,6 +38,7 @@ from kbisect.contract import (
 from kbisect.model import Artifact
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 VALIDATE_RETRY = RetryPolicy(maximum_attempts=3, non_retryable_error_types=[ErrorType.USER])
 BUILD_RETRY = RetryPolicy(
@@ -136,31 +137,27 @@ class JobActivities:
             artifact=artifact,
             metric=job.primary,
         )
-        result: TestResult = await self.blocking.until_done(
-            f"testing {commit[:12]}",
-            lambda: workflow.execute_activity(
-                TEST,
-                request,
-                result_type=TestResult,
-                task_queue=self.req.vm_queue,
-                start_to_close_timeout=timedelta(seconds=job.test_timeout * scale + TEST_SLACK),
-                heartbeat_timeout=TEST_HEARTBEAT,
-                retry_policy=TEST_RETRY,
-            ),
-        )
-        return result
+        what = f"testing {commit[:12]}"
+        return await self._boot(what, TEST, request, TestResult, job.test_timeout * scale)
 
     async def trace(self, job: ValidatedJob, commit: str, artifact: Artifact) -> TraceResult:
         """A traced boot for the report (one repetition under blktrace)."""
         request = TraceRequest(self.req.repo, commit, job.testcase, job.profile, artifact)
-        result: TraceResult = await self.blocking.until_done(
-            f"tracing {commit[:12]}",
+        what = f"tracing {commit[:12]}"
+        return await self._boot(what, TRACE, request, TraceResult, job.test_timeout * 2)
+
+    async def _boot(
+        self, what: str, name: str, request: object, result_type: type[R], seconds: float
+    ) -> R:
+        """A VM activity: a boot of up to `seconds` of the testcase's own time."""
+        result: R = await self.blocking.until_done(
+            what,
             lambda: workflow.execute_activity(
-                TRACE,
+                name,
                 request,
-                result_type=TraceResult,
+                result_type=result_type,
                 task_queue=self.req.vm_queue,
-                start_to_close_timeout=timedelta(seconds=job.test_timeout * 2 + TEST_SLACK),
+                start_to_close_timeout=timedelta(seconds=seconds + TEST_SLACK),
                 heartbeat_timeout=TEST_HEARTBEAT,
                 retry_policy=TEST_RETRY,
             ),
