@@ -39,6 +39,14 @@ case " $(cat /proc/cmdline) " in
 	reboot -f ;;
 esac
 
+. /kbisect/params.sh
+# The NVMe driver finds its namespaces asynchronously: wait for the disks the run has
+# (KB_DISK_COUNT), up to 30 s, before naming them.
+tries=0
+while [ "$(ls -d /sys/block/nvme* 2>/dev/null | wc -l)" -lt "${KB_DISK_COUNT:-0}" ] && [ "$tries" -lt 300 ]; do
+	sleep 0.1
+	tries=$((tries + 1))
+done
 # Disks by serial: namespaces may enumerate in either order.
 for blk in /sys/block/nvme*; do
 	[ -e "$blk/device/serial" ] || continue
@@ -47,7 +55,6 @@ for blk in /sys/block/nvme*; do
 	export "KB_DISK_$name=/dev/${blk##*/}"
 	echo "kbisect: disk $name is /dev/${blk##*/}"
 done
-. /kbisect/params.sh
 if [ -e /kbisect/host-root ]; then
 	if kb_host_root; then
 		kb_emit '{"event":"started"}'

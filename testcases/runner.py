@@ -1,5 +1,6 @@
 """Run a testcase on a built kernel: guest image, disks with a device profile, boot, score."""
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -25,8 +26,15 @@ class TestcaseRun:
     repetitions: int
 
 
+# A testcase's disks are NVMe namespaces: its kernel needs the driver, whether or not its
+# fragment says so (one that does keeps its config, and so its builds, as they were).
+NVME = re.compile(r"^CONFIG_BLK_DEV_NVME=y\s*$", re.M)
+
+
 def build_spec(manifest: Manifest) -> BuildSpec:
     frags = [kconfig.host_userland_config()] if manifest.userland == "host" else []
+    if manifest.disks and not NVME.search(manifest.config_fragment):
+        frags.append("CONFIG_BLK_DEV_NVME=y\n")
     if manifest.config_fragment:
         frags.append(manifest.config_fragment)
     return BuildSpec(fragments=tuple(frags))
@@ -60,7 +68,7 @@ def run_testcase(
     image = build_image(
         manifest.tools,
         manifest.script,
-        {**manifest.params, "KB_REPETITIONS": str(runs)},
+        {**manifest.params, "KB_REPETITIONS": str(runs), "KB_DISK_COUNT": str(len(manifest.disks))},
         host_root=manifest.userland == "host",
         extra=manifest.files,
     )

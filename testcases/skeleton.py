@@ -64,8 +64,8 @@ done
 """
 
 FRAGMENT = """\
-# Kernel options this testcase needs on top of kbisect's base config (NVMe, dm, ...):
-# CONFIG_X=y lines and comments only, e.g.
+# Kernel options this testcase needs on top of kbisect's base config (the NVMe driver
+# comes with the disks): CONFIG_X=y lines and comments only, e.g.
 # CONFIG_BLK_DEV_DM=y
 """
 

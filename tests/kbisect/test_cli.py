@@ -32,6 +32,15 @@ def test_unknown_revision(
     assert not (cache / "artifacts").exists()
 
 
+def test_trace_needs_the_host_userland_and_is_refused_before_a_build(
+    lab: Path, cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["try", "--repo", str(lab), "HEAD", "--testcase", "nvme-snapshot-read", "--trace"])
+    assert code == 2
+    assert "runs on the initramfs userland" in _error_line(capsys)
+    assert not (cache / "artifacts").exists()
+
+
 def test_unknown_testcase(lab: Path, cache: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["try", "--repo", str(lab), "HEAD", "--testcase", "nvme-snapshot"])
     assert code == 2
@@ -181,6 +190,7 @@ def no_service(monkeypatch: pytest.MonkeyPatch) -> None:
         (["--repetitions", "0"], "--repetitions"),
         (["--repetitions", "1000"], "--repetitions"),
         (["--parallel", "0"], "--parallel"),
+        (["--trace"], 'tracing needs userland = "host"'),
         (["--good", "lab-bad"], "the same commit"),
         (["--bad", "lab-bad^{commit}", "--good", "lab-bad"], "the same commit"),
     ],

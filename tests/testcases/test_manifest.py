@@ -264,7 +264,9 @@ def test_host_userland_testcases_get_its_kernel_options_and_their_files() -> Non
     fio = manifest.load("fio-read-latency")
     assert fio.userland == "host" and set(fio.files) == {"readers.fio"}
     frags = build_spec(fio).fragments
-    assert "CONFIG_9P_FS=y" in frags[0] and "CONFIG_IOSCHED_BFQ=y" in frags[1]
+    assert "CONFIG_9P_FS=y" in frags[0] and "CONFIG_IOSCHED_BFQ=y" in frags[-1]
+    assert "CONFIG_BLK_DEV_NVME=y\n" in frags  # its disk needs the driver
     snap = manifest.load("nvme-snapshot-read")
     assert snap.userland == "initramfs" and snap.files == {}
-    assert not any("CONFIG_9P_FS" in f for f in build_spec(snap).fragments)
+    assert build_spec(snap).fragments == (snap.config_fragment,)  # its builds stay valid
+    assert build_spec(manifest.load("sched-pipe")).fragments[-1].startswith("# sched-pipe")

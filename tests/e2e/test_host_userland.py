@@ -1,0 +1,43 @@
+"""The host userland for real: a lab kernel with 9p and overlayfs boots on the host's
+root filesystem and runs fio from it, once more under blktrace (slow, TCG)."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kbisect.cli import main
+
+pytestmark = pytest.mark.e2e
+
+
+def test_fio_runs_from_the_host_root_and_a_traced_boot_summarizes_the_block_layer(
+    real_lab: tuple[Path, dict[str, object]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    lab, _ = real_lab
+    args = ["try", "--repo", str(lab), "lab-good", "--testcase", "fio-read-latency"]
+    code = main([*args, "--repetitions", "1", "--trace", "--json"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    result = json.loads(out.out)
+    metrics = result["metrics"]
+    assert metrics["read_lat_p99"]["value"] > 0 and metrics["writer_throughput"]["value"] > 0
+    assert metrics["reader_runtime_max"]["value"] >= metrics["read_lat_max"]["value"] > 0
+    disk = result["diagnostics"]["disks"]["data"]
+    assert disk["latencies"]["q2c"]["avg_ms"] >= disk["latencies"]["d2c"]["avg_ms"] > 0
+    assert disk["requests"] > 100 and sum(disk["sectors"].values()) == disk["requests"]
+    folder = Path(result["diagnostics"]["folder"])
+    assert list(folder.glob("*.blktrace.*")), "the binary trace is kept"
+
+
+def test_check_boots_a_testcase_once_and_prints_its_metrics(
+    real_lab: tuple[Path, dict[str, object]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    lab, _ = real_lab
+    args = ["testcase", "check", "nvme-snapshot-read", "--repo", str(lab), "--kernel-rev"]
+    code = main([*args, "lab-good", "--json"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    report = json.loads(out.out)
+    assert report["ok"] and report["problems"] == []
+    assert report["metrics"]["avg_read_sectors"] and report["metrics"]["throughput"]
