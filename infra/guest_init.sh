@@ -31,7 +31,9 @@ kb_host_root() {
 	export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 	export HOME=/root
 }
-kb_emit "{\"event\":\"booted\",\"kernel\":\"$(uname -r)\"}"
+# Seconds since the kernel started, at init and when the testcase starts: boot and
+# userland set-up times, apart from the testcase's own.
+kb_emit "{\"event\":\"booted\",\"kernel\":\"$(uname -r)\",\"uptime\":$(kb_now)}"
 
 case " $(cat /proc/cmdline) " in
 *" kbisect.probe=1 "*)
@@ -41,9 +43,9 @@ esac
 
 . /kbisect/params.sh
 # The NVMe driver finds its namespaces asynchronously: wait for the disks the run has
-# (KB_DISK_COUNT), up to 30 s, before naming them.
+# (KB_NDISKS), up to 30 s, before naming them.
 tries=0
-while [ "$(ls -d /sys/block/nvme* 2>/dev/null | wc -l)" -lt "${KB_DISK_COUNT:-0}" ] && [ "$tries" -lt 300 ]; do
+while [ "$(ls -d /sys/block/nvme* 2>/dev/null | wc -l)" -lt "${KB_NDISKS:-0}" ] && [ "$tries" -lt 300 ]; do
 	sleep 0.1
 	tries=$((tries + 1))
 done
@@ -57,7 +59,7 @@ for blk in /sys/block/nvme*; do
 done
 if [ -e /kbisect/host-root ]; then
 	if kb_host_root; then
-		kb_emit '{"event":"started"}'
+		kb_emit "{\"event\":\"started\",\"uptime\":$(kb_now)}"
 		if [ -e /kbisect/trace ]; then  # a traced boot: the script once, under blktrace
 			chroot /newroot /bin/sh -c "cd /tmp; . /kbisect/lib.sh; kb_trace_run"
 		else
@@ -68,7 +70,7 @@ if [ -e /kbisect/host-root ]; then
 		status=125  # the testcase never ran: the console says why
 	fi
 else
-	kb_emit '{"event":"started"}'
+	kb_emit "{\"event\":\"started\",\"uptime\":$(kb_now)}"
 	cd /tmp
 	sh -e -c ". /kbisect/lib.sh; . /kbisect/testcase.sh"
 	status=$?

@@ -39,8 +39,33 @@ def try_to_json(r: TryResult) -> dict[str, object]:
             "seconds": run.seconds,
             "accel": run.accel,
             "console": run.console,
+            **guest_times(run.records),
         },
     } | ({"diagnostics": r.diagnostics.to_json()} if r.diagnostics else {})
+
+
+def guest_times(records: list[dict[str, object]]) -> dict[str, float]:
+    """Seconds from the kernel's start to init ("booted") and to the testcase ("started":
+    after the userland's set-up), as the guest reported them."""
+    times = {}
+    for rec in records:
+        up = rec.get("uptime")
+        if rec.get("event") in ("booted", "started") and isinstance(up, int | float):
+            times[f"{rec['event']}_at"] = float(up)
+    return times
+
+
+def _guest_line(r: TryResult) -> str:
+    run = r.result.run
+    t = guest_times(run.records)
+    at = (
+        f", init at {t['booted_at']:.1f}s, testcase at {t['started_at']:.1f}s"
+        if {"booted_at", "started_at"} <= t.keys()
+        else ""
+    )
+    return (
+        f"guest: {run.outcome.value} in {run.seconds:.1f}s ({run.accel}{at}); console {run.console}"
+    )
 
 
 def render_try(r: TryResult, console: Console) -> None:
@@ -61,11 +86,7 @@ def render_try(r: TryResult, console: Console) -> None:
     console.print(table)
     build = "cache hit" if r.artifact.cached else f"built in {r.artifact.seconds:.0f}s"
     console.print(f"build: {build}; log {r.artifact.build_log}", highlight=False)
-    run = r.result.run
-    console.print(
-        f"guest: {run.outcome.value} in {run.seconds:.1f}s ({run.accel}); console {run.console}",
-        highlight=False,
-    )
+    console.print(_guest_line(r), highlight=False)
     for line in trace_lines(r):
         console.print(line, highlight=False)
 
@@ -109,12 +130,11 @@ def try_lines(r: TryResult) -> list[str]:
         for name, m in score.metrics.items()
     ]
     build = "cache hit" if r.artifact.cached else f"built in {r.artifact.seconds:.0f}s"
-    run = r.result.run
     return [
         f"{r.commit.hash[:12]} {r.commit.subject}",
         f"{score.testcase} ({r.result.profile}, {plural(r.result.repetitions, 'repetition')})",
         columns(("METRIC", "MEDIAN", "UNIT", "BETTER", "SAMPLES", "WARM-UP"), rows),
         f"build: {build}; log {r.artifact.build_log}",
-        f"guest: {run.outcome.value} in {run.seconds:.1f}s ({run.accel}); console {run.console}",
+        _guest_line(r),
         *trace_lines(r),
     ]

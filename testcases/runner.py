@@ -68,7 +68,7 @@ def run_testcase(
     image = build_image(
         manifest.tools,
         manifest.script,
-        {**manifest.params, "KB_REPETITIONS": str(runs), "KB_DISK_COUNT": str(len(manifest.disks))},
+        {**manifest.params, "KB_REPETITIONS": str(runs), "KB_NDISKS": str(len(manifest.disks))},
         host_root=manifest.userland == "host",
         extra=manifest.files,
     )

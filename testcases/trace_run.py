@@ -66,7 +66,7 @@ def trace_testcase(
     image = build_image(
         manifest.tools,
         manifest.script,
-        {**manifest.params, "KB_REPETITIONS": "1", "KB_DISK_COUNT": str(len(manifest.disks) + 1)},
+        {**manifest.params, "KB_REPETITIONS": "1", "KB_NDISKS": str(len(manifest.disks) + 1)},
         host_root=True,
         extra=manifest.files,
         trace=True,

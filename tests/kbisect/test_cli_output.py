@@ -85,3 +85,15 @@ def test_try_as_plain_lines() -> None:
     ]  # "-": no warm-up samples
     assert f"build: cache hit; log {LONG}/build.log" in lines
     assert f"guest: success in 31.2s (tcg); console {LONG}/console.log" in lines
+
+
+def test_try_says_when_the_guest_reached_init_and_its_testcase() -> None:
+    from kbisect.report_try import guest_times
+
+    records: list[dict[str, object]] = [
+        {"event": "booted", "kernel": "6.1", "uptime": 2.41},
+        {"event": "started", "uptime": 3.9},
+        {"event": "metric", "rep": 1, "name": "x", "value": 1.0},
+    ]
+    assert guest_times(records) == {"booted_at": 2.41, "started_at": 3.9}
+    assert guest_times([{"event": "booted", "kernel": "6.1"}]) == {}  # an older guest
