@@ -18,7 +18,7 @@ from pathlib import Path
 from kbisect import settings
 from kbisect.errors import InfraError, UserError
 from kbisect.git import LAB_IDENTITY, Git, git_argv, git_env
-from kbisect.infra.lab_culprits import NVME_CORE, SEED_CULPRIT, Culprit
+from kbisect.infra.lab_culprits import SEED_CULPRIT, Culprit
 from kbisect.infra.lab_plan import Kind, LabPlan, PlannedCommit, Span, make_plan
 
 # .c files that the base config (tinyconfig + QEMU guest needs) compiles: a filler
@@ -433,7 +433,8 @@ def _old_endpoint(
     if options.culprit_patch:
         w.apply(env, options.culprit_patch, reverse=False)
     else:
-        w.write(env, NVME_CORE, options.culprit.add(w.read(import_tree, NVME_CORE)))
+        path = options.culprit.path
+        w.write(env, path, options.culprit.add(w.read(import_tree, path)))
     tree = w.tree(env)
     subject = (
         "nvme: don't merge requests on namespace queues"
@@ -464,12 +465,13 @@ def _change(
         if options.culprit_patch:
             w.apply(env, options.culprit_patch, reverse=plan.mode == "fix")
             return ""
-        text = w.read(parent_tree, NVME_CORE)
+        path = options.culprit.path
+        text = w.read(parent_tree, path)
         text = (
             options.culprit.add(text) if plan.mode == "regression" else options.culprit.remove(text)
         )
-        _record(w, env, side_changes, c, NVME_CORE, text)
-        return NVME_CORE
+        _record(w, env, side_changes, c, path, text)
+        return path
     if c.kind in (Kind.BREAK_BUILD, Kind.BREAK_BOOT, Kind.FIX_BUILD, Kind.FIX_BOOT):
         build = c.kind in (Kind.BREAK_BUILD, Kind.FIX_BUILD)
         pool = BUILD_BREAK_FILES if build else BOOT_BREAK_FILES

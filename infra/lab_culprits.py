@@ -5,6 +5,10 @@ device one 8-sector chunk at a time: the counters (request size, reads) show it.
 `slowdown:P`: each read submission to an NVMe queue busy-waits for P% of the time since
 the previous one, so read throughput drops by about P% while every counter stays the
 same: only a noisy timing metric can find it.
+`wbt`: writeback throttling takes the rotational disks' 75 ms read latency target for
+every device (2 ms for SSDs before), so buffered writeback fills an NVMe queue and small
+reads wait behind it: read latency under writeback (fio-read-latency) gets worse, and a
+config without CONFIG_BLK_WBT does not even compile the change.
 """
 
 from dataclasses import dataclass
@@ -18,6 +22,24 @@ SETUP_HEAD = "blk_status_t nvme_setup_cmd(struct nvme_ns *ns, struct request *re
 SETUP_SWITCH = "\tswitch (req_op(req)) {\n"
 PACE_CALL = "\tnvme_pace_read(req);\n"
 MAX_PERCENT = 90
+BLK_WBT = "block/blk-wbt.c"
+WBT_DEFAULT = (
+    "\t/*\n"
+    "\t * We default to 2msec for non-rotational storage, and 75msec\n"
+    "\t * for rotational storage.\n"
+    "\t */\n"
+    "\tif (blk_queue_nonrot(q))\n"
+    "\t\treturn 2000000ULL;\n"
+    "\telse\n"
+    "\t\treturn 75000000ULL;\n"
+)
+WBT_ONE_TARGET = (
+    "\t/*\n"
+    "\t * One target for every device: with 2msec, SSDs throttled writeback before\n"
+    "\t * their own queues were busy, and buffered writers lost bandwidth.\n"
+    "\t */\n"
+    "\treturn 75000000ULL;\n"
+)
 
 
 def _pace_function(percent: int) -> str:
@@ -47,15 +69,15 @@ def _pace_function(percent: int) -> str:
 
 @dataclass(frozen=True)
 class Culprit:
-    kind: str  # "nomerges" or "slowdown"
+    kind: str  # "nomerges", "slowdown" or "wbt"
     percent: int = 0
 
     @classmethod
     def parse(cls, text: str) -> "Culprit":
-        """'nomerges' or 'slowdown:P' (P: 1..90, the throughput lost, in percent)."""
+        """'nomerges', 'wbt' or 'slowdown:P' (P: 1..90, the throughput lost, in percent)."""
         kind, _, arg = text.partition(":")
-        if kind == "nomerges" and not arg:
-            return cls("nomerges")
+        if kind in ("nomerges", "wbt") and not arg:
+            return cls(kind)
         if kind == "slowdown":
             if arg.isdigit() and 1 <= int(arg) <= MAX_PERCENT:
                 return cls("slowdown", int(arg))
@@ -63,19 +85,30 @@ class Culprit:
                 f"--culprit {text}: give the throughput loss as a whole percentage, "
                 f"1 to {MAX_PERCENT}, e.g. slowdown:25"
             )
-        raise UserError(f"--culprit {text}: use nomerges or slowdown:P (e.g. slowdown:25)")
+        raise UserError(f"--culprit {text}: use nomerges, wbt or slowdown:P (e.g. slowdown:25)")
 
     def __str__(self) -> str:
         return f"slowdown:{self.percent}" if self.kind == "slowdown" else self.kind
 
     @property
+    def path(self) -> str:
+        """The file the change is in."""
+        return BLK_WBT if self.kind == "wbt" else NVME_CORE
+
+    @property
     def subject(self) -> str:
+        if self.kind == "wbt":
+            return "blk-wbt: use the same latency target for every device"
         if self.kind == "slowdown":
             return "nvme: pace read completions to spread interrupt load"
         return "nvme: set nomerges on namespace queues to cut submission overhead"
 
     def add(self, text: str) -> str:
-        """core.c with this culprit's change."""
+        """The file (`path`) with this culprit's change."""
+        if self.kind == "wbt":
+            if WBT_DEFAULT not in text:
+                raise InfraError(f"{BLK_WBT} has no wbt_default_latency_nsec() to change")
+            return text.replace(WBT_DEFAULT, WBT_ONE_TARGET, 1)
         if self.kind == "nomerges":
             if NONROT_LINE not in text:
                 raise InfraError(f"{NVME_CORE} has no QUEUE_FLAG_NONROT line to anchor the bug")
@@ -88,7 +121,9 @@ class Culprit:
         return text[:head] + _pace_function(self.percent) + text[head:]
 
     def remove(self, text: str) -> str:
-        """core.c with this culprit's change taken out again (fix mode's culprit)."""
+        """The file with this culprit's change taken out again (fix mode's culprit)."""
+        if self.kind == "wbt":
+            return text.replace(WBT_ONE_TARGET, WBT_DEFAULT, 1)
         if self.kind == "nomerges":
             return text.replace(NOMERGES_LINE, "", 1)
         text = text.replace(_pace_function(self.percent), "", 1)

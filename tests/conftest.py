@@ -31,7 +31,10 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def _write_tiny_tree(root: Path) -> None:
     files = {
         "Makefile": "VERSION = 6\nPATCHLEVEL = 1\nSUBLEVEL = 999\nEXTRAVERSION =\n",
-        lab.NVME_CORE: NVME_CORE_TEXT,
+        lab_culprits.NVME_CORE: NVME_CORE_TEXT,
+        lab_culprits.BLK_WBT: "u64 wbt_default_latency_nsec(struct request_queue *q)\n{\n"
+        + lab_culprits.WBT_DEFAULT
+        + "}\n",
         ".gitignore": "/*\n",  # as Debian's tarball has: the import must not honour it
     }
     for p in (*lab.BUILT_FILES, *lab.BUILD_BREAK_FILES, *lab.BOOT_BREAK_FILES):

@@ -58,7 +58,9 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
         "--culprit",
         metavar="KIND",
         help="what the culprit does: nomerges (the seed's bug, the default: counters show "
-        "it) or slowdown:P (read throughput about P%% lower, counters unchanged)",
+        "it), slowdown:P (read throughput about P%% lower, counters unchanged) or wbt "
+        "(writeback throttling's 75 ms target for SSDs too: read latency under "
+        "writeback, testcase fio-read-latency)",
     )
     create.add_argument(
         "--culprit-patch", help="make this patch the culprit instead of the seed's bug"

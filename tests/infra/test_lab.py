@@ -5,9 +5,9 @@ from pathlib import Path
 import pytest
 
 from kbisect.errors import UserError
-from kbisect.infra import lab, lab_culprits
+from kbisect.infra import lab_culprits
 from kbisect.infra.lab import LabOptions, create_lab, truth_path
-from kbisect.infra.lab_culprits import Culprit
+from kbisect.infra.lab_culprits import NVME_CORE, Culprit
 from kbisect.infra.lab_plan import Span
 from tests.conftest import git
 
@@ -38,7 +38,7 @@ def test_regression_lab_truth_matches_the_history(tmp_path: Path, tiny_tarball: 
     nomerges_at = [
         c["hash"]
         for c in truth["history"]  # type: ignore[attr-defined]
-        if lab_culprits.NOMERGES_LINE.strip() in git(dest, "show", f"{c['hash']}:{lab.NVME_CORE}")
+        if lab_culprits.NOMERGES_LINE.strip() in git(dest, "show", f"{c['hash']}:{NVME_CORE}")
     ]
     assert nomerges_at[0] == truth["culprit"] and len(nomerges_at) == 8
     (broken,) = truth["broken_build"]  # type: ignore[misc]
@@ -60,9 +60,9 @@ def test_fix_mode_old_has_the_bug_and_the_culprit_removes_it(
     truth = create_lab(dest, LabOptions(commits=8, mode="fix", culprit_at=3, seed=2))
     assert truth["bad"] == truth["old"] and truth["good"] == truth["new"]
     assert git(dest, "rev-parse", "lab-bad^{commit}").strip() == truth["old"]
-    assert lab_culprits.NOMERGES_LINE in git(dest, "show", f"{truth['bad']}:{lab.NVME_CORE}")
+    assert lab_culprits.NOMERGES_LINE in git(dest, "show", f"{truth['bad']}:{NVME_CORE}")
     assert "-" + lab_culprits.NOMERGES_LINE.rstrip("\n") in _diff(dest, str(truth["culprit"]))
-    assert lab_culprits.NOMERGES_LINE not in git(dest, "show", f"{truth['good']}:{lab.NVME_CORE}")
+    assert lab_culprits.NOMERGES_LINE not in git(dest, "show", f"{truth['good']}:{NVME_CORE}")
     assert git(dest, "log", "-1", "--format=%s", str(truth["culprit"])).strip() == (
         "NVMe: Allow request merges"
     )
@@ -184,7 +184,7 @@ def test_a_slowdown_culprit_changes_only_the_nvme_completion_path(
     truth = create_lab(dest, options)
     culprit = str(truth["culprit"])
     changed = git(dest, "show", "--format=", "--name-only", culprit).split()
-    assert changed == [lab.NVME_CORE]
+    assert changed == [lab_culprits.NVME_CORE]
     diff = _diff(dest, culprit)
     sign = "+" if mode == "regression" else "-"
     assert f"{sign}\tnvme_pace_read(req);" in diff
@@ -192,10 +192,10 @@ def test_a_slowdown_culprit_changes_only_the_nvme_completion_path(
     slow, fast = (
         (truth["new"], truth["old"]) if mode == "regression" else (truth["old"], truth["new"])
     )
-    assert "nvme_pace_read" in git(dest, "show", f"{slow}:{lab.NVME_CORE}")
-    assert "nvme_pace_read" not in git(dest, "show", f"{fast}:{lab.NVME_CORE}")
+    assert "nvme_pace_read" in git(dest, "show", f"{slow}:{NVME_CORE}")
+    assert "nvme_pace_read" not in git(dest, "show", f"{fast}:{NVME_CORE}")
     assert all(  # no counter moves: request merging is never touched
-        lab_culprits.NOMERGES_LINE not in git(dest, "show", f"{c['hash']}:{lab.NVME_CORE}")
+        lab_culprits.NOMERGES_LINE not in git(dest, "show", f"{c['hash']}:{NVME_CORE}")
         for c in truth["history"]  # type: ignore[attr-defined]
     )
     assert truth["culprit_kind"] == "slowdown:25"
@@ -203,8 +203,25 @@ def test_a_slowdown_culprit_changes_only_the_nvme_completion_path(
     assert "slow" not in subject and subject == Culprit.parse("slowdown:25").subject
 
 
+@pytest.mark.parametrize("mode", ["regression", "fix"])
+def test_a_wbt_culprit_gives_ssds_the_rotational_latency_target(
+    tmp_path: Path, tiny_tarball: Path, mode: str
+) -> None:
+    options = LabOptions(commits=8, culprit_at=4, seed=3, mode=mode, culprit=Culprit.parse("wbt"))
+    truth = create_lab(tmp_path / "lab", options)
+    culprit = str(truth["culprit"])
+    changed = git(tmp_path / "lab", "show", "--format=", "--name-only", culprit).split()
+    assert changed == [lab_culprits.BLK_WBT]
+    slow, fast = (
+        (truth["new"], truth["old"]) if mode == "regression" else (truth["old"], truth["new"])
+    )
+    assert "return 2000000ULL" not in git(tmp_path / "lab", "show", f"{slow}:block/blk-wbt.c")
+    assert "return 2000000ULL" in git(tmp_path / "lab", "show", f"{fast}:block/blk-wbt.c")
+    assert truth["culprit_kind"] == "wbt"
+
+
 @pytest.mark.parametrize(
-    "text", ["slowdown", "slowdown:abc", "slowdown:0", "slowdown:95", "foo", "nomerges:3"]
+    "text", ["slowdown", "slowdown:abc", "slowdown:0", "slowdown:95", "foo", "nomerges:3", "wbt:2"]
 )
 def test_bad_culprit_kinds_say_what_to_pass(text: str) -> None:
     with pytest.raises(UserError, match="slowdown:25"):

@@ -38,6 +38,8 @@ def test_wheel_has_one_top_level_package_and_its_data(wheel: Path) -> None:
         "kbisect/testcases/nvme-snapshot-read/manifest.toml",
         "kbisect/testcases/nvme-snapshot-read/guest.sh",
         "kbisect/testcases/nvme-snapshot-read/config.fragment",
+        "kbisect/testcases/fio-read-latency/readers.fio",
+        "kbisect/builders/host_userland.config",
         "kbisect/workflows/bisect_workflow.py",
     ):
         assert data in names
@@ -66,4 +68,6 @@ def test_installed_wheel_runs_outside_the_source_tree(wheel: Path, tmp_path: Pat
         check=False,
     )
     assert out.returncode == 0, out.stderr
-    assert out.stdout.startswith("nvme-snapshot-read: ")
+    listed = [line.split(":")[0] for line in out.stdout.splitlines() if not line.startswith(" ")]
+    assert listed == ["fio-read-latency", "nvme-snapshot-read", "sched-pipe"], out.stdout
+    assert "broken" not in out.stdout  # every folder's files (fio's job too) came along
