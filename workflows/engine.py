@@ -281,7 +281,7 @@ class Engine:
             candidates=[],
             confidence=0.0,
             builds=len(set(self.boots) | self.failed),
-            boots=sum(len(b) for b in self.boots.values()),
+            boots=self._clock,  # every boot run, those a dirty control set aside too
             message=self.gate.message,
             effect=self.gate.effect.describe(),
             notes=self._notes(),
@@ -465,11 +465,13 @@ class Engine:
             notes.append(f"{count} commit(s) judged with no boot of their own: {why}")
         if self._remeasures:
             notes.append(f"endpoints re-measured {self._remeasures} times during the job")
-        for start, end, dropped in self._disturbed:
+        if self._disturbed:
+            start, end = self._disturbed[0][0], self._disturbed[-1][1]
             notes.append(
-                f"host disturbed between boots {start} and {end} (a control boot of an "
-                f"endpoint fell outside its spread): {dropped} boots set aside, their "
-                "verdicts judged again"
+                f"host disturbed {len(self._disturbed)} time(s) between boots {start} and "
+                f"{end} (control boots of the endpoints fell outside their spread): "
+                f"{sum(d[2] for d in self._disturbed)} boots set aside, their verdicts "
+                "judged again"
             )
         if self._disturbed_in_a_row >= MAX_DISTURBED_IN_A_ROW:
             notes.append("the host stayed disturbed: later boots were kept regardless")
