@@ -150,7 +150,7 @@ def main() -> None:
     p.add_argument(
         "--kinds",
         nargs="+",
-        default=["lognormal", "outliers", "bimodal", "drift", "disturbed"],
+        default=["lognormal", "outliers", "bimodal", "drift", "disturbed", "shifted"],
         help="noise scenarios (the others than lognormal run at CV 15 only)",
     )
     p.add_argument(

@@ -44,11 +44,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--commits", type=int, default=64, help="commits per lab (64)")
     p.add_argument("--dir", type=Path, default=Path("/tmp/kbisect-noisy-labs"), help="labs go here")
     p.add_argument("--json", action="store_true", help="one JSON object a job")
+    p.add_argument(
+        "--aa-only", action="store_true", help="only the A/A ranges, on the labs already in --dir"
+    )
     args = p.parse_args(argv)
     seeds = [int(s) for s in args.seeds.split(",") if s]
     runs: list[Run] = []
     labs = []
     for seed in seeds:
+        if args.aa_only:
+            labs.append(args.dir / f"lab-{seed}")
+            continue
         lab = _make_lab(args.dir / f"lab-{seed}", seed, args.slowdown, args.commits)
         labs.append(lab)
         truth = json.loads(Path(f"{lab}.truth.json").read_text())["culprit"]
@@ -59,8 +65,9 @@ def main(argv: list[str] | None = None) -> int:
     right = sum(r.right for r in runs if r.kind == "culprit")
     wrong = sum(r.kind == "culprit" and not r.right and len(r.answer) == 40 for r in runs)
     aa = [r for r in runs if r.kind == "A/A"]
+    culprits = len(seeds) if not args.aa_only else 0
     print(
-        f"culprit named {right}/{len(seeds)}, wrong commit {wrong}; "
+        f"culprit named {right}/{culprits}, wrong commit {wrong}; "
         f"A/A no difference {sum(r.right for r in aa)}/{len(aa)}; "
         f"boots {sum(r.boots for r in runs)}, wall {sum(r.seconds for r in runs) / 60:.0f} min"
     )

@@ -62,6 +62,8 @@ SAME_KERNEL_PATCH = "same-kernel"  # inert commits unbuilt, one verdict per imag
 TRACE_PATCH = "trace-named-commit"  # --trace: traced boots of the endpoints and culprit
 HOST_CHECK_PATCH = "host-check"  # endpoint re-measurements are controls; a disturbed
 # window's boots are set aside (engine check_host)
+LEVEL_SHIFT_PATCH = "level-shift"  # two dirty controls leaning the same way: a new host
+# level, boots kept and judged relative to it (engine follow_shifts)
 
 SA_TESTCASE = SearchAttributeKey.for_keyword(SA_TESTCASE_NAME)
 SA_STATUS = SearchAttributeKey.for_keyword(SA_STATUS_NAME)
@@ -301,13 +303,20 @@ class BisectWorkflow:
         return build, await calls.test(state.job, commit, build.artifact, state.job.repetitions)
 
     # --- the evidence engine (ENGINE_PATCH) ------------------------------------------
+    @staticmethod
+    def _host_checks() -> tuple[bool, bool]:
+        """(controls, levels): what the engine of this history does about the host."""
+        if not workflow.patched(HOST_CHECK_PATCH):
+            return False, False
+        return True, workflow.patched(LEVEL_SHIFT_PATCH)
+
     async def _run_engine(self, state: JobState, calls: JobActivities) -> BisectResult:
         """Boot what the engine wants until it has decided; then verify and finish."""
         engine = Engine(
             state.search.graph,
             state.job.new,
             state.job.old,
-            engine_report.config_of(state.req, state.job, workflow.patched(HOST_CHECK_PATCH)),
+            engine_report.config_of(state.req, state.job, *self._host_checks()),
         )
         self._engine, state.search = engine, engine.search
         self._set_status(JobStatus.CALIBRATING, "booting both endpoints until they differ")
@@ -551,7 +560,7 @@ class BisectWorkflow:
                 return v
             v.values = test.values
             raw.append(engine_report.boot_value(test.samples_of(state.job.primary)))
-            decision = engine.judge(engine_report.score_of(raw, engine.log))
+            decision = engine.judge(engine.level_adjusted(engine_report.score_of(raw, engine.log)))
         return engine_report.verification_of(v, engine, raw, decision, engine.log)
 
     # --- state and display -----------------------------------------------------------

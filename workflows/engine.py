@@ -21,9 +21,14 @@ A state machine driven by whoever owns the boots (the workflow, the accuracy sim
    the host was disturbed since the last clean control, so the probe boots of that window
    are dropped, the verdicts they made undone, and the endpoints booted again until clean.
    No answer is given before the last probe boots have a clean control after them.
+   With `follow_shifts`, two dirty controls in a row that lean the same way are a lasting
+   change of the host's level (it sped up or slowed down for good), not a passing load:
+   the boots from the second one's window on are kept and judged relative to the
+   endpoints' level there, re-estimated at every clean control after it.
 """
 
 import math
+import statistics
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -67,6 +72,7 @@ class EngineConfig:
     error: float = 0.01  # the chance of a wrong verdict anywhere in the job
     remeasure_every: int = 10  # probe boots between re-measurements of the endpoints
     check_host: bool = False  # re-measurements are controls (see 3. above)
+    follow_shifts: bool = False  # and two dirty ones leaning the same way are a new level
 
     @classmethod
     def checked(cls, **kw: object) -> "EngineConfig":
@@ -128,6 +134,8 @@ class Engine:
         self._control: tuple[int, int] | None = None  # endpoint boots before a control
         self._disturbed: list[tuple[int, int, int]] = []  # (from, to, boots dropped)
         self._disturbed_in_a_row = 0
+        self._lean = 0.0  # the last dirty control's signed deviation
+        self._levels: list[tuple[int, float]] = []  # (first boot, offset): a shifted host
         self._marked: set[str] = set()
         self._dirty = True  # a verdict since the probes were chosen
         decisions = max(1, math.ceil(math.log2(len(graph.order) + 1)))
@@ -198,8 +206,9 @@ class Engine:
                 self._check_control(n_old, n_new)
 
     def _check_control(self, n_old: int, n_new: int) -> None:
-        """Both endpoints' control boots are in: clean, or drop the window since the last
-        clean control (probe boots, the verdicts they made, the control itself)."""
+        """Both endpoints' control boots are in: clean, a new level of the host, or drop
+        the window since the last clean control (probe boots, the verdicts they made, the
+        control itself)."""
         # A load on the host moves both endpoints the same way: their deviations (in
         # sigmas, from each one's earlier boots) are summed, so one wild boot counts less.
         m = self.model()
@@ -208,11 +217,18 @@ class Engine:
             s = self.scores(commit)
             spread = m.sigma * math.sqrt(1 + 1 / n)  # and the earlier boots' mean's error
             devs += [(x - robust_mean(s[:n])) / spread for x in s[n:]]
+        z = sum(devs) / math.sqrt(len(devs))
         # Hysteresis: after a disturbed control, the next must look plainly clean.
         limit = CLEAN_AGAIN_Z if self._disturbed_in_a_row else DISTURBED_Z
-        if abs(sum(devs)) / math.sqrt(len(devs)) <= limit:
+        if abs(z) <= limit:
             self._clean_until, self._disturbed_in_a_row = self._clock, 0
+            if self._levels:
+                self._refit_level()
             return
+        if self.config.follow_shifts and self._disturbed_in_a_row and z * self._lean > 0:
+            self._new_level()
+            return
+        self._lean = z
         start, dropped = self._clean_until, 0
         for commit in list(self.boots):
             keep = [i for i, t in enumerate(self.times[commit]) if t <= start]
@@ -222,13 +238,44 @@ class Engine:
             if len(keep) < len(self.boots[commit]):
                 self.boots[commit] = [self.boots[commit][i] for i in keep]
                 self.times[commit] = [self.times[commit][i] for i in keep]
-                if commit in self.decisions and commit not in self._marked:
-                    del self.decisions[commit]  # its boots changed: it is judged again
+                self._undecide(commit)
         self._disturbed.append((start + 1, self._clock, dropped))
         self._disturbed_in_a_row += 1
         self._clean_until = self._clock
         self._rebuild_search()
         self._since_remeasure = self.config.remeasure_every  # a control again, at once
+
+    def _undecide(self, commit: str) -> None:
+        if commit in self.decisions and commit not in self._marked:
+            del self.decisions[commit]  # its boots changed: it is judged again
+
+    def _new_level(self) -> None:
+        """Two dirty controls in a row lean the same way: the host changed for good. The
+        boots since the last one (this control's included) are kept, on the new level."""
+        first = self._clean_until + 1
+        self._levels.append((first, self._offset(first)))
+        self._refit_level()
+        for commit, times in self.times.items():
+            if times and times[-1] >= first:
+                self._undecide(commit)
+        self._clean_until, self._disturbed_in_a_row, self._lean = self._clock, 0, 0.0
+        self._rebuild_search()
+        self._since_remeasure = self.config.remeasure_every  # confirm the level at once
+
+    def _refit_level(self) -> None:
+        """The latest level's offset: the endpoints' boots on it against their boots
+        before it, weighed by how many are on it."""
+        first, _ = self._levels[-1]
+        gaps: list[tuple[float, int]] = []
+        for commit in (self.old_end, self.new_end):
+            pairs = list(zip(self.boots[commit], self.times[commit], strict=True))
+            before = [score(b, self.log) - self._offset(t) for b, t in pairs if t < first]
+            on = [score(b, self.log) for b, t in pairs if t >= first]
+            if before and on:
+                gaps.append((statistics.fmean(on) - robust_mean(before), len(on)))
+        if gaps:
+            offset = sum(g * n for g, n in gaps) / sum(n for _, n in gaps)
+            self._levels[-1] = (first, offset)
 
     def mark(self, commit: str, state: State, note: str = "marked by a person") -> None:
         """A verdict from outside (a person): final, whatever the boots say."""
@@ -267,7 +314,20 @@ class Engine:
         return Model.fit(old, new)
 
     def scores(self, commit: str) -> list[float]:
-        return [score(b, self.log) for b in self.boots.get(commit, [])]
+        """Each boot's score, taken back to the job's first level when the host shifted."""
+        boots, times = self.boots.get(commit, []), self.times.get(commit, [])
+        return [score(b, self.log) - self._offset(t) for b, t in zip(boots, times, strict=True)]
+
+    def level_adjusted(self, scores: Sequence[float]) -> list[float]:
+        """Scores of boots run now (after the job: a verification) on the job's scale."""
+        return [s - self._offset(self._clock + 1) for s in scores]
+
+    def _offset(self, clock: int) -> float:
+        offset = 0.0
+        for first, value in self._levels:
+            if clock >= first:
+                offset = value
+        return offset
 
     def llr(self, commit: str) -> float:
         m = self.model()
@@ -475,6 +535,14 @@ class Engine:
             )
         if self._disturbed_in_a_row >= MAX_DISTURBED_IN_A_ROW:
             notes.append("the host stayed disturbed: later boots were kept regardless")
+        base = robust_mean(self.scores(self.old_end)) if self.boots.get(self.old_end) else 0.0
+        for first, offset in self._levels:
+            shift = relative(offset, base, self.log)
+            notes.append(
+                f"host level shifted {shift:+.1%} from boot {first} on "
+                "(two controls in a row leaned the same way): later boots were judged "
+                "against the endpoints at that level"
+            )
         for name, commit in (("old", self.old_end), ("new", self.new_end)):
             s = self.scores(commit)
             first = self._endpoint_target

@@ -25,15 +25,19 @@ from kbisect.workflows.strategy import State
 from kbisect.workflows.verdict import verdict_for
 
 
-def config_of(req: BisectRequest, job: ValidatedJob, check_host: bool = False) -> EngineConfig:
-    make = EngineConfig.checked if check_host else EngineConfig
-    return make(
-        mode=req.mode,
-        better=job.better,
-        parallel=max(1, req.parallel),
-        min_effect=req.min_effect,
-        max_endpoint_boots=req.max_boots,
-    )
+def config_of(
+    req: BisectRequest, job: ValidatedJob, check_host: bool = False, follow_shifts: bool = False
+) -> EngineConfig:
+    fields: dict[str, object] = {
+        "mode": req.mode,
+        "better": job.better,
+        "parallel": max(1, req.parallel),
+        "min_effect": req.min_effect,
+        "max_endpoint_boots": req.max_boots,
+    }
+    if check_host:
+        return EngineConfig.checked(follow_shifts=follow_shifts, **fields)
+    return EngineConfig(**fields)  # type: ignore[arg-type]
 
 
 @dataclass

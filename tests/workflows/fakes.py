@@ -66,6 +66,9 @@ class Scenario:
     silent: Counter[str] = field(default_factory=Counter)
     silent_seconds: float = 4.0
     noise: float = 0.0  # run-to-run noise: the sigma of a lognormal factor on each sample
+    # The host's speed changes for good after this many boots of the job (0: never).
+    shift_after: int = 0
+    shift: float = 1.0
     builds: Counter[str] = field(default_factory=Counter)
     tests: Counter[str] = field(default_factory=Counter)
 
@@ -158,6 +161,8 @@ async def run_test(req: TestRequest) -> TestResult:
         v = s.noisy[req.commit].pop(0)
     else:
         v = s.value(req.commit)
+    if s.shift_after and sum(s.tests.values()) > s.shift_after:
+        v *= s.shift
     samples = [v] * req.repetitions
     if s.noise:
         rng = random.Random(f"{req.commit}-{s.tests[req.commit]}")  # reproducible

@@ -268,6 +268,15 @@ async def test_noisy_scores_still_name_the_culprit(env: WorkflowEnvironment) -> 
         assert endpoint.value != fakes.FAST  # the noise really reached the verdicts
 
 
+async def test_a_host_that_speeds_up_for_good_is_followed(env: WorkflowEnvironment) -> None:
+    # The lab-103 run: the host about 20% faster from just after the endpoints' calibration.
+    scenario = Scenario(graph=linear(32), culprit="c21", noise=0.05, shift_after=16, shift=1.2)
+    result, _ = await bisect(env.client, scenario)
+    assert result.culprit == "c21"
+    assert any("host level shifted +" in n for n in result.notes), result.notes
+    assert result.verification is not None and result.verification.status == "confirmed"
+
+
 async def test_a_flaky_host_is_retried_not_blocked(
     env: WorkflowEnvironment, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -165,9 +165,11 @@ def test_identical_endpoints_are_no_difference_without_a_boot() -> None:
     assert "byte-identical" in res.message
 
 
-def run_disturbed(seed: int, window: range, **cfg: object) -> tuple[EngineResult, list[str]]:
-    """The lab-101 run of this session's notes, simulated: a 25% step at CV 8%, and a
-    window of boots (another load on the host) that read 25% low, endpoints included."""
+def run_loaded(
+    seed: int, load: Callable[[int], float], **cfg: object
+) -> tuple[EngineResult, list[str]]:
+    """A real run's host, simulated: a 25% step at CV 8%, and the host's speed for each
+    boot of the job (another load, or a lasting change), endpoints included."""
     rng = random.Random(seed)
     sigma = math.sqrt(math.log1p(0.08**2) / 2)
     engine = Engine(linear(64), new="c64", old=["root"], config=EngineConfig(**cfg))  # type: ignore[arg-type]
@@ -175,10 +177,21 @@ def run_disturbed(seed: int, window: range, **cfg: object) -> tuple[EngineResult
     while commits := engine.wants():
         for c in commits:
             booted.append(c)
-            load = 0.75 if len(booted) in window else 1.0
-            b = step_at(38, 0.25)(c) * load * math.exp(rng.gauss(0, sigma))
+            b = step_at(38, 0.25)(c) * load(len(booted)) * math.exp(rng.gauss(0, sigma))
             engine.observe(c, Boot([b * math.exp(rng.gauss(0, sigma)) for _ in range(3)]))
     return engine.result(), booted
+
+
+def run_disturbed(seed: int, window: range, **cfg: object) -> tuple[EngineResult, list[str]]:
+    """The lab-101 run: a window of boots (a package install and a tree grep on the host)
+    read 25% low."""
+    return run_loaded(seed, lambda n: 0.75 if n in window else 1.0, **cfg)
+
+
+def run_shifted(seed: int, **cfg: object) -> tuple[EngineResult, list[str]]:
+    """The lab-103 run: the host about 15% faster for good from boot 30 (after the
+    endpoints' calibration) to the end."""
+    return run_loaded(seed, lambda n: 1.15 if n >= 30 else 1.0, **cfg)
 
 
 def test_controls_set_a_disturbed_host_s_boots_aside() -> None:
@@ -202,3 +215,27 @@ def test_a_clean_host_costs_a_few_control_boots() -> None:
     assert false_alarms <= 4
     extra = sum(len(b) for _, b in checked) / sum(len(b) for _, b in plain)
     assert extra < 1.25
+
+
+def test_a_lasting_level_shift_is_followed_not_fought() -> None:
+    # Controls alone take a lasting shift for a disturbance until their cap (lab-103: 8
+    # dirty controls, about 35 boots); following the level keeps the boots.
+    checks = {"remeasure_every": 6, "check_host": True}
+    clean = [run_disturbed(s, range(0), follow_shifts=True, **checks) for s in range(40)]
+    fought = [run_shifted(s, **checks) for s in range(40)]
+    followed = [run_shifted(s, follow_shifts=True, **checks) for s in range(40)]
+    assert sum(r.culprit == "c38" for r, _ in followed) >= 39
+    boots = [sum(len(b) for _, b in runs) for runs in (clean, fought, followed)]
+    assert boots[2] - boots[0] < 0.6 * (boots[1] - boots[0])  # the shift's cost, halved
+    shifted = [n for r, _ in followed for n in r.notes if "host level shifted +1" in n]
+    assert len(shifted) >= 10  # the jobs still running at boot 30 saw it
+    assert not any("stayed disturbed" in n for r, _ in followed for n in r.notes)
+
+
+def test_following_levels_still_sets_a_passing_disturbance_aside() -> None:
+    checks = {"remeasure_every": 6, "check_host": True, "follow_shifts": True}
+    runs = [run_disturbed(s, range(14, 30), **checks) for s in range(40)]
+    assert sum(r.culprit != "c38" for r, _ in runs) <= 3
+    clean = [run_disturbed(s, range(0), **checks) for s in range(40)]
+    assert all(r.culprit == "c38" for r, _ in clean)
+    assert sum(any("level shifted" in n for n in r.notes) for r, _ in clean) <= 2
