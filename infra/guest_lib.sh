@@ -42,7 +42,7 @@ kb_trace_run() {
 	kill -INT "$pid"
 	wait "$pid"
 	while read -r name dev; do
-		blkparse -i "$dev" -D "$dir" -d "$dir/$dev.bin" -q -f "%a %d %n\n" \
+		blkparse -i "$dev" -D "$dir" -d "$dir/$dev.bin" -q -f "%a %d %n %S %T %t\n" \
 			-o "$dir/$dev.events" > "$dir/$dev.blkparse.log" 2>&1
 		btt -i "$dir/$dev.bin" -q "$dir/$dev" -l "$dir/$dev" > "$dir/$dev.btt" 2>&1
 		echo "kbisect: traced $name ($dev): $(wc -l < "$dir/$dev.events") events"

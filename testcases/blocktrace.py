@@ -2,10 +2,14 @@
 
 The guest records blktrace on the testcase's disks during one extra repetition and, per
 disk, leaves: `<dev>.bin` (blkparse's binary dump, what btt reads), `<dev>.events` (one
-line an event: action, RWBS, sectors), `<dev>.btt` (btt's report) and btt's per-I/O
-latency files (`<dev>*_q2c.dat`, `<dev>*_d2c.dat`: "time latency" lines, seconds). This
-module turns those into the figures the seed engineer worked out by hand (Q2C, D2C, Q2G,
-I2D, merges, request sizes) and compares two kernels' figures in words.
+line an event: action, RWBS, sectors, start sector, seconds, nanoseconds), `<dev>.btt`
+(btt's report) and btt's per-I/O latency files (`<dev>*_q2c.dat`, `<dev>*_d2c.dat`:
+"time latency" lines, seconds). This module turns those into the figures the seed
+engineer worked out by hand (Q2C, D2C, Q2G, I2D, merges, request sizes) and compares
+two kernels' figures in words. btt mixes reads and writes; a latency testcase cares about
+its reads behind a writer, so each direction also gets its own requests, sizes, D2C and
+Q2C, from the events (a request is followed from its first bio's queueing, by start
+sector, to its completion).
 """
 
 import math
@@ -30,6 +34,20 @@ class Latency:
 
 
 @dataclass
+class Direction:
+    """One direction's requests on a disk (reads or writes)."""
+
+    requests: int = 0
+    sectors: int = 0  # in all
+    d2c: Latency | None = None
+    q2c: Latency | None = None
+
+    @property
+    def avg_sectors(self) -> float:
+        return self.sectors / self.requests if self.requests else 0.0
+
+
+@dataclass
 class DiskTrace:
     disk: str  # the testcase's name for it
     device: str  # the guest's, e.g. nvme0n1
@@ -37,6 +55,7 @@ class DiskTrace:
     requests: int = 0  # issued to the device (D events)
     merges: int = 0  # bios merged into a request (M and F events)
     sectors: dict[int, int] = field(default_factory=dict)  # request size -> requests
+    directions: dict[str, Direction] = field(default_factory=dict)  # "read", "write"
 
     @property
     def avg_request_sectors(self) -> float:
@@ -76,9 +95,21 @@ def latency_file(lines: Iterable[str]) -> list[float]:
     return out
 
 
-def events(lines: Iterable[str]) -> tuple[int, int, Counter[int]]:
-    """(requests issued, merges, request size histogram) from 'ACTION RWBS SECTORS' lines."""
-    issued, merges, sizes = 0, 0, Counter[int]()
+@dataclass
+class Events:
+    issued: int = 0  # requests issued to the device (D events)
+    merges: int = 0  # bios merged into a request (M and F events)
+    sizes: Counter[int] = field(default_factory=Counter)
+    directions: dict[str, Direction] = field(default_factory=dict)
+
+
+def events(lines: Iterable[str]) -> Events:
+    """Requests, merges, the size histogram and each direction's figures from 'ACTION RWBS
+    SECTORS [START SECONDS NANOSECONDS]' lines (older traces lack the last three)."""
+    out = Events()
+    queued: dict[tuple[str, str], float] = {}
+    issued: dict[tuple[str, str], float] = {}
+    times: dict[str, tuple[list[float], list[float]]] = {}  # direction -> (d2c, q2c), s
     for i, line in enumerate(lines):
         if i >= MAX_LINES:
             break
@@ -86,12 +117,41 @@ def events(lines: Iterable[str]) -> tuple[int, int, Counter[int]]:
         if len(parts) < 3:
             continue
         action, rwbs, n = parts[0], parts[1], parts[2]
+        way = "read" if "R" in rwbs else "write" if "W" in rwbs else ""
         if action in ("M", "F"):
-            merges += 1
-        elif action == "D" and ("R" in rwbs or "W" in rwbs) and n.isdigit() and int(n):
-            issued += 1
-            sizes[int(n)] += 1
-    return issued, merges, sizes
+            out.merges += 1
+        elif action == "D" and way and n.isdigit() and int(n):
+            out.issued += 1
+            out.sizes[int(n)] += 1
+            d = out.directions.setdefault(way, Direction())
+            d.requests += 1
+            d.sectors += int(n)
+        if not way or len(parts) < 6:
+            continue
+        try:
+            key, t = (way, parts[3]), int(parts[4]) + int(parts[5]) / 1e9
+        except ValueError:
+            continue
+        if action == "Q":
+            queued.setdefault(key, t)
+        elif action == "D":
+            issued[key] = t
+        elif action == "C":
+            d2c, q2c = times.setdefault(way, ([], []))
+            if key in issued:
+                d2c.append(t - issued.pop(key))
+            if key in queued:
+                q2c.append(t - queued.pop(key))
+    for way, (d2c, q2c) in times.items():
+        d = out.directions.setdefault(way, Direction())
+        d.d2c, d.q2c = _latency(d2c), _latency(q2c)
+    return out
+
+
+def _latency(seconds: list[float]) -> Latency | None:
+    if not seconds:
+        return None
+    return Latency(sum(seconds) / len(seconds) * 1e3, (p99(seconds) or 0.0) * 1e3, len(seconds))
 
 
 def summarize(trace_dir: Path) -> list[DiskTrace]:
@@ -117,8 +177,10 @@ def summarize(trace_dir: Path) -> list[DiskTrace]:
                 trace.latencies[phase].p99_ms = (p99(values) or 0.0) * 1e3
         ev = trace_dir / f"{dev}.events"
         if ev.exists():
-            trace.requests, trace.merges, sizes = events(_lines(ev))
-            trace.sectors = dict(sorted(sizes.items()))
+            found = events(_lines(ev))
+            trace.requests, trace.merges = found.issued, found.merges
+            trace.sectors = dict(sorted(found.sizes.items()))
+            trace.directions = dict(sorted(found.directions.items()))
         out.append(trace)
     return out
 
@@ -150,7 +212,26 @@ def compare(old: DiskTrace, new: DiskTrace, same_within: float = 0.1) -> str:
             f"requests {old.avg_request_sectors:.0f} -> {new.avg_request_sectors:.0f} sectors "
             f"({old.requests} -> {new.requests} issued, merges {old.merges} -> {new.merges})"
         )
+    for way in ("read", "write"):
+        a_dir, b_dir = old.directions.get(way), new.directions.get(way)
+        if a_dir and b_dir and a_dir.requests and b_dir.requests:
+            parts.append(f"{way}s " + _compare_direction(a_dir, b_dir))
     return f"{old.disk}: " + ", ".join(parts) if parts else f"{old.disk}: no trace figures"
+
+
+def _compare_direction(a: Direction, b: Direction) -> str:
+    """'Q2C 3.1 -> 40 ms (p99 9 -> 120), D2C 2.9 -> 4 ms, 64 -> 8 sectors (900 -> 7000)'"""
+    words = []
+    for label, x, y in (("Q2C", a.q2c, b.q2c), ("D2C", a.d2c, b.d2c)):
+        if x and y:
+            words.append(
+                f"{label} {x.avg_ms:.3g} -> {y.avg_ms:.3g} ms "
+                f"(p99 {x.p99_ms or 0:.3g} -> {y.p99_ms or 0:.3g})"
+            )
+    words.append(
+        f"{a.avg_sectors:.0f} -> {b.avg_sectors:.0f} sectors ({a.requests} -> {b.requests})"
+    )
+    return "; ".join(words)
 
 
 def traces_of(diagnostics: dict[str, object]) -> dict[str, DiskTrace]:
@@ -168,5 +249,18 @@ def traces_of(diagnostics: dict[str, object]) -> dict[str, DiskTrace]:
             requests=int(raw.get("requests", 0)),
             merges=int(raw.get("merges", 0)),
             sectors={int(k): int(v) for k, v in (raw.get("sectors") or {}).items()},
+            directions={way: _direction(v) for way, v in (raw.get("directions") or {}).items()},
         )
     return out
+
+
+def _direction(raw: dict[str, object]) -> Direction:
+    def lat(v: object) -> Latency | None:
+        return Latency(**v) if isinstance(v, dict) else None
+
+    return Direction(
+        requests=int(str(raw.get("requests", 0))),
+        sectors=int(str(raw.get("sectors", 0))),
+        d2c=lat(raw.get("d2c")),
+        q2c=lat(raw.get("q2c")),
+    )

@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from kbisect.testcases import blocktrace
-from kbisect.testcases.blocktrace import DiskTrace, Latency
+from kbisect.testcases.blocktrace import Direction, DiskTrace, Latency
 
 BTT = """
 ==================== All Devices ====================
@@ -59,3 +59,37 @@ def test_compare_says_what_changed_in_words() -> None:
     assert text.startswith("origin: D2C unchanged (0.32 ms), Q2C +12.3 ms (0.5 -> 12.8 ms)")
     assert "Q2C p99 0.9 -> 40 ms" in text
     assert "requests 512 -> 8 sectors (1026 -> 65664 issued" in text
+
+
+def test_each_direction_gets_its_own_requests_and_latencies(tmp_path: Path) -> None:
+    # A write of 1024 sectors queued at 0.0, issued at 0.001, done at 0.021; a read queued
+    # behind it at 0.002 (a back-merged bio at 72 never completes on its own), issued at
+    # 0.010, done at 0.030; a discard is neither.
+    events = (
+        "Q W 1024 0 0 0\nD W 1024 0 0 1000000\n"
+        "Q R 64 8 0 2000000\nM R 8 72 0 2500000\nD R 72 8 0 10000000\n"
+        "C W 1024 0 0 21000000\nC R 72 8 0 30000000\nD D 8 4096 0 3000\n"
+    )
+    (origin, _) = blocktrace.summarize(_folder(tmp_path, events))
+    read, write = origin.directions["read"], origin.directions["write"]
+    assert (read.requests, read.sectors, write.requests, write.sectors) == (1, 72, 1, 1024)
+    assert read.q2c and read.d2c and write.q2c and write.d2c
+    assert round(read.q2c.avg_ms, 3) == 28.0 and round(read.d2c.avg_ms, 3) == 20.0
+    assert round(write.q2c.avg_ms, 3) == 21.0 and round(write.d2c.avg_ms, 3) == 20.0
+    back = blocktrace.traces_of({"disks": {"origin": origin.to_json()}})["origin"]
+    assert back.directions == origin.directions  # through a job's JSON and back
+
+
+def test_old_three_field_events_have_no_direction_times(tmp_path: Path) -> None:
+    (origin, _) = blocktrace.summarize(_folder(tmp_path, "D R 8\nC R 8\n"))
+    assert origin.directions == {"read": Direction(requests=1, sectors=8)}
+
+
+def test_compare_puts_reads_and_writes_side_by_side() -> None:
+    good = DiskTrace("data", "nvme0n1", {"d2c": Latency(5.0)})
+    good.directions = {"read": Direction(90, 900, Latency(2.0, 4.0), Latency(3.0, 9.0))}
+    bad = DiskTrace("data", "nvme0n1", {"d2c": Latency(5.1)})
+    bad.directions = {"read": Direction(700, 5600, Latency(4.0, 8.0), Latency(40.0, 120.0))}
+    text = blocktrace.compare(good, bad)
+    assert "reads Q2C 3 -> 40 ms (p99 9 -> 120); D2C 2 -> 4 ms (p99 4 -> 8)" in text
+    assert "10 -> 8 sectors (90 -> 700)" in text
