@@ -50,7 +50,7 @@ class Counter:
 
 def kbisect(graph: Graph, old: str, boot: BootFn) -> Outcome:
     count = Counter(boot)
-    config = EngineConfig.checked(follow_shifts=True)  # as a job started today runs it
+    config = EngineConfig.checked(follow_shifts=True, regate=True)  # as a job started today runs it
     engine = Engine(graph, new=graph.order[0], old=[old], config=config)
     for commit, parent in getattr(boot, "inert", {}).items():
         engine.same_kernel(commit, parent, "touches no file the config compiles")

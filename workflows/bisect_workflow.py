@@ -62,8 +62,9 @@ SAME_KERNEL_PATCH = "same-kernel"  # inert commits unbuilt, one verdict per imag
 TRACE_PATCH = "trace-named-commit"  # --trace: traced boots of the endpoints and culprit
 HOST_CHECK_PATCH = "host-check"  # endpoint re-measurements are controls; a disturbed
 # window's boots are set aside (engine check_host)
-LEVEL_SHIFT_PATCH = "level-shift"  # two dirty controls leaning the same way: a new host
-# level, boots kept and judged relative to it (engine follow_shifts)
+CONTROLS_V2_PATCH = "controls-v2"  # two dirty controls leaning the same way: a new host
+# level, boots kept and judged relative to it; a clean control asks the gate again
+# (engine follow_shifts, regate)
 
 SA_TESTCASE = SearchAttributeKey.for_keyword(SA_TESTCASE_NAME)
 SA_STATUS = SearchAttributeKey.for_keyword(SA_STATUS_NAME)
@@ -305,10 +306,10 @@ class BisectWorkflow:
     # --- the evidence engine (ENGINE_PATCH) ------------------------------------------
     @staticmethod
     def _host_checks() -> tuple[bool, bool]:
-        """(controls, levels): what the engine of this history does about the host."""
+        """(controls, controls v2): what the engine of this history does about the host."""
         if not workflow.patched(HOST_CHECK_PATCH):
             return False, False
-        return True, workflow.patched(LEVEL_SHIFT_PATCH)
+        return True, workflow.patched(CONTROLS_V2_PATCH)
 
     async def _run_engine(self, state: JobState, calls: JobActivities) -> BisectResult:
         """Boot what the engine wants until it has decided; then verify and finish."""

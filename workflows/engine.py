@@ -24,7 +24,11 @@ A state machine driven by whoever owns the boots (the workflow, the accuracy sim
    With `follow_shifts`, two dirty controls in a row that lean the same way are a lasting
    change of the host's level (it sped up or slowed down for good), not a passing load:
    the boots from the second one's window on are kept and judged relative to the
-   endpoints' level there, re-estimated at every clean control after it.
+   endpoints' level there, re-estimated at every clean control after it. With `regate`,
+   every clean control puts all the endpoints' boots to the gate again: a difference the
+   first boots showed by chance (1 in a few hundred A/A ranges) that more boots show to be
+   within the minimum effect ends the job as "no difference" instead of a search through
+   commits that all sit between the endpoints.
 """
 
 import math
@@ -73,6 +77,7 @@ class EngineConfig:
     remeasure_every: int = 10  # probe boots between re-measurements of the endpoints
     check_host: bool = False  # re-measurements are controls (see 3. above)
     follow_shifts: bool = False  # and two dirty ones leaning the same way are a new level
+    regate: bool = False  # and each clean one asks the gate again: do they still differ?
 
     @classmethod
     def checked(cls, **kw: object) -> "EngineConfig":
@@ -166,6 +171,8 @@ class Engine:
         picks = list(self.active) or self._recheck()
         if not picks and self._checking and self._since_remeasure > 0:
             return self._remeasure()  # the last probe boots get a control before an answer
+        if not picks and self.config.regate and self._noisy:
+            return self._confirm_endpoints()
         return picks
 
     @property
@@ -224,6 +231,8 @@ class Engine:
             self._clean_until, self._disturbed_in_a_row = self._clock, 0
             if self._levels:
                 self._refit_level()
+            if self.config.regate:
+                self._regate()
             return
         if self.config.follow_shifts and self._disturbed_in_a_row and z * self._lean > 0:
             self._new_level()
@@ -244,6 +253,35 @@ class Engine:
         self._clean_until = self._clock
         self._rebuild_search()
         self._since_remeasure = self.config.remeasure_every  # a control again, at once
+
+    def _regate(self) -> EndpointVerdict:
+        """The gate again on all the endpoints' boots; a firm "same" ends the job."""
+        cfg, ends = self.config, (self.boots[self.old_end], self.boots[self.new_end])
+        again = compare_endpoints(
+            *ends,
+            log=self.log,
+            worse_is_lower=cfg.better == "higher",
+            regression=cfg.mode == "regression",
+            min_effect=cfg.min_effect,
+            max_boots=len(ends[0]) + len(ends[1]),
+        )
+        if again.gate == Gate.SAME:
+            message = f"endpoints re-measured during the job: {again.message}"
+            self.gate = EndpointVerdict(Gate.SAME, again.effect, message)
+        return again
+
+    def _confirm_endpoints(self) -> list[str]:
+        """Before an answer, all the endpoints' boots must still say they differ (an
+        unlucky first few can make a difference of nothing, and the search then ends at
+        an endpoint): else they are booted again until they do, are the same, or the cap."""
+        again = self._regate()
+        if again.gate in (Gate.DIFFERENT, Gate.SAME):
+            return []
+        if len(self.boots[self.old_end]) >= 2 * self.config.max_endpoint_boots:
+            message = f"the endpoints no longer differ after re-measuring: {again.message}"
+            self.gate = EndpointVerdict(Gate.UNDECIDED, again.effect, message)
+            return []
+        return self._remeasure()
 
     def _undecide(self, commit: str) -> None:
         if commit in self.decisions and commit not in self._marked:

@@ -26,7 +26,7 @@ from kbisect.workflows.verdict import verdict_for
 
 
 def config_of(
-    req: BisectRequest, job: ValidatedJob, check_host: bool = False, follow_shifts: bool = False
+    req: BisectRequest, job: ValidatedJob, check_host: bool = False, controls_v2: bool = False
 ) -> EngineConfig:
     fields: dict[str, object] = {
         "mode": req.mode,
@@ -36,7 +36,7 @@ def config_of(
         "max_endpoint_boots": req.max_boots,
     }
     if check_host:
-        return EngineConfig.checked(follow_shifts=follow_shifts, **fields)
+        return EngineConfig.checked(follow_shifts=controls_v2, regate=controls_v2, **fields)
     return EngineConfig(**fields)  # type: ignore[arg-type]
 
 

@@ -277,6 +277,16 @@ async def test_a_host_that_speeds_up_for_good_is_followed(env: WorkflowEnvironme
     assert result.verification is not None and result.verification.status == "confirmed"
 
 
+async def test_a_difference_of_nothing_is_undone_by_re_measuring(env: WorkflowEnvironment) -> None:
+    # No commit changes anything, but the new endpoint's first boots read 12% low.
+    unlucky = {"c32": [fakes.FAST * 0.88] * 6}
+    scenario = Scenario(graph=linear(32), culprit="c9", same_endpoints=True, noise=0.03)
+    scenario.noisy = unlucky
+    result, _ = await bisect(env.client, scenario)
+    assert result.status == "no-difference" and result.culprit is None
+    assert "re-measured during the job" in result.message, result.message
+
+
 async def test_a_flaky_host_is_retried_not_blocked(
     env: WorkflowEnvironment, monkeypatch: pytest.MonkeyPatch
 ) -> None:
