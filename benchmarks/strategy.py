@@ -10,7 +10,7 @@ import tracemalloc
 
 from temporalio.converter import DataConverter
 
-from kbisect.workers.activities import MAX_SUBJECTS
+from kbisect.workers.validation import MAX_SUBJECTS
 from kbisect.workflows.strategy import Graph, Search, State, next_commits
 from tests.workflows.dags import hex_names, random_dag
 from tests.workflows.fakes import validated_job

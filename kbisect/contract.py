@@ -118,6 +118,7 @@ class BisectRequest:
     min_effect: float = 0.05  # smaller differences between the endpoints are "none"
     max_boots: int = 96  # per endpoint; a commit gets at most 120
     trace: bool = False  # trace the endpoints and the named commit (blktrace)
+    tree: str | None = None  # repo is this named tree's mirror: fetched before validating
     build_queue: str = "kbisect-build"
     vm_queue: str = "kbisect-vm"
 

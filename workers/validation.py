@@ -12,6 +12,7 @@ from kbisect.git import Git
 from kbisect.testcases import manifest as manifests
 from kbisect.testcases.runner import profile
 from kbisect.testcases.trace_run import check_traceable
+from kbisect.trees import fetch_repo
 
 # Subjects of a larger range would take the job's first payload near Temporal's 2 MB limit.
 MAX_SUBJECTS = 5000
@@ -20,6 +21,8 @@ MAX_SUBJECTS = 5000
 def validate(req: BisectRequest) -> ValidatedJob:
     git = Git(Path(req.repo))
     git.check_repo()
+    if req.tree is not None:  # a mirror: what was pushed since the job was asked for counts
+        fetch_repo(Path(req.repo))
     if req.mode not in tuple(Mode):
         raise UserError(f"unknown mode {req.mode!r}: use regression or fix")
     if not req.good:

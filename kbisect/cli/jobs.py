@@ -13,9 +13,10 @@ from rich.live import Live
 from kbisect.cli import output
 from kbisect.cli.output import EventLines, note, out, progress_view
 from kbisect.client import WORKER_GRACE, JobClient, check_job_id
-from kbisect.contract import BisectRequest, BisectResult, Mode, Progress
+from kbisect.contract import BisectResult, Mode, Progress
 from kbisect.errors import InfraError, UserError
 from kbisect.git import Git
+from kbisect.job_request import JobOptions, checked_request
 from kbisect.report import bisect_log, markdown, to_json
 from kbisect.settings import Settings
 from kbisect.sru import sru_note
@@ -23,10 +24,6 @@ from kbisect.sru import sru_note
 POLL_SECONDS = 2.0  # how often a watch asks the server
 # With nothing new for this long, a watch checks again that workers serve the job.
 STALL_SECONDS = 120.0
-# --repetitions above this many times the testcase's own count is almost surely a typo
-# (a job's test timeout grows with it); a manifest may set `max_repetitions`.
-REPETITIONS_FACTOR = 10
-
 Handler = Callable[[JobClient, argparse.Namespace], Coroutine[Any, Any, int]]
 
 
@@ -39,65 +36,27 @@ def _with_client(settings: Settings, args: argparse.Namespace, go: Handler) -> i
 
 
 # --- bisect --------------------------------------------------------------------------
-def _checked_request(args: argparse.Namespace) -> BisectRequest:
-    """Everything about the input that can be checked here, before a service or a job."""
-    from kbisect.testcases import manifest as manifests
-    from kbisect.testcases.runner import profile
-
-    if args.parallel < 1:
-        raise UserError("--parallel takes a number of commits, 1 or more")
-    repo = Path(args.repo).resolve()
-    git = Git(repo)
-    git.check_repo()
-    # Resolved here so a typo fails before anything starts (the job resolves again).
-    good = [git.resolve(g) for g in args.good]
-    bad = git.resolve(args.bad)
-    if bad in good:
-        raise UserError(
-            f"good and bad are the same commit ({bad[:12]}): nothing to bisect; "
-            "give an older --good (or, with --mode fix, an older --bad)"
-        )
-    manifest = manifests.load(args.testcase)
-    profile(args.profile or manifest.profile)
-    if args.metric is not None and args.metric not in manifest.metrics:
-        known = ", ".join(sorted(manifest.metrics))
-        raise UserError(f"{manifest.name} has no metric {args.metric!r}: pick one of {known}")
-    if not 0 < args.min_effect < 100:
-        raise UserError(f"--min-effect {args.min_effect:g}: give a percentage, e.g. 5")
-    if args.max_boots < 3:
-        raise UserError(f"--max-boots {args.max_boots}: give 3 or more")
-    if args.trace:
-        from kbisect.testcases.trace_run import check_traceable
-
-        check_traceable(manifest)
-    if args.repetitions is not None:
-        cap = int(
-            getattr(manifest, "max_repetitions", 0) or REPETITIONS_FACTOR * manifest.repetitions
-        )
-        if not 1 <= args.repetitions <= cap:
-            raise UserError(
-                f"--repetitions {args.repetitions}: give 1 to {cap} for {manifest.name} "
-                f"(its default is {manifest.repetitions})"
-            )
-    return BisectRequest(
-        repo=str(repo),
-        good=good,
-        bad=bad,
-        testcase=manifest.name,
+def _options(args: argparse.Namespace) -> JobOptions:
+    return JobOptions(
+        good=args.good,
+        bad=args.bad,
+        testcase=args.testcase,
+        repo=args.repo,
+        tree=args.tree,
         mode=args.mode,
         profile=args.profile,
         repetitions=args.repetitions,
-        verify=not args.no_verify,
         parallel=args.parallel,
         metric=args.metric,
-        min_effect=args.min_effect / 100,
+        min_effect_pct=args.min_effect,
         max_boots=args.max_boots,
+        verify=not args.no_verify,
         trace=args.trace,
     )
 
 
 def cmd_bisect(args: argparse.Namespace, settings: Settings) -> int:
-    req = _checked_request(args)
+    req = checked_request(_options(args), settings)
     started = False
     if not args.no_start:
         from kbisect.cli.service import ensure_local_service
@@ -282,7 +241,11 @@ def cmd_resume(args: argparse.Namespace, settings: Settings) -> int:
 # --- the parser ----------------------------------------------------------------------
 def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     b = sub.add_parser("bisect", help="start a bisection job and follow it")
-    b.add_argument("--repo", required=True, help="the kernel git repository (a path)")
+    where = b.add_mutually_exclusive_group(required=True)
+    where.add_argument("--repo", help="the kernel git repository (a path)")
+    where.add_argument(
+        "--tree", help="a named tree instead of a path ('kbisect tree add'); fetched first"
+    )
     b.add_argument(
         "--good",
         required=True,

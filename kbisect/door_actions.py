@@ -1,0 +1,92 @@
+"""What a door's command does, through the same JobClient and checks as the CLI: the reply
+is text for a person (markdown where a door renders it), and a started job's id."""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from kbisect.cli.jobs import outcome_lines
+from kbisect.client import JobClient, check_job_id
+from kbisect.door_grammar import Command, help_text
+from kbisect.errors import KbisectError, UserError
+from kbisect.git import Git
+from kbisect.job_request import checked_request
+from kbisect.report import markdown
+from kbisect.settings import Settings
+
+
+@dataclass
+class Reply:
+    text: str
+    job_id: str | None = None  # the job this command started
+    ok: bool = True
+
+
+async def execute(cmd: Command, client: JobClient, settings: Settings) -> Reply:
+    """Run one parsed command; a KbisectError becomes a one-line refusal, never a crash."""
+    try:
+        return await _execute(cmd, client, settings)
+    except KbisectError as exc:
+        return Reply(text=" ".join(str(exc).split()), ok=False)
+
+
+async def _execute(cmd: Command, client: JobClient, settings: Settings) -> Reply:
+    if cmd.verb == "help":
+        return Reply(help_text())
+    if cmd.verb == "testcases":
+        return Reply(_testcases())
+    if cmd.verb == "bisect":
+        return await _bisect(cmd, client, settings)
+    if cmd.verb == "status":
+        return Reply(await _status(client, cmd.job))
+    job = check_job_id(cmd.job or "")
+    if cmd.verb == "cancel":
+        await client.cancel(job)
+        return Reply(f"asked {job} to stop")
+    if cmd.verb == "mark":
+        req = await client.job_request(job)
+        if req is None:
+            raise UserError(f"{job} is not a bisection job: see 'status'")
+        commit = Git(Path(req.repo)).resolve(cmd.rev or "")
+        return Reply(await client.mark(job, commit, cmd.verdict or ""))
+    result = await client.result(job)
+    if cmd.verb == "report":
+        return Reply(markdown(result, job))
+    from kbisect.sru import sru_note
+
+    return Reply(sru_note(result, job))
+
+
+async def _bisect(cmd: Command, client: JobClient, settings: Settings) -> Reply:
+    req = checked_request(cmd.options(), settings)
+    await client.require_workers(client.needs())
+    job_id = await client.start(req)
+    return Reply(f"started {job_id}: {client.job_url(job_id)}", job_id=job_id)
+
+
+async def _status(client: JobClient, job: str | None) -> str:
+    if job is None:
+        jobs = await client.jobs(10)
+        if not jobs:
+            return "no bisection jobs yet"
+        return "\n".join(
+            f"{j.id} {j.state} {j.status or '-'} {j.testcase or '-'} {j.culprit or ''}".rstrip()
+            for j in jobs
+        )
+    check_job_id(job)
+    if await client.running(job):
+        p = await client.progress(job)
+        text = f"{job}: {p.status}, {p.candidates} candidates, {len(p.steps)} steps done"
+        return text + (f", testing {', '.join(c[:12] for c in p.current)}" if p.current else "")
+    return "\n".join([f"{job}: ended", *outcome_lines(await client.result(job))])
+
+
+def _testcases() -> str:
+    from kbisect.testcases import manifest as manifests
+
+    return "\n".join(
+        f"{e.name}: broken: {e.error}"
+        if e.manifest is None
+        else f"{e.name}: {e.manifest.description} (metrics: {', '.join(e.manifest.metrics)}; "
+        f"primary: {e.manifest.primary})"
+        for e in manifests.catalog()
+    )

@@ -1,0 +1,106 @@
+"""A job's options as every door gives them (CLI flags, a chat or GitLab command), checked
+into the one BisectRequest the service takes: the same checks and the same one-line
+errors whoever asks, before a service or a job starts."""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from kbisect.contract import BisectRequest, Mode
+from kbisect.errors import UserError
+from kbisect.git import Git
+from kbisect.settings import Settings
+
+# --repetitions above this many times the testcase's own count is almost surely a typo
+# (a job's test timeout grows with it); a manifest may set `max_repetitions`.
+REPETITIONS_FACTOR = 10
+
+
+@dataclass
+class JobOptions:
+    good: list[str]
+    bad: str
+    testcase: str
+    repo: str | None = None  # a path; or
+    tree: str | None = None  # a named tree ('kbisect tree add')
+    mode: str = Mode.REGRESSION.value
+    profile: str | None = None
+    repetitions: int | None = None
+    parallel: int = 1
+    metric: str | None = None
+    min_effect_pct: float = 5.0
+    max_boots: int = 96
+    verify: bool = True
+    trace: bool = False
+    fetch: bool = True  # fetch a named tree first, so new revisions resolve
+
+
+def _repository(opts: JobOptions, settings: Settings) -> Path:
+    from kbisect.trees import Trees
+
+    if (opts.repo is None) == (opts.tree is None):
+        raise UserError("give a repository path (--repo) or a named tree (--tree), one of them")
+    if opts.tree is None:
+        return Path(opts.repo or "").resolve()
+    trees = Trees(settings)
+    tree = trees.fetch(opts.tree) if opts.fetch else trees.get(opts.tree)
+    return tree.path
+
+
+def checked_request(opts: JobOptions, settings: Settings) -> BisectRequest:
+    """Everything about the input that can be checked here, before a service or a job."""
+    from kbisect.testcases import manifest as manifests
+    from kbisect.testcases.runner import profile
+
+    if opts.mode not in tuple(Mode):
+        raise UserError(f"unknown mode {opts.mode!r}: use regression or fix")
+    if opts.parallel < 1:
+        raise UserError("parallel takes a number of commits, 1 or more")
+    repo = _repository(opts, settings)
+    git = Git(repo)
+    git.check_repo()
+    # Resolved here so a typo fails before anything starts (the job resolves again).
+    good = [git.resolve(g) for g in opts.good]
+    bad = git.resolve(opts.bad)
+    if bad in good:
+        raise UserError(
+            f"good and bad are the same commit ({bad[:12]}): nothing to bisect; "
+            "give an older good (or, in fix mode, an older bad)"
+        )
+    manifest = manifests.load(opts.testcase)
+    profile(opts.profile or manifest.profile)
+    if opts.metric is not None and opts.metric not in manifest.metrics:
+        known = ", ".join(sorted(manifest.metrics))
+        raise UserError(f"{manifest.name} has no metric {opts.metric!r}: pick one of {known}")
+    if not 0 < opts.min_effect_pct < 100:
+        raise UserError(f"min-effect {opts.min_effect_pct:g}: give a percentage, e.g. 5")
+    if opts.max_boots < 3:
+        raise UserError(f"max-boots {opts.max_boots}: give 3 or more")
+    if opts.trace:
+        from kbisect.testcases.trace_run import check_traceable
+
+        check_traceable(manifest)
+    if opts.repetitions is not None:
+        cap = int(
+            getattr(manifest, "max_repetitions", 0) or REPETITIONS_FACTOR * manifest.repetitions
+        )
+        if not 1 <= opts.repetitions <= cap:
+            raise UserError(
+                f"repetitions {opts.repetitions}: give 1 to {cap} for {manifest.name} "
+                f"(its default is {manifest.repetitions})"
+            )
+    return BisectRequest(
+        repo=str(repo),
+        good=good,
+        bad=bad,
+        testcase=manifest.name,
+        mode=opts.mode,
+        profile=opts.profile,
+        repetitions=opts.repetitions,
+        verify=opts.verify,
+        parallel=opts.parallel,
+        metric=opts.metric,
+        min_effect=opts.min_effect_pct / 100,
+        max_boots=opts.max_boots,
+        trace=opts.trace,
+        tree=opts.tree,
+    )

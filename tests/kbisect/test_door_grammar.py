@@ -1,0 +1,94 @@
+"""The doors' command grammar: what parses, and one-line refusals for everything else."""
+
+import pytest
+
+from kbisect.door_grammar import help_text, parse
+from kbisect.errors import UserError
+
+BISECT = "bisect tree=lab good=lab-good bad=lab-bad testcase=nvme-snapshot-read"
+
+
+def test_bisect_becomes_the_clis_job_options() -> None:
+    cmd = parse(f"{BISECT} mode=fix profile=ebs-gp2 repetitions=3 parallel=2 metric=throughput")
+    opts = cmd.options()
+    assert (opts.tree, opts.repo, opts.good, opts.bad) == ("lab", None, ["lab-good"], "lab-bad")
+    assert (opts.testcase, opts.mode, opts.profile) == ("nvme-snapshot-read", "fix", "ebs-gp2")
+    assert (opts.repetitions, opts.parallel, opts.metric) == (3, 2, "throughput")
+
+
+def test_several_goods_and_git_revision_syntax() -> None:
+    cmd = parse("bisect tree=lab good=v6.1~3,abc123 good=v6.0^ bad=HEAD~1 testcase=t")
+    assert cmd.options().good == ["v6.1~3", "abc123", "v6.0^"]
+    assert cmd.options().bad == "HEAD~1"
+
+
+@pytest.mark.parametrize(
+    ("text", "job", "rev", "verdict"),
+    [
+        ("status", None, None, None),
+        ("STATUS bisect-x-1234", "bisect-x-1234", None, None),
+        ("cancel bisect-x-1", "bisect-x-1", None, None),
+        ("report bisect-x-1", "bisect-x-1", None, None),
+        ("mark bisect-x-1 abc123 Good", "bisect-x-1", "abc123", "good"),
+        ("testcases", None, None, None),
+        ("help", None, None, None),
+    ],
+)
+def test_other_commands(text: str, job: str | None, rev: str | None, verdict: str | None) -> None:
+    cmd = parse(text)
+    assert (cmd.verb, cmd.job, cmd.rev, cmd.verdict) == (text.split()[0].lower(), job, rev, verdict)
+
+
+def test_sru_takes_its_keys() -> None:
+    cmd = parse("sru bisect-x-1 series=jammy bug=2012345 branch=sru/fix")
+    assert cmd.job == "bisect-x-1"
+    assert (cmd.one("series"), cmd.one("bug"), cmd.one("branch")) == ("jammy", "2012345", "sru/fix")
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("", "no command"),
+        ("rm -rf /", "unknown command 'rm'"),
+        (f"{BISECT}; reboot", "';' is not allowed"),
+        ("bisect tree=lab good=$(reboot) bad=x testcase=t", "'$' is not allowed"),
+        ("bisect tree=lab good=`id` bad=x testcase=t", "'`' is not allowed"),
+        ("bisect tree=lab good=a|b bad=x testcase=t", "'|' is not allowed"),
+        ("bisect tree=lab good=a&&b bad=x testcase=t", "'&' is not allowed"),
+        ("bisect tree=lab good=a>b bad=x testcase=t", "'>' is not allowed"),
+        ("bisect tree=lab good='a' bad=x testcase=t", '"\'" is not allowed'),
+        ("bisect tree=lab good=a\\nb bad=x testcase=t", "'\\\\' is not allowed"),
+        (f"{BISECT} colour=red", "unknown key 'colour' for bisect; write one of tree="),
+        (f"{BISECT} repo=/etc", "unknown key 'repo'"),
+        ("bisect tree=lab good=--upload-pack=x bad=x testcase=t", "starts with '-'"),
+        ("bisect tree=lab good=ok,-x bad=x testcase=t", "starts with '-'"),
+        ("bisect tree=lab good=a bad=-x testcase=t", "starts with '-'"),
+        ("mark bisect-x-1 -abc good", "options are written key=value"),
+        ("bisect --tree lab", "options are written key=value"),
+        (f"{BISECT} repetitions=three", "give a whole number"),
+        (f"{BISECT} mode=sideways", "mode=regression or mode=fix"),
+        (f"{BISECT} bad=y", "bad= given twice"),
+        ("bisect tree=lab good=a", "bisect needs bad=... testcase=..."),
+        ("bisect tree=lab good= bad=x testcase=t", "good= has no value"),
+        (f"{BISECT} extra", "'extra' is not key=value"),
+        ("mark bisect-x-1 abc maybe", "good, bad or skip"),
+        ("cancel", "write: cancel JOB"),
+        ("status a b", "write: status [JOB]"),
+        ("report ../../etc", "is not a job id"),
+        ("status x=1", "status takes no key=value"),
+        ("sru bisect-x-1 signoff=me", "unknown key 'signoff' for sru"),
+        ("bisect " + "x=1 " * 40, "at most 32 words"),
+    ],
+)
+def test_refusals_are_one_line(text: str, says: str) -> None:
+    with pytest.raises(UserError) as exc:
+        parse(text)
+    message = str(exc.value)
+    assert says in message, message
+    assert message.startswith("refused: ") and "\n" not in message
+
+
+def test_help_lists_every_command() -> None:
+    text = help_text()
+    for verb in ("bisect", "status", "cancel", "report", "sru", "mark", "testcases", "help"):
+        assert verb in text
