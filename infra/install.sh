@@ -29,4 +29,9 @@ python=python3
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 .venv/bin/pip install -q --upgrade pip
 .venv/bin/pip install -q -c requirements.lock -e '.[dev]'
+# Test-only: a Synapse homeserver for the chat tests, in a virtualenv of its own (AGPL;
+# never a kbisect dependency, never shipped).
+[ -x .venv-synapse/bin/python ] || "$python" -m venv .venv-synapse
+.venv-synapse/bin/pip install -q --upgrade pip
+.venv-synapse/bin/pip install -q -r tests/chat/synapse.lock
 echo "kbisect installed: .venv/bin/kbisect"

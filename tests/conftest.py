@@ -4,11 +4,15 @@ import subprocess
 import tarfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from kbisect import settings
 from kbisect.infra import lab, lab_culprits
+
+if TYPE_CHECKING:
+    from tests.chat.homeserver import Synapse
 
 NVME_CORE_TEXT = (
     "static void nvme_alloc_ns(void)\n{\n"
@@ -63,3 +67,15 @@ def git(repo: Path, *args: str) -> str:
     return subprocess.run(
         ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True
     ).stdout
+
+
+@pytest.fixture(scope="session")
+def synapse(tmp_path_factory: pytest.TempPathFactory) -> Iterator["Synapse"]:
+    """A real Synapse homeserver on 127.0.0.1 for the chat tests (tests/chat/homeserver.py)."""
+    from tests.chat.homeserver import Synapse
+
+    server = Synapse(tmp_path_factory.mktemp("synapse"))
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -58,14 +58,14 @@ def run_command(func: Command, args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from kbisect.cli import gc, jobs, lab, service, testcases, trees, trial
+    from kbisect.cli import chat, gc, jobs, lab, service, testcases, trees, trial
 
     parser = argparse.ArgumentParser(
         prog="kbisect",
         description="Kernel bisection: build, boot and score kernels until one commit is named.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for group in (lab, trial, testcases, service, jobs, gc, trees):
+    for group in (lab, trial, testcases, service, jobs, gc, trees, chat):
         group.add_commands(sub)
     return parser
 

@@ -6,7 +6,8 @@ from pathlib import Path
 
 from kbisect.cli.jobs import outcome_lines
 from kbisect.client import JobClient, check_job_id
-from kbisect.door_grammar import Command, help_text
+from kbisect.contract import BisectResult
+from kbisect.doors.grammar import Command, help_text
 from kbisect.errors import KbisectError, UserError
 from kbisect.git import Git
 from kbisect.job_request import checked_request
@@ -51,9 +52,14 @@ async def _execute(cmd: Command, client: JobClient, settings: Settings) -> Reply
     result = await client.result(job)
     if cmd.verb == "report":
         return Reply(markdown(result, job))
+    return Reply(sru_text(result, job, cmd))
+
+
+def sru_text(result: BisectResult, job: str, cmd: Command) -> str:
+    """The SRU justification, with the bug and series the command names."""
     from kbisect.sru import sru_note
 
-    return Reply(sru_note(result, job))
+    return sru_note(result, job)
 
 
 async def _bisect(cmd: Command, client: JobClient, settings: Settings) -> Reply:

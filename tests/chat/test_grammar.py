@@ -2,7 +2,7 @@
 
 import pytest
 
-from kbisect.door_grammar import help_text, parse
+from kbisect.doors.grammar import help_text, parse
 from kbisect.errors import UserError
 
 BISECT = "bisect tree=lab good=lab-good bad=lab-bad testcase=nvme-snapshot-read"

@@ -1,0 +1,154 @@
+"""`kbisect chat matrix` (the Matrix bot) and `kbisect gitlab serve` (the GitLab door)."""
+
+import argparse
+import asyncio
+import logging
+from pathlib import Path
+
+from kbisect.cli.output import note
+from kbisect.errors import UserError
+from kbisect.settings import Settings
+
+
+def read_secret(path: str, what: str) -> str:
+    """A password or token from a file (never from the command line, where ps shows it)."""
+    try:
+        secret = Path(path).read_text().strip()
+    except OSError as exc:
+        raise UserError(f"cannot read the {what} file {path}: {exc.strerror}") from exc
+    if not secret or "\n" in secret:
+        raise UserError(f"the {what} file {path} must hold one line: the {what}")
+    return secret
+
+
+def cmd_matrix(args: argparse.Namespace, settings: Settings) -> int:
+    from kbisect.doors.matrix import BotConfig, MatrixBot, default_state_path
+
+    if not args.homeserver.startswith(("http://", "https://")):
+        raise UserError(f"--homeserver {args.homeserver}: give its URL, e.g. https://matrix.org")
+    for user in [args.user, *args.allow_user]:
+        if not (user.startswith("@") and ":" in user):
+            raise UserError(f"{user!r} is not a Matrix user id: write @name:server")
+    for room in args.room:
+        if not room.startswith("!") or len(room) < 2:  # room v12 ids have no ':server'
+            raise UserError(f"{room!r} is not a room id: it starts with '!' (room settings)")
+    config = BotConfig(
+        homeserver=args.homeserver,
+        user=args.user,
+        password=read_secret(args.password_file, "password"),
+        rooms=args.room,
+        allowed=args.allow_user,
+        state=Path(args.state) if args.state else default_state_path(settings, args.user),
+    )
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("nio").setLevel(logging.WARNING)  # a line per event otherwise
+    note(f"kbisect Matrix bot {args.user} in {', '.join(args.room)}; Ctrl-C stops it")
+
+    async def run() -> None:
+        bot = MatrixBot(config, settings)
+        try:
+            await bot.run()
+        finally:
+            await bot.close()
+
+    asyncio.run(run())
+    return 0
+
+
+def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    c = sub.add_parser("chat", help="take commands from a chat room")
+    csub = c.add_subparsers(dest="chat_command", required=True, metavar="NETWORK")
+    m = csub.add_parser("matrix", help="a Matrix bot: '!kbisect help' in a room lists commands")
+    m.add_argument("--homeserver", required=True, help="the homeserver's URL")
+    m.add_argument("--user", required=True, help="the bot's user id, e.g. @kbisect:example.org")
+    m.add_argument(
+        "--password-file", required=True, metavar="F", help="a file holding the bot's password"
+    )
+    m.add_argument(
+        "--room",
+        required=True,
+        action="append",
+        metavar="ID",
+        help="a room id to listen in (repeatable); the bot joins it",
+    )
+    m.add_argument(
+        "--allow-user",
+        required=True,
+        action="append",
+        metavar="ID",
+        help="a user id whose commands are obeyed (repeatable); others get a refusal",
+    )
+    m.add_argument(
+        "--state",
+        metavar="FILE",
+        help="where the bot keeps its login and its jobs' threads (default: in KBISECT_DATA)",
+    )
+    m.set_defaults(func=cmd_matrix)
+
+    g = sub.add_parser("gitlab", help="take commands from GitLab notes")
+    gsub = g.add_subparsers(dest="gitlab_command", required=True, metavar="ACTION")
+    s = gsub.add_parser("serve", help="receive Note Hooks: '/kbisect help' in a note")
+    s.add_argument("--listen", required=True, metavar="ADDR", help="host:port to listen on")
+    s.add_argument("--url", required=True, help="the GitLab instance's URL")
+    s.add_argument(
+        "--token-file", required=True, metavar="F", help="a file holding the bot's access token"
+    )
+    s.add_argument(
+        "--webhook-secret-file",
+        required=True,
+        metavar="S",
+        help="a file holding the webhook's secret token (X-Gitlab-Token)",
+    )
+    s.add_argument(
+        "--allow-user",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a username whose commands are obeyed (repeatable; default: anyone who can comment)",
+    )
+    s.add_argument(
+        "--state",
+        metavar="FILE",
+        help="where handled notes and followed jobs are kept (default: in KBISECT_DATA)",
+    )
+    s.set_defaults(func=cmd_gitlab)
+
+
+def cmd_gitlab(args: argparse.Namespace, settings: Settings) -> int:
+    import gitlab
+    from aiohttp import web
+
+    from kbisect.client import JobClient
+    from kbisect.doors.gitlab import GitLabConfig, GitLabDoor
+    from kbisect.settings import private_dir
+
+    host, _, port = args.listen.rpartition(":")
+    if not host or not port.isdigit():
+        raise UserError(f"--listen {args.listen}: give host:port, e.g. 0.0.0.0:8093")
+    if not args.url.startswith(("http://", "https://")):
+        raise UserError(
+            f"--url {args.url}: give the GitLab instance's URL, e.g. https://gitlab.com"
+        )
+    config = GitLabConfig(
+        url=args.url,
+        token=read_secret(args.token_file, "token"),
+        secret=read_secret(args.webhook_secret_file, "webhook secret"),
+        state=Path(args.state) if args.state else private_dir(settings.data) / "gitlab.json",
+        allowed=tuple(args.allow_user),
+    )
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+
+    async def run() -> None:
+        jobs = await JobClient.connect(settings)
+        door = GitLabDoor(
+            config, settings, jobs, gitlab.Gitlab(config.url, private_token=config.token)
+        )
+        await door.start()
+        runner = web.AppRunner(door.app())
+        await runner.setup()
+        await web.TCPSite(runner, host, int(port)).start()
+        note(f"kbisect GitLab receiver on http://{args.listen}/webhook for {config.url}")
+        await asyncio.Event().wait()
+
+    asyncio.run(run())
+    return 0

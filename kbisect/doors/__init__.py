@@ -1,0 +1,1 @@
+"""The doors other than the CLI: chat (Matrix) and GitLab, over one command grammar."""

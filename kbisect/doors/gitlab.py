@@ -1,0 +1,286 @@
+"""The GitLab door: a Note Hook receiver. `/kbisect ...` at the start of a line of a note
+on an issue or merge request runs through the same grammar, checks and JobClient as the
+CLI. A started job gets a reply note with its link, one progress note kept up to date, and
+at the end a report note with the score plot (uploaded through the project uploads API)
+and a scoped label, `kbisect::found` (or `kbisect::no-difference`, `kbisect::ambiguous`).
+`/kbisect sru JOB branch=B` creates branch B from the target, puts the revert of the
+culprit (regression mode) or the fix (fix mode) on it with GitLab's own revert and
+cherry-pick API, and opens a merge request whose description is the SRU note.
+
+A hook must carry the webhook secret in `X-Gitlab-Token` (401 otherwise). Each note is
+handled once, by its id, whatever GitLab redelivers; the handled ids and the followed
+jobs are kept in a state file, so a restarted receiver follows its jobs on.
+"""
+
+import asyncio
+import hmac
+import logging
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gitlab
+from aiohttp import web
+
+from kbisect.client import JobClient
+from kbisect.contract import BisectResult, Mode
+from kbisect.doors import state_file
+from kbisect.doors.actions import Reply, execute
+from kbisect.doors.grammar import Command, parse
+from kbisect.doors.job_posts import Post, follow, summary
+from kbisect.errors import InfraError, KbisectError, UserError
+from kbisect.settings import Settings
+
+PREFIX = "/kbisect"
+log = logging.getLogger("kbisect.gitlab")
+
+
+@dataclass(frozen=True)
+class GitLabConfig:
+    url: str
+    token: str
+    secret: str
+    state: Path
+    allowed: tuple[str, ...] = ()  # usernames; empty: anyone who can comment
+
+
+@dataclass
+class Target:
+    """Where a note was written: a project's issue or merge request."""
+
+    project: int
+    kind: str  # "issue" or "merge_request"
+    iid: int
+    branch: str  # where an SRU branch starts: the MR's target, else the default branch
+
+
+@dataclass
+class FollowedJob:
+    target: Target
+    progress_note: int
+    lines: list[str] = field(default_factory=list)
+    posted: list[str] = field(default_factory=list)
+    done: bool = False
+
+
+def commands_in(note: str) -> list[str]:
+    """The commands of a note: every line that starts with the prefix."""
+    found = []
+    for line in note.splitlines():
+        word, _, rest = line.strip().partition(" ")
+        if word == PREFIX:
+            found.append(rest)
+    return found
+
+
+def target_of(payload: dict[str, Any]) -> Target:
+    attrs = payload["object_attributes"]
+    project = payload["project"]
+    if attrs.get("noteable_type") == "MergeRequest":
+        mr = payload["merge_request"]
+        return Target(project["id"], "merge_request", mr["iid"], mr["target_branch"])
+    if attrs.get("noteable_type") == "Issue":
+        return Target(project["id"], "issue", payload["issue"]["iid"], project["default_branch"])
+    raise UserError(f"notes on a {attrs.get('noteable_type')} are not taken")
+
+
+class GitLabDoor:
+    def __init__(
+        self, config: GitLabConfig, settings: Settings, jobs: JobClient, gl: gitlab.Gitlab
+    ) -> None:
+        self.config = config
+        self.settings = settings
+        self.jobs = jobs
+        self.gl = gl
+        raw = state_file.load(config.state)
+        self.handled: set[int] = set(raw.get("handled", []))
+        self.followed = {
+            job: FollowedJob(target=Target(**j.pop("target")), **j)
+            for job, j in raw.get("jobs", {}).items()
+        }
+        self.lock = asyncio.Lock()
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.me = ""
+
+    def _save(self) -> None:
+        jobs = {k: asdict(v) for k, v in self.followed.items()}
+        state_file.save(self.config.state, {"handled": sorted(self.handled), "jobs": jobs})
+
+    async def start(self) -> None:
+        """Who the token is (its own notes are skipped), and the jobs to follow on."""
+        await asyncio.to_thread(self.gl.auth)
+        self.me = str(self.gl.user.username) if self.gl.user else ""
+        for job_id, job in self.followed.items():
+            if not job.done:
+                self._spawn(self._follow(job_id))
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=2**20)
+        app.router.add_post("/", self.hook)
+        app.router.add_post("/webhook", self.hook)
+        return app
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.create_task(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    # --- the hook ------------------------------------------------------------------
+    async def hook(self, request: web.Request) -> web.Response:
+        token = request.headers.get("X-Gitlab-Token", "")
+        if not hmac.compare_digest(token.encode(), self.config.secret.encode()):
+            return web.json_response({"error": "wrong or missing X-Gitlab-Token"}, status=401)
+        if request.headers.get("X-Gitlab-Event") != "Note Hook":
+            return web.json_response({"ignored": "not a Note Hook"})
+        try:
+            payload = await request.json()
+            note = payload["object_attributes"]
+            note_id, text = int(note["id"]), str(note["note"])
+            author = str(payload["user"]["username"])
+            target = target_of(payload)
+        except (ValueError, KeyError, TypeError, UserError) as exc:
+            return web.json_response({"error": f"not a note hook kbisect takes: {exc}"}, status=400)
+        commands = commands_in(text)
+        if not commands or author == self.me:
+            return web.json_response({"ignored": "no /kbisect command"})
+        async with self.lock:  # two deliveries of one note at once: one wins
+            if note_id in self.handled:
+                return web.json_response({"duplicate": note_id})
+            self.handled.add(note_id)
+            self._save()
+        self._spawn(self._handle(target, author, commands))
+        return web.json_response({"accepted": note_id}, status=202)
+
+    async def _handle(self, target: Target, author: str, commands: list[str]) -> None:
+        for text in commands:
+            try:
+                reply = await self._run(target, author, text)
+            except Exception as exc:  # a note must never be left unanswered
+                log.exception("command %r", text)
+                reply = Reply(text=f"kbisect could not do that: {exc}", ok=False)
+            note = await self._note(target, reply.text)
+            if reply.job_id:
+                progress = await self._note(target, f"kbisect `{reply.job_id}`: waiting to start")
+                self.followed[reply.job_id] = FollowedJob(target=target, progress_note=progress)
+                self._save()
+                self._spawn(self._follow(reply.job_id))
+            log.info("%s: %s -> note %s", author, text.split(" ", 1)[0], note)
+
+    async def _run(self, target: Target, author: str, text: str) -> Reply:
+        if self.config.allowed and author not in self.config.allowed:
+            return Reply(f"Sorry @{author}, kbisect here takes commands from its allowed users.")
+        try:
+            cmd = parse(text)
+        except UserError as exc:
+            return Reply(text=str(exc), ok=False)
+        if cmd.verb == "sru" and cmd.one("branch"):
+            try:
+                return await self._sru_branch(target, cmd)
+            except KbisectError as exc:
+                return Reply(text=" ".join(str(exc).split()), ok=False)
+        reply = await execute(cmd, self.jobs, self.settings)
+        if reply.job_id:
+            link = self.jobs.job_url(reply.job_id)
+            return Reply(f"kbisect started `{reply.job_id}`: {link}", job_id=reply.job_id)
+        return reply
+
+    # --- GitLab calls (python-gitlab is synchronous: run in a thread) -----------------
+    def _noteable(self, target: Target) -> Any:
+        project = self.gl.projects.get(target.project, lazy=True)
+        if target.kind == "merge_request":
+            return project.mergerequests.get(target.iid, lazy=True)
+        return project.issues.get(target.iid, lazy=True)
+
+    async def _note(self, target: Target, body: str) -> int:
+        def create() -> int:
+            return int(self._noteable(target).notes.create({"body": _safe(body)}).id)
+
+        return await asyncio.to_thread(create)
+
+    async def _edit(self, target: Target, note_id: int, body: str) -> None:
+        def update() -> None:
+            self._noteable(target).notes.update(note_id, {"body": _safe(body)})
+
+        await asyncio.to_thread(update)
+
+    async def _follow(self, job_id: str) -> None:
+        job = self.followed[job_id]
+
+        async def send(post: Post) -> None:
+            job.lines.append(post.text if post.key != "summary" else "(report below)")
+            body = f"kbisect `{job_id}` ({self.jobs.job_url(job_id)}):\n\n" + "\n".join(
+                f"- {line}" for line in "\n".join(job.lines).splitlines()
+            )
+            await self._edit(job.target, job.progress_note, body)
+            job.posted.append(post.key)
+            self._save()
+
+        while True:
+            try:
+                result = await follow(self.jobs, job_id, job.posted, send)
+                if result is not None:
+                    await self._finish(job_id, job, result)
+                job.done = True
+                self._save()
+                return
+            except (InfraError, gitlab.GitlabError) as exc:
+                log.warning("following %s: %s; trying again", job_id, exc)
+                await asyncio.sleep(10)
+
+    async def _finish(self, job_id: str, job: FollowedJob, result: BisectResult) -> None:
+        from kbisect.plot import plot_scores
+
+        text = summary(result, job_id)
+        project = self.gl.projects.get(job.target.project, lazy=True)
+        png = await asyncio.to_thread(
+            plot_scores, result, self.config.state.parent / f"{job_id}.png"
+        )
+        upload = await asyncio.to_thread(project.upload, f"{job_id}.png", filedata=png.read_bytes())
+        png.unlink(missing_ok=True)
+        await self._note(job.target, f"{text}\n\n{upload['markdown']}")
+        label = f"kbisect::{result.status}"
+        manager = project.mergerequests if job.target.kind == "merge_request" else project.issues
+        await asyncio.to_thread(manager.update, job.target.iid, {"add_labels": label})
+
+    async def _sru_branch(self, target: Target, cmd: Command) -> Reply:
+        """The culprit's revert (or the fix) on a new branch, and a merge request of it."""
+        from kbisect.doors.actions import sru_text
+
+        job, branch = cmd.job or "", cmd.one("branch") or ""
+        result = await self.jobs.result(job)
+        culprit = result.culprit
+        if not culprit:
+            raise UserError(f"job {job} named no commit ({result.status}): nothing to send")
+        subject = result.subjects.get(culprit, culprit[:12])
+        note = sru_text(result, job, cmd)
+        project = self.gl.projects.get(target.project, lazy=True)
+        commit = project.commits.get(culprit, lazy=True)
+
+        def push() -> Any:
+            project.branches.create({"branch": branch, "ref": target.branch})
+            if result.mode == Mode.FIX:
+                commit.cherry_pick(branch=branch)
+                title = f"Backport {culprit[:12]}: {subject}"
+            else:
+                commit.revert(branch=branch)
+                title = f'Revert "{subject}"'
+            return project.mergerequests.create(
+                {
+                    "source_branch": branch,
+                    "target_branch": target.branch,
+                    "title": title.strip(),
+                    "description": _safe(note),
+                }
+            )
+
+        mr = await asyncio.to_thread(push)
+        return Reply(
+            f"kbisect opened !{mr.iid} from `{branch}` into `{target.branch}`: {mr.web_url}"
+        )
+
+
+def _safe(body: str) -> str:
+    """A note of ours must never read as a command when its hook comes back to us."""
+    return "\n".join(
+        f"`{line}`" if line.lstrip().startswith(PREFIX) else line for line in body.splitlines()
+    )

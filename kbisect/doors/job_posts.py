@@ -1,0 +1,83 @@
+"""A job's story for a door's thread: its phases, each finished step, the outcome and the
+report's summary, each post under a key that is the same however often it is computed.
+A door keeps the keys it has posted, so a restarted bot (or a redelivered webhook) goes on
+where it stopped and never posts a line twice."""
+
+import asyncio
+from collections.abc import Awaitable, Callable, Collection
+from dataclasses import dataclass
+
+from kbisect.cli.jobs import outcome_lines
+from kbisect.cli.output import one_line, step_line
+from kbisect.client import JobClient
+from kbisect.contract import BisectResult, Progress
+from kbisect.errors import InfraError, KbisectError
+from kbisect.report import markdown
+
+PHASES = ("validating", "calibrating", "bisecting", "verifying")
+POLL_SECONDS = 3.0
+
+
+@dataclass(frozen=True)
+class Post:
+    key: str  # unique within a job: "phase:bisecting", "step:3", "outcome", "summary"
+    text: str
+
+
+def progress_posts(p: Progress) -> list[Post]:
+    posts = [Post(f"step:{i}", step_line(i, s, p.metric)) for i, s in enumerate(p.steps, 1)]
+    if p.status in PHASES:
+        text = f"{p.status}: {p.message}" if p.message else p.status
+        posts.insert(0, Post(f"phase:{p.status}", one_line(text)))
+    return posts
+
+
+def summary(result: BisectResult, job_id: str) -> str:
+    """The report down to its table of tested commits (the whole is `report JOB`)."""
+    text = markdown(result, job_id)
+    return text.split("\n## Tested commits", 1)[0].rstrip()
+
+
+def result_posts(result: BisectResult, job_id: str) -> list[Post]:
+    steps = [
+        Post(f"step:{i}", step_line(i, s, result.metric)) for i, s in enumerate(result.steps, 1)
+    ]
+    return [
+        *steps,
+        Post("outcome", "\n".join(outcome_lines(result))),
+        Post("summary", summary(result, job_id)),
+    ]
+
+
+Send = Callable[[Post], Awaitable[None]]
+
+
+async def follow(
+    client: JobClient,
+    job_id: str,
+    posted: Collection[str],
+    send: Send,
+    poll: float | None = None,
+) -> BisectResult | None:
+    """Post what is new until the job ends, then its outcome; `send` records each key."""
+    seen = set(posted)
+
+    async def post_new(posts: list[Post]) -> None:
+        for post in posts:
+            if post.key not in seen:
+                await send(post)
+                seen.add(post.key)
+
+    while await client.running(job_id):
+        try:
+            await post_new(progress_posts(await client.progress(job_id)))
+        except InfraError:  # no workflow worker answered this time: the next look
+            pass
+        await asyncio.sleep(POLL_SECONDS if poll is None else poll)
+    try:
+        result = await client.result(job_id)
+    except KbisectError as exc:  # failed, cancelled or terminated
+        await post_new([Post("outcome", f"{job_id} ended without a result: {exc}")])
+        return None
+    await post_new(result_posts(result, job_id))
+    return result

@@ -1,0 +1,251 @@
+"""The Matrix door: `!kbisect ...` in an allowed room from an allowed user runs the command
+through the same grammar, checks and JobClient as the CLI; a started job gets a thread
+(the job id and Web UI link first, then its phases and steps, the outcome, the report's
+summary and the score plot).
+
+The bot posts notices (m.notice: bots' messages, which bots ignore), ignores its own
+messages, notices and whatever was sent before it started. Its login (access token and
+device) and, per job, the thread and the keys it has posted are kept in a state file, so
+a restarted bot logs in as the same device, follows its jobs on and never posts a line
+twice: each post's transaction id is derived from the job and the key, and the server
+drops a repeat of one it has seen from that device.
+"""
+
+import asyncio
+import io
+import logging
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nio import (
+    AsyncClient,
+    JoinError,
+    LoginResponse,
+    MatrixRoom,
+    RoomMessageText,
+    RoomSendResponse,
+    UploadResponse,
+)
+
+from kbisect.client import JobClient
+from kbisect.doors import state_file
+from kbisect.doors.actions import execute
+from kbisect.doors.grammar import parse
+from kbisect.doors.job_posts import Post, follow
+from kbisect.errors import InfraError, UserError
+from kbisect.settings import Settings, private_dir
+
+PREFIX = "!kbisect"
+log = logging.getLogger("kbisect.matrix")
+
+
+@dataclass
+class BotConfig:
+    homeserver: str
+    user: str  # @bot:server
+    password: str
+    rooms: list[str]  # room ids (!abc:server)
+    allowed: list[str]  # user ids obeyed
+    state: Path  # the state file
+
+
+@dataclass
+class JobThread:
+    room: str
+    root: str  # the thread's first event: the job id and link
+    posted: list[str] = field(default_factory=list)
+    done: bool = False
+
+
+@dataclass
+class State:
+    path: Path
+    user_id: str = ""
+    device_id: str = ""
+    access_token: str = ""
+    jobs: dict[str, JobThread] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, path: Path) -> "State":
+        raw = state_file.load(path)
+        try:
+            jobs = {k: JobThread(**v) for k, v in raw.get("jobs", {}).items()}
+            return cls(
+                path=path,
+                user_id=raw.get("user_id", ""),
+                device_id=raw.get("device_id", ""),
+                access_token=raw.get("access_token", ""),
+                jobs=jobs,
+            )
+        except TypeError as exc:
+            raise UserError(f"{path} is not a kbisect Matrix state file: move it away") from exc
+
+    def save(self) -> None:
+        data = {
+            "user_id": self.user_id,
+            "device_id": self.device_id,
+            "access_token": self.access_token,
+            "jobs": {k: vars(v) for k, v in self.jobs.items()},
+        }
+        state_file.save(self.path, data)
+
+
+def default_state_path(settings: Settings, user: str) -> Path:
+    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in user)
+    return private_dir(settings.data) / "matrix" / f"{safe}.json"
+
+
+def command_text(body: str) -> str | None:
+    """The command after the prefix, if the message's first line starts with it."""
+    first = body.strip().split("\n", 1)[0]
+    word, _, rest = first.partition(" ")
+    return rest if word == PREFIX else None
+
+
+def thread(root: str) -> dict[str, Any]:
+    return {
+        "rel_type": "m.thread",
+        "event_id": root,
+        "is_falling_back": True,
+        "m.in_reply_to": {"event_id": root},
+    }
+
+
+class MatrixBot:
+    def __init__(self, config: BotConfig, settings: Settings) -> None:
+        self.config = config
+        self.settings = settings
+        self.state = State.load(config.state)
+        self.nio = AsyncClient(config.homeserver, config.user, store_path=None)
+        self.jobs: JobClient | None = None
+        self.started_ms = int(time.time() * 1000)
+        self.followers: dict[str, asyncio.Task[None]] = {}
+
+    async def run(self) -> None:
+        self.jobs = await JobClient.connect(self.settings)
+        await self._login()
+        for room in self.config.rooms:
+            joined = await self.nio.join(room)
+            if isinstance(joined, JoinError):
+                raise UserError(f"cannot join {room}: {joined.message}: invite the bot first")
+        # What the first sync returns happened before the bot started: not commands.
+        await self.nio.sync(timeout=0, full_state=True)
+        for job_id, job in self.state.jobs.items():
+            if not job.done:
+                self._follow(job_id)
+        self.nio.add_event_callback(self._on_message, RoomMessageText)
+        log.info("listening in %s", ", ".join(self.config.rooms))
+        await self.nio.sync_forever(timeout=30000)
+
+    async def close(self) -> None:
+        for task in self.followers.values():
+            task.cancel()
+        await self.nio.close()
+
+    async def _login(self) -> None:
+        s = self.state
+        if s.access_token and s.user_id == self.config.user:
+            self.nio.restore_login(s.user_id, s.device_id, s.access_token)
+            return
+        resp = await self.nio.login(self.config.password, device_name="kbisect")
+        if not isinstance(resp, LoginResponse):
+            raise UserError(f"cannot log in as {self.config.user}: {resp}")
+        s.user_id, s.device_id, s.access_token = resp.user_id, resp.device_id, resp.access_token
+        s.save()
+
+    # --- commands ------------------------------------------------------------------
+    async def _on_message(self, room: MatrixRoom, event: RoomMessageText) -> None:
+        if room.room_id not in self.config.rooms or event.sender == self.nio.user_id:
+            return
+        if event.server_timestamp < self.started_ms:
+            return
+        text = command_text(event.body)
+        if text is None:
+            return
+        if event.sender not in self.config.allowed:
+            await self._reply(
+                room.room_id,
+                event.event_id,
+                f"Sorry {event.sender}, I only take commands from the users my operator "
+                "allowed (kbisect chat matrix --allow-user).",
+            )
+            return
+        assert self.jobs is not None
+        try:
+            cmd = parse(text)
+        except UserError as exc:
+            await self._reply(room.room_id, event.event_id, str(exc))
+            return
+        log.info("%s in %s: %s", event.sender, room.room_id, cmd.verb)
+        reply = await execute(cmd, self.jobs, self.settings)
+        root = await self._reply(room.room_id, event.event_id, reply.text)
+        if reply.job_id and root:
+            self.state.jobs[reply.job_id] = JobThread(room=room.room_id, root=root)
+            self.state.save()
+            self._follow(reply.job_id)
+
+    async def _reply(self, room: str, to: str, text: str) -> str | None:
+        reply_to = {"m.in_reply_to": {"event_id": to}}
+        content = {"msgtype": "m.notice", "body": text, "m.relates_to": reply_to}
+        return await self._send(room, content, tx_id=None)
+
+    async def _send(self, room: str, content: dict[str, Any], tx_id: str | None) -> str | None:
+        resp = await self.nio.room_send(room, "m.room.message", content, tx_id=tx_id)
+        if isinstance(resp, RoomSendResponse):
+            return str(resp.event_id)
+        log.warning("could not post in %s: %s", room, resp)
+        return None
+
+    # --- following jobs ------------------------------------------------------------
+    def _follow(self, job_id: str) -> None:
+        if job_id not in self.followers:
+            self.followers[job_id] = asyncio.create_task(self._follow_job(job_id))
+
+    async def _follow_job(self, job_id: str) -> None:
+        job = self.state.jobs[job_id]
+        assert self.jobs is not None
+
+        async def send(post: Post) -> None:
+            content = {"msgtype": "m.notice", "body": post.text, "m.relates_to": thread(job.root)}
+            if await self._send(job.room, content, tx_id=f"kbisect-{job_id}-{post.key}") is None:
+                raise InfraError(f"could not post {post.key} of {job_id}")
+            job.posted.append(post.key)
+            self.state.save()
+
+        while True:
+            try:
+                result = await follow(self.jobs, job_id, job.posted, send)
+                if result is not None and "plot" not in job.posted:
+                    await self._post_plot(job_id, job, result)
+                job.done = True
+                self.state.save()
+                return
+            except InfraError as exc:  # the server or homeserver away for a while
+                log.warning("following %s: %s; trying again", job_id, exc)
+                await asyncio.sleep(10)
+
+    async def _post_plot(self, job_id: str, job: JobThread, result: Any) -> None:
+        from kbisect.plot import plot_scores
+
+        with tempfile.TemporaryDirectory() as tmp:
+            png = plot_scores(result, Path(tmp) / f"{job_id}.png")
+            data = Path(png).read_bytes()
+        up, _ = await self.nio.upload(
+            io.BytesIO(data), content_type="image/png", filename=f"{job_id}.png", filesize=len(data)
+        )
+        if not isinstance(up, UploadResponse):
+            raise InfraError(f"could not upload the plot of {job_id}: {up}")
+        content = {
+            "msgtype": "m.image",
+            "body": f"{job_id}: scores across commits",
+            "url": up.content_uri,
+            "info": {"mimetype": "image/png", "size": len(data)},
+            "m.relates_to": thread(job.root),
+        }
+        if await self._send(job.room, content, tx_id=f"kbisect-{job_id}-plot") is None:
+            raise InfraError(f"could not post the plot of {job_id}")
+        job.posted.append("plot")
+        self.state.save()

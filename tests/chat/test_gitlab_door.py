@@ -1,0 +1,370 @@
+"""The GitLab receiver, over real HTTP on 127.0.0.1. No GitLab server runs here: the calls
+python-gitlab makes are checked with `responses` against the shapes GitLab's REST API
+documents (notes, uploads, issue labels, branches, revert and cherry-pick, merge
+requests). The job service is a recording stand-in: a real job from a door is the Matrix
+end-to-end test's; here what counts is what the receiver starts, how often, and says."""
+
+import asyncio
+import json
+import re
+import socket
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import gitlab
+import pytest
+import pytest_asyncio
+import responses
+from aiohttp import web
+
+from kbisect.contract import BisectRequest, BisectResult, Progress, Step, Verification
+from kbisect.doors.gitlab import GitLabConfig, GitLabDoor, commands_in
+from kbisect.settings import Settings
+from kbisect.trees import Trees
+from tests.conftest import git
+
+GITLAB = "https://gitlab.example.com"
+API = f"{GITLAB}/api/v4"
+SECRET = "s3cret-hook-token"
+PROJECT = 7
+
+
+@dataclass
+class RecordingJobs:
+    """JobClient's calls the receiver makes, with a scripted job: two looks, then found."""
+
+    started: list[BisectRequest] = field(default_factory=list)
+    looks: int = 0
+    result_of: dict[str, BisectResult] = field(default_factory=dict)
+
+    def needs(self) -> list[object]:
+        return []
+
+    async def require_workers(self, needs: object, *args: object) -> None:
+        return None
+
+    async def start(self, req: BisectRequest) -> str:
+        self.started.append(req)
+        job = f"bisect-nvme-snapshot-read-{len(self.started):08x}"
+        self.result_of[job] = _result(req)
+        return job
+
+    def job_url(self, job_id: str) -> str:
+        return f"http://127.0.0.1:8233/namespaces/default/workflows/{job_id}"
+
+    async def running(self, job_id: str) -> bool:
+        self.looks += 1
+        return self.looks <= 2
+
+    async def progress(self, job_id: str) -> Progress:
+        r = self.result_of[job_id]
+        status = "calibrating" if self.looks == 1 else "bisecting"
+        return Progress(status=status, metric=r.metric, steps=r.steps[: self.looks - 1])
+
+    async def result(self, job_id: str) -> BisectResult:
+        return self.result_of[job_id]
+
+
+def _result(req: BisectRequest) -> BisectResult:
+    old, new = req.good[0], req.bad
+    culprit = new
+    return BisectResult(
+        status="found",
+        mode=req.mode,
+        testcase=req.testcase,
+        repo=req.repo,
+        old=[old],
+        new=new,
+        culprit=culprit,
+        candidates=[culprit],
+        steps=[
+            Step(old, "add a", "good", "endpoint", value=512.0, index=-1, boots=1),
+            Step(new, "add c", "bad", "endpoint", value=8.0, index=1, boots=1),
+        ],
+        message="first bad commit",
+        subjects={culprit: "add c"},
+        metric="avg_read_sectors",
+        unit="sectors",
+        verification=Verification(
+            kind="revert", change=culprit, onto=new, status="confirmed", message="ok"
+        ),
+    )
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Calls:
+    """What reached the (mocked) GitLab API: method, path, JSON or form body."""
+
+    seen: list[tuple[str, str, Any]] = field(default_factory=list)
+
+    def of(self, method: str, pattern: str) -> list[Any]:
+        return [b for m, p, b in self.seen if m == method and re.fullmatch(pattern, p)]
+
+
+def _gitlab_api(mock: responses.RequestsMock, calls: Calls) -> None:
+    note_ids = iter(range(100, 10_000))
+
+    def record(request: Any) -> Any:
+        path = request.path_url.split("?")[0].removeprefix("/api/v4")
+        ctype = request.headers.get("Content-Type", "")
+        body: Any = request.body
+        if body and "json" in ctype:
+            body = json.loads(body)
+        calls.seen.append((request.method, path, body))
+        return path, body
+
+    def note(request: Any) -> tuple[int, dict[str, str], str]:
+        _, body = record(request)
+        return 201, {}, json.dumps({"id": next(note_ids), "body": body["body"]})
+
+    def ok(payload: dict[str, Any], status: int = 200) -> Any:
+        def reply(request: Any) -> tuple[int, dict[str, str], str]:
+            record(request)
+            return status, {}, json.dumps(payload)
+
+        return reply
+
+    user = {"id": 99, "username": "kbisect-bot"}
+    mock.add_callback(
+        responses.GET, f"{API}/user", callback=ok(user), content_type="application/json"
+    )
+    notes = re.compile(rf"{API}/projects/{PROJECT}/(issues|merge_requests)/\d+/notes")
+    mock.add_callback(responses.POST, notes, callback=note, content_type="application/json")
+    edit = re.compile(rf"{API}/projects/{PROJECT}/(issues|merge_requests)/\d+/notes/\d+")
+    mock.add_callback(
+        responses.PUT, edit, callback=ok({"id": 1, "body": "x"}), content_type="application/json"
+    )
+    upload = {
+        "alt": "plot",
+        "url": "/uploads/66dbcd21ec5d24ed6ea225176098d52b/plot.png",
+        "full_path": "/group/project/uploads/66dbcd21ec5d24ed6ea225176098d52b/plot.png",
+        "markdown": "![plot](/uploads/66dbcd21ec5d24ed6ea225176098d52b/plot.png)",
+    }
+    mock.add_callback(
+        responses.POST,
+        f"{API}/projects/{PROJECT}/uploads",
+        callback=ok(upload, 201),
+        content_type="application/json",
+    )
+    labels = re.compile(rf"{API}/projects/{PROJECT}/(issues|merge_requests)/\d+")
+    mock.add_callback(
+        responses.PUT,
+        labels,
+        callback=ok({"iid": 3, "labels": ["kbisect::found"]}),
+        content_type="application/json",
+    )
+    branch = {"name": "sru/nvme", "commit": {"id": "a" * 40}}
+    branches = f"{API}/projects/{PROJECT}/repository/branches"
+    mock.add_callback(
+        responses.POST, branches, callback=ok(branch, 201), content_type="application/json"
+    )
+    picks = re.compile(
+        rf"{API}/projects/{PROJECT}/repository/commits/[0-9a-f]{{40}}/(revert|cherry_pick)"
+    )
+    mock.add_callback(
+        responses.POST,
+        picks,
+        callback=ok({"id": "b" * 40, "title": "Revert"}, 201),
+        content_type="application/json",
+    )
+    mr = {"iid": 12, "web_url": f"{GITLAB}/group/project/-/merge_requests/12"}
+    mrs = f"{API}/projects/{PROJECT}/merge_requests"
+    mock.add_callback(responses.POST, mrs, callback=ok(mr, 201), content_type="application/json")
+
+
+def hook(note_id: int, text: str, author: str = "alice", on: str = "Issue") -> dict[str, Any]:
+    """A Note Hook payload, shaped as GitLab's webhook documentation shows it."""
+    payload: dict[str, Any] = {
+        "object_kind": "note",
+        "event_type": "note",
+        "user": {"id": 1, "name": "Alice", "username": author},
+        "project_id": PROJECT,
+        "project": {
+            "id": PROJECT,
+            "name": "kernel",
+            "default_branch": "master",
+            "web_url": f"{GITLAB}/group/kernel",
+            "path_with_namespace": "group/kernel",
+        },
+        "object_attributes": {
+            "id": note_id,
+            "note": text,
+            "noteable_type": on,
+            "author_id": 1,
+            "project_id": PROJECT,
+            "url": f"{GITLAB}/group/kernel/-/issues/3#note_{note_id}",
+        },
+    }
+    if on == "Issue":
+        payload["issue"] = {"id": 301, "iid": 3, "title": "read slowdown", "state": "opened"}
+    else:
+        payload["merge_request"] = {"id": 401, "iid": 4, "target_branch": "stable-6.1"}
+    return payload
+
+
+@dataclass
+class Receiver:
+    url: str
+    door: GitLabDoor
+    jobs: RecordingJobs
+    calls: Calls
+    upstream: Path
+
+    async def post(
+        self, payload: object, token: str | None = SECRET, event: str = "Note Hook"
+    ) -> tuple[int, Any]:
+        headers = {"X-Gitlab-Event": event}
+        if token is not None:
+            headers["X-Gitlab-Token"] = token
+        async with (
+            aiohttp.ClientSession() as s,
+            s.post(self.url, json=payload, headers=headers) as r,
+        ):
+            return r.status, await r.json()
+
+    async def settle(self) -> None:
+        while self.door.tasks:
+            await asyncio.gather(*list(self.door.tasks))
+
+
+@pytest_asyncio.fixture
+async def receiver(tmp_path: Path, cache: Path) -> AsyncIterator[Receiver]:
+    upstream = tmp_path / "upstream"
+    upstream.mkdir()
+    git(upstream, "init", "-q", "-b", "master")
+    for name in ("a", "b", "c"):
+        (upstream / name).write_text(name)
+        git(upstream, "add", name)
+        git(upstream, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", f"add {name}")
+    git(upstream, "tag", "v1", "HEAD~2")
+    settings = Settings.from_env({"KBISECT_CACHE": str(cache), "KBISECT_DATA": str(tmp_path / "d")})
+    Trees(settings).add("lab", str(upstream))
+    calls, jobs = Calls(), RecordingJobs()
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
+        _gitlab_api(mock, calls)
+        config = GitLabConfig(
+            url=GITLAB, token="glpat-x", secret=SECRET, state=tmp_path / "gl.json"
+        )
+        gl = gitlab.Gitlab(GITLAB, private_token="glpat-x")
+        door = GitLabDoor(config, settings, jobs, gl)  # type: ignore[arg-type]
+        door_poll = 0.01
+        import kbisect.doors.job_posts as posts
+
+        saved, posts.POLL_SECONDS = posts.POLL_SECONDS, door_poll
+        await door.start()
+        runner = web.AppRunner(door.app())
+        await runner.setup()
+        port = _free_port()
+        await web.TCPSite(runner, "127.0.0.1", port).start()
+        try:
+            yield Receiver(f"http://127.0.0.1:{port}/webhook", door, jobs, calls, upstream)
+        finally:
+            posts.POLL_SECONDS = saved
+            await runner.cleanup()
+
+
+BISECT = "/kbisect bisect tree=lab good=v1 bad=master testcase=nvme-snapshot-read"
+
+
+@pytest.mark.asyncio
+async def test_wrong_or_missing_token_is_401_and_starts_nothing(receiver: Receiver) -> None:
+    assert (await receiver.post(hook(1, BISECT), token="wrong"))[0] == 401
+    assert (await receiver.post(hook(1, BISECT), token=None))[0] == 401
+    await receiver.settle()
+    assert receiver.jobs.started == [] and receiver.calls.of("POST", r".*/notes") == []
+
+
+@pytest.mark.asyncio
+async def test_a_note_starts_one_job_however_often_it_is_delivered(receiver: Receiver) -> None:
+    payload = hook(11, f"Please bisect this:\n{BISECT}\nthanks")
+    first, again = await asyncio.gather(receiver.post(payload), receiver.post(payload))
+    assert sorted([first[0], again[0]]) == [200, 202]
+    await receiver.settle()
+    assert (await receiver.post(payload))[1] == {"duplicate": 11}
+    await receiver.settle()
+    assert len(receiver.jobs.started) == 1
+    req = receiver.jobs.started[0]
+    head = git(receiver.upstream, "rev-parse", "master").strip()
+    assert req.tree == "lab" and req.bad == head and req.testcase == "nvme-snapshot-read"
+
+    notes = receiver.calls.of("POST", rf"/projects/{PROJECT}/issues/3/notes")
+    job = "bisect-nvme-snapshot-read-00000001"
+    assert notes[0]["body"].startswith(f"kbisect started `{job}`: http://127.0.0.1:8233/")
+    assert notes[1]["body"] == f"kbisect `{job}`: waiting to start"  # the progress note
+    edits = receiver.calls.of("PUT", rf"/projects/{PROJECT}/issues/3/notes/101")
+    assert any("- calibrating" in e["body"] for e in edits)
+    assert "first bad commit: " in edits[-1]["body"]
+    report = notes[2]["body"]
+    assert report.startswith(f"# kbisect {job}") and "![plot](/uploads/" in report
+    assert len(notes) == 3
+    upload = receiver.calls.of("POST", rf"/projects/{PROJECT}/uploads")
+    assert len(upload) == 1 and b'filename="bisect-nvme' in upload[0]  # multipart, field "file"
+    assert b'name="file"' in upload[0]
+    assert receiver.calls.of("PUT", rf"/projects/{PROJECT}/issues/3") == [
+        {"add_labels": "kbisect::found"}
+    ]
+
+
+@pytest.mark.asyncio
+async def test_bad_text_gets_one_line_and_nothing_runs(receiver: Receiver, tmp_path: Path) -> None:
+    texts = {
+        21: f"/kbisect bisect tree=lab good=$(touch {tmp_path}/pwned) bad=x testcase=t",
+        22: "/kbisect bisect tree=lab good=v1 bad=-x testcase=t",
+        23: "/kbisect bisect tree=lab good=v1 bad=master testcase=t repo=/etc",
+        24: "/kbisect bisect tree=nope good=v1 bad=master testcase=nvme-snapshot-read",
+    }
+    for note_id, text in texts.items():
+        assert (await receiver.post(hook(note_id, text)))[0] == 202
+    await receiver.settle()
+    bodies = [n["body"] for n in receiver.calls.of("POST", r".*/issues/3/notes")]
+    assert len(bodies) == 4 and all("\n" not in b for b in bodies), bodies
+    assert "'$' is not allowed" in bodies[0] and "starts with '-'" in bodies[1]
+    assert "unknown key 'repo'" in bodies[2] and "no tree 'nope'" in bodies[3]
+    assert receiver.jobs.started == [] and not (tmp_path / "pwned").exists()
+
+
+@pytest.mark.asyncio
+async def test_own_notes_and_other_events_are_ignored(receiver: Receiver) -> None:
+    assert (await receiver.post(hook(31, BISECT, author="kbisect-bot")))[1] == {
+        "ignored": "no /kbisect command"
+    }
+    assert (await receiver.post(hook(32, "just a comment")))[0] == 200
+    assert (await receiver.post({"object_kind": "push"}, event="Push Hook"))[0] == 200
+    assert (await receiver.post({"object_kind": "note"}))[0] == 400
+    await receiver.settle()
+    assert receiver.jobs.started == [] and receiver.calls.of("POST", r".*/notes") == []
+
+
+@pytest.mark.asyncio
+async def test_sru_opens_a_merge_request_with_the_revert(receiver: Receiver) -> None:
+    await receiver.post(hook(41, BISECT))
+    await receiver.settle()
+    job = "bisect-nvme-snapshot-read-00000001"
+    culprit = receiver.jobs.result_of[job].culprit
+    await receiver.post(hook(42, f"/kbisect sru {job} branch=sru/nvme", on="MergeRequest"))
+    await receiver.settle()
+    assert receiver.calls.of("POST", rf"/projects/{PROJECT}/repository/branches") == [
+        {"branch": "sru/nvme", "ref": "stable-6.1"}
+    ]
+    assert receiver.calls.of(
+        "POST", rf"/projects/{PROJECT}/repository/commits/{culprit}/revert"
+    ) == [{"branch": "sru/nvme"}]
+    (mr,) = receiver.calls.of("POST", rf"/projects/{PROJECT}/merge_requests")
+    assert (mr["source_branch"], mr["target_branch"]) == ("sru/nvme", "stable-6.1")
+    assert mr["title"] == 'Revert "add c"' and "SRU Justification" in mr["description"]
+    (reply,) = receiver.calls.of("POST", rf"/projects/{PROJECT}/merge_requests/4/notes")
+    assert reply["body"].startswith("kbisect opened !12 from `sru/nvme` into `stable-6.1`")
+
+
+def test_commands_are_found_at_line_starts_only() -> None:
+    text = "see `/kbisect help`\n/kbisect status\n  /kbisect help\nx /kbisect cancel y"
+    assert commands_in(text) == ["status", "help"]

@@ -1,0 +1,105 @@
+"""A real job from chat: a user's `!kbisect bisect tree=...` on a real Synapse starts a real
+bisection of the lab (dev server, worker, QEMU) from a named tree; the bot, killed mid-job
+and started again, follows the job on in its thread without posting anything twice, and
+ends with the outcome, the report's summary and the score plot."""
+
+import json
+import os
+import signal
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+from kbisect.infra import temporal_server
+from tests.chat.bot_process import KBISECT, bot_posts, in_thread, reply_to, start_bot, wait_for
+from tests.chat.homeserver import Synapse, free_port
+
+pytestmark = pytest.mark.e2e
+
+
+def test_chat_user_bisects_a_named_tree_through_a_bot_restart(
+    real_lab: tuple[Path, dict[str, object]], synapse: Synapse, tmp_path: Path
+) -> None:
+    lab, truth = real_lab
+    port, ui_port = free_port(), free_port()
+    server = temporal_server.start(port=port, ui_port=ui_port, db=tmp_path / "t.db")
+    tag = uuid.uuid4().hex[:6]
+    tree = f"lab-{tag}"
+    env = {
+        "KBISECT_TEMPORAL_ADDRESS": f"127.0.0.1:{port}",
+        "KBISECT_CONTROL_QUEUE": f"kb-{tag}",
+        "KBISECT_BUILD_QUEUE": f"kb-build-{tag}",
+        "KBISECT_VM_QUEUE": f"kb-vm-{tag}",
+        "KBISECT_DATA": str(tmp_path / "data"),
+    }
+    full_env = {**os.environ, **env}
+    with open(tmp_path / "worker.log", "ab") as log:
+        worker = subprocess.Popen(
+            [*KBISECT, "worker"], env=full_env, stdout=log, stderr=log, start_new_session=True
+        )
+    bot_user, alice = synapse.register(f"bot{tag}"), synapse.register(f"alice{tag}")
+    room = alice.create_room()
+    subprocess.run([*KBISECT, "tree", "add", tree, f"file://{lab}"], env=full_env, check=True)
+    bot = start_bot(synapse, bot_user, room, [alice.user_id], env, tmp_path)
+    try:
+        asked = alice.say(
+            room,
+            f"!kbisect bisect tree={tree} good=lab-good bad=lab-bad "
+            "testcase=nvme-snapshot-read repetitions=1",
+        )
+
+        def root() -> dict[str, object] | None:
+            return next((e for e in bot_posts(alice, room, bot_user) if reply_to(e) == asked), None)
+
+        wait_for(root, 120, "the job's first post", bot)
+        first = root()
+        assert first is not None
+        body = str(first["content"]["body"])  # type: ignore[index]
+        assert body.startswith("started bisect-nvme-snapshot-read-"), body
+        job_id = body.split()[1].rstrip(":")
+        assert f"http://127.0.0.1:{ui_port}/namespaces/default/workflows/{job_id}" in body
+        root_id = str(first["event_id"])
+
+        def thread() -> list[dict[str, object]]:
+            return [e for e in bot_posts(alice, room, bot_user) if in_thread(e, root_id)]
+
+        wait_for(lambda: len(thread()) >= 2, 600, "progress in the thread", bot)
+        os.kill(bot.pid, signal.SIGKILL)  # mid-job, with no chance to tidy up
+        bot.wait()
+        bot = start_bot(synapse, bot_user, room, [alice.user_id], env, tmp_path)
+        wait_for(
+            lambda: any(e["content"]["msgtype"] == "m.image" for e in thread()),  # type: ignore[index]
+            2400,
+            "the job's end in the thread",
+            bot,
+        )
+        watched = subprocess.run(
+            [*KBISECT, "watch", job_id, "--json"], env=full_env, capture_output=True, text=True
+        )
+        result = json.loads(watched.stdout)
+    finally:
+        bot.terminate()
+        bot.wait(timeout=30)
+        os.killpg(worker.pid, signal.SIGKILL)
+        server.terminate()
+        server.wait(timeout=30)
+        subprocess.run([*KBISECT, "tree", "remove", tree], env=full_env, check=False)
+
+    posts = thread()
+    bodies = [str(e["content"]["body"]) for e in posts]  # type: ignore[index]
+    assert len(bodies) == len(set(bodies)), bodies  # nothing posted twice across the restart
+    assert any(b.startswith("calibrating") for b in bodies), bodies
+    assert any(b.startswith("step 1: ") for b in bodies), bodies
+    steps = [b for b in bodies if b.startswith("step ")]
+    assert len(steps) == len(result["steps"])
+    if result["culprit"]:
+        assert result["culprit"] == truth["culprit"]
+        outcome = f"first bad commit: {result['culprit']}"
+    else:  # broken commits beside it may leave candidates
+        assert truth["culprit"] in result["candidates"]
+        outcome = result["message"]
+    assert any(b.startswith(outcome) for b in bodies), (outcome, bodies)
+    assert any(b.startswith(f"# kbisect {job_id}") for b in bodies)  # the report's summary
+    assert [e["content"]["msgtype"] for e in posts][-1] == "m.image"  # type: ignore[index]
