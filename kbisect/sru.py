@@ -4,6 +4,8 @@ evidence, and how to test it. A draft for a person to finish, never sent anywher
 from kbisect.contract import BisectResult, Step
 from kbisect.errors import KbisectError, UserError
 from kbisect.report import commit_info, repo_output
+from kbisect.sru_patch import buglink
+from kbisect.sru_risk import where_problems
 from kbisect.testcases import manifest as manifests
 
 
@@ -31,7 +33,13 @@ def _fixes(repo: str, commit: str) -> list[str]:
     return [f'{h} ("{subject}")' for h, _, subject in rows]
 
 
-def sru_note(result: BisectResult, job_id: str) -> str:
+def sru_note(
+    result: BisectResult,
+    job_id: str,
+    bug: int | None = None,
+    patch: bytes | None = None,
+    provenance: str = "cherry picked",
+) -> str:
     if not result.culprit:
         raise UserError(
             f"job {job_id} did not name one commit ({result.status}): an SRU note needs one; "
@@ -44,22 +52,15 @@ def sru_note(result: BisectResult, job_id: str) -> str:
     )
     sections = [
         ("Impact", _impact(result, broken, fixed)),
-        ("Fix", _fix(result)),
+        ("Fix", _fix(result, bug, provenance)),
         ("Test Plan", _test_plan(result, broken, fixed)),
-        ("Where problems could occur", RISK),
+        ("Where problems could occur", where_problems(result, patch)),
         ("Other Info", _other(result, job_id)),
     ]
     lines = ["SRU Justification", ""]
     for title, body in sections:
         lines += [f"[{title}]", "", *body, ""]
     return "\n".join(lines)
-
-
-RISK = [
-    "The patch changes the files listed under [Fix]; a problem would show in the "
-    "subsystems they belong to. kbisect measured one workload only: review the patch and "
-    "run the usual regression tests for those subsystems.",
-]
 
 
 def _unit(result: BisectResult) -> str:
@@ -93,7 +94,7 @@ def _impact(result: BisectResult, broken: Step | None, fixed: Step | None) -> li
     return impact
 
 
-def _fix(result: BisectResult) -> list[str]:
+def _fix(result: BisectResult, bug: int | None, provenance: str) -> list[str]:
     """What to ship: the upstream fix or a revert (regression), the backport (fix mode)."""
     c = result.culprit or ""
     subject = result.subjects.get(c, "")
@@ -101,8 +102,8 @@ def _fix(result: BisectResult) -> list[str]:
         fix = [
             f'Backport commit {c} ("{subject}"), with the trailers',
             "",
-            "    BugLink: https://bugs.launchpad.net/bugs/<bug>",
-            f"    (cherry picked from commit {c})",
+            f"    {buglink(bug)}",
+            f"    ({provenance} from commit {c})",
             "",
         ]
     elif fixes := _fixes(result.repo, c):

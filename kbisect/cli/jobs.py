@@ -197,8 +197,10 @@ def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
         if args.json:
             out(json.dumps(to_json(result), indent=2))
             return 0
+        if args.sru_patch:
+            return _sru_patch(result, args)
         if args.sru:
-            out(sru_note(result, args.id))
+            out(sru_note(result, args.id, bug=args.bug))
             return 0
         if args.bisect_log:
             Path(args.bisect_log).write_text(bisect_log(result))
@@ -212,6 +214,21 @@ def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
         return 0
 
     return _with_client(settings, args, go)
+
+
+def _sru_patch(result: BisectResult, args: argparse.Namespace) -> int:
+    from kbisect.sru_patch import SruOptions, write_sru_patch
+
+    opts = SruOptions(series=args.series, bug=args.bug, signoff=args.signoff, target=args.target)
+    done = write_sru_patch(result, args.id, Path(args.sru_patch), opts)
+    for f in done.files:
+        out(str(f))
+    note(f"{done.provenance}; applies to {done.target}")
+    if done.checkpatch:
+        note(f"checkpatch: {done.checkpatch}")
+    for n in done.notes:
+        note(n)
+    return 0
 
 
 def cmd_mark(args: argparse.Namespace, settings: Settings) -> int:
@@ -338,6 +355,23 @@ def _add_job_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]"
     r.add_argument("--plot", metavar="PNG", help="also write the scores across commits here")
     r.add_argument("--bisect-log", metavar="FILE", help="also write the git bisect log here")
     r.add_argument("--sru", action="store_true", help="a draft Ubuntu SRU justification")
+    r.add_argument(
+        "--sru-patch",
+        metavar="DIR",
+        help="write the SRU cover letter and patch (git format-patch) here, ready for git am",
+    )
+    r.add_argument("--series", default="jammy", help="the Ubuntu series (default jammy)")
+    r.add_argument("--bug", type=int, metavar="N", help="the Launchpad bug for the BugLink")
+    r.add_argument(
+        "--signoff",
+        metavar="'NAME <MAIL>'",
+        help="the sender's Signed-off-by (default: git's user.name and user.email)",
+    )
+    r.add_argument(
+        "--target",
+        metavar="REV",
+        help="the branch the patch must apply to (default: where the job tested it)",
+    )
     r.set_defaults(func=cmd_report)
 
     m = sub.add_parser("mark", help="tell a running job that a commit is good, bad or skip")

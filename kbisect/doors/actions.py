@@ -59,7 +59,8 @@ def sru_text(result: BisectResult, job: str, cmd: Command) -> str:
     """The SRU justification, with the bug and series the command names."""
     from kbisect.sru import sru_note
 
-    return sru_note(result, job)
+    bug = cmd.one("bug")
+    return sru_note(result, job, bug=int(bug) if bug else None)
 
 
 async def _bisect(cmd: Command, client: JobClient, settings: Settings) -> Reply:

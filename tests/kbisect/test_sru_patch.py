@@ -1,0 +1,157 @@
+"""The SRU patch series from a job's tested verification commit: what `git am` applies in a
+clean clone, with the kernel team's trailers in their order, and its risk section."""
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from kbisect.contract import BisectResult, Step, Verification
+from kbisect.errors import UserError
+from kbisect.git import Git
+from kbisect.sru import sru_note
+from kbisect.sru_patch import SruOptions, write_sru_patch
+from kbisect.verify_commit import make_verify_commit
+from tests.conftest import git
+
+SENDER = "Sam Sender <sam@example.com>"
+ID = ["-c", "user.name=Ada Author", "-c", "user.email=ada@example.com"]
+
+
+def _commit(repo: Path, text: str, message: str) -> str:
+    (repo / "drivers").mkdir(exist_ok=True)
+    (repo / "drivers" / "f.c").write_text(text)
+    git(repo, "add", ".")
+    git(repo, *ID, "commit", "-q", "-m", message)
+    return git(repo, "rev-parse", "HEAD").strip()
+
+
+SOURCE = "int a;\n\nstatic int setup(void)\n{\n\treturn {v};\n}\n\nint z;\n"
+
+
+@pytest.fixture
+def history(tmp_path: Path) -> tuple[Path, list[str]]:
+    repo = tmp_path / "tree"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "master")
+    broken = _commit(repo, SOURCE.replace("{v}", "1"), "drivers: add setup")
+    other = _commit(repo, SOURCE.replace("{v}", "1").replace(";\n\n", ";\n/* x */\n", 1), "note")
+    fix = _commit(
+        repo,
+        SOURCE.replace("{v}", "0").replace(";\n\n", ";\n/* x */\n", 1),
+        "drivers: make setup succeed\n\nsetup() returned 1, which callers read as a failure.\n\n"
+        "Signed-off-by: Ada Author <ada@example.com>",
+    )
+    return repo, [broken, other, fix]
+
+
+def _fix_job(repo: Path, old: str, fix: str) -> BisectResult:
+    v = make_verify_commit(Git(repo), fix, onto=old, revert=False)
+    assert v.commit
+    steps = [
+        Step(old, "drivers: add setup", "bad", "endpoint", value=8.0),
+        Step(fix, "drivers: make setup succeed", "good", "test", value=512.0),
+    ]
+    return BisectResult(
+        status="found",
+        mode="fix",
+        testcase="nvme-snapshot-read",
+        repo=str(repo),
+        old=[old],
+        new=fix,
+        culprit=fix,
+        candidates=[fix],
+        steps=steps,
+        message="fixed by",
+        subjects={fix: "drivers: make setup succeed"},
+        metric="avg_read_sectors",
+        unit="sectors",
+        profile="fast",
+        verification=Verification(
+            kind="backport", change=fix, onto=old, status="confirmed", message="ok", commit=v.commit
+        ),
+    )
+
+
+def test_fix_mode_series_applies_with_git_am_in_a_clean_clone(
+    history: tuple[Path, list[str]], tmp_path: Path
+) -> None:
+    repo, (broken, _, fix) = history
+    result = _fix_job(repo, broken, fix)
+    opts = SruOptions(series="jammy", bug=2012345, signoff=SENDER)
+    done = write_sru_patch(result, "bisect-x-1", tmp_path / "out", opts)
+    cover, patch = done.files
+    assert cover.name == "0000-cover-letter.patch" and patch.name.startswith("0001-")
+    assert "Subject: [SRU][Jammy][PATCH 0/1] drivers: make setup succeed" in cover.read_text()
+    text = patch.read_text()
+    assert "Subject: [SRU][Jammy][PATCH 1/1] drivers: make setup succeed" in text
+    assert "From: Ada Author <ada@example.com>" in text  # a backport keeps its author
+    message = text.split("\n\n", 1)[1].split("\n---\n", 1)[0].strip().splitlines()
+    assert message[0] == "BugLink: https://bugs.launchpad.net/bugs/2012345"
+    assert message[-1] == f"Signed-off-by: {SENDER}"
+    # The context differs from upstream's (no comment in the broken tree): a backport.
+    assert done.provenance == "backported"
+    assert f"(backported from commit {fix})" in message
+    assert message[message.index(f"(backported from commit {fix})") + 1].startswith("[sam: ")
+    assert "Signed-off-by: Ada Author <ada@example.com>" in message  # the original's kept
+
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(repo), str(clone)], check=True)
+    git(clone, "checkout", "-q", broken)
+    git(clone, *ID, "am", "-q", "--empty=drop", str(cover), str(patch))
+    assert "return 0;" in (clone / "drivers" / "f.c").read_text()
+    assert git(clone, "log", "-1", "--format=%an").strip() == "Ada Author"
+
+
+def test_a_clean_pick_says_cherry_picked(history: tuple[Path, list[str]], tmp_path: Path) -> None:
+    repo, (_, other, fix) = history
+    result = _fix_job(repo, other, fix)  # the fix's own parent: applies as it is
+    done = write_sru_patch(result, "bisect-x-1", tmp_path / "out", SruOptions(signoff=SENDER))
+    assert done.provenance == "cherry picked"
+    text = done.files[1].read_text()
+    assert f"(cherry picked from commit {fix})\nSigned-off-by: {SENDER}\n" in text
+    assert "BugLink: https://bugs.launchpad.net/bugs/<bug number>" in text
+    assert done.notes == ["no --bug: fill in the BugLink lines before sending"]
+
+
+def test_patch_that_does_not_apply_to_the_target_is_refused(
+    history: tuple[Path, list[str]], tmp_path: Path
+) -> None:
+    repo, (broken, _, fix) = history
+    result = _fix_job(repo, broken, fix)
+    git(repo, "checkout", "-q", "-b", "elsewhere", broken)
+    gone = _commit(repo, "nothing alike\n", "rewrite f")
+    opts = SruOptions(signoff=SENDER, target=gone)
+    with pytest.raises(UserError, match="does not apply to .*pass --target"):
+        write_sru_patch(result, "bisect-x-1", tmp_path / "out", opts)
+
+
+@pytest.mark.parametrize("signoff", ["Sam", "<sam@example.com>", "Sam <sam>", "S\n <a@b.c>"])
+def test_signoff_must_be_name_and_mail(
+    history: tuple[Path, list[str]], tmp_path: Path, signoff: str
+) -> None:
+    repo, (broken, _, fix) = history
+    with pytest.raises(UserError, match="Name <mail>"):
+        write_sru_patch(
+            _fix_job(repo, broken, fix), "j", tmp_path / "o", SruOptions(signoff=signoff)
+        )
+
+
+def test_no_tested_commit_no_patch(history: tuple[Path, list[str]], tmp_path: Path) -> None:
+    repo, (broken, _, fix) = history
+    result = _fix_job(repo, broken, fix)
+    result.verification = None
+    with pytest.raises(UserError, match="without --no-verify"):
+        write_sru_patch(result, "j", tmp_path / "o", SruOptions(signoff=SENDER))
+
+
+def test_risk_names_the_functions_and_never_says_none_or_low(
+    history: tuple[Path, list[str]],
+) -> None:
+    repo, (broken, _, fix) = history
+    text = sru_note(_fix_job(repo, broken, fix), "bisect-x-1", bug=7)
+    risk = text.split("[Where problems could occur]", 1)[1].split("[Other Info]", 1)[0]
+    assert "setup()" in risk and "drivers/f.c" in risk and "nvme-snapshot-read" in risk
+    assert not re.search(r"\b(none|low)\b", risk, re.I), risk
+    assert "BugLink: https://bugs.launchpad.net/bugs/7" in text
