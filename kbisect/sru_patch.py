@@ -85,6 +85,7 @@ def _message(
             f"This reverts commit {c}.",
             "",
             f"It made {result.testcase} worse ({result.metric}: {result.effect or 'see the bug'}).",
+            "",
         ]
     else:
         same = _patch_id(git, tested) == _patch_id(git, c)
@@ -183,9 +184,11 @@ def _checkpatch(git: Git, rev: str, patch: Path) -> str:
         if archive.returncode != 0:
             return ""  # not a kernel tree
         subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
+        git_dir = git.run("rev-parse", "--absolute-git-dir").strip()
         run = subprocess.run(
             ["perl", "scripts/checkpatch.pl", "--no-tree", "--no-color", str(patch.resolve())],
             cwd=tmp,
+            env={**git_env(), "GIT_DIR": git_dir},  # so it can look the commit ids up
             capture_output=True,
             text=True,
             timeout=300,
