@@ -123,7 +123,7 @@ def test_patch_that_does_not_apply_to_the_target_is_refused(
     git(repo, "checkout", "-q", "-b", "elsewhere", broken)
     gone = _commit(repo, "nothing alike\n", "rewrite f")
     opts = SruOptions(signoff=SENDER, target=gone)
-    with pytest.raises(UserError, match="does not apply to .*pass --target"):
+    with pytest.raises(UserError, match=r"does not apply to .*pass --target"):
         write_sru_patch(result, "bisect-x-1", tmp_path / "out", opts)
 
 
