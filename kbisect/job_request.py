@@ -4,11 +4,15 @@ errors whoever asks, before a service or a job starts."""
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kbisect.contract import BisectRequest, Mode
 from kbisect.errors import UserError
 from kbisect.git import Git
 from kbisect.settings import Settings
+
+if TYPE_CHECKING:
+    from kbisect.testcases.manifest import Manifest
 
 # --repetitions above this many times the testcase's own count is almost surely a typo
 # (a job's test timeout grows with it); a manifest may set `max_repetitions`.
@@ -46,6 +50,26 @@ def _repository(opts: JobOptions, settings: Settings) -> Path:
     return tree.path
 
 
+def check_tuning(
+    manifest: "Manifest", metric: str | None, min_effect: float, max_boots: int, trace: bool
+) -> str:
+    """A job's knobs against its testcase (here and again in the worker); the metric the
+    verdicts are made on."""
+    from kbisect.testcases.trace_run import check_traceable
+
+    primary = metric or manifest.primary
+    if primary not in manifest.metrics:
+        known = ", ".join(sorted(manifest.metrics))
+        raise UserError(f"{manifest.name} has no metric {primary!r}: pick one of {known}")
+    if not 0 < min_effect < 1:
+        raise UserError(f"--min-effect {min_effect * 100:g}: give a percentage under 100, e.g. 5")
+    if max_boots < 3:
+        raise UserError(f"--max-boots {max_boots}: give 3 or more")
+    if trace:
+        check_traceable(manifest)
+    return primary
+
+
 def checked_request(opts: JobOptions, settings: Settings) -> BisectRequest:
     """Everything about the input that can be checked here, before a service or a job."""
     from kbisect.testcases import manifest as manifests
@@ -54,7 +78,10 @@ def checked_request(opts: JobOptions, settings: Settings) -> BisectRequest:
     if opts.mode not in tuple(Mode):
         raise UserError(f"unknown mode {opts.mode!r}: use regression or fix")
     if opts.parallel < 1:
-        raise UserError("parallel takes a number of commits, 1 or more")
+        raise UserError(
+            f"parallel {opts.parallel}: give a number of commits, 1 or more (--parallel K; "
+            "parallel=K in chat)"
+        )
     repo = _repository(opts, settings)
     git = Git(repo)
     git.check_repo()
@@ -68,24 +95,14 @@ def checked_request(opts: JobOptions, settings: Settings) -> BisectRequest:
         )
     manifest = manifests.load(opts.testcase)
     profile(opts.profile or manifest.profile)
-    if opts.metric is not None and opts.metric not in manifest.metrics:
-        known = ", ".join(sorted(manifest.metrics))
-        raise UserError(f"{manifest.name} has no metric {opts.metric!r}: pick one of {known}")
-    if not 0 < opts.min_effect_pct < 100:
-        raise UserError(f"min-effect {opts.min_effect_pct:g}: give a percentage, e.g. 5")
-    if opts.max_boots < 3:
-        raise UserError(f"max-boots {opts.max_boots}: give 3 or more")
-    if opts.trace:
-        from kbisect.testcases.trace_run import check_traceable
-
-        check_traceable(manifest)
+    check_tuning(manifest, opts.metric, opts.min_effect_pct / 100, opts.max_boots, opts.trace)
     if opts.repetitions is not None:
         cap = int(
             getattr(manifest, "max_repetitions", 0) or REPETITIONS_FACTOR * manifest.repetitions
         )
         if not 1 <= opts.repetitions <= cap:
             raise UserError(
-                f"repetitions {opts.repetitions}: give 1 to {cap} for {manifest.name} "
+                f"--repetitions {opts.repetitions}: give 1 to {cap} for {manifest.name} "
                 f"(its default is {manifest.repetitions})"
             )
     return BisectRequest(

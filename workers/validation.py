@@ -9,9 +9,9 @@ from pathlib import Path
 from kbisect.contract import BisectRequest, Mode, ValidatedJob
 from kbisect.errors import UserError
 from kbisect.git import Git
+from kbisect.job_request import check_tuning
 from kbisect.testcases import manifest as manifests
 from kbisect.testcases.runner import profile
-from kbisect.testcases.trace_run import check_traceable
 from kbisect.trees import fetch_repo
 
 # Subjects of a larger range would take the job's first payload near Temporal's 2 MB limit.
@@ -31,16 +31,7 @@ def validate(req: BisectRequest) -> ValidatedJob:
     manifest = manifests.load(req.testcase)
     prof = profile(req.profile or manifest.profile)
     order, parent_index, subjects = _range(git, old, new)
-    primary = req.metric or manifest.primary
-    if primary not in manifest.metrics:
-        known = ", ".join(sorted(manifest.metrics))
-        raise UserError(f"testcase {manifest.name} has no metric {primary!r}: pick one of {known}")
-    if not 0 < req.min_effect < 1:
-        raise UserError(f"--min-effect {req.min_effect:g} is not a fraction: pass e.g. 0.05 for 5%")
-    if req.max_boots < 3:
-        raise UserError(f"--max-boots {req.max_boots} is too few: pass 3 or more")
-    if req.trace:
-        check_traceable(manifest)
+    primary = check_tuning(manifest, req.metric, req.min_effect, req.max_boots, req.trace)
     metric = manifest.metrics[primary]
     repetitions = req.repetitions or manifest.repetitions_for(primary)
     return ValidatedJob(
