@@ -226,6 +226,11 @@ class GitLabDoor:
             except (InfraError, gitlab.GitlabError) as exc:
                 log.warning("following %s: %s; trying again", job_id, exc)
                 await asyncio.sleep(10)
+            except UserError as exc:  # the server no longer knows the job: nothing to follow
+                log.warning("stopped following %s: %s", job_id, exc)
+                job.done = True
+                self._save()
+                return
 
     async def _finish(self, job_id: str, job: FollowedJob, result: BisectResult) -> None:
         from kbisect.plot import plot_scores

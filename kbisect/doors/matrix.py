@@ -226,6 +226,11 @@ class MatrixBot:
             except InfraError as exc:  # the server or homeserver away for a while
                 log.warning("following %s: %s; trying again", job_id, exc)
                 await asyncio.sleep(10)
+            except UserError as exc:  # the server no longer knows the job: nothing to follow
+                log.warning("stopped following %s: %s", job_id, exc)
+                job.done = True
+                self.state.save()
+                return
 
     async def _post_plot(self, job_id: str, job: JobThread, result: Any) -> None:
         from kbisect.plot import plot_scores

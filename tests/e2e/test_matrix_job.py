@@ -29,6 +29,7 @@ def test_chat_user_bisects_a_named_tree_through_a_bot_restart(
     tree = f"lab-{tag}"
     env = {
         "KBISECT_TEMPORAL_ADDRESS": f"127.0.0.1:{port}",
+        "KBISECT_TEMPORAL_UI": f"http://127.0.0.1:{ui_port}",
         "KBISECT_CONTROL_QUEUE": f"kb-{tag}",
         "KBISECT_BUILD_QUEUE": f"kb-build-{tag}",
         "KBISECT_VM_QUEUE": f"kb-vm-{tag}",
