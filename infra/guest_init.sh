@@ -42,6 +42,19 @@ case " $(cat /proc/cmdline) " in
 esac
 
 . /kbisect/params.sh
+# The testcase's modules (a distro kernel's drivers), dependencies first, as the host
+# listed them. One that does not load ends the run as a failed testcase that says which.
+if [ -e /kbisect/modules ]; then
+	while read -r mod; do
+		if ! insmod "/lib/modules/kbisect/$mod.ko"; then
+			echo "kbisect: cannot load module $mod"
+			kb_emit "{\"event\":\"done\",\"status\":124,\"reason\":\"module $mod does not load (insmod failed; see the console)\"}"
+			sync
+			reboot -f
+		fi
+	done < /kbisect/modules
+	kb_emit "{\"event\":\"modules\",\"loaded\":$(wc -l < /kbisect/modules),\"uptime\":$(kb_now)}"
+fi
 # The NVMe driver finds its namespaces asynchronously: wait for the disks the run has
 # (KB_NDISKS), up to 30 s, before naming them.
 tries=0

@@ -20,6 +20,7 @@ BUSYBOX = Path("/bin/busybox")
 TOOL_DIRS = ("/usr/sbin", "/usr/bin", "/sbin", "/bin")
 # Debian package that provides each tool, for the error message.
 TOOL_PACKAGES = {"busybox": "busybox-static", "dmsetup": "dmsetup", "fio": "fio"}
+MODULES_DIR = "lib/modules/kbisect"  # the testcase's modules, whatever the kernel's release
 _LDD_PATH = re.compile(r"(/\S+) \(0x[0-9a-f]+\)")
 
 
@@ -66,6 +67,7 @@ def _tree(
     host_root: bool,
     extra: dict[str, bytes],
     trace: bool = False,
+    modules: dict[str, bytes] | None = None,
 ) -> dict[str, _Entry]:
     """Path in the guest -> entry; directories are implied. With the host's root the
     tools run from there: they are only checked to be installed."""
@@ -90,6 +92,10 @@ def _tree(
         files["kbisect/host-root"] = _Entry(0o100644, b"")
     if trace:
         files["kbisect/trace"] = _Entry(0o100644, b"")
+    if modules:  # init insmods them in the listed order, before it looks for disks
+        for name, data in modules.items():
+            files[f"{MODULES_DIR}/{name}.ko"] = _Entry(0o100644, data)
+        files["kbisect/modules"] = _Entry(0o100644, "".join(f"{n}\n" for n in modules).encode())
     for tool in tools:
         path = find_tool(tool)
         if host_root:
@@ -138,15 +144,19 @@ def build_image(
     host_root: bool = False,
     extra: dict[str, bytes] | None = None,
     trace: bool = False,
+    modules: dict[str, bytes] | None = None,
 ) -> GuestImage:
     """The cached initramfs for these tools, this testcase script and its parameters;
     `host_root`: the guest runs the script on the host's root filesystem; `extra`: the
     testcase's other files, in /kbisect/; `trace`: the boot runs the script once under
-    blktrace (host root only)."""
+    blktrace (host root only); `modules`: kernel modules (name -> file) init loads first,
+    in this order."""
     params_sh = "".join(
         f"export {k}='{_shell_quote_free(v)}'\n" for k, v in sorted(params.items())
     ).encode()
-    entries = _tree(sorted(set(tools)), testcase_script, params_sh, host_root, extra or {}, trace)
+    entries = _tree(
+        sorted(set(tools)), testcase_script, params_sh, host_root, extra or {}, trace, modules
+    )
     h = hashlib.sha256()
     for path in sorted(entries):
         h.update(path.encode() + b"\0" + hashlib.sha256(entries[path].data).digest())
@@ -156,7 +166,12 @@ def build_image(
         tmp = out.with_suffix(".tmp")
         tmp.write_bytes(_newc(entries))
         os.replace(tmp, out)
-    return GuestImage(initramfs=str(out), tools=tuple(sorted(set(tools))), host_root=host_root)
+    return GuestImage(
+        initramfs=str(out),
+        tools=tuple(sorted(set(tools))),
+        host_root=host_root,
+        modules=tuple(modules or ()),
+    )
 
 
 def _shell_quote_free(value: str) -> str:

@@ -33,6 +33,9 @@ class Artifact:
     seconds: float = 0.0
     image_sha256: str = ""  # byte-identical images are the same kernel: one verdict
     sources: str = ""  # path to the list of files the build compiled ('' = unknown)
+    # The kernel's modules folder (lib/modules/RELEASE, with modules.builtin); '' = a
+    # kernel without loadable modules: whatever the testcase needs is built in.
+    modules: str = ""
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,7 @@ class GuestImage:
     # The guest runs the testcase on the host's root filesystem (read-only over virtio-9p,
     # under an overlay in memory) rather than in the initramfs alone.
     host_root: bool = False
+    modules: tuple[str, ...] = ()  # loaded by the guest's init, in this order
 
 
 class Outcome(StrEnum):

@@ -4,6 +4,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from kbisect.builders import prebuilt
 from kbisect.builders.kernel_build import KernelBuilder
 from kbisect.git import Git
 from kbisect.infra.qemu import QemuMachine
@@ -16,10 +17,11 @@ from kbisect.testcases.trace_run import Diagnostics, check_traceable, trace_test
 
 @dataclass(frozen=True)
 class TryResult:
-    commit: Commit
+    commit: Commit  # a prebuilt kernel's: its package (or file) name and version
     artifact: Artifact
     result: TestcaseRun
     diagnostics: Diagnostics | None = None  # with --trace
+    prebuilt: bool = False
 
 
 def try_commit(
@@ -47,11 +49,64 @@ def try_commit(
     artifact = KernelBuilder(settings.jobs).build(
         repo, commit.hash, build_spec(manifest), on_detail
     )
-    on_stage(f"running {manifest.name} on {commit.hash[:12]}")
+    return _run(
+        manifest, commit, artifact, settings, profile_name, repetitions, trace, on_stage, on_detail
+    )
+
+
+def try_kernel(
+    kernel: str,
+    testcase: str,
+    profile_name: str | None = None,
+    repetitions: int | None = None,
+    on_stage: Callable[[str], None] = lambda _: None,
+    on_detail: Callable[[str], None] = lambda _: None,
+    settings: Settings | None = None,
+    trace: bool = False,
+    modules: Path | None = None,
+) -> TryResult:
+    """`kbisect try --kernel`: the testcase on a prebuilt kernel, with its own modules."""
+    settings = settings or Settings.from_env()
+    manifest = manifests.load(testcase)
+    if profile_name:
+        profile(profile_name)
+    if trace:
+        check_traceable(manifest)
+    on_stage(f"fetching {kernel}")
+    pre = prebuilt.resolve(kernel, settings, modules, on_detail)
+    commit = Commit(hash=pre.name, subject=f"{pre.version} (prebuilt)")
+    return _run(
+        manifest,
+        commit,
+        pre.artifact,
+        settings,
+        profile_name,
+        repetitions,
+        trace,
+        on_stage,
+        on_detail,
+        is_prebuilt=True,
+    )
+
+
+def _run(
+    manifest: manifests.Manifest,
+    commit: Commit,
+    artifact: Artifact,
+    settings: Settings,
+    profile_name: str | None,
+    repetitions: int | None,
+    trace: bool,
+    on_stage: Callable[[str], None],
+    on_detail: Callable[[str], None],
+    is_prebuilt: bool = False,
+) -> TryResult:
+    label = commit.hash if is_prebuilt else commit.hash[:12]
+    on_stage(f"running {manifest.name} on {label}")
     machine = QemuMachine(accel=settings.accel)
     result = run_testcase(manifest, artifact, machine, profile_name, repetitions, on_detail)
     diagnostics = None
     if trace:
-        on_stage(f"tracing {manifest.name} on {commit.hash[:12]} (blktrace)")
+        on_stage(f"tracing {manifest.name} on {label} (blktrace)")
         diagnostics = trace_testcase(manifest, artifact, machine, profile_name, on_detail)
-    return TryResult(commit=commit, artifact=artifact, result=result, diagnostics=diagnostics)
+    return TryResult(commit, artifact, result, diagnostics, is_prebuilt)

@@ -29,10 +29,12 @@ def try_to_json(r: TryResult) -> dict[str, object]:
             for name, m in r.result.score.metrics.items()
         },
         "build": {
+            "prebuilt": r.prebuilt,
             "cached": r.artifact.cached,
             "seconds": r.artifact.seconds,
             "kernel": r.artifact.kernel,
             "log": r.artifact.build_log,
+            "modules": list(r.result.run_modules),
         },
         "run": {
             "outcome": run.outcome.value,
@@ -70,7 +72,7 @@ def _guest_line(r: TryResult) -> str:
 
 def render_try(r: TryResult, console: Console) -> None:
     score = r.result.score
-    console.print(f"[bold]{r.commit.hash[:12]}[/] {r.commit.subject}", highlight=False)
+    console.print(f"[bold]{_name(r)}[/] {r.commit.subject}", highlight=False)
     table = Table(
         title=f"{score.testcase} ({r.result.profile}, {plural(r.result.repetitions, 'repetition')})"
     )
@@ -84,8 +86,7 @@ def render_try(r: TryResult, console: Console) -> None:
         label = f"[bold]{name}[/] (primary)" if name == score.primary else name
         table.add_row(label, f"{m.value:g}", m.unit, m.better.value, *_samples(m))
     console.print(table)
-    build = "cache hit" if r.artifact.cached else f"built in {r.artifact.seconds:.0f}s"
-    console.print(f"build: {build}; log {r.artifact.build_log}", highlight=False)
+    console.print(_build_line(r), highlight=False)
     console.print(_guest_line(r), highlight=False)
     for line in trace_lines(r):
         console.print(line, highlight=False)
@@ -110,6 +111,20 @@ def trace_lines(r: TryResult) -> list[str]:
     return lines
 
 
+def _name(r: TryResult) -> str:
+    return r.commit.hash if r.prebuilt else r.commit.hash[:12]
+
+
+def _build_line(r: TryResult) -> str:
+    a = r.artifact
+    if r.prebuilt:
+        fetched = "cached" if a.cached else f"fetched in {a.seconds:.0f}s"
+        mods = ", ".join(r.result.run_modules) or "none needed"
+        return f"kernel: prebuilt {a.kernel} ({fetched}); modules loaded: {mods}"
+    build = "cache hit" if a.cached else f"built in {a.seconds:.0f}s"
+    return f"build: {build}; log {a.build_log}"
+
+
 def _samples(m: Metric) -> tuple[str, str]:
     return " ".join(f"{v:g}" for v in m.samples), " ".join(f"{v:g}" for v in m.warmup) or "-"
 
@@ -129,12 +144,11 @@ def try_lines(r: TryResult) -> list[str]:
         )
         for name, m in score.metrics.items()
     ]
-    build = "cache hit" if r.artifact.cached else f"built in {r.artifact.seconds:.0f}s"
     return [
-        f"{r.commit.hash[:12]} {r.commit.subject}",
+        f"{_name(r)} {r.commit.subject}",
         f"{score.testcase} ({r.result.profile}, {plural(r.result.repetitions, 'repetition')})",
         columns(("METRIC", "MEDIAN", "UNIT", "BETTER", "SAMPLES", "WARM-UP"), rows),
-        f"build: {build}; log {r.artifact.build_log}",
+        _build_line(r),
         _guest_line(r),
         *trace_lines(r),
     ]

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 from kbisect import settings
 from kbisect.errors import ManifestError, UnknownTestcaseError
+from kbisect.infra import guest_modules
 from kbisect.infra.qemu import PROFILES
 from kbisect.model import Direction
 
@@ -38,7 +39,7 @@ MAX_TIMEOUT = 6 * 3600.0  # seconds for one boot with the default repetitions
 TOP_KEYS = frozenset(
     {"name", "description", "primary", "metrics", "disks", "tools", "config", "script"}
     | {"profile", "repetitions", "warmup", "timeout", "params", "exclusive", "userland"}
-    | {"files"}
+    | {"files", "modules"}
 )
 METRIC_KEYS = frozenset({"unit", "better", "description", "exact"})
 # Boots of a job judging an exact metric run this many repetitions (two that agree show
@@ -81,6 +82,9 @@ class Manifest:
     exclusive: bool = True  # a timing: no build or other guest on its CPUs meanwhile
     userland: str = "initramfs"  # or "host": the host's root filesystem, read-only
     files: dict[str, bytes] = field(default_factory=dict)  # shipped to /kbisect/ (fio jobs)
+    # Kernel modules the script needs (dm_snapshot): a kernel with loadable modules gets
+    # them loaded before the script, a --config build keeps them (localmodconfig).
+    modules: list[str] = field(default_factory=list)
     timeout: float = 600.0
     params: dict[str, str] = field(default_factory=dict)
 
@@ -245,6 +249,7 @@ def load_folder(folder: Path) -> Manifest:
         exclusive=_opt(data, "exclusive", bool, where, True),
         userland=_userland(_opt(data, "userland", str, where, "initramfs"), where),
         files=_files(folder, data.get("files", []), where),
+        modules=_modules(data.get("modules", []), where),
         timeout=_bounded(
             _opt(data, "timeout", float, where, 600.0), "timeout", 1.0, MAX_TIMEOUT, where
         ),
@@ -267,6 +272,16 @@ def _files(folder: Path, raw: object, where: str) -> dict[str, bytes]:
     if sum(len(b) for b in files.values()) > MAX_FILES_BYTES:
         raise ManifestError(f"{where}: files add up to more than {MAX_FILES_BYTES >> 20} MiB")
     return files
+
+
+def _modules(raw: object, where: str) -> list[str]:
+    if not isinstance(raw, list) or not all(
+        isinstance(m, str) and guest_modules.MODULE_RE.match(m) for m in raw
+    ):
+        raise ManifestError(
+            f"{where}: field 'modules' must be a list of module names (dm_snapshot, dm-mod)"
+        )
+    return list(dict.fromkeys(guest_modules.canonical(m) for m in raw))
 
 
 def _userland(value: str, where: str) -> str:

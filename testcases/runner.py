@@ -3,10 +3,12 @@
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from kbisect.backends import Machine
 from kbisect.builders import kconfig
 from kbisect.errors import BootError, TestcaseFailedError, UserError
+from kbisect.infra import guest_modules as modules
 from kbisect.infra import host_lock
 from kbisect.infra.initramfs import build_image
 from kbisect.infra.qemu import PROFILES
@@ -24,6 +26,7 @@ class TestcaseRun:
     score: Score
     profile: str
     repetitions: int
+    run_modules: tuple[str, ...] = ()  # modules the guest loaded first, in order
 
 
 # A testcase's disks are NVMe namespaces: its kernel needs the driver, whether or not its
@@ -38,6 +41,26 @@ def build_spec(manifest: Manifest) -> BuildSpec:
     if manifest.config_fragment:
         frags.append(manifest.config_fragment)
     return BuildSpec(fragments=tuple(frags))
+
+
+# What the guest itself needs of a kernel with loadable modules: the NVMe driver for the
+# disks; virtio-pci, 9p and overlayfs for the host userland. Built-in ones are skipped.
+DISK_MODULES = ("nvme",)
+HOST_USERLAND_MODULES = ("virtio_pci", "9pnet_virtio", "9p", "overlay")
+
+
+def needed_modules(manifest: Manifest) -> list[str]:
+    base = list(DISK_MODULES) if manifest.disks else []
+    if manifest.userland == "host":
+        base += HOST_USERLAND_MODULES
+    return list(dict.fromkeys([*base, *manifest.modules]))
+
+
+def guest_modules(manifest: Manifest, artifact: Artifact) -> dict[str, bytes]:
+    """The module files the guest loads, in order; none for a kernel without modules."""
+    if not artifact.modules:
+        return {}
+    return modules.guest_files(Path(artifact.modules), needed_modules(manifest), artifact.commit)
 
 
 def profile(name: str) -> DeviceProfile:
@@ -71,6 +94,7 @@ def run_testcase(
         {**manifest.params, "KB_REPETITIONS": str(runs), "KB_NDISKS": str(len(manifest.disks))},
         host_root=manifest.userland == "host",
         extra=manifest.files,
+        modules=guest_modules(manifest, artifact),
     )
     disks = [Disk(d.name, d.size_mib, prof) for d in manifest.disks]
     progress(f"booting {artifact.commit[:12]} ({prof.name}, {plural(reps, 'repetition')})")
@@ -79,10 +103,19 @@ def run_testcase(
     if run.outcome in (Outcome.PANIC, Outcome.HANG):
         raise BootError(f"{run.outcome.value}: {run.detail}", console_path=run.console)
     if run.outcome is Outcome.TESTCASE_FAILED:
-        raise TestcaseFailedError(run.detail, console_path=run.console)
+        raise TestcaseFailedError(failure_detail(run), console_path=run.console)
     return TestcaseRun(
         run=run,
         score=scoring.score(manifest, run.records, warmup),
         profile=prof.name,
         repetitions=reps,
+        run_modules=image.modules,
     )
+
+
+def failure_detail(run: GuestRun) -> str:
+    """Why the testcase failed: the guest's own reason when it gave one (a module that
+    does not load), else the exit status."""
+    done = [r for r in run.records if r.get("event") == "done"]
+    reason = done[-1].get("reason") if done else None
+    return f"{run.detail}: {reason}" if isinstance(reason, str) and reason else run.detail

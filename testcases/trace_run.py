@@ -18,7 +18,7 @@ from kbisect.infra.initramfs import build_image, find_tool
 from kbisect.model import Artifact, Disk, Outcome
 from kbisect.testcases import blocktrace
 from kbisect.testcases.manifest import Manifest
-from kbisect.testcases.runner import profile
+from kbisect.testcases.runner import guest_modules, profile
 
 TRACE_DISK = "kbtrace"
 TRACE_DISK_MIB = 512
@@ -70,6 +70,7 @@ def trace_testcase(
         host_root=True,
         extra=manifest.files,
         trace=True,
+        modules=guest_modules(manifest, artifact),
     )
     disks = [Disk(d.name, d.size_mib, prof) for d in manifest.disks]
     disks.append(Disk(TRACE_DISK, TRACE_DISK_MIB, profile("fast"), keep=True))

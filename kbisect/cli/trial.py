@@ -6,12 +6,15 @@ from pathlib import Path
 
 from kbisect.cli import output
 from kbisect.cli.output import out, stages
+from kbisect.errors import UserError
 from kbisect.settings import Settings
 
 
 def cmd_try(args: argparse.Namespace, settings: Settings) -> int:
-    from kbisect.pipeline import try_commit
+    from kbisect.pipeline import try_commit, try_kernel
     from kbisect.report_try import render_try, try_lines, try_to_json
+
+    _check_try(args)
 
     live = output.interactive()
     with stages(not args.json) as say:
@@ -25,17 +28,19 @@ def cmd_try(args: argparse.Namespace, settings: Settings) -> int:
             if live:  # piped: the stages only, not every line of make
                 say(f"{stage[0]}: {text}")
 
-        result = try_commit(
-            Path(args.repo),
-            args.rev,
-            args.testcase,
-            args.profile,
-            args.repetitions,
-            on_stage=on_stage,
-            on_detail=on_detail,
-            settings=settings,
-            trace=args.trace,
-        )
+        common = {
+            "profile_name": args.profile,
+            "repetitions": args.repetitions,
+            "on_stage": on_stage,
+            "on_detail": on_detail,
+            "settings": settings,
+            "trace": args.trace,
+        }
+        if args.kernel:
+            modules = Path(args.modules) if args.modules else None
+            result = try_kernel(args.kernel, args.testcase, modules=modules, **common)
+        else:
+            result = try_commit(Path(args.repo), args.rev, args.testcase, **common)
     if args.json:
         out(json.dumps(try_to_json(result), indent=2))
     elif live:
@@ -47,9 +52,21 @@ def cmd_try(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    t = sub.add_parser("try", help="build, boot and score one revision")
-    t.add_argument("rev", help="the revision to try")
-    t.add_argument("--repo", required=True, help="the kernel git repository (a path)")
+    t = sub.add_parser(
+        "try", help="build, boot and score one revision (or boot a prebuilt kernel: --kernel)"
+    )
+    t.add_argument("rev", nargs="?", help="the revision to try (with --repo)")
+    t.add_argument("--repo", help="the kernel git repository (a path)")
+    t.add_argument(
+        "--kernel",
+        help="a prebuilt kernel instead of a build: a Debian package name "
+        "(linux-image-6.1.0-47-cloud-amd64, fetched with apt), a .deb file, or a vmlinuz",
+    )
+    t.add_argument(
+        "--modules",
+        help="with --kernel FILE: its modules folder "
+        "(default: /lib/modules/RELEASE for vmlinuz-RELEASE)",
+    )
     t.add_argument("--testcase", required=True, help="a testcase name ('kbisect testcases')")
     t.add_argument("--profile", help="device profile: fast or ebs-gp2 (default: the testcase's)")
     t.add_argument(
@@ -63,3 +80,12 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
     )
     t.add_argument("--json", action="store_true", help="the result as JSON on stdout")
     t.set_defaults(func=cmd_try)
+
+
+def _check_try(args: argparse.Namespace) -> None:
+    if args.kernel and (args.rev or args.repo):
+        raise UserError("give either a revision with --repo, or --kernel, not both")
+    if not args.kernel and not (args.rev and args.repo):
+        raise UserError("give a revision and --repo DIR, or --kernel PACKAGE_OR_FILE")
+    if args.modules and not args.kernel:
+        raise UserError("--modules goes with --kernel")
