@@ -117,6 +117,34 @@ def nvme_args(disk: Disk, image: Path) -> list[str]:
     return ["-drive", drive, "-device", f"nvme,serial={disk.serial},drive={disk.name}"]
 
 
+def guest_cmdline(extra: str) -> str:
+    """The kernel command line every machine boots with: the console on ttyS0, and a
+    panic or oops stops the guest at once (with -no-reboot, the VM ends)."""
+    return f"console=ttyS0 panic=-1 oops=panic rdinit=/init {extra}".strip()
+
+
+def new_run_dir() -> Path:
+    """A fresh folder for one run's console, result channel and disk images."""
+    run_dir = (
+        settings.cache_dir() / "runs" / f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
+    )
+    run_dir.mkdir(parents=True)
+    return run_dir
+
+
+def make_images(run_dir: Path, disks: list[Disk]) -> tuple[list[Path], list[Path]]:
+    """Sparse disk images in the run dir: (every image, those to remove after the run)."""
+    images, scratch = [], []
+    for disk in disks:
+        image = run_dir / f"{disk.name}.img"
+        with open(image, "wb") as fh:
+            fh.truncate(disk.size_mib * 1024 * 1024)
+        images.append(image)
+        if not disk.keep:
+            scratch.append(image)
+    return images, scratch
+
+
 def parse_records(text: str) -> list[dict[str, object]]:
     records = []
     for line in text.splitlines():
@@ -183,11 +211,13 @@ def classify_run(
     returncode: int = 0,
     stderr: str = "",
     run_dir: str = "",
+    failed: str = "",
 ) -> tuple[Outcome, str]:
     """Pure: the outcome from what came back. `exited` is False when we had to kill QEMU.
 
     InfraError when QEMU itself died (a signal such as the OOM killer's, or an error
-    exit) and the guest left no verdict: the host failed, not the kernel.
+    exit) and the guest left no verdict: the host failed, not the kernel. `failed` says
+    so where there is no exit code (libvirt's reason for stopping a domain).
     """
     done = [r for r in records if r.get("event") == "done"]
     if done:
@@ -201,15 +231,41 @@ def classify_run(
     if not exited:
         booted = any(r.get("event") == "booted" for r in records)
         return Outcome.HANG, "guest hung" + (" during the testcase" if booted else " before init")
-    if returncode != 0:
+    if failed or returncode != 0:
         last = next((ln.strip() for ln in reversed(stderr.splitlines()) if ln.strip()), "")
         when = "without a result" if console.strip() or records else "before the guest started"
         raise InfraError(
-            f"QEMU {_exit_text(returncode)} {when} "
+            f"{failed or 'QEMU ' + _exit_text(returncode)} {when} "
             f"(qemu.stderr: {last[:DETAIL_CAP] or 'empty'}; run dir {run_dir})"
         )
     # panic=-1 with -no-reboot: a guest that stops on its own makes QEMU exit 0.
     return Outcome.PANIC, "guest stopped without a result"
+
+
+def collect(
+    run_dir: Path, exited: bool, *, returncode: int = 0, failed: str = ""
+) -> tuple[Outcome, str, list[dict[str, object]]]:
+    """Read what came back, capped: a guest that floods its console or its result
+    channel must not make the worker read gigabytes."""
+    console, console_cut = read_tail(run_dir / "console.log", CONSOLE_CAP)
+    channel, channel_cut = read_head(run_dir / "results.log", RESULTS_CAP)
+    stderr, _ = read_tail(run_dir / "qemu.stderr", DETAIL_CAP * 16)
+    records = parse_records(channel)
+    outcome, detail = classify_run(
+        records,
+        console,
+        exited,
+        returncode=returncode,
+        stderr=stderr,
+        run_dir=str(run_dir),
+        failed=failed,
+    )
+    notes = [detail] if detail else []
+    if console_cut:
+        notes.append(f"console.log truncated: read its last {_mib(CONSOLE_CAP)}")
+    if channel_cut:
+        notes.append(f"results.log truncated: read its first {_mib(RESULTS_CAP)}")
+    return outcome, "; ".join(notes), records
 
 
 def start(argv: list[str], log: BinaryIO) -> subprocess.Popen[bytes]:
@@ -269,24 +325,16 @@ class QemuMachine:
         if shutil.which(QEMU) is None:
             raise InfraError(f"{QEMU} is not installed: apt-get install qemu-system-x86")
         accel = self._accel or self.probe_accel(artifact, guest)
-        run_dir = (
-            settings.cache_dir()
-            / "runs"
-            / f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
+        return self._run_in(
+            new_run_dir(), accel, artifact, guest, disks, timeout, cmdline, progress
         )
-        run_dir.mkdir(parents=True)
-        return self._run_in(run_dir, accel, artifact, guest, disks, timeout, cmdline, progress)
 
     def _argv(
         self, run_dir: Path, accel: str, artifact: Artifact, guest: GuestImage, cmdline: str
     ) -> list[str]:
         argv = host_lock.taskset(self.pin) + base_args(self.memory_mib, self.cpus)
         argv += accel_args(accel)
-        argv += kernel_args(
-            artifact.kernel,
-            guest.initramfs,
-            f"console=ttyS0 panic=-1 oops=panic rdinit=/init {cmdline}".strip(),
-        )
+        argv += kernel_args(artifact.kernel, guest.initramfs, guest_cmdline(cmdline))
         argv += serial_args(run_dir / "console.log", run_dir / "results.log")
         return argv + (host_root_args() if guest.host_root else [])
 
@@ -302,13 +350,8 @@ class QemuMachine:
         progress: Callable[[str], None],
     ) -> GuestRun:
         argv = self._argv(run_dir, accel, artifact, guest, cmdline)
-        images = []
-        for disk in disks:
-            image = run_dir / f"{disk.name}.img"
-            with open(image, "wb") as fh:
-                fh.truncate(disk.size_mib * 1024 * 1024)  # sparse
-            if not disk.keep:
-                images.append(image)
+        images, scratch = make_images(run_dir, disks)
+        for disk, image in zip(disks, images, strict=True):
             argv += nvme_args(disk, image)
         (run_dir / "qemu.argv").write_text("\n".join(argv) + "\n")
         began = time.monotonic()
@@ -317,10 +360,10 @@ class QemuMachine:
                 proc = start(argv, err)
                 exited = _wait(proc, timeout, progress)
         finally:
-            for image in images:
+            for image in scratch:
                 image.unlink(missing_ok=True)
         seconds = time.monotonic() - began
-        outcome, detail, records = self._collect(run_dir, exited, proc.returncode)
+        outcome, detail, records = collect(run_dir, exited, returncode=proc.returncode)
         return GuestRun(
             outcome=outcome,
             records=records,
@@ -329,26 +372,6 @@ class QemuMachine:
             accel=accel,
             detail=detail,
         )
-
-    @staticmethod
-    def _collect(
-        run_dir: Path, exited: bool, returncode: int
-    ) -> tuple[Outcome, str, list[dict[str, object]]]:
-        """Read what came back, capped: a guest that floods its console or its result
-        channel must not make the worker read gigabytes."""
-        console, console_cut = read_tail(run_dir / "console.log", CONSOLE_CAP)
-        channel, channel_cut = read_head(run_dir / "results.log", RESULTS_CAP)
-        stderr, _ = read_tail(run_dir / "qemu.stderr", DETAIL_CAP * 16)
-        records = parse_records(channel)
-        outcome, detail = classify_run(
-            records, console, exited, returncode=returncode, stderr=stderr, run_dir=str(run_dir)
-        )
-        notes = [detail] if detail else []
-        if console_cut:
-            notes.append(f"console.log truncated: read its last {_mib(CONSOLE_CAP)}")
-        if channel_cut:
-            notes.append(f"results.log truncated: read its first {_mib(RESULTS_CAP)}")
-        return outcome, "; ".join(notes), records
 
     def probe_accel(self, artifact: Artifact, guest: GuestImage) -> str:
         """KVM only where a real tiny boot succeeds; cached per host boot."""

@@ -19,6 +19,7 @@ DEFAULT_KERNEL_SOURCE = "/usr/src/linux-source-6.1.tar.xz"
 KERNEL_SOURCE_TARBALL = Path(os.environ.get("KBISECT_KERNEL_SOURCE", DEFAULT_KERNEL_SOURCE))
 ADDRESS_RE = re.compile(r"^(?P<host>[A-Za-z0-9.\-]+|\[[0-9A-Fa-f:]+\]):(?P<port>[0-9]{1,5})$")
 ACCELS = ("kvm", "tcg")
+MACHINES = ("qemu", "libvirt")  # infra.machines: direct QEMU, or a libvirt domain
 # One folder for the whole host, whoever runs kbisect: /run/lock is a tmpfs open to all.
 DEFAULT_LOCK_DIR = "/run/lock/kbisect" if os.access("/run/lock", os.W_OK) else "/tmp/kbisect-locks"
 
@@ -63,6 +64,8 @@ class Settings:
     accel: str | None = None  # kvm or tcg; None: probe with a real boot (KBISECT_ACCEL)
     testcase_dirs: tuple[Path, ...] = ()  # user testcase folders (KBISECT_TESTCASES)
     locks: Path = Path(DEFAULT_LOCK_DIR)  # the host's measurement lock (KBISECT_LOCK_DIR)
+    machine: str = "qemu"  # how a VM worker runs guests (KBISECT_MACHINE)
+    libvirt_uri: str = "qemu:///session"  # the libvirt machine's daemon (KBISECT_LIBVIRT_URI)
     endpoint: Endpoint = field(default_factory=Endpoint)
     queues: Queues = field(default_factory=Queues)
 
@@ -77,6 +80,8 @@ class Settings:
             accel=_choice(env, "KBISECT_ACCEL", ACCELS),
             testcase_dirs=tuple(Path(p) for p in env.get("KBISECT_TESTCASES", "").split(":") if p),
             locks=Path(env.get("KBISECT_LOCK_DIR") or DEFAULT_LOCK_DIR),
+            machine=_choice(env, "KBISECT_MACHINE", MACHINES) or "qemu",
+            libvirt_uri=env.get("KBISECT_LIBVIRT_URI", "").strip() or "qemu:///session",
             endpoint=Endpoint(
                 address=_address(env),
                 namespace=env.get("KBISECT_TEMPORAL_NAMESPACE") or "default",

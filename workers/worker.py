@@ -9,7 +9,7 @@ from temporalio.worker import Worker
 
 from kbisect.builders.kernel_build import KernelBuilder
 from kbisect.infra import host_lock
-from kbisect.infra.qemu import QemuMachine
+from kbisect.infra.machines import make_machine
 from kbisect.settings import Queues, Settings
 from kbisect.workers.activities import BuildActivities, VmActivities
 from kbisect.workflows.bisect_workflow import BisectWorkflow, sandbox_runner
@@ -26,8 +26,10 @@ def make_workers(
     workflows: bool = True,
     settings: Settings | None = None,
     measure_cpus: tuple[int, ...] = (),
+    machine: str | None = None,
 ) -> list[Worker]:
-    """Workers for this host; builds/vms say how many run here at once (0: none).
+    """Workers for this host; builds/vms say how many run here at once (0: none);
+    machine: how guests run, qemu or libvirt (None: settings.machine).
 
     measure_cpus: CPUs reserved for guests (builds keep to the others); () = guests and
     builds share every CPU and take turns through the host lock (infra.host_lock)."""
@@ -59,7 +61,9 @@ def make_workers(
             )
         )
     if vms > 0:
-        v = VmActivities(settings, QemuMachine(accel=settings.accel, pin=measure_cpus))
+        v = VmActivities(
+            settings, make_machine(machine or settings.machine, settings, measure_cpus)
+        )
         workers.append(
             Worker(
                 client,

@@ -16,7 +16,7 @@ from kbisect.cli.output import note, out
 from kbisect.client import JobClient
 from kbisect.errors import InfraError, UserError
 from kbisect.infra import host_lock
-from kbisect.settings import Endpoint, Queues, Settings
+from kbisect.settings import MACHINES, Endpoint, Queues, Settings
 
 LOOPBACK = "127.0.0.1"  # the dev server has no authentication: it never listens beyond
 
@@ -188,6 +188,13 @@ async def _workers(args: argparse.Namespace, settings: Settings) -> None:
     if args.builds < 0 or args.vms < 0:
         raise UserError("--builds and --vms take a number, 0 or more")
     queues = _queues(args, settings)
+    if args.libvirt_uri:
+        settings = dataclasses.replace(settings, libvirt_uri=args.libvirt_uri)
+    machine = args.machine or settings.machine
+    if args.vms > 0:
+        from kbisect.infra.machines import check_machine
+
+        check_machine(machine, settings)
     client = await JobClient.connect(settings)
     workers = make_workers(
         client.temporal,
@@ -197,6 +204,7 @@ async def _workers(args: argparse.Namespace, settings: Settings) -> None:
         workflows=not args.no_workflows,
         settings=settings,
         measure_cpus=host_lock.parse_cpus(args.measure_cpus) if args.measure_cpus else (),
+        machine=machine,
     )
     if not workers:
         raise UserError("nothing to run: give --builds or --vms, or drop --no-workflows")
@@ -204,6 +212,7 @@ async def _workers(args: argparse.Namespace, settings: Settings) -> None:
         f"workers on {settings.endpoint.address}: workflows on "
         f"{queues.control if not args.no_workflows else '-'}, "
         f"{args.builds} build(s) on {queues.build}, {args.vms} VM(s) on {queues.vm}"
+        f"{_machine_note(machine, settings) if args.vms > 0 else ''}"
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -216,6 +225,10 @@ async def _workers(args: argparse.Namespace, settings: Settings) -> None:
     # An activity cut short here is retried by Temporal on another (or the next) worker.
     await asyncio.gather(*(w.shutdown() for w in workers), return_exceptions=True)
     running.cancel()
+
+
+def _machine_note(machine: str, settings: Settings) -> str:
+    return f" (libvirt at {settings.libvirt_uri})" if machine == "libvirt" else f" ({machine})"
 
 
 def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
@@ -371,6 +384,20 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
             help="CPUs reserved for guests, e.g. 1 or 2-3; builds keep to the others. Without "
             "it a host takes one timed guest at a time, with no build or other guest beside "
             "it; with it, one per reserved set (give every worker on the host the same set)",
+        )
+        w.add_argument(
+            "--machine",
+            choices=MACHINES,
+            help="how guests run: qemu (QEMU started directly, the default) or libvirt (a "
+            "transient libvirt domain per boot, seen by virsh; for hosts whose VMs libvirt "
+            "manages) (KBISECT_MACHINE)",
+        )
+        w.add_argument(
+            "--libvirt-uri",
+            metavar="URI",
+            help="the libvirt daemon for --machine libvirt (KBISECT_LIBVIRT_URI; default "
+            "qemu:///session: the user's own daemon, started on demand; as root, the "
+            "system daemon)",
         )
         w.add_argument("--control-queue", help="the workflows' task queue (KBISECT_CONTROL_QUEUE)")
         w.add_argument("--build-queue", help="the builds' task queue (KBISECT_BUILD_QUEUE)")

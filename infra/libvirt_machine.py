@@ -1,0 +1,319 @@
+"""A second Machine: the same guest as QemuMachine's, run as a transient libvirt domain.
+
+For hosts whose VMs libvirt manages, or to see kbisect's guests in `virsh list`. The
+domain XML comes from infra.libvirt_xml; the outcome from the same result channel and
+console as direct QEMU (qemu.collect). There is no QEMU exit status under libvirt: the
+domain's lifecycle event says how it stopped. A guest that powered off, rebooted or
+panicked (panic=-1 reboots, and on_reboot destroys the domain) stopped by itself; QEMU
+failing or crashing is the host's failure (InfraError), as a QEMU killed by a signal is.
+"""
+
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+from kbisect.errors import InfraError
+from kbisect.infra import qemu
+from kbisect.infra.libvirt_xml import DomainSpec, domain_xml
+from kbisect.model import Artifact, Disk, GuestImage, GuestRun
+
+DEFAULT_URI = "qemu:///session"
+POLL = 0.5  # seconds between looks at a running domain
+EVENT_GRACE = 5.0  # how long a vanished domain's stop event may lag behind
+START_HELP = (
+    "install libvirt (apt-get install libvirt-daemon-system libvirt-clients) and start its "
+    "daemon: as root without systemd run 'libvirtd -d' (and 'virtlogd -d'); with systemd, "
+    "'systemctl start libvirtd'"
+)
+
+# How a domain stopped, from its lifecycle event (VIR_DOMAIN_EVENT_STOPPED_*).
+STOPPED_SHUTDOWN, STOPPED_DESTROYED, STOPPED_CRASHED, STOPPED_FAILED = 0, 1, 2, 5
+STOP_WORDS = {
+    STOPPED_SHUTDOWN: "shut down",
+    STOPPED_DESTROYED: "destroyed",
+    STOPPED_CRASHED: "crashed",
+    3: "migrated",
+    4: "saved",
+    STOPPED_FAILED: "failed",
+    6: "restored from a snapshot",
+}
+
+
+class Hypervisor(Protocol):
+    """What a run needs of a libvirt connection (a fake in tests)."""
+
+    def version(self) -> int: ...
+    def privileged(self) -> bool: ...
+    def start(self, name: str, xml: str) -> None: ...
+    def wait(self, name: str, timeout: float, progress: Callable[[str], None]) -> int | None: ...
+    def destroy(self, name: str) -> None: ...
+    def close(self) -> None: ...
+
+
+def _libvirt() -> Any:
+    """The binding, imported when a libvirt machine is used, so the rest works without."""
+    try:
+        import libvirt
+    except ImportError:
+        raise InfraError(
+            "the libvirt Python binding is missing: pip install 'kbisect[libvirt]' "
+            "(libvirt-python; building it needs libvirt-dev, pkg-config and gcc), "
+            "or run infra/install.sh"
+        ) from None
+    return libvirt
+
+
+_loop_lock = threading.Lock()
+_loop_started = False
+
+
+def _event_loop(lv: Any) -> None:
+    """libvirt delivers lifecycle events through an event loop the client runs: one
+    daemon thread per process, registered before the first connection opens."""
+    global _loop_started
+    with _loop_lock:
+        if _loop_started:
+            return
+        lv.virEventRegisterDefaultImpl()
+
+        def run() -> None:
+            while True:
+                lv.virEventRunDefaultImpl()
+
+        threading.Thread(target=run, name="libvirt-events", daemon=True).start()
+        _loop_started = True
+
+
+class LibvirtConnection:
+    """A connection with lifecycle events: each domain's stop reason as it stops."""
+
+    def __init__(self, uri: str) -> None:
+        lv = _libvirt()
+        _event_loop(lv)
+        lv.registerErrorHandler(lambda _ctx, _err: None, None)  # errors are raised, not printed
+        self._lv = lv
+        self.uri = uri
+        try:
+            self._conn = lv.open(uri)
+        except lv.libvirtError as e:
+            raise InfraError(
+                f"cannot connect to libvirt at {uri}: {_message(e)}; {START_HELP}"
+            ) from None
+        self._stopped: dict[str, int] = {}
+        self._changed = threading.Condition()
+        self._callback = self._conn.domainEventRegisterAny(
+            None, lv.VIR_DOMAIN_EVENT_ID_LIFECYCLE, self._on_lifecycle, None
+        )
+
+    def _on_lifecycle(self, _conn: Any, dom: Any, event: int, detail: int, _opaque: Any) -> None:
+        if event == self._lv.VIR_DOMAIN_EVENT_STOPPED:
+            with self._changed:
+                self._stopped[dom.name()] = detail
+                self._changed.notify_all()
+
+    def version(self) -> int:
+        return int(self._conn.getLibVersion())
+
+    def privileged(self) -> bool:
+        """A system daemon (it runs QEMU as its own user unless told otherwise). Root's
+        qemu:///session is the system daemon too."""
+        parts = urlsplit(self.uri)
+        return parts.path == "/system" or (not parts.hostname and os.geteuid() == 0)
+
+    def start(self, name: str, xml: str) -> None:
+        try:
+            self._conn.createXML(xml, 0)
+        except self._lv.libvirtError as e:
+            raise InfraError(f"libvirt could not start domain {name}: {_message(e)}") from None
+
+    def wait(self, name: str, timeout: float, progress: Callable[[str], None]) -> int | None:
+        """The stop reason once the domain stops; None when `timeout` passes first."""
+        began = time.monotonic()
+        vanished = 0.0
+        while True:
+            # No libvirt call under the lock: the event thread takes it to deliver.
+            with self._changed:
+                if name not in self._stopped:
+                    self._changed.wait(POLL)
+                if name in self._stopped:
+                    return self._stopped.pop(name)
+            now = time.monotonic()
+            if now - began > timeout:
+                return None
+            progress(f"guest running {now - began:.0f}s")
+            if not vanished and not self._exists(name):
+                vanished = now
+            if vanished and now - vanished > EVENT_GRACE:
+                return -1  # gone, and libvirt never said how
+
+    def _exists(self, name: str) -> bool:
+        try:
+            self._conn.lookupByName(name)
+            return True
+        except self._lv.libvirtError as e:
+            if e.get_error_code() == self._lv.VIR_ERR_NO_DOMAIN:
+                return False
+            raise InfraError(f"libvirt at {self.uri} stopped answering: {_message(e)}") from None
+
+    def destroy(self, name: str) -> None:
+        """Destroy the domain if it is still there (a transient domain is then gone)."""
+        try:
+            self._conn.lookupByName(name).destroy()
+        except self._lv.libvirtError as e:
+            if e.get_error_code() not in (
+                self._lv.VIR_ERR_NO_DOMAIN,
+                self._lv.VIR_ERR_OPERATION_INVALID,  # it stopped meanwhile
+            ):
+                raise InfraError(f"libvirt could not destroy {name}: {_message(e)}") from None
+
+    def close(self) -> None:
+        try:
+            self._conn.domainEventDeregisterAny(self._callback)
+            self._conn.close()
+        except self._lv.libvirtError:
+            pass  # the daemon went away: nothing left to release
+
+
+def _message(error: Any) -> str:
+    text = str(error.get_error_message() or error).strip()
+    return text.splitlines()[0][: qemu.DETAIL_CAP] if text else "no message"
+
+
+def domain_log(name: str, privileged: bool) -> Path:
+    """Where libvirt writes QEMU's stderr for a domain."""
+    if privileged:
+        return Path("/var/log/libvirt/qemu") / f"{name}.log"
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "libvirt" / "qemu" / "log" / f"{name}.log"
+
+
+def _keep_log(name: str, privileged: bool, run_dir: Path) -> None:
+    """QEMU's stderr into the run dir as qemu.stderr (where the QEMU machine keeps it),
+    and no per-run file left behind in libvirt's log folder."""
+    log = domain_log(name, privileged)
+    try:
+        shutil.copyfile(log, run_dir / "qemu.stderr")
+        log.unlink()
+    except OSError:
+        pass  # a system daemon's log we may not read: the run dir says the rest
+
+
+def _failure(reason: int, name: str) -> str:
+    """'' when the guest stopped by itself; else why the host is to blame."""
+    if reason in (STOPPED_SHUTDOWN, STOPPED_DESTROYED):
+        # Power off, or a reboot that on_reboot=destroy ended (panic=-1 reboots).
+        return ""
+    return f"libvirt domain {name} {STOP_WORDS.get(reason, 'vanished without a stop event')}"
+
+
+class LibvirtMachine:
+    name = "libvirt"
+
+    def __init__(
+        self,
+        uri: str = DEFAULT_URI,
+        memory_mib: int = 1024,
+        cpus: int = 2,
+        accel: str | None = None,
+        pin: tuple[int, ...] = (),
+        connect: Callable[[str], Hypervisor] = LibvirtConnection,
+    ) -> None:
+        self.uri = uri
+        self.memory_mib = memory_mib
+        self.cpus = cpus
+        self.pin = pin  # host CPUs reserved for guests (`worker --measure-cpus`); () = any
+        self._accel = accel or os.environ.get("KBISECT_ACCEL")
+        self._connect = connect
+
+    def run(
+        self,
+        artifact: Artifact,
+        guest: GuestImage,
+        disks: list[Disk],
+        timeout: float,
+        cmdline: str = "",
+        progress: Callable[[str], None] = lambda _: None,
+    ) -> GuestRun:
+        hv = self._connect(self.uri)  # a missing daemon fails here, before anything is made
+        try:
+            # The direct-QEMU probe boot decides KVM or TCG once per host boot, for both.
+            accel = self._accel or qemu.QemuMachine().probe_accel(artifact, guest)
+            return self._run_in(
+                hv, qemu.new_run_dir(), accel, artifact, guest, disks, timeout, cmdline, progress
+            )
+        finally:
+            hv.close()
+
+    def _spec(
+        self,
+        hv: Hypervisor,
+        run_dir: Path,
+        accel: str,
+        artifact: Artifact,
+        guest: GuestImage,
+        images: list[tuple[Disk, Path]],
+        cmdline: str,
+    ) -> DomainSpec:
+        return DomainSpec(
+            name=f"kbisect-{run_dir.name}",
+            kernel=artifact.kernel,
+            initrd=guest.initramfs,
+            cmdline=cmdline,
+            accel=accel,
+            memory_mib=self.memory_mib,
+            cpus=self.cpus,
+            run_dir=run_dir,
+            disks=tuple(images),
+            host_root=guest.host_root,
+            pin=self.pin,
+            owner=(os.getuid(), os.getgid()) if hv.privileged() else None,
+            libvirt_version=hv.version(),
+        )
+
+    def _run_in(
+        self,
+        hv: Hypervisor,
+        run_dir: Path,
+        accel: str,
+        artifact: Artifact,
+        guest: GuestImage,
+        disks: list[Disk],
+        timeout: float,
+        cmdline: str,
+        progress: Callable[[str], None],
+    ) -> GuestRun:
+        images, scratch = qemu.make_images(run_dir, disks)
+        spec = self._spec(
+            hv, run_dir, accel, artifact, guest, list(zip(disks, images, strict=True)), cmdline
+        )
+        xml = domain_xml(spec)
+        (run_dir / "domain.xml").write_text(xml)
+        began = time.monotonic()
+        try:
+            try:
+                hv.start(spec.name, xml)
+            except InfraError as e:
+                raise InfraError(f"{e} (run dir {run_dir})") from None
+            reason = hv.wait(spec.name, timeout, progress)
+        finally:
+            hv.destroy(spec.name)  # on timeout, on error, on Ctrl-C: no domain left running
+            seconds = time.monotonic() - began
+            _keep_log(spec.name, hv.privileged(), run_dir)
+            for image in scratch:
+                image.unlink(missing_ok=True)
+        exited = reason is not None
+        failed = _failure(reason, spec.name) if reason is not None else ""
+        outcome, detail, records = qemu.collect(run_dir, exited, failed=failed)
+        return GuestRun(
+            outcome=outcome,
+            records=records,
+            console=str(run_dir / "console.log"),
+            seconds=round(seconds, 2),
+            accel=accel,
+            detail=detail,
+        )

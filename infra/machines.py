@@ -1,0 +1,24 @@
+"""The Machine backends by name, as a worker or `kbisect try` is told to use them."""
+
+from kbisect.backends import Machine
+from kbisect.errors import UserError
+from kbisect.infra.libvirt_machine import LibvirtConnection, LibvirtMachine
+from kbisect.infra.qemu import QemuMachine
+from kbisect.settings import MACHINES, Settings
+
+
+def make_machine(name: str, settings: Settings, pin: tuple[int, ...] = ()) -> Machine:
+    """`name` is qemu or libvirt (settings.machine, KBISECT_MACHINE, is the usual one);
+    `pin`: host CPUs reserved for guests. Cheap: nothing is started or connected."""
+    if name == "qemu":
+        return QemuMachine(accel=settings.accel, pin=pin)
+    if name == "libvirt":
+        return LibvirtMachine(uri=settings.libvirt_uri, accel=settings.accel, pin=pin)
+    raise UserError(f"unknown machine {name!r}: choose one of {', '.join(MACHINES)}")
+
+
+def check_machine(name: str, settings: Settings) -> None:
+    """Fail at a worker's start, not at its first boot, when the backend cannot work:
+    InfraError saying what to install or start."""
+    if name == "libvirt":
+        LibvirtConnection(settings.libvirt_uri).close()
