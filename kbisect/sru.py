@@ -39,7 +39,9 @@ def sru_note(
     bug: int | None = None,
     patch: bytes | None = None,
     provenance: str = "cherry picked",
+    series: str | None = None,
 ) -> str:
+    """The justification; `series` (jammy) names the release the fix goes to."""
     if not result.culprit:
         raise UserError(
             f"job {job_id} did not name one commit ({result.status}): an SRU note needs one; "
@@ -52,7 +54,7 @@ def sru_note(
     )
     sections = [
         ("Impact", _impact(result, broken, fixed)),
-        ("Fix", _fix(result, bug, provenance)),
+        ("Fix", _fix(result, bug, provenance, series)),
         ("Test Plan", _test_plan(result, broken, fixed)),
         ("Where problems could occur", where_problems(result, patch)),
         ("Other Info", _other(result, job_id)),
@@ -94,13 +96,14 @@ def _impact(result: BisectResult, broken: Step | None, fixed: Step | None) -> li
     return impact
 
 
-def _fix(result: BisectResult, bug: int | None, provenance: str) -> list[str]:
+def _fix(result: BisectResult, bug: int | None, provenance: str, series: str | None) -> list[str]:
     """What to ship: the upstream fix or a revert (regression), the backport (fix mode)."""
     c = result.culprit or ""
     subject = result.subjects.get(c, "")
+    to, into = (f" to {series.capitalize()}", f" in {series.capitalize()}") if series else ("", "")
     if result.mode != "regression":
         fix = [
-            f'Backport commit {c} ("{subject}"), with the trailers',
+            f'Backport commit {c} ("{subject}"){to}, with the trailers',
             "",
             f"    {buglink(bug)}",
             f"    ({provenance} from commit {c})",
@@ -108,16 +111,16 @@ def _fix(result: BisectResult, bug: int | None, provenance: str) -> list[str]:
         ]
     elif fixes := _fixes(result.repo, c):
         fix = [
-            f"Backport the commit that fixes it (its Fixes: tag names {c[:12]}):",
+            f"Backport{to} the commit that fixes it (its Fixes: tag names {c[:12]}):",
             "",
             *(f"    {f}" for f in fixes),
             "",
-            f'or revert commit {c} ("{subject}").',
+            f'or revert commit {c} ("{subject}"){into}.',
         ]
     else:
         fix = [
-            f'Revert commit {c} ("{subject}"), or backport an upstream fix: no branch or tag '
-            f"here has a commit with 'Fixes: {c[:12]}'."
+            f'Revert commit {c} ("{subject}"){into}, or backport an upstream fix: no branch '
+            f"or tag here has a commit with 'Fixes: {c[:12]}'."
         ]
     info = commit_info(result.repo, c)
     if info is not None:

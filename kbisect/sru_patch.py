@@ -6,8 +6,9 @@ old endpoint, or the culprit reverted on the new one).
 Its message follows the kernel team's rules: `BugLink:` first, the original message,
 the provenance, `(cherry picked from commit X)` when the change applied as it is upstream
 (same patch-id) or `(backported from commit X)` with a `[who: why]` note when it did not,
-and the sender's Signed-off-by last. It checks that the patch applies to the tip it
-targets, and runs the tree's own scripts/checkpatch.pl on it.
+and the sender's Signed-off-by last. It checks that the patch applies to the tip of the
+branch it targets (--target, else the branch the job's tested endpoint is on: see
+default_target), and runs the tree's own scripts/checkpatch.pl on it.
 """
 
 import re
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kbisect.contract import BisectResult, Mode
-from kbisect.errors import InfraError, UserError
+from kbisect.errors import UserError
 from kbisect.git import Git, git_argv, git_env
 
 SIGNOFF = re.compile(r"[^<>\n]+ <[^<>@\s]+@[^<>\s]+>")
@@ -30,16 +31,30 @@ class SruOptions:
     series: str = "jammy"
     bug: int | None = None
     signoff: str | None = None  # "Name <mail>"; default: git's user.name and user.email
-    target: str | None = None  # must apply here; default: where the verification applied it
+    target: str | None = None  # must apply here; default: default_target()
 
 
 @dataclass
 class SruPatch:
     files: list[Path]
     provenance: str
-    target: str
+    target: str  # the commit it was checked against
+    target_name: str = ""  # the branch (or revision) that commit is the tip of
     checkpatch: str = ""  # its summary line, "" where the tree has none
     notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class SruCommit:
+    """The patch as a commit on the endpoint the job tested it on: the tested tree, with the
+    SRU message, the original author (a backport) or the sender (a revert)."""
+
+    commit: str
+    onto: str
+    message: str
+    provenance: str
+    author: tuple[str, str]  # name, mail
+    who: dict[str, str]  # the GIT_AUTHOR_* and GIT_COMMITTER_* it was written with
 
 
 def buglink(bug: int | None) -> str:
@@ -97,9 +112,8 @@ def _message(
     return "\n".join([*lines, f"Signed-off-by: {sender}"]) + "\n", provenance
 
 
-def write_sru_patch(result: BisectResult, job_id: str, out: Path, opts: SruOptions) -> SruPatch:
-    from kbisect.sru import sru_note
-
+def _tested(result: BisectResult, job_id: str) -> tuple[str, str]:
+    """The verification commit and the endpoint it was made on."""
     v = result.verification
     if not result.culprit:
         raise UserError(f"job {job_id} named no commit ({result.status}): nothing to send")
@@ -108,29 +122,83 @@ def write_sru_patch(result: BisectResult, job_id: str, out: Path, opts: SruOptio
             f"job {job_id} has no tested backport or revert (its verification: "
             f"{v.status if v else 'skipped'}): run the job without --no-verify"
         )
+    return v.commit, v.onto
+
+
+def sru_commit(result: BisectResult, job_id: str, opts: SruOptions) -> SruCommit:
+    """The tested commit again, with the kernel team's message (no patch files yet)."""
+    tested, onto = _tested(result, job_id)
     if not SERIES.fullmatch(opts.series):
         raise UserError(f"--series {opts.series!r}: give a release's code name, e.g. jammy")
     git = Git(Path(result.repo))
     sender = _signoff(git, opts.signoff)
-    target = git.resolve(opts.target or v.onto)
-    message, provenance = _message(git, result, v.commit, sender, opts.bug)
-    author = git.run("show", "-s", "--format=%an%x00%ae%x00%aI", result.culprit).strip().split("\0")
+    message, provenance = _message(git, result, tested, sender, opts.bug)
+    culprit = result.culprit or ""
+    original = git.run("show", "-s", "--format=%an%x00%ae%x00%aI", culprit).strip().split("\0")
     name, mail = sender.rsplit("<", 1)
-    who = {"GIT_COMMITTER_NAME": name.strip(), "GIT_COMMITTER_EMAIL": mail.rstrip(">")}
+    sender_id = (name.strip(), mail.rstrip(">"))
+    who = {"GIT_COMMITTER_NAME": sender_id[0], "GIT_COMMITTER_EMAIL": sender_id[1]}
     if provenance == "revert":
-        who |= {"GIT_AUTHOR_NAME": name.strip(), "GIT_AUTHOR_EMAIL": mail.rstrip(">")}
+        author = sender_id
+        who |= {"GIT_AUTHOR_NAME": author[0], "GIT_AUTHOR_EMAIL": author[1]}
     else:  # a backport keeps its author
+        author = (original[0], original[1])
         who |= {
             "GIT_AUTHOR_NAME": author[0],
             "GIT_AUTHOR_EMAIL": author[1],
-            "GIT_AUTHOR_DATE": author[2],
+            "GIT_AUTHOR_DATE": original[2],
         }
-    tree = git.tree_of(v.commit)
-    commit = git.run("commit-tree", tree, "-p", v.onto, "-F", "-", env=who, input=message.encode())
-    commit = commit.strip()
+    tree = git.tree_of(tested)
+    commit = git.run("commit-tree", tree, "-p", onto, "-F", "-", env=who, input=message.encode())
+    return SruCommit(commit.strip(), onto, message, provenance, author, who)
+
+
+def default_target(result: BisectResult, onto: str) -> tuple[str, str, list[str]]:
+    """The tip of the branch the patch is for, its name, and notes.
+
+    That is a branch (local or remote-tracking) holding the endpoint the job tested the
+    patch on and, for a backport, not the fix itself (a branch that has it needs no
+    backport). Of several, the one fewest commits past the endpoint; with none, the
+    endpoint itself, and a note to pass --target.
+    """
+    git = Git(Path(result.repo))
+    args = ["for-each-ref", "--format=%(refname)", "--contains", onto]
+    if result.mode == Mode.FIX and result.culprit:
+        args += ["--no-contains", result.culprit]
+    out = git.run(*args, "refs/heads", "refs/remotes")
+    refs = [r for r in out.splitlines() if r and not r.endswith("/HEAD")]
+    if not refs:
+        what = "without the fix" if result.mode == Mode.FIX else ""
+        note = (
+            f"no branch here holds {onto[:12]} {what}".rstrip()
+            + ": checked against that endpoint; pass --target the branch the patch is for"
+        )
+        return onto, onto[:12], [note]
+    ahead = {r: int(git.run("rev-list", "--count", f"{onto}..{r}").strip()) for r in refs}
+    best = min(refs, key=lambda r: (ahead[r], r))
+    name = best.removeprefix("refs/heads/").removeprefix("refs/remotes/")
+    notes = []
+    if len(refs) > 1:
+        others = ", ".join(
+            r.removeprefix("refs/heads/").removeprefix("refs/remotes/") for r in refs if r != best
+        )
+        notes.append(f"checked against {name}; also on {others}: pass --target to check one")
+    return git.resolve(best), name, notes
+
+
+def write_sru_patch(result: BisectResult, job_id: str, out: Path, opts: SruOptions) -> SruPatch:
+    from kbisect.sru import sru_note
+
+    made = sru_commit(result, job_id, opts)
+    git = Git(Path(result.repo))
+    notes: list[str] = []
+    if opts.target:
+        target, target_name = git.resolve(opts.target), opts.target
+    else:
+        target, target_name, notes = default_target(result, made.onto)
     out.mkdir(parents=True, exist_ok=True)
     series = opts.series.capitalize()
-    made = git.run(
+    listing = git.run(
         "format-patch",
         "--no-thread",
         "--cover-letter",
@@ -139,41 +207,65 @@ def write_sru_patch(result: BisectResult, job_id: str, out: Path, opts: SruOptio
         f"--subject-prefix=SRU][{series}][PATCH",
         "-o",
         str(out),
-        f"{v.onto}..{commit}",
-        env=who,  # the cover letter is from the sender
+        f"{made.onto}..{made.commit}",
+        env=made.who,  # the cover letter is from the sender (the committer)
     )
-    files = [Path(line) for line in made.splitlines() if line.strip()]
+    files = [Path(line) for line in listing.splitlines() if line.strip()]
     cover, patch = files[0], files[1]
     justification = sru_note(
-        result, job_id, bug=opts.bug, patch=patch.read_bytes(), provenance=provenance
+        result,
+        job_id,
+        bug=opts.bug,
+        patch=patch.read_bytes(),
+        provenance=made.provenance,
+        series=opts.series,
     )
     text = cover.read_text()
-    text = text.replace("*** SUBJECT HERE ***", message.split("\n", 1)[0])
+    text = text.replace("*** SUBJECT HERE ***", made.message.split("\n", 1)[0])
     text = text.replace("*** BLURB HERE ***", f"{buglink(opts.bug)}\n\n{justification}")
     cover.write_text(text)
-    done = SruPatch(files=files, provenance=provenance, target=target)
-    _check_applies(git, patch, target)
-    done.checkpatch = _checkpatch(git, target, patch)
+    done = SruPatch(
+        files=files,
+        provenance=made.provenance,
+        target=target,
+        target_name=target_name,
+        notes=notes,
+    )
+    _check_applies(git, patch, target, target_name)
+    done.checkpatch, explained = _checkpatch(git, target, patch, "{} <{}>".format(*made.author))
+    done.notes += explained
     if opts.bug is None:
         done.notes.append("no --bug: fill in the BugLink lines before sending")
     return done
 
 
-def _check_applies(git: Git, patch: Path, target: str) -> None:
+def _check_applies(git: Git, patch: Path, target: str, name: str) -> None:
+    """One line that says where and why when the patch does not apply to the target."""
     with tempfile.TemporaryDirectory(prefix="kbisect-sru-") as tmp:
         env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
         git.run("read-tree", target, env=env)
-        try:
-            git.run("apply", "--cached", "--check", str(patch), env=env)
-        except InfraError as exc:
-            raise UserError(
-                f"the patch does not apply to {target[:12]}: {exc}; pass --target the "
-                "branch it is for"
-            ) from exc
+        proc = subprocess.run(
+            git_argv(git.repo, "apply", "--cached", "--check", str(patch.resolve())),
+            env=git_env(env),
+            capture_output=True,
+            text=True,
+        )
+    if proc.returncode != 0:
+        errors = [line.removeprefix("error: ") for line in proc.stderr.splitlines()]
+        why = "; ".join(e for e in errors if e.strip()) or f"git apply exited {proc.returncode}"
+        where = name if name.startswith(target[:12]) else f"{name} ({target[:12]})"
+        raise UserError(
+            f"the patch does not apply to {where}: {why}; backport it by hand there, or pass "
+            "--target the branch it is for"
+        )
 
 
-def _checkpatch(git: Git, rev: str, patch: Path) -> str:
-    """The tree's checkpatch.pl on the patch: its summary line ("total: 0 errors, ...")."""
+PROVENANCE_LINE = re.compile(r"^\((cherry picked|backported) from commit [0-9a-f]{40}\)$")
+
+
+def _checkpatch(git: Git, rev: str, patch: Path, author: str) -> tuple[str, list[str]]:
+    """The tree's checkpatch.pl on the patch: its summary line ("total: 0 errors, ..."), ""
+    where the tree has none, and a note for each error the SRU format itself brings."""
     files = ("scripts/checkpatch.pl", "scripts/spelling.txt", "scripts/const_structs.checkpatch")
     with tempfile.TemporaryDirectory(prefix="kbisect-checkpatch-") as tmp:
         archive = subprocess.run(
@@ -182,16 +274,46 @@ def _checkpatch(git: Git, rev: str, patch: Path) -> str:
             capture_output=True,
         )
         if archive.returncode != 0:
-            return ""  # not a kernel tree
+            return "", []  # not a kernel tree
         subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
         git_dir = git.run("rev-parse", "--absolute-git-dir").strip()
         run = subprocess.run(
-            ["perl", "scripts/checkpatch.pl", "--no-tree", "--no-color", str(patch.resolve())],
+            [
+                "perl",
+                "scripts/checkpatch.pl",
+                "--no-tree",
+                "--no-color",
+                "--show-types",
+                str(patch.resolve()),
+            ],
             cwd=tmp,
             env={**git_env(), "GIT_DIR": git_dir},  # so it can look the commit ids up
             capture_output=True,
             text=True,
             timeout=300,
         )
-    totals = [line for line in run.stdout.splitlines() if line.startswith("total:")]
-    return totals[-1] if totals else run.stdout.strip().splitlines()[-1:][0] if run.stdout else ""
+    lines = run.stdout.splitlines()
+    totals = [line for line in lines if line.startswith("total:")]
+    summary = totals[-1] if totals else lines[-1] if lines else ""
+    return summary, _explained(lines, author)
+
+
+def _explained(lines: list[str], author: str) -> list[str]:
+    """Notes on checkpatch errors that come with the SRU format, not with the change."""
+    notes = []
+    for n, line in enumerate(lines):
+        kind = line.split(":", 2)[1] if line.startswith("ERROR:") and line.count(":") >= 2 else ""
+        context = lines[n + 1 : n + 4]
+        if kind == "GIT_COMMIT_ID" and any(PROVENANCE_LINE.match(c) for c in context):
+            notes.append(
+                "checkpatch's GIT_COMMIT_ID error is on the provenance line, '(cherry picked|"
+                "backported from commit X)', which the kernel team's SRU format requires as "
+                "git cherry-pick -x writes it: keep the line"
+            )
+        elif kind == "NO_AUTHOR_SIGN_OFF":
+            notes.append(
+                f"checkpatch's NO_AUTHOR_SIGN_OFF error: the original commit has no "
+                f"Signed-off-by from its author ({author}); an upstream commit has one, so "
+                "check that the named commit is the upstream one before sending"
+            )
+    return notes

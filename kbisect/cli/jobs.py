@@ -200,7 +200,7 @@ def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
         if args.sru_patch:
             return _sru_patch(result, args)
         if args.sru:
-            out(sru_note(result, args.id, bug=args.bug))
+            out(sru_note(result, args.id, bug=args.bug, series=args.series))
             return 0
         if args.bisect_log:
             Path(args.bisect_log).write_text(bisect_log(result))
@@ -223,7 +223,12 @@ def _sru_patch(result: BisectResult, args: argparse.Namespace) -> int:
     done = write_sru_patch(result, args.id, Path(args.sru_patch), opts)
     for f in done.files:
         out(str(f))
-    note(f"{done.provenance}; applies to {done.target}")
+    where = (
+        done.target_name
+        if done.target_name == done.target[:12]
+        else (f"{done.target_name} ({done.target[:12]})")
+    )
+    note(f"{done.provenance}; applies to {where}")
     if done.checkpatch:
         note(f"checkpatch: {done.checkpatch}")
     for n in done.notes:
@@ -370,7 +375,8 @@ def _add_job_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]"
     r.add_argument(
         "--target",
         metavar="REV",
-        help="the branch the patch must apply to (default: where the job tested it)",
+        help="the branch the patch must apply to (default: the branch holding the endpoint the "
+        "job tested it on, and for a backport not the fix; else that endpoint)",
     )
     r.set_defaults(func=cmd_report)
 

@@ -112,7 +112,7 @@ def test_a_clean_pick_says_cherry_picked(history: tuple[Path, list[str]], tmp_pa
     text = done.files[1].read_text()
     assert f"(cherry picked from commit {fix})\nSigned-off-by: {SENDER}\n" in text
     assert "BugLink: https://bugs.launchpad.net/bugs/<bug number>" in text
-    assert done.notes == ["no --bug: fill in the BugLink lines before sending"]
+    assert "no --bug: fill in the BugLink lines before sending" in done.notes
 
 
 def test_patch_that_does_not_apply_to_the_target_is_refused(
@@ -155,3 +155,153 @@ def test_risk_names_the_functions_and_never_says_none_or_low(
     assert "setup()" in risk and "drivers/f.c" in risk and "nvme-snapshot-read" in risk
     assert not re.search(r"\b(none|low)\b", risk, re.I), risk
     assert "BugLink: https://bugs.launchpad.net/bugs/7" in text
+
+
+def test_default_target_is_the_tip_of_the_branch_the_endpoint_is_on(
+    history: tuple[Path, list[str]], tmp_path: Path
+) -> None:
+    repo, (broken, _, fix) = history
+    result = _fix_job(repo, broken, fix)
+    git(repo, "branch", "-q", "stable", broken)  # the release line: the endpoint, no fix
+    git(repo, "checkout", "-q", "stable")
+    (repo / "README").write_text("stable\n")
+    git(repo, "add", "README")
+    git(repo, *ID, "commit", "-q", "-m", "stable: another change")
+    tip = git(repo, "rev-parse", "stable").strip()
+    done = write_sru_patch(result, "j", tmp_path / "o", SruOptions(signoff=SENDER))
+    assert (done.target, done.target_name) == (tip, "stable")  # master has the fix: not it
+
+
+def test_a_patch_that_does_not_apply_to_the_branch_tip_is_one_clear_line(
+    history: tuple[Path, list[str]], tmp_path: Path
+) -> None:
+    repo, (broken, _, fix) = history
+    result = _fix_job(repo, broken, fix)
+    git(repo, "checkout", "-q", "-b", "stable", broken)
+    _commit(repo, SOURCE.replace("{v}", "2"), "stable: setup returns 2")  # the same lines
+    tip = git(repo, "rev-parse", "stable").strip()
+    with pytest.raises(UserError) as err:
+        write_sru_patch(result, "j", tmp_path / "o", SruOptions(signoff=SENDER))
+    text = str(err.value)
+    assert "\n" not in text, text
+    assert text.startswith(f"the patch does not apply to stable ({tip[:12]}): ")
+    assert "drivers/f.c" in text and text.endswith("pass --target the branch it is for")
+
+
+def test_with_no_branch_left_without_the_fix_it_says_so(
+    history: tuple[Path, list[str]], tmp_path: Path
+) -> None:
+    repo, (broken, _, fix) = history  # master, the only branch, has the fix
+    done = write_sru_patch(
+        _fix_job(repo, broken, fix), "j", tmp_path / "o", SruOptions(signoff=SENDER)
+    )
+    assert done.target == broken
+    assert done.notes[0].startswith(f"no branch here holds {broken[:12]} without the fix")
+
+
+def finished_fix_job_sru(
+    lab: Path,
+    truth: dict[str, object],
+    out: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> tuple[list[Path], str]:
+    """`kbisect report JOB --sru-patch OUT ...` on a finished fix-mode job of a lab, with the
+    result as the CLI gets it: the verification commit made by the worker's own function,
+    the result through Temporal's data converter, the client's result() answering it."""
+    from temporalio.converter import DataConverter
+
+    import kbisect.cli.jobs as cli_jobs
+    from kbisect.cli import main
+
+    old, new, fix = str(truth["old"]), str(truth["new"]), str(truth["culprit"])
+    v = make_verify_commit(Git(lab), fix, onto=old, revert=False)
+    assert v.commit, v.error
+    subject = git(lab, "show", "-s", "--format=%s", fix).strip()
+    finished = BisectResult(
+        status="found",
+        mode="fix",
+        testcase="nvme-snapshot-read",
+        repo=str(lab),
+        old=[old],
+        new=new,
+        culprit=fix,
+        candidates=[fix],
+        steps=[
+            Step(old, "old", "bad", "endpoint", value=8.0, index=-1, boots=2),
+            Step(new, "new", "good", "endpoint", value=512.0, index=9, boots=2),
+            Step(fix, subject, "good", "test", value=512.0, index=3, boots=2),
+        ],
+        message="first good commit",
+        subjects={fix: subject},
+        metric="avg_read_sectors",
+        unit="sectors",
+        verification=Verification(
+            kind="backport",
+            change=fix,
+            onto=old,
+            status="confirmed",
+            message="fixed",
+            commit=v.commit,
+        ),
+    )
+    convert = DataConverter.default.payload_converter
+    (result,) = convert.from_payloads(convert.to_payloads([finished]), [BisectResult])
+    assert isinstance(result, BisectResult)
+
+    class Finished:
+        async def result(self, job_id: str) -> BisectResult:
+            assert job_id == "bisect-nvme-snapshot-read-0badf1x0"
+            return result
+
+    async def connect(settings: object) -> Finished:
+        return Finished()
+
+    monkeypatch.setattr(cli_jobs.JobClient, "connect", connect)
+    code = main(
+        [
+            "report",
+            "bisect-nvme-snapshot-read-0badf1x0",
+            "--sru-patch",
+            str(out),
+            "--series",
+            "jammy",
+            "--bug",
+            "2012345",
+            "--signoff",
+            SENDER,
+        ]
+    )
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    files = [Path(line) for line in printed.out.splitlines()]
+    assert [f.parent for f in files] == [out, out] and sorted(out.iterdir()) == files
+    return files, printed.err
+
+
+def git_am_on_old_endpoint(lab: Path, old: str, files: list[Path], clone: Path) -> str:
+    subprocess.run(["git", "clone", "-q", "--no-checkout", str(lab), str(clone)], check=True)
+    git(clone, "checkout", "-q", old)
+    git(clone, *ID, "am", "-q", "--empty=drop", *map(str, files))
+    return git(clone, "log", "-1", "--format=%B")
+
+
+def test_sru_patch_of_a_finished_fix_lab_job_through_the_cli(
+    tmp_path: Path,
+    tiny_tarball: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from kbisect.infra.lab import LabOptions, create_lab
+
+    lab = tmp_path / "lab"
+    truth = create_lab(lab, LabOptions(commits=6, mode="fix", culprit_at=3, seed=5))
+    files, err = finished_fix_job_sru(lab, truth, tmp_path / "sru", monkeypatch, capsys)
+    assert files[0].name == "0000-cover-letter.patch" and files[1].name.startswith("0001-")
+    cover = files[0].read_text()
+    assert "[SRU][Jammy][PATCH 0/1]" in cover and "to Jammy, with the trailers" in cover
+    assert f"no branch here holds {str(truth['old'])[:12]} without the fix" in err
+    message = git_am_on_old_endpoint(lab, str(truth["old"]), files, tmp_path / "clone")
+    assert message.startswith(git(lab, "show", "-s", "--format=%s", str(truth["culprit"])))
+    assert "BugLink: https://bugs.launchpad.net/bugs/2012345" in message
+    assert message.strip().endswith(f"Signed-off-by: {SENDER}")
