@@ -24,6 +24,12 @@ from kbisect.settings import Settings
 # Debian's binary package names: lowercase letters, digits and + - . (Policy 5.6.1).
 PACKAGE_RE = re.compile(r"^linux-image-[a-z0-9][a-z0-9.+-]*$")
 APT_TIMEOUT = 1800.0
+# apt-get's words for a name it does not know (it tries a name with '.' as a regex too).
+UNKNOWN_PACKAGE = (
+    "Unable to locate package",
+    "has no installation candidate",
+    "Couldn't find any package",
+)
 PREBUILT_TAG = "prebuilt"  # Artifact.config_hash of prebuilt kernels starts with it
 
 
@@ -77,7 +83,7 @@ def download(package: str, settings: Settings, progress: Callable[[str], None]) 
         got = sorted(Path(tmp).glob("*.deb"))
         if proc.returncode != 0 or not got:
             err = _last_line(proc.stderr)
-            if "Unable to locate package" in err or "has no installation candidate" in err:
+            if any(m in err for m in UNKNOWN_PACKAGE):
                 raise UserError(
                     f"no Debian package {package} in this host's apt sources: "
                     "'apt-cache search linux-image' lists them (run apt-get update first)"

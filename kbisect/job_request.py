@@ -38,7 +38,7 @@ class JobOptions:
     fetch: bool = True  # fetch a named tree first, so new revisions resolve
 
 
-def _repository(opts: JobOptions, settings: Settings) -> Path:
+def repository(opts: JobOptions, settings: Settings) -> Path:
     from kbisect.trees import Trees
 
     if (opts.repo is None) == (opts.tree is None):
@@ -82,7 +82,7 @@ def checked_request(opts: JobOptions, settings: Settings) -> BisectRequest:
             f"parallel {opts.parallel}: give a number of commits, 1 or more (--parallel K; "
             "parallel=K in chat)"
         )
-    repo = _repository(opts, settings)
+    repo = repository(opts, settings)
     git = Git(repo)
     git.check_repo()
     # Resolved here so a typo fails before anything starts (the job resolves again).

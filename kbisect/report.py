@@ -3,7 +3,7 @@
 from dataclasses import asdict
 from pathlib import Path
 
-from kbisect.contract import BisectResult, Step
+from kbisect.contract import BisectResult, Mode, Step
 from kbisect.errors import KbisectError
 from kbisect.git import Git
 from kbisect.model import Commit
@@ -62,7 +62,15 @@ def to_json(result: BisectResult) -> dict[str, object]:
         "effect": result.effect,
         "notes": result.notes,
         "diagnostics": result.diagnostics,
-    }
+    } | _builds_json(result)
+
+
+def _builds_json(result: BisectResult) -> dict[str, object]:
+    """A kernel list's answer in builds: the last old-like kernel and the first new-like."""
+    from kbisect.builders.kernel_list import builds_around
+
+    around = builds_around(Path(result.repo), result.culprit) if result.culprit else None
+    return {"builds": {"last_old": around[0], "first_new": around[1]}} if around else {}
 
 
 def repo_output(repo: str, *args: str) -> str | None:
@@ -130,6 +138,14 @@ def trace_section(result: BisectResult) -> list[str]:
     return lines
 
 
+def _builds_line(result: BisectResult) -> str:
+    from kbisect.builders.kernel_list import builds_line
+
+    if not result.culprit:
+        return ""
+    return builds_line(Path(result.repo), result.culprit, Mode(result.mode))
+
+
 def markdown(result: BisectResult, job_id: str) -> str:
     metric, unit = result.metric or "score", result.unit
     what = "fixed it" if result.mode == "fix" else "caused it"
@@ -148,7 +164,10 @@ def markdown(result: BisectResult, job_id: str) -> str:
             *(f"- {n}" for n in result.notes),
             *([""] if result.notes else []),
         ]
-    if result.culprit:
+    builds = _builds_line(result)
+    if builds:  # a list of prebuilt kernels: its commits are builds
+        lines += ["## The builds between which it changed", "", builds, ""]
+    elif result.culprit:
         lines += [f"## The commit that {what}", ""]
         lines += _commit_line(result.repo, result.culprit, result.subjects.get(result.culprit, ""))
         lines.append("")

@@ -8,6 +8,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from kbisect.builders.kernel_build import KernelBuilder
+from kbisect.builders.kernel_list import KernelListBuilder
 from kbisect.infra import host_lock
 from kbisect.infra.machines import make_machine
 from kbisect.settings import Queues, Settings
@@ -47,7 +48,9 @@ def make_workers(
         )
     if builds > 0:
         jobs = len(build_cpus) + 1 if build_cpus else settings.jobs
-        b = BuildActivities(settings, KernelBuilder(jobs, pin=build_cpus), builds)
+        # Kernel lists (bisect --kernels) fetch prebuilt kernels; other repositories build.
+        builder = KernelListBuilder(KernelBuilder(jobs, pin=build_cpus), settings)
+        b = BuildActivities(settings, builder, builds)
         # +1: validation and verify commits (git only) never wait behind builds; builds
         # themselves are limited to `builds` inside the activity.
         workers.append(

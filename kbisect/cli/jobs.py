@@ -10,10 +10,11 @@ from typing import Any
 
 from rich.live import Live
 
+from kbisect import kernel_phase
 from kbisect.cli import output
 from kbisect.cli.output import EventLines, note, out, progress_view
 from kbisect.client import WORKER_GRACE, JobClient, check_job_id
-from kbisect.contract import BisectResult, Mode, Progress
+from kbisect.contract import BisectRequest, BisectResult, Mode, Progress
 from kbisect.errors import InfraError, UserError
 from kbisect.git import Git
 from kbisect.job_request import JobOptions, checked_request
@@ -37,9 +38,11 @@ def _with_client(settings: Settings, args: argparse.Namespace, go: Handler) -> i
 
 # --- bisect --------------------------------------------------------------------------
 def _options(args: argparse.Namespace) -> JobOptions:
+    if not args.kernels and (not args.good or not args.bad):
+        raise UserError("give --good REV and --bad REV (or --kernels K1,K2,... of prebuilt ones)")
     return JobOptions(
-        good=args.good,
-        bad=args.bad,
+        good=args.good or [],
+        bad=args.bad or "",
         testcase=args.testcase,
         repo=args.repo,
         tree=args.tree,
@@ -56,7 +59,9 @@ def _options(args: argparse.Namespace) -> JobOptions:
 
 
 def cmd_bisect(args: argparse.Namespace, settings: Settings) -> int:
-    req = checked_request(_options(args), settings)
+    opts = _options(args)
+    kernels = kernel_phase.plan(args.kernels, opts, settings) if args.kernels else None
+    req = checked_request(kernels.options if kernels else opts, settings)
     started = False
     if not args.no_start:
         from kbisect.cli.service import ensure_local_service
@@ -66,15 +71,29 @@ def cmd_bisect(args: argparse.Namespace, settings: Settings) -> int:
     async def go(client: JobClient, args: argparse.Namespace) -> int:
         # The service just started needs a moment before its workers poll.
         await client.require_workers(client.needs(), grace=60.0 if started else WORKER_GRACE)
-        job_id = await client.start(req)
-        note(f"job {job_id}")
-        note(f"Web UI: {client.job_url(job_id)}")
-        if args.detach:
-            out(job_id)
-            return 0
-        return await _follow(client, job_id, args.json)
+        code, result = await _start_and_follow(client, req, args)
+        if kernels is None or result is None:
+            return code
+        # Narrowed over prebuilt kernels: now the commits between the two builds.
+        second = kernels.commits_between(result, opts)
+        if second is None:
+            return code
+        note(f"bisecting the commits between them: {second.bad} vs {' '.join(second.good)}")
+        return (await _start_and_follow(client, checked_request(second, settings), args))[0]
 
     return _with_client(settings, args, go)
+
+
+async def _start_and_follow(
+    client: JobClient, req: BisectRequest, args: argparse.Namespace
+) -> tuple[int, BisectResult | None]:
+    job_id = await client.start(req)
+    note(f"job {job_id}")
+    note(f"Web UI: {client.job_url(job_id)}")
+    if args.detach:
+        out(job_id)
+        return 0, None
+    return await _follow_result(client, job_id, args.json)
 
 
 # --- watch ---------------------------------------------------------------------------
@@ -88,6 +107,12 @@ def cmd_watch(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _follow(client: JobClient, job_id: str, as_json: bool) -> int:
+    return (await _follow_result(client, job_id, as_json))[0]
+
+
+async def _follow_result(
+    client: JobClient, job_id: str, as_json: bool
+) -> tuple[int, BisectResult | None]:
     """Progress until the job ends; Ctrl-C stops watching, not the job. Says so, and
     stops, when no worker serves the job: at the start, and after a while without news."""
     events = None if output.interactive() else EventLines()
@@ -102,7 +127,7 @@ async def _follow(client: JobClient, job_id: str, as_json: bool) -> int:
                     await _poll(client, job_id, lambda p: live.update(progress_view(p)))
     except (KeyboardInterrupt, asyncio.CancelledError):
         note(f"stopped watching; the job goes on: kbisect watch {job_id}")
-        return 130
+        return 130, None
     except InfraError as exc:
         raise InfraError(f"{exc} (job {job_id} waits for it)") from exc
     result = await client.result(job_id)
@@ -113,7 +138,7 @@ async def _follow(client: JobClient, job_id: str, as_json: bool) -> int:
     else:
         for line in outcome_lines(result):
             out(line)
-    return 0 if result.status in ("found", "ambiguous") else 1
+    return (0 if result.status in ("found", "ambiguous") else 1), result
 
 
 async def _poll(client: JobClient, job_id: str, show: Callable[[Progress], None]) -> None:
@@ -135,7 +160,12 @@ async def _poll(client: JobClient, job_id: str, show: Callable[[Progress], None]
 
 
 def outcome_lines(result: BisectResult) -> list[str]:
+    from kbisect.builders.kernel_list import builds_line
+
     if result.culprit:
+        builds = builds_line(Path(result.repo), result.culprit, Mode(result.mode))
+        if builds:
+            return [builds]
         word = "fixed by" if result.mode == Mode.FIX else "first bad commit"
         subject = result.subjects.get(result.culprit, "")
         lines = [f"{word}: {result.culprit} {subject}".rstrip()]
@@ -263,21 +293,27 @@ def cmd_resume(args: argparse.Namespace, settings: Settings) -> int:
 # --- the parser ----------------------------------------------------------------------
 def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     b = sub.add_parser("bisect", help="start a bisection job and follow it")
-    where = b.add_mutually_exclusive_group(required=True)
+    where = b.add_mutually_exclusive_group()
     where.add_argument("--repo", help="the kernel git repository (a path)")
     where.add_argument(
         "--tree", help="a named tree instead of a path ('kbisect tree add'); fetched first"
     )
     b.add_argument(
+        "--kernels",
+        metavar="K1,K2,...",
+        help="bisect over prebuilt kernels first, oldest first: Debian linux-image-* "
+        "package names, .deb files or vmlinuz files; K=REV maps each to its source "
+        "revision in --repo, and the commits between the last good and first bad build "
+        "are bisected next",
+    )
+    b.add_argument(
         "--good",
-        required=True,
         action="append",
         metavar="REV",
         help="a revision without the change (repeatable); in fix mode the fixed one",
     )
     b.add_argument(
         "--bad",
-        required=True,
         metavar="REV",
         help="a revision with the change (in fix mode: the old, broken one)",
     )

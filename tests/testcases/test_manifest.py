@@ -132,6 +132,10 @@ EXTRA_DISKS = "".join(f'\n[[disks]]\nname = "d{i}"\nsize_mib = 1\n' for i in ran
         (_set("script", "3"), "script"),
         (_set("tools", '"dmsetup"'), "tools"),
         (_set("tools", "[1]"), "tools"),
+        (_set("modules", '"dm_mod"'), "modules"),
+        (_set("modules", '["../dm_mod"]'), "modules"),
+        (_set("modules", '["DM_MOD"]'), "modules"),
+        (_set("modules", "[3]"), "modules"),
         (_set("name", "3"), "name"),
         (_both(_without("[params]"), _top('params = "x"')), "params"),
         (_both(_without("[params]"), _top("params = [1]")), "params"),
@@ -270,3 +274,8 @@ def test_host_userland_testcases_get_its_kernel_options_and_their_files() -> Non
     assert snap.userland == "initramfs" and snap.files == {}
     assert build_spec(snap).fragments == (snap.config_fragment,)  # its builds stay valid
     assert build_spec(manifest.load("sched-pipe")).fragments[-1].startswith("# sched-pipe")
+
+
+def test_modules_are_named_as_the_kernel_names_them() -> None:
+    m = manifest.load("nvme-snapshot-read")
+    assert m.modules == ["dm_mod", "dm_snapshot"]

@@ -1,0 +1,54 @@
+"""`bisect --kernels`: a job over prebuilt kernels first, then (with K=REV and --repo) a
+job over the commits between the last old-like build and the first new-like one."""
+
+import dataclasses
+from dataclasses import dataclass
+
+from kbisect.builders import kernel_list
+from kbisect.contract import BisectResult, JobStatus, Mode
+from kbisect.errors import UserError
+from kbisect.git import Git
+from kbisect.job_request import JobOptions
+from kbisect.settings import Settings
+
+
+@dataclass(frozen=True)
+class KernelPhase:
+    kernels: kernel_list.KernelList
+    revs: list[str]  # each kernel's source revision (full hashes), or empty
+    options: JobOptions  # the job over the kernels
+
+    def commits_between(self, result: BisectResult, opts: JobOptions) -> JobOptions | None:
+        """The commits job, once the kernels job named a build and revisions are known."""
+        if not self.revs or result.status != JobStatus.FOUND or not result.culprit:
+            return None
+        i = self.kernels.commits.index(result.culprit)
+        older, newer = self.revs[i - 1], self.revs[i]
+        good, bad = ([older], newer) if opts.mode == Mode.REGRESSION else ([newer], older)
+        return dataclasses.replace(opts, good=good, bad=bad)
+
+
+def plan(text: str, opts: JobOptions, settings: Settings) -> KernelPhase:
+    items = kernel_list.parse(text)
+    mapped = [rev for _, rev in items if rev]
+    if opts.good or opts.bad:
+        raise UserError("--kernels takes the first kernel as the old side: drop --good/--bad")
+    if mapped and len(mapped) != len(items):
+        raise UserError("--kernels: map every kernel to its revision (K=REV), or none")
+    if mapped and opts.repo is None and opts.tree is None:
+        raise UserError("--kernels K=REV: give --repo (or --tree) where the revisions are")
+    if not mapped and (opts.repo or opts.tree):
+        raise UserError("--repo with --kernels needs K=REV for each kernel (its revision)")
+    revs: list[str] = []
+    if mapped:  # resolved now: a typo fails before the first job starts
+        from kbisect.job_request import repository
+
+        git = Git(repository(opts, settings))
+        revs = [git.resolve(rev) for rev in mapped]
+    kernels = kernel_list.make([spec for spec, _ in items], settings)
+    old, new = kernels.first, kernels.last
+    good, bad = ([old], new) if opts.mode == Mode.REGRESSION else ([new], old)
+    job = dataclasses.replace(
+        opts, repo=str(kernels.repo), tree=None, good=good, bad=bad, verify=False
+    )
+    return KernelPhase(kernels, revs, job)
