@@ -23,6 +23,7 @@ def read_secret(path: str, what: str) -> str:
 
 def cmd_matrix(args: argparse.Namespace, settings: Settings) -> int:
     from kbisect.doors.matrix import BotConfig, MatrixBot, default_state_path
+    from kbisect.sru_patch import SIGNOFF
 
     if not args.homeserver.startswith(("http://", "https://")):
         raise UserError(f"--homeserver {args.homeserver}: give its URL, e.g. https://matrix.org")
@@ -32,6 +33,8 @@ def cmd_matrix(args: argparse.Namespace, settings: Settings) -> int:
     for room in args.room:
         if not room.startswith("!") or len(room) < 2:  # room v12 ids have no ':server'
             raise UserError(f"{room!r} is not a room id: it starts with '!' (room settings)")
+    if args.signoff is not None and not SIGNOFF.fullmatch(args.signoff):
+        raise UserError(f"--signoff {args.signoff!r}: write 'Your Name <you@example.com>'")
     config = BotConfig(
         homeserver=args.homeserver,
         user=args.user,
@@ -39,6 +42,7 @@ def cmd_matrix(args: argparse.Namespace, settings: Settings) -> int:
         rooms=args.room,
         allowed=args.allow_user,
         state=Path(args.state) if args.state else default_state_path(settings, args.user),
+        signoff=args.signoff,
     )
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("nio").setLevel(logging.WARNING)  # a line per event otherwise
@@ -83,6 +87,12 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
         metavar="FILE",
         help="where the bot keeps its login and its jobs' threads (default: in KBISECT_DATA)",
     )
+    m.add_argument(
+        "--signoff",
+        metavar="'NAME <MAIL>'",
+        help="the Signed-off-by of the SRU patches 'sru JOB' posts (default: git's user.name "
+        "and user.email)",
+    )
     m.set_defaults(func=cmd_matrix)
 
     g = sub.add_parser("gitlab", help="take commands from GitLab notes")
@@ -99,12 +109,25 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
         metavar="S",
         help="a file holding the webhook's secret token (X-Gitlab-Token)",
     )
-    s.add_argument(
+    who = s.add_mutually_exclusive_group(required=True)
+    who.add_argument(
         "--allow-user",
         action="append",
         default=[],
         metavar="NAME",
-        help="a username whose commands are obeyed (repeatable; default: anyone who can comment)",
+        help="a GitLab username whose commands are obeyed (repeatable); others get a refusal",
+    )
+    who.add_argument(
+        "--allow-anyone",
+        action="store_true",
+        help="obey everyone who can comment on a project that sends the hooks (jobs, SRU "
+        "branches, merge requests)",
+    )
+    s.add_argument(
+        "--signoff",
+        metavar="'NAME <MAIL>'",
+        help="the Signed-off-by of the SRU commits 'sru JOB branch=B' pushes (default: the "
+        "token's user, its commit email)",
     )
     s.add_argument(
         "--state",
@@ -121,6 +144,7 @@ def cmd_gitlab(args: argparse.Namespace, settings: Settings) -> int:
     from kbisect.client import JobClient
     from kbisect.doors.gitlab import GitLabConfig, GitLabDoor
     from kbisect.settings import private_dir
+    from kbisect.sru_patch import SIGNOFF
 
     host, _, port = args.listen.rpartition(":")
     if not host or not port.isdigit():
@@ -135,8 +159,16 @@ def cmd_gitlab(args: argparse.Namespace, settings: Settings) -> int:
         secret=read_secret(args.webhook_secret_file, "webhook secret"),
         state=Path(args.state) if args.state else private_dir(settings.data) / "gitlab.json",
         allowed=tuple(args.allow_user),
+        signoff=args.signoff,
     )
+    if args.signoff is not None and not SIGNOFF.fullmatch(args.signoff):
+        raise UserError(f"--signoff {args.signoff!r}: write 'Your Name <you@example.com>'")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    if args.allow_anyone:
+        note(
+            "warning: --allow-anyone: everyone who can comment on a project that sends these "
+            "hooks can start jobs and have kbisect push SRU branches and open merge requests"
+        )
 
     async def run() -> None:
         jobs = await JobClient.connect(settings)

@@ -13,6 +13,7 @@ from kbisect.git import Git
 from kbisect.job_request import checked_request
 from kbisect.report import markdown
 from kbisect.settings import Settings
+from kbisect.sru_patch import SruOptions, SruPatch, write_sru_patch
 
 
 @dataclass
@@ -49,18 +50,42 @@ async def _execute(cmd: Command, client: JobClient, settings: Settings) -> Reply
             raise UserError(f"{job} is not a bisection job: see 'status'")
         commit = Git(Path(req.repo)).resolve(cmd.rev or "")
         return Reply(await client.mark(job, commit, cmd.verdict or ""))
+    if cmd.verb == "sru" and cmd.one("branch"):
+        raise UserError(
+            "refused: branch= is for the GitLab door, which pushes the patch to a branch; "
+            "here write: sru JOB [series=jammy] [bug=N]"
+        )
     result = await client.result(job)
     if cmd.verb == "report":
         return Reply(markdown(result, job))
     return Reply(sru_text(result, job, cmd))
 
 
+def sru_options(cmd: Command, signoff: str | None = None) -> SruOptions:
+    """An sru command's series and bug as the CLI's --series and --bug."""
+    bug = cmd.one("bug")
+    return SruOptions(
+        series=cmd.one("series") or "jammy", bug=int(bug) if bug else None, signoff=signoff
+    )
+
+
 def sru_text(result: BisectResult, job: str, cmd: Command) -> str:
     """The SRU justification, with the bug and series the command names."""
     from kbisect.sru import sru_note
+    from kbisect.sru_patch import SERIES
 
-    bug = cmd.one("bug")
-    return sru_note(result, job, bug=int(bug) if bug else None)
+    opts = sru_options(cmd)
+    if not SERIES.fullmatch(opts.series):
+        raise UserError(f"refused: series={opts.series}: give a release's code name, e.g. jammy")
+    return sru_note(result, job, bug=opts.bug, series=opts.series)
+
+
+def sru_files(
+    result: BisectResult, job: str, cmd: Command, signoff: str | None, out: Path
+) -> SruPatch:
+    """The cover letter and patch of an sru command, as `kbisect report --sru-patch` writes
+    them (the tested commit, checked against the branch it is for, checkpatch run)."""
+    return write_sru_patch(result, job, out, sru_options(cmd, signoff))
 
 
 async def _bisect(cmd: Command, client: JobClient, settings: Settings) -> Reply:

@@ -3,9 +3,15 @@ on an issue or merge request runs through the same grammar, checks and JobClient
 CLI. A started job gets a reply note with its link, one progress note kept up to date, and
 at the end a report note with the score plot (uploaded through the project uploads API)
 and a scoped label, `kbisect::found` (or `kbisect::no-difference`, `kbisect::ambiguous`).
-`/kbisect sru JOB branch=B` creates branch B from the target, puts the revert of the
-culprit (regression mode) or the fix (fix mode) on it with GitLab's own revert and
-cherry-pick API, and opens a merge request whose description is the SRU note.
+`/kbisect sru JOB [series=S] [bug=N] branch=B` pushes the commit kbisect built and tested
+(its verification: the fix applied to the old endpoint, or the culprit reverted on the new
+one) onto a new branch B from the target, with the SRU patch's message, through the
+commits API, and opens a merge request whose description is the SRU note. The files it
+changes go up as tested, byte for byte; first the target's copies of them must be the ones
+the tested commit started from, else it refuses (the change would not be what was tested).
+
+Without allowed users (GitLabConfig.allowed empty, `--allow-anyone`) everyone who can
+comment on a project with the webhook is obeyed; start-up says so in a warning.
 
 A hook must carry the webhook secret in `X-Gitlab-Token` (401 otherwise). Each note is
 handled once, by its id, whatever GitLab redelivers; the handled ids and the followed
@@ -13,8 +19,10 @@ jobs are kept in a state file, so a restarted receiver follows its jobs on.
 """
 
 import asyncio
+import base64
 import hmac
 import logging
+import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,13 +31,15 @@ import gitlab
 from aiohttp import web
 
 from kbisect.client import JobClient
-from kbisect.contract import BisectResult, Mode
+from kbisect.contract import BisectResult
 from kbisect.doors import state_file
-from kbisect.doors.actions import Reply, execute
+from kbisect.doors.actions import Reply, execute, sru_options, sru_text
 from kbisect.doors.grammar import Command, parse
 from kbisect.doors.job_posts import Post, follow, summary
 from kbisect.errors import InfraError, KbisectError, UserError
+from kbisect.git import Git, git_argv, git_env
 from kbisect.settings import Settings
+from kbisect.sru_patch import SruCommit, sru_commit
 
 PREFIX = "/kbisect"
 log = logging.getLogger("kbisect.gitlab")
@@ -42,6 +52,7 @@ class GitLabConfig:
     secret: str
     state: Path
     allowed: tuple[str, ...] = ()  # usernames; empty: anyone who can comment
+    signoff: str | None = None  # an SRU commit's Signed-off-by; default: the token's user
 
 
 @dataclass
@@ -110,6 +121,11 @@ class GitLabDoor:
         """Who the token is (its own notes are skipped), and the jobs to follow on."""
         await asyncio.to_thread(self.gl.auth)
         self.me = str(self.gl.user.username) if self.gl.user else ""
+        if not self.config.allowed:
+            log.warning(
+                "no allowed users: obeying everyone who can comment on a project that "
+                "sends this receiver its notes (jobs, SRU branches and merge requests)"
+            )
         for job_id, job in self.followed.items():
             if not job.done:
                 self._spawn(self._follow(job_id))
@@ -247,41 +263,142 @@ class GitLabDoor:
         manager = project.mergerequests if job.target.kind == "merge_request" else project.issues
         await asyncio.to_thread(manager.update, job.target.iid, {"add_labels": label})
 
-    async def _sru_branch(self, target: Target, cmd: Command) -> Reply:
-        """The culprit's revert (or the fix) on a new branch, and a merge request of it."""
-        from kbisect.doors.actions import sru_text
+    def _signoff(self) -> str | None:
+        """The SRU commit's sender: --signoff, else the token's user as GitLab shows it."""
+        if self.config.signoff:
+            return self.config.signoff
+        user = self.gl.user
+        name = getattr(user, "name", "") if user else ""
+        mail = next(
+            (m for k in ("commit_email", "email", "public_email") if (m := getattr(user, k, ""))),
+            "",
+        )
+        return f"{name} <{mail}>" if name and mail else None
 
+    async def _sru_branch(self, target: Target, cmd: Command) -> Reply:
+        """The tested commit on a new branch, and a merge request of it."""
         job, branch = cmd.job or "", cmd.one("branch") or ""
         result = await self.jobs.result(job)
-        culprit = result.culprit
-        if not culprit:
-            raise UserError(f"job {job} named no commit ({result.status}): nothing to send")
-        subject = result.subjects.get(culprit, culprit[:12])
         note = sru_text(result, job, cmd)
+        made = await asyncio.to_thread(sru_commit, result, job, sru_options(cmd, self._signoff()))
+        changes = await asyncio.to_thread(tested_changes, Git(Path(result.repo)), made)
         project = self.gl.projects.get(target.project, lazy=True)
-        commit = project.commits.get(culprit, lazy=True)
+        title = made.message.split("\n", 1)[0]
 
         def push() -> Any:
-            project.branches.create({"branch": branch, "ref": target.branch})
-            if result.mode == Mode.FIX:
-                commit.cherry_pick(branch=branch)
-                title = f"Backport {culprit[:12]}: {subject}"
-            else:
-                commit.revert(branch=branch)
-                title = f'Revert "{subject}"'
+            base = str(project.branches.get(target.branch).commit["id"])
+            differ = [c.path for c in changes if _blob_at(project, c.path, base) != c.old_blob]
+            if differ:
+                raise UserError(
+                    f"`{target.branch}` ({base[:12]}) has other versions of {', '.join(differ)} "
+                    f"than {made.onto[:12]}, where kbisect tested the change: it would not be "
+                    f"the tested change; send the patch ('kbisect report {job} --sru-patch DIR', "
+                    "then git am) or ask on a merge request into the branch it was tested on"
+                )
+            project.commits.create(
+                {
+                    "branch": branch,
+                    "start_sha": base,
+                    "commit_message": made.message,
+                    "author_name": made.author[0],
+                    "author_email": made.author[1],
+                    "actions": [a for c in changes for a in c.actions()],
+                }
+            )
             return project.mergerequests.create(
                 {
                     "source_branch": branch,
                     "target_branch": target.branch,
-                    "title": title.strip(),
+                    "title": title,
                     "description": _safe(note),
                 }
             )
 
         mr = await asyncio.to_thread(push)
         return Reply(
-            f"kbisect opened !{mr.iid} from `{branch}` into `{target.branch}`: {mr.web_url}"
+            f"kbisect opened !{mr.iid} from `{branch}` into `{target.branch}`: {mr.web_url} "
+            f"({made.provenance}: the change kbisect tested on {made.onto[:12]})"
         )
+
+
+@dataclass(frozen=True)
+class Change:
+    """One file the tested commit changes, as the commits API's actions write it."""
+
+    path: str
+    old_blob: str | None  # None: the file is new
+    old_mode: str  # "000000" when it is new
+    new_mode: str  # "000000" when it is deleted
+    content: bytes | None  # None when it is deleted
+    mode_only: bool = False
+
+    def actions(self) -> list[dict[str, Any]]:
+        if self.content is None:
+            return [{"action": "delete", "file_path": self.path}]
+        executable = self.new_mode == "100755"
+        was = "100644" if self.old_blob is None else self.old_mode
+        acts: list[dict[str, Any]] = []
+        if not self.mode_only:
+            acts.append(
+                {
+                    "action": "create" if self.old_blob is None else "update",
+                    "file_path": self.path,
+                    "content": base64.b64encode(self.content).decode(),
+                    "encoding": "base64",
+                }
+            )
+        if was != self.new_mode:  # the API sets the mode only with chmod
+            acts.append({"action": "chmod", "file_path": self.path, "execute_filemode": executable})
+        return acts
+
+
+def tested_changes(git: Git, made: SruCommit) -> list[Change]:
+    """The files the SRU commit changes against the endpoint it was tested on."""
+    raw = git.run("diff-tree", "-r", "-z", "--no-renames", "--no-commit-id", made.onto, made.commit)
+    fields = raw.split("\0")
+    changes = []
+    for meta, path in zip(fields[0::2], fields[1::2], strict=False):
+        if not meta.startswith(":"):
+            continue
+        old_mode, new_mode, old_blob, new_blob, status = meta[1:].split(" ")
+        if {old_mode, new_mode} & {"120000", "160000"}:
+            raise UserError(
+                f"the tested change touches a symlink or submodule ({path}): the commits API "
+                "cannot write it; send the patch ('kbisect report JOB --sru-patch DIR')"
+            )
+        if status == "D":
+            changes.append(Change(path, old_blob, old_mode, new_mode, None))
+            continue
+        blob = subprocess.run(
+            git_argv(git.repo, "cat-file", "blob", new_blob),
+            env=git_env(),
+            capture_output=True,
+            check=True,
+        ).stdout
+        changes.append(
+            Change(
+                path,
+                None if status == "A" else old_blob,
+                old_mode,
+                new_mode,
+                blob,
+                mode_only=status == "M" and old_blob == new_blob,
+            )
+        )
+    if not changes:
+        raise UserError("the tested commit changes no file: nothing to push")
+    return changes
+
+
+def _blob_at(project: Any, path: str, ref: str) -> str | None:
+    """The blob id of path at ref in the GitLab project (HEAD on the files API), or None."""
+    try:
+        headers = project.files.head(path, ref=ref)
+    except gitlab.GitlabHeadError as exc:
+        if exc.response_code == 404:
+            return None
+        raise
+    return str(headers.get("X-Gitlab-Blob-Id", "")) or None
 
 
 def _safe(body: str) -> str:

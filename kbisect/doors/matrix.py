@@ -1,7 +1,8 @@
 """The Matrix door: `!kbisect ...` in an allowed room from an allowed user runs the command
 through the same grammar, checks and JobClient as the CLI; a started job gets a thread
 (the job id and Web UI link first, then its phases and steps, the outcome, the report's
-summary and the score plot).
+summary and the score plot). `sru JOB` posts the SRU text, then the cover letter and patch
+(`kbisect report --sru-patch`) as files in its thread.
 
 The bot posts notices (m.notice: bots' messages, which bots ignore), ignores its own
 messages, notices and whatever was sent before it started. Its login (access token and
@@ -32,10 +33,10 @@ from nio import (
 
 from kbisect.client import JobClient
 from kbisect.doors import state_file
-from kbisect.doors.actions import execute
-from kbisect.doors.grammar import parse
+from kbisect.doors.actions import execute, sru_files
+from kbisect.doors.grammar import Command, parse
 from kbisect.doors.job_posts import Post, follow
-from kbisect.errors import InfraError, UserError
+from kbisect.errors import InfraError, KbisectError, UserError
 from kbisect.settings import Settings, private_dir
 
 PREFIX = "!kbisect"
@@ -50,6 +51,7 @@ class BotConfig:
     rooms: list[str]  # room ids (!abc:server)
     allowed: list[str]  # user ids obeyed
     state: Path  # the state file
+    signoff: str | None = None  # the SRU patch's Signed-off-by; default: git's identity
 
 
 @dataclass
@@ -182,10 +184,58 @@ class MatrixBot:
         log.info("%s in %s: %s", event.sender, room.room_id, cmd.verb)
         reply = await execute(cmd, self.jobs, self.settings)
         root = await self._reply(room.room_id, event.event_id, reply.text)
+        if cmd.verb == "sru" and reply.ok and root:
+            await self._post_sru_patch(room.room_id, root, cmd)
         if reply.job_id and root:
             self.state.jobs[reply.job_id] = JobThread(room=room.room_id, root=root)
             self.state.save()
             self._follow(reply.job_id)
+
+    async def _post_sru_patch(self, room: str, root: str, cmd: Command) -> None:
+        """The cover letter and patch (`kbisect report --sru-patch`) as files in the thread
+        of the SRU text, and a line with where it applies and checkpatch's summary."""
+        assert self.jobs is not None
+        job = cmd.job or ""
+        with tempfile.TemporaryDirectory(prefix="kbisect-sru-") as tmp:
+            try:
+                result = await self.jobs.result(job)
+                done = await asyncio.to_thread(
+                    sru_files, result, job, cmd, self.config.signoff, Path(tmp)
+                )
+            except KbisectError as exc:
+                text = "no patch: " + " ".join(str(exc).split())
+                await self._send(room, _notice(text, thread(root)), tx_id=None)
+                return
+            for f in done.files:
+                data = f.read_bytes()
+                up, _ = await self.nio.upload(
+                    io.BytesIO(data),
+                    content_type="text/x-diff",
+                    filename=f.name,
+                    filesize=len(data),
+                )
+                if not isinstance(up, UploadResponse):
+                    log.warning("could not upload %s: %s", f.name, up)
+                    await self._send(
+                        room, _notice(f"could not upload {f.name}", thread(root)), None
+                    )
+                    return
+                content = {
+                    "msgtype": "m.file",
+                    "body": f.name,
+                    "filename": f.name,
+                    "url": up.content_uri,
+                    "info": {"mimetype": "text/x-diff", "size": len(data)},
+                    "m.relates_to": thread(root),
+                }
+                await self._send(room, content, tx_id=None)
+        where = done.target_name
+        if where != done.target[:12]:
+            where += f" ({done.target[:12]})"
+        lines = [f"{done.provenance}; applies to {where}; git am --empty=drop *.patch"]
+        if done.checkpatch:
+            lines.append(f"checkpatch: {done.checkpatch}")
+        await self._send(room, _notice("\n".join(lines + done.notes), thread(root)), None)
 
     async def _reply(self, room: str, to: str, text: str) -> str | None:
         reply_to = {"m.in_reply_to": {"event_id": to}}
@@ -254,3 +304,7 @@ class MatrixBot:
             raise InfraError(f"could not post the plot of {job_id}")
         job.posted.append("plot")
         self.state.save()
+
+
+def _notice(text: str, relates_to: dict[str, Any]) -> dict[str, Any]:
+    return {"msgtype": "m.notice", "body": text, "m.relates_to": relates_to}

@@ -1,10 +1,11 @@
 """The GitLab receiver, over real HTTP on 127.0.0.1. No GitLab server runs here: the calls
 python-gitlab makes are checked with `responses` against the shapes GitLab's REST API
-documents (notes, uploads, issue labels, branches, revert and cherry-pick, merge
-requests). The job service is a recording stand-in: a real job from a door is the Matrix
+documents (notes, uploads, issue labels, branches, repository files, commits with actions,
+merge requests). The job service is a recording stand-in: a real job from a door is the Matrix
 end-to-end test's; here what counts is what the receiver starts, how often, and says."""
 
 import asyncio
+import dataclasses
 import json
 import re
 import socket
@@ -22,8 +23,10 @@ from aiohttp import web
 
 from kbisect.contract import BisectRequest, BisectResult, Progress, Step, Verification
 from kbisect.doors.gitlab import GitLabConfig, GitLabDoor, commands_in
+from kbisect.git import Git
 from kbisect.settings import Settings
 from kbisect.trees import Trees
+from kbisect.verify_commit import make_verify_commit
 from tests.conftest import git
 
 GITLAB = "https://gitlab.example.com"
@@ -71,6 +74,7 @@ class RecordingJobs:
 def _result(req: BisectRequest) -> BisectResult:
     old, new = req.good[0], req.bad
     culprit = new
+    tested = make_verify_commit(Git(Path(req.repo)), culprit, new, revert=True)  # as the worker
     return BisectResult(
         status="found",
         mode=req.mode,
@@ -89,7 +93,12 @@ def _result(req: BisectRequest) -> BisectResult:
         metric="avg_read_sectors",
         unit="sectors",
         verification=Verification(
-            kind="revert", change=culprit, onto=new, status="confirmed", message="ok"
+            kind="revert",
+            change=culprit,
+            onto=new,
+            status="confirmed",
+            message="ok",
+            commit=tested.commit,
         ),
     )
 
@@ -110,7 +119,7 @@ class Calls:
         return [b for m, p, b in self.seen if m == method and re.fullmatch(pattern, p)]
 
 
-def _gitlab_api(mock: responses.RequestsMock, calls: Calls) -> None:
+def _gitlab_api(mock: responses.RequestsMock, calls: Calls, blobs: dict[str, str]) -> None:
     note_ids = iter(range(100, 10_000))
 
     def record(request: Any) -> Any:
@@ -133,7 +142,13 @@ def _gitlab_api(mock: responses.RequestsMock, calls: Calls) -> None:
 
         return reply
 
-    user = {"id": 99, "username": "kbisect-bot"}
+    user = {
+        "id": 99,
+        "username": "kbisect-bot",
+        "name": "Kay Bisect",
+        "email": "kay@example.com",
+        "commit_email": "kay@example.com",
+    }
     mock.add_callback(
         responses.GET, f"{API}/user", callback=ok(user), content_type="application/json"
     )
@@ -162,18 +177,29 @@ def _gitlab_api(mock: responses.RequestsMock, calls: Calls) -> None:
         callback=ok({"iid": 3, "labels": ["kbisect::found"]}),
         content_type="application/json",
     )
-    branch = {"name": "sru/nvme", "commit": {"id": "a" * 40}}
-    branches = f"{API}/projects/{PROJECT}/repository/branches"
+    target = {"name": "stable-6.1", "commit": {"id": "f" * 40, "short_id": "ffffffff"}}
     mock.add_callback(
-        responses.POST, branches, callback=ok(branch, 201), content_type="application/json"
+        responses.GET,
+        f"{API}/projects/{PROJECT}/repository/branches/stable-6.1",
+        callback=ok(target),
+        content_type="application/json",
     )
-    picks = re.compile(
-        rf"{API}/projects/{PROJECT}/repository/commits/[0-9a-f]{{40}}/(revert|cherry_pick)"
-    )
+
+    def file_head(request: Any) -> tuple[int, dict[str, str], str]:
+        record(request)
+        path = request.path_url.split("?")[0].rsplit("/files/", 1)[1]
+        blob = blobs.get(path.replace("%2F", "/"))
+        if blob is None:
+            return 404, {}, ""
+        return 200, {"X-Gitlab-Blob-Id": blob, "X-Gitlab-File-Path": path}, ""
+
+    files = re.compile(rf"{API}/projects/{PROJECT}/repository/files/[^?]+")
+    mock.add_callback(responses.HEAD, files, callback=file_head)
+    commit = {"id": "b" * 40, "short_id": "bbbbbbbb", "title": "Revert"}
     mock.add_callback(
         responses.POST,
-        picks,
-        callback=ok({"id": "b" * 40, "title": "Revert"}, 201),
+        f"{API}/projects/{PROJECT}/repository/commits",
+        callback=ok(commit, 201),
         content_type="application/json",
     )
     mr = {"iid": 12, "web_url": f"{GITLAB}/group/project/-/merge_requests/12"}
@@ -218,6 +244,7 @@ class Receiver:
     jobs: RecordingJobs
     calls: Calls
     upstream: Path
+    blobs: dict[str, str]  # the target branch's files in the mocked project: path -> blob id
 
     async def post(
         self, payload: object, token: str | None = SECRET, event: str = "Note Hook"
@@ -248,9 +275,9 @@ async def receiver(tmp_path: Path, cache: Path) -> AsyncIterator[Receiver]:
     git(upstream, "tag", "v1", "HEAD~2")
     settings = Settings.from_env({"KBISECT_CACHE": str(cache), "KBISECT_DATA": str(tmp_path / "d")})
     Trees(settings).add("lab", str(upstream))
-    calls, jobs = Calls(), RecordingJobs()
+    calls, jobs, blobs = Calls(), RecordingJobs(), {}
     with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
-        _gitlab_api(mock, calls)
+        _gitlab_api(mock, calls, blobs)
         config = GitLabConfig(
             url=GITLAB, token="glpat-x", secret=SECRET, state=tmp_path / "gl.json"
         )
@@ -266,7 +293,7 @@ async def receiver(tmp_path: Path, cache: Path) -> AsyncIterator[Receiver]:
         port = _free_port()
         await web.TCPSite(runner, "127.0.0.1", port).start()
         try:
-            yield Receiver(f"http://127.0.0.1:{port}/webhook", door, jobs, calls, upstream)
+            yield Receiver(f"http://127.0.0.1:{port}/webhook", door, jobs, calls, upstream, blobs)
         finally:
             posts.POLL_SECONDS = saved
             await runner.cleanup()
@@ -345,26 +372,143 @@ async def test_own_notes_and_other_events_are_ignored(receiver: Receiver) -> Non
 
 
 @pytest.mark.asyncio
-async def test_sru_opens_a_merge_request_with_the_revert(receiver: Receiver) -> None:
+async def test_sru_pushes_the_tested_commit_and_opens_a_merge_request(receiver: Receiver) -> None:
     await receiver.post(hook(41, BISECT))
     await receiver.settle()
     job = "bisect-nvme-snapshot-read-00000001"
-    culprit = receiver.jobs.result_of[job].culprit
-    await receiver.post(hook(42, f"/kbisect sru {job} branch=sru/nvme", on="MergeRequest"))
+    result = receiver.jobs.result_of[job]
+    # The target branch has c as the tested commit's parent (the new endpoint) has it.
+    receiver.blobs["c"] = git(receiver.upstream, "rev-parse", "master:c").strip()
+    sru = f"/kbisect sru {job} series=noble bug=2012345 branch=sru/nvme"
+    await receiver.post(hook(42, sru, on="MergeRequest"))
     await receiver.settle()
-    assert receiver.calls.of("POST", rf"/projects/{PROJECT}/repository/branches") == [
-        {"branch": "sru/nvme", "ref": "stable-6.1"}
-    ]
-    assert receiver.calls.of(
-        "POST", rf"/projects/{PROJECT}/repository/commits/{culprit}/revert"
-    ) == [{"branch": "sru/nvme"}]
+    assert receiver.calls.of("GET", rf"/projects/{PROJECT}/repository/branches/stable-6.1")
+    assert len(receiver.calls.of("HEAD", rf"/projects/{PROJECT}/repository/files/c")) == 1
+    (commit,) = receiver.calls.of("POST", rf"/projects/{PROJECT}/repository/commits")
+    # What kbisect built and booted (the culprit reverted on the new endpoint): c removed.
+    assert result.verification and result.verification.commit
+    tested = result.verification.commit
+    assert git(Path(result.repo), "ls-tree", "--name-only", tested) == "a\nb\n"
+    assert commit["actions"] == [{"action": "delete", "file_path": "c"}]
+    assert (commit["branch"], commit["start_sha"]) == ("sru/nvme", "f" * 40)
+    assert (commit["author_name"], commit["author_email"]) == ("Kay Bisect", "kay@example.com")
+    message = commit["commit_message"].splitlines()
+    assert message[0] == 'Revert "add c"'
+    assert message[2] == "BugLink: https://bugs.launchpad.net/bugs/2012345"
+    assert message[-1] == "Signed-off-by: Kay Bisect <kay@example.com>"
     (mr,) = receiver.calls.of("POST", rf"/projects/{PROJECT}/merge_requests")
     assert (mr["source_branch"], mr["target_branch"]) == ("sru/nvme", "stable-6.1")
     assert mr["title"] == 'Revert "add c"' and "SRU Justification" in mr["description"]
+    assert "in Noble" in mr["description"]  # the series the command names
     (reply,) = receiver.calls.of("POST", rf"/projects/{PROJECT}/merge_requests/4/notes")
     assert reply["body"].startswith("kbisect opened !12 from `sru/nvme` into `stable-6.1`")
+    assert "revert: the change kbisect tested on" in reply["body"]
+
+
+@pytest.mark.asyncio
+async def test_sru_refuses_a_branch_whose_files_differ_from_the_tested_ones(
+    receiver: Receiver,
+) -> None:
+    await receiver.post(hook(51, BISECT))
+    await receiver.settle()
+    job = "bisect-nvme-snapshot-read-00000001"
+    receiver.blobs["c"] = "0" * 40  # the branch has another c than the one tested
+    await receiver.post(hook(52, f"/kbisect sru {job} branch=sru/nvme", on="MergeRequest"))
+    await receiver.settle()
+    (reply,) = receiver.calls.of("POST", rf"/projects/{PROJECT}/merge_requests/4/notes")
+    assert "\n" not in reply["body"]
+    assert reply["body"].startswith("`stable-6.1` (ffffffffffff) has other versions of c than ")
+    assert f"kbisect report {job} --sru-patch DIR" in reply["body"]
+    assert receiver.calls.of("POST", r".*/repository/commits") == []
+    assert receiver.calls.of("POST", r".*/merge_requests") == []
+
+
+@pytest.mark.asyncio
+async def test_sru_text_in_a_note_names_the_series_and_bug(receiver: Receiver) -> None:
+    await receiver.post(hook(61, BISECT))
+    await receiver.settle()
+    job = "bisect-nvme-snapshot-read-00000001"
+    await receiver.post(hook(62, f"/kbisect sru {job} series=focal bug=77"))
+    await receiver.settle()
+    body = receiver.calls.of("POST", rf"/projects/{PROJECT}/issues/3/notes")[-1]["body"]
+    assert body.startswith("SRU Justification") and "in Focal" in body
+    assert "BugLink" not in body or "bugs/77" in body
+
+
+@pytest.mark.asyncio
+async def test_allowed_users_only(receiver: Receiver) -> None:
+    receiver.door.config = dataclasses.replace(receiver.door.config, allowed=("bob",))
+    await receiver.post(hook(71, BISECT, author="alice"))
+    await receiver.settle()
+    (reply,) = receiver.calls.of("POST", rf"/projects/{PROJECT}/issues/3/notes")
+    assert reply["body"].startswith("Sorry @alice") and receiver.jobs.started == []
+
+
+def test_the_receiver_needs_allowed_users_or_allow_anyone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from kbisect.cli import main
+
+    argv = ["gitlab", "serve", "--listen", "127.0.0.1:1", "--url", GITLAB]
+    argv += ["--token-file", str(tmp_path / "t"), "--webhook-secret-file", str(tmp_path / "s")]
+    with pytest.raises(SystemExit):
+        main(argv)
+    assert "one of the arguments --allow-user --allow-anyone is required" in capsys.readouterr().err
+
+
+@pytest.mark.asyncio
+async def test_start_up_warns_when_anyone_is_obeyed(
+    receiver: Receiver, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level("WARNING", logger="kbisect.gitlab"):
+        await receiver.door.start()
+    assert any("obeying everyone who can comment" in r.message for r in caplog.records)
 
 
 def test_commands_are_found_at_line_starts_only() -> None:
     text = "see `/kbisect help`\n/kbisect status\n  /kbisect help\nx /kbisect cancel y"
     assert commands_in(text) == ["status", "help"]
+
+
+def test_tested_changes_become_the_commits_api_actions(tmp_path: Path) -> None:
+    """Each file the tested commit changes, with its bytes as tested (base64) and its mode."""
+    import base64
+
+    from kbisect.doors.gitlab import tested_changes
+    from kbisect.sru_patch import SruCommit
+
+    repo = tmp_path / "r"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "master")
+    (repo / "drivers").mkdir()
+    (repo / "drivers" / "f.c").write_text("int a;\n")
+    (repo / "gone").write_text("x\n")
+    (repo / "tool").write_text("#!/bin/sh\n")
+    git(repo, "add", ".")
+    ident = ["-c", "user.name=t", "-c", "user.email=t@t"]
+    git(repo, *ident, "commit", "-qm", "base")
+    onto = git(repo, "rev-parse", "HEAD").strip()
+    (repo / "drivers" / "f.c").write_bytes(b"int a = 1;\n\xff\n")
+    (repo / "drivers" / "new.c").write_text("int b;\n")
+    (repo / "gone").unlink()
+    (repo / "tool").chmod(0o755)
+    git(repo, "add", "-A")
+    git(repo, *ident, "commit", "-qm", "tested")
+    tested = git(repo, "rev-parse", "HEAD").strip()
+    made = SruCommit(tested, onto, "m", "revert", ("t", "t@t"), {})
+    changes = {c.path: c for c in tested_changes(Git(repo), made)}
+    assert changes["drivers/f.c"].old_blob == git(repo, "rev-parse", f"{onto}:drivers/f.c").strip()
+    assert changes["drivers/new.c"].old_blob is None
+    actions = [a for c in changes.values() for a in c.actions()]
+    content = base64.b64encode(b"int a = 1;\n\xff\n").decode()
+    assert actions == [
+        {"action": "update", "file_path": "drivers/f.c", "content": content, "encoding": "base64"},
+        {
+            "action": "create",
+            "file_path": "drivers/new.c",
+            "content": base64.b64encode(b"int b;\n").decode(),
+            "encoding": "base64",
+        },
+        {"action": "delete", "file_path": "gone"},
+        {"action": "chmod", "file_path": "tool", "execute_filemode": True},
+    ]
