@@ -39,7 +39,9 @@ FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
     "seconds": (float, int),
     "image_sha256": str,
     "sources": str,
+    "modules": str,
 }
+MODULES = "modules"  # the build's modules folder, lib/modules/RELEASE, kept under it
 BUILD_LOG, HOST_LOG = "build.log", "host-failure.log"
 SOURCES = "sources.txt"  # the files the build compiled, one a line
 
@@ -88,6 +90,7 @@ def _artifact(meta: dict[str, Any], adir: Path, tree: str, config_hash: str) -> 
     raw = meta.get("artifact")
     if meta.get("status") != "ok" or not isinstance(raw, dict):
         return None
+    raw = {"modules": "", **raw}  # entries from before builds had modules
     if set(raw) != set(FIELD_TYPES) or (raw["tree"], raw["config_hash"]) != (tree, config_hash):
         return None
     if not all(isinstance(raw[k], t) for k, t in FIELD_TYPES.items()):
@@ -96,6 +99,9 @@ def _artifact(meta: dict[str, Any], adir: Path, tree: str, config_hash: str) -> 
     if not _nonempty(kernel) or not _nonempty(config):
         return None
     sources = str(adir / SOURCES) if raw["sources"] else ""
+    modules = adir / MODULES / Path(raw["modules"]).name if raw["modules"] else None
+    if modules is not None and not modules.is_dir():
+        return None
     return Artifact(
         **{
             **raw,
@@ -103,6 +109,7 @@ def _artifact(meta: dict[str, Any], adir: Path, tree: str, config_hash: str) -> 
             "config": str(config),
             "build_log": str(adir / BUILD_LOG),
             "sources": sources,
+            "modules": str(modules or ""),
         }
     )
 

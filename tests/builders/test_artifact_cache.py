@@ -115,3 +115,22 @@ def test_keep_replaces_a_file_atomically(cache: Path, tmp_path: Path) -> None:
         assert booting.read() == "kernel image"
     assert Path(art.kernel).read_text() == "new kernel image"
     assert sorted(p.name for p in adir.iterdir()) == ["build.log", "bzImage", "config", "meta.json"]
+
+
+def test_an_entry_from_before_modules_is_still_a_hit(cache: Path) -> None:
+    adir, _ = _entry()
+    _rewrite(
+        lambda m: {**m, "artifact": {k: v for k, v in m["artifact"].items() if k != "modules"}}
+    )(adir)  # type: ignore[attr-defined]
+    hit = artifact_cache.lookup(TREE, CFG, "2" * 40)
+    assert hit is not None and hit.modules == ""
+
+
+def test_a_builds_modules_folder_is_part_of_the_entry(cache: Path) -> None:
+    adir, _ = _entry()
+    mods = adir / artifact_cache.MODULES / "6.1.170"
+    _art({"modules": "/elsewhere/modules/6.1.170"})(adir)
+    assert artifact_cache.lookup(TREE, CFG, "2" * 40) is None  # the folder is gone: rebuild
+    mods.mkdir(parents=True)
+    hit = artifact_cache.lookup(TREE, CFG, "2" * 40)
+    assert hit is not None and hit.modules == str(mods)
