@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything kbisect needs on Debian 12: the kernel build toolchain, QEMU, guest
 # tools (fio, perf, blktrace and iostat run in guests from the host's root filesystem),
-# Debian's kernel source, and a virtualenv at .venv/ with pinned Python packages.
+# Debian's kernel source, libvirt (the second Machine backend: its daemon, virsh, and what
+# building its Python binding needs), and a virtualenv at .venv/ with pinned Python packages.
 # Safe to run again: it installs only what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,6 +11,7 @@ packages=(
   qemu-system-x86 gcc make flex bison bc libelf-dev libssl-dev cpio ccache perl
   busybox-static dmsetup fio linux-source-6.1 xz-utils git python3 python3-venv
   linux-perf blktrace sysstat
+  libvirt-daemon-system libvirt-clients libvirt-dev pkg-config python3-dev
 )
 sudo=()
 [ "$(id -u)" -eq 0 ] || sudo=(sudo)
@@ -28,7 +30,7 @@ python=python3
   echo "kbisect needs Python 3.11 as python3 (Debian 12 has it)" >&2; exit 1; }
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 .venv/bin/pip install -q --upgrade pip
-.venv/bin/pip install -q -c requirements.lock -e '.[dev]'
+.venv/bin/pip install -q -c requirements.lock -e '.[dev,libvirt]'
 # Test-only: a Synapse homeserver for the chat tests, in a virtualenv of its own (AGPL;
 # never a kbisect dependency, never shipped).
 [ -x .venv-synapse/bin/python ] || "$python" -m venv .venv-synapse

@@ -2,7 +2,7 @@
 
 from kbisect.backends import Machine
 from kbisect.errors import UserError
-from kbisect.infra.libvirt_machine import LibvirtConnection, LibvirtMachine
+from kbisect.infra.libvirt_machine import LibvirtConnection, LibvirtMachine, host_notes
 from kbisect.infra.qemu import QemuMachine
 from kbisect.settings import MACHINES, Settings
 
@@ -17,8 +17,10 @@ def make_machine(name: str, settings: Settings, pin: tuple[int, ...] = ()) -> Ma
     raise UserError(f"unknown machine {name!r}: choose one of {', '.join(MACHINES)}")
 
 
-def check_machine(name: str, settings: Settings) -> None:
+def check_machine(name: str, settings: Settings) -> list[str]:
     """Fail at a worker's start, not at its first boot, when the backend cannot work:
-    InfraError saying what to install or start."""
+    InfraError saying what to install or start. Returns notes on what would slow it."""
     if name == "libvirt":
         LibvirtConnection(settings.libvirt_uri).close()
+        return host_notes()
+    return []

@@ -194,7 +194,8 @@ async def _workers(args: argparse.Namespace, settings: Settings) -> None:
     if args.vms > 0:
         from kbisect.infra.machines import check_machine
 
-        check_machine(machine, settings)
+        for text in check_machine(machine, settings):
+            note(text)
     client = await JobClient.connect(settings)
     workers = make_workers(
         client.temporal,

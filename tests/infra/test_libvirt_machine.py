@@ -170,3 +170,13 @@ def test_settings_read_the_machine_and_uri() -> None:
     assert Settings.from_env({}).machine == "qemu"
     with pytest.raises(UserError, match="KBISECT_MACHINE"):
         Settings.from_env({"KBISECT_MACHINE": "xen"})
+
+
+def test_a_kvm_device_only_root_may_open_is_noted(tmp_path: Path) -> None:
+    kvm = tmp_path / "kvm"
+    kvm.touch()
+    kvm.chmod(0o600)
+    assert "chmod 0660" in lm.host_notes(kvm)[0]
+    kvm.chmod(0o666)
+    assert lm.host_notes(kvm) == []
+    assert lm.host_notes(tmp_path / "missing") == []
