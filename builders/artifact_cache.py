@@ -162,6 +162,25 @@ def keep(src: Path, artifact_dir: Path, name: str) -> str:
     return str(dst)
 
 
+def keep_tree(src: Path, artifact_dir: Path, name: str) -> str:
+    """Copy the folder src into the entry as name/<src's name>, replacing an older one
+    whole (a reader sees the old folder or the new, never half of one)."""
+    parent = artifact_dir / name
+    parent.mkdir(parents=True, exist_ok=True)
+    dst = parent / src.name
+    tmp = Path(tempfile.mkdtemp(dir=parent, prefix=f".{src.name}.")) / "t"
+    try:
+        shutil.copytree(src, tmp, symlinks=True)
+        old = dst.with_name(f".{src.name}.old")
+        if dst.exists():
+            os.replace(dst, old)
+        os.replace(tmp, dst)
+        shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(tmp.parent, ignore_errors=True)
+    return str(dst)
+
+
 def keep_text(text: str, artifact_dir: Path, name: str) -> str:
     """Write text into the entry as name, replacing any older file whole."""
     artifact_dir.mkdir(parents=True, exist_ok=True)

@@ -15,14 +15,23 @@ def host_userland_config() -> str:
     return (Path(__file__).parent / "host_userland.config").read_text()
 
 
+def distro_config() -> str:
+    """What a build over a distro's config changes (debug info, signing keys)."""
+    return (Path(__file__).parent / "distro.config").read_text()
+
+
 def fragments_for(spec: BuildSpec) -> list[str]:
+    if spec.base_config:
+        return [base_config(), *spec.fragments, distro_config()]
     return [base_config(), *spec.fragments]
 
 
 def config_hash(spec: BuildSpec, compiler: str) -> str:
-    """Key of the build inputs other than the tree: fragments, arch, target, compiler."""
+    """Key of the build inputs other than the tree: the user's config and the modules it
+    keeps, fragments, arch, target, compiler."""
     h = hashlib.sha256()
-    for part in (*fragments_for(spec), spec.arch, spec.target, compiler):
+    distro = (spec.base_config, " ".join(spec.modules)) if spec.base_config else ()
+    for part in (*distro, *fragments_for(spec), spec.arch, spec.target, compiler):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()
@@ -50,3 +59,67 @@ def missing_options(fragments: list[str], resolved_config: str) -> list[str]:
             key, _, value = line.partition("=")
             have[key] = value
     return [f"{k}={v}" for k, v in wanted_options(fragments).items() if have.get(k, "n") != v]
+
+
+def keep_modules_modular(fragment: str, config: str) -> str:
+    """A fragment over a distro's config: what the distro builds as a module (=m) stays
+    one where the fragment says =y, as in the user's real kernel."""
+    modular = {k for k, v in wanted_options([config]).items() if v == "m"}
+    lines = []
+    for line in fragment.splitlines():
+        key, _, value = line.strip().partition("=")
+        lines.append(f"{key}=m" if value == "y" and key in modular else line)
+    return "\n".join(lines) + "\n"
+
+
+def lsmod_text(modules: tuple[str, ...]) -> str:
+    """An lsmod listing of these modules, for `make LSMOD=... localmodconfig`."""
+    rows = "".join(f"{m} 16384 0\n" for m in modules)
+    return "Module                  Size  Used by\n" + rows
+
+
+def read_config(path: str) -> str:
+    """The text of a user's --config, checked to be a kernel config."""
+    from kbisect.errors import UserError
+
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise UserError(f"--config {path}: cannot read it ({exc.strerror})") from exc
+    if len(raw) > 4 << 20:
+        raise UserError(f"--config {path}: over 4 MiB, not a kernel config")
+    try:
+        text = raw.decode()
+    except UnicodeDecodeError as exc:
+        raise UserError(f"--config {path}: not UTF-8 text, not a kernel config") from exc
+    if "CONFIG_" not in text or "\0" in text:
+        raise UserError(f"--config {path}: no CONFIG_ lines: give a .config or /boot/config-*")
+    return text
+
+
+def store_config(text: str, cache: Path) -> str:
+    """A job's --config, kept by content in the cache the build hosts share; its path."""
+    folder = cache / "configs"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{hashlib.sha256(text.encode()).hexdigest()[:24]}.config"
+    if not path.exists():
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(text)
+        tmp.replace(path)
+    return str(path)
+
+
+def stored_config(path: str) -> str:
+    """The text of a job's stored --config ('' for none); InfraError when this host
+    cannot see it (the build hosts must share the cache)."""
+    from kbisect.errors import InfraError
+
+    if not path:
+        return ""
+    try:
+        return Path(path).read_text()
+    except OSError as exc:
+        raise InfraError(
+            f"the job's --config {path} is not readable on this build host: "
+            "build hosts share KBISECT_CACHE"
+        ) from exc

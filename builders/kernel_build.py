@@ -185,8 +185,9 @@ class KernelBuilder:
         run = _MakeRun(src, out, spec, self.jobs, slot, build_log.file, host_log, self.pin)
         try:
             run.configure_and_build(key, progress)
+            modules = run.install_modules(progress)
             (slot.path / "build-in-progress").unlink()
-            return _keep(key, spec, src, out, build_log, time.monotonic() - start)
+            return _keep(key, spec, src, out, build_log, time.monotonic() - start, modules)
         except KernelBuildError as err:
             err.log_path = str(build_log.publish(artifact_cache.BUILD_LOG))
             artifact_cache.store_failure(adir, err)
@@ -206,6 +207,7 @@ def _keep(
     out: Path,
     build_log: artifact_cache.BuildLog,
     seconds: float,
+    modules: Path | None = None,
 ) -> Artifact:
     """The built files copied into the cache entry, and the entry stored."""
     adir = build_log.dir
@@ -227,6 +229,9 @@ def _keep(
             sources=artifact_cache.keep_text(
                 "\n".join(compiled_sources(out, src)) + "\n", adir, artifact_cache.SOURCES
             ),
+            modules=artifact_cache.keep_tree(modules, adir, artifact_cache.MODULES)
+            if modules
+            else "",
         )
         artifact_cache.store(adir, artifact)
     except OSError as exc:
@@ -277,12 +282,51 @@ class _MakeRun:
             )
         self._note_missing()
         progress("compiling")
-        self.make([self.spec.target], progress)
+        if self.builds_modules():
+            self.make([self.spec.target, "modules"], progress)
+        else:
+            self.make([self.spec.target], progress)
+
+    def builds_modules(self) -> bool:
+        return bool(self.spec.base_config) and "\nCONFIG_MODULES=y\n" in (
+            "\n" + (self.out / ".config").read_text()
+        )
+
+    def install_modules(self, progress: Progress) -> Path | None:
+        """The build's modules folder (lib/modules/RELEASE), or None without modules."""
+        if not self.builds_modules():
+            return None
+        root = self.out / "kbisect-modules"
+        shutil.rmtree(root, ignore_errors=True)
+        progress("installing modules")
+        self.make([f"INSTALL_MOD_PATH={root}", "INSTALL_MOD_STRIP=1", "modules_install"], progress)
+        found = sorted((root / "lib" / "modules").glob("*"))
+        if len(found) != 1:
+            raise InfraError(f"modules_install left {len(found)} module folders in {root}")
+        return found[0]
 
     def configure(self, progress: Progress) -> None:
+        if self.spec.base_config:
+            self.configure_distro(progress)
+            return
         progress("configuring (tinyconfig + fragments)")
         self.make(["tinyconfig"], progress)
-        frags = kconfig.fragments_for(self.spec)
+        self.merge(kconfig.fragments_for(self.spec), progress)
+
+    def configure_distro(self, progress: Progress) -> None:
+        """The user's config, trimmed by localmodconfig to the testcase's modules, then
+        the fragments (a distro module stays a module), then olddefconfig."""
+        progress("configuring (your config, localmodconfig, fragments)")
+        (self.out / ".config").write_text(self.spec.base_config)
+        self.make(["olddefconfig"], progress)
+        lsmod = self.out / "kbisect-lsmod"
+        lsmod.write_text(kconfig.lsmod_text(self.spec.modules))
+        self.make([f"LSMOD={lsmod}", "localmodconfig"], progress)
+        trimmed = (self.out / ".config").read_text()
+        frags = [kconfig.keep_modules_modular(f, trimmed) for f in kconfig.fragments_for(self.spec)]
+        self.merge(frags, progress)
+
+    def merge(self, frags: list[str], progress: Progress) -> None:
         paths = []
         for i, text in enumerate(frags):
             p = self.out / f"kbisect-fragment-{i}.config"

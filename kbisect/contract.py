@@ -119,6 +119,7 @@ class BisectRequest:
     max_boots: int = 96  # per endpoint; a commit gets at most 120
     trace: bool = False  # trace the endpoints and the named commit (blktrace)
     tree: str | None = None  # repo is this named tree's mirror: fetched before validating
+    config: str = ""  # --config: the user's kernel config, kept in the shared cache (a path)
     build_queue: str = "kbisect-build"
     vm_queue: str = "kbisect-vm"
 
@@ -158,6 +159,7 @@ class BuildRequest:
     repo: str
     commit: str
     testcase: str
+    config: str = ""  # the job's --config (a path in the shared cache); "": tinyconfig
 
 
 @dataclass

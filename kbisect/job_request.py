@@ -36,6 +36,7 @@ class JobOptions:
     verify: bool = True
     trace: bool = False
     fetch: bool = True  # fetch a named tree first, so new revisions resolve
+    config: str | None = None  # a path to the user's kernel config (--config)
 
 
 def repository(opts: JobOptions, settings: Settings) -> Path:
@@ -105,7 +106,13 @@ def checked_request(opts: JobOptions, settings: Settings) -> BisectRequest:
                 f"--repetitions {opts.repetitions}: give 1 to {cap} for {manifest.name} "
                 f"(its default is {manifest.repetitions})"
             )
+    config = ""
+    if opts.config:  # kept where the build hosts see it (the shared cache)
+        from kbisect.builders import kconfig
+
+        config = kconfig.store_config(kconfig.read_config(opts.config), settings.cache_dir())
     return BisectRequest(
+        config=config,
         repo=str(repo),
         good=good,
         bad=bad,

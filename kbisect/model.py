@@ -19,6 +19,10 @@ class BuildSpec:
     fragments: tuple[str, ...]  # config fragment texts, merged over the base in order
     arch: str = "x86_64"
     target: str = "bzImage"
+    # A whole config of the user's (a distro's, --config) instead of tinyconfig: trimmed
+    # by localmodconfig to `modules`, which are built, kept and loaded in the guest.
+    base_config: str = ""
+    modules: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from kbisect.builders import prebuilt
+from kbisect.builders import kconfig, prebuilt
 from kbisect.builders.kernel_build import KernelBuilder
 from kbisect.git import Git
 from kbisect.infra.qemu import QemuMachine
@@ -34,7 +34,9 @@ def try_commit(
     on_detail: Callable[[str], None] = lambda _: None,
     settings: Settings | None = None,
     trace: bool = False,
+    config: str | None = None,
 ) -> TryResult:
+    """`config`: a path to the user's kernel config (--config) instead of tinyconfig."""
     # All input is checked before anything slow starts.
     settings = settings or Settings.from_env()
     git = Git(repo)
@@ -45,10 +47,9 @@ def try_commit(
         profile(profile_name)
     if trace:
         check_traceable(manifest)
+    spec = build_spec(manifest, kconfig.read_config(config) if config else "")
     on_stage(f"building {commit.hash[:12]} {commit.subject}")
-    artifact = KernelBuilder(settings.jobs).build(
-        repo, commit.hash, build_spec(manifest), on_detail
-    )
+    artifact = KernelBuilder(settings.jobs).build(repo, commit.hash, spec, on_detail)
     return _run(
         manifest, commit, artifact, settings, profile_name, repetitions, trace, on_stage, on_detail
     )

@@ -34,12 +34,16 @@ class TestcaseRun:
 NVME = re.compile(r"^CONFIG_BLK_DEV_NVME=y\s*$", re.M)
 
 
-def build_spec(manifest: Manifest) -> BuildSpec:
+def build_spec(manifest: Manifest, config: str = "") -> BuildSpec:
+    """What to build for this testcase: tinyconfig and fragments, or (`config`, the text
+    of a user's config) that config trimmed to the modules the testcase needs."""
     frags = [kconfig.host_userland_config()] if manifest.userland == "host" else []
     if manifest.disks and not NVME.search(manifest.config_fragment):
         frags.append("CONFIG_BLK_DEV_NVME=y\n")
     if manifest.config_fragment:
         frags.append(manifest.config_fragment)
+    if config:
+        return BuildSpec(tuple(frags), base_config=config, modules=tuple(needed_modules(manifest)))
     return BuildSpec(fragments=tuple(frags))
 
 

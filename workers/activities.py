@@ -20,6 +20,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from kbisect.backends import Builder, Machine
+from kbisect.builders import kconfig
 from kbisect.builders.sources import inert_commits, read_sources
 from kbisect.contract import (
     BUILD,
@@ -134,7 +135,7 @@ class BuildActivities:
     @activity.defn(name=BUILD)
     @typed_failures
     def build_kernel(self, req: BuildRequest) -> BuildResult:
-        spec = build_spec(manifests.load(req.testcase))
+        spec = build_spec(manifests.load(req.testcase), kconfig.stored_config(req.config))
         subject = Git(Path(req.repo)).commit_info(req.commit).subject
         activity.logger.info("build %s %s: start", req.commit[:12], subject)
 

@@ -6,6 +6,7 @@ never touches git. Bad input is a UserError with one line that says what to do.
 
 from pathlib import Path
 
+from kbisect.builders.kconfig import stored_config
 from kbisect.contract import BisectRequest, Mode, ValidatedJob
 from kbisect.errors import UserError
 from kbisect.git import Git
@@ -29,6 +30,7 @@ def validate(req: BisectRequest) -> ValidatedJob:
         raise UserError("give at least one --good revision")
     old, new = _endpoints(git, req)
     manifest = manifests.load(req.testcase)
+    stored_config(req.config)  # this host sees the job's --config (builds need it)
     prof = profile(req.profile or manifest.profile)
     order, parent_index, subjects = _range(git, old, new)
     primary = check_tuning(manifest, req.metric, req.min_effect, req.max_boots, req.trace)

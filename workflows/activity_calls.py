@@ -113,7 +113,9 @@ class JobActivities:
             f"building {commit[:12]}",
             lambda: workflow.execute_activity(
                 BUILD,
-                BuildRequest(repo=self.req.repo, commit=commit, testcase=testcase),
+                BuildRequest(
+                    repo=self.req.repo, commit=commit, testcase=testcase, config=self.req.config
+                ),
                 result_type=BuildResult,
                 task_queue=self.req.build_queue,
                 start_to_close_timeout=BUILD_TIMEOUT,

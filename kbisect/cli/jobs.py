@@ -55,6 +55,7 @@ def _options(args: argparse.Namespace) -> JobOptions:
         max_boots=args.max_boots,
         verify=not args.no_verify,
         trace=args.trace,
+        config=args.config,
     )
 
 
@@ -318,6 +319,12 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
         help="a revision with the change (in fix mode: the old, broken one)",
     )
     b.add_argument("--testcase", required=True, help="a testcase name ('kbisect testcases')")
+    b.add_argument(
+        "--config",
+        metavar="FILE",
+        help="build from this kernel config (a distro's, e.g. /boot/config-*) trimmed by "
+        "localmodconfig to the testcase's modules, instead of tinyconfig",
+    )
     b.add_argument(
         "--mode",
         choices=tuple(Mode),

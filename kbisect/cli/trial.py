@@ -40,7 +40,9 @@ def cmd_try(args: argparse.Namespace, settings: Settings) -> int:
             modules = Path(args.modules) if args.modules else None
             result = try_kernel(args.kernel, args.testcase, modules=modules, **common)
         else:
-            result = try_commit(Path(args.repo), args.rev, args.testcase, **common)
+            result = try_commit(
+                Path(args.repo), args.rev, args.testcase, config=args.config, **common
+            )
     if args.json:
         out(json.dumps(try_to_json(result), indent=2))
     elif live:
@@ -67,6 +69,12 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
         help="with --kernel FILE: its modules folder "
         "(default: /lib/modules/RELEASE for vmlinuz-RELEASE)",
     )
+    t.add_argument(
+        "--config",
+        metavar="FILE",
+        help="build from this kernel config (a distro's, e.g. /boot/config-*) trimmed by "
+        "localmodconfig to the testcase's modules, instead of tinyconfig",
+    )
     t.add_argument("--testcase", required=True, help="a testcase name ('kbisect testcases')")
     t.add_argument("--profile", help="device profile: fast or ebs-gp2 (default: the testcase's)")
     t.add_argument(
@@ -89,3 +97,5 @@ def _check_try(args: argparse.Namespace) -> None:
         raise UserError("give a revision and --repo DIR, or --kernel PACKAGE_OR_FILE")
     if args.modules and not args.kernel:
         raise UserError("--modules goes with --kernel")
+    if args.config and args.kernel:
+        raise UserError("--config builds a revision: it does not go with --kernel")

@@ -250,3 +250,47 @@ def test_a_build_keeps_its_image_hash_and_the_files_it_compiled(
     code = _commit(repo, {"main.c": "int main_x = 2;\n"}, "code")
     inert = inert_commits(Git(repo), [docs, make, code, c["good"]], read_sources(art.sources))
     assert inert == {docs: c["fixed"]}
+
+
+# A distro config's build (--config): localmodconfig, modules, modules_install, acted out.
+DISTRO_MAKEFILE = (
+    MAKEFILE
+    + """\
+localmodconfig:
+\tcp $(LSMOD) $(O)/../lsmod-seen
+\tcp $(O)/.config $(O)/../config-before-merge
+modules:
+\techo modules >> $(O)/../modules-count
+modules_install:
+\tmkdir -p $(INSTALL_MOD_PATH)/lib/modules/6.1.0-test/kernel/drivers/md
+\techo ko > $(INSTALL_MOD_PATH)/lib/modules/6.1.0-test/kernel/drivers/md/dm-snapshot.ko
+"""
+)
+DISTRO = "CONFIG_MODULES=y\nCONFIG_BLK_DEV_DM=m\nCONFIG_DM_SNAPSHOT=m\n"
+
+
+def test_a_distro_config_is_trimmed_to_the_testcases_modules_and_keeps_them(
+    tree: tuple[Path, dict[str, str]], cache: Path
+) -> None:
+    repo, _ = tree
+    commit = _commit(repo, {"Makefile": DISTRO_MAKEFILE}, "kbuild with modules")
+    spec = BuildSpec(
+        fragments=("CONFIG_DM_SNAPSHOT=y\nCONFIG_BLK_DEV_NVME=y\n",),
+        base_config=DISTRO,
+        modules=("nvme", "dm_mod", "dm_snapshot"),
+    )
+    art = KernelBuilder(jobs=1).build(repo, commit, spec)
+    slot = next(cache.glob("slots/*"))
+    assert (slot / "lsmod-seen").read_text().split()[4::3] == ["nvme", "dm_mod", "dm_snapshot"]
+    assert (slot / "config-before-merge").read_text().startswith(DISTRO)  # not tinyconfig
+    config = Path(art.config).read_text()
+    # The fragment's =y does not make the distro's module built in; ours are applied.
+    assert "CONFIG_DM_SNAPSHOT=m" in config and "CONFIG_DM_SNAPSHOT=y" not in config
+    assert "CONFIG_BLK_DEV_NVME=y" in config and "# CONFIG_MODULE_SIG is not set" in config
+    assert (slot / "modules-count").read_text() == "modules\n"
+    assert art.modules.endswith("modules/6.1.0-test")
+    assert (Path(art.modules) / "kernel/drivers/md/dm-snapshot.ko").read_text() == "ko\n"
+    # Another config (or other modules) is another artifact; the same is a cache hit.
+    assert KernelBuilder(jobs=1).build(repo, commit, spec).cached
+    tiny = KernelBuilder(jobs=1).build(repo, commit, BuildSpec(spec.fragments))
+    assert tiny.config_hash != art.config_hash and tiny.modules == ""
