@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 packages=(
   qemu-system-x86 gcc make flex bison bc libelf-dev libssl-dev cpio ccache perl
   busybox-static dmsetup fio linux-source-6.1 xz-utils git python3 python3-venv
-  linux-perf blktrace sysstat
+  linux-perf blktrace sysstat kmod
   libvirt-daemon-system libvirt-clients libvirt-dev pkg-config python3-dev
 )
 sudo=()
