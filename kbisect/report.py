@@ -3,6 +3,7 @@
 from dataclasses import asdict
 from pathlib import Path
 
+from kbisect.builders.kernel_list import is_kernel_list
 from kbisect.contract import BisectResult, Mode, Step
 from kbisect.errors import KbisectError
 from kbisect.git import Git
@@ -192,6 +193,8 @@ def markdown(result: BisectResult, job_id: str) -> str:
             f"| {i} | `{s.commit[:12]}` | {s.subject[:60]} | {s.verdict} | {value} | "
             f"{others} | {how} |"
         )
+    if is_kernel_list(Path(result.repo)):  # builds, not commits: nothing to replay
+        return "\n".join([*lines, ""])
     lines += [
         "",
         "## Bisect log (`git bisect replay` accepts it)",

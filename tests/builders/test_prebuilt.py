@@ -1,6 +1,7 @@
 """Prebuilt kernels: .deb files (made here with dpkg-deb), kernel image files, package
 names; and kernel lists, the git histories `bisect --kernels` runs over."""
 
+import dataclasses
 import subprocess
 from pathlib import Path
 
@@ -224,3 +225,19 @@ def test_kernel_phase_input_is_checked_first(
     opts = JobOptions(**{"good": [], "bad": "", "testcase": "nvme-snapshot-read", **extra})  # type: ignore[arg-type]
     with pytest.raises(UserError, match=message):
         plan(text, opts, Settings.from_env())
+
+
+def test_a_kernel_lists_report_names_builds_not_commits(cache: Path) -> None:
+    from kbisect.cli.jobs import outcome_lines
+    from kbisect.report import markdown, to_json
+
+    specs = [f"linux-image-6.1.0-{n}-cloud-amd64" for n in (47, 50, 53)]
+    kl = kernel_list.make(specs, Settings.from_env())
+    result = _result(kl, kl.commits[2])
+    text = markdown(result, "job-1")
+    assert f"last good build: {specs[1]}; first bad build: {specs[2]}" in text
+    assert "Bisect log" not in text  # nothing for git bisect replay to replay
+    assert to_json(result)["builds"] == {"last_old": specs[1], "first_new": specs[2]}
+    assert outcome_lines(result) == [f"last good build: {specs[1]}; first bad build: {specs[2]}"]
+    fix = dataclasses.replace(result, mode="fix")
+    assert outcome_lines(fix) == [f"last bad build: {specs[1]}; first good build: {specs[2]}"]
