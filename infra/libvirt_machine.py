@@ -180,8 +180,14 @@ class LibvirtConnection:
 
 
 def _message(error: Any) -> str:
-    text = str(error.get_error_message() or error).strip()
-    return text.splitlines()[0][: qemu.DETAIL_CAP] if text else "no message"
+    """One line: QEMU's error is often the last of several lines (warnings first)."""
+    lines = [ln.strip() for ln in str(error.get_error_message() or error).splitlines()]
+    lines = [ln for ln in lines if ln]
+    if not lines:
+        return "no message"
+    if len(lines) == 1:
+        return lines[0][: qemu.DETAIL_CAP]
+    return f"{lines[0][:120]} ... {lines[-1][: qemu.DETAIL_CAP]}"
 
 
 def host_notes(kvm: Path = Path("/dev/kvm")) -> list[str]:

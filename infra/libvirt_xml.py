@@ -7,6 +7,7 @@ does. NVMe disks keep their serials and throttling: libvirt before 11.5 has no e
 NVMe bus, so there they go to QEMU through the qemu namespace (<qemu:commandline>).
 """
 
+import json
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,6 +111,16 @@ def _nvme_bus_disk(devices: ET.Element, index: int, disk: Disk, image: Path) -> 
             _sub(iotune, "total_bytes_sec", str(disk.profile.bps))
 
 
+def _passthrough_nvme(disk: Disk, image: Path) -> list[str]:
+    """QemuMachine's -drive, and its NVMe device in JSON: QEMU creates every -device in
+    the older key=value form before the JSON ones libvirt writes, so a key=value nvme
+    would take a PCI slot libvirt gave one of its own devices (seen: slot 1, the root
+    port of the host root's 9p device)."""
+    drive = nvme_args(disk, image)[:2]
+    device = {"driver": "nvme", "serial": disk.serial, "drive": disk.name}
+    return [*drive, "-device", json.dumps(device, separators=(",", ":"))]
+
+
 def domain_xml(spec: DomainSpec) -> str:
     passthrough = spec.libvirt_version < NVME_BUS_VERSION and bool(spec.disks)
     dom = ET.Element("domain", {"type": "kvm" if spec.accel == "kvm" else "qemu"})
@@ -143,7 +154,7 @@ def domain_xml(spec: DomainSpec) -> str:
         commandline = _sub(dom, f"{{{QEMU_NS}}}commandline")
         for disk, image in spec.disks:
             _path(image)
-            for arg in nvme_args(disk, image):
+            for arg in _passthrough_nvme(disk, image):
                 _sub(commandline, f"{{{QEMU_NS}}}arg", value=arg)
     ET.indent(dom)
     return ET.tostring(dom, encoding="unicode") + "\n"

@@ -2,6 +2,7 @@
 with TCG runs the seed's testcase on NVMe disks passed through the qemu namespace, and a
 host-userland testcase over the 9p <filesystem> (slow)."""
 
+import html
 import os
 import subprocess
 import time
@@ -91,7 +92,7 @@ def test_the_seeds_testcase_runs_in_a_libvirt_domain_that_is_gone_after(
     assert result.score.metrics["avg_read_sectors"].value >= 256
     assert result.score.metrics["throughput"].value > 0
     xml = (run_dir / "domain.xml").read_text()
-    assert '<qemu:arg value="nvme,serial=kb-origin,drive=origin" />' in xml
+    assert '"driver":"nvme","serial":"kb-origin","drive":"origin"' in html.unescape(xml)
     assert "throttling.iops-total=3000" in xml
     name = f"kbisect-{run_dir.name}"
     assert name not in _domains(libvirt_uri)  # destroyed, and transient: no trace left
