@@ -111,16 +111,35 @@ class Slot:
     lock_fd: int  # the flock; handed to make so its orphans keep the slot locked
 
 
+def _slot_order(repo: Path, config_hash: str) -> list[int]:
+    """Slots whose build dir is configured for these inputs first: there the next commit
+    is an incremental build (a distro kernel rebuilt from scratch takes minutes even with
+    every object in ccache)."""
+    key = worktree.repo_key(repo)
+
+    def warm(i: int) -> bool:
+        slot = worktree.slots_root() / f"{key}-{i}"
+        return (
+            bool(config_hash)
+            and not (slot / "build-in-progress").exists()
+            and slot_config.configured_hash(slot / "build") == config_hash
+        )
+
+    first = [i for i in range(MAX_SLOTS) if warm(i)]
+    return first + [i for i in range(MAX_SLOTS) if i not in first]
+
+
 @contextmanager
-def _free_slot(repo: Path) -> Iterator[Slot]:
-    """A build slot (worktree + build dir) that no other build holds, across processes.
+def _free_slot(repo: Path, config_hash: str = "") -> Iterator[Slot]:
+    """A build slot (worktree + build dir) that no other build holds, across processes;
+    one already configured for `config_hash` if one is free.
 
     The lock is an flock: a killed worker's slot is free again once its make and
     compilers (which inherit the lock) are gone too.
     """
     fd = None
     try:
-        for i in range(MAX_SLOTS):
+        for i in _slot_order(repo, config_hash):
             path = worktree.slot_dir(repo, i)
             fd = worktree.try_lock_slot(path)
             if fd is not None:
@@ -156,7 +175,7 @@ class KernelBuilder:
             progress("artifact cache hit")
             return cached
         check_host(settings.cache_dir())
-        with _free_slot(repo) as slot:
+        with _free_slot(repo, key.config_hash) as slot:
             # Another process may have built it while we waited for the lock.
             cached = self._lookup(key)
             if cached is not None:

@@ -37,6 +37,14 @@ def reusable(repo: Path, out: Path, commit: str, config_hash: str) -> str | None
     return None if any(MACHINERY.search(p) for p in changed.split("\0") if p) else prev
 
 
+def configured_hash(out: Path) -> str | None:
+    """The config hash the build dir is configured for, if any."""
+    try:
+        return str(json.loads((out / STATE).read_text())["config_hash"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def forget(out: Path) -> None:
     """Before configuring: a configuration cut short must never be taken for a whole one."""
     (out / STATE).unlink(missing_ok=True)

@@ -294,3 +294,20 @@ def test_a_distro_config_is_trimmed_to_the_testcases_modules_and_keeps_them(
     assert KernelBuilder(jobs=1).build(repo, commit, spec).cached
     tiny = KernelBuilder(jobs=1).build(repo, commit, BuildSpec(spec.fragments))
     assert tiny.config_hash != art.config_hash and tiny.modules == ""
+
+
+def test_a_build_goes_to_the_slot_already_configured_for_it(
+    tree: tuple[Path, dict[str, str]], cache: Path
+) -> None:
+    from kbisect.builders.kernel_build import _free_slot, _slot_order
+
+    repo, commits = tree
+    other = BuildSpec(fragments=("CONFIG_OTHER=y\n",))
+    a = KernelBuilder(jobs=1).build(repo, commits["good"], SPEC)  # slot 0
+    with _free_slot(repo):  # slot 0 busy: the other config goes to slot 1
+        b = KernelBuilder(jobs=1).build(repo, commits["good"], other)
+    assert _slot_order(repo, a.config_hash)[0] == 0
+    assert _slot_order(repo, b.config_hash)[0] == 1
+    configured = _make_count(cache, "config-count")
+    KernelBuilder(jobs=1).build(repo, commits["fixed"], other)  # slot 1, incremental
+    assert _make_count(cache, "config-count") == configured
