@@ -107,6 +107,13 @@ def truth_path(lab: Path) -> Path:
     return lab.with_name(lab.name + ".truth.json")
 
 
+def base_repo_path(tarball: Path) -> Path:
+    """Where the import of this tarball is cached (its refs/heads/import, once made)."""
+    st = tarball.stat()
+    key = hashlib.sha256(f"{tarball.name}:{st.st_size}:{int(st.st_mtime)}".encode()).hexdigest()
+    return settings.cache_dir() / "lab-base" / f"{tarball.name.split('.tar')[0]}-{key[:12]}.git"
+
+
 def _base_repo(progress: Callable[[str], None]) -> tuple[Path, str]:
     """The cached import of the kernel source tarball: (repo, commit)."""
     tarball = settings.KERNEL_SOURCE_TARBALL
@@ -114,9 +121,7 @@ def _base_repo(progress: Callable[[str], None]) -> tuple[Path, str]:
         raise InfraError(
             f"{tarball} is missing: install Debian's linux-source-6.1 (README install command)"
         )
-    st = tarball.stat()
-    key = hashlib.sha256(f"{tarball.name}:{st.st_size}:{int(st.st_mtime)}".encode()).hexdigest()
-    base = settings.cache_dir() / "lab-base" / f"{tarball.name.split('.tar')[0]}-{key[:12]}.git"
+    base = base_repo_path(tarball)
     git = Git(base)
     if (base / "refs/heads/import").exists():
         return base, git.run("rev-parse", "refs/heads/import").strip()
@@ -152,6 +157,7 @@ def _base_repo(progress: Callable[[str], None]) -> tuple[Path, str]:
             f"Import Linux {version} from Debian linux-source",
             IMPORT_DATE,
             AUTHORS[0],
+            signed=False,
         )
         gt.run("update-ref", "refs/heads/import", commit)
         base.parent.mkdir(parents=True, exist_ok=True)
@@ -170,8 +176,19 @@ def _kernel_version(top: Path) -> str:
 
 
 def _commit_tree(
-    git: Git, tree: str, parents: list[str], message: str, when: int, author: tuple[str, str]
+    git: Git,
+    tree: str,
+    parents: list[str],
+    message: str,
+    when: int,
+    author: tuple[str, str],
+    signed: bool = True,
 ) -> str:
+    """A commit by `author`. Its message ends in the author's Signed-off-by, as every
+    upstream kernel commit's does (checkpatch's NO_AUTHOR_SIGN_OFF wants it in a patch
+    made from it); only the cached import, whose hash must not change, has none."""
+    if signed:
+        message = f"{message}\n\nSigned-off-by: {author[0]} <{author[1]}>"
     env = {
         **LAB_IDENTITY,
         "GIT_AUTHOR_NAME": author[0],
