@@ -8,7 +8,8 @@ the provenance, `(cherry picked from commit X)` when the change applied as it is
 (same patch-id) or `(backported from commit X)` with a `[who: why]` note when it did not,
 and the sender's Signed-off-by last. It checks that the patch applies to the tip of the
 branch it targets (--target, else the branch the job's tested endpoint is on: see
-default_target), and runs the tree's own scripts/checkpatch.pl on it.
+default_target), and runs the tree's own scripts/checkpatch.pl on it (GIT_COMMIT_ID
+ignored for the provenance line: see _checkpatch).
 """
 
 import re
@@ -263,10 +264,25 @@ def _check_applies(git: Git, patch: Path, target: str, name: str) -> None:
 PROVENANCE_LINE = re.compile(r"^\((cherry picked|backported) from commit [0-9a-f]{40}\)$")
 
 
+def _provenance_line(patch: Path) -> str | None:
+    """kbisect's '(cherry picked|backported from commit X)' line in the patch's message."""
+    message = patch.read_text(errors="replace").split("\n---\n", 1)[0]
+    lines = [line for line in message.splitlines() if PROVENANCE_LINE.match(line)]
+    return lines[-1] if lines else None
+
+
 def _checkpatch(git: Git, rev: str, patch: Path, author: str) -> tuple[str, list[str]]:
-    """The tree's checkpatch.pl on the patch: its summary line ("total: 0 errors, ..."), ""
-    where the tree has none, and a note for each error the SRU format itself brings."""
+    """The tree's checkpatch.pl on the patch: its summary line ("total: 0 errors, ...", and
+    why GIT_COMMIT_ID was ignored), "" where the tree has none, and notes on its errors.
+
+    checkpatch (6.1) flags any "commit <sha>" not written `commit <12> ("subject")`, the
+    "This reverts commit" line alone exempt, in the message up to its first Signed-off-by:
+    the provenance line the Ubuntu SRU format requires, as `git cherry-pick -x` writes it,
+    is an error when the original has no Signed-off-by before it. So GIT_COMMIT_ID is
+    ignored when, and only when, the patch carries that line."""
     files = ("scripts/checkpatch.pl", "scripts/spelling.txt", "scripts/const_structs.checkpatch")
+    provenance = _provenance_line(patch)
+    ignore = ["--ignore", "GIT_COMMIT_ID"] if provenance else []
     with tempfile.TemporaryDirectory(prefix="kbisect-checkpatch-") as tmp:
         archive = subprocess.run(
             git_argv(git.repo, "archive", rev, "--", *files),
@@ -284,6 +300,7 @@ def _checkpatch(git: Git, rev: str, patch: Path, author: str) -> tuple[str, list
                 "--no-tree",
                 "--no-color",
                 "--show-types",
+                *ignore,
                 str(patch.resolve()),
             ],
             cwd=tmp,
@@ -295,22 +312,21 @@ def _checkpatch(git: Git, rev: str, patch: Path, author: str) -> tuple[str, list
     lines = run.stdout.splitlines()
     totals = [line for line in lines if line.startswith("total:")]
     summary = totals[-1] if totals else lines[-1] if lines else ""
+    if summary and provenance:
+        kind = provenance.split(" from ", 1)[0].lstrip("(")
+        summary += (
+            f" (GIT_COMMIT_ID ignored: the SRU provenance line '({kind} from commit X)' is "
+            "Ubuntu's required form)"
+        )
     return summary, _explained(lines, author)
 
 
 def _explained(lines: list[str], author: str) -> list[str]:
-    """Notes on checkpatch errors that come with the SRU format, not with the change."""
+    """Notes on checkpatch errors that come from the original commit, not the backport."""
     notes = []
-    for n, line in enumerate(lines):
+    for line in lines:
         kind = line.split(":", 2)[1] if line.startswith("ERROR:") and line.count(":") >= 2 else ""
-        context = lines[n + 1 : n + 4]
-        if kind == "GIT_COMMIT_ID" and any(PROVENANCE_LINE.match(c) for c in context):
-            notes.append(
-                "checkpatch's GIT_COMMIT_ID error is on the provenance line, '(cherry picked|"
-                "backported from commit X)', which the kernel team's SRU format requires as "
-                "git cherry-pick -x writes it: keep the line"
-            )
-        elif kind == "NO_AUTHOR_SIGN_OFF":
+        if kind == "NO_AUTHOR_SIGN_OFF":
             notes.append(
                 f"checkpatch's NO_AUTHOR_SIGN_OFF error: the original commit has no "
                 f"Signed-off-by from its author ({author}); an upstream commit has one, so "

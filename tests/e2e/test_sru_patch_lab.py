@@ -3,10 +3,10 @@
 checkpatch.pl says of it. No kernel is built: the job's data is made as the workflow
 records it (tests/kbisect/test_sru_patch.py: finished_fix_job_sru).
 
-checkpatch finds two errors, both of the format and the lab rather than the change: its
-GIT_COMMIT_ID rule flags the '(cherry picked from commit X)' line the kernel team's SRU
-format requires, and the lab's fix has no Signed-off-by of its author (NO_AUTHOR_SIGN_OFF).
-kbisect explains both; any other error or warning fails this test."""
+checkpatch finds nothing, run by kbisect (with --ignore GIT_COMMIT_ID, for the
+'(cherry picked from commit X)' line the Ubuntu SRU format requires) or by hand with every
+rule: the lab's fix carries its author's Signed-off-by, as an upstream commit does. Any
+error or warning fails this test."""
 
 import re
 import shutil
@@ -20,10 +20,9 @@ from kbisect.infra.lab import LabOptions, create_lab
 from tests.kbisect.test_sru_patch import finished_fix_job_sru, git_am_on_old_endpoint
 
 pytestmark = pytest.mark.e2e
-FORMAT_AND_LAB = ["GIT_COMMIT_ID", "NO_AUTHOR_SIGN_OFF"]
 
 
-def test_fix_lab_sru_patch_applies_and_checkpatch_finds_only_what_the_format_brings(
+def test_fix_lab_sru_patch_applies_and_checkpatch_finds_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     if not settings.KERNEL_SOURCE_TARBALL.exists():
@@ -35,18 +34,25 @@ def test_fix_lab_sru_patch_applies_and_checkpatch_finds_only_what_the_format_bri
     out = tmp_path / "sru"
     files, err = finished_fix_job_sru(lab, truth, out, monkeypatch, capsys)
     (summary,) = [line for line in err.splitlines() if "checkpatch: " in line]
-    assert re.search(r"total: 2 errors, 0 warnings, \d+ lines checked", summary), err
-    assert "GIT_COMMIT_ID error is on the provenance line" in err
-    assert "NO_AUTHOR_SIGN_OFF error: the original commit has no Signed-off-by" in err
+    print(summary)
+    assert re.fullmatch(
+        r"checkpatch: total: 0 errors, 0 warnings, \d+ lines checked \(GIT_COMMIT_ID ignored: "
+        r"the SRU provenance line '\(cherry picked from commit X\)' is Ubuntu's required form\)",
+        summary,
+    ), err
+    assert "checkpatch's" not in err, err  # no error to explain
     git_am_on_old_endpoint(lab, str(truth["old"]), files, tmp_path / "clone")
 
-    # checkpatch by hand in the clean clone, as a sender runs it: the same two, nothing else.
+    # checkpatch by hand in the clean clone, as a sender runs it, with no rule ignored:
+    # nothing either. It checks the commit log only up to the first Signed-off-by, the
+    # author's, which comes before the provenance line, as upstream's does.
     run = subprocess.run(
         ["perl", "scripts/checkpatch.pl", "--no-color", "--show-types", str(files[1])],
         cwd=tmp_path / "clone",
         capture_output=True,
         text=True,
     )
-    found = re.findall(r"^(ERROR|WARNING|CHECK):([A-Z_]+):", run.stdout, re.M)
-    assert sorted(t for _, t in found) == FORMAT_AND_LAB, run.stdout
-    assert [k for k, _ in found] == ["ERROR", "ERROR"], run.stdout
+    assert re.search(r"^total: 0 errors, 0 warnings, \d+ lines checked$", run.stdout, re.M), (
+        run.stdout + run.stderr
+    )
+    assert not re.findall(r"^(ERROR|WARNING|CHECK):", run.stdout, re.M), run.stdout

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kbisect.contract import BisectResult, Step, Verification
+from kbisect.contract import BisectResult, Mode, Step, Verification
 from kbisect.errors import UserError
 from kbisect.git import Git
 from kbisect.sru import sru_note
@@ -197,6 +197,106 @@ def test_with_no_branch_left_without_the_fix_it_says_so(
     )
     assert done.target == broken
     assert done.notes[0].startswith(f"no branch here holds {broken[:12]} without the fix")
+
+
+CHECKPATCH = ("scripts/checkpatch.pl", "scripts/spelling.txt", "scripts/const_structs.checkpatch")
+
+
+@pytest.fixture(scope="module")
+def tree_checkpatch(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The real tree's checkpatch.pl and its data files (Debian's linux-source-6.1): from the
+    lab base's cached import when there is one (a second), else from the tarball."""
+    import shutil
+
+    from kbisect import settings
+    from kbisect.infra.lab import base_repo_path
+
+    tarball = settings.KERNEL_SOURCE_TARBALL
+    if not tarball.exists() or shutil.which("perl") is None:
+        pytest.skip(f"the real tree's checkpatch needs {tarball} and perl (infra/install.sh)")
+    out = tmp_path_factory.mktemp("checkpatch")
+    base = base_repo_path(tarball)
+    if (base / "refs/heads/import").exists():
+        archive = subprocess.run(
+            ["git", "-C", str(base), "archive", "refs/heads/import", "--", *CHECKPATCH],
+            capture_output=True,
+            check=True,
+        )
+        subprocess.run(["tar", "-x", "-C", str(out)], input=archive.stdout, check=True)
+    else:
+        subprocess.run(
+            ["tar", "-xJf", str(tarball), "-C", str(out), "--strip-components=1", "--wildcards"]
+            + [f"*/{f}" for f in CHECKPATCH],
+            check=True,
+        )
+    assert all((out / f).is_file() for f in CHECKPATCH)
+    return out
+
+
+def _with_checkpatch(repo: Path, scripts: Path, at: str) -> str:
+    """`at` with the real checkpatch files added: a kernel tree's tip, as far as it goes."""
+    git(repo, "checkout", "-q", "-b", "stable", at)
+    for f in CHECKPATCH:
+        (repo / f).parent.mkdir(exist_ok=True)
+        (repo / f).write_bytes((scripts / f).read_bytes())
+    git(repo, "add", "scripts")
+    git(repo, *ID, "commit", "-q", "-m", "scripts: checkpatch")
+    return git(repo, "rev-parse", "HEAD").strip()
+
+
+@pytest.mark.parametrize("onto", [0, 1], ids=["backported", "cherry picked"])
+def test_the_real_checkpatch_finds_no_errors_in_a_backport(
+    history: tuple[Path, list[str]], tmp_path: Path, tree_checkpatch: Path, onto: int
+) -> None:
+    repo, commits = history
+    result = _fix_job(repo, commits[onto], commits[2])
+    tip = _with_checkpatch(repo, tree_checkpatch, commits[onto])
+    done = write_sru_patch(result, "j", tmp_path / "o", SruOptions(bug=7, signoff=SENDER))
+    assert done.target == tip and done.provenance == ["backported", "cherry picked"][onto]
+    assert re.fullmatch(
+        r"total: 0 errors, 0 warnings, \d+ lines checked \(GIT_COMMIT_ID ignored: the SRU "
+        rf"provenance line '\({done.provenance} from commit X\)' is Ubuntu's required form\)",
+        done.checkpatch,
+    ), done.checkpatch
+    assert not [n for n in done.notes if "checkpatch" in n], done.notes
+
+
+def test_an_original_without_its_authors_signoff_is_one_error_explained(
+    history: tuple[Path, list[str]], tmp_path: Path, tree_checkpatch: Path
+) -> None:
+    """With no Signed-off-by before it, checkpatch would check the provenance line too: its
+    GIT_COMMIT_ID error stays ignored, NO_AUTHOR_SIGN_OFF is the one left, with a note."""
+    repo, (_, other, _) = history
+    git(repo, "checkout", "-q", "-b", "unsigned", other)
+    fix = _commit(repo, SOURCE.replace("{v}", "0").replace(";\n\n", ";\n/* x */\n", 1), "fix")
+    tip = _with_checkpatch(repo, tree_checkpatch, other)
+    done = write_sru_patch(
+        _fix_job(repo, other, fix), "j", tmp_path / "o", SruOptions(signoff=SENDER, target=tip)
+    )
+    assert done.checkpatch.startswith("total: 1 errors, 0 warnings, "), done.checkpatch
+    assert "(GIT_COMMIT_ID ignored: the SRU provenance line" in done.checkpatch
+    (note,) = [n for n in done.notes if "checkpatch" in n]
+    assert note.startswith("checkpatch's NO_AUTHOR_SIGN_OFF error: the original commit has no")
+    assert "(Ada Author <ada@example.com>)" in note
+
+
+def test_a_revert_is_checked_with_every_rule(
+    history: tuple[Path, list[str]], tmp_path: Path, tree_checkpatch: Path
+) -> None:
+    """'This reverts commit X.' is checkpatch's own exemption: nothing is ignored."""
+    repo, (_, other, fix) = history
+    result = _fix_job(repo, other, fix)
+    v = make_verify_commit(Git(repo), fix, onto=fix, revert=True)
+    assert v.commit
+    result.mode, result.old, result.new = Mode.REGRESSION, [other], fix
+    result.verification = Verification(
+        kind="revert", change=fix, onto=fix, status="confirmed", message="ok", commit=v.commit
+    )
+    tip = _with_checkpatch(repo, tree_checkpatch, fix)
+    opts = SruOptions(bug=7, signoff=SENDER, target=tip)
+    done = write_sru_patch(result, "j", tmp_path / "o", opts)
+    assert done.provenance == "revert"
+    assert re.fullmatch(r"total: 0 errors, 0 warnings, \d+ lines checked", done.checkpatch)
 
 
 def finished_fix_job_sru(
