@@ -24,90 +24,74 @@ class TryResult:
     prebuilt: bool = False
 
 
+def _quiet(_: str) -> None:
+    pass
+
+
+@dataclass(frozen=True)
+class TryOptions:
+    """How to run the testcase, whatever the kernel: a build or a prebuilt one."""
+
+    profile_name: str | None = None
+    repetitions: int | None = None
+    trace: bool = False
+    on_stage: Callable[[str], None] = _quiet
+    on_detail: Callable[[str], None] = _quiet
+    settings: Settings | None = None
+
+    def testcase(self, name: str) -> manifests.Manifest:
+        """The testcase, checked with these options before anything slow starts."""
+        manifest = manifests.load(name)
+        if self.profile_name:
+            profile(self.profile_name)
+        if self.trace:
+            check_traceable(manifest)
+        return manifest
+
+
 def try_commit(
-    repo: Path,
-    rev: str,
-    testcase: str,
-    profile_name: str | None = None,
-    repetitions: int | None = None,
-    on_stage: Callable[[str], None] = lambda _: None,
-    on_detail: Callable[[str], None] = lambda _: None,
-    settings: Settings | None = None,
-    trace: bool = False,
-    config: str | None = None,
+    repo: Path, rev: str, testcase: str, opts: TryOptions = TryOptions(), config: str | None = None
 ) -> TryResult:
     """`config`: a path to the user's kernel config (--config) instead of tinyconfig."""
-    # All input is checked before anything slow starts.
-    settings = settings or Settings.from_env()
     git = Git(repo)
     git.check_repo()
     commit = git.commit_info(rev)
-    manifest = manifests.load(testcase)
-    if profile_name:
-        profile(profile_name)
-    if trace:
-        check_traceable(manifest)
+    manifest = opts.testcase(testcase)
     spec = build_spec(manifest, kconfig.read_config(config) if config else "")
-    on_stage(f"building {commit.hash[:12]} {commit.subject}")
-    artifact = KernelBuilder(settings.jobs).build(repo, commit.hash, spec, on_detail)
-    return _run(
-        manifest, commit, artifact, settings, profile_name, repetitions, trace, on_stage, on_detail
-    )
+    settings = opts.settings or Settings.from_env()
+    opts.on_stage(f"building {commit.hash[:12]} {commit.subject}")
+    artifact = KernelBuilder(settings.jobs).build(repo, commit.hash, spec, opts.on_detail)
+    return _run(manifest, commit, artifact, opts)
 
 
 def try_kernel(
-    kernel: str,
-    testcase: str,
-    profile_name: str | None = None,
-    repetitions: int | None = None,
-    on_stage: Callable[[str], None] = lambda _: None,
-    on_detail: Callable[[str], None] = lambda _: None,
-    settings: Settings | None = None,
-    trace: bool = False,
-    modules: Path | None = None,
+    kernel: str, testcase: str, opts: TryOptions = TryOptions(), modules: Path | None = None
 ) -> TryResult:
     """`kbisect try --kernel`: the testcase on a prebuilt kernel, with its own modules."""
-    settings = settings or Settings.from_env()
-    manifest = manifests.load(testcase)
-    if profile_name:
-        profile(profile_name)
-    if trace:
-        check_traceable(manifest)
-    on_stage(f"fetching {kernel}")
-    pre = prebuilt.resolve(kernel, settings, modules, on_detail)
+    manifest = opts.testcase(testcase)
+    opts.on_stage(f"fetching {kernel}")
+    settings = opts.settings or Settings.from_env()
+    pre = prebuilt.resolve(kernel, settings, modules, opts.on_detail)
     commit = Commit(hash=pre.name, subject=f"{pre.version} (prebuilt)")
-    return _run(
-        manifest,
-        commit,
-        pre.artifact,
-        settings,
-        profile_name,
-        repetitions,
-        trace,
-        on_stage,
-        on_detail,
-        is_prebuilt=True,
-    )
+    return _run(manifest, commit, pre.artifact, opts, is_prebuilt=True)
 
 
 def _run(
     manifest: manifests.Manifest,
     commit: Commit,
     artifact: Artifact,
-    settings: Settings,
-    profile_name: str | None,
-    repetitions: int | None,
-    trace: bool,
-    on_stage: Callable[[str], None],
-    on_detail: Callable[[str], None],
+    opts: TryOptions,
     is_prebuilt: bool = False,
 ) -> TryResult:
     label = commit.hash if is_prebuilt else commit.hash[:12]
-    on_stage(f"running {manifest.name} on {label}")
+    opts.on_stage(f"running {manifest.name} on {label}")
+    settings = opts.settings or Settings.from_env()
     machine = QemuMachine(accel=settings.accel)
-    result = run_testcase(manifest, artifact, machine, profile_name, repetitions, on_detail)
+    result = run_testcase(
+        manifest, artifact, machine, opts.profile_name, opts.repetitions, opts.on_detail
+    )
     diagnostics = None
-    if trace:
-        on_stage(f"tracing {manifest.name} on {label} (blktrace)")
-        diagnostics = trace_testcase(manifest, artifact, machine, profile_name, on_detail)
+    if opts.trace:
+        opts.on_stage(f"tracing {manifest.name} on {label} (blktrace)")
+        diagnostics = trace_testcase(manifest, artifact, machine, opts.profile_name, opts.on_detail)
     return TryResult(commit, artifact, result, diagnostics, is_prebuilt)

@@ -82,17 +82,11 @@ def cmd_testcase_check(args: argparse.Namespace, settings: Settings) -> int:
         if not (args.repo and args.kernel_rev):
             raise UserError("give both --repo and --kernel-rev to boot the testcase once")
         if report.ok:
-            from kbisect.pipeline import try_commit
+            from kbisect.pipeline import TryOptions, try_commit
 
             with stages(not args.json) as say:
-                result = try_commit(
-                    Path(args.repo),
-                    args.kernel_rev,
-                    m.name,
-                    args.profile,
-                    on_stage=say,
-                    settings=settings,
-                )
+                opts = TryOptions(args.profile, on_stage=say, settings=settings)
+                result = try_commit(Path(args.repo), args.kernel_rev, m.name, opts)
             score = result.result.score
             check.check_score(m, score, report)
             values = {k: v.samples for k, v in score.metrics.items()}

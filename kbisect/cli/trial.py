@@ -11,7 +11,7 @@ from kbisect.settings import Settings
 
 
 def cmd_try(args: argparse.Namespace, settings: Settings) -> int:
-    from kbisect.pipeline import try_commit, try_kernel
+    from kbisect.pipeline import TryOptions, try_commit, try_kernel
     from kbisect.report_try import render_try, try_lines, try_to_json
 
     _check_try(args)
@@ -28,21 +28,12 @@ def cmd_try(args: argparse.Namespace, settings: Settings) -> int:
             if live:  # piped: the stages only, not every line of make
                 say(f"{stage[0]}: {text}")
 
-        common = {
-            "profile_name": args.profile,
-            "repetitions": args.repetitions,
-            "on_stage": on_stage,
-            "on_detail": on_detail,
-            "settings": settings,
-            "trace": args.trace,
-        }
+        opts = TryOptions(args.profile, args.repetitions, args.trace, on_stage, on_detail, settings)
         if args.kernel:
             modules = Path(args.modules) if args.modules else None
-            result = try_kernel(args.kernel, args.testcase, modules=modules, **common)
+            result = try_kernel(args.kernel, args.testcase, opts, modules)
         else:
-            result = try_commit(
-                Path(args.repo), args.rev, args.testcase, config=args.config, **common
-            )
+            result = try_commit(Path(args.repo), args.rev, args.testcase, opts, args.config)
     if args.json:
         out(json.dumps(try_to_json(result), indent=2))
     elif live:

@@ -15,6 +15,7 @@ import pytest
 from kbisect.infra import temporal_server
 from tests.chat.bot_process import KBISECT, bot_posts, in_thread, reply_to, start_bot, wait_for
 from tests.chat.homeserver import Synapse, free_port
+from tests.e2e.service import service_env, start_worker
 
 pytestmark = pytest.mark.e2e
 
@@ -27,19 +28,9 @@ def test_chat_user_bisects_a_named_tree_through_a_bot_restart(
     server = temporal_server.start(port=port, ui_port=ui_port, db=tmp_path / "t.db")
     tag = uuid.uuid4().hex[:6]
     tree = f"lab-{tag}"
-    env = {
-        "KBISECT_TEMPORAL_ADDRESS": f"127.0.0.1:{port}",
-        "KBISECT_TEMPORAL_UI": f"http://127.0.0.1:{ui_port}",
-        "KBISECT_CONTROL_QUEUE": f"kb-{tag}",
-        "KBISECT_BUILD_QUEUE": f"kb-build-{tag}",
-        "KBISECT_VM_QUEUE": f"kb-vm-{tag}",
-        "KBISECT_DATA": str(tmp_path / "data"),
-    }
+    env = service_env(tmp_path, port, ui_port, tag)
     full_env = {**os.environ, **env}
-    with open(tmp_path / "worker.log", "ab") as log:
-        worker = subprocess.Popen(
-            [*KBISECT, "worker"], env=full_env, stdout=log, stderr=log, start_new_session=True
-        )
+    worker = start_worker(env, tmp_path / "worker.log")
     bot_user, alice = synapse.register(f"bot{tag}"), synapse.register(f"alice{tag}")
     room = alice.create_room()
     subprocess.run([*KBISECT, "tree", "add", tree, f"file://{lab}"], env=full_env, check=True)

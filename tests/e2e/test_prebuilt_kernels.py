@@ -6,7 +6,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 
@@ -15,9 +14,9 @@ import pytest
 from kbisect.cli import main
 from kbisect.infra import temporal_server
 from tests.chat.homeserver import free_port
+from tests.e2e.service import KBISECT, service_env, start_worker
 
 pytestmark = pytest.mark.e2e
-KBISECT = [sys.executable, "-m", "kbisect.cli"]
 DEBIAN_KERNEL = "linux-image-6.1.0-47-cloud-amd64"  # NVMe built in, dm as modules
 
 
@@ -78,20 +77,8 @@ def test_kernels_then_commits_name_the_culprit(
     images = [_image(lab, r, tmp_path / f"bzImage-{i}", capsys) for i, r in enumerate(revs)]
     port, ui_port = free_port(), free_port()
     server = temporal_server.start(port=port, ui_port=ui_port, db=tmp_path / "t.db")
-    tag = uuid.uuid4().hex[:8]
-    env = {
-        **os.environ,
-        "KBISECT_TEMPORAL_ADDRESS": f"127.0.0.1:{port}",
-        "KBISECT_TEMPORAL_UI": f"http://127.0.0.1:{ui_port}",
-        "KBISECT_CONTROL_QUEUE": f"kb-{tag}",
-        "KBISECT_BUILD_QUEUE": f"kb-build-{tag}",
-        "KBISECT_VM_QUEUE": f"kb-vm-{tag}",
-        "KBISECT_DATA": str(tmp_path / "data"),
-    }
-    with open(tmp_path / "worker.log", "wb") as log:
-        worker = subprocess.Popen(
-            [*KBISECT, "worker"], env=env, stdout=log, stderr=log, start_new_session=True
-        )
+    env = {**os.environ, **service_env(tmp_path, port, ui_port, uuid.uuid4().hex[:8])}
+    worker = start_worker(env, tmp_path / "worker.log")
     try:
         kernels = ",".join(f"{img}={rev}" for img, rev in zip(images, revs, strict=True))
         proc = subprocess.run(
