@@ -76,6 +76,7 @@ def download(package: str, settings: Settings, progress: Callable[[str], None]) 
     debs.mkdir(parents=True, exist_ok=True)
     cached = sorted(debs.glob(f"{package}_*.deb"))
     if cached:
+        os.utime(cached[-1])  # used now: `kbisect gc` removes what is not used for a while
         return cached[-1]
     progress(f"downloading {package} with apt-get")
     with tempfile.TemporaryDirectory(dir=debs) as tmp:
@@ -107,6 +108,7 @@ def unpack(deb: Path, settings: Settings, progress: Callable[[str], None]) -> tu
     when they were there already."""
     root = settings.cache_dir() / "prebuilt" / "unpacked" / _sha256(deb)[:24]
     if (root / ".complete").exists():
+        os.utime(root / ".complete")  # used now (kbisect gc)
         return root, True
     progress(f"unpacking {deb.name}")
     root.parent.mkdir(parents=True, exist_ok=True)

@@ -1,7 +1,8 @@
 """`kbisect gc`: free the disk kbisect's cache takes, and the refs it wrote.
 
 What goes: QEMU run directories last written more than N days ago, build slots whose
-repository is gone, artifacts no build has used for N days, and `refs/kbisect/verify/*`
+repository is gone, artifacts no build has used for N days (prebuilt kernels and kernel
+lists too), and `refs/kbisect/verify/*`
 refs made more than N days ago in the repositories kbisect has built (each slot names
 its repository). What stays: anything written within N days, a slot whose lock is held
 (a build, or an orphan of a killed one, still writes there), a ref whose age is unknown.
@@ -59,6 +60,7 @@ def collect(
     _collect_slots(cache / "slots", report)
     if artifacts:
         _collect_artifacts(cache / "artifacts", cutoff, report)
+        _collect_prebuilt(cache, cutoff, report)
     for repo in sorted(known):
         _collect_refs(repo, cutoff, report)
     return report
@@ -107,6 +109,26 @@ def _collect_artifacts(root: Path, cutoff: float, report: GcReport) -> None:
                 report.bytes_freed += tmp.lstat().st_size
                 if not report.dry_run:
                     tmp.unlink(missing_ok=True)
+
+
+def _collect_prebuilt(cache: Path, cutoff: float, report: GcReport) -> None:
+    """Prebuilt kernels (packages and what they unpacked to) and kernel lists not used
+    for the cut-off: each use touches them."""
+    unused = [
+        *_subdirs(cache / "prebuilt" / "unpacked"),
+        *_subdirs(cache / "kernel-lists"),
+        *sorted((cache / "prebuilt" / "debs").glob("*.deb")),
+    ]
+    for path in unused:
+        used = _last_write(path) if path.is_dir() else path.lstat().st_mtime
+        if used < cutoff:
+            report.artifacts.append(path)
+            if path.is_dir():
+                _remove(path, report)
+            else:
+                report.bytes_freed += path.stat().st_size
+                if not report.dry_run:
+                    path.unlink(missing_ok=True)
 
 
 def _known_repos(slots: Path) -> set[Path]:

@@ -165,3 +165,26 @@ def test_a_missing_cache_is_nothing_to_do(settings: Settings) -> None:
 def test_a_negative_age_is_refused(settings: Settings) -> None:
     with pytest.raises(UserError, match="0 or more"):
         gc.collect(settings, older_than_days=-1, dry_run=True)
+
+
+def test_prebuilt_kernels_and_kernel_lists_not_used_for_a_while_go(
+    settings: Settings, cache: Path, tmp_path: Path
+) -> None:
+    from kbisect.builders import kernel_list, prebuilt
+    from tests.builders.test_prebuilt import make_deb
+
+    old = prebuilt.resolve(str(make_deb(tmp_path, "6.1.0-1-cloud-amd64")), settings)
+    new = prebuilt.resolve(str(make_deb(tmp_path, "6.1.0-2-cloud-amd64")), settings)
+    stale_deb = cache / "prebuilt" / "debs" / "linux-image-x_1_amd64.deb"
+    stale_deb.parent.mkdir(parents=True)
+    stale_deb.write_bytes(b"d" * 500)
+    listed = kernel_list.make(["linux-image-a", "linux-image-b"], settings)
+    unpacked_old = Path(old.artifact.kernel).parents[1]
+    for path in (unpacked_old, Path(new.artifact.kernel).parents[1], stale_deb, listed.repo):
+        _age(path, 40)
+    prebuilt.resolve(
+        str(tmp_path / "linux-image-6.1.0-2-cloud-amd64_6.1.170-3_amd64.deb"), settings
+    )
+    report = gc.collect(settings, older_than_days=30, dry_run=False)
+    assert sorted(report.artifacts) == sorted([unpacked_old, stale_deb, listed.repo])
+    assert Path(new.artifact.kernel).exists() and not unpacked_old.exists()
