@@ -3,6 +3,7 @@
 import hashlib
 from pathlib import Path
 
+from kbisect.errors import InfraError, UserError
 from kbisect.model import BuildSpec
 
 
@@ -80,8 +81,6 @@ def lsmod_text(modules: tuple[str, ...]) -> str:
 
 def read_config(path: str) -> str:
     """The text of a user's --config, checked to be a kernel config."""
-    from kbisect.errors import UserError
-
     try:
         raw = Path(path).read_bytes()
     except OSError as exc:
@@ -112,8 +111,6 @@ def store_config(text: str, cache: Path) -> str:
 def stored_config(path: str) -> str:
     """The text of a job's stored --config ('' for none); InfraError when this host
     cannot see it (the build hosts must share the cache)."""
-    from kbisect.errors import InfraError
-
     if not path:
         return ""
     try:

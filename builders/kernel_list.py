@@ -38,7 +38,6 @@ _SPEC_RE = re.compile(r"^[^\0\n]{1,4096}$")
 class KernelList:
     repo: Path
     commits: list[str]  # oldest first, one a kernel
-    specs: list[str]
 
     @property
     def first(self) -> str:
@@ -99,7 +98,7 @@ def make(specs: list[str], settings: Settings) -> KernelList:
         parents = ["-p", commits[-1]] if commits else []
         commits.append(git.run("commit-tree", tree, *parents, "-m", subject(spec), env=env).strip())
     git.run("update-ref", "refs/heads/main", commits[-1])
-    return KernelList(repo, commits, list(specs))
+    return KernelList(repo, commits)
 
 
 def is_kernel_list(repo: Path) -> bool:

@@ -41,17 +41,10 @@ class Prebuilt:
     version: str  # the package's version, or the kernel release
     artifact: Artifact
 
-    @property
-    def label(self) -> str:
-        return f"{self.name} {self.version}"
-
 
 def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
     with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def _run(argv: list[str], what: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -208,7 +201,7 @@ def resolve(
     """A prebuilt kernel from what the user wrote: a .deb file, a kernel image file, or a
     Debian package name (fetched with the host's apt)."""
     path = Path(spec)
-    if spec.endswith(".deb") or (path.is_file() and path.suffix == ".deb"):
+    if spec.endswith(".deb"):
         if not path.is_file():
             raise UserError(f"--kernel {spec}: no such file")
         return from_deb(path.resolve(), settings, progress)

@@ -224,7 +224,9 @@ def classify_run(
         status = done[-1].get("status")
         if status == 0:
             return Outcome.SUCCESS, ""
-        return Outcome.TESTCASE_FAILED, f"testcase exited with status {status}"
+        reason = done[-1].get("reason")  # the guest's own words (a module that does not load)
+        why = f": {reason}" if isinstance(reason, str) and reason else ""
+        return Outcome.TESTCASE_FAILED, f"testcase exited with status {status}{why}"
     panic = _panic_line(console)
     if panic:
         return Outcome.PANIC, panic

@@ -8,7 +8,7 @@ from kbisect.builders import kernel_list
 from kbisect.contract import BisectResult, JobStatus, Mode
 from kbisect.errors import UserError
 from kbisect.git import Git
-from kbisect.job_request import JobOptions
+from kbisect.job_request import JobOptions, repository
 from kbisect.settings import Settings
 
 
@@ -41,8 +41,6 @@ def plan(text: str, opts: JobOptions, settings: Settings) -> KernelPhase:
         raise UserError("--repo with --kernels needs K=REV for each kernel (its revision)")
     revs: list[str] = []
     if mapped:  # resolved now: a typo fails before the first job starts
-        from kbisect.job_request import repository
-
         git = Git(repository(opts, settings))
         revs = [git.resolve(rev) for rev in mapped]
     kernels = kernel_list.make([spec for spec, _ in items], settings)

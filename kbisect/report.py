@@ -3,7 +3,7 @@
 from dataclasses import asdict
 from pathlib import Path
 
-from kbisect.builders.kernel_list import is_kernel_list
+from kbisect.builders.kernel_list import builds_around, builds_line, is_kernel_list
 from kbisect.contract import BisectResult, Mode, Step
 from kbisect.errors import KbisectError
 from kbisect.git import Git
@@ -68,8 +68,6 @@ def to_json(result: BisectResult) -> dict[str, object]:
 
 def _builds_json(result: BisectResult) -> dict[str, object]:
     """A kernel list's answer in builds: the last old-like kernel and the first new-like."""
-    from kbisect.builders.kernel_list import builds_around
-
     around = builds_around(Path(result.repo), result.culprit) if result.culprit else None
     return {"builds": {"last_old": around[0], "first_new": around[1]}} if around else {}
 
@@ -140,8 +138,6 @@ def trace_section(result: BisectResult) -> list[str]:
 
 
 def _builds_line(result: BisectResult) -> str:
-    from kbisect.builders.kernel_list import builds_line
-
     if not result.culprit:
         return ""
     return builds_line(Path(result.repo), result.culprit, Mode(result.mode))

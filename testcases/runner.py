@@ -107,7 +107,7 @@ def run_testcase(
     if run.outcome in (Outcome.PANIC, Outcome.HANG):
         raise BootError(f"{run.outcome.value}: {run.detail}", console_path=run.console)
     if run.outcome is Outcome.TESTCASE_FAILED:
-        raise TestcaseFailedError(failure_detail(run), console_path=run.console)
+        raise TestcaseFailedError(run.detail, console_path=run.console)
     return TestcaseRun(
         run=run,
         score=scoring.score(manifest, run.records, warmup),
@@ -115,11 +115,3 @@ def run_testcase(
         repetitions=reps,
         run_modules=image.modules,
     )
-
-
-def failure_detail(run: GuestRun) -> str:
-    """Why the testcase failed: the guest's own reason when it gave one (a module that
-    does not load), else the exit status."""
-    done = [r for r in run.records if r.get("event") == "done"]
-    reason = done[-1].get("reason") if done else None
-    return f"{run.detail}: {reason}" if isinstance(reason, str) and reason else run.detail

@@ -11,6 +11,7 @@ from typing import Any
 from rich.live import Live
 
 from kbisect import kernel_phase
+from kbisect.builders.kernel_list import builds_line
 from kbisect.cli import output
 from kbisect.cli.output import EventLines, note, out, progress_view
 from kbisect.client import WORKER_GRACE, JobClient, check_job_id
@@ -161,8 +162,6 @@ async def _poll(client: JobClient, job_id: str, show: Callable[[Progress], None]
 
 
 def outcome_lines(result: BisectResult) -> list[str]:
-    from kbisect.builders.kernel_list import builds_line
-
     if result.culprit:
         builds = builds_line(Path(result.repo), result.culprit, Mode(result.mode))
         if builds:

@@ -59,6 +59,14 @@ def test_four_outcomes(
     assert classify_run(records, console, exited)[0] is outcome
 
 
+def test_a_failed_testcase_carries_the_guests_reason() -> None:
+    done = {"event": "done", "status": 124, "reason": "module dm_snapshot does not load"}
+    assert classify_run([BOOTED, done], "", True) == (
+        Outcome.TESTCASE_FAILED,
+        "testcase exited with status 124: module dm_snapshot does not load",
+    )
+
+
 @pytest.mark.parametrize(
     ("records", "console", "exited", "returncode", "outcome"),
     [
