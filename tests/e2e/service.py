@@ -1,12 +1,29 @@
-"""A Temporal dev server's worth of kbisect for one end-to-end test: its own ports, task
-queues and data folder, and a worker process on them."""
+"""What end-to-end tests share: `kbisect try` on a lab revision, and a Temporal dev
+server's worth of kbisect for one test (its own ports, task queues and data folder, and a
+worker process on them)."""
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from kbisect.cli import main
+
 KBISECT = [sys.executable, "-m", "kbisect.cli"]
+TRY_SEED = ["--testcase", "nvme-snapshot-read", "--repetitions", "1", "--json"]
+
+
+def try_lab(
+    lab: Path, rev: str, capsys: pytest.CaptureFixture[str], *extra: str
+) -> tuple[int, dict[str, object], str]:
+    """`kbisect try` of the seed's testcase (one repetition) on a lab revision: the exit
+    code, the JSON result (empty when it failed) and stderr."""
+    code = main(["try", "--repo", str(lab), *TRY_SEED, *extra, "--", rev])
+    out = capsys.readouterr()
+    return code, json.loads(out.out) if code == 0 else {}, out.err
 
 
 def service_env(tmp_path: Path, port: int, ui_port: int, tag: str) -> dict[str, str]:

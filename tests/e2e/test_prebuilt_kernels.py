@@ -14,7 +14,7 @@ import pytest
 from kbisect.cli import main
 from kbisect.infra import temporal_server
 from tests.chat.homeserver import free_port
-from tests.e2e.service import KBISECT, service_env, start_worker
+from tests.e2e.service import KBISECT, service_env, start_worker, try_lab
 
 pytestmark = pytest.mark.e2e
 DEBIAN_KERNEL = "linux-image-6.1.0-47-cloud-amd64"  # NVMe built in, dm as modules
@@ -51,23 +51,9 @@ def test_debians_cloud_kernel_runs_the_seed_with_its_own_modules(
 
 def _image(lab: Path, rev: str, dest: Path, capsys: pytest.CaptureFixture[str]) -> Path:
     """A lab kernel's image, copied out as a user's own prebuilt kernel would be."""
-    code = main(
-        [
-            "try",
-            "--repo",
-            str(lab),
-            "--testcase",
-            "nvme-snapshot-read",
-            "--json",
-            "--repetitions",
-            "1",
-            "--",
-            rev,
-        ]
-    )
-    out = capsys.readouterr()
-    assert code == 0, out.err
-    shutil.copy(json.loads(out.out)["build"]["kernel"], dest)
+    code, result, err = try_lab(lab, rev, capsys)
+    assert code == 0, err
+    shutil.copy(result["build"]["kernel"], dest)  # type: ignore[index]
     return dest
 
 

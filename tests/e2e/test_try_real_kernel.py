@@ -1,23 +1,13 @@
 """`kbisect try` for real: lab kernel builds and QEMU NVMe boots (slow, TCG)."""
 
-import json
 import time
 from pathlib import Path
 
 import pytest
 
-from kbisect.cli import main
+from tests.e2e.service import try_lab
 
 pytestmark = pytest.mark.e2e
-TESTCASE = ["--testcase", "nvme-snapshot-read", "--repetitions", "1", "--json"]
-
-
-def _try(
-    lab: Path, rev: str, capsys: pytest.CaptureFixture[str], *extra: str
-) -> tuple[int, dict[str, object], str]:
-    code = main(["try", "--repo", str(lab), *TESTCASE, *extra, "--", rev])
-    out = capsys.readouterr()
-    return code, json.loads(out.out) if code == 0 else {}, out.err
 
 
 def _metric(result: dict[str, object], name: str) -> float:
@@ -29,18 +19,18 @@ def test_culprit_and_its_parent_differ_as_in_the_seed(
 ) -> None:
     lab, truth = real_lab
     culprit = str(truth["culprit"])
-    code, parent, err = _try(lab, f"{culprit}~1", capsys)
+    code, parent, err = try_lab(lab, f"{culprit}~1", capsys)
     assert code == 0, err
-    code, bad, err = _try(lab, culprit, capsys)
+    code, bad, err = try_lab(lab, culprit, capsys)
     assert code == 0, err
     assert _metric(parent, "avg_read_sectors") >= 256
     assert _metric(bad, "avg_read_sectors") <= 16
     assert _metric(bad, "reads") > 16 * _metric(parent, "reads")
 
     # On the device the regression was seen on, the request count is the throughput.
-    code, parent_ebs, err = _try(lab, f"{culprit}~1", capsys, "--profile", "ebs-gp2")
+    code, parent_ebs, err = try_lab(lab, f"{culprit}~1", capsys, "--profile", "ebs-gp2")
     assert code == 0, err
-    code, bad_ebs, err = _try(lab, culprit, capsys, "--profile", "ebs-gp2")
+    code, bad_ebs, err = try_lab(lab, culprit, capsys, "--profile", "ebs-gp2")
     assert code == 0, err
     assert parent_ebs["build"]["cached"] and bad_ebs["build"]["cached"]  # type: ignore[index]
     assert _metric(parent_ebs, "throughput") >= 4 * _metric(bad_ebs, "throughput")
@@ -50,10 +40,10 @@ def test_second_try_is_a_cache_hit(
     real_lab: tuple[Path, dict[str, object]], capsys: pytest.CaptureFixture[str]
 ) -> None:
     lab, truth = real_lab
-    code, first, err = _try(lab, str(truth["bad"]), capsys)
+    code, first, err = try_lab(lab, str(truth["bad"]), capsys)
     assert code == 0, err
     start = time.monotonic()
-    code, second, err = _try(lab, str(truth["bad"]), capsys)
+    code, second, err = try_lab(lab, str(truth["bad"]), capsys)
     assert code == 0, err
     assert second["build"]["cached"] and second["build"]["kernel"] == first["build"]["kernel"]  # type: ignore[index]
     print(f"cached try took {time.monotonic() - start:.1f}s")
@@ -64,13 +54,13 @@ def test_broken_build_and_broken_boot_are_told_apart(
 ) -> None:
     lab, truth = real_lab
     (broken_build,) = truth["broken_build"]  # type: ignore[misc]
-    code, _, err = _try(lab, broken_build, capsys)
+    code, _, err = try_lab(lab, broken_build, capsys)
     assert code == 3, err  # KernelBuildError, not infrastructure (6)
     assert "does not build" in err and "build.log" in err
 
     (broken_boot,) = truth["broken_boot"]  # type: ignore[misc]
     start = time.monotonic()
-    code, _, err = _try(lab, broken_boot, capsys)
+    code, _, err = try_lab(lab, broken_boot, capsys)
     assert code == 4, err  # BootError
     assert "panic" in err and "console.log" in err
     assert time.monotonic() - start < 600
