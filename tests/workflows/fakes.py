@@ -69,6 +69,9 @@ class Scenario:
     # The host's speed changes for good after this many boots of the job (0: never).
     shift_after: int = 0
     shift: float = 1.0
+    # Commits that change no file the config compiles: the classify activity says so
+    # (the fake artifacts then list one compiled file).
+    inert: set[str] = field(default_factory=set)
     builds: Counter[str] = field(default_factory=Counter)
     tests: Counter[str] = field(default_factory=Counter)
 
@@ -139,7 +142,13 @@ async def build_kernel(req: BuildRequest) -> BuildResult:
             commit=req.commit, ok=False, error="kernel does not build: x.c", log="/logs/build.log"
         )
     art = Artifact(
-        commit=req.commit, tree="t", config_hash="c", kernel="/k", config="/c", build_log="/l"
+        commit=req.commit,
+        tree="t",
+        config_hash="c",
+        kernel="/k",
+        config="/c",
+        build_log="/l",
+        sources="/sources" if s.inert else "",
     )
     return BuildResult(
         commit=req.commit, ok=True, artifact=art, seconds=1.0, subject=f"built {req.commit}"
@@ -192,7 +201,9 @@ def bisection_builds(s: Scenario) -> int:
 
 @activity.defn(name=CLASSIFY)
 async def classify_commits(req: ClassifyRequest) -> ClassifyResult:
-    return ClassifyResult(inert={})  # fake artifacts list no compiled files
+    s = SCENARIOS[req.repo]
+    inert = [c for c in req.commits if c in s.inert]
+    return ClassifyResult(inert={c: s.graph.parents[c][0] for c in inert}, compiled=1)
 
 
 @activity.defn(name=TRACE)

@@ -184,7 +184,7 @@ async def test_trace_boots_the_endpoints_and_the_named_commit_once_each(
     from kbisect.report import markdown
 
     scenario = Scenario(graph=linear(16), culprit="c5", broken_trace={"c16"})
-    result, s = await bisect(env.client, scenario, trace=True)
+    result, s = await bisect(env.client, scenario, record="trace", trace=True)
     assert result.culprit == "c5" and s.traces == ["root", "c16", "c5"]
     assert "error" in result.diagnostics["c16"]
     assert result.diagnostics["c5"]["folder"] == "/runs/c5"
@@ -194,6 +194,20 @@ async def test_trace_boots_the_endpoints_and_the_named_commit_once_each(
     assert "requests 512 -> 8 sectors" in text
     plain, _ = await bisect(env.client, Scenario(graph=linear(16), culprit="c5"))
     assert plain.diagnostics == {}
+
+
+async def test_commits_that_compile_nothing_new_are_never_built(env: WorkflowEnvironment) -> None:
+    inert = {f"c{k}" for k in (*range(28, 37), *range(38, 48))}
+    scenario = Scenario(graph=linear(64), culprit="c37", inert=inert)
+    result, s = await bisect(env.client, scenario, record="same-kernel")
+    assert result.culprit == "c37"
+    assert not inert & set(s.builds), sorted(inert & set(s.builds))
+    same = [st for st in result.steps if st.note.startswith("touches no file the config")]
+    assert same and {st.commit for st in same} <= inert
+    assert all(st.source == "same-kernel" for st in same), [st.source for st in same]
+    # Each inert commit judged took its parent's verdict: good under the culprit, else bad.
+    for st in same:
+        assert st.verdict == ("good" if int(st.commit[1:]) < 37 else "bad"), st
 
 
 async def test_fix_mode_names_the_fixing_commit(env: WorkflowEnvironment) -> None:
@@ -271,7 +285,7 @@ async def test_noisy_scores_still_name_the_culprit(env: WorkflowEnvironment) -> 
 async def test_a_host_that_speeds_up_for_good_is_followed(env: WorkflowEnvironment) -> None:
     # The lab-103 run: the host about 20% faster from just after the endpoints' calibration.
     scenario = Scenario(graph=linear(32), culprit="c21", noise=0.05, shift_after=16, shift=1.2)
-    result, _ = await bisect(env.client, scenario)
+    result, _ = await bisect(env.client, scenario, record="host-shift")
     assert result.culprit == "c21"
     assert any("host level shifted +" in n for n in result.notes), result.notes
     assert result.verification is not None and result.verification.status == "confirmed"

@@ -10,7 +10,15 @@ from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
 from kbisect.workflows import strategy
-from kbisect.workflows.bisect_workflow import ENGINE_PATCH, BisectWorkflow, sandbox_runner
+from kbisect.workflows.bisect_workflow import (
+    CONTROLS_V2_PATCH,
+    ENGINE_PATCH,
+    HOST_CHECK_PATCH,
+    SAME_KERNEL_PATCH,
+    TRACE_PATCH,
+    BisectWorkflow,
+    sandbox_runner,
+)
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 
@@ -24,21 +32,31 @@ def _patches(path: Path) -> set[str]:
     found = set()
     for token in re.findall(r'"data":\s*"([A-Za-z0-9+/=]+)"', path.read_text()):
         with contextlib.suppress(ValueError, UnicodeDecodeError):
-            found.update(re.findall(r'"id":"([a-z-]+)"', base64.b64decode(token).decode()))
+            found.update(re.findall(r'"id":"([a-z0-9-]+)"', base64.b64decode(token).decode()))
     return found
 
 
 def test_histories_were_recorded() -> None:
     # Re-record with: KBISECT_RECORD_HISTORIES=1 pytest tests/workflows/test_bisect_workflow.py
     # (after renaming the current ones to pre-<patch>-*). They must keep replaying:
-    # pre-verify-*: before the verify step; pre-engine-*: before the evidence engine.
+    # pre-verify-*: before the verify step; pre-engine-*: before the evidence engine;
+    # pre-samekernel-*: the engine before same-kernel, host-check, controls-v2 and trace.
     pre_verify = [p for p in HISTORIES if p.stem.startswith("pre-verify-")]
     pre_engine = [p for p in HISTORIES if p.stem.startswith("pre-engine-")]
+    pre_same = [p for p in HISTORIES if p.stem.startswith("pre-samekernel-")]
     current = [p for p in HISTORIES if not p.stem.startswith("pre-")]
-    assert len(pre_verify) >= 4 and len(pre_engine) >= 5 and len(current) >= 5
+    assert len(pre_verify) >= 4 and len(pre_engine) >= 5 and len(pre_same) >= 5
     assert all("prepare_verify" not in p.read_text() for p in pre_verify)
     assert all(ENGINE_PATCH not in _patches(p) for p in pre_verify + pre_engine)
-    assert all(ENGINE_PATCH in _patches(p) for p in current)
+    assert all(ENGINE_PATCH in _patches(p) for p in pre_same)
+    assert all(SAME_KERNEL_PATCH not in _patches(p) for p in pre_same)
+    # Every branch the current engine can take is in some current history.
+    now = {p.stem: _patches(p) for p in current}
+    assert {"linear-64", "fix-64", "merges", "skips", "engine-retest"} <= set(now)
+    engine = {ENGINE_PATCH, SAME_KERNEL_PATCH, HOST_CHECK_PATCH, CONTROLS_V2_PATCH}
+    assert all(engine <= patches for patches in now.values()), now
+    assert TRACE_PATCH in now["trace"]
+    assert "classify_commits" in (HISTORIES[0].parent / "same-kernel.json").read_text()
 
 
 @pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])
