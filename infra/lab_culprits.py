@@ -9,6 +9,10 @@ same: only a noisy timing metric can find it.
 every device (2 ms for SSDs before), so buffered writeback fills an NVMe queue and small
 reads wait behind it: read latency under writeback (fio-read-latency) gets worse, and a
 config without CONFIG_BLK_WBT does not even compile the change.
+`writelock`: a buffered write to a block device takes the device inode's i_rwsem
+exclusively instead of shared, so a small read of the same device waits while a big
+buffered writer sleeps in dirty throttling inside its write(): read latency under
+writeback gets worse (fio-read-latency), request sizes and counts stay the same.
 """
 
 from dataclasses import dataclass
@@ -32,6 +36,28 @@ WBT_DEFAULT = (
     "\t\treturn 2000000ULL;\n"
     "\telse\n"
     "\t\treturn 75000000ULL;\n"
+)
+BLK_FOPS = "block/fops.c"
+WRITE_SHARED = (
+    "\t\t/*\n"
+    "\t\t * Take i_rwsem and invalidate_lock to avoid racing with\n"
+    "\t\t * set_blocksize changing i_blkbits/folio order and punching\n"
+    "\t\t * out the pagecache.\n"
+    "\t\t */\n"
+    "\t\tinode_lock_shared(bd_inode);\n"
+    "\t\tret = generic_perform_write(iocb, from);\n"
+    "\t\tinode_unlock_shared(bd_inode);\n"
+)
+WRITE_EXCLUSIVE = (
+    "\t\t/*\n"
+    "\t\t * Take i_rwsem exclusively, as generic_file_write_iter() does for\n"
+    "\t\t * regular files: no racing with set_blocksize changing\n"
+    "\t\t * i_blkbits/folio order and punching out the pagecache, nor with\n"
+    "\t\t * another buffered writer.\n"
+    "\t\t */\n"
+    "\t\tinode_lock(bd_inode);\n"
+    "\t\tret = generic_perform_write(iocb, from);\n"
+    "\t\tinode_unlock(bd_inode);\n"
 )
 WBT_ONE_TARGET = (
     "\t/*\n"
@@ -69,14 +95,15 @@ def _pace_function(percent: int) -> str:
 
 @dataclass(frozen=True)
 class Culprit:
-    kind: str  # "nomerges", "slowdown" or "wbt"
+    kind: str  # "nomerges", "slowdown", "wbt" or "writelock"
     percent: int = 0
 
     @classmethod
     def parse(cls, text: str) -> "Culprit":
-        """'nomerges', 'wbt' or 'slowdown:P' (P: 1..90, the throughput lost, in percent)."""
+        """'nomerges', 'wbt', 'writelock' or 'slowdown:P' (P: 1..90, the throughput lost,
+        in percent)."""
         kind, _, arg = text.partition(":")
-        if kind in ("nomerges", "wbt") and not arg:
+        if kind in ("nomerges", "wbt", "writelock") and not arg:
             return cls(kind)
         if kind == "slowdown":
             if arg.isdigit() and 1 <= int(arg) <= MAX_PERCENT:
@@ -85,7 +112,9 @@ class Culprit:
                 f"--culprit {text}: give the throughput loss as a whole percentage, "
                 f"1 to {MAX_PERCENT}, e.g. slowdown:25"
             )
-        raise UserError(f"--culprit {text}: use nomerges, wbt or slowdown:P (e.g. slowdown:25)")
+        raise UserError(
+            f"--culprit {text}: use nomerges, wbt, writelock or slowdown:P (e.g. slowdown:25)"
+        )
 
     def __str__(self) -> str:
         return f"slowdown:{self.percent}" if self.kind == "slowdown" else self.kind
@@ -93,12 +122,14 @@ class Culprit:
     @property
     def path(self) -> str:
         """The file the change is in."""
-        return BLK_WBT if self.kind == "wbt" else NVME_CORE
+        return {"wbt": BLK_WBT, "writelock": BLK_FOPS}.get(self.kind, NVME_CORE)
 
     @property
     def subject(self) -> str:
         if self.kind == "wbt":
             return "blk-wbt: use the same latency target for every device"
+        if self.kind == "writelock":
+            return "block: lock the inode exclusively for buffered block device writes"
         if self.kind == "slowdown":
             return "nvme: pace read completions to spread interrupt load"
         return "nvme: set nomerges on namespace queues to cut submission overhead"
@@ -109,6 +140,10 @@ class Culprit:
             if WBT_DEFAULT not in text:
                 raise InfraError(f"{BLK_WBT} has no wbt_default_latency_nsec() to change")
             return text.replace(WBT_DEFAULT, WBT_ONE_TARGET, 1)
+        if self.kind == "writelock":
+            if WRITE_SHARED not in text:
+                raise InfraError(f"{BLK_FOPS} has no shared-locked buffered write to change")
+            return text.replace(WRITE_SHARED, WRITE_EXCLUSIVE, 1)
         if self.kind == "nomerges":
             if NONROT_LINE not in text:
                 raise InfraError(f"{NVME_CORE} has no QUEUE_FLAG_NONROT line to anchor the bug")
@@ -124,6 +159,8 @@ class Culprit:
         """The file with this culprit's change taken out again (fix mode's culprit)."""
         if self.kind == "wbt":
             return text.replace(WBT_ONE_TARGET, WBT_DEFAULT, 1)
+        if self.kind == "writelock":
+            return text.replace(WRITE_EXCLUSIVE, WRITE_SHARED, 1)
         if self.kind == "nomerges":
             return text.replace(NOMERGES_LINE, "", 1)
         text = text.replace(_pace_function(self.percent), "", 1)

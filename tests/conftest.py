@@ -39,6 +39,9 @@ def _write_tiny_tree(root: Path) -> None:
         lab_culprits.BLK_WBT: "u64 wbt_default_latency_nsec(struct request_queue *q)\n{\n"
         + lab_culprits.WBT_DEFAULT
         + "}\n",
+        lab_culprits.BLK_FOPS: "static ssize_t blkdev_write_iter(void)\n{\n\t} else {\n"
+        + lab_culprits.WRITE_SHARED
+        + "\t}\n}\n",
         ".gitignore": "/*\n",  # as Debian's tarball has: the import must not honour it
     }
     for p in (*lab.BUILT_FILES, *lab.BUILD_BREAK_FILES, *lab.BOOT_BREAK_FILES):

@@ -58,9 +58,10 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
         "--culprit",
         metavar="KIND",
         help="what the culprit does: nomerges (the seed's bug, the default: counters show "
-        "it), slowdown:P (read throughput about P%% lower, counters unchanged) or wbt "
-        "(writeback throttling's 75 ms target for SSDs too: read latency under "
-        "writeback, testcase fio-read-latency)",
+        "it), slowdown:P (read throughput about P%% lower, counters unchanged), "
+        "writelock (buffered block device writes lock the inode exclusively: reads wait "
+        "for a throttled writer, testcase fio-read-latency) or wbt (writeback "
+        "throttling's 75 ms target for SSDs too; no effect under TCG)",
     )
     create.add_argument(
         "--culprit-patch", help="make this patch the culprit instead of the seed's bug"

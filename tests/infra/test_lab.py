@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from kbisect.errors import UserError
+from kbisect.errors import InfraError, UserError
 from kbisect.infra import lab_culprits
 from kbisect.infra.lab import LabOptions, create_lab, truth_path
 from kbisect.infra.lab_culprits import NVME_CORE, Culprit
@@ -220,8 +220,38 @@ def test_a_wbt_culprit_gives_ssds_the_rotational_latency_target(
     assert truth["culprit_kind"] == "wbt"
 
 
+@pytest.mark.parametrize("mode", ["regression", "fix"])
+def test_a_writelock_culprit_locks_buffered_block_device_writes_exclusively(
+    tmp_path: Path, tiny_tarball: Path, mode: str
+) -> None:
+    culprit_kind = Culprit.parse("writelock")
+    options = LabOptions(commits=8, culprit_at=4, seed=3, mode=mode, culprit=culprit_kind)
+    truth = create_lab(tmp_path / "lab", options)
+    lab_dir = tmp_path / "lab"
+    culprit = str(truth["culprit"])
+    changed = git(lab_dir, "show", "--format=", "--name-only", culprit).split()
+    assert changed == [lab_culprits.BLK_FOPS]
+    slow, fast = (
+        (truth["new"], truth["old"]) if mode == "regression" else (truth["old"], truth["new"])
+    )
+    slow_text = git(lab_dir, "show", f"{slow}:{lab_culprits.BLK_FOPS}")
+    fast_text = git(lab_dir, "show", f"{fast}:{lab_culprits.BLK_FOPS}")
+    assert "\t\tinode_lock(bd_inode);" in slow_text and "inode_lock_shared" not in slow_text
+    assert "\t\tinode_lock_shared(bd_inode);" in fast_text and "inode_lock(" not in fast_text
+    assert truth["culprit_kind"] == "writelock"
+    subject = git(lab_dir, "log", "-1", "--format=%s", culprit).strip()
+    assert subject == culprit_kind.subject and "slow" not in subject
+
+
+def test_a_writelock_culprit_needs_the_shared_lock_to_change() -> None:
+    with pytest.raises(InfraError, match="block/fops.c"):
+        Culprit.parse("writelock").add("static ssize_t blkdev_write_iter(void) {}\n")
+
+
 @pytest.mark.parametrize(
-    "text", ["slowdown", "slowdown:abc", "slowdown:0", "slowdown:95", "foo", "nomerges:3", "wbt:2"]
+    "text",
+    ["slowdown", "slowdown:abc", "slowdown:0", "slowdown:95", "foo", "nomerges:3", "wbt:2"]
+    + ["writelock:1"],
 )
 def test_bad_culprit_kinds_say_what_to_pass(text: str) -> None:
     with pytest.raises(UserError, match="slowdown:25"):
