@@ -4,7 +4,8 @@ The guest records blktrace on the testcase's disks during one extra repetition a
 disk, leaves: `<dev>.bin` (blkparse's binary dump, what btt reads), `<dev>.events` (one
 line an event: action, RWBS, sectors, start sector, seconds, nanoseconds), `<dev>.btt`
 (btt's report) and btt's per-I/O latency files (`<dev>*_q2c.dat`, `<dev>*_d2c.dat`:
-"time latency" lines, seconds). This module turns those into the figures the seed
+"time latency" lines, seconds; btt writes none for Q2G and I2D, whose p99 comes from the
+events). This module turns those into the figures the seed
 engineer worked out by hand (Q2C, D2C, Q2G, I2D, merges, request sizes) and compares
 two kernels' figures in words. btt mixes reads and writes; a latency testcase cares about
 its reads behind a writer, so each direction also gets its own requests, sizes, D2C and
@@ -29,7 +30,7 @@ MAX_LINES = 5_000_000  # an events file is read this far at most
 @dataclass
 class Latency:
     avg_ms: float
-    p99_ms: float | None = None  # from btt's per-I/O files, where it wrote them
+    p99_ms: float | None = None  # from btt's per-I/O files (Q2C, D2C) or the events
     n: int = 0
 
 
@@ -101,6 +102,9 @@ class Events:
     merges: int = 0  # bios merged into a request (M and F events)
     sizes: Counter[int] = field(default_factory=Counter)
     directions: dict[str, Direction] = field(default_factory=dict)
+    # q2g (a bio queued until it got a request) and i2d (a request inserted into the
+    # scheduler until issued to the device), seconds, both directions
+    phases: dict[str, list[float]] = field(default_factory=lambda: {"q2g": [], "i2d": []})
 
 
 def events(lines: Iterable[str]) -> Events:
@@ -109,6 +113,7 @@ def events(lines: Iterable[str]) -> Events:
     out = Events()
     queued: dict[tuple[str, str], float] = {}
     issued: dict[tuple[str, str], float] = {}
+    inserted: dict[tuple[str, str], float] = {}
     times: dict[str, tuple[list[float], list[float]]] = {}  # direction -> (d2c, q2c), s
     for i, line in enumerate(lines):
         if i >= MAX_LINES:
@@ -134,8 +139,14 @@ def events(lines: Iterable[str]) -> Events:
             continue
         if action == "Q":
             queued.setdefault(key, t)
+        elif action == "G" and key in queued:
+            out.phases["q2g"].append(t - queued[key])
+        elif action == "I":
+            inserted[key] = t
         elif action == "D":
             issued[key] = t
+            if key in inserted:
+                out.phases["i2d"].append(t - inserted.pop(key))
         elif action == "C":
             d2c, q2c = times.setdefault(way, ([], []))
             if key in issued:
@@ -181,6 +192,9 @@ def summarize(trace_dir: Path) -> list[DiskTrace]:
             trace.requests, trace.merges = found.issued, found.merges
             trace.sectors = dict(sorted(found.sizes.items()))
             trace.directions = dict(sorted(found.directions.items()))
+            for phase, values in found.phases.items():
+                if values and phase in trace.latencies:
+                    trace.latencies[phase].p99_ms = (p99(values) or 0.0) * 1e3
         out.append(trace)
     return out
 

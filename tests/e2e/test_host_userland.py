@@ -41,3 +41,20 @@ def test_check_boots_a_testcase_once_and_prints_its_metrics(
     report = json.loads(out.out)
     assert report["ok"] and report["problems"] == []
     assert report["metrics"]["avg_read_sectors"] and report["metrics"]["throughput"]
+
+
+def test_sched_pipe_boots_on_the_host_root_and_scores_a_context_switch(
+    real_lab: tuple[Path, dict[str, object]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Reuse outside block I/O: perf from the host's root filesystem, no disks.
+    lab, _ = real_lab
+    args = ["testcase", "check", "sched-pipe", "--repo", str(lab), "--kernel-rev", "lab-good"]
+    code = main([*args, "--json"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    report = json.loads(out.out)
+    assert report["ok"] and report["problems"] == [], report
+    usecs, ops = report["metrics"]["usecs_per_op"], report["metrics"]["ops_per_sec"]
+    assert len(usecs) == len(ops) == 5  # the manifest's repetitions, the warm-up left out
+    for u, o in zip(usecs, ops, strict=True):
+        assert 0 < u < 10_000 and abs(u * o / 1e6 - 1) < 0.05  # one is the other's inverse

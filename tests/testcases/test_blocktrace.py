@@ -80,6 +80,25 @@ def test_each_direction_gets_its_own_requests_and_latencies(tmp_path: Path) -> N
     assert back.directions == origin.directions  # through a job's JSON and back
 
 
+def test_q2g_and_i2d_get_their_p99_from_the_events(tmp_path: Path) -> None:
+    # btt writes no per-I/O file for them. 100 reads: each gets its request 1..100 us
+    # after queueing and is issued 2 ms after insertion; one write waits 50 ms for both.
+    lines = []
+    for i in range(100):
+        q = i * 0.01
+        at = [q, q + (i + 1) * 1e-6, q + 2e-3, q + 4e-3, q + 5e-3]
+        for action, t in zip("QGIDC", at, strict=True):
+            lines.append(f"{action} R 8 {i * 8} {int(t)} {round(t % 1 * 1e9)}")
+    lines += ["Q W 8 9000 5 0", "G W 8 9000 5 50000000", "I W 8 9000 5 60000000"]
+    lines += ["D W 8 9000 5 110000000"]
+    (origin, _) = blocktrace.summarize(_folder(tmp_path, "\n".join(lines) + "\n"))
+    q2g, i2d = origin.latencies["q2g"], origin.latencies["i2d"]
+    assert q2g.p99_ms is not None and i2d.p99_ms is not None
+    assert round(q2g.p99_ms, 3) == 0.1  # the 99th of 101: the slowest read's 100 us
+    assert round(i2d.p99_ms, 3) == 2.0
+    assert round(q2g.avg_ms, 6) == 0.001136  # the averages stay btt's
+
+
 def test_old_three_field_events_have_no_direction_times(tmp_path: Path) -> None:
     (origin, _) = blocktrace.summarize(_folder(tmp_path, "D R 8\nC R 8\n"))
     assert origin.directions == {"read": Direction(requests=1, sectors=8)}
