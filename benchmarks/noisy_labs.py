@@ -6,7 +6,8 @@ service, exactly as a user would. Then, for the first `--aa` labs, a range with 
 culprit: from the culprit itself to lab-bad (two bad commits), which must come out as
 "no difference". The lab's truth is read only here, to score the answers and to pick the
 A/A range; the bisector never sees it. Nothing else should run on the host meanwhile.
-Prints one line a job (culprit, right, boots, builds, wall time, confidence). Run:
+Prints one line a job (culprit, right, boots, builds, wall time, confidence) and keeps
+each job's JSON report beside its lab (`lab-SEED.culprit.report.json`, `.aa.`). Run:
     .venv/bin/python -m benchmarks.noisy_labs [--seeds 101,102,103,104,105] [--aa 2]
 """
 
@@ -93,6 +94,9 @@ def _bisect(lab: Path, good: str, bad: str, truth: str | None) -> Run:
         report = json.loads(out.stdout)
     except json.JSONDecodeError:
         raise SystemExit(f"kbisect gave no report:\n{out.stdout}{out.stderr}") from None
+    # The whole report stays beside the lab: its steps, boots and effect, for a note.
+    kind = "culprit" if truth else "aa"
+    Path(f"{lab}.{kind}.report.json").write_text(out.stdout)
     culprit = report.get("culprit")
     same = report.get("status") == "no-difference"
     answer = culprit or ("no difference" if same else str(report.get("message", "")))
