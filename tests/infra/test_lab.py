@@ -244,14 +244,16 @@ def test_a_writelock_culprit_locks_buffered_block_device_writes_exclusively(
 
 
 def test_a_writelock_culprit_needs_the_shared_lock_to_change() -> None:
-    with pytest.raises(InfraError, match="block/fops.c"):
+    with pytest.raises(InfraError, match=r"block/fops\.c"):
         Culprit.parse("writelock").add("static ssize_t blkdev_write_iter(void) {}\n")
 
 
 @pytest.mark.parametrize(
     "text",
-    ["slowdown", "slowdown:abc", "slowdown:0", "slowdown:95", "foo", "nomerges:3", "wbt:2"]
-    + ["writelock:1"],
+    [
+        *("slowdown", "slowdown:abc", "slowdown:0", "slowdown:95", "foo", "nomerges:3"),
+        *("wbt:2", "writelock:1"),
+    ],
 )
 def test_bad_culprit_kinds_say_what_to_pass(text: str) -> None:
     with pytest.raises(UserError, match="slowdown:25"):
