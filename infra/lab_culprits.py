@@ -16,6 +16,7 @@ writeback gets worse (fio-read-latency), request sizes and counts stay the same.
 """
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from kbisect.errors import InfraError, UserError
 
@@ -93,9 +94,45 @@ def _pace_function(percent: int) -> str:
     )
 
 
+class _Swap(NamedTuple):
+    """A culprit that replaces one block of text of one file with another."""
+
+    path: str
+    subject: str
+    before: str
+    after: str
+    missing: str  # the error when `before` is not in the file
+
+
+SLOWDOWN_SUBJECT = "nvme: pace read completions to spread interrupt load"
+_SWAPS = {
+    "nomerges": _Swap(
+        NVME_CORE,
+        "nvme: set nomerges on namespace queues to cut submission overhead",
+        NONROT_LINE,
+        NONROT_LINE + NOMERGES_LINE,
+        f"{NVME_CORE} has no QUEUE_FLAG_NONROT line to anchor the bug",
+    ),
+    "wbt": _Swap(
+        BLK_WBT,
+        "blk-wbt: use the same latency target for every device",
+        WBT_DEFAULT,
+        WBT_ONE_TARGET,
+        f"{BLK_WBT} has no wbt_default_latency_nsec() to change",
+    ),
+    "writelock": _Swap(
+        BLK_FOPS,
+        "block: lock the inode exclusively for buffered block device writes",
+        WRITE_SHARED,
+        WRITE_EXCLUSIVE,
+        f"{BLK_FOPS} has no shared-locked buffered write to change",
+    ),
+}
+
+
 @dataclass(frozen=True)
 class Culprit:
-    kind: str  # "nomerges", "slowdown", "wbt" or "writelock"
+    kind: str  # "slowdown" or a key of _SWAPS ("nomerges", "wbt", "writelock")
     percent: int = 0
 
     @classmethod
@@ -103,7 +140,7 @@ class Culprit:
         """'nomerges', 'wbt', 'writelock' or 'slowdown:P' (P: 1..90, the throughput lost,
         in percent)."""
         kind, _, arg = text.partition(":")
-        if kind in ("nomerges", "wbt", "writelock") and not arg:
+        if kind in _SWAPS and not arg:
             return cls(kind)
         if kind == "slowdown":
             if arg.isdigit() and 1 <= int(arg) <= MAX_PERCENT:
@@ -122,32 +159,18 @@ class Culprit:
     @property
     def path(self) -> str:
         """The file the change is in."""
-        return {"wbt": BLK_WBT, "writelock": BLK_FOPS}.get(self.kind, NVME_CORE)
+        return _SWAPS[self.kind].path if self.kind in _SWAPS else NVME_CORE
 
     @property
     def subject(self) -> str:
-        if self.kind == "wbt":
-            return "blk-wbt: use the same latency target for every device"
-        if self.kind == "writelock":
-            return "block: lock the inode exclusively for buffered block device writes"
-        if self.kind == "slowdown":
-            return "nvme: pace read completions to spread interrupt load"
-        return "nvme: set nomerges on namespace queues to cut submission overhead"
+        return _SWAPS[self.kind].subject if self.kind in _SWAPS else SLOWDOWN_SUBJECT
 
     def add(self, text: str) -> str:
         """The file (`path`) with this culprit's change."""
-        if self.kind == "wbt":
-            if WBT_DEFAULT not in text:
-                raise InfraError(f"{BLK_WBT} has no wbt_default_latency_nsec() to change")
-            return text.replace(WBT_DEFAULT, WBT_ONE_TARGET, 1)
-        if self.kind == "writelock":
-            if WRITE_SHARED not in text:
-                raise InfraError(f"{BLK_FOPS} has no shared-locked buffered write to change")
-            return text.replace(WRITE_SHARED, WRITE_EXCLUSIVE, 1)
-        if self.kind == "nomerges":
-            if NONROT_LINE not in text:
-                raise InfraError(f"{NVME_CORE} has no QUEUE_FLAG_NONROT line to anchor the bug")
-            return text.replace(NONROT_LINE, NONROT_LINE + NOMERGES_LINE, 1)
+        if swap := _SWAPS.get(self.kind):
+            if swap.before not in text:
+                raise InfraError(swap.missing)
+            return text.replace(swap.before, swap.after, 1)
         head = text.find(SETUP_HEAD)
         switch = text.find(SETUP_SWITCH, head)
         if head < 0 or switch < 0:
@@ -157,12 +180,8 @@ class Culprit:
 
     def remove(self, text: str) -> str:
         """The file with this culprit's change taken out again (fix mode's culprit)."""
-        if self.kind == "wbt":
-            return text.replace(WBT_ONE_TARGET, WBT_DEFAULT, 1)
-        if self.kind == "writelock":
-            return text.replace(WRITE_EXCLUSIVE, WRITE_SHARED, 1)
-        if self.kind == "nomerges":
-            return text.replace(NOMERGES_LINE, "", 1)
+        if swap := _SWAPS.get(self.kind):
+            return text.replace(swap.after, swap.before, 1)
         text = text.replace(_pace_function(self.percent), "", 1)
         return text.replace(PACE_CALL + "\n", "", 1)
 
