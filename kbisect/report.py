@@ -8,6 +8,7 @@ from kbisect.contract import BisectResult, Mode, Step
 from kbisect.errors import KbisectError
 from kbisect.git import Git
 from kbisect.model import Commit
+from kbisect.testcases.blocktrace import compare, no_worse, traces_of
 
 
 def terms(mode: str) -> tuple[str, str]:
@@ -115,8 +116,6 @@ def trace_section(result: BisectResult) -> list[str]:
     commit's against the old endpoint."""
     if not result.diagnostics:
         return []
-    from kbisect.testcases.blocktrace import compare, traces_of
-
     old, new = result.old[0], result.new
     lines = ["## Block-layer trace (one traced boot each)", ""]
     pairs = [(old, new, "old -> new endpoint")]
@@ -132,9 +131,30 @@ def trace_section(result: BisectResult) -> list[str]:
         for name, trace in ta.items():
             if name in tb:
                 lines.append(f"- {label}, {compare(trace, tb[name])}")
-    folders = [str(d.get("folder")) for d in result.diagnostics.values() if d.get("folder")]
-    lines += ["", *(f"Traces: `{f}`" for f in folders), ""]
+    lines += _above_the_block_layer(result)
+    folders = {c: d.get("folder") for c, d in result.diagnostics.items() if d.get("folder")}
+    lines += ["", *(f"Traces of `{c[:12]}`: `{f}`" for c, f in folders.items()), ""]
     return lines
+
+
+def _above_the_block_layer(result: BisectResult) -> list[str]:
+    """One line when the bad endpoint's block layer did as well as the good one's: then
+    the trace rules the queue and the device out, which is worth saying."""
+    good, bad = result.old[0], result.new
+    if result.mode == "fix":
+        good, bad = bad, good
+    tg = traces_of(result.diagnostics.get(good, {}))
+    tb = traces_of(result.diagnostics.get(bad, {}))
+    shared = [name for name in tg if name in tb]
+    if not shared or not all(no_worse(tg[n], tb[n]) for n in shared):
+        return []
+    metric = result.metric or "the score"
+    return [
+        f"- the block layer held up on the bad endpoint ({', '.join(shared)}: no Q2C or D2C "
+        f"over 10% slower, requests not over 10% smaller), so what made {metric} worse "
+        "happens above it (a lock, the page cache, the scheduler), not in the queue or the "
+        "device; one traced boot each: a hint, not a verdict"
+    ]
 
 
 def _builds_line(result: BisectResult) -> str:

@@ -233,6 +233,20 @@ def compare(old: DiskTrace, new: DiskTrace, same_within: float = 0.1) -> str:
     return f"{old.disk}: " + ", ".join(parts) if parts else f"{old.disk}: no trace figures"
 
 
+def no_worse(old: DiskTrace, new: DiskTrace, same_within: float = 0.1) -> bool:
+    """Whether the block layer held up as well on `new`: no Q2C or D2C (of the disk, of
+    its reads, of its writes) more than `same_within` slower, nor requests that much
+    smaller. When it held up but the testcase got worse, the time went above it."""
+    pairs = [(old.latencies.get(p), new.latencies.get(p)) for p in ("q2c", "d2c")]
+    for way in ("read", "write"):
+        a, b = old.directions.get(way), new.directions.get(way)
+        if a and b:
+            pairs += [(a.q2c, b.q2c), (a.d2c, b.d2c)]
+    slower = any(x and y and y.avg_ms > x.avg_ms * (1 + same_within) for x, y in pairs)
+    smaller = new.avg_request_sectors < old.avg_request_sectors * (1 - same_within)
+    return bool(old.requests and new.requests) and not slower and not smaller
+
+
 def _compare_direction(a: Direction, b: Direction) -> str:
     """'Q2C 3.1 -> 40 ms (p99 9 -> 120), D2C 2.9 -> 4 ms, 64 -> 8 sectors (900 -> 7000)'"""
     words = []

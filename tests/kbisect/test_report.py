@@ -7,6 +7,7 @@ import pytest
 
 from kbisect.contract import BisectResult, Step
 from kbisect.report import bisect_log, markdown, to_json
+from kbisect.testcases.blocktrace import DiskTrace, Latency
 
 
 def _repo(path: Path, n: int) -> list[str]:
@@ -95,6 +96,38 @@ def test_markdown_and_json() -> None:
     data = to_json(result)
     assert data["culprit"] == h[2] and data["candidates"] == []
     assert [s["verdict"] for s in data["steps"]] == ["good", "bad", "bad", "skip"]  # type: ignore[index]
+
+
+def _traced(q2c_ms: float, sectors: int) -> dict[str, object]:
+    data = DiskTrace("data", "nvme0n1", {"q2c": Latency(q2c_ms), "d2c": Latency(1.0)})
+    data.requests, data.sectors = 100, {sectors: 100}
+    return {"disks": {"data": data.to_json()}, "folder": f"/runs/{q2c_ms}"}
+
+
+@pytest.mark.parametrize(
+    ("mode", "bad_q2c", "bad_sectors", "above"),
+    [
+        ("regression", 4.2, 330, True),  # the block layer held up: the time is lost above it
+        ("regression", 9.0, 340, False),  # the queue got slower
+        ("regression", 4.0, 8, False),  # requests stopped merging
+        ("fix", 4.0, 340, True),  # in fix mode the old endpoint is the bad one
+        ("fix", 9.0, 340, False),
+    ],
+)
+def test_report_says_when_the_block_layer_is_not_where_the_time_went(
+    mode: str, bad_q2c: float, bad_sectors: int, above: bool
+) -> None:
+    h = [f"{i:040x}" for i in range(4)]
+    result = _result(h, mode, 2, [(0, "good"), (3, "bad")])
+    good, bad = _traced(4.0, 340), _traced(bad_q2c, bad_sectors)
+    if mode == "fix":
+        good, bad = bad, good
+    result.diagnostics = {h[0]: good, h[3]: bad, h[2]: _traced(4.1, 340)}
+    result.metric = "read_lat_p99"
+    md = markdown(result, "job-1")
+    assert "- old -> new endpoint, data: D2C unchanged (1 ms)" in md
+    assert f"Traces of `{h[3][:12]}`: `/runs/" in md
+    assert ("happens above it" in md) is above
 
 
 def _colour_pixels(png: Path, rgb: tuple[float, float, float]) -> int:

@@ -112,3 +112,18 @@ def test_compare_puts_reads_and_writes_side_by_side() -> None:
     text = blocktrace.compare(good, bad)
     assert "reads Q2C 3 -> 40 ms (p99 9 -> 120); D2C 2 -> 4 ms (p99 4 -> 8)" in text
     assert "10 -> 8 sectors (90 -> 700)" in text
+
+
+def test_no_worse_looks_at_each_direction_and_the_request_size() -> None:
+    def trace(read_q2c: float, sectors: int) -> DiskTrace:
+        t = DiskTrace("data", "nvme0n1", {"q2c": Latency(5.0), "d2c": Latency(1.0)})
+        t.requests, t.sectors = 10, {sectors: 10}
+        t.directions = {"read": Direction(10, 10 * sectors, Latency(1.0), Latency(read_q2c))}
+        return t
+
+    good = trace(2.0, 300)
+    assert blocktrace.no_worse(good, trace(2.1, 290))  # within 10%
+    assert blocktrace.no_worse(good, trace(1.0, 600))  # better is not worse
+    assert not blocktrace.no_worse(good, trace(3.0, 300))  # reads wait longer in the queue
+    assert not blocktrace.no_worse(good, trace(2.0, 8))  # requests stopped merging
+    assert not blocktrace.no_worse(DiskTrace("data", "nvme0n1"), good)  # nothing traced
