@@ -270,6 +270,7 @@ class Verification:
     value: float | None = None  # the primary metric there
     values: dict[str, float] = field(default_factory=dict)
     position: float | None = None  # 0 = old endpoint, 1 = new endpoint
+    boots: int = 0  # of the verification kernel
 
 
 @dataclass

@@ -157,6 +157,18 @@ def _above_the_block_layer(result: BisectResult) -> list[str]:
     ]
 
 
+def _boots_in_all(result: BisectResult) -> str:
+    """'62 boots to bisect, 3 to verify, 3 traced: 68 in all': what the answer cost."""
+    verify = result.verification.boots if result.verification else 0
+    traced = sum(1 for d in result.diagnostics.values() if "error" not in d)
+    if not verify and not traced:
+        return f"{result.boots} boots in all"
+    parts = [f"{result.boots} boots to bisect"]
+    parts += [f"{verify} to verify"] if verify else []
+    parts += [f"{traced} traced"] if traced else []
+    return f"{', '.join(parts)}: {result.boots + verify + traced} in all"
+
+
 def _builds_line(result: BisectResult) -> str:
     if not result.culprit:
         return ""
@@ -175,7 +187,7 @@ def markdown(result: BisectResult, job_id: str) -> str:
     if result.boots:
         sure = f"; {result.confidence:.1%} sure" if result.confidence is not None else ""
         lines += [
-            f"{result.boots} boots in all{sure}; the endpoints' difference in {metric}: "
+            f"{_boots_in_all(result)}{sure}; the endpoints' difference in {metric}: "
             f"{result.effect or 'not measured'}.",
             "",
             *(f"- {n}" for n in result.notes),

@@ -139,7 +139,7 @@ def verification_of(
     where = "reverted on the new endpoint" if revert else "applied to the old endpoint"
     value = statistics.median(raw)
     position = engine.model().position(statistics.fmean(score_of(raw, log)))
-    done = replace(base, value=value, position=position)
+    done = replace(base, value=value, position=position, boots=len(raw))
     if d is None or d.state == State.SKIP:
         done.message = f"{where}, it stays between the endpoints after {len(raw)} boots"
         return done

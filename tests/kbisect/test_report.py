@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from kbisect.contract import BisectResult, Step
+from kbisect.contract import BisectResult, Step, Verification
 from kbisect.report import bisect_log, markdown, to_json
 from kbisect.testcases.blocktrace import DiskTrace, Latency
 
@@ -123,8 +123,10 @@ def test_report_says_when_the_block_layer_is_not_where_the_time_went(
     if mode == "fix":
         good, bad = bad, good
     result.diagnostics = {h[0]: good, h[3]: bad, h[2]: _traced(4.1, 340)}
-    result.metric = "read_lat_p99"
+    result.metric, result.boots = "read_lat_p99", 10
+    result.verification = Verification("revert", h[2], h[3], "confirmed", "m", boots=3)
     md = markdown(result, "job-1")
+    assert "10 boots to bisect, 3 to verify, 3 traced: 16 in all" in md
     assert "- old -> new endpoint, data: D2C unchanged (1 ms)" in md
     assert f"Traces of `{h[3][:12]}`: `/runs/" in md
     assert ("happens above it" in md) is above
