@@ -29,9 +29,23 @@ STALL_SECONDS = 120.0
 Handler = Callable[[JobClient, argparse.Namespace], Coroutine[Any, Any, int]]
 
 
+STARTED_GRACE = 60.0  # a service just started needs a moment before its workers poll
+
+
 def _with_client(settings: Settings, args: argparse.Namespace, go: Handler) -> int:
+    """Run `go` with a client. With a local address and no server there, the local service
+    starts first (unless --no-start): the embedded default, so a job's commands work after
+    a reboot or 'kbisect down', and its unfinished jobs go on."""
+    started = False
+    if not args.no_start:
+        from kbisect.cli.service import ensure_local_service
+
+        started = ensure_local_service(settings, getattr(args, "parallel", 1))
+
     async def run() -> int:
         client = await JobClient.connect(settings)
+        if started:
+            await client.require_workers(client.needs(), grace=STARTED_GRACE)
         return await go(client, args)
 
     return asyncio.run(run())
@@ -64,15 +78,9 @@ def cmd_bisect(args: argparse.Namespace, settings: Settings) -> int:
     opts = _options(args)
     kernels = kernel_phase.plan(args.kernels, opts, settings) if args.kernels else None
     req = checked_request(kernels.options if kernels else opts, settings)
-    started = False
-    if not args.no_start:
-        from kbisect.cli.service import ensure_local_service
-
-        started = ensure_local_service(settings, args.parallel)
 
     async def go(client: JobClient, args: argparse.Namespace) -> int:
-        # The service just started needs a moment before its workers poll.
-        await client.require_workers(client.needs(), grace=60.0 if started else WORKER_GRACE)
+        await client.require_workers(client.needs(), grace=WORKER_GRACE)
         code, result = await _start_and_follow(client, req, args)
         if kernels is None or result is None:
             return code
@@ -374,26 +382,38 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
         "the report compares their traces (Q2C, D2C, merges, request sizes)",
     )
     b.add_argument("--detach", action="store_true", help="print the job id and return")
-    b.add_argument("--no-start", action="store_true", help="never start a local service")
+    _no_start(b)
     b.add_argument("--json", action="store_true", help="the result as JSON on stdout")
     b.set_defaults(func=cmd_bisect)
 
     _add_job_commands(sub)
 
 
+def _no_start(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--no-start",
+        action="store_true",
+        help="never start the local service (by default it starts in the background when "
+        "the address is local and nothing answers there)",
+    )
+
+
 def _add_job_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     w = sub.add_parser("watch", help="follow a job until it ends")
     w.add_argument("id", help="the job id")
     w.add_argument("--json", action="store_true", help="the result as JSON on stdout")
+    _no_start(w)
     w.set_defaults(func=cmd_watch)
 
     st = sub.add_parser("status", help="list the newest jobs")
     st.add_argument("--limit", type=int, default=20, help="at most this many (default 20)")
     st.add_argument("--json", action="store_true", help="a JSON list on stdout")
+    _no_start(st)
     st.set_defaults(func=cmd_status)
 
     c = sub.add_parser("cancel", help="stop a job")
     c.add_argument("id", help="the job id")
+    _no_start(c)
     c.set_defaults(func=cmd_cancel)
 
     r = sub.add_parser("report", help="a finished job as markdown (or --json)")
@@ -420,14 +440,17 @@ def _add_job_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]"
         help="the branch the patch must apply to (default: the branch holding the endpoint the "
         "job tested it on, and for a backport not the fix; else that endpoint)",
     )
+    _no_start(r)
     r.set_defaults(func=cmd_report)
 
     m = sub.add_parser("mark", help="tell a running job that a commit is good, bad or skip")
     m.add_argument("id", help="the job id")
     m.add_argument("rev", help="the revision (in the job's repository)")
     m.add_argument("verdict", choices=("good", "bad", "skip"), help="good, bad or skip")
+    _no_start(m)
     m.set_defaults(func=cmd_mark)
 
     rs = sub.add_parser("resume", help="go on with a job blocked on a host problem, once fixed")
     rs.add_argument("id", help="the job id")
+    _no_start(rs)
     rs.set_defaults(func=cmd_resume)

@@ -61,7 +61,7 @@ async def _kbisect(
             "-m",
             "kbisect.cli",
             command,
-            *(["--no-start"] if command == "bisect" else []),
+            "--no-start",
             *args,
             env=environ,
             stdout=asyncio.subprocess.PIPE,

@@ -362,6 +362,7 @@ def finished_fix_job_sru(
         [
             "report",
             "bisect-nvme-snapshot-read-0badf1x0",
+            "--no-start",  # the client is the stand-in above: no service to start
             "--sru-patch",
             str(out),
             "--series",

@@ -201,3 +201,34 @@ def test_down_never_signals_a_reused_pid(tmp_path: Path, form: str) -> None:
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+def test_a_job_command_starts_the_local_service_unless_told_not_to(tmp_path: Path) -> None:
+    # After a reboot or 'kbisect down', 'kbisect status' (or watch, report, ...) brings the
+    # embedded service back in the background; --no-start says what to do instead.
+    port, ui = _free_port(), _free_port()
+    env = {
+        **os.environ,
+        "KBISECT_DATA": str(tmp_path),
+        "KBISECT_CACHE": str(tmp_path / "c"),
+        "KBISECT_TEMPORAL_ADDRESS": f"127.0.0.1:{port}",
+        "KBISECT_TEMPORAL_UI": f"http://127.0.0.1:{ui}",
+    }
+    cli = [sys.executable, "-m", "kbisect.cli"]
+    refused = subprocess.run(
+        [*cli, "status", "--no-start"], env=env, capture_output=True, text=True
+    )
+    assert refused.returncode != 0 and "no Temporal server" in refused.stderr
+    assert not listening("127.0.0.1", port)
+    try:
+        status = subprocess.run(
+            [*cli, "status"], env=env, capture_output=True, text=True, timeout=150
+        )
+        assert status.returncode == 0, status.stderr
+        assert "no bisection jobs yet" in status.stdout
+        assert "started the local kbisect service" in status.stderr
+        assert listening("127.0.0.1", port) and listening("127.0.0.1", ui)
+    finally:
+        down = subprocess.run([*cli, "down"], env=env, capture_output=True, text=True, timeout=90)
+    assert down.returncode == 0, down.stderr
+    assert not listening("127.0.0.1", port)
