@@ -14,17 +14,26 @@ instead of the whole host. Every build on the host must keep off those CPUs, so 
 every worker on the host the same `--measure-cpus`.
 
 flock locks die with their process: a killed worker frees the host at once.
+
+The folder is shared by every user, root included, so nothing in it is trusted: it must be
+the user's own or root's and sticky (infra/install.sh makes /run/lock/kbisect so, and a
+tmpfiles.d line makes it again at boot); lock files open relative to it, never through a
+link, and only a file made here is ever chmod'ed.
 """
 
 import contextlib
+import errno
 import fcntl
 import os
+import pwd
+import stat
 import time
 from collections.abc import Callable, Iterator, Sequence
 
 from kbisect import settings
 from kbisect.errors import InfraError, UserError
 
+SHARED_FOLDER_MODE = 0o1777  # like /run/lock: anyone may add a lock, no one may swap another's
 POLL = 0.5  # seconds between tries: waiting reports progress, so it can be cancelled
 Progress = Callable[[str], None]
 
@@ -64,17 +73,74 @@ def _text(cpus: Sequence[int]) -> str:
     return ",".join(str(c) for c in cpus)
 
 
-def _open(name: str) -> int:
-    folder = settings.lock_dir()
-    path = folder / name
+def folder_problem(owner: int, mode: int, me: int) -> str | None:
+    """Why a lock folder with this owner and mode is unsafe for user `me`, or None.
+
+    Trusted: the user's own folder, or root's when no one else can swap its files in
+    (sticky like /run/lock, or not writable by others). Another user's folder is never
+    trusted: its owner could plant a link that makes root open or chmod any file."""
+    if not stat.S_ISDIR(mode):
+        return "is not a folder"
+    if owner == me:
+        return None
+    if owner != 0:
+        return f"belongs to {_user(owner)}, who could swap its lock files"
+    if mode & 0o022 and not mode & stat.S_ISVTX:
+        return "is writable by other users and not sticky"
+    return None
+
+
+def _user(uid: int) -> str:
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
-    except PermissionError:  # another user's file: flock needs only a readable fd
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        return f"user {pwd.getpwuid(uid).pw_name}"
+    except KeyError:
+        return f"uid {uid}"
+
+
+def _folder() -> int:
+    """The host's lock folder, opened once and checked: locks are opened relative to it."""
+    path = settings.Settings.from_env().locks
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as exc:
-        raise InfraError(f"cannot open the host lock {path}: {exc}") from exc
-    with contextlib.suppress(OSError):  # let other users' workers share it
-        os.fchmod(fd, 0o666)
+        why = "is a symbolic link" if path.is_symlink() else f"cannot be opened: {exc.strerror}"
+        raise InfraError(
+            f"the host lock folder {path} {why}: set KBISECT_LOCK_DIR to a folder of yours"
+        ) from exc
+    st = os.fstat(fd)
+    problem = folder_problem(st.st_uid, st.st_mode, os.getuid())
+    if problem:
+        os.close(fd)
+        raise UserError(
+            f"the host lock folder {path} {problem}: run infra/install.sh as root to make "
+            "the shared one (root's, sticky), or set KBISECT_LOCK_DIR to a folder of yours"
+        )
+    if st.st_uid == os.getuid() and stat.S_IMODE(st.st_mode) != SHARED_FOLDER_MODE:
+        os.fchmod(fd, SHARED_FOLDER_MODE)  # the fd, not the path: nothing to redirect it
+    return fd
+
+
+def _open(folder: int, name: str) -> int:
+    """A lock file's fd: never through a link, never a FIFO, never chmod'ed unless just
+    made here (flock needs only a readable fd, so others' files open read-only)."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        try:
+            fd = os.open(name, flags | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=folder)
+            os.fchmod(fd, 0o644)  # the creator's umask must not lock other users out
+        except FileExistsError:
+            fd = os.open(name, flags, dir_fd=folder)
+    except OSError as exc:
+        why = "is a symbolic link" if exc.errno == errno.ELOOP else exc.strerror
+        raise InfraError(
+            f"the host lock file {name} {why}: remove it from KBISECT_LOCK_DIR"
+        ) from exc
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise InfraError(
+            f"the host lock file {name} is not a file: remove it from KBISECT_LOCK_DIR"
+        )
     return fd
 
 
@@ -90,7 +156,16 @@ def _take(fd: int, how: int, progress: Progress, waiting: str) -> None:
 
 @contextlib.contextmanager
 def _held(name: str, exclusive: bool, progress: Progress, waiting: str) -> Iterator[None]:
-    gate, lock = _open("turnstile.lock"), _open(name)
+    folder = _folder()
+    try:
+        gate = _open(folder, "turnstile.lock")
+        try:
+            lock = _open(folder, name)
+        except BaseException:
+            os.close(gate)
+            raise
+    finally:
+        os.close(folder)
     try:
         _take(gate, fcntl.LOCK_EX, progress, waiting)
         try:

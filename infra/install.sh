@@ -25,6 +25,12 @@ if [ "${#missing[@]}" -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -q "${missing[@]}"
 fi
 
+# The host lock's shared folder (KBISECT_LOCK_DIR's default): root's and sticky like
+# /run/lock itself, so every user's workers share it and none can swap another's lock files.
+# /run is a tmpfs: tmpfiles.d makes it again at each boot.
+echo "d /run/lock/kbisect 1777 root root -" | "${sudo[@]}" tee /etc/tmpfiles.d/kbisect.conf >/dev/null
+"${sudo[@]}" install -d -o root -g root -m 1777 /run/lock/kbisect
+
 python=python3
 "$python" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' || {
   echo "kbisect needs Python 3.11 as python3 (Debian 12 has it)" >&2; exit 1; }

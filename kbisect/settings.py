@@ -20,7 +20,8 @@ KERNEL_SOURCE_TARBALL = Path(os.environ.get("KBISECT_KERNEL_SOURCE", DEFAULT_KER
 ADDRESS_RE = re.compile(r"^(?P<host>[A-Za-z0-9.\-]+|\[[0-9A-Fa-f:]+\]):(?P<port>[0-9]{1,5})$")
 ACCELS = ("kvm", "tcg")
 MACHINES = ("qemu", "libvirt")  # infra.machines: direct QEMU, or a libvirt domain
-# One folder for the whole host, whoever runs kbisect: /run/lock is a tmpfs open to all.
+# One folder for the whole host, whoever runs kbisect: infra/install.sh makes it, root's and
+# sticky (infra/host_lock.py refuses one that another user could swap files in).
 DEFAULT_LOCK_DIR = "/run/lock/kbisect" if os.access("/run/lock", os.W_OK) else "/tmp/kbisect-locks"
 
 
@@ -100,13 +101,6 @@ class Settings:
     def data_dir(self) -> Path:
         return private_dir(self.data)
 
-    def lock_dir(self) -> Path:
-        """Shared by every user's workers on the host (sticky, like /tmp)."""
-        self.locks.mkdir(parents=True, exist_ok=True)
-        if self.locks.stat().st_uid == os.getuid():
-            self.locks.chmod(0o1777)
-        return self.locks
-
 
 def _positive_int(env: Mapping[str, str], name: str, default: int) -> int:
     text = env.get(name, "").strip()
@@ -153,10 +147,6 @@ def cache_dir() -> Path:
 
 def data_dir() -> Path:
     return Settings.from_env().data_dir()
-
-
-def lock_dir() -> Path:
-    return Settings.from_env().lock_dir()
 
 
 def build_jobs() -> int:

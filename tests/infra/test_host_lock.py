@@ -1,5 +1,7 @@
 """The host lock: a timed guest runs alone; builds share; a waiting timing is not starved."""
 
+import os
+import stat
 import threading
 import time
 from collections.abc import Callable
@@ -123,3 +125,82 @@ def test_measure_cpus_are_checked() -> None:
         assert host_lock.others((have[-1],)) == tuple(have[:-1])
     assert host_lock.taskset((1, 3)) == ["taskset", "--cpu-list", "1,3"]
     assert host_lock.taskset(()) == []
+
+
+# The lock folder is shared by every user on the host: nothing in it may be followed,
+# chmod'ed or trusted when another user could have put it there.
+
+
+def test_a_symlinked_lock_file_is_refused_and_its_target_left_alone(lock_dir: Path) -> None:
+    lock_dir.mkdir(parents=True)
+    victim = lock_dir.parent / "root-only"
+    victim.write_text("secret\n")
+    victim.chmod(0o600)
+    (lock_dir / "turnstile.lock").symlink_to(victim)
+    with pytest.raises(InfraError, match=r"turnstile\.lock"), host_lock.for_build():
+        pass
+    assert stat.S_IMODE(victim.stat().st_mode) == 0o600
+    assert victim.read_text() == "secret\n"
+
+
+def test_an_existing_lock_file_is_never_chmodded(lock_dir: Path) -> None:
+    lock_dir.mkdir(parents=True)
+    for name in ("turnstile.lock", "cores.lock"):
+        (lock_dir / name).touch(mode=0o600)
+        (lock_dir / name).chmod(0o600)
+    with host_lock.for_build():
+        pass
+    assert {
+        stat.S_IMODE((lock_dir / n).stat().st_mode) for n in ("turnstile.lock", "cores.lock")
+    } == {0o600}
+
+
+def test_new_lock_files_are_readable_by_every_user_whatever_the_umask(lock_dir: Path) -> None:
+    old = os.umask(0o077)
+    try:
+        with host_lock.for_build():
+            pass
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((lock_dir / "cores.lock").stat().st_mode) == 0o644
+
+
+def test_a_fifo_in_place_of_a_lock_file_is_refused_not_waited_on(lock_dir: Path) -> None:
+    lock_dir.mkdir(parents=True)
+    os.mkfifo(lock_dir / "cores.lock")
+    with pytest.raises(InfraError, match=r"cores\.lock"), host_lock.for_build():
+        pass
+
+
+@pytest.mark.parametrize(
+    ("owner", "mode", "me", "ok"),
+    [
+        (1000, 0o700, 1000, True),  # the user's own folder
+        (0, 0o1777, 1000, True),  # the shared one install.sh makes: root's, sticky
+        (0, 0o755, 1000, True),  # root's, nobody else can write in it
+        (0, 0o777, 1000, False),  # root's but anyone can swap its files
+        (1000, 0o1777, 0, False),  # another user's: root must not trust it
+        (1000, 0o1777, 1001, False),
+    ],
+)
+def test_only_a_folder_no_other_user_controls_is_trusted(
+    owner: int, mode: int, me: int, ok: bool
+) -> None:
+    problem = host_lock.folder_problem(owner, stat.S_IFDIR | mode, me)
+    assert (problem is None) == ok
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="chown to another user needs root")
+def test_root_refuses_a_lock_folder_another_user_owns(lock_dir: Path) -> None:
+    lock_dir.mkdir(parents=True, mode=0o1777)
+    os.chown(lock_dir, 65534, 65534)
+    with pytest.raises(UserError, match=r"install\.sh"), host_lock.for_build():
+        pass
+    assert list(lock_dir.iterdir()) == []
+
+
+def test_a_symlinked_lock_folder_is_refused(lock_dir: Path, tmp_path: Path) -> None:
+    (tmp_path / "elsewhere").mkdir()
+    lock_dir.symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(InfraError, match="symbolic link"), host_lock.for_build():
+        pass
