@@ -19,9 +19,36 @@ from kbisect.workflows.engine import Engine, EngineConfig
 from kbisect.workflows.evidence import Boot
 from kbisect.workflows.stats import t_sf2
 from kbisect.workflows.strategy import Graph, Search, State, next_commits, outcome
-from kbisect.workflows.verdict import Calibration, classify
 
 BootFn = Callable[[str], list[float]]
+
+
+# The pre-engine rule the "today" baseline follows (it was kbisect's before the engine):
+# a commit's median placed on the line from the old endpoint's median (0) to the new one's
+# (1), skipped within AMBIGUOUS of the middle; the endpoints must differ by 10% and by 4
+# times the repetitions' spread.
+MIN_SEPARATION, MIN_RELATIVE_CHANGE, AMBIGUOUS = 4.0, 0.10, 0.2
+
+
+@dataclass(frozen=True)
+class Calibration:
+    old: list[float]
+    new: list[float]
+
+    def differs(self) -> bool:
+        a, b = statistics.median(self.old), statistics.median(self.new)
+        noise = max(max(s) - min(s) for s in (self.old, self.new))
+        gap = abs(b - a)
+        return gap / max(abs(a), abs(b), 1e-9) >= MIN_RELATIVE_CHANGE and gap >= (
+            MIN_SEPARATION * noise
+        )
+
+    def classify(self, value: float) -> State:
+        a, b = statistics.median(self.old), statistics.median(self.new)
+        position = (value - a) / (b - a) if b != a else 0.5
+        if abs(position - 0.5) < AMBIGUOUS:
+            return State.SKIP
+        return State.OLD if position < 0.5 else State.NEW
 
 
 @dataclass
@@ -72,15 +99,15 @@ def _search(graph: Graph, old: str, verdict: Callable[[str], State]) -> str | No
 
 def today(graph: Graph, old: str, boot: BootFn) -> Outcome:
     count = Counter(boot)
-    cal = Calibration("m", old=count(old), new=count(graph.order[0]))
-    if not cal.differs()[0]:
+    cal = Calibration(old=count(old), new=count(graph.order[0]))
+    if not cal.differs():
         return Outcome(None, len(count.built), count.boots)
 
     def verdict(c: str) -> State:
         first = count(c)
-        state = classify(statistics.median(first), cal).state
+        state = cal.classify(statistics.median(first))
         if state == State.SKIP:  # the retest: 6 repetitions, two boots' worth
-            state = classify(statistics.median(first + count(c) + count(c)), cal).state
+            state = cal.classify(statistics.median(first + count(c) + count(c)))
         return state
 
     return Outcome(_search(graph, old, verdict), len(count.built), count.boots)

@@ -125,13 +125,6 @@ class BisectRequest:
 
 
 @dataclass
-class CommitNode:
-    hash: str
-    parents: list[str]
-    subject: str
-
-
-@dataclass
 class ValidatedJob:
     """Everything the workflow needs to decide, resolved once by an activity."""
 
@@ -151,7 +144,6 @@ class ValidatedJob:
     order: list[str] = field(default_factory=list)
     parent_index: list[list[int]] = field(default_factory=list)
     subjects: dict[str, str] = field(default_factory=dict)  # left empty for large ranges
-    commits: list[CommitNode] = field(default_factory=list)  # the form before `order`
 
 
 @dataclass

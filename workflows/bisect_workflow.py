@@ -1,9 +1,9 @@
-"""BisectWorkflow: validate, calibrate the endpoints, bisect in rounds, verify, finish.
+"""BisectWorkflow: validate the range, search it with the evidence engine, conclude.
 
-Deterministic: decisions are pure functions (workflows.strategy, verdict, judge); the
-activities that touch git, make and QEMU are called through workflows.activity_calls.
-Every behaviour change goes behind `workflow.patched` (see PATCHES below), and recorded
-histories replay in tests/workflows/test_replay.py.
+Deterministic: what to boot next and what the boots mean are pure (workflows.engine,
+strategy, endpoints); the activities that touch git, make and QEMU are called through
+workflows.activity_calls. Every behaviour change goes behind a patch marker (the table
+below), and recorded histories replay in tests/workflows/test_replay.py.
 """
 
 import asyncio
@@ -35,30 +35,26 @@ with workflow.unsafe.imports_passed_through():
         Verification,
         VerificationStatus,
     )
-    from kbisect.workflows import engine_report, judge, strategy
+    from kbisect.workflows import engine_report, strategy
     from kbisect.workflows.activity_calls import Blocking, JobActivities, cause
     from kbisect.workflows.details import details_markdown
-    from kbisect.workflows.endpoints import Gate, boots
+    from kbisect.workflows.endpoints import Gate, boots, endpoint_problem
     from kbisect.workflows.engine import Engine
     from kbisect.workflows.engine_report import Measured
     from kbisect.workflows.evidence import Boot
     from kbisect.workflows.job_state import JobState
     from kbisect.workflows.strategy import State
-    from kbisect.workflows.verdict import Calibration, state_for, verdict_for
+    from kbisect.workflows.verdict import state_for, verdict_for
 
-# Patch markers, and when each can go: once no job started before the change can still
-# be running (a job lasts hours; give it a release), delete the `patched()` call and the
-# old branch, and move the histories recorded before it out of tests/workflows/histories.
-VERIFY_PATCH = "verify-named-commit"  # the verify step; pre-verify-*.json histories
-RETEST_PATCH = "retest-when-unsure"  # measure an unsure commit again before skipping
+# Patch markers: Temporal's lifecycle is patched() (old and new branch), then
+# deprecate_patch() once the old branch is gone (both kinds of history still replay), then
+# nothing once no job started before the deprecation can still be running. Upgrading
+# across a removal needs those jobs finished or cancelled (docs/development.md).
+# Deprecated: every job since the engine takes its branch; the pre-engine code is gone.
+ENGINE_PATCH = "noisy-engine"  # boots until the evidence decides
 FAILED_STATUS_PATCH = "status-on-failure"  # a failed job's KbisectStatus says failed
-ENGINE_PATCH = "noisy-engine"  # boots until the evidence decides; pre-engine-*.json
-# histories. With it go _calibrate, _rounds, _step, _verify, _evaluate and the two
-# patches above (RETEST, VERIFY), workflows.verdict and judge's step verdicts.
-# Legacy fields: ValidatedJob.commits (the range before the compact `order` form) goes
-# with the pre-verify histories.
-SAME_KERNEL_PATCH = "same-kernel"  # inert commits unbuilt, one verdict per image; the
-# engine-*.json histories replay without it.
+# Patched: the engine histories recorded before each (pre-samekernel-*.json) replay the old way.
+SAME_KERNEL_PATCH = "same-kernel"  # inert commits unbuilt, one verdict per image
 TRACE_PATCH = "trace-named-commit"  # --trace: traced boots of the endpoints and culprit
 HOST_CHECK_PATCH = "host-check"  # endpoint re-measurements are controls; a disturbed
 # window's boots are set aside (engine check_host)
@@ -78,7 +74,6 @@ PASSTHROUGH = (
     "kbisect.model",
     "kbisect.workflows.strategy",
     "kbisect.workflows.verdict",
-    "kbisect.workflows.judge",
     "kbisect.workflows.details",
     "kbisect.workflows.job_state",
     "kbisect.workflows.activity_calls",  # stateless; its timeouts can be tuned in tests
@@ -138,7 +133,7 @@ class BisectWorkflow:
 
     @mark.validator
     def _validate_mark(self, req: MarkRequest) -> None:
-        if self._state is None:
+        if self._state is None or self._engine is None:
             raise ValueError("the job is still validating: mark once it is bisecting")
         if req.verdict not in tuple(Verdict):
             raise ValueError(f"verdict must be good, bad or skip, not {req.verdict!r}")
@@ -160,39 +155,19 @@ class BisectWorkflow:
     # --- the job ---------------------------------------------------------------------
     @workflow.run
     async def run(self, req: BisectRequest) -> BisectResult:
+        """Validate the range, boot what the engine asks for until it has decided, then
+        verify, trace and report the answer."""
         calls = JobActivities(req, self._blocking)
         try:
             state = await self._validate(req, calls)
-            if workflow.patched(ENGINE_PATCH):
-                return await self._run_engine(state, calls)
-            calibration = await self._calibrate(state, calls)
+            workflow.deprecate_patch(ENGINE_PATCH)
+            engine = self._start_engine(state)
+            await self._search(state, calls, engine)
+            return await self._conclude(state, calls, engine)
         except JobFailed as err:
-            if workflow.patched(FAILED_STATUS_PATCH):
-                self._set_status(JobStatus.FAILED, err.message)
+            workflow.deprecate_patch(FAILED_STATUS_PATCH)
+            self._set_status(JobStatus.FAILED, err.message)
             raise
-        differs, why = calibration.differs()
-        if not differs:
-            message = f"endpoints do not differ: {why}"
-            return self._finish(JobStatus.NO_DIFFERENCE, None, [], message)
-        self._set_status(JobStatus.BISECTING, why)
-        await self._rounds(state, calls, calibration)
-        result = strategy.outcome(state.search)
-        assert result is not None
-        if not result.culprit:
-            return self._finish(
-                JobStatus.AMBIGUOUS,
-                None,
-                result.candidates,
-                f"skipped commits leave {len(result.candidates)} candidates; one of them "
-                f"is the {state.mode.change_word}",
-            )
-        subject = state.subjects.get(result.culprit, "")
-        message = f"{state.mode.culprit_word} commit: {result.culprit} {subject}"
-        if req.verify and workflow.patched(VERIFY_PATCH):
-            v = await self._verify(state, calls, result.culprit, calibration)
-            self._progress.verification = v
-            message += f"; {v.status}: {v.message}"
-        return self._finish(JobStatus.FOUND, result.culprit, result.candidates, message)
 
     async def _validate(self, req: BisectRequest, calls: JobActivities) -> JobState:
         self._sa = req.search_attributes
@@ -208,102 +183,7 @@ class BisectWorkflow:
         self._progress.old, self._progress.new = job.old, job.new
         return state
 
-    async def _calibrate(self, state: JobState, calls: JobActivities) -> Calibration:
-        """Both endpoints, built and tested: they anchor every verdict."""
-        self._set_status(JobStatus.CALIBRATING, "scoring both endpoints")
-        job = state.job
-        old, new = job.old[0], job.new
-        self._progress.current = [old, new]
-        (b_old, t_old), (b_new, t_new) = await asyncio.gather(
-            self._evaluate(state, calls, old), self._evaluate(state, calls, new)
-        )
-        self._progress.current = []
-        for commit, b, t, is_old in ((old, b_old, t_old, True), (new, b_new, t_new, False)):
-            word = state.mode.old_word if is_old else state.mode.new_word
-            problem = judge.endpoint_problem(word, commit, b, t)
-            if problem:
-                raise JobFailed(problem)
-            assert t is not None
-            subject = state.subjects.get(commit, "")
-            self._record(
-                judge.endpoint_step(commit, subject, is_old, state.mode, b, t, job.primary)
-            )
-        assert t_old is not None and t_new is not None
-        return Calibration(metric=job.primary, old=t_old.samples, new=t_new.samples)
-
-    async def _rounds(self, state: JobState, calls: JobActivities, cal: Calibration) -> None:
-        """Each round tests the commits that best split the candidates, until one is left."""
-        rounds = 0
-        while nxt := strategy.spread_commits(state.search, state.req.parallel):
-            rounds += 1
-            await asyncio.gather(*(self._step(state, calls, c, cal, rounds) for c in nxt))
-
-    async def _step(
-        self, state: JobState, calls: JobActivities, commit: str, cal: Calibration, round_: int
-    ) -> None:
-        self._progress.current.append(commit)
-        self._refresh()
-        build, test = await self._evaluate(state, calls, commit)
-        self._progress.current.remove(commit)
-        job, mode = state.job, state.mode
-        step = Step(commit, state.subjects.get(commit, ""), Verdict.SKIP, StepSource.TEST)
-        step.round = round_
-        j = judge.judge_step(step, build, test, cal, job.primary, mode)
-        if judge.needs_retest(j) and workflow.patched(RETEST_PATCH):
-            assert build.artifact is not None and test is not None
-            again = await calls.test(job, commit, build.artifact, job.repetitions * 2)
-            j = judge.judge_retested(step, build, test, again, cal, job.primary, mode)
-        if commit in state.search.marks:
-            mark = verdict_for(state.search.marks[commit], mode)
-            j.step.note = f"a person marked it {mark} meanwhile; kept"
-            self._record(j.step)
-            return
-        self._apply(commit, j.state, j.step)
-
-    async def _verify(
-        self, state: JobState, calls: JobActivities, culprit: str, cal: Calibration
-    ) -> Verification:
-        """Revert the culprit on the new endpoint (or apply the fix to the old one) and test
-        that: it must behave like the old endpoint (or like the new one)."""
-        revert = state.req.mode == "regression"
-        onto = state.job.new if revert else state.job.old[0]
-        v = Verification(
-            kind="revert" if revert else "backport",
-            change=culprit,
-            onto=onto,
-            status=VerificationStatus.INCONCLUSIVE,
-            message="",
-        )
-        where = "reverted on the new endpoint" if revert else "applied to the old endpoint"
-        self._set_status(JobStatus.VERIFYING, f"testing {culprit[:12]} {where}")
-        try:
-            made = await calls.prepare_verify(culprit, onto, revert)
-            v.commit, v.subject = made.commit, made.subject
-            if made.commit is None:
-                v.message = made.error
-                return v
-            self._progress.current = [made.commit]
-            self._refresh()
-            build, test = await self._evaluate(state, calls, made.commit)
-        except ActivityError as err:  # the bisection's answer stands without it
-            v.message = f"could not verify: {cause(err)}"
-            return v
-        finally:
-            self._progress.current = []
-        return judge.verification_of(v, build, test, cal, state.job.primary)
-
-    async def _evaluate(
-        self, state: JobState, calls: JobActivities, commit: str
-    ) -> tuple[BuildResult, TestResult | None]:
-        build = await calls.build(commit, state.job.testcase)
-        if build.subject:
-            state.subjects.setdefault(commit, build.subject)
-        if not build.ok:
-            return build, None
-        assert build.artifact is not None
-        return build, await calls.test(state.job, commit, build.artifact, state.job.repetitions)
-
-    # --- the evidence engine (ENGINE_PATCH) ------------------------------------------
+    # --- the search -----------------------------------------------------------------
     @staticmethod
     def _host_checks() -> tuple[bool, bool]:
         """(controls, controls v2): what the engine of this history does about the host."""
@@ -311,8 +191,7 @@ class BisectWorkflow:
             return False, False
         return True, workflow.patched(CONTROLS_V2_PATCH)
 
-    async def _run_engine(self, state: JobState, calls: JobActivities) -> BisectResult:
-        """Boot what the engine wants until it has decided; then verify and finish."""
+    def _start_engine(self, state: JobState) -> Engine:
         engine = Engine(
             state.search.graph,
             state.job.new,
@@ -320,6 +199,10 @@ class BisectWorkflow:
             engine_report.config_of(state.req, state.job, *self._host_checks()),
         )
         self._engine, state.search = engine, engine.search
+        return engine
+
+    async def _search(self, state: JobState, calls: JobActivities, engine: Engine) -> None:
+        """Boot what the engine wants, a round at a time, until it has decided."""
         self._set_status(JobStatus.CALIBRATING, "booting both endpoints until they differ")
         same_kernel = workflow.patched(SAME_KERNEL_PATCH)
         round_ = 0
@@ -344,7 +227,6 @@ class BisectWorkflow:
         self._record_decisions(state, round_)
         if self._progress.status == JobStatus.CALIBRATING:
             self._record_endpoints(state)
-        return await self._conclude(state, calls, engine)
 
     async def _same_kernels(
         self, state: JobState, calls: JobActivities, engine: Engine, commits: list[str]
@@ -379,7 +261,7 @@ class BisectWorkflow:
         m.build_seconds = build.seconds
         if commit in (engine.old_end, engine.new_end):
             word = state.mode.old_word if commit == engine.old_end else state.mode.new_word
-            if problem := judge.endpoint_problem(word, commit, build, test):
+            if problem := endpoint_problem(word, commit, build, test):
                 raise JobFailed(problem)
         if test is None or test.status != TestStatus.OK:
             m.failed = StepSource(test.status) if test else StepSource.BUILD_FAILED
@@ -471,7 +353,7 @@ class BisectWorkflow:
             f"({res.confidence:.1%} sure; {state.job.primary} {res.effect})"
         )
         if state.req.verify:
-            v = await self._verify_engine(state, calls, engine, res.culprit)
+            v = await self._verify(state, calls, engine, res.culprit)
             self._progress.verification = v
             message += f"; {v.status}: {v.message}"
         if state.req.trace and workflow.patched(TRACE_PATCH):
@@ -512,9 +394,11 @@ class BisectWorkflow:
                 step.confidence = engine.certainty(step.commit)
                 step.note = f"{boots(step.boots)}, {step.confidence:.1%} sure"
 
-    async def _verify_engine(
+    async def _verify(
         self, state: JobState, calls: JobActivities, engine: Engine, culprit: str
     ) -> Verification:
+        """Revert the culprit on the new endpoint (or apply the fix to the old one) and boot
+        that: it must behave like the old endpoint (or like the new one)."""
         revert = state.req.mode == "regression"
         onto = state.job.new if revert else state.job.old[0]
         v = Verification(
@@ -571,13 +455,10 @@ class BisectWorkflow:
         self._refresh()
 
     def _apply(self, commit: str, state: State, step: Step) -> None:
-        assert self._state is not None
-        if self._engine is not None:
-            self._engine.mark(commit, state)
-            self._recorded.add(commit)
-            self._marked_meanwhile.add(commit)
-        else:
-            self._state.search.mark(commit, state)
+        assert self._engine is not None
+        self._engine.mark(commit, state)
+        self._recorded.add(commit)
+        self._marked_meanwhile.add(commit)
         self._record(step)
 
     def _refresh(self) -> None:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
+from kbisect.contract import BuildResult, TestResult, TestStatus
 from kbisect.workflows.evidence import Boot, relative, score
 from kbisect.workflows.stats import robust_mean, t_quantile, t_sf2, trimmed, winsorized_ss
 
@@ -151,3 +152,19 @@ def compare_endpoints(
         )
     want = next((k for k in LOOKS if k > n), cap)
     return EndpointVerdict(Gate.MORE, effect, effect.describe(), want=min(want, cap))
+
+
+def endpoint_problem(word: str, commit: str, build: BuildResult, test: TestResult | None) -> str:
+    """Why an endpoint cannot anchor the bisection ('' when it can): the user passed it."""
+    if not build.ok:
+        return (
+            f"the {word} endpoint {commit[:12]} does not build: {build.error} "
+            f"(log: {build.log}); pass a {word} revision that builds"
+        )
+    if test is None or test.status != TestStatus.OK:
+        error, console = (test.error, test.console) if test else ("no test ran", "")
+        return (
+            f"the {word} endpoint {commit[:12]} failed: {error} "
+            f"(console: {console}); pass a {word} revision that runs the testcase"
+        )
+    return ""

@@ -32,16 +32,9 @@ class JobState:
 
 
 def range_of(job: ValidatedJob) -> tuple[Graph, dict[str, str]]:
-    """The job's commit graph and the subjects it carries (compact or, for jobs recorded
-    before it, the list of nodes)."""
-    if job.order:
-        parents = {
-            h: tuple(job.order[i] for i in idx)
-            for h, idx in zip(job.order, job.parent_index, strict=True)
-        }
-        return Graph(parents=parents, order=tuple(job.order)), dict(job.subjects)
-    graph = Graph(
-        parents={c.hash: tuple(c.parents) for c in job.commits},
-        order=tuple(c.hash for c in job.commits),
-    )
-    return graph, {c.hash: c.subject for c in job.commits}
+    """The job's commit graph and the subjects it carries."""
+    parents = {
+        h: tuple(job.order[i] for i in idx)
+        for h, idx in zip(job.order, job.parent_index, strict=True)
+    }
+    return Graph(parents=parents, order=tuple(job.order)), dict(job.subjects)

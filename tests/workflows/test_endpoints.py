@@ -5,7 +5,9 @@ import random
 
 import pytest
 
-from kbisect.workflows.endpoints import Gate, compare_endpoints
+from kbisect.contract import BuildResult, TestResult, TestStatus, Verdict
+from kbisect.model import Artifact
+from kbisect.workflows.endpoints import Gate, compare_endpoints, endpoint_problem
 from kbisect.workflows.evidence import Boot
 
 
@@ -82,3 +84,17 @@ def test_one_wild_boot_does_not_hide_a_regression() -> None:
 def test_a_repetition_per_boot_is_not_taken_for_a_counter() -> None:
     # one sample per boot shows no spread, but says nothing about the noise
     assert gate(boots(170, 1, reps=1), boots(150, 1, reps=1))[0] == Gate.MORE
+
+
+def test_endpoint_problems_name_the_endpoint_and_what_to_do() -> None:
+    art = Artifact(commit="c", tree="t", config_hash="h", kernel="/k", config="/c", build_log="/l")
+    built = BuildResult(commit="c", ok=True, artifact=art, seconds=12.0)
+    broken = BuildResult(commit="c", ok=False, error="kernel does not build: x.c", seconds=3.0)
+    ok = TestResult("c", TestStatus.OK, {"sectors": 512.0}, [512.0], seconds=5.0)
+    assert endpoint_problem(Verdict.GOOD, "a" * 40, built, ok) == ""
+    problem = endpoint_problem(Verdict.GOOD, "a" * 40, broken, None)
+    assert problem.startswith("the good endpoint aaaaaaaaaaaa does not build")
+    assert problem.endswith("pass a good revision that builds")
+    boot = TestResult("c", TestStatus.BOOT_FAILED, error="panic: y", console="/con")
+    problem = endpoint_problem(Verdict.BAD, "b" * 40, built, boot)
+    assert "failed: panic: y (console: /con)" in problem
