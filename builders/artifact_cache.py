@@ -3,26 +3,29 @@
 A compile failure is cached too (it is as deterministic as a success), but only with
 the compiler or linker line that proves it; a host failure never is.
 
-Every file is written under a unique temporary name and renamed into place, so a reader
-(another worker, a VM booting the image) sees an old whole file or a new whole one. An
-entry that is torn or foreign (from an older kbisect, a moved cache, a crash) is a miss:
-rebuilt, never trusted, never a crash.
+Every file is written under a unique temporary name, synced to the disk and renamed into
+place (then its folder synced), so a reader (another worker, a VM booting the image) sees
+an old whole file or a new whole one, and a crash never leaves meta.json naming a file
+whose blocks never reached the disk. An entry that is torn, foreign (from an older
+kbisect, a moved cache) or damaged (a file no longer matches the sha256 stored with it)
+is a miss: rebuilt, never trusted, never a crash, never a verdict.
 """
 
+import hashlib
 import json
 import logging
 import os
 import shutil
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, TextIO
 
 from kbisect import settings
 from kbisect.builders.classify import TreeBuildError, is_tree_error
-from kbisect.errors import KernelBuildError
+from kbisect.errors import InfraError, KernelBuildError
 from kbisect.model import Artifact
 
 log = logging.getLogger(__name__)
@@ -66,6 +69,11 @@ def lookup(tree: str, config_hash: str, commit: str) -> Artifact | None:
     art = _artifact(meta, adir, tree, config_hash)
     if art is None:
         log.warning("%s: torn or foreign cache entry: rebuilding", adir.name)
+        return None
+    damage = _damage(adir, art, meta.get("digests", {}))
+    if damage:
+        log.warning("%s: %s: evicted, rebuilding", adir.name, damage)
+        _evict(adir)
         return None
     _touch(adir)
     return Artifact(**{**asdict(art), "commit": commit, "cached": True, "seconds": 0.0})
@@ -114,6 +122,95 @@ def _artifact(meta: dict[str, Any], adir: Path, tree: str, config_hash: str) -> 
     )
 
 
+def _damage(adir: Path, art: Artifact, digests: object) -> str:
+    """Why the entry's files are not the ones stored ('' when they are): each is checked
+    against its sha256, the image against the artifact's own."""
+    if not art.image_sha256:
+        return "bzImage has no sha256 to check it by"
+    if not isinstance(digests, dict) or not all(
+        isinstance(v, str) and _inside(k) for k, v in digests.items()
+    ):
+        return "meta.json's digests are torn or foreign (no sha256 to check by)"
+    for name, want in {**digests, Path(art.kernel).name: art.image_sha256}.items():
+        try:
+            got = _digest(adir / name)
+        except OSError as exc:
+            return f"{name} is unreadable ({exc.strerror}), so its sha256 cannot be checked"
+        if got != want:
+            return f"{name} does not match its sha256 (damaged on disk)"
+    return ""
+
+
+def _inside(name: object) -> bool:
+    """A path relative to the entry that stays in it (meta.json is read, not trusted)."""
+    return (
+        isinstance(name, str)
+        and bool(name)
+        and not Path(name).is_absolute()
+        and (".." not in Path(name).parts)
+    )
+
+
+def _digest(path: Path) -> str:
+    """A file's sha256; a folder's: each file's relative path and sha256, each symlink's
+    target, in a fixed order (symlinks are not followed)."""
+    if not path.is_dir() or path.is_symlink():
+        with open(path, "rb") as fh:
+            return hashlib.file_digest(fh, "sha256").hexdigest()
+    h = hashlib.sha256()
+    for dirpath, dirnames, filenames in os.walk(path):
+        dirnames.sort()
+        for name in sorted([*dirnames, *filenames]):
+            full = Path(dirpath, name)
+            rel = str(full.relative_to(path)).encode()
+            if full.is_symlink():
+                h.update(b"L" + rel + b"\0" + os.readlink(full).encode() + b"\0")
+            elif not full.is_dir():
+                h.update(b"F" + rel + b"\0" + _digest(full).encode() + b"\0")
+    return h.hexdigest()
+
+
+def _evict(adir: Path) -> None:
+    """The entry is no longer one (its meta.json goes): the next build of it is a miss
+    and replaces its files; `kbisect gc` removes what stays behind."""
+    with suppress(OSError):
+        (adir / "meta.json").unlink(missing_ok=True)
+
+
+def check_before_boot(art: Artifact) -> None:
+    """Before a boot: the image is byte for byte the one built or unpacked (its sha256),
+    and its cache folder is marked used (kbisect gc keeps what running jobs boot).
+    InfraError when it changed or is gone (retried, never a verdict); a damaged cache
+    entry is evicted so the next build of it rebuilds."""
+    if not art.image_sha256:
+        return  # nothing recorded to check it by
+    image = Path(art.kernel)
+    holder = _holder(image)
+    redo = "cancel the job and start it again: that kernel is rebuilt, the others are cached"
+    try:
+        got = _digest(image)
+    except OSError as exc:
+        raise InfraError(f"the kernel image {image} is gone or unreadable: {redo}") from exc
+    if got != art.image_sha256:
+        log.warning("%s does not match its sha256 (damaged on disk): evicted", image)
+        if holder is not None and holder.parent.name == "artifacts":
+            _evict(holder)
+        raise InfraError(f"the kernel image {image} does not match its sha256 (damaged): {redo}")
+    if holder is not None:
+        with suppress(OSError):  # only a hint for gc, as _touch
+            os.utime(holder / "meta.json" if (holder / "meta.json").exists() else holder)
+
+
+def _holder(image: Path) -> Path | None:
+    """The cache folder kbisect gc ages that holds this image: a build's entry or an
+    unpacked prebuilt package; None for a file outside the cache (the user's own)."""
+    cache = settings.cache_dir()
+    for base in (cache / "artifacts", cache / "prebuilt" / "unpacked"):
+        if base in image.parents and image.parent != base:
+            return base / image.relative_to(base).parts[0]
+    return None
+
+
 def _nonempty(path: Path) -> bool:
     try:
         return path.is_file() and path.stat().st_size > 0
@@ -130,7 +227,16 @@ def _touch(adir: Path) -> None:
 
 
 def store(artifact_dir: Path, artifact: Artifact) -> None:
-    _write_meta(artifact_dir, {"status": "ok", "artifact": asdict(artifact)})
+    """Publish the entry; the sha256 of each of its files (the image's is the artifact's)
+    goes with it, checked on every hit."""
+    files = [artifact.config, artifact.sources, artifact.modules]
+    digests = {
+        str(Path(f).relative_to(artifact_dir)): _digest(Path(f))
+        for f in files
+        if f and Path(f).is_relative_to(artifact_dir)
+    }
+    meta: dict[str, object] = {"status": "ok", "artifact": asdict(artifact), "digests": digests}
+    _write_meta(artifact_dir, meta)
 
 
 def store_failure(artifact_dir: Path, error: KernelBuildError) -> None:
@@ -171,10 +277,12 @@ def keep_tree(src: Path, artifact_dir: Path, name: str) -> str:
     tmp = Path(tempfile.mkdtemp(dir=parent, prefix=f".{src.name}.")) / "t"
     try:
         shutil.copytree(src, tmp, symlinks=True)
+        _sync_tree(tmp)
         old = dst.with_name(f".{src.name}.old")
         if dst.exists():
             os.replace(dst, old)
         os.replace(tmp, dst)
+        _sync(parent)
         shutil.rmtree(old, ignore_errors=True)
     finally:
         shutil.rmtree(tmp.parent, ignore_errors=True)
@@ -198,9 +306,29 @@ def _atomic(dst: Path) -> Iterator[Path]:
     tmp = Path(name)
     try:
         yield tmp
+        _sync(tmp)
         os.replace(tmp, dst)
+        _sync(dst.parent)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _sync(path: Path) -> None:
+    """Flush a file's or a folder's (its names') writes to the disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _sync_tree(root: Path) -> None:
+    """Every file and folder under root on the disk (symlinks are names in their folder)."""
+    for dirpath, _, filenames in os.walk(root):
+        for name in filenames:
+            if not os.path.islink(os.path.join(dirpath, name)):
+                _sync(Path(dirpath, name))
+        _sync(Path(dirpath))
 
 
 class BuildLog:
@@ -216,7 +344,10 @@ class BuildLog:
         self.file: TextIO = open(fd, "w", errors="replace")
 
     def publish(self, name: str) -> Path:
+        self.file.flush()
+        os.fsync(self.file.fileno())
         self.file.close()
         dst = self.dir / name
         os.replace(self.tmp, dst)
+        _sync(self.dir)
         return dst
