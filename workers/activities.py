@@ -20,7 +20,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from kbisect.backends import Builder, Machine
-from kbisect.builders import kconfig
+from kbisect.builders import artifact_cache, kconfig
 from kbisect.builders.sources import inert_commits, read_sources
 from kbisect.contract import (
     BUILD,
@@ -215,6 +215,7 @@ class VmActivities:
             req.repetitions,
             self.machine.name,
         )
+        artifact_cache.check_before_boot(req.artifact)  # a changed image: retried, no verdict
         return with_heartbeats(lambda report: self._run(req, manifest, report))
 
     def _run(
@@ -264,4 +265,5 @@ class VmActivities:
                 return TraceResult(commit=req.commit, error=str(exc))
             return TraceResult(commit=req.commit, diagnostics=d.to_json())
 
+        artifact_cache.check_before_boot(req.artifact)
         return with_heartbeats(traced)
