@@ -5,6 +5,8 @@ A tree is its mirror, `$KBISECT_CACHE/trees/NAME.git`, and nothing else: its rem
 and followed branch live in the mirror's own git config, so build and VM hosts that share
 the cache see the same trees. Fetches copy only branches and tags (refspecs, never
 `--mirror`), so the `refs/kbisect/` refs a job writes there survive the next fetch.
+A URL's credentials (`https://user:token@host/...`) are fetched with, never shown: what
+is printed or posted has `***` in their place (`redact`).
 """
 
 import fcntl
@@ -24,6 +26,8 @@ NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 URL_SCHEMES = ("git://", "http://", "https://", "ssh://", "file://")
 SCP_LIKE = re.compile(r"[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[^-].*")
 BRANCH = re.compile(r"[A-Za-z0-9._/-]{1,200}")
+# A URL's userinfo: after "://", up to the last "@" before the path (a raw "@" may be in it).
+USERINFO = re.compile(r"(?<=://)[^/\s]*@")
 FETCH_TIMEOUT = 3600.0  # a first fetch of a whole kernel history takes a while
 JOB_FETCH_TIMEOUT = 480.0  # a job's fetch is incremental, inside a 10-minute activity
 # Transports a fetch may use: no ext::, fd:: or any remote helper a URL could name.
@@ -40,8 +44,23 @@ class Tree:
     branch: str | None  # None: every branch
     path: Path
 
+    @property
+    def shown_url(self) -> str:
+        """The URL as printed or posted: without its credentials."""
+        return redact(self.url)
+
     def to_json(self) -> dict[str, str | None]:
-        return {"name": self.name, "url": self.url, "branch": self.branch, "path": str(self.path)}
+        return {
+            "name": self.name,
+            "url": self.shown_url,
+            "branch": self.branch,
+            "path": str(self.path),
+        }
+
+
+def redact(text: str) -> str:
+    """text with every URL's user and password (`https://user:token@host`) as `***`."""
+    return USERINFO.sub("***@", text)
 
 
 def check_name(name: str) -> str:
@@ -63,7 +82,8 @@ def check_url(url: str) -> str:
     if SCP_LIKE.fullmatch(url):
         return url
     raise UserError(
-        f"invalid tree URL {url!r}: give git://, http(s)://, ssh://, file:// or an absolute path"
+        f"invalid tree URL {redact(url)!r}: give git://, http(s)://, ssh://, file:// or an "
+        "absolute path"
     )
 
 
@@ -102,7 +122,7 @@ class Trees:
             check_branch(branch)
         if path.exists():
             raise UserError(
-                f"tree {name!r} exists ({self.get(name).url}): 'kbisect tree fetch {name}' "
+                f"tree {name!r} exists ({self.get(name).shown_url}): 'kbisect tree fetch {name}' "
                 "updates it"
             )
         self.root.mkdir(parents=True, exist_ok=True)
@@ -173,10 +193,10 @@ def _fetch(path: Path, url: str, timeout: float = FETCH_TIMEOUT) -> None:
                 check=False,
             )
         except subprocess.TimeoutExpired as exc:
-            raise InfraError(f"fetching {url} took over {timeout:.0f} s") from exc
+            raise InfraError(f"fetching {redact(url)} took over {timeout:.0f} s") from exc
     if proc.returncode != 0:
         err = proc.stderr.decode(errors="replace").strip().splitlines()
         why = next((e for e in err if "fatal:" in e), err[-1] if err else "git fetch failed")
-        raise InfraError(f"could not fetch {url}: {why.removeprefix('fatal: ')}")
+        raise InfraError(redact(f"could not fetch {url}: {why.removeprefix('fatal: ')}"))
     if not Git(path).run("for-each-ref", "--count=1", "refs/heads/").strip():
-        raise UserError(f"{url} has no branches to fetch (check the URL and --branch)")
+        raise UserError(f"{redact(url)} has no branches to fetch (check the URL and --branch)")

@@ -7,13 +7,15 @@ import json
 from kbisect.cli import output
 from kbisect.cli.output import note, out
 from kbisect.settings import Settings
-from kbisect.trees import Trees
+from kbisect.trees import Trees, redact
 
 
 def cmd_add(args: argparse.Namespace, settings: Settings) -> int:
-    note(f"fetching {args.url} into tree {args.name} (a whole kernel history takes a while)")
+    url = redact(args.url)  # fetched with its credentials, printed without
+    note(f"fetching {url} into tree {args.name} (a whole kernel history takes a while)")
     tree = Trees(settings).add(args.name, args.url, args.branch)
-    out(f"added tree {tree.name}: {tree.url} ({tree.branch or 'all branches'}) at {tree.path}")
+    branch = tree.branch or "all branches"
+    out(f"added tree {tree.name}: {tree.shown_url} ({branch}) at {tree.path}")
     return 0
 
 
@@ -24,7 +26,7 @@ def cmd_list(args: argparse.Namespace, settings: Settings) -> int:
     elif not trees:
         out("no trees yet: add one with 'kbisect tree add NAME URL'")
     else:
-        rows = [(t.name, t.url, t.branch or "*", str(t.path)) for t in trees]
+        rows = [(t.name, t.shown_url, t.branch or "*", str(t.path)) for t in trees]
         out(output.columns(("TREE", "URL", "BRANCH", "MIRROR"), rows))
     return 0
 
@@ -33,7 +35,7 @@ def cmd_fetch(args: argparse.Namespace, settings: Settings) -> int:
     trees = Trees(settings)
     for name in args.names or [t.name for t in trees.all()]:
         tree = trees.fetch(name)
-        out(f"fetched tree {tree.name} from {tree.url}")
+        out(f"fetched tree {tree.name} from {tree.shown_url}")
     return 0
 
 

@@ -170,3 +170,29 @@ def test_request_needs_exactly_one_of_repo_and_tree(upstream: Path, settings: Se
     unknown = JobOptions(good=["v1"], bad="master", testcase="x", tree="nope")
     with pytest.raises(UserError, match="no tree 'nope'"):
         checked_request(unknown, settings)
+
+
+def test_a_urls_credentials_are_never_printed(
+    upstream: Path,
+    settings: Settings,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`https://user:token@host/...`: the mirror fetches with it, nothing shows it."""
+    from kbisect.cli import main
+
+    for var in ("KBISECT_DATA", "KBISECT_LOCK_DIR"):
+        monkeypatch.setenv(var, str(tmp_path / var))
+    url = f"http://kb:glpat-SECRET123@127.0.0.1:{_free_port()}/linux.git"  # nothing listens
+    tree = Trees(settings).add("lab", str(upstream))
+    Git(tree.path).run("config", "remote.origin.url", url)
+    assert Trees(settings).get("lab").url == url  # what git fetches with
+    assert main(["tree", "list"]) == 0
+    assert main(["tree", "list", "--json"]) == 0
+    assert main(["tree", "fetch", "lab"]) == 6
+    assert main(["tree", "add", "other", url]) == 2
+    printed = capsys.readouterr()
+    text = printed.out + printed.err
+    assert "SECRET123" not in text and "kb:" not in text, text
+    assert text.count("http://***@127.0.0.1:") == 5, text  # list, json, fetch, add (2)
