@@ -17,6 +17,9 @@ if TYPE_CHECKING:
 # --repetitions above this many times the testcase's own count is almost surely a typo
 # (a job's test timeout grows with it); a manifest may set `max_repetitions`.
 REPETITIONS_FACTOR = 10
+# --parallel K starts K builds and VMs at once (and a local service with room for them):
+# beyond this it is a typo, or a door's user asking for a whole farm.
+MAX_PARALLEL = 32
 
 
 @dataclass
@@ -78,9 +81,9 @@ def checked_request(opts: JobOptions, settings: Settings) -> BisectRequest:
 
     if opts.mode not in tuple(Mode):
         raise UserError(f"unknown mode {opts.mode!r}: use regression or fix")
-    if opts.parallel < 1:
+    if not 1 <= opts.parallel <= MAX_PARALLEL:
         raise UserError(
-            f"parallel {opts.parallel}: give a number of commits, 1 or more (--parallel K; "
+            f"parallel {opts.parallel}: give 1 to {MAX_PARALLEL} commits at once (--parallel K; "
             "parallel=K in chat)"
         )
     repo = repository(opts, settings)
