@@ -108,6 +108,11 @@ class EventLines:
         self.boots = 0
 
     def update(self, p: Progress) -> None:
+        # A poll sees a boot once the job may have moved on: the boot of a commit that
+        # is not newly under test goes before the steps and the next "testing" line.
+        boot_first = not self._newly_tested(p)
+        if boot_first:
+            self._boot(p)
         self.finish(p.steps, p.metric)
         if p.status != self.status or (p.message and p.message != self.message):
             self.write(one_line(f"{p.status}: {p.message}" if p.message else p.status))
@@ -115,6 +120,17 @@ class EventLines:
         if p.current and p.current != self.current:
             self.write("testing " + ", ".join(c[:12] for c in p.current))
         self.current = list(p.current)
+        if not boot_first:
+            self._boot(p)
+
+    def _newly_tested(self, p: Progress) -> bool:
+        """The latest boot's commit (last_boot starts with it) is under test since this poll."""
+        commit = p.last_boot.split(" ", 1)[0]
+        return bool(commit) and any(
+            c.startswith(commit) for c in p.current if c not in self.current
+        )
+
+    def _boot(self, p: Progress) -> None:
         if p.boots != self.boots and p.last_boot:
             self.write(f"boot {p.boots}: {p.last_boot}")
             self.boots = p.boots

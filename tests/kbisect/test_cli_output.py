@@ -97,3 +97,44 @@ def test_try_says_when_the_guest_reached_init_and_its_testcase() -> None:
     ]
     assert guest_times(records) == {"booted_at": 2.41, "started_at": 3.9}
     assert guest_times([{"event": "booted", "kernel": "6.1"}]) == {}  # an older guest
+
+
+def test_a_boot_line_follows_its_own_steps_testing_line() -> None:
+    """Polls see a boot only once the job has moved on: the commit under test is already
+    the next one. The boot line still comes under the step it belongs to."""
+    a, b, c = "a" * 40, "b" * 40, "c" * 40
+    lines: list[str] = []
+    events = EventLines(lines.append)
+    p = Progress(status="bisecting", metric="x", current=[a])
+    events.update(p)
+    p.current, p.boots, p.last_boot = [b], 1, f"{a[:12]} boot 1: x 8"  # a booted, b next
+    events.update(p)
+    p.boots, p.last_boot = 2, f"{b[:12]} boot 1: x 9"  # b's own boot, still under test
+    events.update(p)
+    p.current, p.boots, p.last_boot = [c], 3, f"{c[:12]} boot 1: x 7"  # c began and booted
+    events.update(p)
+    assert lines == [
+        "bisecting",
+        f"testing {a[:12]}",
+        f"boot 1: {a[:12]} boot 1: x 8",
+        f"testing {b[:12]}",
+        f"boot 2: {b[:12]} boot 1: x 9",
+        f"testing {c[:12]}",
+        f"boot 3: {c[:12]} boot 1: x 7",
+    ]
+
+
+def test_a_boot_line_comes_before_the_step_it_decided() -> None:
+    a, b = "a" * 40, "b" * 40
+    lines: list[str] = []
+    events = EventLines(lines.append)
+    p = Progress(status="bisecting", metric="x", current=[a])
+    events.update(p)
+    p.steps = [_step(a, "bad", 8.0)]
+    p.current, p.boots, p.last_boot = [b], 1, f"{a[:12]} boot 1: x 8"
+    events.update(p)
+    assert lines[2:] == [
+        f"boot 1: {a[:12]} boot 1: x 8",
+        f"step 1: {a[:12]} bad x=8",
+        f"testing {b[:12]}",
+    ]
