@@ -1,6 +1,8 @@
 """Config: `make tinyconfig`, then the base and the testcase's fragments, then olddefconfig."""
 
 import hashlib
+import os
+from contextlib import suppress
 from pathlib import Path
 
 from kbisect.errors import InfraError, UserError
@@ -101,7 +103,10 @@ def store_config(text: str, cache: Path) -> str:
     folder = cache / "configs"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{hashlib.sha256(text.encode()).hexdigest()[:24]}.config"
-    if not path.exists():
+    if path.exists():
+        with suppress(OSError):  # stored again by a new job: `kbisect gc` keeps it
+            os.utime(path)
+    else:
         tmp = path.with_suffix(".tmp")
         tmp.write_text(text)
         tmp.replace(path)
@@ -114,9 +119,12 @@ def stored_config(path: str) -> str:
     if not path:
         return ""
     try:
-        return Path(path).read_text()
+        text = Path(path).read_text()
     except OSError as exc:
         raise InfraError(
             f"the job's --config {path} is not readable on this build host: "
             "build hosts share KBISECT_CACHE"
         ) from exc
+    with suppress(OSError):  # only a hint for `kbisect gc`: a running job builds with it
+        os.utime(path)
+    return text

@@ -161,11 +161,15 @@ def build_image(
     for path in sorted(entries):
         h.update(path.encode() + b"\0" + hashlib.sha256(entries[path].data).digest())
     out = settings.cache_dir() / "images" / f"{h.hexdigest()[:24]}.cpio"
-    if not out.exists():
+    try:
+        os.utime(out)  # used now: `kbisect gc` removes images no boot used for a while
+    except FileNotFoundError:
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = out.with_suffix(".tmp")
         tmp.write_bytes(_newc(entries))
         os.replace(tmp, out)
+    except OSError:
+        pass  # not ours to touch: the mark is only a hint
     return GuestImage(
         initramfs=str(out),
         tools=tuple(sorted(set(tools))),

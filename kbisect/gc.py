@@ -1,11 +1,14 @@
 """`kbisect gc`: free the disk kbisect's cache takes, and the refs it wrote.
 
-What goes: QEMU run directories last written more than N days ago, build slots whose
-repository is gone, artifacts no build has used for N days (prebuilt kernels and kernel
-lists too), and `refs/kbisect/verify/*`
+What goes: QEMU run directories (console.log, disk images) last written more than N days
+ago, build slots whose repository is gone, artifacts no build or boot has used for N days
+(prebuilt kernels and kernel lists too), guest images (initramfs) no boot has used and
+job configs (--config) no job has stored or read for N days, and `refs/kbisect/verify/*`
 refs made more than N days ago in the repositories kbisect has built (each slot names
-its repository). What stays: anything written within N days, a slot whose lock is held
-(a build, or an orphan of a killed one, still writes there), a ref whose age is unknown.
+its repository). What stays: anything written or used within N days (each use touches
+it), a slot whose lock is held (a build, or an orphan of a killed one, still writes
+there), a ref whose age is unknown. Each worker runs it on its own cache on a timer
+(workers/worker.py); `kbisect gc` runs it by hand.
 """
 
 import os
@@ -23,8 +26,13 @@ from kbisect.git import Git
 from kbisect.settings import Settings
 
 DAY = 86400.0
+DEFAULT_DAYS = 14.0  # `kbisect gc`'s and the workers' timer's age
 RUN_NAME = re.compile(r"^(\d{8}-\d{6})-[0-9a-f]{8}$")  # as infra/qemu.py names them
 VERIFY_REFS = "refs/kbisect/verify/"
+# Names infra/initramfs.py and builders/kconfig.py give (a content hash), and their temp files.
+IMAGE_NAME = re.compile(r"^[0-9a-f]{24}\.cpio$")
+CONFIG_NAME = re.compile(r"^[0-9a-f]{24}\.config$")
+TEMP_NAME = re.compile(r"^[0-9a-f]{24}\.tmp$")
 
 
 @dataclass
@@ -33,12 +41,15 @@ class GcReport:
     runs: list[Path] = field(default_factory=list)
     slots: list[Path] = field(default_factory=list)
     artifacts: list[Path] = field(default_factory=list)
+    images: list[Path] = field(default_factory=list)  # guest initramfs images
+    configs: list[Path] = field(default_factory=list)  # jobs' stored --config files
     refs: list[tuple[Path, str]] = field(default_factory=list)  # (repository, ref)
     kept: list[str] = field(default_factory=list)  # old enough, kept, and why
     bytes_freed: int = 0  # what a dry run would free
 
     def removed_count(self) -> int:
-        return len(self.runs) + len(self.slots) + len(self.artifacts) + len(self.refs)
+        kinds = (self.runs, self.slots, self.artifacts, self.images, self.configs, self.refs)
+        return sum(len(k) for k in kinds)
 
 
 def collect(
@@ -61,6 +72,8 @@ def collect(
     if artifacts:
         _collect_artifacts(cache / "artifacts", cutoff, report)
         _collect_prebuilt(cache, cutoff, report)
+    _collect_files(cache / "images", IMAGE_NAME, cutoff, report, report.images)
+    _collect_files(cache / "configs", CONFIG_NAME, cutoff, report, report.configs)
     for repo in sorted(known):
         _collect_refs(repo, cutoff, report)
     return report
@@ -105,10 +118,44 @@ def _collect_artifacts(root: Path, cutoff: float, report: GcReport) -> None:
             _remove(entry, report)
             continue
         for tmp in entry.glob(".*.tmp"):  # left by a killed build: a live one is written to
-            if tmp.lstat().st_mtime < time.time() - DAY:
-                report.bytes_freed += tmp.lstat().st_size
-                if not report.dry_run:
-                    tmp.unlink(missing_ok=True)
+            _remove_stale(tmp, report)
+
+
+def _remove_stale(tmp: Path, report: GcReport) -> None:
+    """A temp file not written for a day: its writer was killed (a live one writes)."""
+    st = _lstat(tmp)
+    if st is not None and st.st_mtime < time.time() - DAY:
+        report.bytes_freed += st.st_size
+        if not report.dry_run:
+            tmp.unlink(missing_ok=True)
+
+
+def _lstat(path: Path) -> os.stat_result | None:
+    """None when it went meanwhile (a build published it, another gc removed it)."""
+    try:
+        return path.lstat()
+    except FileNotFoundError:
+        return None
+
+
+def _collect_files(
+    root: Path, name: re.Pattern[str], cutoff: float, report: GcReport, into: list[Path]
+) -> None:
+    """Files kbisect named in root, not used (each use touches them) since the cut-off."""
+    try:
+        files = sorted(p for p in root.iterdir() if p.is_file() and not p.is_symlink())
+    except FileNotFoundError:
+        return
+    for path in files:
+        if TEMP_NAME.match(path.name):
+            _remove_stale(path, report)
+            continue
+        st = _lstat(path) if name.match(path.name) else None
+        if st is not None and st.st_mtime < cutoff:
+            into.append(path)
+            report.bytes_freed += st.st_size
+            if not report.dry_run:
+                path.unlink(missing_ok=True)
 
 
 def _collect_prebuilt(cache: Path, cutoff: float, report: GcReport) -> None:
@@ -120,15 +167,17 @@ def _collect_prebuilt(cache: Path, cutoff: float, report: GcReport) -> None:
         *sorted((cache / "prebuilt" / "debs").glob("*.deb")),
     ]
     for path in unused:
-        used = _last_write(path) if path.is_dir() else path.lstat().st_mtime
-        if used < cutoff:
-            report.artifacts.append(path)
-            if path.is_dir():
+        if path.is_dir():
+            if _last_write(path) < cutoff:
+                report.artifacts.append(path)
                 _remove(path, report)
-            else:
-                report.bytes_freed += path.stat().st_size
-                if not report.dry_run:
-                    path.unlink(missing_ok=True)
+            continue
+        st = _lstat(path)
+        if st is not None and st.st_mtime < cutoff:
+            report.artifacts.append(path)
+            report.bytes_freed += st.st_size
+            if not report.dry_run:
+                path.unlink(missing_ok=True)
 
 
 def _known_repos(slots: Path) -> set[Path]:

@@ -1,11 +1,12 @@
-"""`kbisect gc`: prune old VM runs, unused artifacts, slots of gone repositories and old
-verify refs."""
+"""`kbisect gc`: prune old VM runs, unused artifacts, guest images and job configs, slots
+of gone repositories and old verify refs."""
 
 import argparse
 import json
 from pathlib import Path
 
 from kbisect.cli.output import out
+from kbisect.gc import DEFAULT_DAYS
 from kbisect.settings import Settings
 
 
@@ -23,6 +24,8 @@ def cmd_gc(args: argparse.Namespace, settings: Settings) -> int:
         *(("run", str(p)) for p in report.runs),
         *(("slot", str(p)) for p in report.slots),
         *(("artifact", str(p)) for p in report.artifacts),
+        *(("image", str(p)) for p in report.images),
+        *(("config", str(p)) for p in report.configs),
         *(("ref", f"{repo}:{ref}") for repo, ref in report.refs),
     ]
     if args.json:
@@ -40,13 +43,15 @@ def cmd_gc(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    g = sub.add_parser("gc", help="prune old runs, unused artifacts and build slots")
+    g = sub.add_parser(
+        "gc", help="prune old runs, unused artifacts, guest images, configs and build slots"
+    )
     g.add_argument(
         "--older-than",
         type=float,
-        default=14.0,
+        default=DEFAULT_DAYS,
         metavar="DAYS",
-        help="remove what was last used this many days ago or more (default 14)",
+        help=f"remove what was last used this many days ago or more (default {DEFAULT_DAYS:g})",
     )
     g.add_argument("--dry-run", action="store_true", help="list what would go; remove nothing")
     g.add_argument(

@@ -32,6 +32,23 @@ def test_gc_removes_old_runs_and_keeps_new_ones(
     assert not old.exists() and new.exists()
 
 
+def test_gc_lists_guest_images_and_configs_it_removes(
+    cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    image = cache / "images" / "0123456789abcdef01234567.cpio"
+    config = cache / "configs" / "0123456789abcdef01234567.config"
+    past = time.time() - 30 * 86400
+    for path in (image, config):
+        path.parent.mkdir(parents=True)
+        path.write_text("x")
+        os.utime(path, (past, past))
+    assert main(["gc", "--json"]) == 0
+    removed = json.loads(capsys.readouterr().out)["removed"]
+    assert {"kind": "image", "what": str(image)} in removed
+    assert {"kind": "config", "what": str(config)} in removed
+    assert not image.exists() and not config.exists()
+
+
 def test_gc_refuses_a_negative_age(cache: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["gc", "--older-than", "-1"]) == 2
     assert capsys.readouterr().err.startswith("kbisect: error: --older-than -1")

@@ -188,3 +188,68 @@ def test_prebuilt_kernels_and_kernel_lists_not_used_for_a_while_go(
     report = gc.collect(settings, older_than_days=30, dry_run=False)
     assert sorted(report.artifacts) == sorted([unpacked_old, stale_deb, listed.repo])
     assert Path(new.artifact.kernel).exists() and not unpacked_old.exists()
+
+
+def _file(path: Path, days_ago: float, size: int = 100) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"x" * size)
+    _age(path, days_ago)
+    return path
+
+
+def test_guest_images_and_job_configs_not_used_for_a_while_go(
+    settings: Settings, cache: Path
+) -> None:
+    old_image = _file(cache / "images" / "0123456789abcdef01234567.cpio", 40, 4000)
+    new_image = _file(cache / "images" / "fedcba9876543210fedcba98.cpio", 1)
+    old_config = _file(cache / "configs" / "0123456789abcdef01234567.config", 40, 3000)
+    new_config = _file(cache / "configs" / "fedcba9876543210fedcba98.config", 1)
+    mine = _file(cache / "configs" / "my-notes.txt", 40)  # not a name kbisect gives
+    torn = _file(cache / "images" / "aaaaaaaaaaaaaaaaaaaaaaaa.tmp", 3)  # a killed writer's
+    report = gc.collect(settings, older_than_days=30, dry_run=False)
+    assert report.images == [old_image] and report.configs == [old_config]
+    assert not old_image.exists() and not old_config.exists() and not torn.exists()
+    assert new_image.exists() and new_config.exists() and mine.exists()
+    assert report.bytes_freed >= 7000 and report.removed_count() == 2
+
+
+def test_a_guest_image_or_config_in_use_is_marked_used(settings: Settings, cache: Path) -> None:
+    """A boot reuses the cached image, a job's build reads its config, a new job stores
+    a config another stored weeks ago: each use marks it, so gc keeps it."""
+    from kbisect.builders import kconfig
+    from kbisect.infra import initramfs
+
+    image = Path(initramfs.build_image([], b"echo a\n", {}).initramfs)
+    config = Path(kconfig.store_config("CONFIG_X=y\n", cache))
+    for path in (image, config):
+        _age(path, 40)
+    assert initramfs.build_image([], b"echo a\n", {}).initramfs == str(image)
+    assert kconfig.store_config("CONFIG_X=y\n", cache) == str(config)
+    report = gc.collect(settings, older_than_days=30, dry_run=False)
+    assert report.images == [] and report.configs == [] and image.exists() and config.exists()
+    _age(config, 40)
+    assert kconfig.stored_config(str(config)) == "CONFIG_X=y\n"
+    assert gc.collect(settings, older_than_days=30, dry_run=False).configs == []
+
+
+def test_a_file_that_goes_while_gc_looks_is_skipped(
+    settings: Settings, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A build publishes (renames) its temp log, another gc removes a package, while this
+    one looks: gc goes on with the rest."""
+    entry = cache / "artifacts" / "cccc-3333"
+    entry.mkdir(parents=True)
+    (entry / "meta.json").write_text("{}")
+    tmp = _file(entry / ".build.x1.log.tmp", 3)
+    deb = _file(cache / "prebuilt" / "debs" / "linux-image-x_1_amd64.deb", 40)
+    old = _run_dir(cache, 40)
+    real_lstat = Path.lstat
+
+    def vanishing(self: Path) -> os.stat_result:
+        if self in (tmp, deb):
+            self.unlink(missing_ok=True)
+        return real_lstat(self)
+
+    monkeypatch.setattr(Path, "lstat", vanishing)
+    report = gc.collect(settings, older_than_days=30, dry_run=False)
+    assert report.runs == [old] and not old.exists()
