@@ -4,8 +4,12 @@ A new testcase is a new folder, not new Python. Every problem with a manifest is
 ManifestError line that names the file and the field.
 """
 
+import grp
 import math
+import os
+import pwd
 import re
+import stat
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -207,6 +211,53 @@ def _bounded(value: N, key: str, lo: float, hi: float, where: str) -> N:
     return value
 
 
+def _name(uid: int) -> str:
+    try:
+        return f"user {pwd.getpwuid(uid).pw_name}"
+    except KeyError:
+        return f"uid {uid}"
+
+
+def _name_group(gid: int) -> str:
+    try:
+        return grp.getgrgid(gid).gr_name
+    except KeyError:
+        return str(gid)
+
+
+def _private_group(gid: int, uid: int) -> bool:
+    """The owner's own group (umask 002 systems): named after them, their primary one,
+    with no other member."""
+    try:
+        group, owner = grp.getgrgid(gid), pwd.getpwuid(uid)
+    except KeyError:
+        return False
+    alone = set(group.gr_mem) <= {owner.pw_name}
+    return owner.pw_gid == gid and group.gr_name == owner.pw_name and alone
+
+
+def _trusted_owners() -> set[int]:
+    """Root, this user, and whoever owns kbisect's code (who controls this process
+    anyway: root running a user's checkout)."""
+    return {0, os.geteuid(), BUILTIN_DIR.stat().st_uid}
+
+
+def check_private(path: Path, st: os.stat_result) -> None:
+    """A testcase's script runs as root in a guest that can read the host's files: no one
+    but a trusted owner may be able to change a testcase's folder or files."""
+    if st.st_uid not in _trusted_owners():
+        why, fix = f"belongs to {_name(st.st_uid)}", "copy the testcase to a folder of yours"
+    elif st.st_mode & stat.S_IWOTH:
+        why, fix = "is writable by every user", f"run chmod go-w {path}"
+    elif st.st_mode & stat.S_IWGRP and not _private_group(st.st_gid, st.st_uid):
+        why, fix = f"is writable by group {_name_group(st.st_gid)}", f"run chmod go-w {path}"
+    else:
+        return
+    raise ManifestError(
+        f"{path} {why}, and a testcase runs in a guest that can read the host's files: {fix}"
+    )
+
+
 def load_folder(folder: Path) -> Manifest:
     path = folder / "manifest.toml"
     where = str(path)
@@ -215,6 +266,10 @@ def load_folder(folder: Path) -> Manifest:
             f"{where}: folder name '{folder.name}' is not a valid testcase name: "
             "use lowercase letters, digits and dashes"
         )
+    try:
+        check_private(folder, folder.stat())
+    except OSError as exc:
+        raise ManifestError(f"{folder}: cannot read ({exc.strerror})") from exc
     data = _read_toml(path)
     _only(data, TOP_KEYS, where)
     name = _req(data, "name", str, where)
@@ -292,9 +347,17 @@ def _userland(value: str, where: str) -> str:
     return value
 
 
+def _read_private(path: Path) -> bytes:
+    """The file's bytes, checked on the very file read (an fstat of the open file): a
+    swap after a check of the path would go unseen."""
+    with path.open("rb") as f:
+        check_private(path, os.fstat(f.fileno()))
+        return f.read()
+
+
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
-        return tomllib.loads(path.read_bytes().decode())
+        return tomllib.loads(_read_private(path).decode())
     except tomllib.TOMLDecodeError as exc:
         raise ManifestError(f"{path}: not valid TOML ({exc})") from exc
     except UnicodeDecodeError as exc:
@@ -376,7 +439,7 @@ def _file(folder: Path, rel: str, where: str, key: str = "script") -> bytes:
             raise ManifestError(f"{where}: {key} '{rel}' must be a file inside the testcase folder")
         if not path.is_file():
             raise ManifestError(f"{where}: {key} '{rel}' does not exist in {folder}")
-        return path.read_bytes()
+        return _read_private(path)
     except (OSError, ValueError) as exc:  # unreadable, or a NUL in the name
         raise ManifestError(f"{where}: {key} '{rel}' cannot be read ({exc})") from exc
 
