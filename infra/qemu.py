@@ -3,12 +3,14 @@
 The guest writes framed "KBISECT <json>" lines to its second serial port (a file here),
 the console goes to another file. SUCCESS and TESTCASE_FAILED come from the channel's
 "done" record, PANIC from a panic on the console or QEMU exiting 0 without a record
-(panic=-1 with -no-reboot), HANG from our hard timeout. QEMU killed by a signal or
+(panic=-1 with -no-reboot), HANG from our hard timeout. QEMU killed by a signal,
+stopped by one (it exits 0 then, as after a power off, but says so on stderr) or
 exiting with an error, with no panic seen, is the host's failure: InfraError.
 """
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -34,6 +36,10 @@ PANIC_MARKERS = ("Kernel panic", "BUG: kernel NULL pointer", "kernel BUG at")
 CONSOLE_CAP = 4 << 20
 RESULTS_CAP = 8 << 20
 DETAIL_CAP = 300  # characters of a console or stderr line quoted in a detail
+# QEMU catches SIGINT, SIGHUP and SIGTERM (a host shutdown, a kill), prints this and
+# exits 0, as when the guest powers off: the line tells a stop from outside from the
+# guest's own.
+SIGNAL_STOP = re.compile(r"terminating on signal \d+[^\n]*")
 
 PROFILES = {
     "fast": DeviceProfile("fast"),
@@ -212,12 +218,15 @@ def classify_run(
     stderr: str = "",
     run_dir: str = "",
     failed: str = "",
+    signal_line: bool = True,
 ) -> tuple[Outcome, str]:
     """Pure: the outcome from what came back. `exited` is False when we had to kill QEMU.
 
     InfraError when QEMU itself died (a signal such as the OOM killer's, or an error
-    exit) and the guest left no verdict: the host failed, not the kernel. `failed` says
-    so where there is no exit code (libvirt's reason for stopping a domain).
+    exit) or a signal stopped it, and the guest left no verdict: the host failed, not
+    the kernel. `failed` says so where there is no exit code (libvirt's reason for
+    stopping a domain); `signal_line` False ignores QEMU's "terminating on signal" line
+    (libvirt signals QEMU itself to end a domain the guest rebooted).
     """
     done = [r for r in records if r.get("event") == "done"]
     if done:
@@ -233,6 +242,9 @@ def classify_run(
     if not exited:
         booted = any(r.get("event") == "booted" for r in records)
         return Outcome.HANG, "guest hung" + (" during the testcase" if booted else " before init")
+    stopped = SIGNAL_STOP.search(stderr) if signal_line and returncode == 0 else None
+    if stopped:
+        failed = failed or f"QEMU stopped: {stopped.group().strip()[:DETAIL_CAP]}"
     if failed or returncode != 0:
         last = next((ln.strip() for ln in reversed(stderr.splitlines()) if ln.strip()), "")
         when = "without a result" if console.strip() or records else "before the guest started"
@@ -245,7 +257,12 @@ def classify_run(
 
 
 def collect(
-    run_dir: Path, exited: bool, *, returncode: int = 0, failed: str = ""
+    run_dir: Path,
+    exited: bool,
+    *,
+    returncode: int = 0,
+    failed: str = "",
+    signal_line: bool = True,
 ) -> tuple[Outcome, str, list[dict[str, object]]]:
     """Read what came back, capped: a guest that floods its console or its result
     channel must not make the worker read gigabytes."""
@@ -261,6 +278,7 @@ def collect(
         stderr=stderr,
         run_dir=str(run_dir),
         failed=failed,
+        signal_line=signal_line,
     )
     notes = [detail] if detail else []
     if console_cut:

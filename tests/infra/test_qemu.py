@@ -114,6 +114,25 @@ def test_qemu_killed_or_crashed_without_a_panic_is_a_host_error(
     assert "early" not in message  # only the last line of qemu.stderr
 
 
+@pytest.mark.parametrize(
+    "stderr",
+    [
+        "qemu-system-x86_64: terminating on signal 15 from pid 1 (systemd)\n",
+        "qemu-system-x86_64: terminating on signal 1\n",  # SIGHUP, no sender known
+        "qemu-system-x86_64: terminating on signal 2 from pid 77 (<unknown process>)\n",
+    ],
+)
+def test_qemu_stopped_by_a_signal_is_a_host_error_not_a_panic(stderr: str) -> None:
+    # QEMU catches SIGTERM, SIGINT and SIGHUP, says so on stderr and exits 0, as a guest
+    # that powers off makes it: a host shutdown must not skip the commit as a panic.
+    with pytest.raises(InfraError, match="terminating on signal") as err:
+        classify_run([BOOTED], "booting", True, returncode=0, stderr=stderr, run_dir="/r/2")
+    assert "/r/2" in str(err.value) and "\n" not in str(err.value)
+    # A verdict the guest left before the stop still stands.
+    done: list[dict[str, object]] = [BOOTED, {"event": "done", "status": 0}]
+    assert classify_run(done, "", True, stderr=stderr)[0] is Outcome.SUCCESS
+
+
 FAKE_QEMU = """#!/bin/sh
 for a in "$@"; do
   case "$a" in
@@ -159,6 +178,36 @@ def test_a_crashed_qemu_raises_a_host_error_naming_signal_stderr_and_run_dir(
     with pytest.raises(InfraError, match="SIGSEGV") as err:
         _run(fake_qemu)
     assert "qemu: oops" in str(err.value) and str(fake_qemu) in str(err.value)
+
+
+def test_qemu_terminated_by_a_signal_from_outside_is_a_host_error(
+    fake_qemu: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What QEMU does on a host shutdown's SIGTERM: a line on stderr, then exit status 0.
+    monkeypatch.setenv(
+        "KB_FAKE",
+        "trap 'echo \"qemu-system-x86_64: terminating on signal 15 from pid 1\" >&2; exit 0' "
+        'TERM; echo "Linux version 6.1" >"$console"; kill -TERM $$; sleep 5',
+    )
+    with pytest.raises(InfraError, match="terminating on signal 15") as err:
+        _run(fake_qemu)
+    assert str(fake_qemu) in str(err.value)
+
+
+def test_a_cancelled_run_kills_qemu_and_is_a_host_error(
+    fake_qemu: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    pidfile = tmp_path / "qemu.pid"
+    monkeypatch.setenv("KB_FAKE", f'echo $$ >"{pidfile}"; exec sleep 60')
+
+    def cancelled(_: str) -> None:
+        raise InfraError("stopped")  # what a cancelled activity's progress does
+
+    with pytest.raises(InfraError, match="stopped"):
+        qemu.QemuMachine(memory_mib=64, cpus=1)._run_in(
+            fake_qemu, "tcg", ARTIFACT, GUEST, [], 20, "", cancelled
+        )
+    assert not _state(int(pidfile.read_text())), "QEMU outlived the cancelled run"
 
 
 def _state(pid: int) -> str:
