@@ -3,12 +3,20 @@
 For hosts whose VMs libvirt manages, or to see kbisect's guests in `virsh list`. The
 domain XML comes from infra.libvirt_xml; the outcome from the same result channel and
 console as direct QEMU (qemu.collect). There is no QEMU exit status under libvirt: the
-domain's lifecycle event says how it stopped. A guest that powered off, rebooted or
-panicked (panic=-1 reboots, and on_reboot destroys the domain) stopped by itself; QEMU
-failing or crashing is the host's failure (InfraError), as a QEMU killed by a signal is.
+domain's lifecycle events say how it stopped and who asked. A guest that powered off,
+rebooted or panicked (panic=-1 reboots, and on_reboot destroys the domain) stopped by
+itself; QEMU failing, crashing or stopped by a signal, and a domain destroyed from
+outside kbisect (virsh destroy, a host shutdown), are the host's failure (InfraError).
+
+Each domain is named after its worker (kbisect-SCOPE-PID-START-RUN), and started to be
+destroyed when the worker's connection closes; a run first removes the domains of this
+host's workers that are gone (a libvirt daemon restarted under them keeps them running).
 """
 
+import hashlib
+import logging
 import os
+import re
 import shutil
 import threading
 import time
@@ -22,6 +30,7 @@ from kbisect.infra import qemu
 from kbisect.infra.libvirt_xml import DomainSpec, domain_xml
 from kbisect.model import Artifact, Disk, GuestImage, GuestRun
 
+log = logging.getLogger(__name__)
 DEFAULT_URI = "qemu:///session"
 POLL = 0.5  # seconds between looks at a running domain
 EVENT_GRACE = 5.0  # how long a vanished domain's stop event may lag behind
@@ -42,6 +51,14 @@ STOP_WORDS = {
     STOPPED_FAILED: "failed",
     6: "restored from a snapshot",
 }
+# Who asked a domain to shut down (VIR_DOMAIN_EVENT_SHUTDOWN_*): the guest (a power off,
+# or a reboot on_reboot=destroy ends), or the host (QEMU got a signal: a host shutdown,
+# a kill). Measured with libvirt 9.0: both then stop as "shut down". UNSAID: libvirt
+# gave no word; NO_SHUTDOWN: there was no shutdown event.
+SHUTDOWN_UNSAID, SHUTDOWN_GUEST, SHUTDOWN_HOST, NO_SHUTDOWN = 0, 1, 2, -1
+# A domain's name holds its worker: the scope (host boot, pid namespace, user), the pid
+# and the pid's start time, so a reused pid is not taken for the worker.
+OWNED_NAME = re.compile(r"^kbisect-([0-9a-f]{8})-(\d+)-(\d+)-")
 
 
 class Hypervisor(Protocol):
@@ -50,8 +67,12 @@ class Hypervisor(Protocol):
     def version(self) -> int: ...
     def privileged(self) -> bool: ...
     def start(self, name: str, xml: str) -> None: ...
-    def wait(self, name: str, timeout: float, progress: Callable[[str], None]) -> int | None: ...
+    def wait(
+        self, name: str, timeout: float, progress: Callable[[str], None]
+    ) -> tuple[int, int] | None: ...
     def destroy(self, name: str) -> None: ...
+    def domains(self) -> list[str]: ...
+    def remove(self, name: str) -> None: ...
     def close(self) -> None: ...
 
 
@@ -105,16 +126,29 @@ class LibvirtConnection:
                 f"cannot connect to libvirt at {uri}: {_message(e)}; {START_HELP}"
             ) from None
         self._stopped: dict[str, int] = {}
+        self._asked: dict[str, int] = {}  # who asked each domain to shut down
         self._changed = threading.Condition()
-        self._callback = self._conn.domainEventRegisterAny(
-            None, lv.VIR_DOMAIN_EVENT_ID_LIFECYCLE, self._on_lifecycle, None
-        )
+        self._callbacks = [
+            self._conn.domainEventRegisterAny(
+                None, lv.VIR_DOMAIN_EVENT_ID_LIFECYCLE, self._on_lifecycle, None
+            ),
+            # Older libvirt ends an on_reboot=destroy guest's reboot without a shutdown.
+            self._conn.domainEventRegisterAny(
+                None, lv.VIR_DOMAIN_EVENT_ID_REBOOT, self._on_reboot, None
+            ),
+        ]
 
     def _on_lifecycle(self, _conn: Any, dom: Any, event: int, detail: int, _opaque: Any) -> None:
-        if event == self._lv.VIR_DOMAIN_EVENT_STOPPED:
-            with self._changed:
+        with self._changed:
+            if event == self._lv.VIR_DOMAIN_EVENT_SHUTDOWN:
+                self._asked[dom.name()] = detail
+            elif event == self._lv.VIR_DOMAIN_EVENT_STOPPED:
                 self._stopped[dom.name()] = detail
                 self._changed.notify_all()
+
+    def _on_reboot(self, _conn: Any, dom: Any, _opaque: Any) -> None:
+        with self._changed:
+            self._asked[dom.name()] = SHUTDOWN_GUEST
 
     def version(self) -> int:
         return int(self._conn.getLibVersion())
@@ -127,12 +161,16 @@ class LibvirtConnection:
 
     def start(self, name: str, xml: str) -> None:
         try:
-            self._conn.createXML(xml, 0)
+            # Destroyed by libvirt when this connection closes: a killed worker leaves none.
+            self._conn.createXML(xml, self._lv.VIR_DOMAIN_START_AUTODESTROY)
         except self._lv.libvirtError as e:
             raise InfraError(f"libvirt could not start domain {name}: {_message(e)}") from None
 
-    def wait(self, name: str, timeout: float, progress: Callable[[str], None]) -> int | None:
-        """The stop reason once the domain stops; None when `timeout` passes first."""
+    def wait(
+        self, name: str, timeout: float, progress: Callable[[str], None]
+    ) -> tuple[int, int] | None:
+        """The stop reason and who asked for it (SHUTDOWN_*, NO_SHUTDOWN) once the domain
+        stops; None when `timeout` passes first."""
         began = time.monotonic()
         vanished = 0.0
         while True:
@@ -141,7 +179,7 @@ class LibvirtConnection:
                 if name not in self._stopped:
                     self._changed.wait(POLL)
                 if name in self._stopped:
-                    return self._stopped.pop(name)
+                    return self._stopped.pop(name), self._asked.pop(name, NO_SHUTDOWN)
             now = time.monotonic()
             if now - began > timeout:
                 return None
@@ -149,7 +187,8 @@ class LibvirtConnection:
             if not vanished and not self._exists(name):
                 vanished = now
             if vanished and now - vanished > EVENT_GRACE:
-                return -1  # gone, and libvirt never said how
+                with self._changed:  # gone, and libvirt never said how
+                    return -1, self._asked.pop(name, NO_SHUTDOWN)
 
     def _exists(self, name: str) -> bool:
         try:
@@ -171,9 +210,30 @@ class LibvirtConnection:
             ):
                 raise InfraError(f"libvirt could not destroy {name}: {_message(e)}") from None
 
+    def domains(self) -> list[str]:
+        """The names of kbisect's domains, running or defined."""
+        try:
+            names = [d.name() for d in self._conn.listAllDomains(0)]
+        except self._lv.libvirtError as e:
+            raise InfraError(f"libvirt at {self.uri} cannot list domains: {_message(e)}") from None
+        return [n for n in names if n.startswith("kbisect-")]
+
+    def remove(self, name: str) -> None:
+        """Destroy the domain if it runs, undefine it if it is defined."""
+        self.destroy(name)
+        try:
+            self._conn.lookupByName(name).undefine()
+        except self._lv.libvirtError as e:
+            if e.get_error_code() not in (
+                self._lv.VIR_ERR_NO_DOMAIN,
+                self._lv.VIR_ERR_OPERATION_INVALID,  # transient: gone with its destroy
+            ):
+                raise InfraError(f"libvirt could not undefine {name}: {_message(e)}") from None
+
     def close(self) -> None:
         try:
-            self._conn.domainEventDeregisterAny(self._callback)
+            for callback in self._callbacks:
+                self._conn.domainEventDeregisterAny(callback)
             self._conn.close()
         except self._lv.libvirtError:
             pass  # the daemon went away: nothing left to release
@@ -226,12 +286,65 @@ def _keep_log(name: str, privileged: bool, run_dir: Path) -> None:
         pass  # a system daemon's log we may not read: the run dir says the rest
 
 
-def _failure(reason: int, name: str) -> str:
+def _failure(reason: int, asked: int, name: str) -> str:
     """'' when the guest stopped by itself; else why the host is to blame."""
-    if reason in (STOPPED_SHUTDOWN, STOPPED_DESTROYED):
+    if asked == SHUTDOWN_GUEST:
         # Power off, or a reboot that on_reboot=destroy ended (panic=-1 reboots).
         return ""
+    if asked == SHUTDOWN_HOST:
+        return f"libvirt domain {name} was shut down by the host (QEMU got a signal)"
+    if reason == STOPPED_SHUTDOWN:
+        return ""  # a libvirt that does not say who asked: the guest, as before
+    if reason == STOPPED_DESTROYED:
+        # kbisect destroys its domains only once it stopped waiting for them.
+        return f"libvirt domain {name} was destroyed outside kbisect (virsh destroy?)"
     return f"libvirt domain {name} {STOP_WORDS.get(reason, 'vanished without a stop event')}"
+
+
+def _scope() -> str:
+    """This host boot, pid namespace and user: where a domain name's pid means a process
+    we can look at."""
+    boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    try:
+        pidns = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        pidns = ""
+    return hashlib.sha256(f"{boot} {pidns} {os.getuid()}".encode()).hexdigest()[:8]
+
+
+def _started(pid: int) -> str:
+    """The process's start time (clock ticks since boot), '' when it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    fields = stat.rsplit(")", 1)[1].split()
+    return fields[19] if len(fields) > 19 and fields[0] not in ("Z", "X") else ""
+
+
+def owner_prefix() -> str:
+    """The start of this process's domain names."""
+    pid = os.getpid()
+    return f"kbisect-{_scope()}-{pid}-{_started(pid)}-"
+
+
+def orphaned(name: str, scope: str, started: Callable[[int], str] = _started) -> bool:
+    """True for a domain of a worker in this scope that is gone. Another scope's (another
+    host, container or user) and an unnamed one's are not ours to judge."""
+    m = OWNED_NAME.match(name)
+    if not m or m.group(1) != scope:
+        return False
+    return started(int(m.group(2))) != m.group(3)
+
+
+def sweep(hv: Hypervisor, scope: str, started: Callable[[int], str] = _started) -> list[str]:
+    """Remove the domains whose worker is gone; the names removed. libvirt destroys a
+    domain when its worker's connection closes, but not after the daemon restarted."""
+    gone = [n for n in hv.domains() if orphaned(n, scope, started)]
+    for name in gone:
+        log.warning("removing libvirt domain %s: the worker that started it is gone", name)
+        hv.remove(name)
+    return gone
 
 
 class LibvirtMachine:
@@ -264,6 +377,7 @@ class LibvirtMachine:
     ) -> GuestRun:
         hv = self._connect(self.uri)  # a missing daemon fails here, before anything is made
         try:
+            sweep(hv, _scope())
             # The direct-QEMU probe boot decides KVM or TCG once per host boot, for both.
             accel = self._accel or qemu.QemuMachine().probe_accel(artifact, guest)
             return self._run_in(
@@ -283,7 +397,7 @@ class LibvirtMachine:
         cmdline: str,
     ) -> DomainSpec:
         return DomainSpec(
-            name=f"kbisect-{run_dir.name}",
+            name=owner_prefix() + run_dir.name,
             kernel=artifact.kernel,
             initrd=guest.initramfs,
             cmdline=cmdline,
@@ -330,8 +444,9 @@ class LibvirtMachine:
             for image in scratch:
                 image.unlink(missing_ok=True)
         exited = reason is not None
-        failed = _failure(reason, spec.name) if reason is not None else ""
-        outcome, detail, records = qemu.collect(run_dir, exited, failed=failed)
+        failed = _failure(*reason, spec.name) if reason is not None else ""
+        # libvirt ends every domain by signalling QEMU, so QEMU's own line says nothing.
+        outcome, detail, records = qemu.collect(run_dir, exited, failed=failed, signal_line=False)
         return GuestRun(
             outcome=outcome,
             records=records,

@@ -17,8 +17,9 @@ ARTIFACT = Artifact("c0ffee", "t", "h", "/nonexistent/bzImage", "/c", "/l")
 GUEST = GuestImage("/nonexistent/initramfs", ())
 DONE = 'KBISECT {"event":"booted"}\nKBISECT {"event":"done","status":%d}\n'
 
-# What the fake guest does: write to its console and channel, say how it stopped.
-Guest = Callable[[Path, Path], int | None]
+# What the fake guest does: write to its console and channel, say how it stopped and
+# who asked (None: it runs on).
+Guest = Callable[[Path, Path], tuple[int, int] | None]
 
 
 class FakeHypervisor:
@@ -28,6 +29,7 @@ class FakeHypervisor:
         self._privileged = privileged
         self.xml = ""
         self.running: set[str] = set()
+        self.defined: set[str] = set()  # persistent domains, running or not
         self.destroyed: list[str] = []
         self.closed = False
         self.start_error = ""
@@ -44,7 +46,9 @@ class FakeHypervisor:
         self.xml = xml
         self.running.add(name)
 
-    def wait(self, name: str, timeout: float, progress: Callable[[str], None]) -> int | None:
+    def wait(
+        self, name: str, timeout: float, progress: Callable[[str], None]
+    ) -> tuple[int, int] | None:
         serials = [
             s.find("source").get("path") for s in ET.fromstring(self.xml).findall("devices/serial")
         ]  # type: ignore[union-attr]
@@ -58,6 +62,13 @@ class FakeHypervisor:
             self.running.discard(name)
             self.destroyed.append(name)
 
+    def domains(self) -> list[str]:
+        return sorted(self.running | self.defined)
+
+    def remove(self, name: str) -> None:
+        self.destroy(name)
+        self.defined.discard(name)
+
     def close(self) -> None:
         self.closed = True
 
@@ -67,11 +78,18 @@ def _run(tmp_path: Path, hv: FakeHypervisor, disks: list[Disk] | None = None) ->
     return machine._run_in(hv, tmp_path, "tcg", ARTIFACT, GUEST, disks or [], 5, "", print)
 
 
-def _guest(console: str = "", channel: str = "", reason: int | None = 0) -> Guest:
-    def run(console_path: Path, channel_path: Path) -> int | None:
+def _guest(
+    console: str = "",
+    channel: str = "",
+    reason: int | None = 0,
+    asked: int = lm.NO_SHUTDOWN,
+    log: str = "",
+) -> Guest:
+    def run(console_path: Path, channel_path: Path) -> tuple[int, int] | None:
         console_path.write_text(console)
         channel_path.write_text(channel)
-        return reason
+        (console_path.parent / "qemu.stderr").write_text(log)  # QEMU's log, as kept
+        return None if reason is None else (reason, asked)
 
     return run
 
@@ -86,12 +104,21 @@ def test_success_and_failure_come_from_the_result_channel(tmp_path: Path) -> Non
 
 
 def test_a_panic_ends_the_domain_and_is_a_panic(tmp_path: Path) -> None:
-    # panic=-1 reboots; on_reboot=destroy: libvirt reports the domain destroyed.
+    # panic=-1 reboots; on_reboot=destroy: libvirt 9.0 says the guest asked to shut
+    # down, then "shut down" (measured); older ones report a reboot, then "destroyed".
     hv = FakeHypervisor(_guest(console="Kernel panic - not syncing: lab", reason=1))
     run = _run(tmp_path, hv)
     assert run.outcome is Outcome.PANIC and "lab" in run.detail
-    quiet = FakeHypervisor(_guest(channel='KBISECT {"event":"booted"}\n', reason=0))
-    assert _run(tmp_path, quiet).outcome is Outcome.PANIC
+    booted = 'KBISECT {"event":"booted"}\n'
+    # libvirt signals QEMU to end the domain: that line in QEMU's log is not the host's.
+    log = "qemu-system-x86_64: terminating on signal 15 from pid 9 (libvirtd)\n"
+    for reason in (lm.STOPPED_SHUTDOWN, lm.STOPPED_DESTROYED):
+        quiet = FakeHypervisor(
+            _guest(channel=booted, reason=reason, asked=lm.SHUTDOWN_GUEST, log=log)
+        )
+        assert _run(tmp_path, quiet).outcome is Outcome.PANIC
+    unsaid = FakeHypervisor(_guest(channel=booted, reason=lm.STOPPED_SHUTDOWN))
+    assert _run(tmp_path, unsaid).outcome is Outcome.PANIC
 
 
 def test_a_timeout_destroys_the_domain_and_is_a_hang(tmp_path: Path) -> None:
@@ -180,3 +207,48 @@ def test_a_kvm_device_only_root_may_open_is_noted(tmp_path: Path) -> None:
     kvm.chmod(0o666)
     assert lm.host_notes(kvm) == []
     assert lm.host_notes(tmp_path / "missing") == []
+
+
+def test_a_domain_destroyed_from_outside_is_the_hosts_fault(tmp_path: Path) -> None:
+    # `virsh destroy`, or a host shutdown: kbisect destroys only after its wait ends.
+    hv = FakeHypervisor(_guest(console="Linux version 6.1", reason=lm.STOPPED_DESTROYED))
+    with pytest.raises(InfraError, match="destroyed"):
+        _run(tmp_path, hv)
+
+
+def test_a_domain_whose_qemu_got_a_signal_is_the_hosts_fault(tmp_path: Path) -> None:
+    # A SIGTERM to QEMU (a host shutdown): libvirt 9.0 says the host asked, then "shut
+    # down", as after a guest's power off (measured).
+    hv = FakeHypervisor(
+        _guest(console="Linux version 6.1", reason=lm.STOPPED_SHUTDOWN, asked=lm.SHUTDOWN_HOST)
+    )
+    with pytest.raises(InfraError, match="shut down by the host") as err:
+        _run(tmp_path, hv)
+    assert str(tmp_path) in str(err.value)
+    # ...but a verdict the guest left stands.
+    done = FakeHypervisor(
+        _guest(channel=DONE % 0, reason=lm.STOPPED_SHUTDOWN, asked=lm.SHUTDOWN_HOST)
+    )
+    assert _run(tmp_path, done).outcome is Outcome.SUCCESS
+
+
+def test_a_run_removes_the_domains_of_gone_workers_only(tmp_path: Path, cache: Path) -> None:
+    scope = lm._scope()
+    gone = f"kbisect-{scope}-99999999-12345-20260101-000000-aaaaaaaa"  # no such pid
+    reused = f"kbisect-{scope}-1-999999999999-20260101-000000-bbbbbbbb"  # pid 1, not it
+    kept = {
+        lm.owner_prefix() + "20260101-000000-cccccccc",  # this worker's own
+        f"kbisect-{scope}-1-{lm._started(1)}-20260101-000000-dddddddd",  # pid 1 lives
+        "kbisect-00000000-99999999-1-x" if scope != "00000000" else "kbisect-11111111-9-1-x",
+        "kbisect-20250101-120000-eeeeeeee",  # an older kbisect's: no owner in the name
+        "webserver",
+    }
+    hv = FakeHypervisor(_guest(channel=DONE % 0))
+    hv.running |= {gone, *kept}
+    hv.defined |= {reused, "webserver"}
+    run = lm.LibvirtMachine(accel="tcg", connect=lambda _uri: hv).run(ARTIFACT, GUEST, [], 5)
+    assert run.outcome is Outcome.SUCCESS
+    assert set(hv.domains()) == kept and gone in hv.destroyed
+    started = ET.fromstring(hv.xml).findtext("name") or ""
+    assert started.startswith(lm.owner_prefix()) and lm.OWNED_NAME.match(started)
+    assert not lm.orphaned(started, scope)
