@@ -29,19 +29,17 @@ from temporalio.client import (
 from temporalio.service import RPCError, RPCStatusCode
 
 from kbisect.contract import (
-    BUILD,
-    PREPARE_VERIFY,
+    ACTIVITY_QUEUE,
     SA_CULPRIT_NAME,
     SA_STATUS_NAME,
     SA_TESTCASE_NAME,
     SEARCH_ATTRIBUTE_NAMES,
-    TEST,
-    VALIDATE,
     WORKFLOW,
     BisectRequest,
     BisectResult,
     MarkRequest,
     Progress,
+    QueueKind,
     Verdict,
 )
 from kbisect.errors import InfraError, UserError
@@ -59,8 +57,6 @@ POLLER_WINDOW = 300.0
 # A worker started a moment ago may not poll yet (imports, connecting).
 WORKER_GRACE = 30.0
 QUERY_TIMEOUT = timedelta(seconds=10)  # a query or update that no workflow worker answers
-# Which queue each activity runs on (the build queue also does git work).
-ACTIVITY_QUEUE = {VALIDATE: "build", BUILD: "build", PREPARE_VERIFY: "build", TEST: "vm"}
 
 
 @dataclass(frozen=True)
@@ -85,16 +81,21 @@ class JobSummary:
         }
 
 
+def queue_kind(activity: str) -> QueueKind | None:
+    """The kind of worker that runs this activity (None: not one of kbisect's)."""
+    return ACTIVITY_QUEUE.get(activity)
+
+
 @dataclass(frozen=True)
 class QueueNeed:
     """A task queue a job needs served, and by which kind of worker."""
 
     name: str
-    kind: str  # "workflow", "build" or "vm"
+    kind: QueueKind
 
     @property
     def task_type(self) -> "TaskQueueType.ValueType":
-        if self.kind == "workflow":
+        if self.kind == QueueKind.WORKFLOW:
             return TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW
         return TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY
 
@@ -219,7 +220,7 @@ class JobClient:
         if verdict not in tuple(Verdict):
             raise UserError(f"unknown verdict {verdict!r}: use good, bad or skip")
         desc = await self._live(job_id, "it takes no marks")
-        needs = [n for n in await self.job_queues(job_id, desc) if n.kind == "workflow"]
+        needs = [n for n in await self.job_queues(job_id, desc) if n.kind == QueueKind.WORKFLOW]
         await self.require_workers(needs, job_id, grace=WORKER_GRACE)
         request = MarkRequest(commit=commit, verdict=verdict)
         return await self._update(job_id, "mark", f"mark {commit[:12]} in", request)
@@ -286,11 +287,7 @@ class JobClient:
     def needs(self, queues: Queues | None = None) -> list[QueueNeed]:
         """The queues a new job on these queues needs served."""
         q = queues or self.queues
-        return [
-            QueueNeed(q.control, "workflow"),
-            QueueNeed(q.build, "build"),
-            QueueNeed(q.vm, "vm"),
-        ]
+        return [QueueNeed(q.name(kind), kind) for kind in QueueKind]
 
     async def job_request(self, job_id: str) -> BisectRequest | None:
         """What the job was started with (from its history: no worker needed)."""
@@ -329,7 +326,7 @@ class JobClient:
     ) -> list[QueueNeed]:
         """The queues no worker serves: none has polled lately, and (for a job) none runs
         one of its activities there."""
-        busy: set[str] = set()
+        busy: set[QueueKind | None] = set()
         if job_id is not None:
             busy = await self._busy_kinds(job_id)
         now = datetime.now(UTC)
@@ -356,12 +353,12 @@ class JobClient:
                 missing.append(need)
         return missing
 
-    async def _busy_kinds(self, job_id: str) -> set[str]:
+    async def _busy_kinds(self, job_id: str) -> set[QueueKind | None]:
         """Queue kinds where a worker runs one of the job's activities right now."""
         desc = await self.describe(job_id)
         started = PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
         return {
-            ACTIVITY_QUEUE.get(a.activity_type.name, "")
+            queue_kind(a.activity_type.name)
             for a in desc.raw_description.pending_activities
             if a.state == started
         }

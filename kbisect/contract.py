@@ -21,6 +21,36 @@ PREPARE_VERIFY = "prepare_verify"
 CLASSIFY = "classify_commits"
 WORKFLOW = "BisectWorkflow"
 
+
+class QueueKind(StrEnum):
+    """Which kind of worker serves a task queue."""
+
+    WORKFLOW = "workflow"  # the job's decisions (cheap)
+    BUILD = "build"  # kernel builds and git: the repository, make, ccache
+    VM = "vm"  # guests: QEMU or libvirt, and the built artifacts
+
+
+# The task queue each activity runs on; the client's worker check reads it too.
+ACTIVITY_QUEUE: dict[str, QueueKind] = {
+    VALIDATE: QueueKind.BUILD,
+    BUILD: QueueKind.BUILD,
+    PREPARE_VERIFY: QueueKind.BUILD,
+    CLASSIFY: QueueKind.BUILD,
+    TEST: QueueKind.VM,
+    TRACE: QueueKind.VM,
+}
+# Task queue names unless KBISECT_CONTROL_QUEUE, _BUILD_QUEUE or _VM_QUEUE say otherwise.
+DEFAULT_QUEUE = {
+    QueueKind.WORKFLOW: "kbisect",
+    QueueKind.BUILD: "kbisect-build",
+    QueueKind.VM: "kbisect-vm",
+}
+
+# Search defaults and limits (the CLI, the doors and the engine read them here).
+DEFAULT_MIN_EFFECT = 0.05  # smaller differences between the endpoints are "none"
+DEFAULT_MAX_BOOTS = 96  # per endpoint before "cannot decide"
+MAX_COMMIT_BOOTS = 120  # a commit's boots before its verdict is left undecided
+
 # Search attributes the workflow keeps up to date (Keyword each).
 SA_TESTCASE_NAME = "KbisectTestcase"
 SA_STATUS_NAME = "KbisectStatus"
@@ -115,13 +145,13 @@ class BisectRequest:
     verify: bool = True  # test the culprit reverted on new (or the fix applied to old)
     parallel: int = 1  # commits tested at once per round (multisection)
     metric: str | None = None  # the primary metric (default: the testcase's)
-    min_effect: float = 0.05  # smaller differences between the endpoints are "none"
-    max_boots: int = 96  # per endpoint; a commit gets at most 120
+    min_effect: float = DEFAULT_MIN_EFFECT
+    max_boots: int = DEFAULT_MAX_BOOTS  # per endpoint
     trace: bool = False  # trace the endpoints and the named commit (blktrace)
     tree: str | None = None  # repo is this named tree's mirror: fetched before validating
     config: str = ""  # --config: the user's kernel config, kept in the shared cache (a path)
-    build_queue: str = "kbisect-build"
-    vm_queue: str = "kbisect-vm"
+    build_queue: str = DEFAULT_QUEUE[QueueKind.BUILD]
+    vm_queue: str = DEFAULT_QUEUE[QueueKind.VM]
 
 
 @dataclass

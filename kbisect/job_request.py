@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kbisect.contract import BisectRequest, Mode
+from kbisect.contract import DEFAULT_MAX_BOOTS, DEFAULT_MIN_EFFECT, BisectRequest, Mode
 from kbisect.errors import UserError
 from kbisect.git import Git
 from kbisect.settings import Settings
@@ -34,8 +34,8 @@ class JobOptions:
     repetitions: int | None = None
     parallel: int = 1
     metric: str | None = None
-    min_effect_pct: float = 5.0
-    max_boots: int = 96
+    min_effect_pct: float = DEFAULT_MIN_EFFECT * 100
+    max_boots: int = DEFAULT_MAX_BOOTS
     verify: bool = True
     trace: bool = False
     fetch: bool = True  # fetch a named tree first, so new revisions resolve

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import platformdirs
 
+from kbisect.contract import DEFAULT_QUEUE, QueueKind
 from kbisect.errors import UserError
 
 DEFAULT_KERNEL_SOURCE = "/usr/src/linux-source-6.1.tar.xz"
@@ -51,9 +52,12 @@ class Endpoint:
 
 @dataclass(frozen=True)
 class Queues:
-    control: str = "kbisect"  # workflows (cheap: decisions only)
-    build: str = "kbisect-build"  # kernel builds and git (the repository, make, ccache)
-    vm: str = "kbisect-vm"  # QEMU runs (qemu and the built artifacts)
+    control: str = DEFAULT_QUEUE[QueueKind.WORKFLOW]
+    build: str = DEFAULT_QUEUE[QueueKind.BUILD]
+    vm: str = DEFAULT_QUEUE[QueueKind.VM]
+
+    def name(self, kind: QueueKind) -> str:
+        return {QueueKind.WORKFLOW: self.control, QueueKind.BUILD: self.build}.get(kind, self.vm)
 
 
 @dataclass(frozen=True)

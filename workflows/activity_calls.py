@@ -15,6 +15,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 from kbisect.contract import (
+    ACTIVITY_QUEUE,
     BUILD,
     CLASSIFY,
     PREPARE_VERIFY,
@@ -27,6 +28,7 @@ from kbisect.contract import (
     ClassifyRequest,
     ClassifyResult,
     ErrorType,
+    QueueKind,
     TestRequest,
     TestResult,
     TraceRequest,
@@ -97,12 +99,17 @@ class JobActivities:
         self.req = req
         self.blocking = blocking
 
+    def _queue(self, activity: str) -> str:
+        """The job's task queue for this activity's kind (the contract says which)."""
+        kind = ACTIVITY_QUEUE[activity]
+        return self.req.vm_queue if kind == QueueKind.VM else self.req.build_queue
+
     async def validate(self) -> ValidatedJob:
         job: ValidatedJob = await workflow.execute_activity(
             VALIDATE,
             self.req,
             result_type=ValidatedJob,
-            task_queue=self.req.build_queue,
+            task_queue=self._queue(VALIDATE),
             start_to_close_timeout=GIT_TIMEOUT,
             retry_policy=VALIDATE_RETRY,
         )
@@ -117,7 +124,7 @@ class JobActivities:
                     repo=self.req.repo, commit=commit, testcase=testcase, config=self.req.config
                 ),
                 result_type=BuildResult,
-                task_queue=self.req.build_queue,
+                task_queue=self._queue(BUILD),
                 start_to_close_timeout=BUILD_TIMEOUT,
                 heartbeat_timeout=BUILD_HEARTBEAT,
                 retry_policy=BUILD_RETRY,
@@ -158,7 +165,7 @@ class JobActivities:
                 name,
                 request,
                 result_type=result_type,
-                task_queue=self.req.vm_queue,
+                task_queue=self._queue(name),
                 start_to_close_timeout=timedelta(seconds=seconds + TEST_SLACK),
                 heartbeat_timeout=TEST_HEARTBEAT,
                 retry_policy=TEST_RETRY,
@@ -171,7 +178,7 @@ class JobActivities:
             CLASSIFY,
             ClassifyRequest(repo=self.req.repo, commits=commits, sources=sources),
             result_type=ClassifyResult,
-            task_queue=self.req.build_queue,
+            task_queue=self._queue(CLASSIFY),
             start_to_close_timeout=GIT_TIMEOUT,
             retry_policy=VALIDATE_RETRY,
         )
@@ -182,7 +189,7 @@ class JobActivities:
             PREPARE_VERIFY,
             VerifyRequest(repo=self.req.repo, change=change, onto=onto, revert=revert),
             result_type=VerifyCommit,
-            task_queue=self.req.build_queue,
+            task_queue=self._queue(PREPARE_VERIFY),
             start_to_close_timeout=GIT_TIMEOUT,
             retry_policy=VALIDATE_RETRY,
         )

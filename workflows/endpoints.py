@@ -17,7 +17,7 @@ from kbisect.contract import BuildResult, TestResult, TestStatus
 from kbisect.workflows.evidence import Boot, relative, score
 from kbisect.workflows.stats import robust_mean, t_quantile, t_sf2, trimmed, winsorized_ss
 
-LOOKS = (3, 6, 12, 24, 48, 96)  # boots per endpoint at which the test is read
+LOOKS = (3, 6, 12, 24, 48, 96)  # boots per endpoint at which the test is read; then doubling
 ALPHA = 0.01  # per look; the culprit's own verdicts guard A/A ranges too
 
 
@@ -108,6 +108,14 @@ def _equivalent(old: Sequence[float], new: Sequence[float], log: bool, margin: f
     return -margin < relative(d - q * se, base, log) and relative(d + q * se, base, log) < margin
 
 
+def next_look(n: int) -> int:
+    """The next number of boots per endpoint at which the test is read, after n."""
+    look = next((k for k in LOOKS if k > n), LOOKS[-1])
+    while look <= n:
+        look *= 2
+    return look
+
+
 def compare_endpoints(
     old: Sequence[Boot],
     new: Sequence[Boot],
@@ -140,7 +148,7 @@ def compare_endpoints(
             f"no difference: {effect.value:+.1%}, within +-{min_effect:.0%} at 95% "
             f"({len(so)}+{len(sn)} boots)",
         )
-    cap = min(max_boots, LOOKS[-1])
+    cap = max_boots
     if n >= cap:
         bound = max(abs(effect.low), abs(effect.high))
         if effect.p < ALPHA:
@@ -150,8 +158,7 @@ def compare_endpoints(
         return EndpointVerdict(
             Gate.UNDECIDED, effect, f"cannot decide after {len(so) + len(sn)} boots: {why}"
         )
-    want = next((k for k in LOOKS if k > n), cap)
-    return EndpointVerdict(Gate.MORE, effect, effect.describe(), want=min(want, cap))
+    return EndpointVerdict(Gate.MORE, effect, effect.describe(), want=min(next_look(n), cap))
 
 
 def endpoint_problem(word: str, commit: str, build: BuildResult, test: TestResult | None) -> str:

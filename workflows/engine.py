@@ -38,6 +38,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
+from kbisect.contract import DEFAULT_MAX_BOOTS, DEFAULT_MIN_EFFECT, MAX_COMMIT_BOOTS
 from kbisect.workflows import strategy
 from kbisect.workflows.endpoints import (
     Effect,
@@ -70,9 +71,9 @@ class EngineConfig:
     mode: str = "regression"  # "fix": the new endpoint is the better one
     better: str = "higher"
     parallel: int = 1
-    min_effect: float = 0.05  # smaller changes are "no difference"
-    max_endpoint_boots: int = 96  # per endpoint
-    max_commit_boots: int = 120
+    min_effect: float = DEFAULT_MIN_EFFECT  # smaller changes are "no difference"
+    max_endpoint_boots: int = DEFAULT_MAX_BOOTS  # per endpoint
+    max_commit_boots: int = MAX_COMMIT_BOOTS
     error: float = 0.01  # the chance of a wrong verdict anywhere in the job
     remeasure_every: int = 10  # probe boots between re-measurements of the endpoints
     check_host: bool = False  # re-measurements are controls (see 3. above)

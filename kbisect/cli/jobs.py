@@ -15,7 +15,15 @@ from kbisect.builders.kernel_list import builds_line
 from kbisect.cli import output
 from kbisect.cli.output import EventLines, note, out, progress_view
 from kbisect.client import WORKER_GRACE, JobClient, check_job_id
-from kbisect.contract import BisectRequest, BisectResult, Mode, Progress
+from kbisect.contract import (
+    DEFAULT_MAX_BOOTS,
+    DEFAULT_MIN_EFFECT,
+    MAX_COMMIT_BOOTS,
+    BisectRequest,
+    BisectResult,
+    Mode,
+    Progress,
+)
 from kbisect.errors import InfraError, UserError
 from kbisect.git import Git
 from kbisect.job_request import JobOptions, checked_request
@@ -358,17 +366,18 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
     b.add_argument(
         "--min-effect",
         type=float,
-        default=5.0,
+        default=DEFAULT_MIN_EFFECT * 100,
         metavar="PCT",
-        help="endpoints closer than this percentage count as no difference (default 5)",
+        help="endpoints closer than this percentage count as no difference "
+        f"(default {DEFAULT_MIN_EFFECT * 100:g})",
     )
     b.add_argument(
         "--max-boots",
         type=int,
-        default=96,
+        default=DEFAULT_MAX_BOOTS,
         metavar="N",
-        help="boots per endpoint before giving up on a noisy metric (default 96); a commit "
-        "gets at most 120",
+        help="boots per endpoint before giving up on a noisy metric "
+        f"(default {DEFAULT_MAX_BOOTS}); a commit gets at most {MAX_COMMIT_BOOTS}",
     )
     b.add_argument(
         "--no-verify",

@@ -98,3 +98,16 @@ def test_endpoint_problems_name_the_endpoint_and_what_to_do() -> None:
     boot = TestResult("c", TestStatus.BOOT_FAILED, error="panic: y", console="/con")
     problem = endpoint_problem(Verdict.BAD, "b" * 40, built, boot)
     assert "failed: panic: y (console: /con)" in problem
+
+
+def test_max_boots_above_the_last_look_is_honoured() -> None:
+    # --max-boots 200: at 96 boots each an undecided gate boots more, up to 200, never
+    # stops at 96 (the looks go on doubling, then the cap).
+    old, new = boots(100, 96, 0.25), boots(97, 96, 0.25, seed=2)
+    g, _, want = gate(old, new, max_boots=200)
+    assert (g, want) == (Gate.MORE, 192)
+    old, new = boots(100, 192, 0.25), boots(97, 192, 0.25, seed=2)
+    g, _, want = gate(old, new, max_boots=200)
+    assert (g, want) == (Gate.MORE, 200)
+    old, new = boots(100, 200, 0.25), boots(97, 200, 0.25, seed=2)
+    assert gate(old, new, max_boots=200)[0] == Gate.UNDECIDED

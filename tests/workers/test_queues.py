@@ -1,0 +1,46 @@
+"""Every activity runs on the queue the contract names for it, and the client's worker
+check knows each one (a long trace must never read as "no worker")."""
+
+import inspect
+
+from temporalio import activity
+
+from kbisect import client, contract
+from kbisect.contract import ACTIVITY_QUEUE, QueueKind
+from kbisect.settings import Queues
+from kbisect.workers.activities import BuildActivities, VmActivities
+
+ACTIVITY_NAMES = {
+    contract.VALIDATE,
+    contract.BUILD,
+    contract.TEST,
+    contract.TRACE,
+    contract.PREPARE_VERIFY,
+    contract.CLASSIFY,
+}
+
+
+def _registered(cls: type) -> set[str]:
+    names = set()
+    for _, fn in inspect.getmembers(cls, inspect.isfunction):
+        defn = activity._Definition.from_callable(fn)
+        if defn is not None and defn.name:
+            names.add(defn.name)
+    return names
+
+
+def test_every_activity_has_a_queue_kind() -> None:
+    assert set(ACTIVITY_QUEUE) == ACTIVITY_NAMES
+
+
+def test_workers_serve_each_activity_on_its_queue() -> None:
+    assert _registered(BuildActivities) == {
+        n for n, k in ACTIVITY_QUEUE.items() if k == QueueKind.BUILD
+    }
+    assert _registered(VmActivities) == {n for n, k in ACTIVITY_QUEUE.items() if k == QueueKind.VM}
+
+
+def test_a_running_trace_counts_as_a_busy_vm_worker() -> None:
+    assert client.queue_kind(contract.TRACE) == QueueKind.VM
+    assert client.queue_kind(contract.CLASSIFY) == QueueKind.BUILD
+    assert Queues().name(QueueKind.VM) == Queues().vm
