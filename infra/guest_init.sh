@@ -9,6 +9,23 @@ mkdir -p /tmp /run && mount -t tmpfs tmpfs /tmp
 export KB_CHANNEL=/dev/ttyS1
 . /kbisect/lib.sh
 
+# What a host-userland guest does not see of the host: people's homes (their keys, and
+# kbisect's cache and data where they are by default), sshd's host keys, password hashes.
+# Not a wall (the guest's root could mount the host again): it keeps a testcase's output
+# and mistakes off them. Who may change a testcase is the wall (testcases/manifest.py).
+KB_HIDDEN_DIRS="root home etc/ssh"
+KB_HIDDEN_FILES="etc/shadow etc/shadow- etc/gshadow etc/gshadow-"
+kb_hide_host() {
+	for d in $KB_HIDDEN_DIRS; do
+		[ -d "$1/$d" ] || continue
+		mount -t tmpfs -o mode=0700 tmpfs "$1/$d" || echo "kbisect: cannot hide /$d"
+	done
+	for f in $KB_HIDDEN_FILES; do
+		[ -f "$1/$f" ] || continue
+		mount -o bind /dev/null "$1/$f" || echo "kbisect: cannot hide /$f"
+	done
+}
+
 # The host's root filesystem, read-only over virtio-9p, under an overlay in memory, at
 # /newroot: any tool installed on the host runs there with its own libraries.
 kb_host_root() {
@@ -26,6 +43,7 @@ kb_host_root() {
 	for d in tmp run var/tmp; do
 		mount -t tmpfs tmpfs "/newroot/$d"
 	done
+	kb_hide_host /newroot
 	mkdir -p /newroot/kbisect
 	cp /kbisect/* /newroot/kbisect/
 	export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
