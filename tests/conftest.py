@@ -1,11 +1,14 @@
-"""Shared fixtures: an isolated cache, and tiny stand-ins for a kernel source tree."""
+"""Shared fixtures: every test's own cache, data and host-lock folders, and tiny stand-ins
+for a kernel source tree."""
 
+import os
 import subprocess
 import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import platformdirs
 import pytest
 
 from kbisect import settings
@@ -23,6 +26,44 @@ NVME_CORE_TEXT = (
     + lab_culprits.SETUP_SWITCH
     + "\tdefault:\n\t\tbreak;\n\t}\n\treturn ret;\n}\n"
 )
+
+
+# The end-to-end tests' cache: kernels and ccache kept warm from run to run, apart from the
+# user's own (~/.cache/kbisect), which no test reads or writes.
+E2E_CACHE = Path(
+    os.environ.get("KBISECT_TEST_CACHE") or platformdirs.user_cache_dir("kbisect-tests")
+)
+STATE_VARIABLES = ("KBISECT_CACHE", "KBISECT_DATA", "KBISECT_LOCK_DIR")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Session fixtures (the real lab, Synapse) and what they start see the test folders."""
+    saved = {k: os.environ.get(k) for k in STATE_VARIABLES}
+    base = tmp_path_factory.mktemp("session-state")
+    os.environ.update(
+        KBISECT_CACHE=str(E2E_CACHE),
+        KBISECT_DATA=str(base / "data"),
+        KBISECT_LOCK_DIR=str(base / "locks"),
+    )
+    yield
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+@pytest.fixture(autouse=True)
+def _test_state(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each test its own data and lock folders, and (unless it builds real kernels) cache."""
+    state = tmp_path / "kbisect-state"
+    if request.node.get_closest_marker("e2e") is None:
+        monkeypatch.setenv("KBISECT_CACHE", str(state / "cache"))
+    monkeypatch.setenv("KBISECT_DATA", str(state / "data"))
+    monkeypatch.setenv("KBISECT_LOCK_DIR", str(state / "locks"))
 
 
 @pytest.fixture
@@ -82,3 +123,24 @@ def synapse(tmp_path_factory: pytest.TempPathFactory) -> Iterator["Synapse"]:
         yield server
     finally:
         server.stop()
+
+
+E2E_TIMEOUT = 1800  # seconds: the slowest end-to-end test builds and boots for ~6 minutes
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """End-to-end tests run last, each with the long timeout (the rest keep the short one)."""
+    for item in items:
+        if item.get_closest_marker("e2e") is not None:
+            item.add_marker(pytest.mark.timeout(E2E_TIMEOUT))
+    items.sort(key=lambda item: item.get_closest_marker("e2e") is not None)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> pytest.TestReport:
+    """A skipped end-to-end test fails: the feature it checks would go unchecked."""
+    report: pytest.TestReport = yield
+    if report.skipped and item.get_closest_marker("e2e") is not None:
+        report.outcome = "failed"
+        report.longrepr = f"end-to-end test skipped, which CI does not accept: {report.longrepr}"
+    return report

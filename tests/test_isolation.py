@@ -1,0 +1,26 @@
+"""No test reads or writes the user's own cache, data or host lock."""
+
+from pathlib import Path
+
+import platformdirs
+import pytest
+
+from kbisect import settings
+from kbisect.settings import Settings
+from tests.conftest import E2E_CACHE
+
+
+def test_a_test_has_its_own_cache_data_and_lock_folders(tmp_path: Path) -> None:
+    s = Settings.from_env()
+    assert s.cache != Path(platformdirs.user_cache_dir("kbisect"))
+    assert s.data != Path(platformdirs.user_data_dir("kbisect"))
+    assert s.locks != Path(settings.DEFAULT_LOCK_DIR)
+    assert tmp_path in s.cache.parents and tmp_path in s.locks.parents
+
+
+@pytest.mark.e2e
+def test_an_end_to_end_test_shares_only_the_test_cache(tmp_path: Path) -> None:
+    s = Settings.from_env()
+    assert s.cache != Path(platformdirs.user_cache_dir("kbisect"))
+    assert s.cache == E2E_CACHE
+    assert tmp_path in s.locks.parents and tmp_path in s.data.parents
