@@ -3,8 +3,11 @@
 Every command runs with the user's diff, colour, hook, pager and signing settings
 overridden: kbisect parses git's output, applies the patches it prints and checks out
 worktrees, and a `diff.noprefix`, an external diff or a failing post-checkout hook in
-someone's config must not turn into a wrong verdict. The user's system and global config
-are still read (safe.directory lives there), only these keys are pinned.
+someone's config must not turn into a wrong verdict; a global attributes file or
+`core.eol` must not turn a build slot's files into CRLF, and `format.*` settings must not
+change the SRU patch files. The user's system and global config are still read
+(safe.directory, credential helpers and `url.*.insteadOf` live there), only these keys
+are pinned.
 """
 
 import os
@@ -27,13 +30,22 @@ LAB_IDENTITY = {
 SAFE_CONFIG = (
     "core.hooksPath=/dev/null",  # no hooks: a post-checkout hook must not fail a build
     "core.fsmonitor=false",
-    "core.autocrlf=false",  # worktree files byte for byte as committed
+    "core.autocrlf=false",  # worktree files byte for byte as committed: no eol conversion,
+    "core.eol=lf",
+    "core.attributesFile=/dev/null",  # no `* text eol=crlf` from the user's attributes,
+    "core.symlinks=true",  # and symlinks as links (the kernel has some)
     "core.sparseCheckout=false",  # and all of them: a missing file would be a compile error
     "core.pager=cat",
     "color.ui=false",
     "diff.noprefix=false",  # `git apply` needs the a/ b/ prefixes
     "diff.mnemonicPrefix=false",
     "diff.relative=false",
+    "diff.srcPrefix=a/",
+    "diff.dstPrefix=b/",
+    "diff.context=3",  # a patch as everyone else's git makes it
+    "diff.interHunkContext=0",
+    "diff.algorithm=default",
+    "diff.orderFile=/dev/null",
     "apply.whitespace=nowarn",  # a verify patch applies as the commit has it
     "commit.gpgSign=false",
     "log.showSignature=false",
@@ -42,11 +54,35 @@ SAFE_CONFIG = (
     "gc.auto=0",  # no background gc in the user's repository
     "maintenance.auto=false",
     "advice.detachedHead=false",
+    # format-patch: keys its flags cannot undo (FORMAT_PATCH_OPTIONS does the rest)
+    "format.numbered=auto",
+    "format.forceInBodyFrom=false",
+    "format.coverFromDescription=message",
+    "format.encodeEmailHeaders=true",
+    "format.noprefix=false",
+    "format.mboxrd=false",
 )
 # Commands that print diffs: no external diff driver, textconv filter or colour (the
 # command line is the only way to turn off diff.external and GIT_EXTERNAL_DIFF).
 DIFF_COMMANDS = frozenset({"diff", "show", "log", "diff-tree"})
 DIFF_OPTIONS = ("--no-ext-diff", "--no-textconv", "--no-color")
+# format-patch: the patch files as git makes them with no format.* config (a caller's own
+# flags come after these and win). format.to/cc/headers only add up in config: these
+# flags are the way to drop them.
+FORMAT_PATCH_OPTIONS = (
+    "--no-signoff",
+    "--no-attach",
+    "--suffix=.patch",
+    "--no-to",
+    "--no-cc",
+    "--no-add-header",
+    "--no-from",
+    "--no-signature-file",
+    "--no-base",
+    "--no-notes",
+    "--no-thread",
+    "--filename-max-length=64",
+)
 # Inherited variables that would point git at another repository or index (kbisect run
 # from a git hook has GIT_DIR set) or change what it prints.
 SCRUBBED_ENV = frozenset(
@@ -74,6 +110,8 @@ def git_argv(repo: Path, *args: str) -> list[str]:
     cmd = list(args)
     if cmd and cmd[0] in DIFF_COMMANDS:
         cmd[1:1] = DIFF_OPTIONS
+    elif cmd and cmd[0] == "format-patch":
+        cmd[1:1] = FORMAT_PATCH_OPTIONS
     pins = [part for kv in SAFE_CONFIG for part in ("-c", kv)]
     return ["git", "--no-pager", "-C", str(repo), *pins, *cmd]
 
@@ -89,6 +127,7 @@ def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
         **env,
         "LC_ALL": "C",
         "GIT_OPTIONAL_LOCKS": "0",
+        "GIT_ATTR_NOSYSTEM": "1",  # nor /etc/gitattributes (core.attributesFile is pinned)
         "GIT_TERMINAL_PROMPT": "0",
         **(extra or {}),
     }
