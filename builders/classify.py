@@ -11,15 +11,32 @@ import signal
 
 from kbisect.errors import DiskFullError, InfraError, KbisectError, KernelBuildError
 
+# Headers the host provides (libc6-dev, libssl-dev, libelf-dev, zlib1g-dev, a gcc plugin
+# package...), never the tree: one missing is the host's. Bare names the kernel also has
+# as local headers (string.h, ctype.h in arch/x86/boot) are left out.
+SYSTEM_HEADER = (
+    r"(?:sys|bits|gnu|netinet|arpa|openssl|elfutils|ncursesw?|python3[\d.]*)/\S+|"
+    r"(?:gelf|libelf|elf|zlib|zstd|lz4|lzma|ncurses|curses|gmp|mpc|mpfr|gcc-plugin|dwarf|"
+    r"libdw|stdio|stdlib|unistd|fcntl|getopt|pthread|dirent|dlfcn|poll|termios|syslog|pwd|"
+    r"grp|libgen|fnmatch|glob|endian|byteswap|malloc|search|setjmp|wchar|locale|regex|"
+    r"iconv|limits|inttypes)\.h"
+)
 # Checked first: lines that blame the host even when they look like a compiler error.
 INFRA_PATTERNS = (
     re.compile(r"No space left on device|Disk quota exceeded"),
     re.compile(r"(command not found|: not found)$"),
-    re.compile(r"fatal error: (openssl|gelf|libelf)\S*\.h: No such file"),
+    re.compile(rf"fatal error: (?:{SYSTEM_HEADER}): No such file"),
     re.compile(r"Cannot allocate memory|Killed signal terminated program|internal compiler error"),
     re.compile(r"Segmentation fault|Bus error|Illegal instruction"),
     re.compile(r"Permission denied|Read-only file system|Input/output error"),
+    re.compile(r"Too many open files|Stale file handle"),
     re.compile(r"symbol lookup error|error while loading shared libraries"),
+    # An assembler older than the tree wants (the kernel's own check), or than the
+    # compiler's output needs (gcc's .s, a temporary file or a pipe with -pipe).
+    re.compile(r"^\*\*\* (Assembler|Linker|Compiler) is too old"),
+    re.compile(
+        r"^(\S*/cc\w+\.s|\{standard input\}):\d+: Error: (no such instruction|unknown pseudo)"
+    ),
 )
 # A compiler, assembler or linker error about the tree's own files.
 TREE_PATTERNS = (

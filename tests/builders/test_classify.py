@@ -13,6 +13,9 @@ TREE_ERRORS = [
     "ld: kernel/sys.o:(.bss+0x0): multiple definition of `x'; fs/open.o:(.bss+0x0): first",
     "ld.lld: error: undefined symbol: foo",
     'ERROR: modpost: "foo" [drivers/nvme/host/nvme.ko] undefined!',
+    # A header of the tree's own that is missing: the commit's fault.
+    "drivers/nvme/host/core.c:9:10: fatal error: nvme_regs.h: No such file or directory",
+    "arch/x86/boot/main.c:3:10: fatal error: string.h: No such file or directory",
 ]
 HOST_ERRORS = [
     "make: the '-j' option requires a positive integer argument",
@@ -25,6 +28,20 @@ HOST_ERRORS = [
     "init/main.c:1:10: fatal error: opening dependency file init/.main.o.d: Permission denied",
     "scripts/sign-file.c:25:10: fatal error: openssl/opensslv.h: No such file or directory",
     "make[2]: *** [scripts/Makefile.build:250: init/main.o] Error 1",
+    # The host out of file handles, or its NFS cache gone stale under the build.
+    "kernel/sys.c:2:10: fatal error: linux/mm.h: Too many open files",
+    "fs/open.c:3:10: fatal error: linux/fs.h: Stale file handle",
+    "ld: cannot open output file vmlinux: Too many open files in system",
+    # A system header the host lacks (libc6-dev, a gcc plugin's dev package...).
+    "scripts/basic/fixdep.c:96:10: fatal error: sys/types.h: No such file or directory",
+    "scripts/kconfig/conf.c:7:10: fatal error: stdio.h: No such file or directory",
+    "scripts/gcc-plugins/gcc-common.h:5:10: fatal error: gcc-plugin.h: No such file or directory",
+    "scripts/extract-cert.c:22:10: fatal error: zlib.h: No such file or directory",
+    # An assembler older than the tree or the compiler wants.
+    "*** Assembler is too old.",
+    "/tmp/ccAbCdEf.s:1234: Error: no such instruction: `vpdpbusd %ymm1,%ymm2,%ymm3'",
+    "/tmp/cc8xYz.s:12: Error: unknown pseudo-op: `.base64'",
+    "{standard input}:77: Error: no such instruction: `endbr64'",
 ]
 
 
