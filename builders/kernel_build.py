@@ -66,11 +66,20 @@ def _quiet(_: str) -> None:
     pass
 
 
+def _tool_version(tool: str) -> str:
+    """The first line of `tool --version`, or 'tool?' when it does not answer."""
+    try:
+        out = subprocess.run([tool, "--version"], capture_output=True, text=True, check=False)
+    except OSError:
+        return f"{tool}?"
+    return out.stdout.splitlines()[0] if out.returncode == 0 and out.stdout else f"{tool}?"
+
+
 def compiler_version() -> str:
-    """The compiler and the fixed build identity: both are in an artifact's key."""
-    out = subprocess.run(["gcc", "--version"], capture_output=True, text=True, check=False)
-    gcc = out.stdout.splitlines()[0] if out.returncode == 0 and out.stdout else "gcc?"
-    return " ".join([gcc, *(f"{k}={v}" for k, v in sorted(REPRO_ENV.items()))])
+    """The compiler, assembler and linker (binutils decides what builds as gcc does) and
+    the fixed build identity: all are in an artifact's key."""
+    tools = [_tool_version(t) for t in ("gcc", "as", "ld")]
+    return " ".join([*tools, *(f"{k}={v}" for k, v in sorted(REPRO_ENV.items()))])
 
 
 def check_cache_path(path: Path) -> None:

@@ -311,3 +311,24 @@ def test_a_build_goes_to_the_slot_already_configured_for_it(
     configured = _make_count(cache, "config-count")
     KernelBuilder(jobs=1).build(repo, commits["fixed"], other)  # slot 1, incremental
     assert _make_count(cache, "config-count") == configured
+
+
+def test_the_cache_key_changes_with_binutils(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new assembler or linker can make a commit build that did not: its version is in
+    the key, as gcc's is, so a cached "does not build" is not reused across it."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    for tool in ("gcc", "as", "ld"):
+        script = bindir / tool
+        script.write_text(f'#!/bin/sh\necho "{tool} 1.0"; echo "{tool} copyright"\n')
+        script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}:/usr/bin:/bin")
+    first = kernel_build.compiler_version()
+    assert "gcc 1.0" in first and "copyright" not in first
+    for tool in ("as", "ld"):
+        (bindir / tool).write_text(f'#!/bin/sh\necho "{tool} 2.0"\n')
+        now = kernel_build.compiler_version()
+        assert now != first and f"{tool} 2.0" in now, now
+        first = now
