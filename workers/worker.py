@@ -1,12 +1,19 @@
-"""Run workers: workflows on the control queue, builds and VM runs on their own queues."""
+"""Run workers: workflows on the control queue, builds and VM runs on their own queues.
+
+A host running builds or VMs prunes its own cache (`kbisect gc`, the default age) at start
+and every GC_EVERY_HOURS: every host has its own cache, and nobody has to remember to.
+"""
 
 import asyncio
+import logging
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from kbisect import gc
 from kbisect.builders.kernel_build import KernelBuilder
 from kbisect.builders.kernel_list import KernelListBuilder
 from kbisect.infra import host_lock
@@ -17,6 +24,8 @@ from kbisect.workflows.bisect_workflow import BisectWorkflow, sandbox_runner
 
 # On shutdown, running builds and boots get this long; then Temporal retries them elsewhere.
 SHUTDOWN_GRACE = timedelta(seconds=5)
+GC_EVERY_HOURS = 6.0  # well under gc.DEFAULT_DAYS: a day's runs never pile up for long
+log = logging.getLogger(__name__)
 
 
 def make_workers(
@@ -80,5 +89,43 @@ def make_workers(
     return workers
 
 
-async def run_workers(workers: list[Worker]) -> None:
-    await asyncio.gather(*(w.run() for w in workers))
+async def run_workers(workers: list[Worker], settings: Settings | None = None) -> None:
+    """Run the workers until they stop; those with builds or VMs (activities: they use
+    the cache) prune it meanwhile."""
+    pruning = None
+    if any(w.config().get("activities") for w in workers):
+        pruning = asyncio.create_task(gc_loop(settings or Settings.from_env()))
+    try:
+        await asyncio.gather(*(w.run() for w in workers))
+    finally:
+        if pruning is not None:
+            pruning.cancel()
+
+
+async def gc_loop(
+    settings: Settings, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+) -> None:
+    """`kbisect gc` on this host's cache now and every GC_EVERY_HOURS, in a thread (the
+    workers' event loop goes on). What a running job uses stays: each build, boot and
+    config read marks what it uses, and gc removes only what is unused for
+    gc.DEFAULT_DAYS."""
+    while True:
+        await asyncio.to_thread(gc_once, settings)
+        await sleep(GC_EVERY_HOURS * 3600)
+
+
+def gc_once(settings: Settings) -> None:
+    """One pass; a failure is logged, never stops the worker (the next pass tries again)."""
+    try:
+        report = gc.collect(settings, gc.DEFAULT_DAYS, dry_run=False)
+    except Exception as exc:  # a host problem in a pass must not end the worker
+        log.warning("gc of %s failed (next try in %g h): %s", settings.cache, GC_EVERY_HOURS, exc)
+        return
+    if report.removed_count():
+        log.info(
+            "gc of %s: removed %d item(s) unused for %g days, %.1f MiB",
+            settings.cache,
+            report.removed_count(),
+            gc.DEFAULT_DAYS,
+            report.bytes_freed / 2**20,
+        )
