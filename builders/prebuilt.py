@@ -132,9 +132,24 @@ def _image_in(root: Path, what: str) -> tuple[Path, str]:
 def _modules_in(root: Path, release: str) -> str:
     for base in ("lib/modules", "usr/lib/modules"):
         folder = root / base / release
-        if folder.is_dir():
+        if folder.is_dir() or folder.is_symlink():
             return str(folder)
     return ""
+
+
+def _check_own(root: Path, paths: list[Path], what: str) -> None:
+    """Refuse a kernel, config, modules folder or module that is a symbolic link or leads
+    out of the unpacked package (through a linked folder): the guest would boot or load
+    a file of the host's. The modules folder's modules are checked too."""
+    for path in paths:
+        inside = path.resolve().is_relative_to(root.resolve())
+        if path.is_symlink() or not inside:
+            raise UserError(
+                f"{what}: {path.relative_to(root)} is a symbolic link or under one (to "
+                f"{path.resolve()}): refused; give a package that holds its own kernel"
+            )
+        if inside and path.is_dir():
+            _check_own(root, sorted(path.rglob("*.ko*")), what)
 
 
 def _artifact(
@@ -166,15 +181,11 @@ def from_deb(deb: Path, settings: Settings, progress: Callable[[str], None]) -> 
     package, version = _package_fields(deb)
     root, cached = unpack(deb, settings, progress)
     image, release = _image_in(root, str(deb))
-    art = _artifact(
-        package,
-        version,
-        image,
-        root / "boot" / f"config-{release}",
-        _modules_in(root, release),
-        cached,
-        began,
-    )
+    config = root / "boot" / f"config-{release}"
+    modules = _modules_in(root, release)
+    own = [image, config, *([Path(modules)] if modules else [])]
+    _check_own(root, [p for p in own if p.exists() or p.is_symlink()], deb.name)
+    art = _artifact(package, version, image, config, modules, cached, began)
     return Prebuilt(package, version, art)
 
 

@@ -2,7 +2,9 @@
 names; and kernel lists, the git histories `bisect --kernels` runs over."""
 
 import dataclasses
+import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,8 +19,14 @@ from kbisect.model import Artifact, BuildSpec
 from kbisect.settings import Settings
 
 
-def make_deb(tmp_path: Path, release: str, version: str = "6.1.170-3") -> Path:
-    """A linux-image-shaped package: boot/vmlinuz-R, boot/config-R, lib/modules/R."""
+def make_deb(
+    tmp_path: Path,
+    release: str,
+    version: str = "6.1.170-3",
+    change: Callable[[Path], None] = lambda _root: None,
+) -> Path:
+    """A linux-image-shaped package: boot/vmlinuz-R, boot/config-R, lib/modules/R;
+    `change` alters the package's folder before it is built."""
     root = tmp_path / f"pkg-{release}"
     (root / "DEBIAN").mkdir(parents=True)
     (root / "DEBIAN" / "control").write_text(
@@ -31,6 +39,7 @@ def make_deb(tmp_path: Path, release: str, version: str = "6.1.170-3") -> Path:
     md = root / "lib" / "modules" / release / "kernel" / "drivers" / "md"
     md.mkdir(parents=True)
     (md / "dm-mod.ko").write_bytes(b"\x7fELF")
+    change(root)
     deb = tmp_path / f"linux-image-{release}_{version}_amd64.deb"
     subprocess.run(
         ["dpkg-deb", "-b", "-Zgzip", str(root), str(deb)], check=True, capture_output=True
@@ -92,6 +101,60 @@ def test_a_deb_that_is_no_kernel_is_refused(cache: Path, tmp_path: Path) -> None
     not_deb.write_bytes(b"junk")
     with pytest.raises(UserError, match="not a Debian package"):
         prebuilt.resolve(str(not_deb), Settings.from_env())
+
+
+def _host_file(tmp_path: Path) -> Path:
+    """A file outside the package that a symlink in it could point at."""
+    secret = tmp_path / "host" / "secret"
+    secret.parent.mkdir(exist_ok=True)
+    secret.write_text("the host's\n")
+    return secret
+
+
+def _link_image(root: Path, target: Path) -> None:
+    image = next((root / "boot").glob("vmlinuz-*"))
+    image.unlink()
+    image.symlink_to(target)
+
+
+def _link_boot(root: Path, target: Path) -> None:
+    (target / "vmlinuz-6.1.0-x").write_bytes(b"host kernel")
+    shutil.rmtree(root / "boot")
+    (root / "boot").symlink_to(target)
+
+
+def _link_module(root: Path, target: Path) -> None:
+    module = next((root / "lib" / "modules").rglob("dm-mod.ko"))
+    module.unlink()
+    module.symlink_to(target)
+
+
+def _link_modules_folder(root: Path, target: Path) -> None:
+    folder = root / "lib" / "modules" / "6.1.0-x"
+    shutil.rmtree(folder)
+    folder.symlink_to(target)
+
+
+@pytest.mark.parametrize(
+    ("change", "what"),
+    [
+        (lambda root, host: _link_image(root, host), "boot/vmlinuz-6.1.0-x"),
+        (lambda root, host: _link_image(root, Path("vmlinuz-other")), "boot/vmlinuz-6.1.0-x"),
+        (lambda root, host: _link_boot(root, host.parent), "boot/vmlinuz-6.1.0-x"),
+        (lambda root, host: _link_module(root, host), "dm-mod.ko"),
+        (lambda root, host: _link_modules_folder(root, host.parent), "lib/modules/6.1.0-x"),
+    ],
+    ids=["image-to-host", "image-inside", "boot-folder", "module", "modules-folder"],
+)
+def test_a_deb_whose_kernel_or_module_is_a_symlink_is_refused(
+    cache: Path, tmp_path: Path, change: Callable[[Path, Path], None], what: str
+) -> None:
+    host = _host_file(tmp_path)
+    deb = make_deb(tmp_path, "6.1.0-x", change=lambda root: change(root, host))
+    with pytest.raises(UserError, match="symbolic link") as err:
+        prebuilt.resolve(str(deb), Settings.from_env())
+    message = str(err.value)
+    assert what in message and "\n" not in message, message
 
 
 # --- kernel lists ----------------------------------------------------------------------
