@@ -20,7 +20,7 @@ from kbisect.contract import (
     VerificationStatus,
 )
 from kbisect.workflows.endpoints import Gate, boots
-from kbisect.workflows.engine import Answer, Decision, Engine, EngineConfig
+from kbisect.workflows.engine import Decision, Engine, EngineConfig
 from kbisect.workflows.strategy import State
 from kbisect.workflows.verdict import verdict_for
 
@@ -124,10 +124,6 @@ def gate_outcome(engine: Engine, mode: Mode, metric: str) -> tuple[JobStatus, st
     if gate.effect.boots_old == 0:  # decided by the images, with no boot
         return JobStatus.NO_DIFFERENCE, f"endpoints do not differ: {gate.message}"
     return JobStatus.NO_DIFFERENCE, f"endpoints do not differ: {metric} {gate.message}"
-
-
-def answer_status(answer: Answer) -> JobStatus:
-    return JobStatus.FOUND if answer == Answer.FOUND else JobStatus.AMBIGUOUS
 
 
 def verification_of(

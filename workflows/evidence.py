@@ -42,10 +42,6 @@ def score(boot: Boot, log: bool) -> float:
     return math.log(m) if log else m
 
 
-def unscale(value: float, log: bool) -> float:
-    return math.exp(value) if log else value
-
-
 def relative(delta: float, base: float, log: bool) -> float:
     """A difference on the job's scale as a fraction of the base value (+0.1 = 10% more)."""
     if log:
