@@ -19,7 +19,7 @@ from pathlib import Path
 
 from kbisect.errors import InfraError, UserError
 from kbisect.git import Git, git_argv, git_env
-from kbisect.settings import Settings
+from kbisect.settings import Settings, private_dir
 
 NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 # git's own ext:: and fd:: transports run commands; only these reach a server.
@@ -125,7 +125,7 @@ class Trees:
                 f"tree {name!r} exists ({self.get(name).shown_url}): 'kbisect tree fetch {name}' "
                 "updates it"
             )
-        self.root.mkdir(parents=True, exist_ok=True)
+        (private_dir(self.root.parent) / self.root.name).mkdir(exist_ok=True)  # cache 0700
         partial = self.root / f".{name}.adding"
         subprocess.run(["rm", "-rf", "--", str(partial)], check=True)
         git = Git(partial)
