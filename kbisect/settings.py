@@ -110,8 +110,11 @@ def _positive_int(env: Mapping[str, str], name: str, default: int) -> int:
     text = env.get(name, "").strip()
     if not text:
         return default
-    if not text.isdigit() or int(text) < 1:
-        raise UserError(f"{name}={text!r} must be a whole number, 1 or more: fix or unset it")
+    # ASCII digits only: str.isdigit() also takes '²', which int() refuses.
+    if not re.fullmatch(r"[0-9]{1,9}", text) or int(text) < 1:
+        raise UserError(
+            f"{name}={text[:40]!r} must be a whole number (digits 0-9), 1 or more: fix or unset it"
+        )
     return int(text)
 
 
@@ -136,7 +139,14 @@ def _address(env: Mapping[str, str]) -> str:
 def private_dir(path: Path) -> Path:
     """The directory, made if missing, readable by this user only: it holds job data,
     build logs and the service's database."""
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        why = "a file is there" if isinstance(exc, FileExistsError) else exc.strerror
+        raise UserError(
+            f"cannot make the folder {path} ({why}): point KBISECT_CACHE or KBISECT_DATA at "
+            "a folder you can write to"
+        ) from exc
     st = path.stat()
     if st.st_mode & 0o077 and st.st_uid == os.getuid():
         path.chmod(0o700)

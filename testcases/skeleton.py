@@ -84,8 +84,13 @@ def write(name: str, root: Path) -> Path:
     folder = root / name
     if folder.exists():
         raise UserError(f"{folder} exists already: pick another name or remove it")
-    folder.mkdir(parents=True)
-    (folder / "manifest.toml").write_text(MANIFEST.format(name=name))
-    (folder / "guest.sh").write_text(GUEST.format(name=name))
-    (folder / "config.fragment").write_text(FRAGMENT)
+    try:
+        folder.mkdir(parents=True)
+        (folder / "manifest.toml").write_text(MANIFEST.format(name=name))
+        (folder / "guest.sh").write_text(GUEST.format(name=name))
+        (folder / "config.fragment").write_text(FRAGMENT)
+    except OSError as exc:  # --dir is a file, under /proc, read-only...
+        raise UserError(
+            f"cannot make {folder} ({exc.strerror}): give --dir a folder you can write to"
+        ) from exc
     return folder

@@ -3,9 +3,11 @@ of gone repositories and old verify refs."""
 
 import argparse
 import json
+import math
 from pathlib import Path
 
 from kbisect.cli.output import out
+from kbisect.errors import UserError
 from kbisect.gc import DEFAULT_DAYS
 from kbisect.settings import Settings
 
@@ -15,7 +17,7 @@ def cmd_gc(args: argparse.Namespace, settings: Settings) -> int:
 
     report = collect(
         settings,
-        args.older_than,
+        _days(args.older_than),
         args.dry_run,
         artifacts=not args.keep_artifacts,
         repos=[Path(r) for r in args.repo],
@@ -40,6 +42,13 @@ def cmd_gc(args: argparse.Namespace, settings: Settings) -> int:
         out(f"kept {why}")
     out(f"{verb} {len(removed)} item(s), {report.bytes_freed / 2**20:.1f} MiB")
     return 0
+
+
+def _days(value: float) -> float:
+    # float() takes nan and inf: nan would compare false to every age and remove nothing.
+    if not math.isfinite(value) or value < 0:
+        raise UserError(f"--older-than {value:g}: give a number of days, 0 or more")
+    return value
 
 
 def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
