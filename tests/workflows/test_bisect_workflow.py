@@ -21,6 +21,7 @@ from temporalio.client import (
     WorkflowUpdateFailedError,
 )
 from temporalio.common import RetryPolicy
+from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -89,14 +90,19 @@ async def bisect(
 ) -> tuple[BisectResult, Scenario]:
     async with running(client, scenario, **kw) as handle:
         result = await handle.result()
-        if record and os.environ.get("KBISECT_RECORD_HISTORIES"):
-            history = await handle.fetch_history()
-            HISTORIES.mkdir(exist_ok=True)
-            (HISTORIES / f"{record}.json").write_text(history.to_json())
+        await _keep(handle, record)
     return result, scenario
 
 
 Job = WorkflowHandle[BisectWorkflow, BisectResult]
+
+
+async def _keep(handle: Job, record: str) -> None:
+    """Save the ended job's history for test_replay (only when re-recording)."""
+    if record and os.environ.get("KBISECT_RECORD_HISTORIES"):
+        history = await handle.fetch_history()
+        HISTORIES.mkdir(exist_ok=True)
+        (HISTORIES / f"{record}.json").write_text(history.to_json())
 
 
 async def _until_status(handle: Job, status: str) -> Progress:
@@ -135,7 +141,9 @@ async def test_finds_every_kind_of_culprit_in_log2_builds(env: WorkflowEnvironme
 async def test_parallel_rounds_cut_the_range_in_parts(env: WorkflowEnvironment) -> None:
     for k in (1, 17, 40, 64):
         scenario = Scenario(graph=linear(64), culprit=f"c{k}")
-        result, s = await bisect(env.client, scenario, parallel=3)
+        result, s = await bisect(
+            env.client, scenario, record="parallel" if k == 40 else "", parallel=3
+        )
         assert result.culprit == f"c{k}"
         rounds = max(st.round for st in result.steps)
         # Three commits a round cut 64 candidates by about 4 each round: 3 rounds, not 6.
@@ -383,9 +391,10 @@ async def test_progress_query_and_a_person_marking_a_commit(env: WorkflowEnviron
         answer = await handle.execute_update("mark", MarkRequest("c41", "bad"), result_type=str)
         assert "c41" in answer
         result: BisectResult = await handle.result()
+        await _keep(handle, "mark")
     assert result.culprit == "c40"
     marked = [s for s in result.steps if s.source == "marked"]
-    assert [(s.commit, s.verdict) for s in marked] == [("c41", "bad")]
+    assert [(s.commit, s.verdict, s.note) for s in marked] == [("c41", "bad", "marked by a person")]
     assert scenario.tests["c41"] == 0  # marked before any round reached it: never tested
 
 
@@ -414,7 +423,8 @@ async def test_a_host_problem_blocks_the_job_until_resumed(env: WorkflowEnvironm
         answer = await handle.execute_update("resume", result_type=str)
         assert "resuming 1 blocked step" in answer
         result: BisectResult = await handle.result()
-    assert result.culprit == "c9"
+        await _keep(handle, "resume")
+    assert result.status == "found" and result.culprit == "c9"
     assert scenario.builds["c16"] == 2  # the failed build, then the one after resuming
 
 
@@ -428,5 +438,23 @@ async def test_a_job_cancelled_during_a_boot_ends_cancelled_not_blocked(
         await handle.cancel()
         with pytest.raises(WorkflowFailureError) as failed:
             await asyncio.wait_for(handle.result(), timeout=30)
+        await _keep(handle, "cancel")
     assert "cancel" in str(failed.value.cause).lower()
     assert (await handle.describe()).status == WorkflowExecutionStatus.CANCELED
+
+
+async def test_a_bad_endpoint_that_does_not_build_fails_the_job(env: WorkflowEnvironment) -> None:
+    # The user named it: nothing to bisect against, and no host problem to resume from.
+    scenario = Scenario(graph=linear(16), culprit="c9", broken_build={"c16"})
+    async with running(env.client, scenario) as handle:
+        with pytest.raises(WorkflowFailureError) as err:
+            await handle.result()
+        desc = await handle.describe()
+        await _keep(handle, "failed")
+    cause = err.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == "JobFailed"
+    assert cause.message.startswith("the bad endpoint c16 does not build: kernel does not build")
+    assert "pass a bad revision that builds" in cause.message
+    assert desc.status == WorkflowExecutionStatus.FAILED
+    assert desc.typed_search_attributes.get(SA_STATUS) == "failed"
+    assert scenario.tests["c16"] == 0  # failed at its build, before any boot

@@ -3,22 +3,32 @@
 import base64
 import contextlib
 import re
+from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
+from temporalio import workflow
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHistory
+from temporalio.common import SearchAttributeUpdate
 from temporalio.worker import Replayer
+from temporalio.workflow import NondeterminismError
 
+from kbisect.contract import BUILD
 from kbisect.workflows import strategy
 from kbisect.workflows.bisect_workflow import (
     CONTROLS_V2_PATCH,
     ENGINE_PATCH,
+    FAILED_STATUS_PATCH,
     HOST_CHECK_PATCH,
     SAME_KERNEL_PATCH,
     TRACE_PATCH,
     BisectWorkflow,
     sandbox_runner,
 )
+from kbisect.workflows.engine import Engine
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 
@@ -36,6 +46,30 @@ def _patches(path: Path) -> set[str]:
     return found
 
 
+def _updates(history: WorkflowHistory) -> list[str]:
+    """The names of the updates (a person's mark, resume) the job accepted."""
+    return [
+        e.workflow_execution_update_accepted_event_attributes.accepted_request.input.name
+        for e in history.events
+        if e.HasField("workflow_execution_update_accepted_event_attributes")
+    ]
+
+
+def _widest_round(history: WorkflowHistory) -> int:
+    """The most builds one workflow task scheduled together (a round's commits)."""
+    scheduled = [
+        e.activity_task_scheduled_event_attributes
+        for e in history.events
+        if e.HasField("activity_task_scheduled_event_attributes")
+    ]
+    tasks = [a.workflow_task_completed_event_id for a in scheduled if a.activity_type.name == BUILD]
+    return max(Counter(tasks).values())
+
+
+def _ended(history: WorkflowHistory) -> "EventType.ValueType":
+    return history.events[-1].event_type
+
+
 def test_histories_were_recorded() -> None:
     # Re-record with: KBISECT_RECORD_HISTORIES=1 pytest tests/workflows/test_bisect_workflow.py
     # (after renaming the current ones to pre-<patch>-*). They must keep replaying:
@@ -49,6 +83,18 @@ def test_histories_were_recorded() -> None:
     # Every branch the current engine can take is in some current history.
     now = {p.stem: _patches(p) for p in current}
     assert {"linear-64", "fix-64", "merges", "skips", "engine-retest"} <= set(now)
+    # ... and every way a job is steered or ends: a person's mark, a resume after a block,
+    # rounds of several commits, a cancel and a failure (each test says what it records).
+    assert {"mark", "resume", "parallel", "cancel", "failed"} <= set(now), sorted(now)
+    by_name = {p.stem: _history(p) for p in current}
+    assert _updates(by_name["mark"]) == ["mark"]
+    assert _updates(by_name["resume"]) == ["resume"]
+    # Both endpoints are built together in any job; a round of --parallel 3 builds three.
+    assert _widest_round(by_name["linear-64"]) == 2
+    assert _widest_round(by_name["parallel"]) == 3
+    assert _ended(by_name["cancel"]) == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED
+    assert _ended(by_name["failed"]) == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED
+    assert FAILED_STATUS_PATCH in now["failed"]
     engine = {ENGINE_PATCH, SAME_KERNEL_PATCH, HOST_CHECK_PATCH, CONTROLS_V2_PATCH}
     assert all(engine <= patches for patches in now.values()), now
     assert TRACE_PATCH in now["trace"]
@@ -62,12 +108,39 @@ async def test_history_replays(path: Path) -> None:
     )
 
 
+async def _replay_failure(name: str) -> Exception | None:
+    """Why the named history does not replay against the (patched) code, None if it does."""
+    path = HISTORIES[0].parent / f"{name}.json"
+    result = await Replayer(
+        workflows=[BisectWorkflow], workflow_runner=sandbox_runner()
+    ).replay_workflow(_history(path), raise_on_replay_failure=False)
+    return result.replay_failure
+
+
 async def test_a_changed_decision_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     # Replay compares commands, not activity arguments: a change that stops the search
     # early (different commands) must be caught. This also proves the patch reaches the
     # sandbox, i.e. the replay above ran our current strategy code.
     monkeypatch.setattr(strategy, "next_commits", lambda search, slots=1: [])
-    result = await Replayer(
-        workflows=[BisectWorkflow], workflow_runner=sandbox_runner()
-    ).replay_workflow(_history(HISTORIES[0]), raise_on_replay_failure=False)
-    assert result.replay_failure is not None
+    assert await _replay_failure("linear-64") is not None
+
+
+async def test_a_failed_job_that_no_longer_says_failed_is_caught(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # failed.json set KbisectStatus=failed before failing: a job that skips it (the list
+    # would show it still calibrating) gives other commands than recorded.
+    upsert = workflow.upsert_search_attributes
+
+    def without_failed(updates: Sequence[SearchAttributeUpdate[Any]]) -> None:
+        if all(u.value != "failed" for u in updates):
+            upsert(updates)
+
+    monkeypatch.setattr(workflow, "upsert_search_attributes", without_failed)
+    assert isinstance(await _replay_failure("failed"), NondeterminismError)
+
+
+async def test_a_mark_that_is_ignored_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    # mark.json's search went round the marked commit: ignoring the mark boots other commits.
+    monkeypatch.setattr(Engine, "mark", lambda self, commit, state: None)
+    assert isinstance(await _replay_failure("mark"), NondeterminismError)
