@@ -5,22 +5,66 @@ of the server; the Web UI on port 8233; kbisect's search attributes registered a
 
 The dev server has no authentication, and its Web UI and HTTP API can start, signal,
 cancel and terminate workflows: every port it opens (gRPC, Web UI, HTTP API, metrics)
-is bound to 127.0.0.1, and start() checks that after it comes up.
+is bound to 127.0.0.1, and start() checks that after it comes up. Loopback alone does
+not keep a web page out (a cross-origin POST, or DNS rebinding to 127.0.0.1), so:
+- the HTTP API refuses every request a browser can send (frontend.httpAllowedHosts
+  allows only an empty Host header; browsers always send one);
+- the dev server's own Web UI, which has no setting to refuse a foreign Host or to turn
+  write actions off, listens on a port no browser connects to (the Fetch standard's bad
+  ports), and a front here serves it on the UI port: reads only, for Host and Origin
+  127.0.0.1 or localhost.
+The front runs in a small supervisor process, `python -m kbisect.infra.temporal_server`,
+which also stops the dev server when the process that started it dies (even by SIGKILL).
 """
 
+import argparse
+import asyncio
+import ctypes
 import ipaddress
 import os
+import random
+import re
 import shutil
+import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+
+from aiohttp import ClientSession, ClientTimeout, web
+from multidict import CIMultiDict
+from yarl import URL
 
 from kbisect import settings
 from kbisect.errors import InfraError, UserError
 
 SEARCH_ATTRIBUTES = ("KbisectTestcase", "KbisectStatus", "KbisectCulprit")
+
+# Ports every browser refuses to connect to, for any page (the Fetch standard's "bad
+# ports", blocked by Chrome, Firefox and Safari for years): the dev server's own Web UI
+# listens on one of these, so only the front below reaches it.
+BROWSER_BLOCKED_PORTS = (
+    *(1719, 1720, 1723, 2049, 3659, 4045, 5060, 5061),
+    *(6000, 6665, 6666, 6667, 6668, 6669, 6697),
+)
+
+# The Web UI's front serves reads only: jobs are started and cancelled with the kbisect
+# command over gRPC, never through the UI. A workflow query (the job's progress, its stack
+# trace) is a read the UI sends as a POST.
+READ_METHODS = ("GET", "HEAD")
+_SEG = r"(?!\.\.?(?:[/?]|$))[^/?]+"  # one path segment, not . or ..
+QUERY_PATH = re.compile(rf"/api/v1/namespaces/{_SEG}/workflows/{_SEG}/query/{_SEG}(\?.*)?")
+HOP_BY_HOP = {"connection", "keep-alive", "te", "trailer", "transfer-encoding", "upgrade"}
+HOP_BY_HOP |= {"proxy-authenticate", "proxy-authorization", "content-length"}
+
+# service.log and temporal-server.log: set aside when the service starts once this large.
+LOG_MAX_BYTES = 16 << 20
+LOG_KEEP = 3  # service.log.1 (the newest) to service.log.3
+
+PR_SET_PDEATHSIG = 1
 
 
 def temporal_binary() -> Path:
@@ -35,6 +79,7 @@ def temporal_binary() -> Path:
 
 
 def server_argv(ip: str, port: int, ui_port: int, db: Path) -> list[str]:
+    """The dev server; ui_port is where its own Web UI listens (behind the front)."""
     argv = [
         str(temporal_binary()),
         "server",
@@ -47,10 +92,28 @@ def server_argv(ip: str, port: int, ui_port: int, db: Path) -> list[str]:
         str(db),
         "--log-level",
         "warn",
+        # The HTTP API cannot be turned off: it answers only a request without a Host
+        # header, which no browser sends (an empty list matches the empty Host only).
+        *("--dynamic-config-value", "frontend.httpAllowedHosts=[]"),
     ]
     for name in SEARCH_ATTRIBUTES:
         argv += ["--search-attribute", f"{name}=Keyword"]
     return argv
+
+
+def rotate_log(log: Path) -> None:
+    """Set a log of LOG_MAX_BYTES or more aside as log.1 (log.1 becomes log.2, ...),
+    keeping LOG_KEEP of them."""
+    try:
+        if log.stat().st_size < LOG_MAX_BYTES:
+            return
+    except FileNotFoundError:
+        return
+    for n in range(LOG_KEEP - 1, 0, -1):
+        older = log.with_name(f"{log.name}.{n}")
+        if older.exists():
+            older.replace(log.with_name(f"{log.name}.{n + 1}"))
+    log.replace(log.with_name(f"{log.name}.1"))
 
 
 def listening(ip: str, port: int) -> bool:
@@ -97,6 +160,19 @@ def listening_addresses(pid: int) -> set[tuple[str, int]]:
     return found
 
 
+def process_tree(pid: int) -> list[int]:
+    """The process and all its descendants, from /proc."""
+    found = [pid]
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            kids = (task / "children").read_text().split()
+        except OSError:
+            continue
+        for kid in kids:
+            found += process_tree(int(kid))
+    return found
+
+
 def start(
     ip: str = "127.0.0.1",
     port: int = 7233,
@@ -104,7 +180,9 @@ def start(
     db: Path | None = None,
     log: Path | None = None,
 ) -> subprocess.Popen[bytes]:
-    """Start the dev server and wait until it accepts connections; on loopback only."""
+    """Start the dev server and its Web UI front, and wait until they accept connections;
+    on loopback only. The process returned is the supervisor: terminate() stops both, and
+    so does the death of this process (it holds the supervisor's stdin)."""
     if not _is_loopback(ip):
         raise UserError(
             f"the dev server has no authentication: it listens on 127.0.0.1 only, not {ip} "
@@ -114,10 +192,11 @@ def start(
         raise InfraError(f"something already listens on {ip}:{port}: is a kbisect server running?")
     db = db or settings.data_dir() / "temporal.db"
     log = log or settings.data_dir() / "temporal-server.log"
+    rotate_log(log)
+    argv = [sys.executable, "-m", "kbisect.infra.temporal_server"]  # main() below
+    argv += ["--ip", ip, "--port", str(port), "--ui-port", str(ui_port), "--db", str(db)]
     with open(log, "ab") as out:
-        proc = subprocess.Popen(
-            server_argv(ip, port, ui_port, db), stdin=subprocess.DEVNULL, stdout=out, stderr=out
-        )
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=out, stderr=out)
     deadline = time.monotonic() + 60
     try:
         while not (listening(ip, port) and listening(ip, ui_port)):
@@ -126,14 +205,175 @@ def start(
             if time.monotonic() > deadline:
                 raise InfraError(f"the Temporal dev server did not come up in 60 s: see {log}")
             time.sleep(0.3)
-        exposed = sorted(a for a in listening_addresses(proc.pid) if not _is_loopback(a[0]))
+        listened = set().union(*(listening_addresses(p) for p in process_tree(proc.pid)))
+        exposed = sorted(a for a in listened if not _is_loopback(a[0]))
         if exposed:
             raise InfraError(
                 f"the Temporal dev server listens beyond this machine on {exposed[0][0]}:"
                 f"{exposed[0][1]}: stopped it (it has no authentication)"
             )
     except BaseException:  # including Ctrl-C or SIGTERM while waiting: leave no orphan
-        proc.kill()
+        proc.kill()  # the dev server gets SIGKILL with it (PR_SET_PDEATHSIG)
         proc.wait()
         raise
     return proc
+
+
+# --- the supervisor: dev server + Web UI front, gone with its parent --------------------
+def refusal(
+    method: str, path: str, host: str, origin: str | None, ui_port: int
+) -> tuple[int, str] | None:
+    """Why the front refuses a request (status, text), or None to pass it on. A foreign
+    Host is a DNS-rebinding page, a foreign Origin a cross-origin one."""
+    hosts = {f"127.0.0.1:{ui_port}", f"localhost:{ui_port}"}
+    if host.lower() not in hosts:
+        return 403, f"kbisect's Web UI answers at http://127.0.0.1:{ui_port} only\n"
+    if origin is not None and origin.lower() not in {f"http://{h}" for h in hosts}:
+        return 403, "kbisect's Web UI refuses requests from other sites\n"
+    if method not in READ_METHODS and not (method == "POST" and QUERY_PATH.fullmatch(path)):
+        return 405, "kbisect's Web UI is read-only: start, cancel or resume jobs with kbisect\n"
+    return None
+
+
+def front(ui_port: int, upstream: str) -> web.Application:
+    """The Web UI on ui_port: reads passed to the dev server's UI at upstream, as they are
+    (compressed bodies and cookies included)."""
+    session_key = web.AppKey("session", ClientSession)
+
+    async def client(app: web.Application) -> AsyncIterator[None]:
+        # trust_env=False: never through an HTTP proxy from the environment.
+        app[session_key] = ClientSession(
+            auto_decompress=False,
+            skip_auto_headers=("Accept-Encoding", "User-Agent"),  # the browser's, as sent
+            timeout=ClientTimeout(300),
+        )
+        yield
+        await app[session_key].close()
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        host, origin = request.headers.get("Host", ""), request.headers.get("Origin")
+        refused = refusal(request.method, request.raw_path, host, origin, ui_port)
+        if refused is not None:
+            return web.Response(status=refused[0], text=refused[1])
+        headers = CIMultiDict(
+            (k, v) for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP
+        )
+        url = URL(upstream + request.raw_path, encoded=True)
+        async with request.app[session_key].request(
+            request.method, url, headers=headers, allow_redirects=False
+        ) as resp:
+            body = await resp.read()
+            kept = CIMultiDict(
+                (k, v) for k, v in resp.headers.items() if k.lower() not in HOP_BY_HOP
+            )
+            return web.Response(status=resp.status, headers=kept, body=body)
+
+    app = web.Application()
+    app.cleanup_ctx.append(client)
+    app.router.add_route("*", "/{tail:.*}", handle)
+    return app
+
+
+def _blocked_free_port(ip: str) -> int:
+    ports = list(BROWSER_BLOCKED_PORTS)
+    random.shuffle(ports)  # two services at once seldom race for the same one
+    for port in ports:
+        with socket.socket() as s:
+            try:
+                s.bind((ip, port))
+            except OSError:
+                continue
+            return port
+    raise InfraError(f"no free port among {BROWSER_BLOCKED_PORTS} on {ip} for the Web UI")
+
+
+def _dies_with_me() -> Callable[[], None]:
+    """A preexec_fn: the child gets SIGKILL when this process dies. Used only before this
+    (single-threaded) supervisor starts any thread."""
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    me = os.getpid()
+
+    def preexec() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != me:  # died before the prctl took effect
+            os._exit(1)
+
+    return preexec
+
+
+def _stop_event(loop: asyncio.AbstractEventLoop) -> asyncio.Event:
+    """Set on SIGTERM or SIGINT, or when stdin (a pipe from the process that started the
+    supervisor) reaches its end: that process is gone, however it died."""
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+
+    def parent_gone() -> None:
+        if not os.read(0, 4096):
+            loop.remove_reader(0)
+            stop.set()
+
+    if stat.S_ISFIFO(os.fstat(0).st_mode):
+        loop.add_reader(0, parent_gone)
+    return stop
+
+
+def _failed(proc: subprocess.Popen[bytes]) -> int:
+    """The exit code for a dev server that stopped on its own: never 0."""
+    return proc.returncode if proc.returncode and proc.returncode > 0 else 1
+
+
+async def _supervise(proc: subprocess.Popen[bytes], args: argparse.Namespace, inner: int) -> int:
+    """Serve the front once the dev server is up, until told to stop or it exits."""
+    stop = _stop_event(asyncio.get_running_loop())
+    while not (listening(args.ip, args.port) and (args.ip, inner) in listening_addresses(proc.pid)):
+        if stop.is_set():
+            return 0
+        if proc.poll() is not None:
+            return _failed(proc)
+        await asyncio.sleep(0.3)
+    runner = web.AppRunner(front(args.ui_port, f"http://{args.ip}:{inner}"), access_log=None)
+    await runner.setup()
+    try:
+        try:
+            await web.TCPSite(runner, args.ip, args.ui_port).start()
+        except OSError as err:
+            print(f"kbisect: the Web UI cannot listen on port {args.ui_port}: {err}", flush=True)
+            return 1
+        print(f"kbisect: read-only Web UI on port {args.ui_port} (its own: {inner})", flush=True)
+        while not stop.is_set() and proc.poll() is None:
+            try:
+                await asyncio.wait_for(stop.wait(), 1)
+            except TimeoutError:
+                pass
+    finally:
+        await runner.cleanup()
+    return 0 if stop.is_set() else _failed(proc)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m kbisect.infra.temporal_server")
+    p.add_argument("--ip", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=7233)
+    p.add_argument("--ui-port", type=int, default=8233)
+    p.add_argument("--db", type=Path, required=True)
+    args = p.parse_args(argv)
+    inner = _blocked_free_port(args.ip)
+    proc = subprocess.Popen(
+        server_argv(args.ip, args.port, inner, args.db),
+        stdin=subprocess.DEVNULL,
+        preexec_fn=_dies_with_me(),  # no thread runs yet in this process
+    )
+    try:
+        return asyncio.run(_supervise(proc, args, inner))
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

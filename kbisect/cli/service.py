@@ -246,13 +246,20 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
             f"a kbisect service runs already (pid {running.pid}): stop it with 'kbisect down'"
         )
     local = _local(settings, port, ui_port)
-    proc = temporal_server.start(port=port, ui_port=ui_port)
+    # Until the workers take the signals over, SIGTERM (kbisect down) interrupts as Ctrl-C.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        proc = temporal_server.start(port=port, ui_port=ui_port)
+    except KeyboardInterrupt:
+        return 0
     me = _record(settings)
     note(
         f"kbisect service up on {local.endpoint.address}: Web UI {local.endpoint.ui} (pid {me.pid})"
     )
     try:
         asyncio.run(_workers(args, local))
+    except KeyboardInterrupt:
+        pass
     finally:
         proc.terminate()
         try:
@@ -331,6 +338,7 @@ def ensure_local_service(settings: Settings, parallel: int = 1) -> bool:
     ui = urlsplit(endpoint.ui)
     ui_port = ui.port if ui.hostname in ("127.0.0.1", "localhost") and ui.port else port + 1000
     log = settings.data_dir() / "service.log"
+    temporal_server.rotate_log(log)
     with open(log, "ab") as log_file:
         subprocess.Popen(
             [

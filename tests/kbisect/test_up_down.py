@@ -28,6 +28,7 @@ def _start_up(
         **os.environ,
         "KBISECT_DATA": str(tmp_path),
         "KBISECT_CACHE": str(tmp_path / "c"),
+        "KBISECT_LOCK_DIR": str(tmp_path / "locks"),
         "KBISECT_TEMPORAL_ADDRESS": address,
     }
     cli = [sys.executable, "-m", "kbisect.cli"]
@@ -81,6 +82,53 @@ def test_sigterm_stops_the_server_and_its_dev_server(tmp_path: Path) -> None:
     finally:
         if server.poll() is None:
             server.kill()
+
+
+def _start_time(pid: int) -> int | None:
+    """The process's start time (/proc/PID/stat field 22), None if it is gone or a zombie."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return None if fields[0] in ("Z", "X") else int(fields[19])
+
+
+def test_a_killed_up_takes_its_dev_server_along(tmp_path: Path) -> None:
+    port, ui = _free_port(), _free_port()
+    env, cli, up = _start_up(tmp_path, port, ui, f"127.0.0.1:{port}")
+    helpers: dict[int, int | None] = {}
+    try:
+        deadline = time.monotonic() + 60
+        while not (listening("127.0.0.1", ui) and (tmp_path / "service.pid").exists()):
+            assert up.poll() is None and time.monotonic() < deadline
+            time.sleep(0.3)
+        helpers = {pid: _start_time(pid) for pid in _children(up.pid) if pid != up.pid}
+        assert helpers, "kbisect up runs no dev server"
+        up.kill()  # SIGKILL: no handler of its own runs
+        up.wait()
+        # `down` right away says it had stopped; `up` right away starts cleanly.
+        down = subprocess.run([*cli, "down"], env=env, capture_output=True, text=True)
+        assert down.returncode == 0 and "already stopped" in down.stdout, down.stdout
+        env, cli, up = _start_up(tmp_path, port, ui, f"127.0.0.1:{port}")
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and any(_start_time(p) == t for p, t in helpers.items()):
+            time.sleep(0.3)
+        left = [p for p, t in helpers.items() if _start_time(p) == t]
+        assert not left, f"the dev server (pids {left}) outlived a SIGKILLed kbisect up"
+        deadline = time.monotonic() + 60
+        while not (listening("127.0.0.1", ui) and (tmp_path / "service.pid").exists()):
+            assert up.poll() is None, up.stderr.read().decode() if up.stderr else ""
+            assert time.monotonic() < deadline
+            time.sleep(0.3)
+        down = subprocess.run([*cli, "down"], env=env, capture_output=True, text=True, timeout=90)
+        assert down.returncode == 0, down.stderr
+        assert up.wait(timeout=30) == 0
+    finally:
+        if up.poll() is None:
+            up.kill()
+        for pid, start in helpers.items():  # only the very processes this test started
+            if _start_time(pid) == start:
+                os.kill(pid, signal.SIGKILL)
 
 
 def _children(pid: int) -> list[int]:
@@ -211,10 +259,17 @@ def test_a_job_command_starts_the_local_service_unless_told_not_to(tmp_path: Pat
         **os.environ,
         "KBISECT_DATA": str(tmp_path),
         "KBISECT_CACHE": str(tmp_path / "c"),
+        "KBISECT_LOCK_DIR": str(tmp_path / "locks"),
         "KBISECT_TEMPORAL_ADDRESS": f"127.0.0.1:{port}",
         "KBISECT_TEMPORAL_UI": f"http://127.0.0.1:{ui}",
     }
     cli = [sys.executable, "-m", "kbisect.cli"]
+    # Logs grown large over many runs: starting the service sets them aside (sparse files:
+    # no disk used).
+    big = 64 << 20
+    for name in ("service.log", "temporal-server.log"):
+        with open(tmp_path / name, "wb") as f:
+            f.truncate(big)
     refused = subprocess.run(
         [*cli, "status", "--no-start"], env=env, capture_output=True, text=True
     )
@@ -228,6 +283,10 @@ def test_a_job_command_starts_the_local_service_unless_told_not_to(tmp_path: Pat
         assert "no bisection jobs yet" in status.stdout
         assert "started the local kbisect service" in status.stderr
         assert listening("127.0.0.1", port) and listening("127.0.0.1", ui)
+        for name in ("service.log", "temporal-server.log"):
+            rotated = tmp_path / f"{name}.1"
+            assert rotated.exists() and rotated.stat().st_size == big, f"{name} not rotated"
+            assert (tmp_path / name).stat().st_size < big
     finally:
         down = subprocess.run([*cli, "down"], env=env, capture_output=True, text=True, timeout=90)
     assert down.returncode == 0, down.stderr
