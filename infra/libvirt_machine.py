@@ -363,7 +363,7 @@ class LibvirtMachine:
         self.memory_mib = memory_mib
         self.cpus = cpus
         self.pin = pin  # host CPUs reserved for guests (`worker --measure-cpus`); () = any
-        self._accel = accel or os.environ.get("KBISECT_ACCEL")
+        self._accel = accel  # Settings.accel (KBISECT_ACCEL), checked there; None: probe
         self._connect = connect
 
     def run(
