@@ -1,0 +1,74 @@
+"""Fix mode for real: a lab whose old end is broken (the seed's nomerges bug) and a later
+commit fixes it. kbisect names that commit, and its backport onto the old end, built and
+booted, behaves like the fixed end."""
+
+import json
+import os
+import random
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+from kbisect import settings
+from kbisect.infra import temporal_server
+from kbisect.infra.lab import LabOptions, create_lab
+from tests.chat.homeserver import free_port
+from tests.e2e.service import KBISECT, service_env, start_worker
+
+pytestmark = pytest.mark.e2e
+
+
+def test_fix_mode_names_the_fix_and_its_backport_behaves_fixed(tmp_path: Path) -> None:
+    if not settings.KERNEL_SOURCE_TARBALL.exists():
+        pytest.fail(f"{settings.KERNEL_SOURCE_TARBALL} missing: run infra/install.sh")
+    seed = int(os.environ.get("KBISECT_E2E_SEED", random.SystemRandom().randrange(2**31)))
+    print(f"fix lab seed {seed}")
+    lab = tmp_path / "lab"
+    culprit_at = random.Random(seed).randrange(3, 11)
+    truth = create_lab(lab, LabOptions(commits=12, mode="fix", culprit_at=culprit_at, seed=seed))
+    port, ui_port = free_port(), free_port()
+    server = temporal_server.start(port=port, ui_port=ui_port, db=tmp_path / "t.db")
+    env = {**os.environ, **service_env(tmp_path, port, ui_port, uuid.uuid4().hex[:8])}
+    worker = start_worker(env, tmp_path / "worker.log")
+    try:
+        proc = subprocess.run(
+            [
+                *KBISECT,
+                "bisect",
+                "--repo",
+                str(lab),
+                "--good",
+                "lab-good",
+                "--bad",
+                "lab-bad",
+                "--mode",
+                "fix",
+                "--testcase",
+                "nvme-snapshot-read",
+                "--repetitions",
+                "1",
+                "--json",
+                "--no-start",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=1700,
+        )
+    finally:
+        worker.terminate()
+        worker.wait(timeout=60)
+        server.terminate()
+        server.wait(timeout=30)
+    assert proc.returncode == 0, proc.stderr[-2000:] + (tmp_path / "worker.log").read_text()[-2000:]
+    result = json.loads(proc.stdout)
+    assert (result["mode"], result["status"]) == ("fix", "found"), result["message"]
+    assert result["culprit"] == truth["culprit"], result["message"]
+    # In fix mode the old end is the bad one and the new end the good one.
+    ends = {s["commit"]: s["verdict"] for s in result["steps"] if s["source"] == "endpoint"}
+    assert ends == {truth["old"]: "bad", truth["new"]: "good"}, ends
+    v = result["verification"]
+    assert (v["kind"], v["change"], v["onto"]) == ("backport", truth["culprit"], truth["old"])
+    assert v["status"] == "confirmed", v
