@@ -34,7 +34,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
-from aiohttp import ClientSession, ClientTimeout, web
+from aiohttp import ClientError, ClientSession, ClientTimeout, web
 from multidict import CIMultiDict
 from yarl import URL
 
@@ -55,6 +55,7 @@ BROWSER_BLOCKED_PORTS = (
 # command over gRPC, never through the UI. A workflow query (the job's progress, its stack
 # trace) is a read the UI sends as a POST.
 READ_METHODS = ("GET", "HEAD")
+LOOPBACK_HOST = re.compile(r"(127\.0\.0\.1|localhost|\[::1\])(:[0-9]{1,5})?")
 _SEG = r"(?!\.\.?(?:[/?]|$))[^/?]+"  # one path segment, not . or ..
 QUERY_PATH = re.compile(rf"/api/v1/namespaces/{_SEG}/workflows/{_SEG}/query/{_SEG}(\?.*)?")
 HOP_BY_HOP = {"connection", "keep-alive", "te", "trailer", "transfer-encoding", "upgrade"}
@@ -220,23 +221,21 @@ def start(
 
 
 # --- the supervisor: dev server + Web UI front, gone with its parent --------------------
-def refusal(
-    method: str, path: str, host: str, origin: str | None, ui_port: int
-) -> tuple[int, str] | None:
-    """Why the front refuses a request (status, text), or None to pass it on. A foreign
-    Host is a DNS-rebinding page, a foreign Origin a cross-origin one."""
-    hosts = {f"127.0.0.1:{ui_port}", f"localhost:{ui_port}"}
-    if host.lower() not in hosts:
-        return 403, f"kbisect's Web UI answers at http://127.0.0.1:{ui_port} only\n"
-    if origin is not None and origin.lower() not in {f"http://{h}" for h in hosts}:
+def refusal(method: str, path: str, host: str, origin: str | None) -> tuple[int, str] | None:
+    """Why the front refuses a request (status, text), or None to pass it on. A Host other
+    than this machine's loopback names is a DNS-rebinding page (no page can rebind these
+    names; any port, for an SSH tunnel); an Origin other than that Host, another site."""
+    if not LOOPBACK_HOST.fullmatch(host.lower()):
+        return 403, "kbisect's Web UI answers at http://127.0.0.1 or http://localhost only\n"
+    if origin is not None and origin.lower() != f"http://{host.lower()}":
         return 403, "kbisect's Web UI refuses requests from other sites\n"
     if method not in READ_METHODS and not (method == "POST" and QUERY_PATH.fullmatch(path)):
         return 405, "kbisect's Web UI is read-only: start, cancel or resume jobs with kbisect\n"
     return None
 
 
-def front(ui_port: int, upstream: str) -> web.Application:
-    """The Web UI on ui_port: reads passed to the dev server's UI at upstream, as they are
+def front(upstream: str) -> web.Application:
+    """The Web UI: reads passed to the dev server's own UI at upstream, as they are
     (compressed bodies and cookies included)."""
     session_key = web.AppKey("session", ClientSession)
 
@@ -252,21 +251,22 @@ def front(ui_port: int, upstream: str) -> web.Application:
 
     async def handle(request: web.Request) -> web.StreamResponse:
         host, origin = request.headers.get("Host", ""), request.headers.get("Origin")
-        refused = refusal(request.method, request.raw_path, host, origin, ui_port)
+        refused = refusal(request.method, request.raw_path, host, origin)
         if refused is not None:
             return web.Response(status=refused[0], text=refused[1])
         headers = CIMultiDict(
             (k, v) for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP
         )
         url = URL(upstream + request.raw_path, encoded=True)
-        async with request.app[session_key].request(
-            request.method, url, headers=headers, allow_redirects=False
-        ) as resp:
-            body = await resp.read()
-            kept = CIMultiDict(
-                (k, v) for k, v in resp.headers.items() if k.lower() not in HOP_BY_HOP
-            )
-            return web.Response(status=resp.status, headers=kept, body=body)
+        try:
+            async with request.app[session_key].request(
+                request.method, url, headers=headers, allow_redirects=False
+            ) as resp:
+                body = await resp.read()
+        except ClientError as err:
+            return web.Response(status=502, text=f"the dev server's Web UI: {err}\n")
+        kept = CIMultiDict((k, v) for k, v in resp.headers.items() if k.lower() not in HOP_BY_HOP)
+        return web.Response(status=resp.status, headers=kept, body=body)
 
     app = web.Application()
     app.cleanup_ctx.append(client)
@@ -332,7 +332,7 @@ async def _supervise(proc: subprocess.Popen[bytes], args: argparse.Namespace, in
         if proc.poll() is not None:
             return _failed(proc)
         await asyncio.sleep(0.3)
-    runner = web.AppRunner(front(args.ui_port, f"http://{args.ip}:{inner}"), access_log=None)
+    runner = web.AppRunner(front(f"http://{args.ip}:{inner}"), access_log=None)
     await runner.setup()
     try:
         try:

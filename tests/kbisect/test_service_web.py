@@ -164,23 +164,26 @@ def test_the_front_passes_reads_and_queries_from_this_machine_only() -> None:
     from kbisect.infra.temporal_server import refusal
 
     wf = "/api/v1/namespaces/default/workflows/bisect-1"
-    local = "http://127.0.0.1:8233"
-    for host in ("127.0.0.1:8233", "LOCALHOST:8233"):
-        assert refusal("GET", wf, host, None, 8233) is None
-        assert refusal("GET", wf, host, local, 8233) is None
-    # A query (the job's progress) is a read, sent as a POST by the UI itself.
-    assert refusal("POST", f"{wf}/query/progress", "127.0.0.1:8233", local, 8233) is None
+    # Names no page can rebind; any port (an SSH tunnel to another local port).
+    for host in ("127.0.0.1:8233", "LOCALHOST:8233", "localhost:9000", "[::1]:8233", "localhost"):
+        assert refusal("GET", wf, host, None) is None, host
+        assert refusal("GET", wf, host, f"http://{host}") is None, host
+        # A query (the job's progress) is a read, sent as a POST by the UI itself.
+        assert refusal("POST", f"{wf}/query/progress", host, f"http://{host}") is None
+    local, here = "127.0.0.1:8233", "http://127.0.0.1:8233"
     for method, path, host, origin in (
         ("GET", wf, "evil.example:8233", None),  # DNS rebinding
-        ("GET", wf, "127.0.0.1:8234", None),
-        ("GET", wf, "127.0.0.1:8233", "http://evil.example"),  # a cross-origin read
-        ("GET", wf, "127.0.0.1:8233", "null"),
-        ("POST", f"{wf}/query/progress", "127.0.0.1:8233", "http://evil.example"),
-        ("POST", f"{wf}/cancel", "127.0.0.1:8233", local),  # writes: with kbisect only
-        ("POST", f"{wf}/terminate", "127.0.0.1:8233", local),
-        ("POST", f"{wf}/query/progress/../../cancel", "127.0.0.1:8233", local),
-        ("POST", f"{wf}/../x/query/progress", "127.0.0.1:8233", local),
-        ("POST", "/api/v1/namespaces/default/workflows/new", "127.0.0.1:8233", local),
-        ("DELETE", wf, "127.0.0.1:8233", local),
+        ("GET", wf, "127.0.0.1.evil.example:8233", None),
+        ("GET", wf, "", None),
+        ("GET", wf, local, "http://evil.example"),  # a cross-origin read
+        ("GET", wf, local, "http://localhost:3000"),  # another local site
+        ("GET", wf, local, "null"),
+        ("POST", f"{wf}/query/progress", local, "http://evil.example"),
+        ("POST", f"{wf}/cancel", local, here),  # writes: with kbisect only
+        ("POST", f"{wf}/terminate", local, here),
+        ("POST", f"{wf}/query/progress/../../cancel", local, here),
+        ("POST", f"{wf}/../x/query/progress", local, here),
+        ("POST", "/api/v1/namespaces/default/workflows/new", local, here),
+        ("DELETE", wf, local, here),
     ):
-        assert refusal(method, path, host, origin, 8233) is not None, (method, path, host)
+        assert refusal(method, path, host, origin) is not None, (method, path, host, origin)
