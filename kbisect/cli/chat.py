@@ -2,12 +2,40 @@
 
 import argparse
 import asyncio
+import ipaddress
 import logging
+import re
 from pathlib import Path
 
 from kbisect.cli.output import note
 from kbisect.errors import UserError
 from kbisect.settings import Settings
+
+HOSTNAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.-]{0,252})")
+
+
+def listen_address(text: str) -> tuple[str, int]:
+    """--listen HOST:PORT ([IPv6]:PORT) as the host and port to bind."""
+    host, _, port = text.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+        ok_host = _is_ip(host)
+    else:
+        ok_host = bool(HOSTNAME.fullmatch(host)) or _is_ip(host)
+    if not ok_host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise UserError(
+            f"--listen {text}: give host:port with a port from 1 to 65535, e.g. 0.0.0.0:8093 "
+            "or [::1]:8093"
+        )
+    return host, int(port)
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
 
 
 def read_secret(path: str, what: str) -> str:
@@ -146,9 +174,7 @@ def cmd_gitlab(args: argparse.Namespace, settings: Settings) -> int:
     from kbisect.settings import private_dir
     from kbisect.sru_patch import SIGNOFF
 
-    host, _, port = args.listen.rpartition(":")
-    if not host or not port.isdigit():
-        raise UserError(f"--listen {args.listen}: give host:port, e.g. 0.0.0.0:8093")
+    host, port = listen_address(args.listen)
     if not args.url.startswith(("http://", "https://")):
         raise UserError(
             f"--url {args.url}: give the GitLab instance's URL, e.g. https://gitlab.com"
@@ -178,7 +204,7 @@ def cmd_gitlab(args: argparse.Namespace, settings: Settings) -> int:
         await door.start()
         runner = web.AppRunner(door.app())
         await runner.setup()
-        await web.TCPSite(runner, host, int(port)).start()
+        await web.TCPSite(runner, host, port).start()
         note(f"kbisect GitLab receiver on http://{args.listen}/webhook for {config.url}")
         await asyncio.Event().wait()
 

@@ -1,8 +1,18 @@
 """What a door's command does, through the same JobClient and checks as the CLI: the reply
-is text for a person (markdown where a door renders it), and a started job's id."""
+is text for a person (markdown where a door renders it), and a started job's id.
 
+A door acts only on the jobs it started (`owns`, from the door's own state): a CLI job on a
+private path, or another project's, is refused in one line. A command's blocking work (a
+tree's fetch, git, testcase files) runs on a few threads of its own, off the door's event
+loop, so a fetch that hangs holds one thread and never the door's other hooks or messages.
+"""
+
+import asyncio
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ParamSpec, TypeVar
 
 from kbisect.cli.jobs import outcome_lines
 from kbisect.client import JobClient, check_job_id
@@ -15,6 +25,33 @@ from kbisect.report import markdown
 from kbisect.settings import Settings
 from kbisect.sru_patch import SruOptions, SruPatch, write_sru_patch
 
+# More commands with blocking work than this wait for a thread (the event loop does not).
+BLOCKING = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kbisect-door")
+STATUS_LOOKS = 100  # 'status' lists the door's own among this many newest jobs
+Owns = Callable[[str], bool]  # whether a job id was started through this door (and place)
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+async def off_loop(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """fn's result, computed on a BLOCKING thread."""
+    return await asyncio.get_running_loop().run_in_executor(BLOCKING, lambda: fn(*args, **kwargs))
+
+
+def failure_text(exc: BaseException) -> str:
+    """One line for a command that failed in a way kbisect did not foresee (no credentials)."""
+    from kbisect.trees import redact
+
+    return redact(" ".join(f"kbisect could not do that: {exc}".split()))
+
+
+def check_origin(job: str, owns: Owns) -> None:
+    if not owns(job):
+        raise UserError(
+            f"refused: {job} was not started here: kbisect acts here only on the jobs started "
+            "here ('status' lists them); use the kbisect command line for others"
+        )
+
 
 @dataclass
 class Reply:
@@ -23,23 +60,25 @@ class Reply:
     ok: bool = True
 
 
-async def execute(cmd: Command, client: JobClient, settings: Settings) -> Reply:
+async def execute(cmd: Command, client: JobClient, settings: Settings, owns: Owns) -> Reply:
     """Run one parsed command; a KbisectError becomes a one-line refusal, never a crash."""
     try:
-        return await _execute(cmd, client, settings)
+        return await _execute(cmd, client, settings, owns)
     except KbisectError as exc:
         return Reply(text=" ".join(str(exc).split()), ok=False)
 
 
-async def _execute(cmd: Command, client: JobClient, settings: Settings) -> Reply:
+async def _execute(cmd: Command, client: JobClient, settings: Settings, owns: Owns) -> Reply:
+    if cmd.job is not None:
+        check_origin(cmd.job, owns)
     if cmd.verb == "help":
         return Reply(help_text())
     if cmd.verb == "testcases":
-        return Reply(_testcases())
+        return Reply(await off_loop(_testcases))
     if cmd.verb == "bisect":
         return await _bisect(cmd, client, settings)
     if cmd.verb == "status":
-        return Reply(await _status(client, cmd.job))
+        return Reply(await _status(client, cmd.job, owns))
     job = check_job_id(cmd.job or "")
     if cmd.verb == "cancel":
         await client.cancel(job)
@@ -48,7 +87,7 @@ async def _execute(cmd: Command, client: JobClient, settings: Settings) -> Reply
         req = await client.job_request(job)
         if req is None:
             raise UserError(f"{job} is not a bisection job: see 'status'")
-        commit = Git(Path(req.repo)).resolve(cmd.rev or "")
+        commit = await off_loop(Git(Path(req.repo)).resolve, cmd.rev or "")
         return Reply(await client.mark(job, commit, cmd.verdict or ""))
     if cmd.verb == "sru" and cmd.one("branch"):
         raise UserError(
@@ -57,8 +96,8 @@ async def _execute(cmd: Command, client: JobClient, settings: Settings) -> Reply
         )
     result = await client.result(job)
     if cmd.verb == "report":
-        return Reply(markdown(result, job))
-    return Reply(sru_text(result, job, cmd))
+        return Reply(await off_loop(markdown, result, job))  # git: the commits' subjects
+    return Reply(await off_loop(sru_text, result, job, cmd))
 
 
 def sru_options(cmd: Command, signoff: str | None = None) -> SruOptions:
@@ -89,15 +128,15 @@ def sru_files(
 
 
 async def _bisect(cmd: Command, client: JobClient, settings: Settings) -> Reply:
-    req = checked_request(cmd.options(), settings)
+    req = await off_loop(checked_request, cmd.options(), settings)  # fetches the tree
     await client.require_workers(client.needs())
     job_id = await client.start(req)
     return Reply(f"started {job_id}: {client.job_url(job_id)}", job_id=job_id)
 
 
-async def _status(client: JobClient, job: str | None) -> str:
+async def _status(client: JobClient, job: str | None, owns: Owns) -> str:
     if job is None:
-        jobs = await client.jobs(10)
+        jobs = [j for j in await client.jobs(STATUS_LOOKS) if owns(j.id)][:10]
         if not jobs:
             return "no bisection jobs yet"
         return "\n".join(

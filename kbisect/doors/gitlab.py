@@ -11,7 +11,10 @@ changes go up as tested, byte for byte; first the target's copies of them must b
 the tested commit started from, else it refuses (the change would not be what was tested).
 
 Without allowed users (GitLabConfig.allowed empty, `--allow-anyone`) everyone who can
-comment on a project with the webhook is obeyed; start-up says so in a warning.
+comment on a project with the webhook is obeyed; start-up says so in a warning. A note gets
+one reply when its author is not allowed or it holds more than MAX_COMMANDS commands (none
+run). A command naming a job acts only on a job this receiver started from the same
+project (its state file's followed jobs); others are refused in one line.
 
 A hook must carry the webhook secret in `X-Gitlab-Token` (401 otherwise). Each note is
 handled once, by its id, whatever GitLab redelivers; the handled ids and the followed
@@ -33,8 +36,17 @@ from aiohttp import web
 from kbisect.client import JobClient
 from kbisect.contract import BisectResult
 from kbisect.doors import state_file
-from kbisect.doors.actions import Reply, execute, sru_options, sru_text
-from kbisect.doors.grammar import Command, parse
+from kbisect.doors.actions import (
+    Owns,
+    Reply,
+    check_origin,
+    execute,
+    failure_text,
+    off_loop,
+    sru_options,
+    sru_text,
+)
+from kbisect.doors.grammar import MAX_COMMANDS, Command, parse
 from kbisect.doors.job_posts import Post, follow, summary
 from kbisect.errors import InfraError, KbisectError, UserError
 from kbisect.git import Git, git_argv, git_env
@@ -168,12 +180,17 @@ class GitLabDoor:
         return web.json_response({"accepted": note_id}, status=202)
 
     async def _handle(self, target: Target, author: str, commands: list[str]) -> None:
+        refusal = self._refusal(author, len(commands))
+        if refusal:  # one reply, however many commands the note holds
+            note = await self._note(target, refusal)
+            log.info("%s: refused %d commands -> note %s", author, len(commands), note)
+            return
         for text in commands:
             try:
-                reply = await self._run(target, author, text)
+                reply = await self._run(target, text)
             except Exception as exc:  # a note must never be left unanswered
                 log.exception("command %r", text)
-                reply = Reply(text=f"kbisect could not do that: {exc}", ok=False)
+                reply = Reply(text=failure_text(exc), ok=False)
             note = await self._note(target, reply.text)
             if reply.job_id:
                 progress = await self._note(target, f"kbisect `{reply.job_id}`: waiting to start")
@@ -182,25 +199,44 @@ class GitLabDoor:
                 self._spawn(self._follow(reply.job_id))
             log.info("%s: %s -> note %s", author, text.split(" ", 1)[0], note)
 
-    async def _run(self, target: Target, author: str, text: str) -> Reply:
+    def _refusal(self, author: str, count: int) -> str | None:
         if self.config.allowed and author not in self.config.allowed:
-            return Reply(f"Sorry @{author}, kbisect here takes commands from its allowed users.")
+            return f"Sorry @{author}, kbisect here takes commands from its allowed users."
+        if count > MAX_COMMANDS:
+            return (
+                f"refused: {count} commands in one note; kbisect takes at most {MAX_COMMANDS} "
+                "a note and ran none of these: write them in fewer notes"
+            )
+        return None
+
+    def _owns(self, target: Target) -> Owns:
+        """Whether a job was started by this receiver from target's project."""
+
+        def owns(job: str) -> bool:
+            followed = self.followed.get(job)
+            return followed is not None and followed.target.project == target.project
+
+        return owns
+
+    async def _run(self, target: Target, text: str) -> Reply:
         try:
             cmd = parse(text)
         except UserError as exc:
             return Reply(text=str(exc), ok=False)
         if cmd.verb == "sru" and cmd.one("branch"):
             try:
+                check_origin(cmd.job or "", self._owns(target))
                 return await self._sru_branch(target, cmd)
             except KbisectError as exc:
                 return Reply(text=" ".join(str(exc).split()), ok=False)
-        reply = await execute(cmd, self.jobs, self.settings)
+        reply = await execute(cmd, self.jobs, self.settings, self._owns(target))
         if reply.job_id:
             link = self.jobs.job_url(reply.job_id)
             return Reply(f"kbisect started `{reply.job_id}`: {link}", job_id=reply.job_id)
         return reply
 
-    # --- GitLab calls (python-gitlab is synchronous: run in a thread) -----------------
+    # --- GitLab calls (python-gitlab is synchronous: asyncio.to_thread, whose threads a
+    # command's fetch, on actions.BLOCKING, never holds) -----------------------------------
     def _noteable(self, target: Target) -> Any:
         project = self.gl.projects.get(target.project, lazy=True)
         if target.kind == "merge_request":
@@ -247,11 +283,14 @@ class GitLabDoor:
                 job.done = True
                 self._save()
                 return
+            except Exception:  # not foreseen: the job is followed on, the receiver serves on
+                log.exception("following %s; trying again in a minute", job_id)
+                await asyncio.sleep(60)
 
     async def _finish(self, job_id: str, job: FollowedJob, result: BisectResult) -> None:
         from kbisect.plot import plot_scores
 
-        text = summary(result, job_id)
+        text = await off_loop(summary, result, job_id)
         project = self.gl.projects.get(job.target.project, lazy=True)
         png = await asyncio.to_thread(
             plot_scores, result, self.config.state.parent / f"{job_id}.png"
@@ -279,9 +318,9 @@ class GitLabDoor:
         """The tested commit on a new branch, and a merge request of it."""
         job, branch = cmd.job or "", cmd.one("branch") or ""
         result = await self.jobs.result(job)
-        note = sru_text(result, job, cmd)
-        made = await asyncio.to_thread(sru_commit, result, job, sru_options(cmd, self._signoff()))
-        changes = await asyncio.to_thread(tested_changes, Git(Path(result.repo)), made)
+        note = await off_loop(sru_text, result, job, cmd)
+        made = await off_loop(sru_commit, result, job, sru_options(cmd, self._signoff()))
+        changes = await off_loop(tested_changes, Git(Path(result.repo)), made)
         project = self.gl.projects.get(target.project, lazy=True)
         title = made.message.split("\n", 1)[0]
 

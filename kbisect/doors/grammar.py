@@ -23,6 +23,7 @@ WORD = re.compile(r"[A-Za-z0-9._/~^@+:,=-]+")
 JOB = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,200}")
 MAX_WORDS = 32
 MAX_LENGTH = 1000
+MAX_COMMANDS = 5  # in one note or message: one note must not make hundreds of replies
 
 BISECT_KEYS = ("tree", "good", "bad", "testcase", "mode", "profile", "repetitions", "parallel")
 BISECT_EXTRA = ("metric",)

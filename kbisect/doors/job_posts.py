@@ -11,6 +11,7 @@ from kbisect.cli.jobs import outcome_lines
 from kbisect.cli.output import one_line, step_line
 from kbisect.client import JobClient
 from kbisect.contract import BisectResult, Progress
+from kbisect.doors.actions import off_loop
 from kbisect.errors import InfraError, KbisectError
 from kbisect.report import markdown
 
@@ -79,5 +80,5 @@ async def follow(
     except KbisectError as exc:  # failed, cancelled or terminated
         await post_new([Post("outcome", f"{job_id} ended without a result: {exc}")])
         return None
-    await post_new(result_posts(result, job_id))
+    await post_new(await off_loop(result_posts, result, job_id))  # the report runs git
     return result

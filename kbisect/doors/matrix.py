@@ -10,6 +10,11 @@ device) and, per job, the thread and the keys it has posted are kept in a state 
 a restarted bot logs in as the same device, follows its jobs on and never posts a line
 twice: each post's transaction id is derived from the job and the key, and the server
 drops a repeat of one it has seen from that device.
+
+Each command runs in a task of its own, so the sync loop takes the next message while a
+command waits (on a fetch, say); a message holds one command (its first line). A command
+naming a job acts only on a job this bot started (its state file's jobs). Whatever fails
+in a command, the sender gets one line and the bot serves on.
 """
 
 import asyncio
@@ -33,7 +38,7 @@ from nio import (
 
 from kbisect.client import JobClient
 from kbisect.doors import state_file
-from kbisect.doors.actions import execute, sru_files
+from kbisect.doors.actions import execute, failure_text, off_loop, sru_files
 from kbisect.doors.grammar import Command, parse
 from kbisect.doors.job_posts import Post, follow
 from kbisect.errors import InfraError, KbisectError, UserError
@@ -125,6 +130,7 @@ class MatrixBot:
         self.jobs: JobClient | None = None
         self.started_ms = int(time.time() * 1000)
         self.followers: dict[str, asyncio.Task[None]] = {}
+        self.commands: set[asyncio.Task[None]] = set()
 
     async def run(self) -> None:
         self.jobs = await JobClient.connect(self.settings)
@@ -143,7 +149,7 @@ class MatrixBot:
         await self.nio.sync_forever(timeout=30000)
 
     async def close(self) -> None:
-        for task in self.followers.values():
+        for task in [*self.followers.values(), *self.commands]:
             task.cancel()
         await self.nio.close()
 
@@ -167,9 +173,25 @@ class MatrixBot:
         text = command_text(event.body)
         if text is None:
             return
+        task = asyncio.create_task(self._command(room.room_id, event, text))
+        self.commands.add(task)
+        task.add_done_callback(self.commands.discard)
+
+    async def _command(self, room: str, event: RoomMessageText, text: str) -> None:
+        """One command, off the sync loop; a failure kbisect did not foresee is one line."""
+        try:
+            await self._obey(room, event, text)
+        except Exception as exc:
+            log.exception("%s in %s: %r", event.sender, room, text)
+            try:
+                await self._reply(room, event.event_id, failure_text(exc))
+            except Exception:  # the homeserver is away too: the log has it
+                log.exception("could not say so in %s", room)
+
+    async def _obey(self, room: str, event: RoomMessageText, text: str) -> None:
         if event.sender not in self.config.allowed:
             await self._reply(
-                room.room_id,
+                room,
                 event.event_id,
                 f"Sorry {event.sender}, I only take commands from the users my operator "
                 "allowed (kbisect chat matrix --allow-user).",
@@ -179,15 +201,15 @@ class MatrixBot:
         try:
             cmd = parse(text)
         except UserError as exc:
-            await self._reply(room.room_id, event.event_id, str(exc))
+            await self._reply(room, event.event_id, str(exc))
             return
-        log.info("%s in %s: %s", event.sender, room.room_id, cmd.verb)
-        reply = await execute(cmd, self.jobs, self.settings)
-        root = await self._reply(room.room_id, event.event_id, reply.text)
+        log.info("%s in %s: %s", event.sender, room, cmd.verb)
+        reply = await execute(cmd, self.jobs, self.settings, self.state.jobs.__contains__)
+        root = await self._reply(room, event.event_id, reply.text)
         if cmd.verb == "sru" and reply.ok and root:
-            await self._post_sru_patch(room.room_id, root, cmd)
+            await self._post_sru_patch(room, root, cmd)
         if reply.job_id and root:
-            self.state.jobs[reply.job_id] = JobThread(room=room.room_id, root=root)
+            self.state.jobs[reply.job_id] = JobThread(room=room, root=root)
             self.state.save()
             self._follow(reply.job_id)
 
@@ -199,9 +221,7 @@ class MatrixBot:
         with tempfile.TemporaryDirectory(prefix="kbisect-sru-") as tmp:
             try:
                 result = await self.jobs.result(job)
-                done = await asyncio.to_thread(
-                    sru_files, result, job, cmd, self.config.signoff, Path(tmp)
-                )
+                done = await off_loop(sru_files, result, job, cmd, self.config.signoff, Path(tmp))
             except KbisectError as exc:
                 text = "no patch: " + " ".join(str(exc).split())
                 await self._send(room, _notice(text, thread(root)), tx_id=None)
@@ -281,12 +301,15 @@ class MatrixBot:
                 job.done = True
                 self.state.save()
                 return
+            except Exception:  # not foreseen: the job is followed on, the bot serves on
+                log.exception("following %s; trying again in a minute", job_id)
+                await asyncio.sleep(60)
 
     async def _post_plot(self, job_id: str, job: JobThread, result: Any) -> None:
         from kbisect.plot import plot_scores
 
         with tempfile.TemporaryDirectory() as tmp:
-            png = plot_scores(result, Path(tmp) / f"{job_id}.png")
+            png = await off_loop(plot_scores, result, Path(tmp) / f"{job_id}.png")
             data = Path(png).read_bytes()
         up, _ = await self.nio.upload(
             io.BytesIO(data), content_type="image/png", filename=f"{job_id}.png", filesize=len(data)

@@ -9,6 +9,7 @@ import dataclasses
 import json
 import re
 import socket
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,11 +23,13 @@ import responses
 from aiohttp import web
 
 from kbisect.contract import BisectRequest, BisectResult, Progress, Step, Verification
-from kbisect.doors.gitlab import GitLabConfig, GitLabDoor, commands_in
+from kbisect.doors.gitlab import FollowedJob, GitLabConfig, GitLabDoor, Target, commands_in
+from kbisect.errors import UserError
 from kbisect.git import Git
 from kbisect.settings import Settings
 from kbisect.trees import Trees
 from kbisect.verify_commit import make_verify_commit
+from tests.chat.hanging_git import HangingGitServer, hanging_tree
 from tests.conftest import git
 
 GITLAB = "https://gitlab.example.com"
@@ -42,6 +45,7 @@ class RecordingJobs:
     started: list[BisectRequest] = field(default_factory=list)
     looks: int = 0
     result_of: dict[str, BisectResult] = field(default_factory=dict)
+    cancelled: list[str] = field(default_factory=list)
 
     def needs(self) -> list[object]:
         return []
@@ -69,6 +73,13 @@ class RecordingJobs:
 
     async def result(self, job_id: str) -> BisectResult:
         return self.result_of[job_id]
+
+    async def cancel(self, job_id: str) -> None:
+        self.cancelled.append(job_id)
+
+    async def job_request(self, job_id: str) -> BisectRequest | None:
+        r = self.result_of[job_id]
+        return BisectRequest(repo=r.repo, good=r.old, bad=r.new, testcase=r.testcase)
 
 
 def _result(req: BisectRequest) -> BisectResult:
@@ -245,6 +256,7 @@ class Receiver:
     calls: Calls
     upstream: Path
     blobs: dict[str, str]  # the target branch's files in the mocked project: path -> blob id
+    settings: Settings
 
     async def post(
         self, payload: object, token: str | None = SECRET, event: str = "Note Hook"
@@ -293,7 +305,8 @@ async def receiver(tmp_path: Path, cache: Path) -> AsyncIterator[Receiver]:
         port = _free_port()
         await web.TCPSite(runner, "127.0.0.1", port).start()
         try:
-            yield Receiver(f"http://127.0.0.1:{port}/webhook", door, jobs, calls, upstream, blobs)
+            url = f"http://127.0.0.1:{port}/webhook"
+            yield Receiver(url, door, jobs, calls, upstream, blobs, settings)
         finally:
             posts.POLL_SECONDS = saved
             await runner.cleanup()
@@ -512,3 +525,135 @@ def test_tested_changes_become_the_commits_api_actions(tmp_path: Path) -> None:
         {"action": "delete", "file_path": "gone"},
         {"action": "chmod", "file_path": "tool", "execute_filemode": True},
     ]
+
+
+@pytest.mark.asyncio
+async def test_a_hanging_fetch_holds_no_other_hook(receiver: Receiver) -> None:
+    """While a bisect's fetch waits on a server that never answers, a hook with a wrong
+    token is answered 401 and another note's command is answered, each within a second."""
+    server = HangingGitServer(hold=5.0)
+    try:
+        hanging_tree(receiver.settings, "stuck", receiver.upstream, server.url())
+        assert (await receiver.post(hook(81, BISECT.replace("tree=lab", "tree=stuck"))))[0] == 202
+        while not server.accepted:  # the fetch is connected, waiting for an answer
+            await asyncio.sleep(0.01)
+        sent = time.monotonic()
+        assert (await receiver.post(hook(82, BISECT), token="wrong"))[0] == 401
+        assert time.monotonic() - sent < 1.0 and server.holding()
+        sent = time.monotonic()
+        assert (await receiver.post(hook(83, "/kbisect help")))[0] == 202
+        while not receiver.calls.of("POST", r".*/notes") and time.monotonic() < sent + 5:
+            await asyncio.sleep(0.01)
+        (answer,) = receiver.calls.of("POST", r".*/notes")
+        assert answer["body"].startswith("commands: ")
+        assert time.monotonic() - sent < 1.0 and server.holding()
+    finally:
+        server.release()
+    await receiver.settle()
+    bodies = [n["body"] for n in receiver.calls.of("POST", r".*/issues/3/notes")]
+    assert len(bodies) == 2 and "could not fetch" in bodies[1] and "\n" not in bodies[1]
+    assert receiver.jobs.started == []
+
+
+@pytest.mark.asyncio
+async def test_a_note_of_many_commands_gets_one_reply(receiver: Receiver) -> None:
+    receiver.door.config = dataclasses.replace(receiver.door.config, allowed=("alice",))
+    many = "\n".join(["/kbisect help"] * 300)
+    await receiver.post(hook(91, many, author="alice"))
+    await receiver.settle()
+    await receiver.post(hook(92, many, author="mallory"))
+    await receiver.settle()
+    await receiver.post(hook(93, "/kbisect help\n/kbisect testcases", author="alice"))
+    await receiver.settle()
+    bodies = [n["body"] for n in receiver.calls.of("POST", r".*/issues/3/notes")]
+    assert len(bodies) == 4, bodies
+    assert bodies[0].startswith("refused: 300 commands in one note") and "\n" not in bodies[0]
+    assert bodies[1].startswith("Sorry @mallory")
+    assert bodies[2].startswith("commands: ") and "nvme-snapshot-read" in bodies[3]
+
+
+@pytest.mark.asyncio
+async def test_parallel_is_bounded_as_on_the_command_line(
+    receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kbisect.job_request import JobOptions, checked_request
+
+    await receiver.post(hook(95, f"{BISECT} parallel=100000"))
+    await receiver.settle()
+    (reply,) = receiver.calls.of("POST", r".*/issues/3/notes")
+    assert reply["body"].startswith("parallel 100000: give 1 to ") and "\n" not in reply["body"]
+    assert receiver.jobs.started == []
+    opts = JobOptions(good=["v1"], bad="master", testcase="nvme-snapshot-read", tree="lab")
+    opts.parallel = 100000  # what `kbisect bisect --parallel 100000` checks the same way
+    with pytest.raises(UserError, match="parallel 100000: give 1 to "):
+        checked_request(opts, receiver.settings)
+
+
+@pytest.mark.asyncio
+async def test_the_door_acts_only_on_jobs_it_started_in_that_project(receiver: Receiver) -> None:
+    await receiver.post(hook(101, BISECT))
+    await receiver.settle()
+    own = "bisect-nvme-snapshot-read-00000001"
+    result = receiver.jobs.result_of[own]
+    receiver.blobs["c"] = git(receiver.upstream, "rev-parse", "master:c").strip()
+    cli_job, elsewhere = "bisect-nvme-snapshot-read-cli1", "bisect-nvme-snapshot-read-other"
+    receiver.jobs.result_of |= {cli_job: result, elsewhere: result}
+    receiver.door.followed[elsewhere] = FollowedJob(  # started from another project
+        target=Target(PROJECT + 1, "issue", 1, "master"), progress_note=1, done=True
+    )
+    before = len(receiver.calls.of("POST", r".*/notes"))
+    note_id = 110
+    for job in (cli_job, elsewhere):
+        for cmd in ("report", "status", "cancel", "mark {} master bad", "sru", "sru {} branch=x"):
+            text = cmd.format(job) if "{}" in cmd else f"{cmd} {job}"
+            note_id += 1
+            await receiver.post(hook(note_id, f"/kbisect {text}", on="MergeRequest"))
+    await receiver.settle()
+    bodies = [n["body"] for n in receiver.calls.of("POST", r".*/notes")][before:]
+    assert len(bodies) == 12 and all("\n" not in b for b in bodies), bodies
+    assert all(b.startswith("refused: ") and "not started here" in b for b in bodies), bodies
+    assert receiver.jobs.cancelled == [] and receiver.calls.of("POST", r".*/commits") == []
+    await receiver.post(hook(130, f"/kbisect cancel {own}", on="MergeRequest"))
+    await receiver.settle()
+    assert receiver.jobs.cancelled == [own]
+
+
+@pytest.mark.asyncio
+async def test_a_tree_urls_credentials_are_in_no_note(receiver: Receiver) -> None:
+    url = f"http://kb:glpat-SECRET123@127.0.0.1:{_free_port()}/linux.git"  # nothing listens
+    hanging_tree(receiver.settings, "private", receiver.upstream, url)
+    await receiver.post(hook(140, BISECT.replace("tree=lab", "tree=private")))
+    await receiver.settle()
+    (reply,) = receiver.calls.of("POST", r".*/issues/3/notes")
+    assert "could not fetch http://***@127.0.0.1:" in reply["body"]
+    assert "SECRET123" not in reply["body"] and "kb:" not in reply["body"]
+
+
+@pytest.mark.parametrize("listen", [":99999", "0.0.0.0:99999", "0.0.0.0:0", "a b:80", "x:8o"])
+def test_a_listen_address_out_of_range_is_one_line(
+    listen: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from kbisect.cli import main
+    from kbisect.client import JobClient
+
+    async def no_service(*args: object) -> None:
+        raise AssertionError("reached the job service with a bad --listen")
+
+    monkeypatch.setattr(JobClient, "connect", no_service)
+    for var in ("KBISECT_DATA", "KBISECT_CACHE", "KBISECT_LOCK_DIR"):
+        monkeypatch.setenv(var, str(tmp_path / var))
+    for f in ("t", "s"):
+        (tmp_path / f).write_text("x\n")
+    argv = ["gitlab", "serve", "--listen", listen, "--url", GITLAB, "--allow-anyone"]
+    argv += ["--token-file", str(tmp_path / "t"), "--webhook-secret-file", str(tmp_path / "s")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and f"--listen {listen}: " in err
+
+
+def test_a_listen_address_is_host_and_port() -> None:
+    from kbisect.cli.chat import listen_address
+
+    assert listen_address("0.0.0.0:8093") == ("0.0.0.0", 8093)
+    assert listen_address("[::1]:8093") == ("::1", 8093)
+    assert listen_address("gitlab-hooks.example.org:443") == ("gitlab-hooks.example.org", 443)

@@ -110,7 +110,11 @@ async def test_branch_is_for_the_gitlab_door_only(
     repo, (broken, _, fix) = history
     jobs = Jobs(_fix_job(repo, broken, fix))
     settings = Settings.from_env({"KBISECT_DATA": str(tmp_path / "d")})
-    reply = await execute(parse("sru bisect-x-1 branch=sru/x"), jobs, settings)  # type: ignore[arg-type]
+
+    def ours(job: str) -> bool:  # the bot started it
+        return True
+
+    reply = await execute(parse("sru bisect-x-1 branch=sru/x"), jobs, settings, ours)  # type: ignore[arg-type]
     assert not reply.ok and reply.text.startswith("refused: branch= is for the GitLab door")
-    reply = await execute(parse("sru bisect-x-1 series=noble bug=5"), jobs, settings)  # type: ignore[arg-type]
+    reply = await execute(parse("sru bisect-x-1 series=noble bug=5"), jobs, settings, ours)  # type: ignore[arg-type]
     assert reply.ok and "to Noble, with the trailers" in reply.text and "bugs/5" in reply.text

@@ -1,0 +1,256 @@
+"""The Matrix bot against a real Synapse, run in this process (in a thread of its own) with a
+recording stand-in for the job service: a command whose fetch hangs holds no other, a
+message takes one command, the bot acts only on the jobs it started, a tree URL's
+credentials never reach the room, and an exception that is not kbisect's gets one line
+while the bot keeps serving."""
+
+import asyncio
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kbisect.contract import BisectRequest, BisectResult, Progress
+from kbisect.doors import matrix
+from kbisect.doors.matrix import BotConfig, MatrixBot
+from kbisect.settings import Settings
+from kbisect.trees import Trees
+from tests.chat.bot_process import bot_posts, members, reply_to
+from tests.chat.hanging_git import HangingGitServer, hanging_tree
+from tests.chat.homeserver import Synapse, User
+from tests.conftest import git
+
+BISECT = "!kbisect bisect tree=lab good=v1 bad=master testcase=nvme-snapshot-read"
+
+
+@dataclass
+class StubJobs:
+    """The JobClient calls the bot makes; `result` fails as no kbisect error would."""
+
+    started: list[BisectRequest] = field(default_factory=list)
+    cancelled: list[str] = field(default_factory=list)
+
+    def needs(self) -> list[object]:
+        return []
+
+    async def require_workers(self, *args: object) -> None:
+        return None
+
+    async def start(self, req: BisectRequest) -> str:
+        self.started.append(req)
+        return f"bisect-nvme-snapshot-read-{len(self.started):08x}"
+
+    def job_url(self, job_id: str) -> str:
+        return f"http://127.0.0.1:8233/namespaces/default/workflows/{job_id}"
+
+    async def running(self, job_id: str) -> bool:
+        return True
+
+    async def progress(self, job_id: str) -> Progress:
+        return Progress(status="queued")
+
+    async def cancel(self, job_id: str) -> None:
+        self.cancelled.append(job_id)
+
+    async def result(self, job_id: str) -> BisectResult:
+        raise RuntimeError("the service sent something odd")
+
+
+@dataclass
+class Room:
+    hs: Synapse
+    room: str
+    alice: User  # allowed
+    mallory: User  # not allowed
+    bot_user: User
+    bot: MatrixBot
+    jobs: StubJobs
+    settings: Settings
+    upstream: Path
+    thread: threading.Thread
+    errors: list[BaseException]
+
+    def posts(self) -> list[dict[str, Any]]:
+        return bot_posts(self.alice, self.room, self.bot_user)
+
+    def answer(self, to: str, timeout: float = 30.0, poll: float = 0.05) -> str:
+        """The bot's reply to event `to` (waits for it)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for e in self.posts():
+                if reply_to(e) == to:
+                    return str(e["content"]["body"])
+            if not self.thread.is_alive():
+                raise AssertionError(f"the bot stopped: {self.errors}")
+            time.sleep(poll)
+        raise AssertionError(f"no reply to {to}")
+
+
+def _wait(cond: Callable[[], object], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def room(
+    synapse: Synapse, tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Room]:
+    upstream = tmp_path / "upstream"
+    upstream.mkdir()
+    git(upstream, "init", "-q", "-b", "master")
+    for name in ("a", "b", "c"):
+        (upstream / name).write_text(name)
+        git(upstream, "add", name)
+        git(upstream, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", f"add {name}")
+    git(upstream, "tag", "v1", "HEAD~2")
+    settings = Settings.from_env({"KBISECT_CACHE": str(cache), "KBISECT_DATA": str(tmp_path / "d")})
+    Trees(settings).add("lab", str(upstream))
+
+    tag = uuid.uuid4().hex[:6]
+    bot_user, alice, mallory = (synapse.register(f"{n}{tag}") for n in ("bot", "alice", "mallory"))
+    room_id = alice.create_room()
+    mallory.join(room_id)
+    jobs = StubJobs()
+
+    async def connect(settings: Settings) -> StubJobs:
+        return jobs
+
+    monkeypatch.setattr(matrix.JobClient, "connect", staticmethod(connect))
+    config = BotConfig(
+        homeserver=synapse.url,
+        user=bot_user.user_id,
+        password=bot_user.password,
+        rooms=[room_id],
+        allowed=[alice.user_id],
+        state=tmp_path / "bot.json",
+    )
+    loop = asyncio.new_event_loop()
+    bot = loop.run_until_complete(_make_bot(config, settings))
+    errors: list[BaseException] = []
+    task: asyncio.Task[None] = loop.create_task(bot.run())
+
+    def serve() -> None:
+        try:
+            loop.run_until_complete(task)
+        except asyncio.CancelledError:
+            pass
+        except BaseException as exc:  # what killed the bot: the test says so
+            errors.append(exc)
+        finally:
+            loop.run_until_complete(bot.close())
+            loop.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        _wait(lambda: bot.nio.event_callbacks or not thread.is_alive(), 60, "the bot to listen")
+        assert bot_user.user_id in members(alice, room_id)
+        yield Room(
+            synapse,
+            room_id,
+            alice,
+            mallory,
+            bot_user,
+            bot,
+            jobs,
+            settings,
+            upstream,
+            thread,
+            errors,
+        )
+    finally:
+        if thread.is_alive():
+            loop.call_soon_threadsafe(task.cancel)
+        thread.join(timeout=30)
+
+
+async def _make_bot(config: BotConfig, settings: Settings) -> MatrixBot:
+    return MatrixBot(config, settings)
+
+
+def test_a_hanging_fetch_holds_no_other_command(room: Room) -> None:
+    server = HangingGitServer(hold=10.0)
+    try:
+        hanging_tree(room.settings, "stuck", room.upstream, server.url())
+        stuck = room.alice.say(room.room, BISECT.replace("tree=lab", "tree=stuck"))
+        _wait(lambda: server.accepted, 30, "the fetch to connect")
+        asked = time.monotonic()
+        help_ = room.alice.say(room.room, "!kbisect help")
+        assert room.answer(help_, timeout=10).startswith("commands: ")
+        answered = time.monotonic() - asked
+        # Through a homeserver (a send, the bot's sync, its reply, our read): a second and
+        # some room for a loaded machine; the fetch holds on for 10.
+        assert server.holding() and answered < 2.0, answered
+    finally:
+        server.release()
+    assert "could not fetch" in room.answer(stuck)
+    assert room.jobs.started == []
+
+
+def test_a_message_is_one_command_and_a_stranger_gets_one_reply(room: Room) -> None:
+    many = "\n".join(["!kbisect help"] * 300)
+    first = room.alice.say(room.room, many)
+    second = room.mallory.say(room.room, many)
+    assert room.answer(first).startswith("commands: ")
+    assert room.answer(second).startswith(f"Sorry {room.mallory.user_id}")
+    last = room.alice.say(room.room, "!kbisect testcases")
+    room.answer(last)
+    assert len(room.posts()) == 3
+
+
+def test_the_bot_acts_only_on_jobs_it_started(room: Room) -> None:
+    cli_job = "bisect-nvme-snapshot-read-cli1"  # a CLI user's, on a private path
+    asked = [
+        room.alice.say(room.room, f"!kbisect {cmd}")
+        for cmd in (
+            f"report {cli_job}",
+            f"status {cli_job}",
+            f"cancel {cli_job}",
+            f"mark {cli_job} master bad",
+            f"sru {cli_job}",
+        )
+    ]
+    for event in asked:
+        answer = room.answer(event)
+        assert answer.startswith("refused: ") and "not started here" in answer, answer
+        assert "\n" not in answer
+    started = room.answer(room.alice.say(room.room, BISECT))
+    job = "bisect-nvme-snapshot-read-00000001"
+    assert started.startswith(f"started {job}")
+    assert (
+        room.answer(room.alice.say(room.room, f"!kbisect cancel {job}")) == f"asked {job} to stop"
+    )
+    assert room.jobs.cancelled == [job]
+
+
+def test_parallel_is_bounded(room: Room) -> None:
+    answer = room.answer(room.alice.say(room.room, f"{BISECT} parallel=100000"))
+    assert answer.startswith("parallel 100000: give 1 to ") and "\n" not in answer
+    assert room.jobs.started == []
+
+
+def test_a_tree_urls_credentials_never_reach_the_room(room: Room) -> None:
+    server = HangingGitServer(hold=0.0)  # takes the connection and drops it
+    try:
+        hanging_tree(room.settings, "private", room.upstream, server.url("kb:glpat-SECRET123@"))
+        answer = room.answer(room.alice.say(room.room, BISECT.replace("tree=lab", "tree=private")))
+    finally:
+        server.release()
+    assert "could not fetch http://***@127.0.0.1:" in answer
+    assert "SECRET123" not in answer and "kb:" not in answer
+
+
+def test_an_exception_not_kbisects_gets_one_line_and_the_bot_serves_on(room: Room) -> None:
+    job = room.answer(room.alice.say(room.room, BISECT)).split()[1].rstrip(":")
+    answer = room.answer(room.alice.say(room.room, f"!kbisect report {job}"))
+    assert answer == "kbisect could not do that: the service sent something odd"
+    assert room.answer(room.alice.say(room.room, "!kbisect help")).startswith("commands: ")
+    assert room.thread.is_alive() and room.errors == []
