@@ -1,5 +1,5 @@
 """A real bisection: dev server and worker processes, lab kernels, QEMU; and it survives a
-SIGKILL of the worker mid-build and a restart of the server."""
+SIGKILL of the worker mid-build, after steps have finished, with a SIGKILL of the server."""
 
 import asyncio
 import json
@@ -74,6 +74,17 @@ def _build_history(address: str, job_id: str) -> tuple[Counter[str], int]:
     return asyncio.run(go())
 
 
+def _steps_done(address: str, job_id: str) -> int:
+    """Steps the job has recorded (a finished verdict each), from its progress query."""
+
+    async def go() -> int:
+        client = await Client.connect(address)
+        progress = await client.get_workflow_handle(job_id).query("progress")
+        return len(progress["steps"])
+
+    return asyncio.run(go())
+
+
 def test_bisection_names_the_culprit_through_a_worker_kill_and_a_server_restart(
     real_lab: tuple[Path, dict[str, object]], tmp_path: Path
 ) -> None:
@@ -115,15 +126,19 @@ def test_bisection_names_the_culprit_through_a_worker_kill_and_a_server_restart(
         )
         job_id = started.stdout.strip()
 
-        # Kill the worker while it is really compiling (not on a cache hit).
+        # Once steps have finished (the endpoints are judged), kill the worker while it is
+        # really compiling (not on a cache hit), and the server with it: both crash.
+        address = f"127.0.0.1:{port}"
+        _wait_for(lambda: _steps_done(address, job_id) >= 2, 1500, "the endpoints judged")
         slots = settings.cache_dir() / "slots"
         _wait_for(
             lambda: any(slots.glob(f"{repo_key(lab)}-*/build-in-progress")), 1500, "a real build"
         )
         time.sleep(3)
+        done_before_kill = _steps_done(address, job_id)
         os.killpg(worker.pid, signal.SIGKILL)
         worker.wait()
-        server.terminate()
+        server.kill()  # SIGKILL: the dev server goes with its supervisor, mid-write
         server.wait(timeout=30)
         server = temporal_server.start(
             port=port, ui_port=ui_port, db=db, log=tmp_path / "server.log"
@@ -156,6 +171,7 @@ def test_bisection_names_the_culprit_through_a_worker_kill_and_a_server_restart(
     assert verification["position"] < 0.5
     assert builds[verification["commit"]] == 1
     verify_builds = 1
+    assert done_before_kill >= 2  # the kill came after finished steps, which stand:
     assert max(builds.values()) == 1, builds  # no finished step redone after the kill
     assert retries >= 1  # the kill landed in a build, which another worker finished
     commits = int(str(truth["commits"]))
