@@ -10,13 +10,14 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from kbisect.client import JobClient, JobSummary
 from kbisect.contract import BisectRequest, BisectResult, Progress
-from kbisect.doors import matrix
 from kbisect.doors.matrix import BotConfig, MatrixBot
 from kbisect.settings import Settings
 from kbisect.trees import Trees
@@ -26,6 +27,7 @@ from tests.chat.homeserver import Synapse, User
 from tests.conftest import git
 
 BISECT = "!kbisect bisect tree=lab good=v1 bad=master testcase=nvme-snapshot-read"
+CLI_JOB = "bisect-nvme-snapshot-read-cli1"  # a CLI user's, on a private path
 
 
 @dataclass
@@ -59,6 +61,12 @@ class StubJobs:
 
     async def result(self, job_id: str) -> BisectResult:
         raise RuntimeError("the service sent something odd")
+
+    async def jobs(self, limit: int = 20) -> list[JobSummary]:
+        """The service's newest jobs: a CLI user's, and those the bot started."""
+        ids = [CLI_JOB, *(f"bisect-nvme-snapshot-read-{i:08x}" for i in range(1, 3))]
+        now = datetime.now(UTC)
+        return [JobSummary(i, "running", "bisecting", "nvme-snapshot-read", "", now) for i in ids]
 
 
 @dataclass
@@ -123,7 +131,7 @@ def room(
     async def connect(settings: Settings) -> StubJobs:
         return jobs
 
-    monkeypatch.setattr(matrix.JobClient, "connect", staticmethod(connect))
+    monkeypatch.setattr(JobClient, "connect", staticmethod(connect))
     config = BotConfig(
         homeserver=synapse.url,
         user=bot_user.user_id,
@@ -207,7 +215,7 @@ def test_a_message_is_one_command_and_a_stranger_gets_one_reply(room: Room) -> N
 
 
 def test_the_bot_acts_only_on_jobs_it_started(room: Room) -> None:
-    cli_job = "bisect-nvme-snapshot-read-cli1"  # a CLI user's, on a private path
+    cli_job = CLI_JOB
     asked = [
         room.alice.say(room.room, f"!kbisect {cmd}")
         for cmd in (
@@ -229,6 +237,8 @@ def test_the_bot_acts_only_on_jobs_it_started(room: Room) -> None:
         room.answer(room.alice.say(room.room, f"!kbisect cancel {job}")) == f"asked {job} to stop"
     )
     assert room.jobs.cancelled == [job]
+    listed = room.answer(room.alice.say(room.room, "!kbisect status")).splitlines()
+    assert [line.split()[0] for line in listed] == [job]  # not the CLI's, nor one not started
 
 
 def test_parallel_is_bounded(room: Room) -> None:
