@@ -19,10 +19,10 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from functools import cache
 
+from benchmarks.dags import random_dag
 from benchmarks.sim_noise import Noise, level_of
 from benchmarks.sim_policies import POLICIES
 from kbisect.workflows.strategy import Graph
-from tests.workflows.dags import random_dag
 
 OLD = "c0"
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from kbisect.backends import Machine
 from kbisect.builders.kernel_build import KernelBuilder
-from kbisect.git import Git
+from kbisect.infra.git import Git
 from kbisect.infra.initramfs import build_image
 from kbisect.infra.libvirt_machine import LibvirtMachine
 from kbisect.infra.qemu import PROFILES, QemuMachine

@@ -5,9 +5,8 @@ while machine time follows tests. Prints figures; no assertions. Run:
     .venv/bin/python -m benchmarks.multisection
 """
 
+from benchmarks.dags import culprit_is_in, linear, random_dag
 from kbisect.workflows.strategy import Graph, Search, State, spread_commits
-from tests.workflows.dags import culprit_is_in, random_dag
-from tests.workflows.test_bisect_workflow import linear
 
 
 def rounds_and_tests(graph: Graph, culprit: str, parallel: int) -> tuple[int, int]:

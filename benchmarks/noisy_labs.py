@@ -19,7 +19,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-KBISECT = [sys.executable, "-m", "kbisect.cli"]
+KBISECT = [sys.executable, "-m", "kbisect"]
 TESTCASE = "nvme-snapshot-read"
 
 

@@ -10,10 +10,9 @@ import tracemalloc
 
 from temporalio.converter import DataConverter
 
+from benchmarks.dags import hex_names, random_dag, validated_job
 from kbisect.workers.validation import MAX_SUBJECTS
 from kbisect.workflows.strategy import Graph, Search, State, next_commits
-from tests.workflows.dags import hex_names, random_dag
-from tests.workflows.fakes import validated_job
 
 
 def payload_mib(graph: Graph) -> float:

@@ -39,7 +39,7 @@ from kbisect.testcases import manifest as manifests
 from kbisect.testcases.runner import build_spec, run_testcase
 
 TESTCASE = "nvme-snapshot-read"
-KBISECT = [sys.executable, "-m", "kbisect.cli"]
+KBISECT = [sys.executable, "-m", "kbisect"]
 # The expert's rule, known from looking at the endpoints by hand (512 vs 8 sectors): good
 # above their geometric midpoint.
 RULE = "avg_read_sectors>64"

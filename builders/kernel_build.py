@@ -20,8 +20,8 @@ from kbisect.builders import artifact_cache, kconfig, slot_config, worktree
 from kbisect.builders.classify import FailureScan
 from kbisect.builders.sources import compiled_sources
 from kbisect.errors import DiskFullError, InfraError, KernelBuildError
-from kbisect.git import Git
 from kbisect.infra import host_lock
+from kbisect.infra.git import Git
 from kbisect.infra.procs import die_with_parent
 from kbisect.model import Artifact, BuildSpec
 

@@ -18,7 +18,7 @@ from kbisect.backends import Builder
 from kbisect.builders import prebuilt
 from kbisect.contract import Mode
 from kbisect.errors import UserError
-from kbisect.git import Git
+from kbisect.infra.git import Git
 from kbisect.model import Artifact, BuildSpec
 from kbisect.settings import Settings
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from kbisect.builders.sources import MACHINERY
 from kbisect.errors import KbisectError
-from kbisect.git import Git
+from kbisect.infra.git import Git
 
 STATE = "kbisect-configured.json"  # in the build dir: a fresh build dir forgets it
 

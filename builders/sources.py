@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from kbisect.git import Git
+from kbisect.infra.git import Git
 
 # Paths that steer the build itself rather than being compiled into it.
 MACHINERY = re.compile(

@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 
 from kbisect import settings
-from kbisect.git import Git
+from kbisect.infra.git import Git
 
 
 def repo_key(repo: Path) -> str:

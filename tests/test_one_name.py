@@ -24,7 +24,7 @@ def test_a_top_level_folder_cannot_be_imported_bare(folder: str) -> None:
 
 
 def test_every_module_is_loaded_under_kbisect_only() -> None:
-    import kbisect.cli  # the whole application, as the kbisect script loads it
+    import kbisect.main  # the whole program, as the kbisect script loads it
     import kbisect.workers.worker  # noqa: F401
 
     bare = sorted(m for m in sys.modules if m.split(".")[0] in FOLDERS)

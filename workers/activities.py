@@ -22,6 +22,7 @@ from temporalio.exceptions import ApplicationError
 from kbisect.backends import Builder, Machine
 from kbisect.builders import artifact_cache, kconfig
 from kbisect.builders.sources import inert_commits, read_sources
+from kbisect.builders.verify_commit import make_verify_commit
 from kbisect.contract import (
     BUILD,
     CLASSIFY,
@@ -45,12 +46,11 @@ from kbisect.contract import (
     VerifyRequest,
 )
 from kbisect.errors import BootError, InfraError, KernelBuildError, TestcaseFailedError, UserError
-from kbisect.git import Git
+from kbisect.infra.git import Git
 from kbisect.settings import Settings
 from kbisect.testcases import manifest as manifests
 from kbisect.testcases.runner import build_spec, run_testcase
 from kbisect.testcases.trace_run import trace_testcase
-from kbisect.verify_commit import make_verify_commit
 from kbisect.workers.validation import validate
 
 P = ParamSpec("P")

@@ -7,13 +7,13 @@ never touches git. Bad input is a UserError with one line that says what to do.
 from pathlib import Path
 
 from kbisect.builders.kconfig import stored_config
+from kbisect.builders.trees import fetch_repo
 from kbisect.contract import BisectRequest, Mode, ValidatedJob
 from kbisect.errors import UserError
-from kbisect.git import Git
-from kbisect.job_request import check_tuning
+from kbisect.infra.git import Git
 from kbisect.testcases import manifest as manifests
 from kbisect.testcases.runner import profile
-from kbisect.trees import fetch_repo
+from kbisect.testcases.tuning import check_tuning
 
 # Subjects of a larger range would take the job's first payload near Temporal's 2 MB limit.
 MAX_SUBJECTS = 5000

@@ -13,7 +13,7 @@ from datetime import timedelta
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from kbisect import gc
+from kbisect.builders import cache_gc as gc
 from kbisect.builders.kernel_build import KernelBuilder
 from kbisect.builders.kernel_list import KernelListBuilder
 from kbisect.infra import host_lock

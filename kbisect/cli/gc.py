@@ -6,14 +6,14 @@ import json
 import math
 from pathlib import Path
 
+from kbisect.builders.cache_gc import DEFAULT_DAYS
 from kbisect.cli.output import out
 from kbisect.errors import UserError
-from kbisect.gc import DEFAULT_DAYS
 from kbisect.settings import Settings
 
 
 def cmd_gc(args: argparse.Namespace, settings: Settings) -> int:
-    from kbisect.gc import collect
+    from kbisect.builders.cache_gc import collect
 
     report = collect(
         settings,

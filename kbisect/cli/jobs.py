@@ -1,4 +1,4 @@
-"""Jobs: bisect, watch, status, cancel, report, mark, resume (all through kbisect.client)."""
+"""Jobs: bisect, watch, status, cancel, report, mark, resume (all through kbisect.jobs.client)."""
 
 import argparse
 import asyncio
@@ -10,11 +10,8 @@ from typing import Any
 
 from rich.live import Live
 
-from kbisect import kernel_phase
-from kbisect.builders.kernel_list import builds_line
 from kbisect.cli import output
 from kbisect.cli.output import EventLines, note, out, progress_view
-from kbisect.client import WORKER_GRACE, JobClient, check_job_id
 from kbisect.contract import (
     DEFAULT_MAX_BOOTS,
     DEFAULT_MIN_EFFECT,
@@ -25,11 +22,14 @@ from kbisect.contract import (
     Progress,
 )
 from kbisect.errors import InfraError, UserError
-from kbisect.git import Git
-from kbisect.job_request import JobOptions, checked_request
-from kbisect.report import bisect_log, markdown, to_json
+from kbisect.infra.git import Git
+from kbisect.jobs import kernel_phase
+from kbisect.jobs.client import WORKER_GRACE, JobClient, check_job_id
+from kbisect.jobs.request import JobOptions, checked_request
+from kbisect.reports.job_report import bisect_log, markdown, to_json
+from kbisect.reports.lines import columns, outcome_lines
+from kbisect.reports.sru_note import sru_note
 from kbisect.settings import Settings
-from kbisect.sru import sru_note
 
 POLL_SECONDS = 2.0  # how often a watch asks the server
 # With nothing new for this long, a watch checks again that workers serve the job.
@@ -46,9 +46,15 @@ def _with_client(settings: Settings, args: argparse.Namespace, go: Handler) -> i
     a reboot or 'kbisect down', and its unfinished jobs go on."""
     started = False
     if not args.no_start:
-        from kbisect.cli.service import ensure_local_service
+        from kbisect.jobs.service import ensure_local_service
 
-        started = ensure_local_service(settings, getattr(args, "parallel", 1))
+        log = ensure_local_service(settings, getattr(args, "parallel", 1))
+        if log is not None:
+            note(
+                f"started the local kbisect service in the background (log {log}; "
+                "stop it with 'kbisect down')"
+            )
+        started = log is not None
 
     async def run() -> int:
         client = await JobClient.connect(settings)
@@ -177,23 +183,6 @@ async def _poll(client: JobClient, job_id: str, show: Callable[[Progress], None]
         await asyncio.sleep(POLL_SECONDS)
 
 
-def outcome_lines(result: BisectResult) -> list[str]:
-    if result.culprit:
-        builds = builds_line(Path(result.repo), result.culprit, Mode(result.mode))
-        if builds:
-            return [builds]
-        word = "fixed by" if result.mode == Mode.FIX else "first bad commit"
-        subject = result.subjects.get(result.culprit, "")
-        lines = [f"{word}: {result.culprit} {subject}".rstrip()]
-        if result.verification:
-            v = result.verification
-            lines.append(f"verification ({v.kind}): {v.status}, {v.message}")
-        return lines
-    return [result.message] + [
-        f"  candidate {c} {result.subjects.get(c, '')}".rstrip() for c in result.candidates
-    ]
-
-
 # --- the others ----------------------------------------------------------------------
 def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     if args.limit < 1:
@@ -218,7 +207,7 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
                 )
                 for j in jobs
             ]
-            out(output.columns(header, rows))
+            out(columns(header, rows))
         return 0
 
     return _with_client(settings, args, go)
@@ -252,7 +241,7 @@ def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
             Path(args.bisect_log).write_text(bisect_log(result))
         text = markdown(result, args.id)
         if args.plot:
-            from kbisect.plot import plot_scores
+            from kbisect.reports.plot import plot_scores
 
             png = plot_scores(result, Path(args.plot))
             text += f"\n![scores across commits]({png})\n"
@@ -263,7 +252,7 @@ def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _sru_patch(result: BisectResult, args: argparse.Namespace) -> int:
-    from kbisect.sru_patch import SruOptions, write_sru_patch
+    from kbisect.reports.sru_patch import SruOptions, write_sru_patch
 
     opts = SruOptions(series=args.series, bug=args.bug, signoff=args.signoff, target=args.target)
     done = write_sru_patch(result, args.id, Path(args.sru_patch), opts)

@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from kbisect.contract import Progress, Step
+from kbisect.reports.lines import one_line, step_line
 
 
 def interactive() -> bool:
@@ -31,10 +32,6 @@ def out(text: str = "") -> None:
 def note(text: str) -> None:
     """A progress or status line on stderr, never wrapped."""
     print(text, file=sys.stderr, flush=True)
-
-
-def one_line(text: str) -> str:
-    return " ".join(text.split())
 
 
 def stderr_console() -> Console:
@@ -73,28 +70,7 @@ def stages(enabled: bool = True) -> Iterator[Callable[[str], None]]:
         yield lambda text: progress.update(task, description=text[:110])
 
 
-def columns(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """A plain table, columns aligned with two spaces, nothing cut."""
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    return "\n".join(
-        "  ".join(str(cell).ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip()
-        for r in [header, *rows]
-    )
-
-
 # --- a job's progress ----------------------------------------------------------------
-def step_line(number: int, step: Step, metric: str) -> str:
-    """e.g. 'step 3: 1966bd061a65 bad avg_read_sectors=8'."""
-    text = f"step {number}: {step.commit[:12]} {step.verdict}"
-    if step.value is not None:
-        text += f" {metric}={step.value:g}"
-    if step.source != "test":
-        text += f" ({step.source})"
-    if step.note:
-        text += f": {step.note}"
-    return one_line(text)
-
-
 class EventLines:
     """A job's progress as one line per event: status changes, each finished step once,
     the commits under test."""

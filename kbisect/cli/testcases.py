@@ -82,7 +82,7 @@ def cmd_testcase_check(args: argparse.Namespace, settings: Settings) -> int:
         if not (args.repo and args.kernel_rev):
             raise UserError("give both --repo and --kernel-rev to boot the testcase once")
         if report.ok:
-            from kbisect.pipeline import TryOptions, try_commit
+            from kbisect.jobs.try_pipeline import TryOptions, try_commit
 
             with stages(not args.json) as say:
                 opts = TryOptions(args.profile, on_stage=say, settings=settings)

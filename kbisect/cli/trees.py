@@ -4,10 +4,10 @@ give as `--tree NAME` (or `tree=NAME` in chat) instead of a repository path."""
 import argparse
 import json
 
-from kbisect.cli import output
+from kbisect.builders.trees import Trees, redact
 from kbisect.cli.output import note, out
+from kbisect.reports.lines import columns
 from kbisect.settings import Settings
-from kbisect.trees import Trees, redact
 
 
 def cmd_add(args: argparse.Namespace, settings: Settings) -> int:
@@ -27,7 +27,7 @@ def cmd_list(args: argparse.Namespace, settings: Settings) -> int:
         out("no trees yet: add one with 'kbisect tree add NAME URL'")
     else:
         rows = [(t.name, t.shown_url, t.branch or "*", str(t.path)) for t in trees]
-        out(output.columns(("TREE", "URL", "BRANCH", "MIRROR"), rows))
+        out(columns(("TREE", "URL", "BRANCH", "MIRROR"), rows))
     return 0
 
 

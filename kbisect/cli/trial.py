@@ -11,8 +11,8 @@ from kbisect.settings import Settings
 
 
 def cmd_try(args: argparse.Namespace, settings: Settings) -> int:
-    from kbisect.pipeline import TryOptions, try_commit, try_kernel
-    from kbisect.report_try import render_try, try_lines, try_to_json
+    from kbisect.jobs.try_pipeline import TryOptions, try_commit, try_kernel
+    from kbisect.reports.try_report import render_try, try_lines, try_to_json
 
     _check_try(args)
 

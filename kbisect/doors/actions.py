@@ -14,16 +14,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ParamSpec, TypeVar
 
-from kbisect.cli.jobs import outcome_lines
-from kbisect.client import JobClient, check_job_id
 from kbisect.contract import BisectResult
 from kbisect.doors.grammar import Command, help_text
 from kbisect.errors import KbisectError, UserError
-from kbisect.git import Git
-from kbisect.job_request import checked_request
-from kbisect.report import markdown
+from kbisect.infra.git import Git
+from kbisect.jobs.client import JobClient, check_job_id
+from kbisect.jobs.request import checked_request
+from kbisect.reports.job_report import markdown
+from kbisect.reports.lines import outcome_lines
+from kbisect.reports.sru_patch import SruOptions, SruPatch, write_sru_patch
 from kbisect.settings import Settings
-from kbisect.sru_patch import SruOptions, SruPatch, write_sru_patch
 
 # More commands with blocking work than this wait for a thread (the event loop does not).
 BLOCKING = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kbisect-door")
@@ -40,7 +40,7 @@ async def off_loop(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
 
 def failure_text(exc: BaseException) -> str:
     """One line for a command that failed in a way kbisect did not foresee (no credentials)."""
-    from kbisect.trees import redact
+    from kbisect.builders.trees import redact
 
     return redact(" ".join(f"kbisect could not do that: {exc}".split()))
 
@@ -110,8 +110,8 @@ def sru_options(cmd: Command, signoff: str | None = None) -> SruOptions:
 
 def sru_text(result: BisectResult, job: str, cmd: Command) -> str:
     """The SRU justification, with the bug and series the command names."""
-    from kbisect.sru import sru_note
-    from kbisect.sru_patch import SERIES
+    from kbisect.reports.sru_note import sru_note
+    from kbisect.reports.sru_patch import SERIES
 
     opts = sru_options(cmd)
     if not SERIES.fullmatch(opts.series):

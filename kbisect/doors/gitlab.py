@@ -22,10 +22,8 @@ jobs are kept in a state file, so a restarted receiver follows its jobs on.
 """
 
 import asyncio
-import base64
 import hmac
 import logging
-import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,7 +31,6 @@ from typing import Any
 import gitlab
 from aiohttp import web
 
-from kbisect.client import JobClient
 from kbisect.contract import BisectResult
 from kbisect.doors import state_file
 from kbisect.doors.actions import (
@@ -49,9 +46,11 @@ from kbisect.doors.actions import (
 from kbisect.doors.grammar import MAX_COMMANDS, Command, parse
 from kbisect.doors.job_posts import Post, follow, summary
 from kbisect.errors import InfraError, KbisectError, UserError
-from kbisect.git import Git, git_argv, git_env
+from kbisect.infra.git import Git
+from kbisect.jobs.client import JobClient
+from kbisect.reports.sru_branch import push_sru_branch, tested_changes
+from kbisect.reports.sru_patch import sru_commit
 from kbisect.settings import Settings
-from kbisect.sru_patch import SruCommit, sru_commit
 
 PREFIX = "/kbisect"
 log = logging.getLogger("kbisect.gitlab")
@@ -288,7 +287,7 @@ class GitLabDoor:
                 await asyncio.sleep(60)
 
     async def _finish(self, job_id: str, job: FollowedJob, result: BisectResult) -> None:
-        from kbisect.plot import plot_scores
+        from kbisect.reports.plot import plot_scores
 
         text = await off_loop(summary, result, job_id)
         project = self.gl.projects.get(job.target.project, lazy=True)
@@ -322,122 +321,14 @@ class GitLabDoor:
         made = await off_loop(sru_commit, result, job, sru_options(cmd, self._signoff()))
         changes = await off_loop(tested_changes, Git(Path(result.repo)), made)
         project = self.gl.projects.get(target.project, lazy=True)
-        title = made.message.split("\n", 1)[0]
 
-        def push() -> Any:
-            base = str(project.branches.get(target.branch).commit["id"])
-            differ = [c.path for c in changes if _blob_at(project, c.path, base) != c.old_blob]
-            if differ:
-                raise UserError(
-                    f"`{target.branch}` ({base[:12]}) has other versions of {', '.join(differ)} "
-                    f"than {made.onto[:12]}, where kbisect tested the change: it would not be "
-                    f"the tested change; send the patch ('kbisect report {job} --sru-patch DIR', "
-                    "then git am) or ask on a merge request into the branch it was tested on"
-                )
-            project.commits.create(
-                {
-                    "branch": branch,
-                    "start_sha": base,
-                    "commit_message": made.message,
-                    "author_name": made.author[0],
-                    "author_email": made.author[1],
-                    "actions": [a for c in changes for a in c.actions()],
-                }
-            )
-            return project.mergerequests.create(
-                {
-                    "source_branch": branch,
-                    "target_branch": target.branch,
-                    "title": title,
-                    "description": _safe(note),
-                }
-            )
-
-        mr = await asyncio.to_thread(push)
+        mr = await asyncio.to_thread(
+            push_sru_branch, project, target.branch, branch, made, changes, job, _safe(note)
+        )
         return Reply(
             f"kbisect opened !{mr.iid} from `{branch}` into `{target.branch}`: {mr.web_url} "
             f"({made.provenance}: the change kbisect tested on {made.onto[:12]})"
         )
-
-
-@dataclass(frozen=True)
-class Change:
-    """One file the tested commit changes, as the commits API's actions write it."""
-
-    path: str
-    old_blob: str | None  # None: the file is new
-    old_mode: str  # "000000" when it is new
-    new_mode: str  # "000000" when it is deleted
-    content: bytes | None  # None when it is deleted
-    mode_only: bool = False
-
-    def actions(self) -> list[dict[str, Any]]:
-        if self.content is None:
-            return [{"action": "delete", "file_path": self.path}]
-        executable = self.new_mode == "100755"
-        was = "100644" if self.old_blob is None else self.old_mode
-        acts: list[dict[str, Any]] = []
-        if not self.mode_only:
-            acts.append(
-                {
-                    "action": "create" if self.old_blob is None else "update",
-                    "file_path": self.path,
-                    "content": base64.b64encode(self.content).decode(),
-                    "encoding": "base64",
-                }
-            )
-        if was != self.new_mode:  # the API sets the mode only with chmod
-            acts.append({"action": "chmod", "file_path": self.path, "execute_filemode": executable})
-        return acts
-
-
-def tested_changes(git: Git, made: SruCommit) -> list[Change]:
-    """The files the SRU commit changes against the endpoint it was tested on."""
-    raw = git.run("diff-tree", "-r", "-z", "--no-renames", "--no-commit-id", made.onto, made.commit)
-    fields = raw.split("\0")
-    changes = []
-    for meta, path in zip(fields[0::2], fields[1::2], strict=False):
-        if not meta.startswith(":"):
-            continue
-        old_mode, new_mode, old_blob, new_blob, status = meta[1:].split(" ")
-        if {old_mode, new_mode} & {"120000", "160000"}:
-            raise UserError(
-                f"the tested change touches a symlink or submodule ({path}): the commits API "
-                "cannot write it; send the patch ('kbisect report JOB --sru-patch DIR')"
-            )
-        if status == "D":
-            changes.append(Change(path, old_blob, old_mode, new_mode, None))
-            continue
-        blob = subprocess.run(
-            git_argv(git.repo, "cat-file", "blob", new_blob),
-            env=git_env(),
-            capture_output=True,
-            check=True,
-        ).stdout
-        changes.append(
-            Change(
-                path,
-                None if status == "A" else old_blob,
-                old_mode,
-                new_mode,
-                blob,
-                mode_only=status == "M" and old_blob == new_blob,
-            )
-        )
-    if not changes:
-        raise UserError("the tested commit changes no file: nothing to push")
-    return changes
-
-
-def _blob_at(project: Any, path: str, ref: str) -> str | None:
-    """The blob id of path at ref in the GitLab project (HEAD on the files API), or None."""
-    try:
-        headers = project.files.head(path, ref=ref)
-    except gitlab.GitlabHeadError as exc:
-        if exc.response_code == 404:
-            return None
-        raise
-    return str(headers.get("X-Gitlab-Blob-Id", "")) or None
 
 
 def _safe(body: str) -> str:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from kbisect.contract import Mode
 from kbisect.errors import UserError
-from kbisect.job_request import JobOptions
+from kbisect.jobs.request import JobOptions
 
 # What a word may hold: git revision syntax (HEAD~2, v6.1^), names, numbers. Nothing a
 # shell would read (; & | $ ` < > ( ) ' " \ * ? [ ] { } ! #), no whitespace escapes.

@@ -7,13 +7,12 @@ import asyncio
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 
-from kbisect.cli.jobs import outcome_lines
-from kbisect.cli.output import one_line, step_line
-from kbisect.client import JobClient
 from kbisect.contract import BisectResult, Progress
 from kbisect.doors.actions import off_loop
 from kbisect.errors import InfraError, KbisectError
-from kbisect.report import markdown
+from kbisect.jobs.client import JobClient
+from kbisect.reports.job_report import markdown
+from kbisect.reports.lines import one_line, outcome_lines, step_line
 
 PHASES = ("validating", "calibrating", "bisecting", "verifying")
 POLL_SECONDS = 3.0

@@ -36,12 +36,12 @@ from nio import (
     UploadResponse,
 )
 
-from kbisect.client import JobClient
 from kbisect.doors import state_file
 from kbisect.doors.actions import execute, failure_text, off_loop, sru_files
 from kbisect.doors.grammar import Command, parse
 from kbisect.doors.job_posts import Post, follow
 from kbisect.errors import InfraError, KbisectError, UserError
+from kbisect.jobs.client import JobClient
 from kbisect.settings import Settings, private_dir
 
 PREFIX = "!kbisect"
@@ -306,7 +306,7 @@ class MatrixBot:
                 await asyncio.sleep(60)
 
     async def _post_plot(self, job_id: str, job: JobThread, result: Any) -> None:
-        from kbisect.plot import plot_scores
+        from kbisect.reports.plot import plot_scores
 
         with tempfile.TemporaryDirectory() as tmp:
             png = await off_loop(plot_scores, result, Path(tmp) / f"{job_id}.png")

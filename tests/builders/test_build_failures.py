@@ -127,7 +127,7 @@ def test_a_huge_compiler_message_gives_a_short_one(
 def _keys(repo: Path, commit: str) -> tuple[str, str]:
     from kbisect.builders import kconfig
     from kbisect.builders.kernel_build import compiler_version
-    from kbisect.git import Git
+    from kbisect.infra.git import Git
 
     return Git(repo).tree_of(commit), kconfig.config_hash(SPEC, compiler_version())
 

@@ -13,7 +13,7 @@ from kbisect.builders import kernel_build
 from kbisect.builders.kernel_build import KernelBuilder
 from kbisect.builders.sources import inert_commits, read_sources
 from kbisect.errors import DiskFullError, InfraError, KernelBuildError
-from kbisect.git import Git
+from kbisect.infra.git import Git
 from kbisect.model import BuildSpec
 from tests.conftest import git
 

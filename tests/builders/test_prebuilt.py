@@ -12,9 +12,9 @@ import pytest
 from kbisect.builders import kernel_list, prebuilt
 from kbisect.contract import BisectResult, JobStatus, Mode
 from kbisect.errors import UserError
-from kbisect.git import Git
-from kbisect.job_request import JobOptions
-from kbisect.kernel_phase import plan
+from kbisect.infra.git import Git
+from kbisect.jobs.kernel_phase import plan
+from kbisect.jobs.request import JobOptions
 from kbisect.model import Artifact, BuildSpec
 from kbisect.settings import Settings
 
@@ -291,8 +291,8 @@ def test_kernel_phase_input_is_checked_first(
 
 
 def test_a_kernel_lists_report_names_builds_not_commits(cache: Path) -> None:
-    from kbisect.cli.jobs import outcome_lines
-    from kbisect.report import markdown, to_json
+    from kbisect.reports.job_report import markdown, to_json
+    from kbisect.reports.lines import outcome_lines
 
     specs = [f"linux-image-6.1.0-{n}-cloud-amd64" for n in (47, 50, 53)]
     kl = kernel_list.make(specs, Settings.from_env())

@@ -11,7 +11,7 @@ from typing import Any
 
 from tests.chat.homeserver import Synapse, User
 
-KBISECT = [sys.executable, "-m", "kbisect.cli"]
+KBISECT = [sys.executable, "-m", "kbisect"]
 
 
 def start_bot(

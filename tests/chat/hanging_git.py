@@ -8,9 +8,9 @@ import threading
 import time
 from pathlib import Path
 
-from kbisect.git import Git
+from kbisect.builders.trees import Trees
+from kbisect.infra.git import Git
 from kbisect.settings import Settings
-from kbisect.trees import Trees
 
 
 class HangingGitServer:

@@ -22,13 +22,13 @@ import pytest_asyncio
 import responses
 from aiohttp import web
 
+from kbisect.builders.trees import Trees
+from kbisect.builders.verify_commit import make_verify_commit
 from kbisect.contract import BisectRequest, BisectResult, Progress, Step, Verification
 from kbisect.doors.gitlab import FollowedJob, GitLabConfig, GitLabDoor, Target, commands_in
 from kbisect.errors import UserError
-from kbisect.git import Git
+from kbisect.infra.git import Git
 from kbisect.settings import Settings
-from kbisect.trees import Trees
-from kbisect.verify_commit import make_verify_commit
 from tests.chat.hanging_git import HangingGitServer, hanging_tree
 from tests.conftest import git
 
@@ -460,7 +460,7 @@ async def test_allowed_users_only(receiver: Receiver) -> None:
 def test_the_receiver_needs_allowed_users_or_allow_anyone(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from kbisect.cli import main
+    from kbisect.main import main
 
     argv = ["gitlab", "serve", "--listen", "127.0.0.1:1", "--url", GITLAB]
     argv += ["--token-file", str(tmp_path / "t"), "--webhook-secret-file", str(tmp_path / "s")]
@@ -487,8 +487,8 @@ def test_tested_changes_become_the_commits_api_actions(tmp_path: Path) -> None:
     """Each file the tested commit changes, with its bytes as tested (base64) and its mode."""
     import base64
 
-    from kbisect.doors.gitlab import tested_changes
-    from kbisect.sru_patch import SruCommit
+    from kbisect.reports.sru_branch import tested_changes
+    from kbisect.reports.sru_patch import SruCommit
 
     repo = tmp_path / "r"
     repo.mkdir()
@@ -576,7 +576,7 @@ async def test_a_note_of_many_commands_gets_one_reply(receiver: Receiver) -> Non
 async def test_parallel_is_bounded_as_on_the_command_line(
     receiver: Receiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from kbisect.job_request import JobOptions, checked_request
+    from kbisect.jobs.request import JobOptions, checked_request
 
     await receiver.post(hook(95, f"{BISECT} parallel=100000"))
     await receiver.settle()
@@ -633,8 +633,8 @@ async def test_a_tree_urls_credentials_are_in_no_note(receiver: Receiver) -> Non
 def test_a_listen_address_out_of_range_is_one_line(
     listen: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from kbisect.cli import main
-    from kbisect.client import JobClient
+    from kbisect.jobs.client import JobClient
+    from kbisect.main import main
 
     async def no_service(*args: object) -> None:
         raise AssertionError("reached the job service with a bad --listen")
@@ -652,7 +652,7 @@ def test_a_listen_address_out_of_range_is_one_line(
 
 
 def test_a_listen_address_is_host_and_port() -> None:
-    from kbisect.cli.chat import listen_address
+    from kbisect.doors.commands import listen_address
 
     assert listen_address("0.0.0.0:8093") == ("0.0.0.0", 8093)
     assert listen_address("[::1]:8093") == ("::1", 8093)

@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from kbisect.client import JobClient, JobSummary
+from kbisect.builders.trees import Trees
 from kbisect.contract import BisectRequest, BisectResult, Progress
 from kbisect.doors.matrix import BotConfig, MatrixBot
+from kbisect.jobs.client import JobClient, JobSummary
 from kbisect.settings import Settings
-from kbisect.trees import Trees
 from tests.chat.bot_process import bot_posts, members, reply_to
 from tests.chat.hanging_git import HangingGitServer, hanging_tree
 from tests.chat.homeserver import Synapse, User

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from kbisect.cli import main
+from kbisect.main import main
 
-KBISECT = [sys.executable, "-m", "kbisect.cli"]
+KBISECT = [sys.executable, "-m", "kbisect"]
 TRY_SEED = ["--testcase", "nvme-snapshot-read", "--repetitions", "1", "--json"]
 
 

@@ -22,7 +22,7 @@ from kbisect.builders.worktree import repo_key
 from kbisect.infra import temporal_server
 
 pytestmark = pytest.mark.e2e
-KBISECT = [sys.executable, "-m", "kbisect.cli"]
+KBISECT = [sys.executable, "-m", "kbisect"]
 
 
 def _free_port() -> int:

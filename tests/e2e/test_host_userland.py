@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kbisect.cli import main
+from kbisect.main import main
 
 pytestmark = pytest.mark.e2e
 

@@ -13,7 +13,7 @@ import pytest
 
 from kbisect.builders.kernel_build import KernelBuilder
 from kbisect.errors import InfraError
-from kbisect.git import Git
+from kbisect.infra.git import Git
 from kbisect.infra.libvirt_machine import LibvirtConnection, LibvirtMachine
 from kbisect.model import Artifact
 from kbisect.settings import Settings

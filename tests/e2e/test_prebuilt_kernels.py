@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from kbisect.cli import main
-from kbisect.infra import temporal_server
+from kbisect.infra import guest_modules, temporal_server
+from kbisect.main import main
+from kbisect.settings import Settings
 from tests.chat.homeserver import free_port
 from tests.e2e.service import KBISECT, service_env, start_worker, try_lab
 
@@ -58,6 +59,17 @@ def test_debians_cloud_kernel_runs_the_seed_with_its_own_modules(
     assert result["build"]["modules"] == ["dm_mod", "dm_bufio", "dm_snapshot"]
     # A kernel with request merging: 256 MiB through the snapshot in 512-sector reads.
     assert result["metrics"]["avg_read_sectors"]["value"] >= 256
+
+
+def test_modinfo_reads_a_real_debian_modules_depends() -> None:
+    """A real module (the host's own, or the Debian kernel the test above unpacked into the
+    cache): modinfo gives its dependencies, from which the guest's load order is made."""
+    unpacked = Settings.from_env().cache / "prebuilt" / "unpacked"
+    real = sorted(Path("/lib/modules").glob("*/kernel/drivers/md/dm-snapshot.ko*")) + sorted(
+        unpacked.glob("*/lib/modules/*/kernel/drivers/md/dm-snapshot.ko*")
+    )
+    assert real, f"no dm-snapshot module on this host or under {unpacked}"
+    assert "dm_mod" in guest_modules.modinfo_depends(real[0])
 
 
 def _image(lab: Path, rev: str, dest: Path, capsys: pytest.CaptureFixture[str]) -> Path:

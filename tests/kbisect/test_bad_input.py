@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from kbisect import settings
-from kbisect.cli import main
 from kbisect.errors import UserError
+from kbisect.main import main
 from tests.conftest import git
 
 

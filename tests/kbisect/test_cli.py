@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from kbisect.cli import main
 from kbisect.infra.lab import LabOptions, create_lab
+from kbisect.main import main
 from tests.conftest import git
 
 
@@ -230,7 +230,7 @@ def test_a_malformed_testcase_is_caught_before_a_service(
 def test_every_option_has_help_and_every_table_has_json() -> None:
     import argparse
 
-    from kbisect.cli import build_parser
+    from kbisect.main import build_parser
 
     def parsers(p: argparse.ArgumentParser) -> list[tuple[str, argparse.ArgumentParser]]:
         found = [(p.prog, p)]

@@ -14,17 +14,17 @@ import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from benchmarks.dags import linear
 from kbisect.builders.kernel_build import KernelBuilder
-from kbisect.cli import main
 from kbisect.contract import WORKFLOW, BisectRequest, BisectResult
 from kbisect.infra.lab import LabOptions, create_lab
 from kbisect.infra.temporal_server import temporal_binary
+from kbisect.main import main
 from kbisect.settings import Settings
 from kbisect.workers.activities import BuildActivities
 from kbisect.workflows.bisect_workflow import SEARCH_ATTRIBUTES, BisectWorkflow, sandbox_runner
 from tests.workflows import fakes
 from tests.workflows.fakes import SCENARIOS, Scenario
-from tests.workflows.test_bisect_workflow import linear
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -59,7 +59,7 @@ async def _kbisect(
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "kbisect.cli",
+            "kbisect",
             command,
             "--no-start",
             *args,
@@ -129,7 +129,7 @@ async def _cli(
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "kbisect.cli",
+        "kbisect",
         *args,
         env={
             **os.environ,
@@ -228,8 +228,8 @@ async def test_watch_notices_when_the_workers_go(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from kbisect import client as job_client
     from kbisect.cli import jobs
+    from kbisect.jobs import client as job_client
 
     monkeypatch.setattr(jobs, "STALL_SECONDS", 1.0)  # "nothing changed for a while"
     monkeypatch.setattr(job_client, "POLLER_WINDOW", 6.0)  # a poller older is gone

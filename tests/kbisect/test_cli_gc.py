@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kbisect.cli import main
+from kbisect.main import main
 
 
 def test_gc_removes_old_runs_and_keeps_new_ones(

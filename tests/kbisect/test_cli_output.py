@@ -1,10 +1,11 @@
 """Piped output is whole plain lines: one event a line, nothing wrapped or cut."""
 
-from kbisect.cli.output import EventLines, columns
+from kbisect.cli.output import EventLines
 from kbisect.contract import Progress, Step
+from kbisect.jobs.try_pipeline import TryResult
 from kbisect.model import Artifact, Commit, Direction, GuestRun, Metric, Outcome, Score
-from kbisect.pipeline import TryResult
-from kbisect.report_try import try_lines
+from kbisect.reports.lines import columns
+from kbisect.reports.try_report import try_lines
 from kbisect.testcases.runner import TestcaseRun
 
 LONG = "/a/very/long/path/that/a/terminal/of/eighty/columns/would/wrap/somewhere/in/the/middle"
@@ -88,7 +89,7 @@ def test_try_as_plain_lines() -> None:
 
 
 def test_try_says_when_the_guest_reached_init_and_its_testcase() -> None:
-    from kbisect.report_try import guest_times
+    from kbisect.reports.try_report import guest_times
 
     records: list[dict[str, object]] = [
         {"event": "booted", "kernel": "6.1", "uptime": 2.41},

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from kbisect import gc
+from kbisect.builders import cache_gc as gc
 from kbisect.builders import worktree
+from kbisect.builders.verify_commit import make_verify_commit
 from kbisect.errors import UserError
-from kbisect.git import LAB_IDENTITY, Git
+from kbisect.infra.git import LAB_IDENTITY, Git
 from kbisect.settings import Settings
-from kbisect.verify_commit import make_verify_commit
 
 DAY = 86400.0
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from kbisect.builders import worktree
-from kbisect.git import LAB_IDENTITY, Git
-from kbisect.verify_commit import make_verify_commit
+from kbisect.builders.verify_commit import make_verify_commit
+from kbisect.infra.git import LAB_IDENTITY, Git
 
 HOSTILE_CONFIG = {
     "diff.noprefix": "true",

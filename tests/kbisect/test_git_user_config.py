@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from kbisect.builders import worktree
-from kbisect.git import LAB_IDENTITY, Git
-from kbisect.sru_patch import SruOptions, write_sru_patch
+from kbisect.infra.git import LAB_IDENTITY, Git
+from kbisect.reports.sru_patch import SruOptions, write_sru_patch
 from tests.kbisect.test_sru_patch import SENDER, _fix_job, history  # noqa: F401 (a fixture)
 
 LEAKY_GITCONFIG = """\

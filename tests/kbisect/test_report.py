@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from kbisect.contract import BisectResult, Step, Verification
-from kbisect.report import bisect_log, markdown, to_json
+from kbisect.reports.job_report import bisect_log, markdown, to_json
 from kbisect.testcases.blocktrace import DiskTrace, Latency
 
 
@@ -143,7 +143,7 @@ def _colour_pixels(png: Path, rgb: tuple[float, float, float]) -> int:
 def test_plot_draws_each_verdict_in_its_colour(tmp_path: Path) -> None:
     from matplotlib.colors import to_rgb
 
-    from kbisect.plot import COLOURS, plot_data, plot_scores
+    from kbisect.reports.plot import COLOURS, plot_data, plot_scores
 
     h = [f"{i:040x}" for i in range(4)]
     result = _result(h, "regression", 2, [(0, "good"), (3, "bad"), (2, "bad"), (1, "skip")])

@@ -7,9 +7,9 @@ import pytest
 
 from kbisect.contract import BisectResult, Step, Verification
 from kbisect.errors import UserError
-from kbisect.git import Git
-from kbisect.report import markdown, to_json
-from kbisect.sru import sru_note
+from kbisect.infra.git import Git
+from kbisect.reports.job_report import markdown, to_json
+from kbisect.reports.sru_note import sru_note
 from tests.kbisect.test_report import _repo
 
 
@@ -113,7 +113,7 @@ def test_report_shows_the_verification() -> None:
 def test_plot_marks_the_verification(tmp_path: Path) -> None:
     from matplotlib.colors import to_rgb
 
-    from kbisect.plot import VERIFY_COLOUR, plot_data, plot_scores
+    from kbisect.reports.plot import VERIFY_COLOUR, plot_data, plot_scores
     from tests.kbisect.test_report import _colour_pixels
 
     h = [f"{i:040x}" for i in range(4)]

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from kbisect.builders.verify_commit import make_verify_commit
 from kbisect.contract import BisectResult, Mode, Step, Verification
 from kbisect.errors import UserError
-from kbisect.git import Git
-from kbisect.sru import sru_note
-from kbisect.sru_patch import SruOptions, write_sru_patch
-from kbisect.verify_commit import make_verify_commit
+from kbisect.infra.git import Git
+from kbisect.reports.sru_note import sru_note
+from kbisect.reports.sru_patch import SruOptions, write_sru_patch
 from tests.conftest import git
 
 SENDER = "Sam Sender <sam@example.com>"
@@ -312,7 +312,7 @@ def finished_fix_job_sru(
     from temporalio.converter import DataConverter
 
     import kbisect.cli.jobs as cli_jobs
-    from kbisect.cli import main
+    from kbisect.main import main
 
     old, new, fix = str(truth["old"]), str(truth["new"]), str(truth["culprit"])
     v = make_verify_commit(Git(lab), fix, onto=old, revert=False)

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from kbisect.builders.trees import Trees
 from kbisect.contract import BisectRequest
 from kbisect.errors import UserError
-from kbisect.git import Git
-from kbisect.job_request import JobOptions, checked_request
+from kbisect.infra.git import Git
+from kbisect.jobs.request import JobOptions, checked_request
 from kbisect.settings import Settings
-from kbisect.trees import Trees
 from kbisect.workers.validation import validate
 from tests.conftest import git
 
@@ -180,7 +180,7 @@ def test_a_urls_credentials_are_never_printed(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """`https://user:token@host/...`: the mirror fetches with it, nothing shows it."""
-    from kbisect.cli import main
+    from kbisect.main import main
 
     for var in ("KBISECT_DATA", "KBISECT_LOCK_DIR"):
         monkeypatch.setenv(var, str(tmp_path / var))

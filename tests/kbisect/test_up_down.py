@@ -31,7 +31,7 @@ def _start_up(
         "KBISECT_LOCK_DIR": str(tmp_path / "locks"),
         "KBISECT_TEMPORAL_ADDRESS": address,
     }
-    cli = [sys.executable, "-m", "kbisect.cli"]
+    cli = [sys.executable, "-m", "kbisect"]
     up = subprocess.Popen(
         [*cli, "up", "--port", str(port), "--ui-port", str(ui)],
         env=env,
@@ -65,7 +65,7 @@ def test_sigterm_stops_the_server_and_its_dev_server(tmp_path: Path) -> None:
     port, ui = _free_port(), _free_port()
     env = {**os.environ, "KBISECT_DATA": str(tmp_path)}
     server = subprocess.Popen(
-        [sys.executable, "-m", "kbisect.cli", "server", "--port", str(port), "--ui-port", str(ui)],
+        [sys.executable, "-m", "kbisect", "server", "--port", str(port), "--ui-port", str(ui)],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -236,7 +236,7 @@ def test_down_never_signals_a_reused_pid(tmp_path: Path, form: str) -> None:
         (tmp_path / "service.pid").write_text(json.dumps(record))
         env = {**os.environ, "KBISECT_DATA": str(tmp_path)}
         down = subprocess.run(
-            [sys.executable, "-m", "kbisect.cli", "down"],
+            [sys.executable, "-m", "kbisect", "down"],
             env=env,
             capture_output=True,
             text=True,
@@ -263,7 +263,7 @@ def test_a_job_command_starts_the_local_service_unless_told_not_to(tmp_path: Pat
         "KBISECT_TEMPORAL_ADDRESS": f"127.0.0.1:{port}",
         "KBISECT_TEMPORAL_UI": f"http://127.0.0.1:{ui}",
     }
-    cli = [sys.executable, "-m", "kbisect.cli"]
+    cli = [sys.executable, "-m", "kbisect"]
     # Logs grown large over many runs: starting the service sets them aside (sparse files:
     # no disk used).
     big = 64 << 20

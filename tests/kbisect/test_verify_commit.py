@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from kbisect.git import LAB_IDENTITY, Git
-from kbisect.verify_commit import make_verify_commit
+from kbisect.builders.verify_commit import make_verify_commit
+from kbisect.infra.git import LAB_IDENTITY, Git
 
 
 def _commit(repo: Path, files: dict[str, str], message: str) -> str:

@@ -12,7 +12,7 @@ from temporalio.testing import ActivityEnvironment
 from kbisect.backends import Progress
 from kbisect.contract import BisectRequest, BuildRequest, ErrorType, TestRequest, TestStatus
 from kbisect.errors import DiskFullError, KernelBuildError
-from kbisect.git import LAB_IDENTITY
+from kbisect.infra.git import LAB_IDENTITY
 from kbisect.model import Artifact, BuildSpec, Disk, GuestImage, GuestRun, Outcome
 from kbisect.settings import Settings
 from kbisect.workers import activities

@@ -5,8 +5,9 @@ import inspect
 
 from temporalio import activity
 
-from kbisect import client, contract
+from kbisect import contract
 from kbisect.contract import ACTIVITY_QUEUE, QueueKind
+from kbisect.jobs import client
 from kbisect.settings import Queues
 from kbisect.workers.activities import BuildActivities, VmActivities
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from kbisect import gc
 from kbisect.builders import artifact_cache
+from kbisect.builders import cache_gc as gc
 from kbisect.model import Artifact
 from kbisect.settings import Settings
 from kbisect.workers import worker

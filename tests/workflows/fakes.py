@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from benchmarks.dags import culprit_is_in, validated_job
 from kbisect.contract import (
     BUILD,
     CLASSIFY,
@@ -36,7 +37,6 @@ from kbisect.contract import (
 )
 from kbisect.model import Artifact
 from kbisect.workflows.strategy import Graph
-from tests.workflows.dags import culprit_is_in
 
 FAST, SLOW = 512.0, 8.0
 
@@ -100,25 +100,6 @@ async def validate_job(req: BisectRequest) -> ValidatedJob:
     # A large range carries no subjects: the builds report them.
     subjects = {} if s.large else {c: f"subject of {c}" for c in s.graph.order}
     return validated_job(s.graph, subjects, old="root")
-
-
-def validated_job(graph: Graph, subjects: dict[str, str], old: str) -> ValidatedJob:
-    """What the validate activity returns for this range (in its compact form)."""
-    index = {c: i for i, c in enumerate(graph.order)}
-    return ValidatedJob(
-        old=[old],
-        new=graph.order[0],
-        order=list(graph.order),
-        parent_index=[[index[p] for p in graph.parents[c]] for c in graph.order],
-        subjects=subjects,
-        testcase="nvme-snapshot-read",
-        primary="avg_read_sectors",
-        unit="sectors",
-        better="higher",
-        profile="fast",
-        repetitions=3,
-        test_timeout=60,
-    )
 
 
 @activity.defn(name=BUILD)

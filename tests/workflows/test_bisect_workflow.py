@@ -25,6 +25,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from benchmarks.dags import hex_names, linear, random_dag
 from kbisect.contract import BisectRequest, BisectResult, MarkRequest, Progress
 from kbisect.infra.temporal_server import temporal_binary
 from kbisect.workflows import activity_calls
@@ -34,9 +35,7 @@ from kbisect.workflows.bisect_workflow import (
     BisectWorkflow,
     sandbox_runner,
 )
-from kbisect.workflows.strategy import Graph
 from tests.workflows import fakes
-from tests.workflows.dags import hex_names, random_dag
 from tests.workflows.fakes import SCENARIOS, Scenario
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -50,13 +49,6 @@ async def env() -> AsyncIterator[WorkflowEnvironment]:
         search_attributes=list(SEARCH_ATTRIBUTES),
     ) as env:
         yield env
-
-
-def linear(n: int) -> Graph:
-    return Graph(
-        parents={f"c{i}": ((f"c{i - 1}",) if i > 1 else ()) for i in range(1, n + 1)},
-        order=tuple(f"c{i}" for i in range(n, 0, -1)),
-    )
 
 
 @contextlib.asynccontextmanager
@@ -189,7 +181,7 @@ async def test_verify_can_be_turned_off(env: WorkflowEnvironment) -> None:
 async def test_trace_boots_the_endpoints_and_the_named_commit_once_each(
     env: WorkflowEnvironment,
 ) -> None:
-    from kbisect.report import markdown
+    from kbisect.reports.job_report import markdown
 
     scenario = Scenario(graph=linear(16), culprit="c5", broken_trace={"c16"})
     result, s = await bisect(env.client, scenario, record="trace", trace=True)

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.dags import as_git_repo, culprit_is_in, random_dag
 from kbisect.workflows.strategy import Graph, Search, State, candidates, next_commits, outcome
-from tests.workflows.dags import as_git_repo, culprit_is_in, random_dag
 
 
 def linear(n: int) -> Graph:

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from kbisect.builders import kernel_list
 from kbisect.contract import BisectResult, JobStatus, Mode
 from kbisect.errors import UserError
-from kbisect.git import Git
-from kbisect.job_request import JobOptions, repository
+from kbisect.infra.git import Git
+from kbisect.jobs.request import JobOptions, repository
 from kbisect.settings import Settings
 
 

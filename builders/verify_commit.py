@@ -11,7 +11,7 @@ from pathlib import Path
 
 from kbisect.contract import VerifyCommit
 from kbisect.errors import InfraError
-from kbisect.git import LAB_IDENTITY, Git
+from kbisect.infra.git import LAB_IDENTITY, Git
 
 VERIFY_IDENTITY = {
     **LAB_IDENTITY,

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kbisect.errors import InfraError, UserError
-from kbisect.git import Git, git_argv, git_env
+from kbisect.infra.git import Git, git_argv, git_env
 from kbisect.settings import Settings, private_dir
 
 NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")

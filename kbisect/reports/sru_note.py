@@ -3,10 +3,15 @@ evidence, and how to test it. A draft for a person to finish, never sent anywher
 
 from kbisect.contract import BisectResult, Step
 from kbisect.errors import KbisectError, UserError
-from kbisect.report import commit_info, repo_output
-from kbisect.sru_patch import buglink
-from kbisect.sru_risk import where_problems
+from kbisect.reports.job_report import commit_info, repo_output
+from kbisect.reports.sru_risk import where_problems
 from kbisect.testcases import manifest as manifests
+
+BUGLINK = "https://bugs.launchpad.net/bugs/{bug}"
+
+
+def buglink(bug: int | None) -> str:
+    return "BugLink: " + BUGLINK.format(bug=bug if bug is not None else "<bug number>")
 
 
 def _endpoint(result: BisectResult, side: str) -> Step | None:

@@ -6,7 +6,7 @@ from pathlib import Path
 from kbisect.builders.kernel_list import builds_around, builds_line, is_kernel_list
 from kbisect.contract import BisectResult, Mode, Step
 from kbisect.errors import KbisectError
-from kbisect.git import Git
+from kbisect.infra.git import Git
 from kbisect.model import Commit
 from kbisect.testcases.blocktrace import compare, no_worse, traces_of
 

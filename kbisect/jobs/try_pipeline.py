@@ -6,7 +6,7 @@ from pathlib import Path
 
 from kbisect.builders import kconfig, prebuilt
 from kbisect.builders.kernel_build import KernelBuilder
-from kbisect.git import Git
+from kbisect.infra.git import Git
 from kbisect.infra.qemu import QemuMachine
 from kbisect.model import Artifact, Commit
 from kbisect.settings import Settings

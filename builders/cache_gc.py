@@ -22,7 +22,7 @@ from pathlib import Path
 
 from kbisect.builders import worktree
 from kbisect.errors import InfraError, UserError
-from kbisect.git import Git
+from kbisect.infra.git import Git
 from kbisect.settings import Settings
 
 DAY = 86400.0

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from kbisect.contract import BisectResult
 from kbisect.errors import KbisectError
-from kbisect.git import Git, git_argv, git_env
+from kbisect.infra.git import Git, git_argv, git_env
 
 # A hunk header's context: the function the hunk sits in, as git's funcname rule finds it.
 HUNK_FUNCTION = re.compile(r"^@@ [^@]+ @@.*?\b([A-Za-z_]\w*)\s*\(", re.M)

@@ -20,11 +20,11 @@ from pathlib import Path
 
 from kbisect.contract import BisectResult, Mode
 from kbisect.errors import UserError
-from kbisect.git import Git, git_argv, git_env
+from kbisect.infra.git import Git, git_argv, git_env
+from kbisect.reports.sru_note import buglink, sru_note
 
 SIGNOFF = re.compile(r"[^<>\n]+ <[^<>@\s]+@[^<>\s]+>")
 SERIES = re.compile(r"[a-z][a-z0-9-]{1,30}")
-BUGLINK = "https://bugs.launchpad.net/bugs/{bug}"
 
 
 @dataclass(frozen=True)
@@ -56,10 +56,6 @@ class SruCommit:
     provenance: str
     author: tuple[str, str]  # name, mail
     who: dict[str, str]  # the GIT_AUTHOR_* and GIT_COMMITTER_* it was written with
-
-
-def buglink(bug: int | None) -> str:
-    return "BugLink: " + BUGLINK.format(bug=bug if bug is not None else "<bug number>")
 
 
 def _signoff(git: Git, given: str | None) -> str:
@@ -188,8 +184,6 @@ def default_target(result: BisectResult, onto: str) -> tuple[str, str, list[str]
 
 
 def write_sru_patch(result: BisectResult, job_id: str, out: Path, opts: SruOptions) -> SruPatch:
-    from kbisect.sru import sru_note
-
     made = sru_commit(result, job_id, opts)
     git = Git(Path(result.repo))
     notes: list[str] = []

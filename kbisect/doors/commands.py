@@ -1,15 +1,22 @@
-"""`kbisect chat matrix` (the Matrix bot) and `kbisect gitlab serve` (the GitLab door)."""
+"""The doors' own commands: `kbisect chat matrix` (the Matrix bot) and `kbisect gitlab serve`
+(the GitLab door). kbisect.main puts them beside the CLI's; the two never import each other."""
 
 import argparse
 import asyncio
 import ipaddress
 import logging
 import re
+import sys
 from pathlib import Path
 
-from kbisect.cli.output import note
 from kbisect.errors import UserError
 from kbisect.settings import Settings
+
+
+def note(text: str) -> None:
+    """A status line on stderr, as the CLI writes them."""
+    print(text, file=sys.stderr, flush=True)
+
 
 HOSTNAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.-]{0,252})")
 
@@ -51,7 +58,7 @@ def read_secret(path: str, what: str) -> str:
 
 def cmd_matrix(args: argparse.Namespace, settings: Settings) -> int:
     from kbisect.doors.matrix import BotConfig, MatrixBot, default_state_path
-    from kbisect.sru_patch import SIGNOFF
+    from kbisect.reports.sru_patch import SIGNOFF
 
     if not args.homeserver.startswith(("http://", "https://")):
         raise UserError(f"--homeserver {args.homeserver}: give its URL, e.g. https://matrix.org")
@@ -169,10 +176,10 @@ def cmd_gitlab(args: argparse.Namespace, settings: Settings) -> int:
     import gitlab
     from aiohttp import web
 
-    from kbisect.client import JobClient
     from kbisect.doors.gitlab import GitLabConfig, GitLabDoor
+    from kbisect.jobs.client import JobClient
+    from kbisect.reports.sru_patch import SIGNOFF
     from kbisect.settings import private_dir
-    from kbisect.sru_patch import SIGNOFF
 
     host, port = listen_address(args.listen)
     if not args.url.startswith(("http://", "https://")):

@@ -1,10 +1,12 @@
-"""Random commit DAGs for strategy tests: plain data, and as a real git repository."""
+"""Commit DAGs for strategy tests and benchmarks: random and linear histories, as plain data,
+as a real git repository, and as the validate activity returns them."""
 
 import hashlib
 import random
 import subprocess
 from pathlib import Path
 
+from kbisect.contract import ValidatedJob
 from kbisect.workflows.strategy import Graph
 
 
@@ -87,3 +89,29 @@ def as_git_repo(graph: Graph, path: Path) -> dict[str, str]:
     for c in reversed(graph.order):
         commit(c, graph.parents[c] or ("c0",))
     return hashes
+
+
+def linear(n: int) -> Graph:
+    return Graph(
+        parents={f"c{i}": ((f"c{i - 1}",) if i > 1 else ()) for i in range(1, n + 1)},
+        order=tuple(f"c{i}" for i in range(n, 0, -1)),
+    )
+
+
+def validated_job(graph: Graph, subjects: dict[str, str], old: str) -> ValidatedJob:
+    """What the validate activity returns for this range (in its compact form)."""
+    index = {c: i for i, c in enumerate(graph.order)}
+    return ValidatedJob(
+        old=[old],
+        new=graph.order[0],
+        order=list(graph.order),
+        parent_index=[[index[p] for p in graph.parents[c]] for c in graph.order],
+        subjects=subjects,
+        testcase="nvme-snapshot-read",
+        primary="avg_read_sectors",
+        unit="sectors",
+        better="higher",
+        profile="fast",
+        repetitions=3,
+        test_timeout=60,
+    )

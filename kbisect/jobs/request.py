@@ -8,11 +8,12 @@ from typing import TYPE_CHECKING
 
 from kbisect.contract import DEFAULT_MAX_BOOTS, DEFAULT_MIN_EFFECT, BisectRequest, Mode
 from kbisect.errors import UserError
-from kbisect.git import Git
+from kbisect.infra.git import Git
 from kbisect.settings import Settings
+from kbisect.testcases.tuning import check_tuning
 
 if TYPE_CHECKING:
-    from kbisect.testcases.manifest import Manifest
+    pass
 
 # --repetitions above this many times the testcase's own count is almost surely a typo
 # (a job's test timeout grows with it); a manifest may set `max_repetitions`.
@@ -43,7 +44,7 @@ class JobOptions:
 
 
 def repository(opts: JobOptions, settings: Settings) -> Path:
-    from kbisect.trees import Trees
+    from kbisect.builders.trees import Trees
 
     if (opts.repo is None) == (opts.tree is None):
         raise UserError("give a repository path (--repo) or a named tree (--tree), one of them")
@@ -52,26 +53,6 @@ def repository(opts: JobOptions, settings: Settings) -> Path:
     trees = Trees(settings)
     tree = trees.fetch(opts.tree) if opts.fetch else trees.get(opts.tree)
     return tree.path
-
-
-def check_tuning(
-    manifest: "Manifest", metric: str | None, min_effect: float, max_boots: int, trace: bool
-) -> str:
-    """A job's knobs against its testcase (here and again in the worker); the metric the
-    verdicts are made on."""
-    from kbisect.testcases.trace_run import check_traceable
-
-    primary = metric or manifest.primary
-    if primary not in manifest.metrics:
-        known = ", ".join(sorted(manifest.metrics))
-        raise UserError(f"{manifest.name} has no metric {primary!r}: pick one of {known}")
-    if not 0 < min_effect < 1:
-        raise UserError(f"--min-effect {min_effect * 100:g}: give a percentage under 100, e.g. 5")
-    if max_boots < 3:
-        raise UserError(f"--max-boots {max_boots}: give 3 or more")
-    if trace:
-        check_traceable(manifest)
-    return primary
 
 
 def checked_request(opts: JobOptions, settings: Settings) -> BisectRequest:

@@ -5,8 +5,8 @@ from dataclasses import asdict
 from rich.console import Console
 from rich.table import Table
 
+from kbisect.jobs.try_pipeline import TryResult
 from kbisect.model import Metric
-from kbisect.pipeline import TryResult
 from kbisect.words import plural
 
 
@@ -131,7 +131,7 @@ def _samples(m: Metric) -> tuple[str, str]:
 
 def try_lines(r: TryResult) -> list[str]:
     """The same as plain lines, for a pipe or a log file: nothing wrapped or cut."""
-    from kbisect.cli.output import columns
+    from kbisect.reports.lines import columns
 
     score = r.result.score
     rows = [

@@ -47,7 +47,7 @@ from kbisect.settings import Queues, Settings
 
 # Set once a Temporal client exists: its runtime threads outlive asyncio.run and abort
 # the interpreter's finalization ("PyGILState_Release ... must be current"), so such a
-# process leaves with os._exit after flushing (kbisect.cli.main).
+# process leaves with os._exit after flushing (kbisect.main).
 used = False
 
 # An idle worker polls again at least once a minute; one not seen for longer than this

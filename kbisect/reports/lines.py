@@ -1,0 +1,50 @@
+"""A job's result and steps in words, as whole plain lines: the CLI, the chat and GitLab
+doors and the reports say them the same way."""
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from kbisect.builders.kernel_list import builds_line
+from kbisect.contract import BisectResult, Mode, Step
+
+
+def one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def columns(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A plain table, columns aligned with two spaces, nothing cut."""
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    return "\n".join(
+        "  ".join(str(cell).ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip()
+        for r in [header, *rows]
+    )
+
+
+def step_line(number: int, step: Step, metric: str) -> str:
+    """e.g. 'step 3: 1966bd061a65 bad avg_read_sectors=8'."""
+    text = f"step {number}: {step.commit[:12]} {step.verdict}"
+    if step.value is not None:
+        text += f" {metric}={step.value:g}"
+    if step.source != "test":
+        text += f" ({step.source})"
+    if step.note:
+        text += f": {step.note}"
+    return one_line(text)
+
+
+def outcome_lines(result: BisectResult) -> list[str]:
+    if result.culprit:
+        builds = builds_line(Path(result.repo), result.culprit, Mode(result.mode))
+        if builds:
+            return [builds]
+        word = "fixed by" if result.mode == Mode.FIX else "first bad commit"
+        subject = result.subjects.get(result.culprit, "")
+        lines = [f"{word}: {result.culprit} {subject}".rstrip()]
+        if result.verification:
+            v = result.verification
+            lines.append(f"verification ({v.kind}): {v.status}, {v.message}")
+        return lines
+    return [result.message] + [
+        f"  candidate {c} {result.subjects.get(c, '')}".rstrip() for c in result.candidates
+    ]

@@ -1,0 +1,132 @@
+"""Layers go one way (docs/architecture.md): every import of every module, lazy ones and
+type-only ones included, goes to its own layer or one below.
+
+    entry         kbisect.main                  (the program: both doors' commands)
+    front doors   kbisect.cli, kbisect.doors    (never import each other)
+    application   kbisect.jobs, kbisect.reports
+    workers       kbisect.workers
+    backends      kbisect.testcases > kbisect.builders > kbisect.infra
+    decisions     kbisect.workflows             (the vocabulary only: deterministic)
+    vocabulary    kbisect.contract, settings, errors, model, words, backends
+
+A module no layer names fails too: a new module gets placed on purpose.
+"""
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+# (prefix, rank, group): a module belongs to the longest prefix that names it.
+LAYERS = (
+    ("kbisect", 0, "vocabulary"),  # the package itself: only its own __init__
+    ("kbisect.contract", 0, "vocabulary"),
+    ("kbisect.settings", 0, "vocabulary"),
+    ("kbisect.errors", 0, "vocabulary"),
+    ("kbisect.model", 0, "vocabulary"),
+    ("kbisect.words", 0, "vocabulary"),
+    ("kbisect.backends", 0, "vocabulary"),
+    ("kbisect.workflows", 1, "decisions"),
+    ("kbisect.infra", 1, "infra"),
+    ("kbisect.builders", 2, "builders"),
+    ("kbisect.testcases", 3, "testcases"),
+    ("kbisect.workers", 4, "workers"),
+    ("kbisect.jobs", 5, "application"),
+    ("kbisect.reports", 5, "application"),
+    ("kbisect.cli", 6, "cli"),
+    ("kbisect.doors", 6, "doors"),
+    ("kbisect.main", 7, "entry"),  # the program: the CLI's commands and the doors'
+    ("kbisect.__main__", 7, "entry"),
+)
+FOLDERS = {"workflows", "workers", "builders", "testcases", "infra"}  # linked into kbisect/
+
+
+def layer(module: str) -> tuple[int, str] | None:
+    best = None
+    for prefix, rank, group in LAYERS:
+        if module == prefix or (module.startswith(prefix + ".") and prefix != "kbisect"):
+            if best is None or len(prefix) > len(best[0]):
+                best = (prefix, rank, group)
+    return None if best is None else (best[1], best[2])
+
+
+def modules() -> dict[str, Path]:
+    """Every module of the package by its one name (the linked folders under kbisect.*)."""
+    found = {}
+    for top in ("kbisect", *FOLDERS):
+        for path in (ROOT / top).rglob("*.py"):
+            if any(p.is_symlink() for p in (path, *path.parents)):
+                continue
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            name = ".".join(parts if parts[0] == "kbisect" else ("kbisect", *parts))
+            found[name] = path
+    return found
+
+
+def imports(name: str, path: Path) -> set[str]:
+    """The kbisect modules this one imports (`from kbisect.x import y` counts y if it is a
+    module, else x)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            found.update(f"{base}.{a.name}" for a in node.names)
+            found.add(base)
+    return {m for m in found if m == "kbisect" or m.startswith("kbisect.")}
+
+
+def wrong_way(all_modules: dict[str, Path]) -> list[str]:
+    problems = []
+    for name, path in sorted(all_modules.items()):
+        mine = layer(name)
+        if mine is None:
+            problems.append(f"{name}: no layer names it (tests/test_layers.py LAYERS)")
+            continue
+        for target in sorted(imports(name, path)):
+            # `from kbisect.x import y` names y's module when y is one, else x itself.
+            if target not in all_modules and target.rpartition(".")[0] in all_modules:
+                continue
+            theirs = layer(target)
+            if theirs is None or target == name or target == "kbisect":
+                continue
+            if theirs[0] > mine[0] or (
+                {mine[1], theirs[1]} == {"cli", "doors"} and mine[1] != theirs[1]
+            ):
+                problems.append(f"{name} ({mine[1]}) imports {target} ({theirs[1]})")
+    return problems
+
+
+def test_layers_go_one_way() -> None:
+    assert wrong_way(modules()) == []
+
+
+def test_a_planted_wrong_way_import_is_caught(tmp_path: Path) -> None:
+    planted = tmp_path / "engine.py"
+    planted.write_text("from kbisect.cli import main\n")
+    found = wrong_way(
+        {"kbisect.workflows.engine": planted, "kbisect.cli": ROOT / "kbisect/cli/__init__.py"}
+    )
+    assert found == ["kbisect.workflows.engine (decisions) imports kbisect.cli (cli)"]
+    planted.write_text("def f() -> None:\n    from kbisect.doors import matrix\n")
+    found = wrong_way({"kbisect.cli.chat": planted, "kbisect.doors.matrix": planted})
+    assert "kbisect.cli.chat (cli) imports kbisect.doors.matrix (doors)" in found
+
+
+def test_benchmarks_never_import_tests() -> None:
+    # Tests may use the benchmarks' helpers (benchmarks/dags.py); never the other way.
+    for path in (ROOT / "benchmarks").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            else:
+                continue
+            assert not any(n == "tests" or n.startswith("tests.") for n in names), path
