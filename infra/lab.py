@@ -12,12 +12,12 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kbisect import settings
 from kbisect.errors import InfraError, UserError
-from kbisect.git import LAB_IDENTITY, Git, git_argv, git_env
+from kbisect.infra.git import LAB_IDENTITY, Git, git_argv, git_env
 from kbisect.infra.lab_culprits import SEED_CULPRIT, Culprit
 from kbisect.infra.lab_plan import Kind, LabPlan, PlannedCommit, Span, make_plan
 
@@ -217,11 +217,37 @@ class _Writer:
     def read(self, tree: str, path: str) -> str:
         return self.git.run("cat-file", "blob", f"{tree}:{path}")
 
+    def exists(self, tree: str, path: str) -> bool:
+        return self.git.ok("cat-file", "-e", f"{tree}:{path}")
+
+    def merge(self, side: str, ours: str, theirs: str) -> str:
+        """The tree of a real three-way merge of two commits: a side branch's change to a
+        file the main line changed too (the culprit's file) keeps both changes."""
+        out = subprocess.run(
+            git_argv(self.git.repo, "merge-tree", "--write-tree", "--name-only", ours, theirs),
+            env=git_env(None),
+            capture_output=True,
+            check=False,
+        )
+        tree, _, conflicts = out.stdout.decode(errors="replace").partition("\n")
+        if out.returncode == 1:  # the conflicted paths, then a blank line, then messages
+            paths = ", ".join(dict.fromkeys(conflicts.partition("\n\n")[0].split("\n")))
+            raise UserError(
+                f"lab: merging {side} conflicts in {paths} (the culprit's change against "
+                "a side branch's): pick another --seed or --culprit-at"
+            )
+        if out.returncode != 0 or not tree.strip():
+            err = out.stderr.decode(errors="replace").strip().splitlines()
+            raise InfraError(f"git merge-tree failed in {self.git.repo}: {err[-1:]}")
+        return tree.strip()
+
     def write(self, env: dict[str, str], path: str, text: str) -> None:
         blob = self.git.run("hash-object", "-w", "--stdin", input=text.encode()).strip()
         self.git.run("update-index", "--cacheinfo", f"100644,{blob},{path}", env=env)
 
-    def apply(self, env: dict[str, str], patch: Path, reverse: bool) -> None:
+    def apply(
+        self, env: dict[str, str], patch: Path, reverse: bool, where: str, hint: str = ""
+    ) -> None:
         args = ["apply", "--cached"] + (["-R"] if reverse else []) + [str(patch)]
         out = subprocess.run(
             git_argv(self.git.repo, *args),
@@ -231,8 +257,8 @@ class _Writer:
         )
         if out.returncode != 0:
             raise UserError(
-                f"--culprit-patch {patch} does not apply to the lab base: "
-                f"{out.stderr.decode(errors='replace').strip().splitlines()[-1:]}"
+                f"--culprit-patch {patch} does not apply to {where}: "
+                f"{out.stderr.decode(errors='replace').strip().splitlines()[-1:]}{hint}"
             )
 
     def tree(self, env: dict[str, str]) -> str:
@@ -365,6 +391,7 @@ def _make(
     git.run("symbolic-ref", "HEAD", "refs/heads/master")
     git.run("update-ref", "-d", "refs/heads/import")
     truth = _truth(plan, hashes, seed, options)
+    _check_truth(git, plan, hashes, truth)
     # The endpoints as a user passes them (never the culprit): `--good lab-good --bad lab-bad`.
     git.run("tag", "lab-good", str(truth["good"]))
     git.run("tag", "lab-bad", str(truth["bad"]))
@@ -398,15 +425,17 @@ def _write_history(
     branch_positions: dict[str, set[int]] = {}
     for c in plan.commits:
         branch_positions.setdefault(c.branch, set()).add(c.pos)
-    side_changes: dict[str, dict[str, str]] = {}  # branch -> path -> text, for the merge
     for c in plan.commits:
         when += 3600
         parent_tree = trees[c.parents[0]]
-        if c.parents[0] not in branch_positions[c.branch]:
+        if c.kind is Kind.MERGE:
+            side = plan.commits[c.parents[1] - 1].branch
+            parent_tree = w.merge(side, hashes[c.parents[0]], hashes[c.parents[1]])
+        if c.kind is Kind.MERGE or c.parents[0] not in branch_positions[c.branch]:
             # first commit of a branch (or of main after the old endpoint): fork its index
             envs[c.branch] = w.index_at(c.branch, parent_tree)
         env = envs[c.branch]
-        path = _change(w, env, plan, c, parent_tree, files, options, side_changes, rng)
+        path = _change(w, env, plan, c, parent_tree, files, options, rng)
         trees[c.pos] = w.tree(env)
         subject = (
             _culprit_subject(plan.mode, options)
@@ -448,7 +477,7 @@ def _old_endpoint(
         return {0: import_commit}, {0: import_tree}
     env = w.index_at("old", import_tree)
     if options.culprit_patch:
-        w.apply(env, options.culprit_patch, reverse=False)
+        w.apply(env, options.culprit_patch, reverse=False, where="the lab base")
     else:
         path = options.culprit.path
         w.write(env, path, options.culprit.add(w.read(import_tree, path)))
@@ -469,63 +498,73 @@ def _change(
     parent_tree: str,
     files: _Files,
     options: LabOptions,
-    side_changes: dict[str, dict[str, str]],
     rng: random.Random,
 ) -> str:
-    """Write commit c's change into its index; the path it changed ('' for a patch)."""
+    """Write commit c's change into its index; the path it changed ('' for a patch or a
+    merge). Every edit starts from the file as it is in the parent's tree, never from the
+    import: an edit of the culprit's file must keep the culprit's change."""
     if c.kind is Kind.MERGE:
-        side = plan.commits[c.parents[1] - 1].branch
-        for p, text in side_changes.pop(side, {}).items():
-            w.write(env, p, text)
-        return ""
+        return ""  # its index already holds the merged tree
     if c.kind is Kind.CULPRIT:
         if options.culprit_patch:
-            w.apply(env, options.culprit_patch, reverse=plan.mode == "fix")
+            # The base took it (checked first), so commits before it edited its lines.
+            w.apply(
+                env,
+                options.culprit_patch,
+                reverse=plan.mode == "fix",
+                where=f"the lab at position {c.pos}",
+                hint="; a commit before it edited those lines: pick another --culprit-at or --seed",
+            )
             return ""
         path = options.culprit.path
         text = w.read(parent_tree, path)
         text = (
             options.culprit.add(text) if plan.mode == "regression" else options.culprit.remove(text)
         )
-        _record(w, env, side_changes, c, path, text)
+        w.write(env, path, text)
         return path
     if c.kind in (Kind.BREAK_BUILD, Kind.BREAK_BOOT, Kind.FIX_BUILD, Kind.FIX_BOOT):
         build = c.kind in (Kind.BREAK_BUILD, Kind.FIX_BUILD)
         pool = BUILD_BREAK_FILES if build else BOOT_BREAK_FILES
         path = pool[c.span % len(pool)]
-        text = w.read(files.import_tree, path)
-        if c.kind is Kind.BREAK_BUILD:
-            text = _break_build(text, c.span)
-        elif c.kind is Kind.BREAK_BOOT:
-            text = _break_boot(text, c.span)
-        _record(w, env, side_changes, c, path, text)
+        breakage = (_break_build if build else _break_boot)("", c.span)
+        text = w.read(parent_tree, path)
+        if c.kind in (Kind.BREAK_BUILD, Kind.BREAK_BOOT):
+            text += breakage
+        else:  # the revert takes out what its break added, and nothing else
+            head, found, tail = text.rpartition(breakage)
+            if not found:
+                raise InfraError(f"lab: {path} lost the breakage that commit {c.pos} reverts")
+            text = head + tail
+        w.write(env, path, text)
         return path
-    # Alternate: two thirds in built files (cost a rebuild), the rest unbuilt.
-    fillers = files.built if (c.pos % 3 and files.built) or not files.unbuilt else files.unbuilt
-    if not fillers:
-        raise UserError(f"--commits {len(plan.commits)} is more fillers than the lab has files for")
-    path = fillers.pop()
+    path = _filler_path(w, plan, c, parent_tree, files)
     # A real change to the object code (a new global), not only to the text: a built
     # filler makes a new image that behaves like its parent's, as most real commits do.
     mark = f"{rng.getrandbits(32):08x}"
-    text = w.read(files.import_tree, path) + (
+    text = _filler_base(w, parent_tree, path) + (
         f'\n/* lab change {c.pos} */\nconst char kbisect_lab_change_{c.pos}[] = "{mark}";\n'
     )
-    _record(w, env, side_changes, c, path, text)
+    w.write(env, path, text)
     return path
 
 
-def _record(
-    w: _Writer,
-    env: dict[str, str],
-    side_changes: dict[str, dict[str, str]],
-    c: PlannedCommit,
-    path: str,
-    text: str,
-) -> None:
-    w.write(env, path, text)
-    if c.branch != "main":
-        side_changes.setdefault(c.branch, {})[path] = text
+def _filler_path(
+    w: "_Writer", plan: LabPlan, c: PlannedCommit, parent_tree: str, files: _Files
+) -> str:
+    """The next file for a filler: two thirds built (cost a rebuild), the rest unbuilt;
+    one a culprit patch deleted is passed over."""
+    fillers = files.built if (c.pos % 3 and files.built) or not files.unbuilt else files.unbuilt
+    while fillers:
+        path = fillers.pop()
+        if w.exists(parent_tree, path):
+            return path
+    raise UserError(f"--commits {len(plan.commits)} is more fillers than the lab has files for")
+
+
+def _filler_base(w: "_Writer", parent_tree: str, path: str) -> str:
+    """The text a filler edits: the file as its parent has it (the culprit's change too)."""
+    return w.read(parent_tree, path)
 
 
 def _culprit_subject(mode: str, options: LabOptions) -> str:
@@ -564,3 +603,106 @@ def _truth(
             for c in plan.commits
         ],
     }
+
+
+@dataclass
+class _Hunk:
+    """One hunk of a `git diff -U0`: the lines it spans on each side, 0-based [start, end)
+    (an empty span is the gap before line `start`), and the text it removes and adds."""
+
+    old: tuple[int, int]
+    new: tuple[int, int]
+    removed: str = ""
+    added: str = ""
+
+
+@dataclass
+class _FileDiff:
+    path: str = ""
+    created_or_deleted: bool = False
+    hunks: list[_Hunk] = field(default_factory=list)
+
+
+def _check_truth(git: Git, plan: LabPlan, hashes: dict[int, str], truth: dict[str, object]) -> None:
+    """Every commit has the culprit's change exactly where the truth says it has (the last
+    commit first: lab-bad, or in fix mode the fixed end): a later commit that reverted it,
+    or an earlier one that brought it, would make the truth lie. A commit has it when
+    nothing between the culprit and it touches the lines the culprit changed; it lacks it
+    when nothing between the culprit's parent and it does."""
+    culprit = hashes[plan.culprit]
+    change = _parse_diff(git.run("diff", "-U0", "--no-renames", f"{culprit}^", culprit))
+    if not any(fd.hunks or fd.created_or_deleted for fd in change.values()):
+        raise InfraError(f"lab check: the culprit {culprit[:12]} changes nothing; no lab made")
+    states = [(c.pos, c.buggy) for c in reversed(plan.commits)] + [(0, plan.old_buggy)]
+    names = {str(truth["bad"]): "lab-bad", str(truth["good"]): "lab-good"}
+    for pos, buggy in states:
+        has = buggy == (plan.mode == "regression")
+        base = culprit if has else f"{culprit}^"
+        paths = [f":(literal){p}" for p in change]
+        drift = _parse_diff(git.run("diff", "-U0", "--no-renames", base, hashes[pos], "--", *paths))
+        for path, fd in drift.items():
+            if path in change and not _leaves_alone(change[path], fd, has):
+                raise InfraError(
+                    f"lab check: {path} at {names.get(hashes[pos], f'position {pos}')} "
+                    f"({hashes[pos][:12]}) {'lacks' if has else 'already has'} the change of "
+                    f"the culprit {culprit[:12]}, so the truth would lie; no lab made "
+                    "(a kbisect bug: please report it)"
+                )
+
+
+def _leaves_alone(change: _FileDiff, drift: _FileDiff, has: bool) -> bool:
+    """Whether `drift`, a file's diff from the culprit (has) or from its parent (not has),
+    leaves alone the lines the culprit's `change` to it changed."""
+    mine = [(h.new, h.removed) if has else (h.old, h.added) for h in change.hunks]
+    return not drift.created_or_deleted and not any(
+        _touches(span, lines, h) for span, lines in mine for h in drift.hunks
+    )
+
+
+def _touches(span: tuple[int, int], lines: str, h: _Hunk) -> bool:
+    """Whether hunk h (its old side) changes the lines of `span`; when `span` is a gap (the
+    culprit only removed `lines` there, or only added them), whether h changes the lines
+    around it, or brings `lines` to it."""
+    (s1, e1), (s2, e2) = span, h.old
+    if s1 < e1:
+        return s1 < e2 and s2 < e1 if s2 < e2 else s1 < s2 < e1
+    return s2 < s1 < e2 or (s2 <= s1 <= e2 and ("\n" + lines) in ("\n" + h.added))
+
+
+def _parse_diff(diff: str) -> dict[str, _FileDiff]:
+    """The files of a `git diff -U0` by path, with their hunks. A hunk's body is read by
+    the counts in its @@ header, so no removed line is taken for a header."""
+    files: dict[str, _FileDiff] = {}
+    fd = _FileDiff()
+    left = [0, 0]  # the hunk's removed and added lines still to read
+    for line in diff.split("\n"):
+        if left[0] or left[1]:
+            side = "-+".find(line[:1])  # -1: "\ No newline at end of file"
+            if side == 0:
+                fd.hunks[-1].removed += line[1:] + "\n"
+            elif side == 1:
+                fd.hunks[-1].added += line[1:] + "\n"
+            if side >= 0:
+                left[side] -= 1
+        elif line.startswith("diff --git "):
+            fd = _FileDiff()
+        elif line.startswith(("--- ", "+++ ")):
+            name = line[4:].rstrip("\t")
+            if name == "/dev/null":
+                fd.created_or_deleted = True
+            elif not fd.path:
+                fd.path = name[2:]  # without a/ or b/
+                files[fd.path] = fd
+        elif line.startswith("@@ ") and fd.path:
+            old, new = (_span(part[1:]) for part in line.split(" ")[1:3])
+            fd.hunks.append(_Hunk(old, new))
+            left = [old[1] - old[0], new[1] - new[0]]
+    return files
+
+
+def _span(spec: str) -> tuple[int, int]:
+    """A hunk header's 'START,COUNT' (COUNT 1 when not given) as 0-based [start, end); an
+    empty span after line START is the gap at START."""
+    start, _, count = spec.partition(",")
+    n = int(count) if count else 1
+    return (int(start) - 1, int(start) - 1 + n) if n else (int(start), int(start))
