@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kbisect import settings
+from kbisect.contract import Mode
 from kbisect.errors import InfraError, UserError
 from kbisect.infra.git import LAB_IDENTITY, Git, git_argv, git_env
 from kbisect.infra.lab_culprits import SEED_CULPRIT, Culprit
@@ -91,7 +92,7 @@ IMPORT_DATE = 1767225600  # 2026-01-01T00:00:00Z; fixed so the base commit hash 
 @dataclass(frozen=True)
 class LabOptions:
     commits: int = 64
-    mode: str = "regression"
+    mode: str = Mode.REGRESSION.value
     culprit_at: int | None = None
     culprit_patch: Path | None = None
     culprit: Culprit = SEED_CULPRIT  # what the culprit does, when not a patch
@@ -511,7 +512,7 @@ def _change(
             w.apply(
                 env,
                 options.culprit_patch,
-                reverse=plan.mode == "fix",
+                reverse=plan.mode == Mode.FIX,
                 where=f"the lab at position {c.pos}",
                 hint="; a commit before it edited those lines: pick another --culprit-at or --seed",
             )
@@ -519,7 +520,9 @@ def _change(
         path = options.culprit.path
         text = w.read(parent_tree, path)
         text = (
-            options.culprit.add(text) if plan.mode == "regression" else options.culprit.remove(text)
+            options.culprit.add(text)
+            if plan.mode == Mode.REGRESSION
+            else options.culprit.remove(text)
         )
         w.write(env, path, text)
         return path
@@ -573,7 +576,7 @@ def _culprit_subject(mode: str, options: LabOptions) -> str:
             if line.startswith("Subject:"):
                 return line.removeprefix("Subject:").strip().removeprefix("[PATCH]").strip()
         return f"Apply {options.culprit_patch.name}"
-    if mode == "regression" or options.culprit.kind != "nomerges":
+    if mode == Mode.REGRESSION or options.culprit.kind != "nomerges":
         return options.culprit.subject
     return "NVMe: Allow request merges"
 
@@ -587,8 +590,8 @@ def _truth(
         "culprit": hashes[plan.culprit],
         "culprit_position": plan.culprit,
         # as a user passes them: in fix mode the old revision is the bad one
-        "good": old if plan.mode == "regression" else new,
-        "bad": new if plan.mode == "regression" else old,
+        "good": old if plan.mode == Mode.REGRESSION else new,
+        "bad": new if plan.mode == Mode.REGRESSION else old,
         "old": old,
         "new": new,
         "broken_build": [hashes[p] for p in plan.positions("build_broken")],
@@ -636,7 +639,7 @@ def _check_truth(git: Git, plan: LabPlan, hashes: dict[int, str], truth: dict[st
     states = [(c.pos, c.buggy) for c in reversed(plan.commits)] + [(0, plan.old_buggy)]
     names = {str(truth["bad"]): "lab-bad", str(truth["good"]): "lab-good"}
     for pos, buggy in states:
-        has = buggy == (plan.mode == "regression")
+        has = buggy == (plan.mode == Mode.REGRESSION)
         base = culprit if has else f"{culprit}^"
         paths = [f":(literal){p}" for p in change]
         drift = _parse_diff(git.run("diff", "-U0", "--no-renames", base, hashes[pos], "--", *paths))

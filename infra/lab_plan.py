@@ -8,6 +8,8 @@ import random
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from kbisect.contract import Mode
+
 
 class Kind(StrEnum):
     FILLER = "filler"
@@ -98,14 +100,14 @@ def _side_branch_slots(n: int, merges: int, rng: random.Random) -> dict[int, tup
 
 def make_plan(
     n: int,
-    mode: str = "regression",
+    mode: str = Mode.REGRESSION.value,
     culprit_at: int | None = None,
     merges: int = 0,
     broken_build: list[Span] | None = None,
     broken_boot: list[Span] | None = None,
     seed: int = 0,
 ) -> LabPlan:
-    if mode not in ("regression", "fix"):
+    if mode not in tuple(Mode):
         raise PlanError(f"unknown mode {mode!r}: use regression or fix")
     if n < 2:
         raise PlanError("a lab needs --commits 2 or more")
@@ -120,9 +122,9 @@ def make_plan(
     parents, branch_of = _topology(n, slots)
     kinds = _kinds(n, culprit_at, spans, branch_of, merge_positions)
     commits = _states(n, mode, kinds, parents, branch_of, merge_positions)
-    if commits[-1].buggy != (mode == "regression"):
+    if commits[-1].buggy != (mode == Mode.REGRESSION):
         raise PlanError("the culprit does not reach the last commit: choose another --culprit-at")
-    return LabPlan(commits=commits, culprit=culprit_at, mode=mode, old_buggy=mode == "fix")
+    return LabPlan(commits=commits, culprit=culprit_at, mode=mode, old_buggy=mode == Mode.FIX)
 
 
 def _culprit(
@@ -204,7 +206,7 @@ def _states(
     """Each commit with the state of its tree: inherited from its parents, changed by it."""
     commits: list[PlannedCommit] = []
     state: dict[int, PlannedCommit] = {
-        0: PlannedCommit(0, Kind.FILLER, [], "main", buggy=(mode == "fix"))
+        0: PlannedCommit(0, Kind.FILLER, [], "main", buggy=(mode == Mode.FIX))
     }
     for p in range(1, n + 1):
         kind, span_idx = kinds.get(p, (Kind.MERGE if p in merge_positions else Kind.FILLER, -1))
@@ -215,12 +217,12 @@ def _states(
             parents[p],
             branch_of[p],
             span=span_idx,
-            buggy=any(x.buggy for x in ps) if mode == "regression" else all(x.buggy for x in ps),
+            buggy=any(x.buggy for x in ps) if mode == Mode.REGRESSION else all(x.buggy for x in ps),
             build_broken=any(x.build_broken for x in ps),
             boot_broken=any(x.boot_broken for x in ps),
         )
         if kind is Kind.CULPRIT:
-            c.buggy = mode == "regression"
+            c.buggy = mode == Mode.REGRESSION
         elif kind in (Kind.BREAK_BUILD, Kind.FIX_BUILD):
             c.build_broken = kind is Kind.BREAK_BUILD
         elif kind in (Kind.BREAK_BOOT, Kind.FIX_BOOT):

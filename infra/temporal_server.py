@@ -39,9 +39,10 @@ from multidict import CIMultiDict
 from yarl import URL
 
 from kbisect import settings
+from kbisect.contract import SEARCH_ATTRIBUTE_NAMES
 from kbisect.errors import InfraError, UserError
 
-SEARCH_ATTRIBUTES = ("KbisectTestcase", "KbisectStatus", "KbisectCulprit")
+SEARCH_ATTRIBUTES = SEARCH_ATTRIBUTE_NAMES
 
 # Ports every browser refuses to connect to, for any page (the Fetch standard's "bad
 # ports", blocked by Chrome, Firefox and Safari for years): the dev server's own Web UI

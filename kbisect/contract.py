@@ -138,7 +138,7 @@ class BisectRequest:
     good: list[str]
     bad: str
     testcase: str
-    mode: str = "regression"  # or "fix": bad is the old (broken) side, good the new (fixed)
+    mode: str = Mode.REGRESSION.value  # or fix: bad is the old (broken) side, good the new
     profile: str | None = None
     repetitions: int | None = None
     search_attributes: bool = True  # False where the cluster has not registered ours
@@ -301,7 +301,7 @@ class Progress:
     status: str
     repo: str = ""
     testcase: str = ""
-    mode: str = "regression"
+    mode: str = Mode.REGRESSION.value
     metric: str = ""
     unit: str = ""
     old: list[str] = field(default_factory=list)

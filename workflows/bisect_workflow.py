@@ -26,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
         ErrorType,
         JobStatus,
         MarkRequest,
+        Mode,
         Progress,
         Step,
         StepSource,
@@ -399,7 +400,7 @@ class BisectWorkflow:
     ) -> Verification:
         """Revert the culprit on the new endpoint (or apply the fix to the old one) and boot
         that: it must behave like the old endpoint (or like the new one)."""
-        revert = state.req.mode == "regression"
+        revert = state.req.mode == Mode.REGRESSION
         onto = state.job.new if revert else state.job.old[0]
         v = Verification(
             kind="revert" if revert else "backport",

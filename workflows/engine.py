@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
-from kbisect.contract import DEFAULT_MAX_BOOTS, DEFAULT_MIN_EFFECT, MAX_COMMIT_BOOTS
+from kbisect.contract import DEFAULT_MAX_BOOTS, DEFAULT_MIN_EFFECT, MAX_COMMIT_BOOTS, Mode
 from kbisect.workflows import strategy
 from kbisect.workflows.endpoints import (
     Effect,
@@ -68,7 +68,7 @@ class Answer(StrEnum):
 
 @dataclass(frozen=True)
 class EngineConfig:
-    mode: str = "regression"  # "fix": the new endpoint is the better one
+    mode: str = Mode.REGRESSION.value  # "fix": the new endpoint is the better one
     better: str = "higher"
     parallel: int = 1
     min_effect: float = DEFAULT_MIN_EFFECT  # smaller changes are "no difference"
@@ -262,7 +262,7 @@ class Engine:
             *ends,
             log=self.log,
             worse_is_lower=cfg.better == "higher",
-            regression=cfg.mode == "regression",
+            regression=cfg.mode == Mode.REGRESSION,
             min_effect=cfg.min_effect,
             max_boots=len(ends[0]) + len(ends[1]),
         )
@@ -423,7 +423,7 @@ class Engine:
             self.boots[self.new_end],
             log=self.log,
             worse_is_lower=cfg.better == "higher",
-            regression=cfg.mode == "regression",
+            regression=cfg.mode == Mode.REGRESSION,
             min_effect=cfg.min_effect,
             max_boots=cfg.max_endpoint_boots,
         )

@@ -113,7 +113,7 @@ def gate_outcome(engine: Engine, mode: Mode, metric: str) -> tuple[JobStatus, st
     if gate.gate == Gate.DIFFERENT:
         return None
     if gate.gate == Gate.WRONG_WAY:
-        other = "fix" if mode == Mode.REGRESSION else "regression"
+        other = Mode.FIX if mode == Mode.REGRESSION else Mode.REGRESSION
         better = "better" if mode == Mode.REGRESSION else "worse"
         return JobStatus.NO_DIFFERENCE, (
             f"the new endpoint is {better}, not {'worse' if better == 'better' else 'better'}: "

@@ -4,6 +4,7 @@ import argparse
 from pathlib import Path
 
 from kbisect.cli.output import out, stages
+from kbisect.contract import Mode
 from kbisect.errors import UserError
 from kbisect.settings import Settings
 
@@ -50,8 +51,8 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
     create.add_argument("--culprit-at", type=int, help="position of the culprit (default: random)")
     create.add_argument(
         "--mode",
-        choices=("regression", "fix"),
-        default="regression",
+        choices=tuple(Mode),
+        default=Mode.REGRESSION.value,
         help="regression: the culprit brings the bug; fix: it removes it",
     )
     create.add_argument(

@@ -13,21 +13,21 @@ from kbisect.testcases.blocktrace import compare, no_worse, traces_of
 
 def terms(mode: str) -> tuple[str, str]:
     """git bisect's words for the old and new sides."""
-    return ("broken", "fixed") if mode == "fix" else ("good", "bad")
+    return ("broken", "fixed") if mode == Mode.FIX else ("good", "bad")
 
 
 def bisect_log(result: BisectResult) -> str:
     """The job in `git bisect log` form; `git bisect replay FILE` accepts it."""
     old_t, new_t = terms(result.mode)
     start = "git bisect start"
-    if result.mode == "fix":
+    if result.mode == Mode.FIX:
         start += f" '--term-old={old_t}' '--term-new={new_t}'"
     lines = [start]
 
     def word(step: Step) -> str:
         if step.verdict == "skip":
             return "skip"
-        is_old = (step.verdict == "good") != (result.mode == "fix")
+        is_old = (step.verdict == "good") != (result.mode == Mode.FIX)
         return old_t if is_old else new_t
 
     for step in result.steps:
@@ -141,7 +141,7 @@ def _above_the_block_layer(result: BisectResult) -> list[str]:
     """One line when the bad endpoint's block layer did as well as the good one's: then
     the trace rules the queue and the device out, which is worth saying."""
     good, bad = result.old[0], result.new
-    if result.mode == "fix":
+    if result.mode == Mode.FIX:
         good, bad = bad, good
     tg = traces_of(result.diagnostics.get(good, {}))
     tb = traces_of(result.diagnostics.get(bad, {}))
@@ -177,7 +177,7 @@ def _builds_line(result: BisectResult) -> str:
 
 def markdown(result: BisectResult, job_id: str) -> str:
     metric, unit = result.metric or "score", result.unit
-    what = "fixed it" if result.mode == "fix" else "caused it"
+    what = "fixed it" if result.mode == Mode.FIX else "caused it"
     lines = [
         f"# kbisect {job_id}: {result.testcase} ({result.mode} mode)",
         "",

@@ -1,7 +1,7 @@
 """A draft Ubuntu SRU justification from a finished job: what to backport (or revert), the
 evidence, and how to test it. A draft for a person to finish, never sent anywhere."""
 
-from kbisect.contract import BisectResult, Step
+from kbisect.contract import BisectResult, Mode, Step
 from kbisect.errors import KbisectError, UserError
 from kbisect.reports.job_report import commit_info, repo_output
 from kbisect.reports.sru_risk import where_problems
@@ -54,7 +54,7 @@ def sru_note(
         )
     broken, fixed = (
         (_endpoint(result, "new"), _endpoint(result, "old"))
-        if result.mode == "regression"
+        if result.mode == Mode.REGRESSION
         else (_endpoint(result, "old"), _endpoint(result, "new"))
     )
     sections = [
@@ -94,7 +94,7 @@ def _impact(result: BisectResult, broken: Step | None, fixed: Step | None) -> li
             + "; ".join(f"{k} {_value(broken, k)} (was {_value(fixed, k)})" for k in others)
             + "."
         )
-    if result.mode == "regression":
+    if result.mode == Mode.REGRESSION:
         impact.append(f'The change came with commit {c[:12]} ("{subject}").')
     else:
         impact.append(f'Commit {c[:12]} ("{subject}") fixed it; affected kernels lack it.')
@@ -106,7 +106,7 @@ def _fix(result: BisectResult, bug: int | None, provenance: str, series: str | N
     c = result.culprit or ""
     subject = result.subjects.get(c, "")
     to, into = (f" to {series.capitalize()}", f" in {series.capitalize()}") if series else ("", "")
-    if result.mode != "regression":
+    if result.mode != Mode.REGRESSION:
         fix = [
             f'Backport commit {c} ("{subject}"){to}, with the trailers',
             "",

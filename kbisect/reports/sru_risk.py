@@ -9,7 +9,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kbisect.contract import BisectResult
+from kbisect.contract import BisectResult, Mode
 from kbisect.errors import KbisectError
 from kbisect.infra.git import Git, git_argv, git_env
 
@@ -96,7 +96,7 @@ def where_problems(result: BisectResult, patch: bytes | None = None) -> list[str
         found = owners(git, c, patch)
     except KbisectError:  # the repository is not readable here: say what is known
         functions, files, found = [], [], Owners()
-    action = "reverts" if result.mode == "regression" else "backports"
+    action = "reverts" if result.mode == Mode.REGRESSION else "backports"
     what = f"The patch {action} commit {c[:12]} ({result.subjects.get(c, '')!r})"
     where = f", which changes {', '.join(functions[:8])}()" if functions else ""
     in_files = f" in {', '.join(files[:8])}" if files else ""
