@@ -657,3 +657,25 @@ def test_a_listen_address_is_host_and_port() -> None:
     assert listen_address("0.0.0.0:8093") == ("0.0.0.0", 8093)
     assert listen_address("[::1]:8093") == ("::1", 8093)
     assert listen_address("gitlab-hooks.example.org:443") == ("gitlab-hooks.example.org", 443)
+
+
+@pytest.mark.asyncio
+async def test_a_restarted_receiver_keeps_its_handled_notes(receiver: Receiver) -> None:
+    payload = hook(12, BISECT)
+    assert (await receiver.post(payload))[0] in (200, 202)
+    await receiver.settle()
+    assert len(receiver.jobs.started) == 1
+    # A new receiver on the same state file, as after a restart; GitLab redelivers the hook.
+    door = GitLabDoor(receiver.door.config, receiver.settings, receiver.jobs, receiver.door.gl)
+    await door.start()
+    runner = web.AppRunner(door.app())
+    await runner.setup()
+    port = _free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    again = dataclasses.replace(receiver, url=f"http://127.0.0.1:{port}/webhook", door=door)
+    try:
+        assert await again.post(payload) == (200, {"duplicate": 12})
+        await again.settle()
+    finally:
+        await runner.cleanup()
+    assert len(receiver.jobs.started) == 1

@@ -214,6 +214,15 @@ def test_a_message_is_one_command_and_a_stranger_gets_one_reply(room: Room) -> N
     assert len(room.posts()) == 3
 
 
+def test_a_user_who_is_not_allowed_starts_no_job(room: Room) -> None:
+    bisect = "!kbisect bisect tree=lab good=v1 bad=master testcase=nvme-snapshot-read"
+    refused = room.mallory.say(room.room, bisect)
+    assert room.answer(refused).startswith(f"Sorry {room.mallory.user_id}")
+    started = room.alice.say(room.room, bisect)  # the same command from alice starts one
+    assert room.answer(started).startswith("started ")
+    assert len(room.jobs.started) == 1
+
+
 def test_the_bot_acts_only_on_jobs_it_started(room: Room) -> None:
     cli_job = CLI_JOB
     asked = [
