@@ -162,6 +162,16 @@ def listening_addresses(pid: int) -> set[tuple[str, int]]:
     return found
 
 
+def stop(proc: "subprocess.Popen[bytes]", grace: float = 30) -> None:
+    """SIGTERM, and SIGKILL if it has not exited within `grace` seconds."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def process_tree(pid: int) -> list[int]:
     """The process and all its descendants, from /proc."""
     found = [pid]
@@ -368,12 +378,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return asyncio.run(_supervise(proc, args, inner))
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ import platformdirs
 import pytest
 
 from kbisect import settings
+from kbisect.builders.trees import Trees
 from kbisect.infra import lab, lab_culprits
 
 if TYPE_CHECKING:
@@ -144,3 +145,21 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         report.outcome = "failed"
         report.longrepr = f"end-to-end test skipped, which CI does not accept: {report.longrepr}"
     return report
+
+
+def tree_lab(tmp_path: Path, cache: Path) -> tuple[Path, settings.Settings]:
+    """A three-commit upstream (tag v1 on the first) added as the named tree "lab", and the
+    settings whose cache holds its mirror: what the doors' tests bisect."""
+    upstream = tmp_path / "upstream"
+    upstream.mkdir()
+    git(upstream, "init", "-q", "-b", "master")
+    for name in ("a", "b", "c"):
+        (upstream / name).write_text(name)
+        git(upstream, "add", name)
+        git(upstream, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", f"add {name}")
+    git(upstream, "tag", "v1", "HEAD~2")
+    s = settings.Settings.from_env(
+        {"KBISECT_CACHE": str(cache), "KBISECT_DATA": str(tmp_path / "d")}
+    )
+    Trees(s).add("lab", str(upstream))
+    return upstream, s

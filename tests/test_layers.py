@@ -1,5 +1,6 @@
 """Layers go one way (docs/architecture.md): every import of every module, lazy ones and
-type-only ones included, goes to its own layer or one below.
+type-only ones included, goes to its own layer or any below; the decisions import the
+vocabulary only, and no backend imports them.
 
     entry         kbisect.main                  (the program: both doors' commands)
     front doors   kbisect.cli, kbisect.doors    (never import each other)
@@ -37,6 +38,7 @@ LAYERS = (
     ("kbisect.main", 7, "entry"),  # the program: the CLI's commands and the doors'
     ("kbisect.__main__", 7, "entry"),
 )
+BACKENDS = {"infra", "builders", "testcases"}
 FOLDERS = {"workflows", "workers", "builders", "testcases", "infra"}  # linked into kbisect/
 
 
@@ -96,9 +98,12 @@ def wrong_way(all_modules: dict[str, Path]) -> list[str]:
             theirs = layer(target)
             if theirs is None or target == name or target == "kbisect":
                 continue
-            if theirs[0] > mine[0] or (
-                {mine[1], theirs[1]} == {"cli", "doors"} and mine[1] != theirs[1]
-            ):
+            doors_cross = {mine[1], theirs[1]} == {"cli", "doors"} and mine[1] != theirs[1]
+            # Workflow code is deterministic and sandboxed: plain data and rules only.
+            decisions = (mine[1] == "decisions") != (theirs[1] == "decisions") and (
+                (mine[1] == "decisions" and theirs[1] != "vocabulary") or mine[1] in BACKENDS
+            )
+            if theirs[0] > mine[0] or doors_cross or decisions:
                 problems.append(f"{name} ({mine[1]}) imports {target} ({theirs[1]})")
     return problems
 
@@ -114,6 +119,13 @@ def test_a_planted_wrong_way_import_is_caught(tmp_path: Path) -> None:
         {"kbisect.workflows.engine": planted, "kbisect.cli": ROOT / "kbisect/cli/__init__.py"}
     )
     assert found == ["kbisect.workflows.engine (decisions) imports kbisect.cli (cli)"]
+    planted.write_text("from kbisect.infra.git import Git\n")
+    found = wrong_way({"kbisect.workflows.engine": planted, "kbisect.infra.git": planted})
+    assert found == ["kbisect.workflows.engine (decisions) imports kbisect.infra.git (infra)"]
+    backend = tmp_path / "qemu.py"
+    backend.write_text("from kbisect.workflows import engine\n")
+    found = wrong_way({"kbisect.infra.qemu": backend, "kbisect.workflows.engine": planted})
+    assert "kbisect.infra.qemu (infra) imports kbisect.workflows.engine (decisions)" in found
     planted.write_text("def f() -> None:\n    from kbisect.doors import matrix\n")
     found = wrong_way({"kbisect.cli.chat": planted, "kbisect.doors.matrix": planted})
     assert "kbisect.cli.chat (cli) imports kbisect.doors.matrix (doors)" in found

@@ -4,7 +4,6 @@ import argparse
 import asyncio
 import dataclasses
 import signal
-import subprocess
 import time
 from urllib.parse import urlsplit
 
@@ -168,11 +167,7 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
     except KeyboardInterrupt:
         pass
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        temporal_server.stop(proc)
         forget(settings, me)
     return 0
 

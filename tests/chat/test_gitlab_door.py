@@ -22,7 +22,6 @@ import pytest_asyncio
 import responses
 from aiohttp import web
 
-from kbisect.builders.trees import Trees
 from kbisect.builders.verify_commit import make_verify_commit
 from kbisect.contract import BisectRequest, BisectResult, Progress, Step, Verification
 from kbisect.doors.gitlab import FollowedJob, GitLabConfig, GitLabDoor, Target, commands_in
@@ -30,7 +29,7 @@ from kbisect.errors import UserError
 from kbisect.infra.git import Git
 from kbisect.settings import Settings
 from tests.chat.hanging_git import HangingGitServer, hanging_tree
-from tests.conftest import git
+from tests.conftest import git, tree_lab
 
 GITLAB = "https://gitlab.example.com"
 API = f"{GITLAB}/api/v4"
@@ -277,16 +276,7 @@ class Receiver:
 
 @pytest_asyncio.fixture
 async def receiver(tmp_path: Path, cache: Path) -> AsyncIterator[Receiver]:
-    upstream = tmp_path / "upstream"
-    upstream.mkdir()
-    git(upstream, "init", "-q", "-b", "master")
-    for name in ("a", "b", "c"):
-        (upstream / name).write_text(name)
-        git(upstream, "add", name)
-        git(upstream, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", f"add {name}")
-    git(upstream, "tag", "v1", "HEAD~2")
-    settings = Settings.from_env({"KBISECT_CACHE": str(cache), "KBISECT_DATA": str(tmp_path / "d")})
-    Trees(settings).add("lab", str(upstream))
+    upstream, settings = tree_lab(tmp_path, cache)
     calls, jobs, blobs = Calls(), RecordingJobs(), {}
     with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
         _gitlab_api(mock, calls, blobs)

@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 
-from kbisect.builders.trees import Trees
 from kbisect.contract import BisectRequest, BisectResult, Progress
 from kbisect.doors.matrix import BotConfig, MatrixBot
 from kbisect.jobs.client import JobClient, JobSummary
@@ -24,7 +23,7 @@ from kbisect.settings import Settings
 from tests.chat.bot_process import bot_posts, members, reply_to
 from tests.chat.hanging_git import HangingGitServer, hanging_tree
 from tests.chat.homeserver import Synapse, User
-from tests.conftest import git
+from tests.conftest import tree_lab
 
 BISECT = "!kbisect bisect tree=lab good=v1 bad=master testcase=nvme-snapshot-read"
 CLI_JOB = "bisect-nvme-snapshot-read-cli1"  # a CLI user's, on a private path
@@ -111,16 +110,7 @@ def _wait(cond: Callable[[], object], timeout: float, what: str) -> None:
 def room(
     synapse: Synapse, tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Room]:
-    upstream = tmp_path / "upstream"
-    upstream.mkdir()
-    git(upstream, "init", "-q", "-b", "master")
-    for name in ("a", "b", "c"):
-        (upstream / name).write_text(name)
-        git(upstream, "add", name)
-        git(upstream, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", f"add {name}")
-    git(upstream, "tag", "v1", "HEAD~2")
-    settings = Settings.from_env({"KBISECT_CACHE": str(cache), "KBISECT_DATA": str(tmp_path / "d")})
-    Trees(settings).add("lab", str(upstream))
+    upstream, settings = tree_lab(tmp_path, cache)
 
     tag = uuid.uuid4().hex[:6]
     bot_user, alice, mallory = (synapse.register(f"{n}{tag}") for n in ("bot", "alice", "mallory"))

@@ -5,63 +5,31 @@ host-userland testcase over the 9p <filesystem> (slow)."""
 import html
 import os
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from kbisect.builders.kernel_build import KernelBuilder
-from kbisect.errors import InfraError
 from kbisect.infra.git import Git
-from kbisect.infra.libvirt_machine import LibvirtConnection, LibvirtMachine
+from kbisect.infra.libvirt_machine import LibvirtMachine
 from kbisect.model import Artifact
 from kbisect.settings import Settings
 from kbisect.testcases import manifest as manifests
 from kbisect.testcases.runner import build_spec, run_testcase
+from tests.libvirt_daemon import libvirt_daemon
 
 pytestmark = pytest.mark.e2e
 URI = os.environ.get("KBISECT_LIBVIRT_URI", "qemu:///session")
 
 
-def _answers(uri: str) -> bool:
-    try:
-        LibvirtConnection(uri).close()
-    except InfraError:
-        return False
-    return True
-
-
 @pytest.fixture(scope="session")
 def libvirt_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The daemon behind URI. A user's qemu:///session starts its own; root's is the system
-    daemon, which without systemd (this container) nobody starts: then this fixture runs
-    virtlogd and libvirtd for the session and stops them after."""
-    if _answers(URI):
+    """The daemon behind URI (tests/libvirt_daemon.py)."""
+    with libvirt_daemon(URI, tmp_path_factory.mktemp("libvirtd")) as up:
+        if not up:
+            pytest.fail(f"libvirt at {URI} does not answer: see infra/install.sh")
         yield URI
-        return
-    if os.geteuid() != 0:
-        pytest.fail(f"libvirt at {URI} does not answer: see infra/install.sh")
-    logs = tmp_path_factory.mktemp("libvirtd")
-    procs = []
-    for daemon in ("virtlogd", "libvirtd"):
-        with open(logs / f"{daemon}.log", "wb") as log:
-            procs.append(subprocess.Popen([daemon], stdout=log, stderr=log))
-    try:
-        deadline = time.monotonic() + 30
-        while not _answers(URI):
-            assert time.monotonic() < deadline, f"libvirtd did not answer: see {logs}"
-            assert all(p.poll() is None for p in procs), f"a daemon exited: see {logs}"
-            time.sleep(0.3)
-        yield URI
-    finally:
-        for p in reversed(procs):
-            p.terminate()
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
 
 
 def _kernel(lab: Path, testcase: str) -> Artifact:

@@ -3,7 +3,6 @@ firmware finds nothing to boot): how stops are told apart, and what a gone worke
 Skipped where libvirt is not installed."""
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -14,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from kbisect.errors import InfraError
 from kbisect.infra import libvirt_machine as lm
+from tests.libvirt_daemon import libvirt_daemon
 
 URI = "qemu:///session"
 
@@ -23,44 +22,13 @@ URI = "qemu:///session"
 MADE: list[str] = []  # the domains a test made, removed after it
 
 
-def _answers() -> bool:
-    try:
-        lm.LibvirtConnection(URI).close()
-    except InfraError:
-        return False
-    return True
-
-
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """The daemon behind URI: the one running, else (as root, with libvirt installed, as
-    infra/install.sh does) virtlogd and libvirtd started here and stopped after."""
     pytest.importorskip("libvirt")
-    if _answers():
+    with libvirt_daemon(URI, tmp_path_factory.mktemp("libvirtd")) as up:
+        if not up:
+            pytest.skip(f"libvirt at {URI} does not answer: see infra/install.sh")
         yield
-        return
-    if os.geteuid() != 0 or not shutil.which("libvirtd"):
-        pytest.skip(f"libvirt at {URI} does not answer: see infra/install.sh")
-    logs = tmp_path_factory.mktemp("libvirtd")
-    procs = []
-    for name in ("virtlogd", "libvirtd"):
-        with open(logs / f"{name}.log", "wb") as log:
-            procs.append(subprocess.Popen([name], stdout=log, stderr=log))
-    try:
-        deadline = time.monotonic() + 30
-        while not _answers():
-            assert time.monotonic() < deadline, f"libvirtd did not answer: see {logs}"
-            assert all(p.poll() is None for p in procs), f"a daemon exited: see {logs}"
-            time.sleep(0.3)
-        yield
-    finally:
-        for p in reversed(procs):
-            p.terminate()
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
 
 
 @pytest.fixture
@@ -139,6 +107,7 @@ def test_a_signal_to_qemu_or_a_destroy_from_outside_is_the_hosts(
 CHILD = """
 import sys, time
 from kbisect.infra import libvirt_machine as lm
+from tests.libvirt_daemon import libvirt_daemon
 c = lm.LibvirtConnection(sys.argv[1])
 name = lm.owner_prefix() + "child"
 c.start(name, sys.argv[2].replace("NAME", name))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kbisect.infra.temporal_server import listening
+from kbisect.infra.temporal_server import listening, process_tree
 
 
 def _free_port() -> int:
@@ -102,7 +102,7 @@ def test_a_killed_up_takes_its_dev_server_along(tmp_path: Path) -> None:
         while not (listening("127.0.0.1", ui) and (tmp_path / "service.pid").exists()):
             assert up.poll() is None and time.monotonic() < deadline
             time.sleep(0.3)
-        helpers = {pid: _start_time(pid) for pid in _children(up.pid) if pid != up.pid}
+        helpers = {pid: _start_time(pid) for pid in process_tree(up.pid) if pid != up.pid}
         assert helpers, "kbisect up runs no dev server"
         up.kill()  # SIGKILL: no handler of its own runs
         up.wait()
@@ -129,19 +129,6 @@ def test_a_killed_up_takes_its_dev_server_along(tmp_path: Path) -> None:
         for pid, start in helpers.items():  # only the very processes this test started
             if _start_time(pid) == start:
                 os.kill(pid, signal.SIGKILL)
-
-
-def _children(pid: int) -> list[int]:
-    """The process and all its descendants."""
-    found = [pid]
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
-            kids = (task / "children").read_text().split()
-        except OSError:
-            continue
-        for kid in kids:
-            found += _children(int(kid))
-    return found
 
 
 def _listening(pids: list[int]) -> set[str]:
@@ -205,7 +192,7 @@ def test_up_port_is_where_its_workers_connect_and_all_of_it_is_on_loopback(
             time.sleep(0.5)
         # Nothing that can start a job listens beyond this machine: gRPC, the Web UI, the
         # HTTP API and the metrics port of the dev server are all on 127.0.0.1.
-        addresses = _listening(_children(up.pid))
+        addresses = _listening(process_tree(up.pid))
         assert f"127.0.0.1:{port}" in addresses and f"127.0.0.1:{ui}" in addresses
         assert all(a.startswith("127.0.0.1:") for a in addresses), addresses
         # The pid file says which process it is, not only its number.
