@@ -2,6 +2,7 @@
 SIGKILL of the worker mid-build, after steps have finished, with a SIGKILL of the server."""
 
 import asyncio
+import contextlib
 import json
 import math
 import os
@@ -140,6 +141,8 @@ def test_bisection_names_the_culprit_through_a_worker_kill_and_a_server_restart(
         worker.wait()
         server.kill()  # SIGKILL: the dev server goes with its supervisor, mid-write
         server.wait(timeout=30)
+        # The dev server dies of its parent's death a moment later (PR_SET_PDEATHSIG).
+        _wait_for(lambda: not temporal_server.listening("127.0.0.1", port), 30, "the port free")
         server = temporal_server.start(
             port=port, ui_port=ui_port, db=db, log=tmp_path / "server.log"
         )
@@ -156,7 +159,8 @@ def test_bisection_names_the_culprit_through_a_worker_kill_and_a_server_restart(
         result = json.loads(watched.stdout)
         builds, retries = _build_history(f"127.0.0.1:{port}", job_id)
     finally:
-        os.killpg(worker.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):  # it may be the killed one
+            os.killpg(worker.pid, signal.SIGKILL)
         server.terminate()
         server.wait(timeout=30)
 
