@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 from kbisect.errors import InfraError
 from kbisect.infra import qemu
 from kbisect.infra.libvirt_xml import DomainSpec, domain_xml
+from kbisect.infra.processes import boot_id, start_time
 from kbisect.model import Artifact, Disk, GuestImage, GuestRun
 
 log = logging.getLogger(__name__)
@@ -304,7 +305,7 @@ def _failure(reason: int, asked: int, name: str) -> str:
 def _scope() -> str:
     """This host boot, pid namespace and user: where a domain name's pid means a process
     we can look at."""
-    boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    boot = boot_id()
     try:
         pidns = os.readlink("/proc/self/ns/pid")
     except OSError:
@@ -313,13 +314,9 @@ def _scope() -> str:
 
 
 def _started(pid: int) -> str:
-    """The process's start time (clock ticks since boot), '' when it is gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return ""
-    fields = stat.rsplit(")", 1)[1].split()
-    return fields[19] if len(fields) > 19 and fields[0] not in ("Z", "X") else ""
+    """The process's start time as a domain name holds it, '' when it is gone."""
+    started = start_time(pid)
+    return "" if started is None else str(started)
 
 
 def owner_prefix() -> str:

@@ -41,8 +41,7 @@ from yarl import URL
 from kbisect import settings
 from kbisect.contract import SEARCH_ATTRIBUTE_NAMES
 from kbisect.errors import InfraError, UserError
-
-SEARCH_ATTRIBUTES = SEARCH_ATTRIBUTE_NAMES
+from kbisect.infra.processes import process_tree, stop
 
 # Ports every browser refuses to connect to, for any page (the Fetch standard's "bad
 # ports", blocked by Chrome, Firefox and Safari for years): the dev server's own Web UI
@@ -98,7 +97,7 @@ def server_argv(ip: str, port: int, ui_port: int, db: Path) -> list[str]:
         # header, which no browser sends (an empty list matches the empty Host only).
         *("--dynamic-config-value", "frontend.httpAllowedHosts=[]"),
     ]
-    for name in SEARCH_ATTRIBUTES:
+    for name in SEARCH_ATTRIBUTE_NAMES:
         argv += ["--search-attribute", f"{name}=Keyword"]
     return argv
 
@@ -159,29 +158,6 @@ def listening_addresses(pid: int) -> set[tuple[str, int]]:
             raw = bytes.fromhex(host_hex)  # 32-bit words in host (little-endian) order
             packed = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
             found.add((socket.inet_ntop(family, packed), int(port_hex, 16)))
-    return found
-
-
-def stop(proc: "subprocess.Popen[bytes]", grace: float = 30) -> None:
-    """SIGTERM, and SIGKILL if it has not exited within `grace` seconds."""
-    proc.terminate()
-    try:
-        proc.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-
-
-def process_tree(pid: int) -> list[int]:
-    """The process and all its descendants, from /proc."""
-    found = [pid]
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
-            kids = (task / "children").read_text().split()
-        except OSError:
-            continue
-        for kid in kids:
-            found += process_tree(int(kid))
     return found
 
 

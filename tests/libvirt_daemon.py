@@ -12,7 +12,7 @@ from pathlib import Path
 
 from kbisect.errors import InfraError
 from kbisect.infra.libvirt_machine import LibvirtConnection
-from kbisect.infra.temporal_server import stop
+from kbisect.infra.processes import stop
 
 
 def answers(uri: str) -> bool:

@@ -89,12 +89,12 @@ def make_workers(
     return workers
 
 
-async def run_workers(workers: list[Worker], settings: Settings | None = None) -> None:
+async def run_workers(workers: list[Worker], settings: Settings) -> None:
     """Run the workers until they stop; those with builds or VMs (activities: they use
     the cache) prune it meanwhile."""
     pruning = None
     if any(w.config().get("activities") for w in workers):
-        pruning = asyncio.create_task(gc_loop(settings or Settings.from_env()))
+        pruning = asyncio.create_task(gc_loop(settings))
     try:
         await asyncio.gather(*(w.run() for w in workers))
     finally:

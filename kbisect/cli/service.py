@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 from kbisect.cli.output import note, out
 from kbisect.errors import InfraError, UserError
 from kbisect.infra import host_lock
+from kbisect.infra.processes import stop
 from kbisect.jobs.client import JobClient
 from kbisect.jobs.service import (
     LOOPBACK,
@@ -125,7 +126,7 @@ async def _workers(args: argparse.Namespace, settings: Settings) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    running = asyncio.create_task(run_workers(workers))
+    running = asyncio.create_task(run_workers(workers, settings))
     await asyncio.wait(
         [running, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED
     )
@@ -167,7 +168,7 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
     except KeyboardInterrupt:
         pass
     finally:
-        temporal_server.stop(proc)
+        stop(proc)
         forget(settings, me)
     return 0
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from kbisect.errors import InfraError
+from kbisect.infra.processes import boot_id, start_time
 from kbisect.jobs.client import JobClient
 from kbisect.settings import Endpoint, Settings
 
@@ -32,15 +33,8 @@ class ServiceProcess:
     @classmethod
     def current(cls, pid: int) -> "ServiceProcess | None":
         """The live process with this pid (not a zombie), or None."""
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-        except OSError:
-            return None
-        # The command name (field 2) may hold spaces and parentheses: split after it.
-        fields = stat.rsplit(")", 1)[1].split()
-        if fields[0] in ("Z", "X"):  # exited, not yet reaped by its parent
-            return None
-        return cls(pid, int(fields[19]), boot_id())
+        started = start_time(pid)
+        return None if started is None else cls(pid, started, boot_id())
 
     @classmethod
     def parse(cls, text: str) -> "ServiceProcess | None":
@@ -72,13 +66,6 @@ class ServiceProcess:
                 return False
             return any(b"kbisect" in a for a in argv) and b"up" in argv
         return now == self
-
-
-def boot_id() -> str:
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return ""
 
 
 def pidfile(settings: Settings) -> Path:

@@ -14,7 +14,8 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from kbisect.infra.temporal_server import listening, process_tree
+from kbisect.infra.processes import process_tree
+from kbisect.infra.temporal_server import listening
 from tests.kbisect.test_up_down import _free_port, _listening, _start_up
 
 # The Fetch standard's "bad ports": no browser connects to them, for any page.

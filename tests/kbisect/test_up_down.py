@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from kbisect.infra.temporal_server import listening, process_tree
+from kbisect.infra.processes import process_tree, start_time
+from kbisect.infra.temporal_server import listening
 
 
 def _free_port() -> int:
@@ -84,15 +85,6 @@ def test_sigterm_stops_the_server_and_its_dev_server(tmp_path: Path) -> None:
             server.kill()
 
 
-def _start_time(pid: int) -> int | None:
-    """The process's start time (/proc/PID/stat field 22), None if it is gone or a zombie."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return None if fields[0] in ("Z", "X") else int(fields[19])
-
-
 def test_a_killed_up_takes_its_dev_server_along(tmp_path: Path) -> None:
     port, ui = _free_port(), _free_port()
     env, cli, up = _start_up(tmp_path, port, ui, f"127.0.0.1:{port}")
@@ -102,7 +94,7 @@ def test_a_killed_up_takes_its_dev_server_along(tmp_path: Path) -> None:
         while not (listening("127.0.0.1", ui) and (tmp_path / "service.pid").exists()):
             assert up.poll() is None and time.monotonic() < deadline
             time.sleep(0.3)
-        helpers = {pid: _start_time(pid) for pid in process_tree(up.pid) if pid != up.pid}
+        helpers = {pid: start_time(pid) for pid in process_tree(up.pid) if pid != up.pid}
         assert helpers, "kbisect up runs no dev server"
         up.kill()  # SIGKILL: no handler of its own runs
         up.wait()
@@ -111,9 +103,9 @@ def test_a_killed_up_takes_its_dev_server_along(tmp_path: Path) -> None:
         assert down.returncode == 0 and "already stopped" in down.stdout, down.stdout
         env, cli, up = _start_up(tmp_path, port, ui, f"127.0.0.1:{port}")
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and any(_start_time(p) == t for p, t in helpers.items()):
+        while time.monotonic() < deadline and any(start_time(p) == t for p, t in helpers.items()):
             time.sleep(0.3)
-        left = [p for p, t in helpers.items() if _start_time(p) == t]
+        left = [p for p, t in helpers.items() if start_time(p) == t]
         assert not left, f"the dev server (pids {left}) outlived a SIGKILLed kbisect up"
         deadline = time.monotonic() + 60
         while not (listening("127.0.0.1", ui) and (tmp_path / "service.pid").exists()):
@@ -127,7 +119,7 @@ def test_a_killed_up_takes_its_dev_server_along(tmp_path: Path) -> None:
         if up.poll() is None:
             up.kill()
         for pid, start in helpers.items():  # only the very processes this test started
-            if _start_time(pid) == start:
+            if start_time(pid) == start:
                 os.kill(pid, signal.SIGKILL)
 
 

@@ -133,7 +133,7 @@ async def test_a_build_or_vm_worker_prunes_its_cache_until_it_stops(
     real = worker.gc_once
     monkeypatch.setattr(worker, "gc_once", lambda s: (passes.append(time.time()), real(s)))
     w = FakeWorker([object()])
-    running = asyncio.create_task(worker.run_workers([w]))  # type: ignore[list-item]
+    running = asyncio.create_task(worker.run_workers([w], Settings.from_env()))  # type: ignore[list-item]
     for _ in range(200):
         if len(passes) >= 3:
             break
@@ -152,5 +152,5 @@ async def test_a_workflow_only_worker_leaves_the_cache_alone(
     old = _run_dir(cache, 30)
     w = FakeWorker([])
     w.done.set()
-    await worker.run_workers([w])  # type: ignore[list-item]
+    await worker.run_workers([w], Settings.from_env())  # type: ignore[list-item]
     assert old.exists()
