@@ -491,6 +491,12 @@ def _old_endpoint(
     return {0: _commit_tree(git, tree, [import_commit], subject, when, AUTHORS[2])}, {0: tree}
 
 
+def _filler_base(w: "_Writer", parent_tree: str, path: str) -> str:
+    """The text a filler edits: the file as its parent has it (the culprit's change too).
+    Apart so that a test can bring back the old bug and see the truth check catch it."""
+    return w.read(parent_tree, path)
+
+
 def _change(
     w: "_Writer",
     env: dict[str, str],
@@ -565,11 +571,6 @@ def _filler_path(
     raise UserError(f"--commits {len(plan.commits)} is more fillers than the lab has files for")
 
 
-def _filler_base(w: "_Writer", parent_tree: str, path: str) -> str:
-    """The text a filler edits: the file as its parent has it (the culprit's change too)."""
-    return w.read(parent_tree, path)
-
-
 def _culprit_subject(mode: str, options: LabOptions) -> str:
     if options.culprit_patch:
         for line in options.culprit_patch.read_text(errors="replace").splitlines():
@@ -638,10 +639,10 @@ def _check_truth(git: Git, plan: LabPlan, hashes: dict[int, str], truth: dict[st
         raise InfraError(f"lab check: the culprit {culprit[:12]} changes nothing; no lab made")
     states = [(c.pos, c.buggy) for c in reversed(plan.commits)] + [(0, plan.old_buggy)]
     names = {str(truth["bad"]): "lab-bad", str(truth["good"]): "lab-good"}
+    paths = [f":(literal){p}" for p in change]
     for pos, buggy in states:
         has = buggy == (plan.mode == Mode.REGRESSION)
         base = culprit if has else f"{culprit}^"
-        paths = [f":(literal){p}" for p in change]
         drift = _parse_diff(git.run("diff", "-U0", "--no-renames", base, hashes[pos], "--", *paths))
         for path, fd in drift.items():
             if path in change and not _leaves_alone(change[path], fd, has):
