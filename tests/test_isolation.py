@@ -15,7 +15,7 @@ def test_a_test_has_its_own_cache_data_and_lock_folders(tmp_path: Path) -> None:
     assert s.cache != Path(platformdirs.user_cache_dir("kbisect"))
     assert s.data != Path(platformdirs.user_data_dir("kbisect"))
     assert s.locks != Path(settings.DEFAULT_LOCK_DIR)
-    assert tmp_path in s.cache.parents and tmp_path in s.locks.parents
+    assert all(tmp_path in p.parents for p in (s.cache, s.data, s.locks))
 
 
 @pytest.mark.e2e

@@ -2,7 +2,6 @@
 
 import os
 import subprocess
-import sys
 import time
 import urllib.parse
 from collections.abc import Callable
@@ -10,8 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.chat.homeserver import Synapse, User
-
-KBISECT = [sys.executable, "-m", "kbisect"]
+from tests.e2e.service import KBISECT
 
 
 def start_bot(

@@ -8,7 +8,6 @@ import asyncio
 import dataclasses
 import json
 import re
-import socket
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ from kbisect.errors import UserError
 from kbisect.infra.git import Git
 from kbisect.settings import Settings
 from tests.chat.hanging_git import HangingGitServer, hanging_tree
+from tests.chat.homeserver import free_port
 from tests.conftest import git, tree_lab
 
 GITLAB = "https://gitlab.example.com"
@@ -111,12 +111,6 @@ def _result(req: BisectRequest) -> BisectResult:
             commit=tested.commit,
         ),
     )
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -292,7 +286,7 @@ async def receiver(tmp_path: Path, cache: Path) -> AsyncIterator[Receiver]:
         await door.start()
         runner = web.AppRunner(door.app())
         await runner.setup()
-        port = _free_port()
+        port = free_port()
         await web.TCPSite(runner, "127.0.0.1", port).start()
         try:
             url = f"http://127.0.0.1:{port}/webhook"
@@ -610,7 +604,7 @@ async def test_the_door_acts_only_on_jobs_it_started_in_that_project(receiver: R
 
 @pytest.mark.asyncio
 async def test_a_tree_urls_credentials_are_in_no_note(receiver: Receiver) -> None:
-    url = f"http://kb:glpat-SECRET123@127.0.0.1:{_free_port()}/linux.git"  # nothing listens
+    url = f"http://kb:glpat-SECRET123@127.0.0.1:{free_port()}/linux.git"  # nothing listens
     hanging_tree(receiver.settings, "private", receiver.upstream, url)
     await receiver.post(hook(140, BISECT.replace("tree=lab", "tree=private")))
     await receiver.settle()
@@ -630,8 +624,6 @@ def test_a_listen_address_out_of_range_is_one_line(
         raise AssertionError("reached the job service with a bad --listen")
 
     monkeypatch.setattr(JobClient, "connect", no_service)
-    for var in ("KBISECT_DATA", "KBISECT_CACHE", "KBISECT_LOCK_DIR"):
-        monkeypatch.setenv(var, str(tmp_path / var))
     for f in ("t", "s"):
         (tmp_path / f).write_text("x\n")
     argv = ["gitlab", "serve", "--listen", listen, "--url", GITLAB, "--allow-anyone"]
@@ -660,7 +652,7 @@ async def test_a_restarted_receiver_keeps_its_handled_notes(receiver: Receiver) 
     await door.start()
     runner = web.AppRunner(door.app())
     await runner.setup()
-    port = _free_port()
+    port = free_port()
     await web.TCPSite(runner, "127.0.0.1", port).start()
     again = dataclasses.replace(receiver, url=f"http://127.0.0.1:{port}/webhook", door=door)
     try:

@@ -7,7 +7,6 @@ import json
 import math
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,15 +20,10 @@ from temporalio.client import Client
 from kbisect import settings
 from kbisect.builders.worktree import repo_key
 from kbisect.infra import temporal_server
+from tests.chat.homeserver import free_port
 
 pytestmark = pytest.mark.e2e
 KBISECT = [sys.executable, "-m", "kbisect"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
@@ -75,13 +69,14 @@ def _build_history(address: str, job_id: str) -> tuple[Counter[str], int]:
     return asyncio.run(go())
 
 
-def _steps_done(address: str, job_id: str) -> int:
-    """Steps the job has recorded (a finished verdict each), from its progress query."""
+def _steps(address: str, job_id: str) -> set[tuple[str, str]]:
+    """The job's recorded steps (a finished verdict each) as (commit, verdict), from its
+    progress query."""
 
-    async def go() -> int:
+    async def go() -> set[tuple[str, str]]:
         client = await Client.connect(address)
         progress = await client.get_workflow_handle(job_id).query("progress")
-        return len(progress["steps"])
+        return {(step["commit"], step["verdict"]) for step in progress["steps"]}
 
     return asyncio.run(go())
 
@@ -90,7 +85,7 @@ def test_bisection_names_the_culprit_through_a_worker_kill_and_a_server_restart(
     real_lab: tuple[Path, dict[str, object]], tmp_path: Path
 ) -> None:
     lab, truth = real_lab
-    port, ui_port = _free_port(), _free_port()
+    port, ui_port = free_port(), free_port()
     db = tmp_path / "temporal.db"
     server = temporal_server.start(port=port, ui_port=ui_port, db=db, log=tmp_path / "server.log")
     tag = uuid.uuid4().hex[:6]
@@ -130,13 +125,13 @@ def test_bisection_names_the_culprit_through_a_worker_kill_and_a_server_restart(
         # Once steps have finished (the endpoints are judged), kill the worker while it is
         # really compiling (not on a cache hit), and the server with it: both crash.
         address = f"127.0.0.1:{port}"
-        _wait_for(lambda: _steps_done(address, job_id) >= 2, 1500, "the endpoints judged")
+        _wait_for(lambda: len(_steps(address, job_id)) >= 2, 1500, "the endpoints judged")
         slots = settings.cache_dir() / "slots"
         _wait_for(
             lambda: any(slots.glob(f"{repo_key(lab)}-*/build-in-progress")), 1500, "a real build"
         )
         time.sleep(3)
-        done_before_kill = _steps_done(address, job_id)
+        done_before_kill = _steps(address, job_id)
         os.killpg(worker.pid, signal.SIGKILL)
         worker.wait()
         server.kill()  # SIGKILL: the dev server goes with its supervisor, mid-write
@@ -174,12 +169,14 @@ def test_bisection_names_the_culprit_through_a_worker_kill_and_a_server_restart(
     assert verification["status"] == "confirmed", verification
     assert verification["position"] < 0.5
     assert builds[verification["commit"]] == 1
-    verify_builds = 1
-    assert done_before_kill >= 2  # the kill came after finished steps, which stand:
+    # The steps finished before the kill stand, with their verdicts, and were not redone.
+    finished = {(s["commit"], s["verdict"]) for s in result["steps"]}
+    assert done_before_kill <= finished, (done_before_kill, finished)
     assert max(builds.values()) == 1, builds  # no finished step redone after the kill
     assert retries >= 1  # the kill landed in a build, which another worker finished
     commits = int(str(truth["commits"]))
-    assert sum(builds.values()) - 2 - verify_builds <= math.ceil(math.log2(commits)) + 2
+    # Builds besides the two endpoints and the verification commit: a bisection's worth.
+    assert sum(builds.values()) - 2 - 1 <= math.ceil(math.log2(commits)) + 2
     tested = [s["commit"] for s in result["steps"]]
     assert len(tested) == len(set(tested))
     # Lab fillers edit files the config does not compile, or only comments: judged from

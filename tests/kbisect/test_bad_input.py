@@ -16,8 +16,6 @@ from tests.conftest import git
 
 @pytest.fixture(autouse=True)
 def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for name in ("KBISECT_CACHE", "KBISECT_DATA", "KBISECT_LOCK_DIR"):
-        monkeypatch.setenv(name, str(tmp_path / name.lower()))
     monkeypatch.delenv("KBISECT_TESTCASES", raising=False)
     monkeypatch.delenv("KBISECT_JOBS", raising=False)
     old = os.umask(0o022)  # a folder made without care is 0755
@@ -107,7 +105,7 @@ def test_tree_add_first_makes_a_private_cache(
     (upstream / "a").write_text("a\n")
     git(upstream, "add", "a")
     git(upstream, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "a")
-    cache = tmp_path / "kbisect_cache"
+    cache = settings.Settings.from_env().cache  # the test's own (tests/conftest.py)
     assert not cache.exists()
     assert main(["tree", "add", "lab", f"file://{upstream}"]) == 0
     assert stat.S_IMODE(cache.stat().st_mode) == 0o700

@@ -45,8 +45,6 @@ LEAKY_GITCONFIG = """\
 def leaky_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[], None]:
     """Call it (after setting the repositories up) to run as a user whose ~/.gitconfig
     turns checkouts into CRLF and changes every part of format-patch's output."""
-    for name in ("KBISECT_CACHE", "KBISECT_DATA", "KBISECT_LOCK_DIR"):
-        monkeypatch.setenv(name, str(tmp_path / name.lower()))
 
     def apply() -> None:
         home = tmp_path / "home"

@@ -16,7 +16,8 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from kbisect.infra.processes import process_tree
 from kbisect.infra.temporal_server import listening
-from tests.kbisect.test_up_down import _free_port, _listening, _start_up
+from tests.chat.homeserver import free_port
+from tests.kbisect.test_up_down import _listening, _start_up
 
 # The Fetch standard's "bad ports": no browser connects to them, for any page.
 BROWSER_BLOCKED = {
@@ -110,7 +111,7 @@ async def _start_victim(address: str, victim: str) -> None:
 
 
 def test_a_web_page_cannot_start_or_cancel_jobs_but_the_ui_shows_them(tmp_path: Path) -> None:
-    port, ui = _free_port(), _free_port()
+    port, ui = free_port(), free_port()
     address = f"127.0.0.1:{port}"
     env, cli, up = _start_up(tmp_path, port, ui, address)
     try:

@@ -15,6 +15,7 @@ from kbisect.infra.git import Git
 from kbisect.jobs.request import JobOptions, checked_request
 from kbisect.settings import Settings
 from kbisect.workers.validation import validate
+from tests.chat.homeserver import free_port
 from tests.conftest import git
 
 
@@ -109,16 +110,10 @@ def test_missing_tree_says_how_to_add_it(settings: Settings) -> None:
         Trees(settings).get("nope")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def daemon(upstream: Path) -> Iterator[str]:
     """A real git server on 127.0.0.1 serving the upstream repository."""
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [
             "git",
@@ -182,9 +177,7 @@ def test_a_urls_credentials_are_never_printed(
     """`https://user:token@host/...`: the mirror fetches with it, nothing shows it."""
     from kbisect.main import main
 
-    for var in ("KBISECT_DATA", "KBISECT_LOCK_DIR"):
-        monkeypatch.setenv(var, str(tmp_path / var))
-    url = f"http://kb:glpat-SECRET123@127.0.0.1:{_free_port()}/linux.git"  # nothing listens
+    url = f"http://kb:glpat-SECRET123@127.0.0.1:{free_port()}/linux.git"  # nothing listens
     tree = Trees(settings).add("lab", str(upstream))
     Git(tree.path).run("config", "remote.origin.url", url)
     assert Trees(settings).get("lab").url == url  # what git fetches with

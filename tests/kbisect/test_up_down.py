@@ -14,12 +14,7 @@ import pytest
 
 from kbisect.infra.processes import process_tree, start_time
 from kbisect.infra.temporal_server import listening
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.chat.homeserver import free_port
 
 
 def _start_up(
@@ -43,7 +38,7 @@ def _start_up(
 
 
 def test_up_then_down(tmp_path: Path) -> None:
-    port, ui = _free_port(), _free_port()
+    port, ui = free_port(), free_port()
     env, cli, up = _start_up(tmp_path, port, ui, f"127.0.0.1:{port}")
     try:
         deadline = time.monotonic() + 60
@@ -63,7 +58,7 @@ def test_up_then_down(tmp_path: Path) -> None:
 
 
 def test_sigterm_stops_the_server_and_its_dev_server(tmp_path: Path) -> None:
-    port, ui = _free_port(), _free_port()
+    port, ui = free_port(), free_port()
     env = {**os.environ, "KBISECT_DATA": str(tmp_path)}
     server = subprocess.Popen(
         [sys.executable, "-m", "kbisect", "server", "--port", str(port), "--ui-port", str(ui)],
@@ -86,7 +81,7 @@ def test_sigterm_stops_the_server_and_its_dev_server(tmp_path: Path) -> None:
 
 
 def test_a_killed_up_takes_its_dev_server_along(tmp_path: Path) -> None:
-    port, ui = _free_port(), _free_port()
+    port, ui = free_port(), free_port()
     env, cli, up = _start_up(tmp_path, port, ui, f"127.0.0.1:{port}")
     helpers: dict[int, int | None] = {}
     try:
@@ -171,7 +166,7 @@ async def _pollers(address: str, queue: str) -> int:
 def test_up_port_is_where_its_workers_connect_and_all_of_it_is_on_loopback(
     tmp_path: Path,
 ) -> None:
-    port, ui, elsewhere = _free_port(), _free_port(), _free_port()
+    port, ui, elsewhere = free_port(), free_port(), free_port()
     # KBISECT_TEMPORAL_ADDRESS is not where `up --port` puts the server: its workers must
     # not go there.
     env, cli, up = _start_up(tmp_path, port, ui, f"127.0.0.1:{elsewhere}")
@@ -233,7 +228,7 @@ def test_down_never_signals_a_reused_pid(tmp_path: Path, form: str) -> None:
 def test_a_job_command_starts_the_local_service_unless_told_not_to(tmp_path: Path) -> None:
     # After a reboot or 'kbisect down', 'kbisect status' (or watch, report, ...) brings the
     # embedded service back in the background; --no-start says what to do instead.
-    port, ui = _free_port(), _free_port()
+    port, ui = free_port(), free_port()
     env = {
         **os.environ,
         "KBISECT_DATA": str(tmp_path),

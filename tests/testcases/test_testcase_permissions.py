@@ -19,9 +19,6 @@ STRANGER = 54321  # a uid and gid no account has
 
 @pytest.fixture
 def mine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("KBISECT_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv("KBISECT_DATA", str(tmp_path / "data"))
-    monkeypatch.setenv("KBISECT_LOCK_DIR", str(tmp_path / "locks"))
     monkeypatch.setenv("KBISECT_TESTCASES", str(tmp_path / "lib"))
     folder = tmp_path / "lib" / "mine"
     shutil.copytree(BUILTIN, folder)

@@ -150,7 +150,12 @@ async def test_a_workflow_only_worker_leaves_the_cache_alone(
     cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     old = _run_dir(cache, 30)
+    monkeypatch.setattr(worker, "GC_EVERY_HOURS", 0.01 / 3600)  # it would prune at once
+    passes: list[Settings] = []
+    monkeypatch.setattr(worker, "gc_once", passes.append)
     w = FakeWorker([])
+    running = asyncio.create_task(worker.run_workers([w], Settings.from_env()))  # type: ignore[list-item]
+    await asyncio.sleep(0.1)  # a pruning task would have run a pass or several by now
     w.done.set()
-    await worker.run_workers([w], Settings.from_env())  # type: ignore[list-item]
-    assert old.exists()
+    await asyncio.wait_for(running, 5)
+    assert passes == [] and old.exists()

@@ -4,15 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.dags import as_git_repo, culprit_is_in, random_dag
+from benchmarks.dags import as_git_repo, culprit_is_in, linear, random_dag
 from kbisect.workflows.strategy import Graph, Search, State, candidates, next_commits, outcome
-
-
-def linear(n: int) -> Graph:
-    order = tuple(f"c{i}" for i in range(n, 0, -1))
-    return Graph(
-        parents={f"c{i}": ((f"c{i - 1}",) if i > 1 else ()) for i in range(1, n + 1)}, order=order
-    )
 
 
 def run_bisection(
