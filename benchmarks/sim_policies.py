@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from kbisect.workflows.engine import Engine, EngineConfig
 from kbisect.workflows.evidence import Boot
+from kbisect.workflows.posterior_engine import PosteriorEngine
 from kbisect.workflows.stats import t_sf2
 from kbisect.workflows.strategy import Graph, Search, State, next_commits, outcome
 
@@ -76,9 +77,18 @@ class Counter:
 
 
 def kbisect(graph: Graph, old: str, boot: BootFn) -> Outcome:
+    """The posterior engine, as a job started today runs it."""
+    return _drive(PosteriorEngine(graph, new=graph.order[0], old=[old], config=EngineConfig()), boot)
+
+
+def v2(graph: Graph, old: str, boot: BootFn) -> Outcome:
+    """The engine before the posterior: a sequential test per commit, controls."""
+    config = EngineConfig.checked(follow_shifts=True, regate=True)
+    return _drive(Engine(graph, new=graph.order[0], old=[old], config=config), boot)
+
+
+def _drive(engine: Engine, boot: BootFn) -> Outcome:
     count = Counter(boot)
-    config = EngineConfig.checked(follow_shifts=True, regate=True)  # as a job started today runs it
-    engine = Engine(graph, new=graph.order[0], old=[old], config=config)
     for commit, parent in getattr(boot, "inert", {}).items():
         engine.same_kernel(commit, parent, "touches no file the config compiles")
     while commits := engine.wants():
@@ -155,6 +165,7 @@ def syzbot(graph: Graph, old: str, boot: BootFn) -> Outcome:
 
 POLICIES: dict[str, Callable[[Graph, str, BootFn], Outcome]] = {
     "kbisect": kbisect,
+    "v2": v2,
     "today": today,
     "lkp": lkp,
     "syzbot": syzbot,

@@ -1,0 +1,433 @@
+"""The posterior engine (v3): one Bayesian search over the whole range. Pure.
+
+Driven like workflows.engine.Engine (wants, observe, result) and a drop-in for it:
+
+1. Both endpoints boot once. A counter (every repetition and boot the same) takes
+   Engine's exact path: one boot a commit.
+2. Otherwise every boot updates one posterior (workflows.posterior) over "which commit is
+   the culprit", plus "no culprit". Each boot's value is weighed under the old and the new
+   model (Student t, so an outlier boot moves little); the models are refitted at every
+   round from the endpoints and from every commit whose side is settled, so every verdict
+   sharpens the next, and every past boot is weighed again with the latest models.
+3. The endpoints keep booting as references, interleaved with the probes in a balanced
+   random order (old-new or new-old blocks, one reference every REFERENCE_EVERY probe
+   boots). The host's level is a trend fitted to the references (workflows.trend), and
+   each probe boot is judged against the level at its time: slow drift, a level shift
+   and a disturbed stretch are all the trend's motion, not separate rules.
+4. The next commit is where P(new-like) crosses one half; with --parallel K, the K
+   quantiles. While "no culprit" still holds half the mass, that point is the new
+   endpoint itself: the endpoints are booted in pairs, which is the old gate.
+5. The job ends when one hypothesis holds 1 - error/2 of the mass: a culprit with its
+   P(culprit), or "no difference"; or at the caps, "cannot decide".
+"""
+
+import math
+import random
+from dataclasses import dataclass, replace
+
+from kbisect.contract import Mode
+from kbisect.workflows.endpoints import (
+    EndpointVerdict,
+    Gate,
+    compare_endpoints,
+    effect_of,
+    noise_free,
+)
+from kbisect.workflows.engine import Answer, Decision, Engine, EngineConfig, EngineResult
+from kbisect.workflows.evidence import Boot, Model, pooled_sigma, relative, score
+from kbisect.workflows.posterior import NONE, Posterior
+from kbisect.workflows.stats import robust_mean, t_logpdf
+from kbisect.workflows.strategy import Graph, State
+from kbisect.workflows.trend import Trend, fit_trend, flat
+
+NONE_PRIOR = 0.5  # "no culprit" before any boot: the user's word that they differ is half
+REFERENCE_EVERY = 3  # probe boots per reference boot
+FIRST_PAIRS = 3  # old-new blocks before any probe: a first noise figure
+WALK = 0.04  # the host level's random walk per boot, in boot sigmas
+FIRM = 0.005  # a commit's side is settled beyond this (it then joins the models)
+FIT_ROUNDS = 3
+MEDIAN_EFFICIENCY = 0.37  # of the noise figure (a median of distances) against a variance
+UNSPLIT = 1e-6  # a commit this sure of its side has nothing left to tell  # model and trend refitted in turn
+
+
+@dataclass(frozen=True)
+class Fit:
+    """The models of this round: each side's mean on the job's first level, one boot's
+    noise, and the host's level through the job."""
+
+    old_mean: float
+    new_mean: float
+    step: float  # the step the likelihood uses: at least the minimum effect, the right way
+    sigma: float
+    n_old: int
+    n_new: int
+    trend: Trend
+    references: int  # boots the trend was fitted to
+    df: float  # the noise figure's degrees of freedom
+
+
+class PosteriorEngine(Engine):
+    def __init__(self, graph: Graph, new: str, old: list[str] | tuple[str, ...], config: EngineConfig) -> None:
+        super().__init__(graph, new, old, config)
+        self.posterior = Posterior(graph, NONE_PRIOR)
+        self._exact: bool | None = None  # a counter: Engine's path
+        seed = int.from_bytes((new + self.old_end).encode()[:16].ljust(16, b"0"), "big")
+        self._rng = random.Random(seed)  # deterministic: a workflow replays it
+        self._queue: list[str] = []  # reference boots due, in order
+        self._since_reference = 0
+        self._picks: list[str] = []
+        self._picked: set[str] = set()  # built already: a boot of one costs no build
+        self._capped: set[str] = set()
+        self._fit: Fit | None = None
+        self._answer: EngineResult | None = None
+
+    # --- driving ----------------------------------------------------------------------
+    def wants(self) -> list[str]:
+        ends = (self.old_end, self.new_end)
+        if self.gate is not None and self.gate.gate == Gate.SAME and self._exact is None:
+            return []  # byte-identical endpoints: nothing to boot
+        if self._exact is None:
+            if short := [c for c in ends if not self.boots.get(c)]:
+                return short
+            self._exact = noise_free(self.boots[ends[0]]) and noise_free(self.boots[ends[1]])
+        if self._exact:
+            return super().wants()
+        if self._answer is not None:
+            return []
+        if min(len(self.boots[c]) for c in ends) < FIRST_PAIRS:
+            return self._reference_block()
+        self._refresh()
+        if self._settled():
+            return []
+        picks = self._choose()
+        if not picks:
+            return []
+        out: list[str] = []
+        for pick in picks:
+            if pick == self.new_end:  # the gate's question: boot the endpoints in pairs
+                out += self._reference_block()
+            else:
+                out.append(pick)
+                self._picked.add(pick)
+                # A commit known better than the level it is weighed against learns more
+                # from references near it in time than from its own boots.
+                self._since_reference += REFERENCE_EVERY if self._level_bound(pick) else 1
+        while self._since_reference >= REFERENCE_EVERY:
+            self._since_reference -= REFERENCE_EVERY
+            out.append(self._next_reference())
+        return out
+
+    def _reference_block(self) -> list[str]:
+        """Both endpoints, in a random order (old-new or new-old: balanced over blocks)."""
+        block = [self.old_end, self.new_end]
+        self._rng.shuffle(block)
+        return block
+
+    def _next_reference(self) -> str:
+        if not self._queue:
+            self._queue = self._reference_block()
+        return self._queue.pop(0)
+
+    def observe(self, commit: str, boot: Boot | None) -> None:
+        super().observe(commit, boot)
+        if boot is None or self._exact:
+            return
+        n = len(self.boots[commit])
+        if commit not in (self.old_end, self.new_end) and n >= self.config.max_commit_boots:
+            self._capped.add(commit)
+
+    def mark(self, commit: str, state: State, note: str = "marked by a person") -> None:
+        super().mark(commit, state, note)
+        if state != State.SKIP:
+            self.posterior.mark(commit, state == State.NEW)
+
+    def same_kernel(self, commit: str, of: str, why: str) -> None:
+        super().same_kernel(commit, of, why)
+        if commit in self.search.same_as:
+            self.posterior.impossible(commit)
+
+    # --- the models -------------------------------------------------------------------
+    def _sides(self) -> dict[str, bool]:
+        """Commits whose side is settled (True: new-like), the endpoints included."""
+        sides = {self.old_end: False, self.new_end: True}
+        for commit in self.boots:
+            if commit in sides or commit in self.failed:
+                continue
+            if commit in self._marked:
+                state = self.decisions[commit].state
+                if state != State.SKIP:
+                    sides[commit] = state == State.NEW
+                continue
+            q = self.posterior.p_new(commit)
+            if q >= 1 - FIRM or q <= FIRM:
+                sides[commit] = q >= 1 - FIRM
+        return sides
+
+    def _refresh(self) -> None:
+        """Refit the models and the trend, then weigh every boot again."""
+        self.log = all(s > 0 for bs in self.boots.values() for b in bs for s in b.samples)
+        raw = {c: [score(b, self.log) for b in bs] for c, bs in self.boots.items() if bs}
+        sides = self._sides()
+        trend = flat(self._clock)
+        fit = None
+        for _ in range(FIT_ROUNDS):
+            adjusted = {
+                c: [v - trend.at(t)[0] for v, t in zip(vs, self.times[c], strict=True)]
+                for c, vs in raw.items()
+            }
+            old = [adjusted[c] for c, new in sides.items() if not new and c in adjusted]
+            new = [adjusted[c] for c, is_new in sides.items() if is_new and c in adjusted]
+            flat_old = [v for g in old for v in g]
+            flat_new = [v for g in new for v in g]
+            old_mean, new_mean = robust_mean(flat_old), robust_mean(flat_new)
+            sigma = max(pooled_sigma([*old, *new]), 1e-9)
+            # The trend follows the endpoints only: a probe's own boots in it would pull
+            # the level its way, and its verdict with it.
+            observations = [
+                (t, v - (new_mean if c == self.new_end else old_mean))
+                for c in (self.old_end, self.new_end)
+                for v, t in zip(raw[c], self.times[c], strict=True)
+            ]
+            trend = fit_trend(observations, sigma, self._clock, WALK * sigma)
+            fit = Fit(
+                old_mean,
+                new_mean,
+                self._model_step(new_mean - old_mean, old_mean),
+                sigma,
+                len(flat_old),
+                len(flat_new),
+                trend,
+                len(observations),
+                # pooled_sigma is a median: about 37% as efficient as a variance
+                max(1.0, MEDIAN_EFFICIENCY * (len(flat_old) + len(flat_new) - len(old) - len(new))),
+            )
+        assert fit is not None
+        self._fit = fit
+        self.posterior.update({c: self._commit_llr(c, fit) for c in raw if c != self.old_end})
+
+    def _model_step(self, step: float, base: float) -> float:
+        """The new model's distance from the old: at least the minimum effect, and the
+        expected way (a change smaller or the other way counts for "no culprit")."""
+        cfg = self.config
+        higher_better = cfg.better == "higher"
+        lower = higher_better if cfg.mode == Mode.REGRESSION.value else not higher_better
+        if self.log:
+            least = -math.log1p(-cfg.min_effect) if lower else math.log1p(cfg.min_effect)
+        else:
+            least = cfg.min_effect * abs(base)
+        return -max(-step, least) if lower else max(step, least)
+
+    def _level_bound(self, commit: str) -> bool:
+        """Whether the commit's verdict waits on the level more than on its own boots."""
+        fit, times = self._fit, self.times.get(commit, [])
+        if fit is None or not times:
+            return False
+        shared = fit.trend.mean_var(times) + fit.sigma**2 / max(1, min(fit.n_old, fit.n_new))
+        return shared >= fit.sigma**2 / len(times)
+
+    def _commit_llr(self, commit: str, fit: Fit) -> float:
+        """log P(boots | new-like) / P(boots | old-like), from the commit's mean level
+        (trimmed: one wild boot of five is dropped). Its spread holds the boots' noise and
+        the uncertainty of each side's mean and of the trend where it was booted, so many
+        boots of one commit cannot be surer than the models they are weighed against."""
+        values = self._adjusted(commit)
+        m = len(values)
+        trend_var = fit.trend.mean_var(self.times[commit])
+        mean = robust_mean(values)
+        own = fit.sigma**2 / m + trend_var
+        v_old = own + fit.sigma**2 / max(fit.n_old, 1)
+        v_new = own + fit.sigma**2 / max(fit.n_new, 1)
+        z_old = (mean - fit.old_mean) / math.sqrt(v_old)
+        z_new = (mean - fit.old_mean - fit.step) / math.sqrt(v_new)
+        # Student t with the noise figure's degrees of freedom: a sigma from few boots
+        # may be small by chance, and must not make the verdicts sure.
+        df = fit.df
+        return t_logpdf(z_new, df) - t_logpdf(z_old, df) + 0.5 * math.log(v_old / v_new)
+
+    # --- choosing ---------------------------------------------------------------------
+    def _testable(self) -> list[str]:
+        out = []
+        for commit in self.search.graph.order:
+            if commit in self.failed or commit in self._capped or commit in self._marked:
+                continue
+            if commit in self.search.same_as:
+                continue
+            if commit == self.new_end and len(self.boots[commit]) >= self.config.max_endpoint_boots:
+                continue
+            out.append(commit)
+        return out
+
+    def _choose(self) -> list[str]:
+        testable = self._testable()
+        splitting = [c for c in testable if UNSPLIT < self.posterior.p_new(c) < 1 - UNSPLIT]
+        if not splitting:
+            return []
+        built = self._picked | {self.new_end}
+        return self.posterior.quantiles(self.config.parallel, splitting, built)
+
+    def _settled(self) -> bool:
+        """Whether the job has its answer (set in self._answer)."""
+        top = self.posterior.top()
+        level = 1 - self.config.error / 2
+        ends = (self.old_end, self.new_end)
+        if self.gate is None or self.gate.gate != Gate.DIFFERENT:
+            if self.posterior.p_none < 0.5:
+                self.gate = EndpointVerdict(Gate.DIFFERENT, self._effect(), self._effect().describe())
+        if top.p >= level:
+            self._finish(top.commit)
+            return True
+        if min(len(self.boots[c]) for c in ends) >= self.config.max_endpoint_boots:
+            if self.posterior.p_none >= 0.5:
+                self._finish(None)
+                return True
+        if not self._choose():  # nothing testable splits what is left
+            self._finish(top.commit if top.p >= 0.5 else None, ambiguous=True)
+            return True
+        return False
+
+    def _effect(self):  # noqa: ANN202 - endpoints.Effect
+        fit = self._fit
+        assert fit is not None
+        olds = self._adjusted(self.old_end)
+        news = self._adjusted(self.new_end)
+        return effect_of(olds, news, self.log)
+
+    def _adjusted(self, commit: str) -> list[float]:
+        fit = self._fit
+        if fit is None:
+            return [score(b, self.log) for b in self.boots.get(commit, [])]
+        return [
+            score(b, self.log) - fit.trend.at(t)[0]
+            for b, t in zip(self.boots.get(commit, []), self.times.get(commit, []), strict=True)
+        ]
+
+    def _finish(self, culprit: str | None, ambiguous: bool = False) -> None:
+        self._settle_decisions()
+        p_none = self.posterior.p_none
+        base = EngineResult(
+            answer=Answer.NO_DIFFERENCE,
+            culprit=None,
+            candidates=[],
+            confidence=0.0,
+            builds=len(set(self.boots) | self.failed),
+            boots=self._clock,
+            message="",
+            effect=self._effect().describe(),
+            notes=self._notes(),
+        )
+        if culprit == NONE or (culprit is None and p_none >= 0.5):
+            self.gate = self._no_difference(p_none)
+            answer = Answer.NO_DIFFERENCE if self.gate.gate != Gate.UNDECIDED else Answer.UNDECIDED
+            self._answer = replace(base, answer=answer, message=self.gate.message)
+            return
+        self.gate = EndpointVerdict(Gate.DIFFERENT, self._effect(), self._effect().describe())
+        level = 1 - self.config.error / 2
+        if culprit is not None and not ambiguous:
+            p = self.posterior.top().p
+            self._answer = replace(
+                base, answer=Answer.FOUND, culprit=culprit, candidates=[culprit], confidence=p
+            )
+            return
+        held = [c for c in self.posterior.credible(level) if c != NONE]
+        message = f"the boots leave {len(held)} candidates"
+        if held and self.posterior.top().commit != NONE and len(held) == 1:
+            p = self.posterior.top().p
+            self._answer = replace(
+                base, answer=Answer.FOUND, culprit=held[0], candidates=held, confidence=p
+            )
+            return
+        self._answer = replace(base, answer=Answer.AMBIGUOUS, candidates=held, message=message)
+
+    def _no_difference(self, p_none: float) -> EndpointVerdict:
+        cfg = self.config
+        olds, news = self._adjusted(self.old_end), self._adjusted(self.new_end)
+        gate = compare_endpoints(
+            [Boot([math.exp(v) if self.log else v]) for v in olds],
+            [Boot([math.exp(v) if self.log else v]) for v in news],
+            log=self.log,
+            worse_is_lower=cfg.better == "higher",
+            regression=cfg.mode == Mode.REGRESSION,
+            min_effect=cfg.min_effect,
+            max_boots=len(olds),
+        )
+        effect = gate.effect
+        if gate.gate == Gate.WRONG_WAY:
+            return gate
+        if p_none >= 1 - cfg.error / 2:
+            return EndpointVerdict(
+                Gate.SAME,
+                effect,
+                f"no difference: {effect.describe()}, P(no culprit) {p_none:.1%}",
+            )
+        return EndpointVerdict(
+            Gate.UNDECIDED,
+            effect,
+            f"cannot decide after {len(olds) + len(news)} endpoint boots: {effect.describe()}, "
+            f"P(no culprit) {p_none:.0%}",
+        )
+
+    def _settle_decisions(self) -> None:
+        """Every booted commit's verdict as the posterior has it now."""
+        for commit in self.boots:
+            if commit in (self.old_end, self.new_end) or commit in self._marked:
+                continue
+            n = len(self.boots[commit])
+            q = self.posterior.p_new(commit)
+            sure = max(q, 1 - q)
+            logit = math.log(sure / (1 - sure)) if sure < 1 else 50.0
+            if commit in self._capped and 0.05 < q < 0.95:
+                d = Decision(State.SKIP, n, 0.0, f"between the endpoints after {n} boots")
+            else:
+                state = State.NEW if q >= 0.5 else State.OLD
+                d = Decision(state, n, logit if state == State.NEW else -logit, firm=True)
+            self.decisions[commit] = d
+        self._rebuild_search()
+
+    # --- reading ----------------------------------------------------------------------
+    def result(self) -> EngineResult:
+        if self._exact or self._answer is None:
+            return super().result()
+        return self._answer
+
+    def model(self) -> Model:
+        fit = self._fit
+        if self._exact or fit is None:
+            return super().model()
+        return Model(fit.old_mean, fit.old_mean + fit.step, fit.sigma, fit.n_old, fit.n_new)
+
+    def scores(self, commit: str) -> list[float]:
+        if self._exact or self._fit is None:
+            return super().scores(commit)
+        return self._adjusted(commit)
+
+    def level_adjusted(self, scores: list[float]) -> list[float]:  # type: ignore[override]
+        if self._exact or self._fit is None:
+            return super().level_adjusted(scores)
+        level = self._fit.trend.at(self._clock)[0]
+        return [s - level for s in scores]
+
+    def certainty(self, commit: str) -> float:
+        if self._exact or self._fit is None:
+            return super().certainty(commit)
+        q = self.posterior.p_new(commit)
+        return max(q, 1 - q)
+
+    def _notes(self) -> list[str]:
+        notes = super()._notes() if self._exact else []
+        fit = self._fit
+        if fit is None:
+            return notes
+        probes = self._clock - sum(len(self.boots[c]) for c in (self.old_end, self.new_end))
+        ends = self._clock - probes
+        notes.append(
+            f"{ends} boots of the endpoints interleaved with {probes} of other commits "
+            f"(references, {ends / max(self._clock, 1):.0%} of the boots)"
+        )
+        levels = [fit.trend.at(t)[0] for t in range(1, self._clock + 1)]
+        if levels:
+            low, high = min(levels), max(levels)
+            swing = relative(high - low, fit.old_mean, self.log)
+            notes.append(f"host level moved {swing:.1%} during the job (a trend fitted to the references)")
+        for t in fit.trend.jumps:
+            notes.append(f"host level jumped at boot {t} (two references in a row far off the same way)")
+        return notes
