@@ -26,7 +26,9 @@ SHIFT_FROM, SHIFT = 30, 0.15
 @dataclass(frozen=True)
 class Noise:
     cv: float  # total, per repetition
-    kind: str = "lognormal"  # or "outliers", "bimodal", "drift", "disturbed", "shifted"
+    # or "outliers", "bimodal", "drift" (0.05% a boot; "drift:0.1" says 0.1%), "disturbed",
+    # "shifted"
+    kind: str = "lognormal"
 
     @property
     def sigma(self) -> float:
@@ -42,8 +44,9 @@ class Noise:
             value *= rng.uniform(0.5, 0.7)
         elif self.kind == "bimodal":
             value *= 1 + BIMODAL if rng.random() < 0.5 else 1 - BIMODAL
-        elif self.kind == "drift":
-            value *= 1 + DRIFT_PER_BOOT * clock
+        elif self.kind.startswith("drift"):
+            rate = float(self.kind.partition(":")[2] or DRIFT_PER_BOOT * 100) / 100
+            value *= 1 + rate * clock
         elif self.kind == "disturbed" and clock in DISTURBED_BOOTS:
             value *= 1 - DISTURBED_LOSS
         elif self.kind == "shifted" and clock >= SHIFT_FROM:

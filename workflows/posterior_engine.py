@@ -42,8 +42,8 @@ from kbisect.workflows.trend import Trend, fit_trend, flat
 
 NONE_PRIOR = 0.5  # "no culprit" before any boot: the user's word that they differ is half
 REFERENCE_EVERY = 3  # probe boots per reference boot
+BOUND_EVERY = 1  # and for a commit whose verdict waits on the level (see _level_bound)
 FIRST_PAIRS = 3  # old-new blocks before any probe: a first noise figure
-WALK = 0.04  # the host level's random walk per boot, in boot sigmas
 FIRM = 0.005  # a commit's side is settled beyond this (it then joins the models)
 FIT_ROUNDS = 3
 MEDIAN_EFFICIENCY = 0.37  # of the noise figure (a median of distances) against a variance
@@ -111,7 +111,8 @@ class PosteriorEngine(Engine):
                 self._picked.add(pick)
                 # A commit known better than the level it is weighed against learns more
                 # from references near it in time than from its own boots.
-                self._since_reference += REFERENCE_EVERY if self._level_bound(pick) else 1
+                bound = self._level_bound(pick)
+                self._since_reference += REFERENCE_EVERY / (BOUND_EVERY if bound else REFERENCE_EVERY)
         while self._since_reference >= REFERENCE_EVERY:
             self._since_reference -= REFERENCE_EVERY
             out.append(self._next_reference())
@@ -188,7 +189,7 @@ class PosteriorEngine(Engine):
                 for c in (self.old_end, self.new_end)
                 for v, t in zip(raw[c], self.times[c], strict=True)
             ]
-            trend = fit_trend(observations, sigma, self._clock, WALK * sigma)
+            trend = fit_trend(observations, sigma, self._clock)
             fit = Fit(
                 old_mean,
                 new_mean,

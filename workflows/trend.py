@@ -5,7 +5,7 @@ read from that side's mean at its time. The level is a random walk through the j
 boots (a local-level state-space model), filtered forward and smoothed back (Kalman and
 Rauch-Tung-Striebel), so a probe is judged against the references nearest it in time.
 Slow drift is the walk's own motion. A single wild reference moves it little: its
-innovation is clipped (Huber). Two references in a row far off the same way are a jump:
+innovation is clipped (Huber). Two or three references in a row far off the same way are a jump:
 the walk is let free there, so a lasting shift is followed at once, and a disturbed
 stretch is a jump down and a jump back up.
 """
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 HUBER_Z = 2.5  # innovations beyond this many sigmas count as this many
-JUMP_Z = 2.5  # two in a row beyond this, the same way: the level jumped
+JUMP_Z = 3.5  # 2-3 references in a row this far off together, one way: a jump
 MAX_JUMPS = 12
 JUMP_SIGMAS = 10.0  # the freedom a jump gets, in boot sigmas
 START_SIGMAS = 10.0  # the level before any reference: unknown
@@ -60,19 +60,34 @@ def flat(clocks: int) -> Trend:
     return Trend([0.0] * (clocks + 1), [0.0] * (clocks + 1))
 
 
+WALKS = (0.0, 0.01, 0.02, 0.04, 0.08)  # how fast the level may move, in sigmas a boot
+WALK_EVIDENCE = 3.0  # log likelihood a moving level must gain over a still one
+
+
 def fit_trend(
-    observations: Sequence[tuple[int, float]], sigma: float, clocks: int, walk: float
+    observations: Sequence[tuple[int, float]], sigma: float, clocks: int, walk: float | None = None
 ) -> Trend:
     """The level at clocks 0..`clocks` from (clock, residual) observations, each with
-    noise `sigma`; the level moves by `walk` (a standard deviation) per boot."""
+    noise `sigma`; the level moves by `walk` (a standard deviation) per boot, or, when
+    None, by the one of WALKS x sigma that explains the observations best (a steady host
+    then gets a flat level, known from all its references)."""
     by_clock: dict[int, list[float]] = {}
     for clock, value in observations:
         by_clock.setdefault(clock, []).append(value)
+    if walk is None:
+        # A moving level must explain the references better by WALK_EVIDENCE than a
+        # still one: chance wiggles would cost every probe precision.
+        fits = [
+            _log_likelihood(_smooth(by_clock, sigma, clocks, w * sigma, set())[1])
+            - (WALK_EVIDENCE if w else 0.0)
+            for w in WALKS
+        ]
+        walk = WALKS[fits.index(max(fits))] * sigma
     jumps: set[int] = set()
     # A reference every `gap` boots: the walk's errors last about as long as it takes the
     # walk to move as far as the references' noise averaged over that time.
     gap = (clocks + 1) / max(len(observations), 1)
-    memory = sigma * math.sqrt(gap) / walk if walk > 0 else float(clocks + 1)
+    memory = sigma * math.sqrt(gap) / walk if walk > 0 else float(clocks + 1) * 4
     for _ in range(MAX_JUMPS + 1):
         trend, innovations = _smooth(by_clock, sigma, clocks, walk, jumps)
         jump = _first_jump(innovations, jumps)
@@ -84,12 +99,12 @@ def fit_trend(
 
 def _smooth(
     by_clock: dict[int, list[float]], sigma: float, clocks: int, walk: float, jumps: set[int]
-) -> tuple[Trend, list[tuple[int, float]]]:
+) -> tuple[Trend, list[tuple[int, float, float]]]:
     r = sigma * sigma
     q = walk * walk
     m, p = 0.0, (START_SIGMAS * sigma) ** 2
     m_pred, p_pred, m_filt, p_filt = [], [], [], []
-    innovations: list[tuple[int, float]] = []
+    innovations: list[tuple[int, float, float]] = []  # (clock, z, its variance)
     for t in range(clocks + 1):
         if t:
             p += q + ((JUMP_SIGMAS * sigma) ** 2 if t in jumps else 0.0)
@@ -98,7 +113,7 @@ def _smooth(
         for y in by_clock.get(t, ()):
             s = p + r
             z = (y - m) / math.sqrt(s)
-            innovations.append((t, z))
+            innovations.append((t, z, s))
             gain = p / s
             m += gain * max(-HUBER_Z, min(HUBER_Z, z)) * math.sqrt(s)
             p *= 1 - gain
@@ -112,9 +127,22 @@ def _smooth(
     return Trend(level, var, sorted(jumps)), innovations
 
 
-def _first_jump(innovations: list[tuple[int, float]], jumps: set[int]) -> int | None:
-    """The clock of the first of two innovations in a row beyond JUMP_Z the same way."""
-    for (t1, z1), (t2, z2) in zip(innovations, innovations[1:], strict=False):
-        if abs(z1) > JUMP_Z and abs(z2) > JUMP_Z and z1 * z2 > 0 and t1 not in jumps:
-            return t1
+def _log_likelihood(innovations: list[tuple[int, float, float]]) -> float:
+    return sum(-0.5 * (math.log(s) + z * z) for _, z, s in innovations)
+
+
+def _first_jump(innovations: list[tuple[int, float, float]], jumps: set[int]) -> int | None:
+    """The clock of the first of 2 or 3 innovations in a row that lean the same way,
+    each by 1.5 sigmas or more, and together by JUMP_Z (their mean, in its own sigmas)."""
+    for i, (t, _, _) in enumerate(innovations):
+        if t in jumps:
+            continue
+        for width in (2, 3):
+            run = [z for _, z, _ in innovations[i : i + width]]
+            if len(run) < width or min(abs(z) for z in run) < 1.5:
+                break
+            if (all(z > 0 for z in run) or all(z < 0 for z in run)) and abs(
+                sum(run)
+            ) / math.sqrt(width) > JUMP_Z:
+                return t
     return None
