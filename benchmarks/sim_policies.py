@@ -78,7 +78,9 @@ class Counter:
 
 def kbisect(graph: Graph, old: str, boot: BootFn) -> Outcome:
     """The posterior engine, as a job started today runs it."""
-    return _drive(PosteriorEngine(graph, new=graph.order[0], old=[old], config=EngineConfig()), boot)
+    return _drive(
+        PosteriorEngine(graph, new=graph.order[0], old=[old], config=EngineConfig()), boot
+    )
 
 
 def v2(graph: Graph, old: str, boot: BootFn) -> Outcome:

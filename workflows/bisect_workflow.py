@@ -44,6 +44,7 @@ with workflow.unsafe.imports_passed_through():
     from kbisect.workflows.engine_report import Measured
     from kbisect.workflows.evidence import Boot
     from kbisect.workflows.job_state import JobState
+    from kbisect.workflows.posterior_engine import PosteriorEngine
     from kbisect.workflows.strategy import State
     from kbisect.workflows.verdict import state_for, verdict_for
 
@@ -62,6 +63,9 @@ HOST_CHECK_PATCH = "host-check"  # endpoint re-measurements are controls; a dist
 CONTROLS_V2_PATCH = "controls-v2"  # two dirty controls leaning the same way: a new host
 # level, boots kept and judged relative to it; a clean control asks the gate again
 # (engine follow_shifts, regate)
+POSTERIOR_PATCH = "posterior-engine"  # a noisy metric: one posterior over the culprit plus
+# "no culprit", endpoint references interleaved all job long, a trend of the host's level
+# (workflows.posterior_engine); a counter still takes Engine's exact path
 
 SA_TESTCASE = SearchAttributeKey.for_keyword(SA_TESTCASE_NAME)
 SA_STATUS = SearchAttributeKey.for_keyword(SA_STATUS_NAME)
@@ -82,6 +86,9 @@ PASSTHROUGH = (
     "kbisect.workflows.evidence",
     "kbisect.workflows.endpoints",
     "kbisect.workflows.engine",
+    "kbisect.workflows.posterior",
+    "kbisect.workflows.trend",
+    "kbisect.workflows.posterior_engine",
     "kbisect.workflows.engine_report",
 )
 
@@ -193,12 +200,9 @@ class BisectWorkflow:
         return True, workflow.patched(CONTROLS_V2_PATCH)
 
     def _start_engine(self, state: JobState) -> Engine:
-        engine = Engine(
-            state.search.graph,
-            state.job.new,
-            state.job.old,
-            engine_report.config_of(state.req, state.job, *self._host_checks()),
-        )
+        config = engine_report.config_of(state.req, state.job, *self._host_checks())
+        kind = PosteriorEngine if workflow.patched(POSTERIOR_PATCH) else Engine
+        engine = kind(state.search.graph, state.job.new, state.job.old, config)
         self._engine, state.search = engine, engine.search
         return engine
 
@@ -392,6 +396,9 @@ class BisectWorkflow:
             step.value = engine_report.boot_value(m.raw)
             d = engine.decisions.get(step.commit)
             if step.source == StepSource.TEST and d is not None and d.firm:
+                # the posterior engine weighs every boot again to the end: a verdict can turn
+                assert self._state is not None
+                step.verdict = verdict_for(d.state, self._state.mode)
                 step.confidence = engine.certainty(step.commit)
                 step.note = f"{boots(step.boots)}, {step.confidence:.1%} sure"
 

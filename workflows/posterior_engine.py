@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 
 from kbisect.contract import Mode
 from kbisect.workflows.endpoints import (
+    Effect,
     EndpointVerdict,
     Gate,
     compare_endpoints,
@@ -45,9 +46,9 @@ REFERENCE_EVERY = 3  # probe boots per reference boot
 BOUND_EVERY = 1  # and for a commit whose verdict waits on the level (see _level_bound)
 FIRST_PAIRS = 3  # old-new blocks before any probe: a first noise figure
 FIRM = 0.005  # a commit's side is settled beyond this (it then joins the models)
-FIT_ROUNDS = 3
+FIT_ROUNDS = 3  # model and trend refitted in turn
 MEDIAN_EFFICIENCY = 0.37  # of the noise figure (a median of distances) against a variance
-UNSPLIT = 1e-6  # a commit this sure of its side has nothing left to tell  # model and trend refitted in turn
+UNSPLIT = 1e-6  # a commit this sure of its side has nothing left to tell
 
 
 @dataclass(frozen=True)
@@ -67,14 +68,16 @@ class Fit:
 
 
 class PosteriorEngine(Engine):
-    def __init__(self, graph: Graph, new: str, old: list[str] | tuple[str, ...], config: EngineConfig) -> None:
+    def __init__(
+        self, graph: Graph, new: str, old: list[str] | tuple[str, ...], config: EngineConfig
+    ) -> None:
         super().__init__(graph, new, old, config)
         self.posterior = Posterior(graph, NONE_PRIOR)
         self._exact: bool | None = None  # a counter: Engine's path
         seed = int.from_bytes((new + self.old_end).encode()[:16].ljust(16, b"0"), "big")
         self._rng = random.Random(seed)  # deterministic: a workflow replays it
         self._queue: list[str] = []  # reference boots due, in order
-        self._since_reference = 0
+        self._since_reference = 0.0  # probe boots since the last reference, weighed
         self._picks: list[str] = []
         self._picked: set[str] = set()  # built already: a boot of one costs no build
         self._capped: set[str] = set()
@@ -112,7 +115,9 @@ class PosteriorEngine(Engine):
                 # A commit known better than the level it is weighed against learns more
                 # from references near it in time than from its own boots.
                 bound = self._level_bound(pick)
-                self._since_reference += REFERENCE_EVERY / (BOUND_EVERY if bound else REFERENCE_EVERY)
+                self._since_reference += REFERENCE_EVERY / (
+                    BOUND_EVERY if bound else REFERENCE_EVERY
+                )
         while self._since_reference >= REFERENCE_EVERY:
             self._since_reference -= REFERENCE_EVERY
             out.append(self._next_reference())
@@ -273,7 +278,9 @@ class PosteriorEngine(Engine):
         ends = (self.old_end, self.new_end)
         if self.gate is None or self.gate.gate != Gate.DIFFERENT:
             if self.posterior.p_none < 0.5:
-                self.gate = EndpointVerdict(Gate.DIFFERENT, self._effect(), self._effect().describe())
+                self.gate = EndpointVerdict(
+                    Gate.DIFFERENT, self._effect(), self._effect().describe()
+                )
         if top.p >= level:
             self._finish(top.commit)
             return True
@@ -286,7 +293,7 @@ class PosteriorEngine(Engine):
             return True
         return False
 
-    def _effect(self):  # noqa: ANN202 - endpoints.Effect
+    def _effect(self) -> Effect:
         fit = self._fit
         assert fit is not None
         olds = self._adjusted(self.old_end)
@@ -428,7 +435,11 @@ class PosteriorEngine(Engine):
         if levels:
             low, high = min(levels), max(levels)
             swing = relative(high - low, fit.old_mean, self.log)
-            notes.append(f"host level moved {swing:.1%} during the job (a trend fitted to the references)")
+            notes.append(
+                f"host level moved {swing:.1%} during the job (a trend fitted to the references)"
+            )
         for t in fit.trend.jumps:
-            notes.append(f"host level jumped at boot {t} (two references in a row far off the same way)")
+            notes.append(
+                f"host level jumped at boot {t} (two references in a row far off the same way)"
+            )
         return notes

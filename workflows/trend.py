@@ -38,7 +38,6 @@ class Trend:
             return self.level[max(clock, 0)], self.var[max(clock, 0)]
         return self.level[last], self.var[last]
 
-
     def mean_var(self, clocks: Sequence[int]) -> float:
         """The variance of the level's mean error over boots at these clocks: errors
         close in time are one error, errors far apart (beyond its memory) average out."""
@@ -141,8 +140,8 @@ def _first_jump(innovations: list[tuple[int, float, float]], jumps: set[int]) ->
             run = [z for _, z, _ in innovations[i : i + width]]
             if len(run) < width or min(abs(z) for z in run) < 1.5:
                 break
-            if (all(z > 0 for z in run) or all(z < 0 for z in run)) and abs(
-                sum(run)
-            ) / math.sqrt(width) > JUMP_Z:
+            if (all(z > 0 for z in run) or all(z < 0 for z in run)) and abs(sum(run)) / math.sqrt(
+                width
+            ) > JUMP_Z:
                 return t
     return None

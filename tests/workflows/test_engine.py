@@ -26,12 +26,15 @@ def run(
     cv: float = 0.0,
     seed: int = 1,
     failing: frozenset[str] = frozenset(),
+    kind: type[Engine] = Engine,
+    load: Callable[[int], float] = lambda n: 1.0,
     **cfg: object,
 ) -> tuple[EngineResult, Engine, list[str]]:
-    """Boot what the engine wants; return the result, the engine and the boot order."""
+    """Boot what the engine wants; return the result, the engine and the boot order.
+    `load` is the host's speed at each boot of the job."""
     rng = random.Random(seed)
     sigma = math.sqrt(math.log1p(cv * cv) / 2)  # half the variance between boots
-    engine = Engine(linear(n), new=f"c{n}", old=["root"], config=EngineConfig(**cfg))  # type: ignore[arg-type]
+    engine = kind(linear(n), new=f"c{n}", old=["root"], config=EngineConfig(**cfg))  # type: ignore[arg-type]
     booted: list[str] = []
     while commits := engine.wants():
         for c in commits:
@@ -39,7 +42,7 @@ def run(
             if c in failing:
                 engine.observe(c, None)
                 continue
-            b = value(c) * math.exp(rng.gauss(0, sigma))
+            b = value(c) * load(len(booted)) * math.exp(rng.gauss(0, sigma))
             engine.observe(c, Boot([b * math.exp(rng.gauss(0, sigma)) for _ in range(3)]))
     return engine.result(), engine, booted
 

@@ -19,7 +19,7 @@ def linear(n: int) -> Graph:
 
 def merged() -> Graph:
     """c1 - c2 - c3 ---- c6 (merge) - c7
-              \\ c4 - c5 /"""
+    \\ c4 - c5 /"""
     parents = {
         "c1": (),
         "c2": ("c1",),
@@ -67,7 +67,7 @@ def test_the_new_endpoint_s_boots_are_the_evidence_against_no_culprit() -> None:
     post.update({"c8": math.log(1000)})
     assert post.p_none == pytest.approx(1 / 1001, rel=1e-6)
     post.update({"c8": -math.log(1000)})
-    assert post.top() .commit == NONE
+    assert post.top().commit == NONE
 
 
 def test_a_commit_that_makes_its_parent_s_kernel_is_never_the_culprit() -> None:

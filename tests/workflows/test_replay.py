@@ -23,6 +23,7 @@ from kbisect.workflows.bisect_workflow import (
     ENGINE_PATCH,
     FAILED_STATUS_PATCH,
     HOST_CHECK_PATCH,
+    POSTERIOR_PATCH,
     SAME_KERNEL_PATCH,
     TRACE_PATCH,
     BisectWorkflow,
@@ -73,13 +74,19 @@ def _ended(history: WorkflowHistory) -> "EventType.ValueType":
 def test_histories_were_recorded() -> None:
     # Re-record with: KBISECT_RECORD_HISTORIES=1 pytest tests/workflows/test_bisect_workflow.py
     # (after renaming the current ones to pre-<patch>-*). They must keep replaying:
-    # pre-samekernel-*: the engine before same-kernel, host-check, controls-v2 and trace.
+    # pre-samekernel-*: the engine before same-kernel, host-check, controls-v2 and trace;
+    # pre-posterior-*: every kind of job as Engine (v2) ran it, before the posterior engine.
     # Every job replays the engine: the pre-engine code and its histories are gone.
     assert all(ENGINE_PATCH in _patches(p) for p in HISTORIES)
     pre_same = [p for p in HISTORIES if p.stem.startswith("pre-samekernel-")]
+    pre_posterior = [p for p in HISTORIES if p.stem.startswith("pre-posterior-")]
     current = [p for p in HISTORIES if not p.stem.startswith("pre-")]
     assert len(pre_same) >= 5
     assert all(SAME_KERNEL_PATCH not in _patches(p) for p in pre_same)
+    assert {p.stem.removeprefix("pre-posterior-") for p in pre_posterior} == {
+        p.stem for p in current
+    }
+    assert all(POSTERIOR_PATCH not in _patches(p) for p in pre_posterior + pre_same)
     # Every branch the current engine can take is in some current history.
     now = {p.stem: _patches(p) for p in current}
     assert {"linear-64", "fix-64", "merges", "skips", "engine-retest"} <= set(now)
@@ -95,7 +102,7 @@ def test_histories_were_recorded() -> None:
     assert _ended(by_name["cancel"]) == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED
     assert _ended(by_name["failed"]) == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED
     assert FAILED_STATUS_PATCH in now["failed"]
-    engine = {ENGINE_PATCH, SAME_KERNEL_PATCH, HOST_CHECK_PATCH, CONTROLS_V2_PATCH}
+    engine = {ENGINE_PATCH, SAME_KERNEL_PATCH, HOST_CHECK_PATCH, CONTROLS_V2_PATCH, POSTERIOR_PATCH}
     assert all(engine <= patches for patches in now.values()), now
     assert TRACE_PATCH in now["trace"]
     assert "classify_commits" in (HISTORIES[0].parent / "same-kernel.json").read_text()
@@ -142,5 +149,15 @@ async def test_a_failed_job_that_no_longer_says_failed_is_caught(
 
 async def test_a_mark_that_is_ignored_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     # mark.json's search went round the marked commit: ignoring the mark boots other commits.
-    monkeypatch.setattr(Engine, "mark", lambda self, commit, state: None)
+    monkeypatch.setattr(Engine, "mark", lambda self, commit, state, note="": None)
     assert isinstance(await _replay_failure("mark"), NondeterminismError)
+
+
+async def test_a_changed_posterior_engine_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    # host-shift.json ran the posterior engine on a noisy metric: references at another
+    # rate boot other commits than it recorded.
+    from kbisect.workflows import posterior_engine
+
+    assert await _replay_failure("host-shift") is None
+    monkeypatch.setattr(posterior_engine, "REFERENCE_EVERY", 1)
+    assert isinstance(await _replay_failure("host-shift"), NondeterminismError)

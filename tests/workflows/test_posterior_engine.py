@@ -1,0 +1,126 @@
+"""The posterior engine (v3) driven by simulated boots: the truth stays in the test."""
+
+import math
+
+from kbisect.workflows.engine import Answer, EngineConfig
+from kbisect.workflows.evidence import Boot
+from kbisect.workflows.posterior_engine import PosteriorEngine
+from kbisect.workflows.strategy import State
+from tests.workflows.test_engine import index, linear, run, step_at
+
+V3 = {"kind": PosteriorEngine}
+
+
+def test_a_counter_still_takes_one_boot_per_commit_and_git_bisect_s_builds() -> None:
+    res, _, booted = run(64, lambda c: 8.0 if index(c) >= 37 else 512.0, **V3)
+    assert (res.answer, res.culprit) == (Answer.FOUND, "c37")
+    assert len(booted) == len(set(booted)) == res.boots == res.builds
+    assert res.builds <= math.ceil(math.log2(64)) + 2
+
+
+def test_a_noisy_regression_is_named_with_its_probability() -> None:
+    results = [run(64, step_at(10 + 4 * s, 0.2), cv=0.15, seed=s, **V3)[0] for s in range(8)]
+    assert [r.culprit for r in results] == [f"c{10 + 4 * s}" for s in range(8)]
+    assert all(r.confidence >= 0.995 for r in results)
+    assert all("references" in " ".join(r.notes) for r in results)
+
+
+def test_no_change_is_never_a_culprit_and_says_how_sure() -> None:
+    # At CV 15%, 0 and the 5% minimum effect are hard to tell apart: some jobs reach the
+    # endpoints' cap and "cannot decide", as the gate did.
+    results = [run(64, lambda c: 100.0, cv=0.15, seed=s, **V3)[0] for s in range(6)]
+    assert all(r.answer in (Answer.NO_DIFFERENCE, Answer.UNDECIDED) for r in results)
+    assert all(r.culprit is None and "P(no culprit)" in r.message for r in results)
+    assert any(r.answer == Answer.NO_DIFFERENCE for r in results)
+
+
+def test_the_better_way_is_no_difference_that_says_which_mode_finds_it() -> None:
+    res, engine, _ = run(32, lambda c: 130.0 if index(c) >= 9 else 100.0, cv=0.1, **V3)
+    assert res.answer == Answer.NO_DIFFERENCE
+    assert engine.gate is not None and engine.gate.gate == "wrong-way"
+
+
+def test_endpoints_are_booted_in_balanced_pairs_and_interleaved_all_job_long() -> None:
+    res, _, booted = run(64, step_at(40, 0.1), cv=0.15, seed=2, **V3)
+    assert res.culprit == "c40"
+    first = booted[:6]
+    assert sorted(first) == ["c64"] * 3 + ["root"] * 3  # three old-new blocks
+    assert all({first[i], first[i + 1]} == {"root", "c64"} for i in (0, 2, 4))
+    assert first[0::2] != ["root"] * 3 or first[1::2] != ["c64"] * 3  # not always old first
+    half = len(booted) // 2
+    assert booted[half:].count("root") >= 5 and booted[half:].count("c64") >= 5
+
+
+def test_slow_drift_bigger_than_the_step_does_not_fool_it() -> None:
+    # +0.1% a boot: the host moves 20-40% over the job, two to four times the step.
+    results = [
+        run(64, step_at(20 + 7 * s, 0.1), cv=0.15, seed=s, load=lambda n: 1 + 0.001 * n, **V3)[0]
+        for s in range(6)
+    ]
+    assert [r.culprit for r in results] == [f"c{20 + 7 * s}" for s in range(6)]
+
+
+def test_a_lasting_shift_and_a_disturbed_stretch_are_the_trend_s_motion() -> None:
+    def shifted(n: int) -> float:
+        return 1.15 if n >= 12 else 1.0
+
+    def disturbed(n: int) -> float:
+        return 0.75 if 8 <= n < 20 else 1.0
+
+    jobs = [
+        run(64, step_at(38, 0.25), cv=0.08, seed=s, load=load, **V3)
+        for s in (1, 2, 3)
+        for load in (shifted, disturbed)
+    ]
+    assert [res.culprit for res, _, _ in jobs] == ["c38"] * 6
+    assert any("jumped" in note for res, _, _ in jobs for note in res.notes)
+
+
+def test_parallel_picks_are_the_posterior_s_quantiles() -> None:
+    engine = PosteriorEngine(linear(63), new="c63", old=["root"], config=EngineConfig(parallel=3))
+    for i in range(6):  # three blocks of noisy endpoints that plainly differ
+        engine.observe("root", Boot([500.0 + i, 510.0, 505.0]))
+        engine.observe("c63", Boot([250.0 + i, 255.0, 260.0]))
+    engine.wants()
+    engine.posterior.update({"c63": 50.0})  # "no culprit" ruled out: the range is uniform
+    picks = sorted(index(c) for c in engine.posterior.quantiles(3, engine._testable()))
+    assert all(abs(p - q) <= 1 for p, q in zip(picks, (16, 32, 48), strict=True))
+
+
+def test_a_commit_that_does_not_build_leaves_two_candidates() -> None:
+    res, engine, _ = run(32, step_at(17, 0.25), cv=0.05, failing=frozenset({"c16"}), seed=3, **V3)
+    assert engine.decisions["c16"].state == State.SKIP
+    assert res.answer == Answer.AMBIGUOUS and set(res.candidates) == {"c16", "c17"}
+
+
+def test_a_person_s_mark_rules_out_what_it_contradicts() -> None:
+    engine = PosteriorEngine(linear(16), new="c16", old=["root"], config=EngineConfig())
+    engine.mark("c8", State.NEW)
+    engine.posterior.update({})
+    assert engine.posterior.p_none == 0.0
+    assert engine.posterior.p_new("c8") == 1.0
+
+
+def test_commits_that_cannot_change_the_kernel_are_never_booted_nor_named() -> None:
+    engine = PosteriorEngine(linear(32), new="c32", old=["root"], config=EngineConfig())
+    for i in range(1, 32):
+        if i % 4:
+            engine.same_kernel(f"c{i}", f"c{i - 1}" if i > 1 else "root", "touches nothing")
+    import random
+
+    rng = random.Random(5)
+    booted = []
+    while commits := engine.wants():
+        for c in commits:
+            booted.append(c)
+            level = 80.0 if index(c) >= 20 else 100.0
+            engine.observe(c, Boot([level * math.exp(rng.gauss(0, 0.07)) for _ in range(3)]))
+    res = engine.result()
+    assert res.culprit == "c20"
+    assert {c for c in booted if c not in ("root", "c32")} <= {f"c{i}" for i in range(4, 32, 4)}
+
+
+def test_the_same_boots_give_the_same_job() -> None:
+    a = run(64, step_at(30, 0.1), cv=0.15, seed=9, **V3)
+    b = run(64, step_at(30, 0.1), cv=0.15, seed=9, **V3)
+    assert a[2] == b[2] and a[0] == b[0]
