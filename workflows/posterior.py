@@ -46,6 +46,7 @@ class Posterior:
         self.p: list[float] = []  # by graph.order index
         self.p_none = none_prior
         self._planes: list[int] = []
+        self._p_new: list[float] = []  # by graph.order index, filled on first read
         self.update({})
 
     # --- evidence ------------------------------------------------------------------------
@@ -83,6 +84,7 @@ class Posterior:
         self.p = [w / total for w in weights]
         self.p_none = w_none / total
         self._planes = []
+        self._p_new: list[float] = []
 
     def _ancestors(self, commit: str) -> list[int]:
         """The graph indexes of `commit`'s ancestors, itself included (cached)."""
@@ -94,13 +96,30 @@ class Posterior:
     # --- reading -------------------------------------------------------------------------
     def p_new(self, commit: str) -> float:
         """P(`commit` behaves like the new endpoint): its ancestors' mass."""
-        if commit not in self.graph.index:
+        index = self.graph.index.get(commit)
+        if index is None:
             return 0.0  # outside the range: an ancestor of the old endpoint
-        if not self._planes:
-            self._planes = _planes(self.p)
-        mask = self.graph.ancestry[commit]
-        fixed = sum((mask & plane).bit_count() << k for k, plane in enumerate(self._planes))
-        return min(1.0, fixed / (1 << PLANES))
+        if not self._p_new:
+            self._p_new = self._all_p_new()
+        return self._p_new[index]
+
+    def _all_p_new(self) -> list[float]:
+        """Every commit's ancestors' mass, oldest first: a commit with one parent adds its
+        own mass to its parent's; only a merge (whose sides share ancestors) needs the sum
+        over its ancestry bitset, taken on fixed-point bit planes."""
+        graph, out = self.graph, [0.0] * len(self.p)
+        for commit in reversed(graph.order):
+            i = graph.index[commit]
+            parents = [graph.index[p] for p in graph.parents.get(commit, ()) if p in graph.index]
+            if len(parents) <= 1:
+                out[i] = self.p[i] + (out[parents[0]] if parents else 0.0)
+                continue
+            if not self._planes:
+                self._planes = _planes(self.p)
+            mask = graph.ancestry[commit]
+            fixed = sum((mask & plane).bit_count() << k for k, plane in enumerate(self._planes))
+            out[i] = fixed / (1 << PLANES)
+        return [min(1.0, q) for q in out]
 
     def top(self) -> Top:
         best = max(range(len(self.p)), key=lambda i: (self.p[i], -i), default=None)

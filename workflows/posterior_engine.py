@@ -23,6 +23,7 @@ Driven like workflows.engine.Engine (wants, observe, result) and a drop-in for i
 
 import math
 import random
+import statistics
 from dataclasses import dataclass, replace
 
 from kbisect.contract import Mode
@@ -44,10 +45,10 @@ from kbisect.workflows.trend import Trend, fit_trend, flat
 NONE_PRIOR = 0.5  # "no culprit" before any boot: the user's word that they differ is half
 REFERENCE_EVERY = 3  # probe boots per reference boot
 BOUND_EVERY = 1  # and for a commit whose verdict waits on the level (see _level_bound)
+BOUND_FRACTION = 0.1  # of the step: a level error smaller than this is not worth references
 FIRST_PAIRS = 3  # old-new blocks before any probe: a first noise figure
 FIRM = 0.005  # a commit's side is settled beyond this (it then joins the models)
 FIT_ROUNDS = 3  # model and trend refitted in turn
-MEDIAN_EFFICIENCY = 0.37  # of the noise figure (a median of distances) against a variance
 UNSPLIT = 1e-6  # a commit this sure of its side has nothing left to tell
 
 
@@ -65,6 +66,15 @@ class Fit:
     trend: Trend
     references: int  # boots the trend was fitted to
     df: float  # the noise figure's degrees of freedom
+
+
+def _noise(groups: list[list[float]], robust: float) -> float:
+    """One boot's noise: the pooled standard deviation within commits (all its degrees
+    of freedom count), but never under the robust figure (a few wild boots widen it,
+    never narrow it)."""
+    ss = sum(sum((v - statistics.fmean(g)) ** 2 for v in g) for g in groups if len(g) > 1)
+    df = sum(len(g) - 1 for g in groups if len(g) > 1)
+    return max(math.sqrt(ss / df) if df else 0.0, robust)
 
 
 class PosteriorEngine(Engine):
@@ -186,7 +196,7 @@ class PosteriorEngine(Engine):
             flat_old = [v for g in old for v in g]
             flat_new = [v for g in new for v in g]
             old_mean, new_mean = robust_mean(flat_old), robust_mean(flat_new)
-            sigma = max(pooled_sigma([*old, *new]), 1e-9)
+            sigma = max(_noise([*old, *new], pooled_sigma([*old, *new])), 1e-9)
             # The trend follows the endpoints only: a probe's own boots in it would pull
             # the level its way, and its verdict with it.
             observations = [
@@ -204,8 +214,7 @@ class PosteriorEngine(Engine):
                 len(flat_new),
                 trend,
                 len(observations),
-                # pooled_sigma is a median: about 37% as efficient as a variance
-                max(1.0, MEDIAN_EFFICIENCY * (len(flat_old) + len(flat_new) - len(old) - len(new))),
+                max(1.0, len(flat_old) + len(flat_new) - len(old) - len(new) - 1.0),
             )
         assert fit is not None
         self._fit = fit
@@ -229,7 +238,8 @@ class PosteriorEngine(Engine):
         if fit is None or not times:
             return False
         shared = fit.trend.mean_var(times) + fit.sigma**2 / max(1, min(fit.n_old, fit.n_new))
-        return shared >= fit.sigma**2 / len(times)
+        # ... and only where that error is a noticeable part of the step
+        return shared >= fit.sigma**2 / len(times) and shared >= (BOUND_FRACTION * fit.step) ** 2
 
     def _commit_llr(self, commit: str, fit: Fit) -> float:
         """log P(boots | new-like) / P(boots | old-like), from the commit's mean level
