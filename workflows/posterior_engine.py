@@ -17,7 +17,7 @@ Driven like workflows.engine.Engine (wants, observe, result) and a drop-in for i
 4. The next commit is where P(new-like) crosses one half; with --parallel K, the K
    quantiles. While "no culprit" still holds half the mass, that point is the new
    endpoint itself: the endpoints are booted in pairs, which is the old gate.
-5. The job ends when one hypothesis holds 1 - error/2 of the mass: a culprit with its
+5. The job ends when one hypothesis holds 1 - error/MARGIN of the mass: a culprit with its
    P(culprit), or "no difference"; or at the caps, "cannot decide".
 """
 
@@ -49,6 +49,9 @@ BOUND_FRACTION = 0.1  # of the step: a level error smaller than this is not wort
 FIRST_PAIRS = 3  # old-new blocks before any probe: a first noise figure
 FIRM = 0.005  # a commit's side is settled beyond this (it then joins the models)
 FIT_ROUNDS = 3  # model and trend refitted in turn
+# The models are fitted, not known: measured, the answers at 1 - error/2 were wrong about
+# three times as often as they claimed, so the answer waits for 1 - error/MARGIN.
+MARGIN = 4
 UNSPLIT = 1e-6  # a commit this sure of its side has nothing left to tell
 
 
@@ -260,6 +263,11 @@ class PosteriorEngine(Engine):
         df = fit.df
         return t_logpdf(z_new, df) - t_logpdf(z_old, df) + 0.5 * math.log(v_old / v_new)
 
+    @property
+    def _level(self) -> float:
+        """The mass one hypothesis must hold to be the answer."""
+        return 1 - self.config.error / MARGIN
+
     # --- choosing ---------------------------------------------------------------------
     def _testable(self) -> list[str]:
         out = []
@@ -284,7 +292,7 @@ class PosteriorEngine(Engine):
     def _settled(self) -> bool:
         """Whether the job has its answer (set in self._answer)."""
         top = self.posterior.top()
-        level = 1 - self.config.error / 2
+        level = self._level
         ends = (self.old_end, self.new_end)
         if self.gate is None or self.gate.gate != Gate.DIFFERENT:
             if self.posterior.p_none < 0.5:
@@ -339,7 +347,7 @@ class PosteriorEngine(Engine):
             self._answer = replace(base, answer=answer, message=self.gate.message)
             return
         self.gate = EndpointVerdict(Gate.DIFFERENT, self._effect(), self._effect().describe())
-        level = 1 - self.config.error / 2
+        level = self._level
         if culprit is not None and not ambiguous:
             p = self.posterior.top().p
             self._answer = replace(
@@ -371,7 +379,7 @@ class PosteriorEngine(Engine):
         effect = gate.effect
         if gate.gate == Gate.WRONG_WAY:
             return gate
-        if p_none >= 1 - cfg.error / 2:
+        if p_none >= self._level:
             return EndpointVerdict(
                 Gate.SAME,
                 effect,
