@@ -1,11 +1,14 @@
 """Benchmark: how often each policy names the true culprit, and what it spends.
 
-A simulator over the real decision code (workflows.engine) and three baselines
+A simulator over the real decision code (workflows.engine) and five baselines
 (benchmarks.sim_policies), on histories with merges and a noisy throughput-like metric
 (benchmarks.sim_noise). Prints figures; no assertions. Run:
     .venv/bin/python -m benchmarks.accuracy              # the whole grid, 300 trials a cell
     .venv/bin/python -m benchmarks.accuracy --quick      # a small grid, 40 trials
     .venv/bin/python -m benchmarks.accuracy --sizes 64 1024 --cv 15 --steps 10 20 aa
+    .venv/bin/python -m benchmarks.accuracy --resume grid.jsonl   # finish it across sessions
+After the grid, a calibration table: the kbisect jobs that named a commit, by the
+confidence they claimed, against how often they were right.
 """
 
 import argparse
@@ -15,9 +18,12 @@ import os
 import random
 import statistics
 import time
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from functools import cache
+from pathlib import Path
+from typing import Any
 
 from benchmarks.dags import random_dag
 from benchmarks.sim_noise import Noise, level_of
@@ -48,6 +54,27 @@ class Row:
     boots: tuple[float, float]
     confidence: float
     seconds: float
+    # (claimed confidence, right) of each trial that named a commit: the calibration's data
+    claims: list[tuple[float, bool]] = field(default_factory=list)
+
+    @property
+    def misses(self) -> int:
+        """Trials that did not name a true culprit (A/A: that named anything)."""
+        return self.cell.trials - round(self.exact * self.cell.trials)
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> "Row":
+        """A row as asdict() wrote it to JSON."""
+        return Row(
+            cell=Cell(**data["cell"]),
+            exact=data["exact"],
+            false=data["false"],
+            builds=(data["builds"][0], data["builds"][1]),
+            boots=(data["boots"][0], data["boots"][1]),
+            confidence=data["confidence"],
+            seconds=data["seconds"],
+            claims=[(float(p), bool(r)) for p, r in data.get("claims", [])],
+        )
 
 
 @cache
@@ -125,7 +152,70 @@ def run_cell(cell: Cell) -> Row:
         boots=(statistics.median(boots), boots[int(0.9 * (n - 1))]),
         confidence=statistics.fmean(o.confidence for o, _ in runs),
         seconds=time.monotonic() - started,
+        claims=[(o.confidence, o.found in c) for o, c in runs if o.found is not None],
     )
+
+
+# Claimed confidence bins: most claims are >= 0.995, so deciles would lump them together.
+BINS = ((0.0, 0.5), (0.5, 0.9), (0.9, 0.99), (0.99, 0.995), (0.995, 0.999), (0.999, 1.0))
+Z95 = 1.959963984540054
+
+
+@dataclass(frozen=True)
+class Bin:
+    low: float
+    high: float
+    jobs: int
+    claimed: float  # mean claimed confidence
+    right: float  # observed rate right
+    interval: tuple[float, float]  # 95% Wilson interval of the rate
+
+    @property
+    def inside(self) -> bool:
+        return self.interval[0] <= self.claimed <= self.interval[1]
+
+
+def wilson(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
+    """Wilson's score interval of a binomial rate (sound at rates near 0 or 1)."""
+    if n == 0:
+        return 0.0, 1.0
+    rate, zz = successes / n, z * z / n
+    centre = (rate + zz / 2) / (1 + zz)
+    half = z / (1 + zz) * math.sqrt(rate * (1 - rate) / n + zz / (4 * n))
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def _bin(low: float, high: float, pairs: list[tuple[float, bool]]) -> Bin:
+    hits = sum(right for _, right in pairs)
+    claimed = statistics.fmean(p for p, _ in pairs)
+    return Bin(low, high, len(pairs), claimed, hits / len(pairs), wilson(hits, len(pairs)))
+
+
+def calibration(claims: Iterable[tuple[float, bool]]) -> list[Bin]:
+    """The non-empty bins of (claimed confidence, right) pairs; the last bin is closed."""
+    held: list[list[tuple[float, bool]]] = [[] for _ in BINS]
+    for p, right in claims:
+        i = next((i for i, (lo, hi) in enumerate(BINS) if lo <= p < hi), len(BINS) - 1)
+        held[i].append((p, right))
+    return [_bin(lo, hi, h) for (lo, hi), h in zip(BINS, held, strict=True) if h]
+
+
+def print_calibration(rows: list[Row], policy: str = "kbisect") -> None:
+    claims = [pair for r in rows if r.cell.policy == policy for pair in r.claims]
+    print(f"calibration of {policy} ({len(claims)} jobs that named a commit, all its cells):")
+    line = "{:>14} {:>6} {:>9} {:>8} {:>17} {:>7}"
+    print(line.format("claimed", "jobs", "mean", "right", "95% interval", "inside"))
+    for b in calibration(claims):
+        print(
+            line.format(
+                f"[{b.low:g}, {b.high:g}{']' if b.high == 1 else ')'}",
+                b.jobs,
+                f"{b.claimed:.4f}",
+                f"{b.right:.4f}",
+                f"{b.interval[0]:.4f}-{b.interval[1]:.4f}",
+                "yes" if b.inside else "NO",
+            )
+        )
 
 
 def grid(args: argparse.Namespace) -> list[Cell]:
@@ -143,8 +233,8 @@ def grid(args: argparse.Namespace) -> list[Cell]:
     return cells
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     p.add_argument("--sizes", type=int, nargs="+", default=[64, 1024, 16384], help="history sizes")
     p.add_argument("--cv", type=float, nargs="+", default=[5, 15, 25], help="noise, percent")
     p.add_argument(
@@ -172,44 +262,108 @@ def main() -> None:
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes")
     p.add_argument("--quick", action="store_true", help="64 and 1,024 commits, CV 15, 40 trials")
     p.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
-    args = p.parse_args()
+    p.add_argument(
+        "--resume",
+        metavar="FILE",
+        type=Path,
+        help="JSON lines of finished cells: those in it are not run again, each new one is "
+        "added as it finishes",
+    )
+    return p
+
+
+HEAD = "{:>6} {:>4} {:>9} {:>6} {:>6} {:>8} {:>7} {:>7} {:>9} {:>11} {:>11} {:>6}"
+
+
+def _print_row(row: Row) -> None:
+    c = row.cell
+    print(
+        HEAD.format(
+            c.size,
+            f"{c.cv:g}",
+            c.kind,
+            c.step,
+            c.inert,
+            c.policy,
+            f"{row.exact:.1%}",
+            f"{row.false:.1%}",
+            f"{row.misses}/{c.trials}",
+            f"{row.builds[0]:g}/{row.builds[1]:g}",
+            f"{row.boots[0]:g}/{row.boots[1]:g}",
+            f"{row.confidence:.3f}" if c.policy == "kbisect" else "",
+        ),
+        flush=True,
+    )
+
+
+def load_finished(path: Path) -> dict[Cell, Row]:
+    """The cells a --resume file holds; a line cut short by a killed run is left out."""
+    if not path.exists():
+        return {}
+    done = {}
+    for line in path.read_text().splitlines():
+        try:
+            row = Row.from_json(json.loads(line))
+        except (ValueError, TypeError, KeyError, IndexError):
+            continue
+        done[row.cell] = row
+    return done
+
+
+def _run(cells: list[Cell], jobs: int) -> Iterator[Row]:
+    """The cells' rows in order: in this process for one job, else in a pool."""
+    if jobs <= 1 or len(cells) <= 1:
+        yield from map(run_cell, cells)
+        return
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        yield from pool.map(run_cell, cells)
+
+
+def _appender(path: Path | None) -> Callable[[Row], None]:
+    """Adds each finished row to the --resume file at once, one JSON line, flushed."""
+    if path is None:
+        return lambda row: None
+    if path.exists() and path.stat().st_size and not path.read_bytes().endswith(b"\n"):
+        with path.open("a") as f:
+            f.write("\n")  # end a line cut short by a killed run: the next starts afresh
+
+    def append(row: Row) -> None:
+        with path.open("a") as f:
+            f.write(json.dumps(asdict(row)) + "\n")
+            f.flush()
+
+    return append
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _parser().parse_args(argv)
     if args.quick:
         args.sizes, args.cv, args.kinds, args.trials = [64, 1024], [15], ["lognormal"], 40
     cells = grid(args)
+    done = load_finished(args.resume) if args.resume else {}
     started = time.monotonic()
-    head = "{:>6} {:>4} {:>9} {:>6} {:>6} {:>8} {:>7} {:>7} {:>11} {:>11} {:>6}"
-    titles = ("n", "cv%", "noise", "step", "inert%", "policy", "exact", "false", "builds")
-    titles += ("boots", "conf")
-    print(head.format(*titles))
+    titles = ("n", "cv%", "noise", "step", "inert%", "policy", "exact", "false", "misses")
+    print(HEAD.format(*titles, "builds", "boots", "conf"))
     print(
         "build target, ceil(log2 n) + 2 (endpoints included): "
         + ", ".join(f"n={s}: {math.ceil(math.log2(s)) + 2}" for s in args.sizes)
     )
-    rows = []
-    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        for row in pool.map(run_cell, cells):
-            rows.append(row)
-            c = row.cell
-            print(
-                head.format(
-                    c.size,
-                    f"{c.cv:g}",
-                    c.kind,
-                    c.step,
-                    c.inert,
-                    c.policy,
-                    f"{row.exact:.1%}",
-                    f"{row.false:.1%}",
-                    f"{row.builds[0]:g}/{row.builds[1]:g}",
-                    f"{row.boots[0]:g}/{row.boots[1]:g}",
-                    f"{row.confidence:.3f}" if c.policy == "kbisect" else "",
-                ),
-                flush=True,
-            )
+    rows = [done[c] for c in cells if c in done]
+    if args.resume:
+        print(f"{len(rows)} cells from {args.resume}, {len(cells) - len(rows)} to run")
+    for row in rows:
+        _print_row(row)
+    append, todo = _appender(args.resume), [c for c in cells if c not in done]
+    for row in _run(todo, args.jobs):
+        append(row)
+        rows.append(row)
+        _print_row(row)
     print(
-        f"{len(cells)} cells x {args.trials} trials in {time.monotonic() - started:.0f} s "
-        "(builds and boots: median/p90)"
+        f"{len(cells)} cells ({len(todo)} run now) x {args.trials} trials in "
+        f"{time.monotonic() - started:.0f} s "
+        "(builds and boots: median/p90; misses: trials that did not name a true culprit)"
     )
+    print_calibration(rows)
     if args.json:
         with open(args.json, "w") as f:
             json.dump([asdict(r) for r in rows], f, indent=1)

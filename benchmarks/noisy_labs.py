@@ -1,26 +1,45 @@
 """Benchmark: real bisections on a noisy metric, on fresh labs, one job at a time.
 
 Each lab's culprit is `--culprit slowdown:P` (read throughput about P% lower, no counter
-moves), and the job bisects `--metric throughput` on the `fast` profile through the local
-service, exactly as a user would. Then, for the first `--aa` labs, a range with no
-culprit: from the culprit itself to lab-bad (two bad commits), which must come out as
-"no difference". The lab's truth is read only here, to score the answers and to pick the
-A/A range; the bisector never sees it. Nothing else should run on the host meanwhile.
+moves; one set of labs for each `--slowdown P`), and the job bisects `--metric throughput`
+on the `fast` profile through the local service, exactly as a user would. Then, for the
+first `--aa` labs, a range with no culprit: from the culprit itself to lab-bad (two bad
+commits), which must come out as "no difference". The lab's truth is read only here, to
+score the answers and to pick the A/A range; the bisector never sees it. Nothing else
+should run on the host meanwhile, unless `--drift`: then each job runs beside a bounded CPU
+load that ramps up through it (benchmarks/host_drift.py), a real drift of the host.
 Prints one line a job (culprit, right, boots, builds, wall time, confidence) and keeps
-each job's JSON report beside its lab (`lab-SEED.culprit.report.json`, `.aa.`). Run:
+each job's JSON report beside its lab (`lab-SEED-slowdownP.culprit.report.json`, `.aa.`,
+`.drift` added with --drift). With `--resume FILE` each finished job is appended to FILE
+and a rerun skips the jobs already there, so runs of hours finish across sessions. Run:
     .venv/bin/python -m benchmarks.noisy_labs [--seeds 101,102,103,104,105] [--aa 2]
+        [--slowdown 25 10] [--drift] [--resume runs.jsonl]
 """
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+
+from benchmarks import host_drift
 
 KBISECT = [sys.executable, "-m", "kbisect"]
 TESTCASE = "nvme-snapshot-read"
+
+
+@dataclass(frozen=True)
+class Job:
+    """What a row is about; a resumed file holds at most one row for each."""
+
+    seed: int
+    slowdown: int
+    drift: bool
+    kind: str  # "culprit" or "A/A"
 
 
 @dataclass
@@ -35,44 +54,113 @@ class Run:
     seconds: float
     confidence: float | None
     effect: str
+    seed: int
+    slowdown: int
+    drift: bool  # the job ran beside the host_drift load
+
+    @property
+    def job(self) -> Job:
+        return Job(self.seed, self.slowdown, self.drift, self.kind)
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seeds", default="101,102,103,104,105", help="lab seeds, comma-separated")
     p.add_argument("--aa", type=int, default=2, help="A/A ranges, on the first labs (2)")
-    p.add_argument("--slowdown", type=int, default=25, help="the culprit's P%% (25)")
+    p.add_argument(
+        "--slowdown", type=int, nargs="+", default=[25], help="the culprit's P%%, each (25)"
+    )
     p.add_argument("--commits", type=int, default=64, help="commits per lab (64)")
     p.add_argument("--dir", type=Path, default=Path("/tmp/kbisect-noisy-labs"), help="labs go here")
     p.add_argument("--json", action="store_true", help="one JSON object a job")
     p.add_argument(
         "--aa-only", action="store_true", help="only the A/A ranges, on the labs already in --dir"
     )
-    args = p.parse_args(argv)
-    seeds = [int(s) for s in args.seeds.split(",") if s]
-    runs: list[Run] = []
-    labs = []
-    for seed in seeds:
-        if args.aa_only:
-            labs.append(args.dir / f"lab-{seed}")
-            continue
-        lab = _make_lab(args.dir / f"lab-{seed}", seed, args.slowdown, args.commits)
-        labs.append(lab)
-        truth = json.loads(Path(f"{lab}.truth.json").read_text())["culprit"]
-        runs.append(_emit(_bisect(lab, "lab-good", "lab-bad", truth), args.json))
-    for lab in labs[: args.aa]:
-        culprit = json.loads(Path(f"{lab}.truth.json").read_text())["culprit"]
-        runs.append(_emit(_bisect(lab, culprit, "lab-bad", None), args.json))
-    right = sum(r.right for r in runs if r.kind == "culprit")
-    wrong = sum(r.kind == "culprit" and not r.right and len(r.answer) == 40 for r in runs)
-    aa = [r for r in runs if r.kind == "A/A"]
-    culprits = len(seeds) if not args.aa_only else 0
-    print(
-        f"culprit named {right}/{culprits}, wrong commit {wrong}; "
-        f"A/A no difference {sum(r.right for r in aa)}/{len(aa)}; "
-        f"boots {sum(r.boots for r in runs)}, wall {sum(r.seconds for r in runs) / 60:.0f} min"
-    )
+    p.add_argument("--drift", action="store_true", help="a ramping CPU load beside each job")
+    p.add_argument("--drift-peak", type=float, default=40, help="its top, %% of one core (40)")
+    p.add_argument("--drift-ramp", type=float, default=30, help="minutes to reach it (30)")
+    p.add_argument("--drift-limit", type=float, default=3, help="hours before it ends itself (3)")
+    p.add_argument("--resume", type=Path, help="append each job here; skip the jobs already in it")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    runs = run_all(args)
+    for slowdown in args.slowdown:
+        _summary([r for r in runs if r.slowdown == slowdown], slowdown, args.drift)
     return 0
+
+
+def run_all(args: argparse.Namespace) -> list[Run]:
+    """Every job the arguments ask for, in order; those in --resume from there, not run."""
+    seeds = [int(s) for s in args.seeds.split(",") if s]
+    done = _load(args.resume)
+    runs: list[Run] = []
+    for slowdown in args.slowdown:
+        culprits = [] if args.aa_only else [("culprit", seeds)]
+        for kind, some in [*culprits, ("A/A", seeds[: args.aa])]:
+            for seed in some:
+                runs.append(_run(Job(seed, slowdown, args.drift, kind), args, done))
+    return runs
+
+
+def _run(job: Job, args: argparse.Namespace, done: dict[Job, Run]) -> Run:
+    if job in done:
+        return _emit(done[job], args.json, resumed=True)
+    lab = args.dir / f"lab-{job.seed}-slowdown{job.slowdown}"
+    # A culprit job gets a fresh lab; an A/A one reuses it, unless its culprit job was
+    # resumed from an earlier session whose lab is gone.
+    if job.kind == "culprit" or not (args.aa_only or _truth_file(lab).exists()):
+        _make_lab(lab, job.seed, job.slowdown, args.commits)
+    truth = json.loads(_truth_file(lab).read_text())["culprit"]
+    with _host(job, args):
+        if job.kind == "culprit":
+            run = _bisect(lab, job, "lab-good", truth)
+        else:
+            run = _bisect(lab, job, truth, None)
+    if args.resume is not None:
+        _append(args.resume, run)
+    return _emit(run, args.json)
+
+
+def _truth_file(lab: Path) -> Path:
+    return Path(f"{lab}.truth.json")
+
+
+def _host(job: Job, args: argparse.Namespace) -> AbstractContextManager[object]:
+    if not job.drift:
+        return nullcontext()
+    limit = args.drift_limit * 3600
+    return host_drift.load(args.drift_peak / 100, args.drift_ramp * 60, limit)
+
+
+def _load(path: Path | None) -> dict[Job, Run]:
+    """The rows in a --resume file; a line cut short by a killed session is left out."""
+    if path is None or not path.exists():
+        return {}
+    names = {f.name for f in fields(Run)}
+    done: dict[Job, Run] = {}
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            print(f"{path}:{n}: not a JSON row, run again", file=sys.stderr)
+            continue
+        if not isinstance(row, dict) or set(row) != names:
+            print(f"{path}:{n}: not a row of this benchmark, run again", file=sys.stderr)
+            continue
+        run = Run(**row)
+        done[run.job] = run
+    return done
+
+
+def _append(path: Path, run: Run) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as f:
+        f.write(json.dumps(asdict(run)) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def _make_lab(dest: Path, seed: int, slowdown: int, commits: int) -> Path:
@@ -82,8 +170,8 @@ def _make_lab(dest: Path, seed: int, slowdown: int, commits: int) -> Path:
     return dest
 
 
-def _bisect(lab: Path, good: str, bad: str, truth: str | None) -> Run:
-    argv = [*KBISECT, "bisect", "--repo", str(lab), "--good", good, "--bad", bad]
+def _bisect(lab: Path, job: Job, good: str, truth: str | None) -> Run:
+    argv = [*KBISECT, "bisect", "--repo", str(lab), "--good", good, "--bad", "lab-bad"]
     argv += ["--testcase", TESTCASE, "--metric", "throughput", "--json"]
     if truth is None:
         argv.append("--no-verify")
@@ -95,8 +183,8 @@ def _bisect(lab: Path, good: str, bad: str, truth: str | None) -> Run:
     except json.JSONDecodeError:
         raise SystemExit(f"kbisect gave no report:\n{out.stdout}{out.stderr}") from None
     # The whole report stays beside the lab: its steps, boots and effect, for a note.
-    kind = "culprit" if truth else "aa"
-    Path(f"{lab}.{kind}.report.json").write_text(out.stdout)
+    name = ("culprit" if truth else "aa") + (".drift" if job.drift else "")
+    Path(f"{lab}.{name}.report.json").write_text(out.stdout)
     culprit = report.get("culprit")
     same = report.get("status") == "no-difference"
     answer = culprit or ("no difference" if same else str(report.get("message", "")))
@@ -106,7 +194,7 @@ def _bisect(lab: Path, good: str, bad: str, truth: str | None) -> Run:
     effect = report.get("effect") or {}
     return Run(
         lab=lab.name,
-        kind="culprit" if truth else "A/A",
+        kind=job.kind,
         expected=truth or "no difference",
         answer=answer,
         right=(culprit == truth) if truth else same,
@@ -115,20 +203,38 @@ def _bisect(lab: Path, good: str, bad: str, truth: str | None) -> Run:
         seconds=seconds,
         confidence=report.get("confidence"),
         effect=json.dumps(effect) if isinstance(effect, dict) else str(effect),
+        seed=job.seed,
+        slowdown=job.slowdown,
+        drift=job.drift,
     )
 
 
-def _emit(run: Run, as_json: bool) -> Run:
+def _emit(run: Run, as_json: bool, resumed: bool = False) -> Run:
     if as_json:
         print(json.dumps(asdict(run)), flush=True)
     else:
         conf = "-" if run.confidence is None else f"{run.confidence:.4f}"
+        host = " drift" if run.drift else ""
         print(
-            f"{run.lab} {run.kind}: {run.answer} right={run.right} boots={run.boots} "
-            f"builds={run.builds} wall={run.seconds:.0f}s confidence={conf} effect={run.effect}",
+            f"{run.lab} {run.kind} slowdown={run.slowdown}%{host}: {run.answer} "
+            f"right={run.right} boots={run.boots} builds={run.builds} wall={run.seconds:.0f}s "
+            f"confidence={conf} effect={run.effect}" + (" (resumed)" if resumed else ""),
             flush=True,
         )
     return run
+
+
+def _summary(runs: list[Run], slowdown: int, drift: bool) -> None:
+    culprits = [r for r in runs if r.kind == "culprit"]
+    right = sum(r.right for r in culprits)
+    wrong = sum(not r.right and len(r.answer) == 40 for r in culprits)
+    aa = [r for r in runs if r.kind == "A/A"]
+    print(
+        f"slowdown {slowdown}%{' with drift' if drift else ''}: "
+        f"culprit named {right}/{len(culprits)}, wrong commit {wrong}; "
+        f"A/A no difference {sum(r.right for r in aa)}/{len(aa)}; "
+        f"boots {sum(r.boots for r in runs)}, wall {sum(r.seconds for r in runs) / 60:.0f} min"
+    )
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ bit planes, so P(new-like) of a commit is a few popcounts, also for 16,384 commi
 """
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from kbisect.workflows.strategy import Graph
@@ -84,7 +84,7 @@ class Posterior:
         self.p = [w / total for w in weights]
         self.p_none = w_none / total
         self._planes = []
-        self._p_new: list[float] = []
+        self._p_new = []
 
     def _ancestors(self, commit: str) -> list[int]:
         """The graph indexes of `commit`'s ancestors, itself included (cached)."""
@@ -142,10 +142,18 @@ class Posterior:
             mass += p
         return out
 
-    def quantiles(self, k: int, allowed: Iterable[str], built: Iterable[str] = ()) -> list[str]:
+    def quantiles(
+        self,
+        k: int,
+        allowed: Iterable[str],
+        built: Iterable[str] = (),
+        worth: Callable[[float], float] | None = None,
+        build_cost: float = 1.0,
+    ) -> list[str]:
         """Up to k commits whose P(new-like) are nearest 1/(k+1), ..., k/(k+1). A commit
-        already built is taken while it is within STICK of the best gap: a build costs
-        more than a boot, and a boot at P = 0.25 still tells 75% of one at 0.5."""
+        already built is taken instead while its boot tells at least 1/(1 + build_cost)
+        of what a boot of the best one would (`worth(P)`, the likelihood's information
+        at that P); without a `worth`, while it is within STICK of the best place."""
         rows = [(self.p_new(c), c) for c in allowed]
         have = set(built)
         chosen: list[str] = []
@@ -156,8 +164,15 @@ class Posterior:
                 break
             best = min(left)
             near_built = [row for row in left if row[2] in have]
-            if near_built and min(near_built)[0] <= best[0] + STICK:
-                best = min(near_built)
+            if near_built:
+                alt = min(near_built)
+                if worth is None:
+                    take = alt[0] <= best[0] + STICK
+                else:
+                    q_alt, q_best = rows[alt[1]][0], rows[best[1]][0]
+                    take = worth(q_alt) * (1 + build_cost) >= worth(q_best)
+                if take:
+                    best = alt
             chosen.append(best[2])
         return chosen
 

@@ -1,0 +1,79 @@
+"""A real, bounded drift of the host: a background CPU load whose duty cycle ramps linearly
+from 0 to a peak share of one core over a ramp time, then holds.
+
+The load is one niced process, so it never takes more than one core, and it ends itself
+after a hard limit or as soon as the process that started it is gone. `load()` starts it
+for the length of a `with` block and stops it by its own process id. By hand:
+    .venv/bin/python -m benchmarks.host_drift --peak 0.4 --ramp 1800 --limit 10800
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+PERIOD = 0.1  # seconds a busy-then-idle cycle: short enough to look like a steady share
+NICE = 10  # the bisection's own work comes first; the drift only takes what is left
+ROOT = Path(__file__).resolve().parent.parent  # where `-m benchmarks.host_drift` resolves
+
+
+def duty(elapsed: float, peak: float, ramp: float) -> float:
+    """The share of one core to take `elapsed` seconds in: 0 rising to `peak` at `ramp`."""
+    if ramp <= 0:
+        return peak
+    return peak * min(1.0, max(0.0, elapsed / ramp))
+
+
+@contextmanager
+def load(peak: float, ramp: float, limit: float = 3 * 3600, grace: float = 5.0) -> Iterator[int]:
+    """Run the load for the `with` block; yields its process id."""
+    if not 0 < peak <= 1:
+        raise ValueError(f"peak {peak} is not a share of one core in (0, 1]")
+    argv = [sys.executable, "-m", "benchmarks.host_drift", "--peak", str(peak)]
+    argv += ["--ramp", str(ramp), "--limit", str(limit), "--parent", str(os.getpid())]
+    # Its own session: a Ctrl-C on the benchmark reaches us, and we stop it in `finally`.
+    proc = subprocess.Popen(argv, cwd=ROOT, start_new_session=True)
+    try:
+        yield proc.pid
+    finally:
+        stop(proc, grace)
+
+
+def stop(proc: "subprocess.Popen[bytes]", grace: float) -> None:
+    """Terminate `proc`, kill it if it is still there after `grace` seconds, and reap it."""
+    proc.terminate()
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def run(peak: float, ramp: float, limit: float, parent: int) -> None:
+    """Busy for duty() of each period, idle for the rest, until the limit or an orphaning."""
+    start = time.monotonic()
+    while (now := time.monotonic()) - start < limit and os.getppid() == parent:
+        busy_until = now + PERIOD * duty(now - start, peak, ramp)
+        while time.monotonic() < busy_until:
+            pass
+        time.sleep(max(0.0, now + PERIOD - time.monotonic()))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--peak", type=float, default=0.4, help="share of one core at the top (0.4)")
+    p.add_argument("--ramp", type=float, default=1800.0, help="seconds to reach it (1800)")
+    p.add_argument("--limit", type=float, default=3 * 3600.0, help="seconds before it ends")
+    p.add_argument("--parent", type=int, default=os.getppid(), help="end when this pid is gone")
+    args = p.parse_args(argv)
+    os.nice(NICE)
+    run(min(1.0, max(0.0, args.peak)), args.ramp, args.limit, args.parent)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

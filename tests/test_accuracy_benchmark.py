@@ -1,0 +1,102 @@
+"""The accuracy benchmark's additions: the Pinpoint and FACF baselines, the calibration
+table and --resume."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks import accuracy
+from benchmarks.accuracy import BINS, Cell, calibration, load_finished, run_cell, wilson
+from benchmarks.sim_policies import ks_p, mann_whitney_p
+
+
+@pytest.mark.parametrize("policy", ["pinpoint", "facf"])
+def test_a_baseline_names_a_clear_culprit(policy: str) -> None:
+    for seed in (1, 2, 3):
+        row = run_cell(Cell(64, 2.0, "lognormal", "30", policy, trials=4, seed=seed))
+        assert (row.exact, row.false) == (1.0, 0.0), seed
+        assert row.builds[0] <= 10  # a bisection, not a scan
+
+
+def test_pinpoint_names_nothing_without_a_change() -> None:
+    row = run_cell(Cell(64, 2.0, "lognormal", "aa", "pinpoint", trials=20, seed=1))
+    assert (row.exact, row.false) == (1.0, 0.0)
+
+
+def test_the_tests_p_values_match_pinpoints_implementation() -> None:
+    # Pinpoint's own examples (compare.py): KS catches the spread, MWU the discrete shift.
+    spread = (list(range(10, 30)), [*range(10), *range(30, 40)])
+    assert ks_p(*spread) == pytest.approx(0.0082, abs=1e-4)
+    assert mann_whitney_p(*spread) == pytest.approx(1.0)
+    discrete: tuple[list[float], list[float]] = ([0.0] * 20, [0.0] * 15 + [1.0] * 5)
+    assert ks_p(*discrete) == pytest.approx(0.4973, abs=1e-4)
+    assert mann_whitney_p(*discrete) == pytest.approx(0.0195, abs=1e-4)  # two-sided
+    assert ks_p([1.0] * 5, [1.0] * 5) == mann_whitney_p([1.0] * 5, [1.0] * 5) == 1.0
+
+
+def test_calibration_bins_claims_and_brackets_each_rate() -> None:
+    claims = [(0.3, False), (0.6, True), (0.95, False), (0.992, True)]
+    claims += [(0.995, True)] * 199 + [(0.997, False)]  # 0.995 opens its bin
+    claims += [(0.9995, True), (1.0, True)]  # the last bin holds 1
+    bins = {(b.low, b.high): b for b in calibration(claims)}
+    assert {k: b.jobs for k, b in bins.items()} == {
+        (0.0, 0.5): 1,
+        (0.5, 0.9): 1,
+        (0.9, 0.99): 1,
+        (0.99, 0.995): 1,
+        (0.995, 0.999): 200,
+        (0.999, 1.0): 2,
+    }
+    assert set(bins) == set(BINS)
+    big = bins[(0.995, 0.999)]
+    assert big.right == pytest.approx(0.995) and big.claimed == pytest.approx(0.99501)
+    assert big.interval[0] < big.right < big.interval[1] and big.inside
+    assert not bins[(0.9, 0.99)].inside  # claimed 0.95, right 0 of 1: interval 0-0.79
+    for b in bins.values():
+        assert b.interval[0] <= b.right <= b.interval[1]
+
+
+def test_wilson_interval_known_value() -> None:
+    low, high = wilson(0, 10)
+    assert low == 0.0 and high == pytest.approx(0.2775, abs=1e-4)
+
+
+def _argv(path: Path, *steps: str) -> list[str]:
+    grid = ["--sizes", "64", "--cv", "0", "--kinds", "lognormal", "--steps", *steps]
+    return [*grid, "--policies", "today", "--trials", "2", "--jobs", "1", "--resume", str(path)]
+
+
+def test_resume_runs_only_the_cells_missing_from_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, ran = tmp_path / "grid.jsonl", []
+    real = accuracy.run_cell
+
+    def counting(cell: Cell) -> accuracy.Row:
+        ran.append(cell.step)
+        return real(cell)
+
+    monkeypatch.setattr(accuracy, "run_cell", counting)
+    accuracy.main(_argv(path, "50"))
+    assert ran == ["50"] and len(path.read_text().splitlines()) == 1
+    capsys.readouterr()
+    accuracy.main(_argv(path, "50", "aa"))
+    assert ran == ["50", "aa"]  # the 50% cell came from the file
+    out = capsys.readouterr().out
+    assert "1 cells from" in out and " 50 " in out and " aa " in out and "0/2" in out
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [r["cell"]["step"] for r in lines] == ["50", "aa"]
+    assert [r["claims"] for r in lines] == [[[0.0, True]] * 2, []]  # today claims no confidence
+    accuracy.main(_argv(path, "50", "aa"))
+    assert ran == ["50", "aa"]
+
+
+def test_a_line_cut_short_is_skipped_and_the_next_starts_afresh(tmp_path: Path) -> None:
+    path = tmp_path / "grid.jsonl"
+    accuracy.main(_argv(path, "50"))
+    whole = path.read_text()
+    path.write_text(whole + whole[:40])  # a run killed mid-line
+    assert len(load_finished(path)) == 1
+    accuracy.main(_argv(path, "50", "aa"))
+    assert {c.step for c in load_finished(path)} == {"50", "aa"}
