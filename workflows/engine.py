@@ -374,17 +374,7 @@ class Engine:
 
     def result(self) -> EngineResult:
         assert self.gate is not None, "result() before the endpoints were decided"
-        base = EngineResult(
-            answer=Answer.NO_DIFFERENCE,
-            culprit=None,
-            candidates=[],
-            confidence=0.0,
-            builds=len(set(self.boots) | self.failed),
-            boots=self._clock,  # every boot run, those a dirty control set aside too
-            message=self.gate.message,
-            effect=self.gate.effect.describe(),
-            notes=self._notes(),
-        )
+        base = self._no_culprit(self.gate.message, self.gate.effect)
         if self.gate.gate != Gate.DIFFERENT:
             undecided = self.gate.gate == Gate.UNDECIDED
             return replace(base, answer=Answer.UNDECIDED) if undecided else base
@@ -403,6 +393,20 @@ class Engine:
             candidates=out.candidates,
             confidence=confidence,
             message="",
+        )
+
+    def _no_culprit(self, message: str, effect: Effect) -> EngineResult:
+        """The job's figures with no culprit named (yet): what every answer starts from."""
+        return EngineResult(
+            answer=Answer.NO_DIFFERENCE,
+            culprit=None,
+            candidates=[],
+            confidence=0.0,
+            builds=len(set(self.boots) | self.failed),
+            boots=self._clock,  # every boot run, those a dirty control set aside too
+            message=message,
+            effect=effect.describe(),
+            notes=self._notes(),
         )
 
     # --- inside -----------------------------------------------------------------------

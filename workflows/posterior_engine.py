@@ -360,17 +360,7 @@ class PosteriorEngine(Engine):
     def _finish(self, culprit: str | None, ambiguous: bool = False) -> None:
         self._settle_decisions()
         p_none = self.posterior.p_none
-        base = EngineResult(
-            answer=Answer.NO_DIFFERENCE,
-            culprit=None,
-            candidates=[],
-            confidence=0.0,
-            builds=len(set(self.boots) | self.failed),
-            boots=self._clock,
-            message="",
-            effect=self._effect().describe(),
-            notes=self._notes(),
-        )
+        base = self._no_culprit("", self._effect())
         if culprit == NONE or (culprit is None and p_none >= 0.5):
             self.gate = self._no_difference(p_none)
             answer = Answer.NO_DIFFERENCE if self.gate.gate != Gate.UNDECIDED else Answer.UNDECIDED
