@@ -50,8 +50,10 @@ BUILD_COST = 1.5  # a build, in boots (12-40 s warm against a 20 s boot here)
 FIRST_PAIRS = 3  # old-new blocks before any probe: a first noise figure
 FIRM = 0.005  # a commit's side is settled beyond this (it then joins the models)
 FIT_ROUNDS = 3  # model and trend refitted in turn
-# The models are fitted, not known: measured, the answers at 1 - error/2 were wrong about
-# three times as often as they claimed, so the answer waits for 1 - error/MARGIN.
+# The answer waits for 1 - error/MARGIN: the models are fitted, not known. At 1 - error/2
+# an A/A range whose new endpoint's first 6 boots read 12% low named a culprit
+# (tests/workflows/test_bisect_workflow.py), and simulated claims at 0.995 were wrong
+# more often than they said.
 MARGIN = 4
 UNSPLIT = 1e-6  # a commit this sure of its side has nothing left to tell
 
