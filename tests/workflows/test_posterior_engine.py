@@ -2,6 +2,8 @@
 
 import math
 
+import pytest
+
 from kbisect.workflows.engine import Answer, EngineConfig
 from kbisect.workflows.evidence import Boot
 from kbisect.workflows.posterior_engine import PosteriorEngine
@@ -124,3 +126,14 @@ def test_the_same_boots_give_the_same_job() -> None:
     a = run(64, step_at(30, 0.1), cv=0.15, seed=9, **V3)
     b = run(64, step_at(30, 0.1), cv=0.15, seed=9, **V3)
     assert a[2] == b[2] and a[0] == b[0]
+
+
+def test_a_boot_tells_most_at_even_odds_and_more_the_further_apart_the_sides() -> None:
+    from kbisect.workflows.posterior_engine import information
+
+    for separation in (0.8, 1.75, 3.0):
+        values = [information(q, separation) for q in (0.5, 0.75, 0.9, 0.99)]
+        assert values == sorted(values, reverse=True) and values[-1] > 0
+    assert information(0.5, 0.8) < information(0.5, 1.75) < information(0.5, 3.0) < math.log(2)
+    assert information(0.5, 8.0) == pytest.approx(math.log(2), abs=0.01)  # a counter: one bit
+    assert information(0.0, 2.0) == information(1.0, 2.0) == 0.0
