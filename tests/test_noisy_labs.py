@@ -151,11 +151,19 @@ def _window(pid: int, start: float, t0: float, t1: float) -> float:
     return _cpu(pid) - before
 
 
+def _nice(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().split()[18]
+
+
 def test_the_load_ramps_its_duty_cycle_and_is_gone_after_the_block() -> None:
     start = time.monotonic()
     with host_drift.load(peak=0.5, ramp=2.0, grace=2.0) as pid:
         assert _alive(pid)
-        assert Path(f"/proc/{pid}/stat").read_text().split()[18] == str(host_drift.NICE)
+        # the child renices itself once it runs: wait for that, up to 5 s
+        deadline = time.monotonic() + 5
+        while _nice(pid) != str(host_drift.NICE) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _nice(pid) == str(host_drift.NICE)
         early = _window(pid, start, 0.4, 1.2)  # duty ~0.05 to 0.3: ~0.1 s expected
         late = _window(pid, start, 2.2, 3.0)  # duty 0.5: ~0.4 s expected
     assert late > 1.5 * early, (early, late)
