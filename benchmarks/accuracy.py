@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.dags import random_dag
+from benchmarks.results_file import append_row, read_rows
 from benchmarks.sim_noise import Noise, level_of
 from benchmarks.sim_policies import POLICIES
 from kbisect.workflows.strategy import Graph
@@ -298,12 +299,10 @@ def _print_row(row: Row) -> None:
 
 def load_finished(path: Path) -> dict[Cell, Row]:
     """The cells a --resume file holds; a line cut short by a killed run is left out."""
-    if not path.exists():
-        return {}
     done = {}
-    for line in path.read_text().splitlines():
+    for data in read_rows(path):
         try:
-            row = Row.from_json(json.loads(line))
+            row = Row.from_json(data)
         except (ValueError, TypeError, KeyError, IndexError):
             continue
         done[row.cell] = row
@@ -320,19 +319,10 @@ def _run(cells: list[Cell], jobs: int) -> Iterator[Row]:
 
 
 def _appender(path: Path | None) -> Callable[[Row], None]:
-    """Adds each finished row to the --resume file at once, one JSON line, flushed."""
+    """Adds each finished row to the --resume file at once, one JSON line."""
     if path is None:
         return lambda row: None
-    if path.exists() and path.stat().st_size and not path.read_bytes().endswith(b"\n"):
-        with path.open("a") as f:
-            f.write("\n")  # end a line cut short by a killed run: the next starts afresh
-
-    def append(row: Row) -> None:
-        with path.open("a") as f:
-            f.write(json.dumps(asdict(row)) + "\n")
-            f.flush()
-
-    return append
+    return lambda row: append_row(path, asdict(row))
 
 
 def main(argv: list[str] | None = None) -> None:

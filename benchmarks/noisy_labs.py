@@ -18,7 +18,6 @@ and a rerun skips the jobs already there, so runs of hours finish across session
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
@@ -27,6 +26,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from benchmarks import host_drift
+from benchmarks.results_file import append_row, read_rows
 
 KBISECT = [sys.executable, "-m", "kbisect"]
 TESTCASE = "nvme-snapshot-read"
@@ -120,7 +120,7 @@ def _run(job: Job, args: argparse.Namespace, done: dict[Job, Run]) -> Run:
         else:
             run = _bisect(lab, job, truth, None)
     if args.resume is not None:
-        _append(args.resume, run)
+        append_row(args.resume, asdict(run))
     return _emit(run, args.json)
 
 
@@ -136,31 +136,18 @@ def _host(job: Job, args: argparse.Namespace) -> AbstractContextManager[object]:
 
 
 def _load(path: Path | None) -> dict[Job, Run]:
-    """The rows in a --resume file; a line cut short by a killed session is left out."""
-    if path is None or not path.exists():
+    """The rows in a --resume file (a line cut short by a killed session is left out)."""
+    if path is None:
         return {}
     names = {f.name for f in fields(Run)}
     done: dict[Job, Run] = {}
-    for n, line in enumerate(path.read_text().splitlines(), 1):
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            print(f"{path}:{n}: not a JSON row, run again", file=sys.stderr)
-            continue
-        if not isinstance(row, dict) or set(row) != names:
-            print(f"{path}:{n}: not a row of this benchmark, run again", file=sys.stderr)
+    for row in read_rows(path):
+        if set(row) != names:
+            print(f"{path}: a row not of this benchmark, run again", file=sys.stderr)
             continue
         run = Run(**row)
         done[run.job] = run
     return done
-
-
-def _append(path: Path, run: Run) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as f:
-        f.write(json.dumps(asdict(run)) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
 
 
 def _make_lab(dest: Path, seed: int, slowdown: int, commits: int) -> Path:

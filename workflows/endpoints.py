@@ -127,11 +127,33 @@ def compare_endpoints(
     max_boots: int,
 ) -> EndpointVerdict:
     """The gate: may the range between these endpoints be bisected?"""
-    so, sn = [score(b, log) for b in old], [score(b, log) for b in new]
+    return compare_scores(
+        [score(b, log) for b in old],
+        [score(b, log) for b in new],
+        exact=noise_free(old) and noise_free(new),
+        log=log,
+        worse_is_lower=worse_is_lower,
+        regression=regression,
+        min_effect=min_effect,
+        max_boots=max_boots,
+    )
+
+
+def compare_scores(
+    so: Sequence[float],
+    sn: Sequence[float],
+    *,
+    exact: bool,
+    log: bool,
+    worse_is_lower: bool,
+    regression: bool,
+    min_effect: float,
+    max_boots: int,
+) -> EndpointVerdict:
+    """The gate on the endpoints' per-boot scores (`exact`: a counter's)."""
     effect = effect_of(so, sn, log)
     n = min(len(so), len(sn))
     size = abs(effect.value)
-    exact = noise_free(old) and noise_free(new)
     if exact:
         effect = replace(effect, low=effect.value, high=effect.value, p=0.0 if size else 1.0)
     if exact or (effect.p < ALPHA and size >= min_effect):

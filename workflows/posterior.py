@@ -147,13 +147,13 @@ class Posterior:
         k: int,
         allowed: Iterable[str],
         built: Iterable[str] = (),
-        worth: Callable[[float], float] | None = None,
+        worth: Callable[[float], float] = lambda q: q * (1 - q),
         build_cost: float = 1.0,
     ) -> list[str]:
         """Up to k commits whose P(new-like) are nearest 1/(k+1), ..., k/(k+1). A commit
         already built is taken instead while its boot tells at least 1/(1 + build_cost)
-        of what a boot of the best one would (`worth(P)`, the likelihood's information
-        at that P); without a `worth`, while it is within STICK of the best place."""
+        of what a boot of the best one would: `worth(P)` is the likelihood's information
+        at that P (by default q(1-q), a weak observation's)."""
         rows = [(self.p_new(c), c) for c in allowed]
         have = set(built)
         chosen: list[str] = []
@@ -166,18 +166,10 @@ class Posterior:
             near_built = [row for row in left if row[2] in have]
             if near_built:
                 alt = min(near_built)
-                if worth is None:
-                    take = alt[0] <= best[0] + STICK
-                else:
-                    q_alt, q_best = rows[alt[1]][0], rows[best[1]][0]
-                    take = worth(q_alt) * (1 + build_cost) >= worth(q_best)
-                if take:
+                if worth(rows[alt[1]][0]) * (1 + build_cost) >= worth(rows[best[1]][0]):
                     best = alt
             chosen.append(best[2])
         return chosen
-
-
-STICK = 0.25  # how much further from its quantile a built commit may be than the best
 
 
 def _planes(p: list[float]) -> list[int]:

@@ -31,12 +31,12 @@ from kbisect.workflows.endpoints import (
     Effect,
     EndpointVerdict,
     Gate,
-    compare_endpoints,
+    compare_scores,
     effect_of,
     noise_free,
 )
 from kbisect.workflows.engine import Answer, Decision, Engine, EngineConfig, EngineResult
-from kbisect.workflows.evidence import Boot, Model, pooled_sigma, relative, score
+from kbisect.workflows.evidence import Boot, Model, log_scale, pooled_sigma, relative, score
 from kbisect.workflows.posterior import NONE, Posterior
 from kbisect.workflows.stats import robust_mean, t_logpdf
 from kbisect.workflows.strategy import Graph, State
@@ -64,13 +64,11 @@ class Fit:
     noise, and the host's level through the job."""
 
     old_mean: float
-    new_mean: float
     step: float  # the step the likelihood uses: at least the minimum effect, the right way
     sigma: float
     n_old: int
     n_new: int
     trend: Trend
-    references: int  # boots the trend was fitted to
     df: float  # the noise figure's degrees of freedom
 
 
@@ -113,7 +111,6 @@ class PosteriorEngine(Engine):
         self._rng = random.Random(seed)  # deterministic: a workflow replays it
         self._queue: list[str] = []  # reference boots due, in order
         self._since_reference = 0.0  # probe boots since the last reference, weighed
-        self._picks: list[str] = []
         self._picked: set[str] = set()  # built already: a boot of one costs no build
         self._capped: set[str] = set()
         self._fit: Fit | None = None
@@ -135,10 +132,8 @@ class PosteriorEngine(Engine):
         if min(len(self.boots[c]) for c in ends) < FIRST_PAIRS:
             return self._reference_block()
         self._refresh()
-        if self._settled():
-            return []
         picks = self._choose()
-        if not picks:
+        if self._settled(picks):
             return []
         out: list[str] = []
         for pick in picks:
@@ -206,7 +201,7 @@ class PosteriorEngine(Engine):
 
     def _refresh(self) -> None:
         """Refit the models and the trend, then weigh every boot again."""
-        self.log = all(s > 0 for bs in self.boots.values() for b in bs for s in b.samples)
+        self.log = log_scale([b for bs in self.boots.values() for b in bs])
         raw = {c: [score(b, self.log) for b in bs] for c, bs in self.boots.items() if bs}
         sides = self._sides()
         trend = flat(self._clock)
@@ -232,13 +227,11 @@ class PosteriorEngine(Engine):
             trend = fit_trend(observations, sigma, self._clock)
             fit = Fit(
                 old_mean,
-                new_mean,
                 self._model_step(new_mean - old_mean, old_mean),
                 sigma,
                 len(flat_old),
                 len(flat_new),
                 trend,
-                len(observations),
                 max(1.0, len(flat_old) + len(flat_new) - len(old) - len(new) - 1.0),
             )
         assert fit is not None
@@ -310,8 +303,7 @@ class PosteriorEngine(Engine):
             return []
         built = self._picked  # not the new endpoint: its boots come in pairs
         fit = self._fit
-        if fit is None:
-            return self.posterior.quantiles(self.config.parallel, splitting, built)
+        assert fit is not None, "choosing before the models"
         separation = abs(fit.step) / fit.sigma
         return self.posterior.quantiles(
             self.config.parallel,
@@ -321,16 +313,14 @@ class PosteriorEngine(Engine):
             build_cost=BUILD_COST,
         )
 
-    def _settled(self) -> bool:
-        """Whether the job has its answer (set in self._answer)."""
+    def _settled(self, picks: list[str]) -> bool:
+        """Whether the job has its answer (set in self._answer); `picks`: this round's."""
         top = self.posterior.top()
         level = self._level
         ends = (self.old_end, self.new_end)
         if self.gate is None or self.gate.gate != Gate.DIFFERENT:
             if self.posterior.p_none < 0.5:
-                self.gate = EndpointVerdict(
-                    Gate.DIFFERENT, self._effect(), self._effect().describe()
-                )
+                self.gate = self._different()
         if top.p >= level:
             self._finish(top.commit)
             return True
@@ -338,17 +328,17 @@ class PosteriorEngine(Engine):
             if self.posterior.p_none >= 0.5:
                 self._finish(None)
                 return True
-        if not self._choose():  # nothing testable splits what is left
+        if not picks:  # nothing testable splits what is left
             self._finish(top.commit if top.p >= 0.5 else None, ambiguous=True)
             return True
         return False
 
     def _effect(self) -> Effect:
-        fit = self._fit
-        assert fit is not None
-        olds = self._adjusted(self.old_end)
-        news = self._adjusted(self.new_end)
-        return effect_of(olds, news, self.log)
+        return effect_of(self._adjusted(self.old_end), self._adjusted(self.new_end), self.log)
+
+    def _different(self) -> EndpointVerdict:
+        effect = self._effect()
+        return EndpointVerdict(Gate.DIFFERENT, effect, effect.describe())
 
     def _adjusted(self, commit: str) -> list[float]:
         fit = self._fit
@@ -362,13 +352,14 @@ class PosteriorEngine(Engine):
     def _finish(self, culprit: str | None, ambiguous: bool = False) -> None:
         self._settle_decisions()
         p_none = self.posterior.p_none
-        base = self._no_culprit("", self._effect())
+        different = self._different()
+        base = self._no_culprit("", different.effect)
         if culprit == NONE or (culprit is None and p_none >= 0.5):
             self.gate = self._no_difference(p_none)
             answer = Answer.NO_DIFFERENCE if self.gate.gate != Gate.UNDECIDED else Answer.UNDECIDED
             self._answer = replace(base, answer=answer, message=self.gate.message)
             return
-        self.gate = EndpointVerdict(Gate.DIFFERENT, self._effect(), self._effect().describe())
+        self.gate = different
         level = self._level
         if culprit is not None and not ambiguous:
             p = self.posterior.top().p
@@ -389,9 +380,10 @@ class PosteriorEngine(Engine):
     def _no_difference(self, p_none: float) -> EndpointVerdict:
         cfg = self.config
         olds, news = self._adjusted(self.old_end), self._adjusted(self.new_end)
-        gate = compare_endpoints(
-            [Boot([math.exp(v) if self.log else v]) for v in olds],
-            [Boot([math.exp(v) if self.log else v]) for v in news],
+        gate = compare_scores(
+            olds,
+            news,
+            exact=False,
             log=self.log,
             worse_is_lower=cfg.better == "higher",
             regression=cfg.mode == Mode.REGRESSION,

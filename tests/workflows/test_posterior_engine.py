@@ -1,6 +1,7 @@
 """The posterior engine (v3) driven by simulated boots: the truth stays in the test."""
 
 import math
+import random
 
 import pytest
 
@@ -108,8 +109,6 @@ def test_commits_that_cannot_change_the_kernel_are_never_booted_nor_named() -> N
     for i in range(1, 32):
         if i % 4:
             engine.same_kernel(f"c{i}", f"c{i - 1}" if i > 1 else "root", "touches nothing")
-    import random
-
     rng = random.Random(5)
     booted = []
     while commits := engine.wants():
