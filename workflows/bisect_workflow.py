@@ -66,6 +66,8 @@ CONTROLS_V2_PATCH = "controls-v2"  # two dirty controls leaning the same way: a 
 POSTERIOR_PATCH = "posterior-engine"  # a noisy metric: one posterior over the culprit plus
 # "no culprit", endpoint references interleaved all job long, a trend of the host's level
 # (workflows.posterior_engine); a counter still takes Engine's exact path
+POSTERIOR_2_PATCH = "posterior-engine-2"  # its revision 2 (posterior_engine.REVISIONS):
+# the level's shared error cancels, the new endpoint needs no build, a build costs 4 boots
 
 SA_TESTCASE = SearchAttributeKey.for_keyword(SA_TESTCASE_NAME)
 SA_STATUS = SearchAttributeKey.for_keyword(SA_STATUS_NAME)
@@ -201,8 +203,12 @@ class BisectWorkflow:
 
     def _start_engine(self, state: JobState) -> Engine:
         config = engine_report.config_of(state.req, state.job, *self._host_checks())
-        kind = PosteriorEngine if workflow.patched(POSTERIOR_PATCH) else Engine
-        engine = kind(state.search.graph, state.job.new, state.job.old, config)
+        graph, new, old = state.search.graph, state.job.new, state.job.old
+        if not workflow.patched(POSTERIOR_PATCH):
+            engine = Engine(graph, new, old, config)
+        else:
+            revision = 2 if workflow.patched(POSTERIOR_2_PATCH) else 1
+            engine = PosteriorEngine(graph, new, old, config, revision)
         self._engine, state.search = engine, engine.search
         return engine
 

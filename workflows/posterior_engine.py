@@ -46,7 +46,6 @@ NONE_PRIOR = 0.5  # "no culprit" before any boot: the user's word that they diff
 REFERENCE_EVERY = 3  # probe boots per reference boot
 BOUND_EVERY = 1  # and for a commit whose verdict waits on the level (see _level_bound)
 BOUND_FRACTION = 0.1  # of the step: a level error smaller than this is not worth references
-BUILD_COST = 1.5  # a build, in boots (12-40 s warm against a 20 s boot here)
 FIRST_PAIRS = 3  # old-new blocks before any probe: a first noise figure
 FIRM = 0.005  # a commit's side is settled beyond this (it then joins the models)
 FIT_ROUNDS = 3  # model and trend refitted in turn
@@ -56,6 +55,30 @@ FIT_ROUNDS = 3  # model and trend refitted in turn
 # more often than they said.
 MARGIN = 4
 UNSPLIT = 1e-6  # a commit this sure of its side has nothing left to tell
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """What differs between the engine's revisions. A job keeps the revision it started
+    with (the workflow's patch markers say which), so a history replays the same way."""
+
+    build_cost: float  # a build, in boots
+    shared_level_cancels: bool  # see Fit.level_var
+    new_end_built: bool  # the new endpoint is a pick that needs no build (booted in pairs)
+    slope: bool | None  # the trend's steady slope: never, always, or when it fits (None)
+
+
+REVISIONS = {
+    # As it first shipped (patch posterior-engine): a build cost 1.5 boots (the lab's
+    # 12-40 s warm build against a 20 s boot), every boot carried the level's whole error.
+    1: Tuning(build_cost=1.5, shared_level_cancels=False, new_end_built=False, slope=False),
+    # posterior-engine-2: a build costs 4 boots (a distro config's warm build takes
+    # minutes, a boot seconds). The level always has a steady slope: a drift too slow for
+    # the references to show (0.05% a boot) still moved a commit booted 30 times enough
+    # for false culprits in 5 of 100 simulated jobs.
+    2: Tuning(build_cost=4.0, shared_level_cancels=True, new_end_built=True, slope=True),
+}
+LATEST = max(REVISIONS)
 
 
 @dataclass(frozen=True)
@@ -70,6 +93,12 @@ class Fit:
     n_new: int
     trend: Trend
     df: float  # the noise figure's degrees of freedom
+    shared: float  # the part of the level's error every boot shares (see level_var)
+
+    def level_var(self, clocks: list[int]) -> float:
+        """The level's error over boots at these clocks, less the part every boot shares:
+        each side's mean is taken on the same level, so that part cancels in a verdict."""
+        return max(0.0, self.trend.mean_var(clocks) - self.shared)
 
 
 def _noise(groups: list[list[float]], robust: float) -> float:
@@ -102,9 +131,15 @@ def information(q: float, separation: float) -> float:
 
 class PosteriorEngine(Engine):
     def __init__(
-        self, graph: Graph, new: str, old: list[str] | tuple[str, ...], config: EngineConfig
+        self,
+        graph: Graph,
+        new: str,
+        old: list[str] | tuple[str, ...],
+        config: EngineConfig,
+        revision: int = LATEST,
     ) -> None:
         super().__init__(graph, new, old, config)
+        self.tuning = REVISIONS[revision]
         self.posterior = Posterior(graph, NONE_PRIOR)
         self._exact: bool | None = None  # a counter: Engine's path
         seed = int.from_bytes((new + self.old_end).encode()[:16].ljust(16, b"0"), "big")
@@ -205,7 +240,7 @@ class PosteriorEngine(Engine):
         raw = {c: [score(b, self.log) for b in bs] for c, bs in self.boots.items() if bs}
         sides = self._sides()
         trend = flat(self._clock)
-        fit = None
+        fit, cancels = None, self.tuning.shared_level_cancels
         for _ in range(FIT_ROUNDS):
             adjusted = {
                 c: [v - trend.at(t)[0] for v, t in zip(vs, self.times[c], strict=True)]
@@ -224,7 +259,7 @@ class PosteriorEngine(Engine):
                 for c in (self.old_end, self.new_end)
                 for v, t in zip(raw[c], self.times[c], strict=True)
             ]
-            trend = fit_trend(observations, sigma, self._clock)
+            trend = fit_trend(observations, sigma, self._clock, slope=self.tuning.slope)
             fit = Fit(
                 old_mean,
                 self._model_step(new_mean - old_mean, old_mean),
@@ -233,6 +268,7 @@ class PosteriorEngine(Engine):
                 len(flat_new),
                 trend,
                 max(1.0, len(flat_old) + len(flat_new) - len(old) - len(new) - 1.0),
+                trend.mean_var([t for t, _ in observations]) if cancels else 0.0,
             )
         assert fit is not None
         self._fit = fit
@@ -255,7 +291,7 @@ class PosteriorEngine(Engine):
         fit, times = self._fit, self.times.get(commit, [])
         if fit is None or not times:
             return False
-        shared = fit.trend.mean_var(times) + fit.sigma**2 / max(1, min(fit.n_old, fit.n_new))
+        shared = fit.level_var(times) + fit.sigma**2 / max(1, min(fit.n_old, fit.n_new))
         # ... and only where that error is a noticeable part of the step
         return shared >= fit.sigma**2 / len(times) and shared >= (BOUND_FRACTION * fit.step) ** 2
 
@@ -266,7 +302,7 @@ class PosteriorEngine(Engine):
         boots of one commit cannot be surer than the models they are weighed against."""
         values = self._adjusted(commit)
         m = len(values)
-        trend_var = fit.trend.mean_var(self.times[commit])
+        trend_var = fit.level_var(self.times[commit])
         mean = robust_mean(values)
         own = fit.sigma**2 / m + trend_var
         v_old = own + fit.sigma**2 / max(fit.n_old, 1)
@@ -301,7 +337,7 @@ class PosteriorEngine(Engine):
         splitting = [c for c in testable if UNSPLIT < self.posterior.p_new(c) < 1 - UNSPLIT]
         if not splitting:
             return []
-        built = self._picked  # not the new endpoint: its boots come in pairs
+        built = self._picked | ({self.new_end} if self.tuning.new_end_built else set())
         fit = self._fit
         assert fit is not None, "choosing before the models"
         separation = abs(fit.step) / fit.sigma
@@ -310,7 +346,7 @@ class PosteriorEngine(Engine):
             splitting,
             built,
             worth=lambda q: information(q, separation),
-            build_cost=BUILD_COST,
+            build_cost=self.tuning.build_cost,
         )
 
     def _settled(self, picks: list[str]) -> bool:

@@ -22,11 +22,20 @@ START_SIGMAS = 10.0  # the level before any reference: unknown
 
 
 @dataclass(frozen=True)
+class Model:
+    """How the level may move: a random walk of `walk` a boot, on a steady slope or not."""
+
+    walk: float
+    slope: bool = False
+
+
+@dataclass(frozen=True)
 class Trend:
     level: list[float]  # by clock, 0 .. the last boot
     var: list[float]  # its variance
     jumps: list[int] = field(default_factory=list)  # clocks where it jumped
     memory: float = 1.0  # boots over which its errors stay correlated
+    model: Model = Model(0.0)  # the motion the references chose
 
     def at(self, clock: int) -> tuple[float, float]:
         """The level at `clock` and its variance; after the last boot, the last level
@@ -61,68 +70,111 @@ def flat(clocks: int) -> Trend:
 
 WALKS = (0.0, 0.01, 0.02, 0.04, 0.08)  # how fast the level may move, in sigmas a boot
 WALK_EVIDENCE = 3.0  # log likelihood a moving level must gain over a still one
+SLOPE_EVIDENCE = 3.0  # and a steady slope over none
+SLOPE_SIGMAS = 3.0  # a slope's prior: it may carry the level this many sigmas over the job
 
 
 def fit_trend(
-    observations: Sequence[tuple[int, float]], sigma: float, clocks: int, walk: float | None = None
+    observations: Sequence[tuple[int, float]],
+    sigma: float,
+    clocks: int,
+    walk: float | None = None,
+    slope: bool | None = None,
 ) -> Trend:
     """The level at clocks 0..`clocks` from (clock, residual) observations, each with
-    noise `sigma`; the level moves by `walk` (a standard deviation) per boot, or, when
-    None, by the one of WALKS x sigma that explains the observations best (a steady host
-    then gets a flat level, known from all its references)."""
+    noise `sigma`. The level moves by `walk` (a standard deviation) per boot, on a steady
+    slope when `slope`; when either is None, the model among WALKS x sigma, with and
+    without a slope, that explains the observations best (a steady host then gets a flat
+    level, known from all its references; a host that warms or cools steadily, a slope,
+    which a walk follows only with many references)."""
     by_clock: dict[int, list[float]] = {}
     for clock, value in observations:
         by_clock.setdefault(clock, []).append(value)
-    if walk is None:
-        # A moving level must explain the references better by WALK_EVIDENCE than a
-        # still one: chance wiggles would cost every probe precision.
-        fits = [
-            _log_likelihood(_smooth(by_clock, sigma, clocks, w * sigma, set())[1])
-            - (WALK_EVIDENCE if w else 0.0)
-            for w in WALKS
-        ]
-        walk = WALKS[fits.index(max(fits))] * sigma
+    walks = WALKS if walk is None else (walk / sigma if sigma else 0.0,)
+    models = [Model(w * sigma, s) for w in walks for s in (False, True)]
+
+    # A moving level must explain the references better by WALK_EVIDENCE than a still one
+    # (and a slope by SLOPE_EVIDENCE): chance wiggles would cost every probe precision.
+    def evidence(m: Model) -> float:
+        fit = _log_likelihood(_smooth(by_clock, sigma, clocks, m, set())[1])
+        return fit - (WALK_EVIDENCE if m.walk else 0.0) - (SLOPE_EVIDENCE if m.slope else 0.0)
+
+    scored = {m: evidence(m) for m in models}
+    model = max((m for m in scored if slope in (None, m.slope)), key=scored.__getitem__)
+    # Jumps are found against the best level without a slope: early on, a slope's wide
+    # prior makes every innovation look small, and a shift at boot 12 would pass for one.
+    level_only = max((m for m in scored if not m.slope), key=scored.__getitem__)
     jumps: set[int] = set()
     # A reference every `gap` boots: the walk's errors last about as long as it takes the
     # walk to move as far as the references' noise averaged over that time.
     gap = (clocks + 1) / max(len(observations), 1)
-    memory = sigma * math.sqrt(gap) / walk if walk > 0 else float(clocks + 1) * 4
+    w = model.walk
+    memory = sigma * math.sqrt(gap) / w if w > 0 else float(clocks + 1) * 4
     for _ in range(MAX_JUMPS + 1):
-        trend, innovations = _smooth(by_clock, sigma, clocks, walk, jumps)
+        trend, innovations = _smooth(by_clock, sigma, clocks, level_only, jumps)
         jump = _first_jump(innovations, jumps)
         if jump is None:
             break
         jumps.add(jump)
-    return replace(trend, memory=max(memory, 1.0))
+    if model.slope:
+        trend = _smooth(by_clock, sigma, clocks, model, jumps)[0]
+    return replace(trend, memory=max(memory, 1.0), model=model)
+
+
+Matrix = tuple[float, float, float]  # a symmetric 2x2: (level, covariance, slope)
 
 
 def _smooth(
-    by_clock: dict[int, list[float]], sigma: float, clocks: int, walk: float, jumps: set[int]
+    by_clock: dict[int, list[float]], sigma: float, clocks: int, model: Model, jumps: set[int]
 ) -> tuple[Trend, list[tuple[int, float, float]]]:
+    """Kalman forward and Rauch-Tung-Striebel back over the state (level, slope)."""
     r = sigma * sigma
-    q = walk * walk
-    m, p = 0.0, (START_SIGMAS * sigma) ** 2
-    m_pred, p_pred, m_filt, p_filt = [], [], [], []
+    q = model.walk**2
+    # Without a slope its variance stays at a speck, so the algebra stays 2x2 throughout.
+    slope_var = (SLOPE_SIGMAS * sigma / (clocks + 1)) ** 2 if model.slope else 1e-30
+    x: tuple[float, float] = (0.0, 0.0)
+    p: Matrix = ((START_SIGMAS * sigma) ** 2, 0.0, slope_var)
+    preds: list[tuple[tuple[float, float], Matrix]] = []
+    filts: list[tuple[tuple[float, float], Matrix]] = []
     innovations: list[tuple[int, float, float]] = []  # (clock, z, its variance)
     for t in range(clocks + 1):
         if t:
-            p += q + ((JUMP_SIGMAS * sigma) ** 2 if t in jumps else 0.0)
-        m_pred.append(m)
-        p_pred.append(p)
+            x = (x[0] + x[1], x[1])
+            a, b, c = p
+            extra = q + ((JUMP_SIGMAS * sigma) ** 2 if t in jumps else 0.0)
+            p = (a + 2 * b + c + extra, b + c, c)
+        preds.append((x, p))
         for y in by_clock.get(t, ()):
-            s = p + r
-            z = (y - m) / math.sqrt(s)
+            a, b, c = p
+            s = a + r
+            z = (y - x[0]) / math.sqrt(s)
             innovations.append((t, z, s))
-            gain = p / s
-            m += gain * max(-HUBER_Z, min(HUBER_Z, z)) * math.sqrt(s)
-            p *= 1 - gain
-        m_filt.append(m)
-        p_filt.append(p)
-    level, var = list(m_filt), list(p_filt)
+            k0, k1 = a / s, b / s
+            e = max(-HUBER_Z, min(HUBER_Z, z)) * math.sqrt(s)
+            x = (x[0] + k0 * e, x[1] + k1 * e)
+            p = (a - k0 * a, b - k0 * b, c - k1 * b)
+        filts.append((x, p))
+    level = [f[0][0] for f in filts]
+    var = [f[1][0] for f in filts]
+    xs, ps = filts[-1]
     for t in range(clocks - 1, -1, -1):
-        c = p_filt[t] / p_pred[t + 1] if p_pred[t + 1] > 0 else 0.0
-        level[t] = m_filt[t] + c * (level[t + 1] - m_pred[t + 1])
-        var[t] = p_filt[t] + c * c * (var[t + 1] - p_pred[t + 1])
+        (fx, fp), (px, pp) = filts[t], preds[t + 1]
+        a, b, c = fp
+        pa, pb, pc = pp
+        det = pa * pc - pb * pb
+        ia, ib, ic = pc / det, -pb / det, pa / det
+        # C = P_filt F' P_pred^-1, where P_filt F' = [[a + b, b], [b + c, c]]
+        c00, c01 = (a + b) * ia + b * ib, (a + b) * ib + b * ic
+        c10, c11 = (b + c) * ia + c * ib, (b + c) * ib + c * ic
+        d0, d1 = xs[0] - px[0], xs[1] - px[1]
+        xs = (fx[0] + c00 * d0 + c01 * d1, fx[1] + c10 * d0 + c11 * d1)
+        sa, sb, sc = ps[0] - pa, ps[1] - pb, ps[2] - pc
+        # C D C' for the symmetric D = (sa, sb, sc)
+        t00 = c00 * (c00 * sa + c01 * sb) + c01 * (c00 * sb + c01 * sc)
+        t01 = c00 * (c10 * sa + c11 * sb) + c01 * (c10 * sb + c11 * sc)
+        t11 = c10 * (c10 * sa + c11 * sb) + c11 * (c10 * sb + c11 * sc)
+        ps = (a + t00, b + t01, c + t11)
+        level[t], var[t] = xs[0], max(ps[0], 0.0)
     return Trend(level, var, sorted(jumps)), innovations
 
 

@@ -23,6 +23,7 @@ from kbisect.workflows.bisect_workflow import (
     ENGINE_PATCH,
     FAILED_STATUS_PATCH,
     HOST_CHECK_PATCH,
+    POSTERIOR_2_PATCH,
     POSTERIOR_PATCH,
     SAME_KERNEL_PATCH,
     TRACE_PATCH,
@@ -75,7 +76,8 @@ def test_histories_were_recorded() -> None:
     # Re-record with: KBISECT_RECORD_HISTORIES=1 pytest tests/workflows/test_bisect_workflow.py
     # (after renaming the current ones to pre-<patch>-*). They must keep replaying:
     # pre-samekernel-*: the engine before same-kernel, host-check, controls-v2 and trace;
-    # pre-posterior-*: every kind of job as Engine (v2) ran it, before the posterior engine.
+    # pre-posterior-*: every kind of job as Engine (v2) ran it, before the posterior engine;
+    # pre-posterior2-*: the same as the posterior engine's revision 1 ran it.
     # Every job replays the engine: the pre-engine code and its histories are gone.
     assert all(ENGINE_PATCH in _patches(p) for p in HISTORIES)
     pre_same = [p for p in HISTORIES if p.stem.startswith("pre-samekernel-")]
@@ -83,10 +85,16 @@ def test_histories_were_recorded() -> None:
     current = [p for p in HISTORIES if not p.stem.startswith("pre-")]
     assert len(pre_same) >= 5
     assert all(SAME_KERNEL_PATCH not in _patches(p) for p in pre_same)
+    pre_revision_2 = [p for p in HISTORIES if p.stem.startswith("pre-posterior2-")]
     assert {p.stem.removeprefix("pre-posterior-") for p in pre_posterior} == {
         p.stem for p in current
     }
+    assert {p.stem.removeprefix("pre-posterior2-") for p in pre_revision_2} == {
+        p.stem for p in current
+    }
     assert all(POSTERIOR_PATCH not in _patches(p) for p in pre_posterior + pre_same)
+    assert all(POSTERIOR_PATCH in _patches(p) for p in pre_revision_2)
+    assert all(POSTERIOR_2_PATCH not in _patches(p) for p in pre_revision_2)
     # Every branch the current engine can take is in some current history.
     now = {p.stem: _patches(p) for p in current}
     assert {"linear-64", "fix-64", "merges", "skips", "engine-retest"} <= set(now)
@@ -103,6 +111,7 @@ def test_histories_were_recorded() -> None:
     assert _ended(by_name["failed"]) == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED
     assert FAILED_STATUS_PATCH in now["failed"]
     engine = {ENGINE_PATCH, SAME_KERNEL_PATCH, HOST_CHECK_PATCH, CONTROLS_V2_PATCH, POSTERIOR_PATCH}
+    engine.add(POSTERIOR_2_PATCH)
     assert all(engine <= patches for patches in now.values()), now
     assert TRACE_PATCH in now["trace"]
     assert "classify_commits" in (HISTORIES[0].parent / "same-kernel.json").read_text()
@@ -161,3 +170,15 @@ async def test_a_changed_posterior_engine_is_caught(monkeypatch: pytest.MonkeyPa
     assert await _replay_failure("host-shift") is None
     monkeypatch.setattr(posterior_engine, "REFERENCE_EVERY", 1)
     assert isinstance(await _replay_failure("host-shift"), NondeterminismError)
+
+
+async def test_a_job_keeps_the_engine_revision_it_started_with(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # pre-posterior2-host-shift.json ran revision 1 on a noisy metric: replayed with
+    # revision 2's tuning in its place, it boots other commits than it recorded.
+    from kbisect.workflows import posterior_engine
+
+    assert await _replay_failure("pre-posterior2-host-shift") is None
+    monkeypatch.setitem(posterior_engine.REVISIONS, 1, posterior_engine.REVISIONS[2])
+    assert isinstance(await _replay_failure("pre-posterior2-host-shift"), NondeterminismError)

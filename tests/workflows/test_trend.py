@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from kbisect.workflows.trend import fit_trend
+from kbisect.workflows.trend import Model, fit_trend
 
 SIGMA = 0.1
 
@@ -58,3 +58,21 @@ def test_boots_spread_in_time_share_less_level_error_than_boots_together() -> No
     together = trend.mean_var(list(range(100, 120)))
     spread = trend.mean_var(list(range(10, 300, 15)))
     assert spread < together / 2
+
+
+def test_a_steady_slope_is_fitted_as_one() -> None:
+    drift = 0.0005  # a boot: 15% over the job, as a host that warms steadily
+    sparse = references(lambda t: drift * t, every=9)
+    trend = fit_trend(sparse, SIGMA, 300)  # the model chosen by the references
+
+    def worst(fit):  # type: ignore[no-untyped-def]
+        return max(abs(fit.level[t] - drift * t) for t in range(30, 271))
+
+    assert trend.model.slope
+    assert worst(trend) < 0.05  # half a sigma, where the level moved 1.5
+
+
+def test_a_steady_host_gets_no_slope() -> None:
+    for seed in range(5):
+        trend = fit_trend(references(lambda t: 0.0, seed=seed), SIGMA, 300)
+        assert trend.model == Model(0.0, slope=False), seed
