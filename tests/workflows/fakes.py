@@ -66,6 +66,7 @@ class Scenario:
     silent: Counter[str] = field(default_factory=Counter)
     silent_seconds: float = 4.0
     noise: float = 0.0  # run-to-run noise: the sigma of a lognormal factor on each sample
+    slow: float = SLOW  # the metric where the culprit's change is in
     # The host's speed changes for good after this many boots of the job (0: never).
     shift_after: int = 0
     shift: float = 1.0
@@ -82,10 +83,10 @@ class Scenario:
             # Reverted on new (regression) or applied to old (fix): both undo the slowness
             # when the named commit is the true one.
             named = commit.split(":")[1]
-            return FAST if named == self.culprit and self.revert_restores else SLOW
+            return FAST if named == self.culprit and self.revert_restores else self.slow
         has = culprit_is_in(self.graph, self.culprit, commit)
         # regression: the culprit brings the slowness; fix: the culprit removes it
-        return SLOW if has == (self.mode == "regression") else FAST
+        return self.slow if has == (self.mode == "regression") else FAST
 
 
 SCENARIOS: dict[str, Scenario] = {}

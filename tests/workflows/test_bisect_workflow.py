@@ -282,6 +282,15 @@ async def test_noisy_scores_still_name_the_culprit(env: WorkflowEnvironment) -> 
         assert endpoint.value != fakes.FAST  # the noise really reached the verdicts
 
 
+async def test_a_small_step_under_noise_is_found(env: WorkflowEnvironment) -> None:
+    # 15% slower at a noise of 8% a sample: each commit takes several boots, so the
+    # engine's choices (references, repeats, builds) are all in the recorded history.
+    scenario = Scenario(graph=linear(16), culprit="c6", noise=0.08, slow=fakes.FAST * 0.85)
+    result, s = await bisect(env.client, scenario, record="small-step")
+    assert result.culprit == "c6", [(st.commit, st.value) for st in result.steps]
+    assert sum(s.tests.values()) > 2 * len(s.builds)  # boots, not one a commit
+
+
 async def test_a_host_that_speeds_up_for_good_keeps_the_answer(env: WorkflowEnvironment) -> None:
     # The lab-103 run: the host about 20% faster from its 8th boot on.
     scenario = Scenario(graph=linear(32), culprit="c21", noise=0.05, shift_after=8, shift=1.2)

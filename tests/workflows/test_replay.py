@@ -86,9 +86,10 @@ def test_histories_were_recorded() -> None:
     assert len(pre_same) >= 5
     assert all(SAME_KERNEL_PATCH not in _patches(p) for p in pre_same)
     pre_revision_2 = [p for p in HISTORIES if p.stem.startswith("pre-posterior2-")]
+    # small-step came after the v2 engine: its twin is only the revision 1 one
     assert {p.stem.removeprefix("pre-posterior-") for p in pre_posterior} == {
         p.stem for p in current
-    }
+    } - {"small-step"}
     assert {p.stem.removeprefix("pre-posterior2-") for p in pre_revision_2} == {
         p.stem for p in current
     }
@@ -97,7 +98,7 @@ def test_histories_were_recorded() -> None:
     assert all(POSTERIOR_2_PATCH not in _patches(p) for p in pre_revision_2)
     # Every branch the current engine can take is in some current history.
     now = {p.stem: _patches(p) for p in current}
-    assert {"linear-64", "fix-64", "merges", "skips", "engine-retest"} <= set(now)
+    assert {"linear-64", "fix-64", "merges", "skips", "engine-retest", "small-step"} <= set(now)
     # ... and every way a job is steered or ends: a person's mark, a resume after a block,
     # rounds of several commits, a cancel and a failure (each test says what it records).
     assert {"mark", "resume", "parallel", "cancel", "failed"} <= set(now), sorted(now)
@@ -175,10 +176,15 @@ async def test_a_changed_posterior_engine_is_caught(monkeypatch: pytest.MonkeyPa
 async def test_a_job_keeps_the_engine_revision_it_started_with(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # pre-posterior2-host-shift.json ran revision 1 on a noisy metric: replayed with
-    # revision 2's tuning in its place, it boots other commits than it recorded.
+    # The same noisy small-step job, recorded before and after posterior-engine-2: each
+    # replays only with its own revision's tuning.
     from kbisect.workflows import posterior_engine
 
-    assert await _replay_failure("pre-posterior2-host-shift") is None
-    monkeypatch.setitem(posterior_engine.REVISIONS, 1, posterior_engine.REVISIONS[2])
-    assert isinstance(await _replay_failure("pre-posterior2-host-shift"), NondeterminismError)
+    revisions = dict(posterior_engine.REVISIONS)
+    assert await _replay_failure("pre-posterior2-small-step") is None
+    assert await _replay_failure("small-step") is None
+    monkeypatch.setitem(posterior_engine.REVISIONS, 1, revisions[2])
+    assert isinstance(await _replay_failure("pre-posterior2-small-step"), NondeterminismError)
+    monkeypatch.setitem(posterior_engine.REVISIONS, 1, revisions[1])
+    monkeypatch.setitem(posterior_engine.REVISIONS, 2, revisions[1])
+    assert isinstance(await _replay_failure("small-step"), NondeterminismError)
