@@ -18,6 +18,7 @@ import logging
 import os
 import re
 import shutil
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -360,6 +361,7 @@ class LibvirtMachine:
         self.memory_mib = memory_mib
         self.cpus = cpus
         self.pin = pin  # host CPUs reserved for guests (`worker --measure-cpus`); () = any
+        self.host = urlsplit(uri).hostname or socket.gethostname()  # qemu+ssh://HOST/system
         self._accel = accel  # Settings.accel (KBISECT_ACCEL), checked there; None: probe
         self._connect = connect
 

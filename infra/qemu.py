@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -331,6 +332,7 @@ class QemuMachine:
         self.memory_mib = memory_mib
         self.cpus = cpus
         self.pin = pin  # host CPUs reserved for guests (`worker --measure-cpus`); () = any
+        self.host = socket.gethostname()
         self._accel = accel  # Settings.accel (KBISECT_ACCEL), checked there; None: probe
 
     def run(

@@ -223,6 +223,7 @@ class TestResult:
     warmup: list[float] = field(default_factory=list)  # the primary's warm-up samples
     # every metric's scored samples (the job may bisect on one that is not the primary)
     metric_samples: dict[str, list[float]] = field(default_factory=dict)
+    host: str = ""  # the machine that booted it ("": before hosts were sent)
 
     def samples_of(self, metric: str) -> list[float]:
         return self.metric_samples.get(metric) or self.samples

@@ -246,6 +246,7 @@ class VmActivities:
             warmup=list(r.score.primary_metric.warmup),
             console=r.run.console,
             seconds=r.run.seconds,
+            host=self.machine.host,
         )
 
     @activity.defn(name=TRACE)

@@ -282,7 +282,7 @@ class BisectWorkflow:
         samples = test.samples_of(state.job.primary)
         m.raw.append(engine_report.boot_value(samples))
         m.last, m.test_seconds = test, m.test_seconds + test.seconds
-        engine.observe(commit, Boot(samples))
+        engine.observe(commit, Boot(samples, test.host))
         self._progress.boots += 1
         self._progress.last_boot = (
             f"{commit[:12]} boot {len(m.raw)}: {state.job.primary} {m.raw[-1]:g}"

@@ -25,6 +25,7 @@ class Boot:
     """One boot's scored repetitions of the primary metric."""
 
     samples: list[float]
+    host: str = ""  # the machine that booted it: references are judged per host
 
     @property
     def spread(self) -> float:

@@ -40,7 +40,7 @@ from kbisect.workflows.evidence import Boot, Model, log_scale, pooled_sigma, rel
 from kbisect.workflows.posterior import NONE, Posterior
 from kbisect.workflows.stats import robust_mean, t_logpdf
 from kbisect.workflows.strategy import Graph, State
-from kbisect.workflows.trend import Trend, fit_trend, flat
+from kbisect.workflows.trend import Trend, fit_trend
 
 NONE_PRIOR = 0.5  # "no culprit" before any boot: the user's word that they differ is half
 REFERENCE_EVERY = 3  # probe boots per reference boot
@@ -66,17 +66,22 @@ class Tuning:
     shared_level_cancels: bool  # see Fit.level_var
     new_end_built: bool  # the new endpoint is a pick that needs no build (booted in pairs)
     slope: bool | None  # the trend's steady slope: never, always, or when it fits (None)
+    per_host: bool  # each VM host has its own level, fitted to the references it booted
 
 
 REVISIONS = {
     # As it first shipped (patch posterior-engine): a build cost 1.5 boots (the lab's
     # 12-40 s warm build against a 20 s boot), every boot carried the level's whole error.
-    1: Tuning(build_cost=1.5, shared_level_cancels=False, new_end_built=False, slope=False),
+    1: Tuning(
+        build_cost=1.5, shared_level_cancels=False, new_end_built=False, slope=False, per_host=False
+    ),
     # posterior-engine-2: a build costs 4 boots (a distro config's warm build takes
     # minutes, a boot seconds). The level always has a steady slope: a drift too slow for
     # the references to show (0.05% a boot) still moved a commit booted 30 times enough
     # for false culprits in 5 of 100 simulated jobs.
-    2: Tuning(build_cost=4.0, shared_level_cancels=True, new_end_built=True, slope=True),
+    2: Tuning(
+        build_cost=4.0, shared_level_cancels=True, new_end_built=True, slope=True, per_host=True
+    ),
 }
 LATEST = max(REVISIONS)
 
@@ -91,14 +96,27 @@ class Fit:
     sigma: float
     n_old: int
     n_new: int
-    trend: Trend
+    trends: dict[str, Trend]  # by VM host that booted references ("": hosts not told apart)
     df: float  # the noise figure's degrees of freedom
-    shared: float  # the part of the level's error every boot shares (see level_var)
+    shared: dict[str, float]  # by host: the part of its level's error every boot shares
 
-    def level_var(self, clocks: list[int]) -> float:
-        """The level's error over boots at these clocks, less the part every boot shares:
-        each side's mean is taken on the same level, so that part cancels in a verdict."""
-        return max(0.0, self.trend.mean_var(clocks) - self.shared)
+    @property
+    def trend(self) -> Trend:
+        """The level of the host with the most references (the report's)."""
+        return max(self.trends.values(), key=lambda t: t.references)
+
+    def level_var(self, boots: list[tuple[str, int]]) -> float:
+        """The level's error over boots at these (host, clock)s, less the part every boot
+        of a host shares: each side's mean is taken on the same levels, so that part
+        cancels in a verdict. Hosts' errors are independent."""
+        clocks: dict[str, list[int]] = {}
+        for host, clock in boots:
+            clocks.setdefault(host, []).append(clock)
+        return sum(
+            (len(cs) / len(boots)) ** 2
+            * max(0.0, self.trends[h].mean_var(cs) - self.shared.get(h, 0.0))
+            for h, cs in clocks.items()
+        )
 
 
 def _noise(groups: list[list[float]], robust: float) -> float:
@@ -239,40 +257,61 @@ class PosteriorEngine(Engine):
         self.log = log_scale([b for bs in self.boots.values() for b in bs])
         raw = {c: [score(b, self.log) for b in bs] for c, bs in self.boots.items() if bs}
         sides = self._sides()
-        trend = flat(self._clock)
-        fit, cancels = None, self.tuning.shared_level_cancels
+        fit: Fit | None = None
         for _ in range(FIT_ROUNDS):
-            adjusted = {
-                c: [v - trend.at(t)[0] for v, t in zip(vs, self.times[c], strict=True)]
-                for c, vs in raw.items()
-            }
+            adjusted = {c: self._adjusted(c, fit) for c in raw}
             old = [adjusted[c] for c, new in sides.items() if not new and c in adjusted]
             new = [adjusted[c] for c, is_new in sides.items() if is_new and c in adjusted]
             flat_old = [v for g in old for v in g]
             flat_new = [v for g in new for v in g]
             old_mean, new_mean = robust_mean(flat_old), robust_mean(flat_new)
             sigma = max(_noise([*old, *new], pooled_sigma([*old, *new])), 1e-9)
-            # The trend follows the endpoints only: a probe's own boots in it would pull
-            # the level its way, and its verdict with it.
-            observations = [
-                (t, v - (new_mean if c == self.new_end else old_mean))
-                for c in (self.old_end, self.new_end)
-                for v, t in zip(raw[c], self.times[c], strict=True)
-            ]
-            trend = fit_trend(observations, sigma, self._clock, slope=self.tuning.slope)
             fit = Fit(
                 old_mean,
                 self._model_step(new_mean - old_mean, old_mean),
                 sigma,
                 len(flat_old),
                 len(flat_new),
-                trend,
+                self._host_levels(raw, old_mean, new_mean, sigma),
                 max(1.0, len(flat_old) + len(flat_new) - len(old) - len(new) - 1.0),
-                trend.mean_var([t for t, _ in observations]) if cancels else 0.0,
+                {},
             )
+            fit = replace(fit, shared=self._shared(fit))
         assert fit is not None
         self._fit = fit
         self.posterior.update({c: self._commit_llr(c, fit) for c in raw if c != self.old_end})
+
+    def _hosts(self, commit: str) -> list[str]:
+        """The VM host of each of the commit's boots ("" for all: one level)."""
+        return [b.host if self.tuning.per_host else "" for b in self.boots.get(commit, [])]
+
+    def _host_levels(
+        self, raw: dict[str, list[float]], old_mean: float, new_mean: float, sigma: float
+    ) -> dict[str, Trend]:
+        """Each host's level, fitted to the references it booted. The trend follows the
+        endpoints only: a probe's own boots in it would pull the level its way, and its
+        verdict with it."""
+        by_host: dict[str, list[tuple[int, float]]] = {}
+        for c in (self.old_end, self.new_end):
+            mean = new_mean if c == self.new_end else old_mean
+            for v, t, h in zip(raw[c], self.times[c], self._hosts(c), strict=True):
+                by_host.setdefault(h, []).append((t, v - mean))
+        slope = self.tuning.slope
+        trends = {h: fit_trend(obs, sigma, self._clock, slope=slope) for h, obs in by_host.items()}
+        return trends
+
+    def _shared(self, fit: Fit) -> dict[str, float]:
+        """By host, the part of its level's error that every boot shares, weighed by the
+        share of the references behind the side means that the host booted."""
+        if not self.tuning.shared_level_cancels:
+            return {}
+        ends = (self.old_end, self.new_end)
+        refs: dict[str, list[int]] = {}
+        for c in ends:
+            for t, h in zip(self.times[c], self._hosts(c), strict=True):
+                refs.setdefault(h, []).append(t)
+        total = sum(len(ts) for ts in refs.values())
+        return {h: fit.trends[h].mean_var(ts) * (len(ts) / total) for h, ts in refs.items()}
 
     def _model_step(self, step: float, base: float) -> float:
         """The new model's distance from the old: at least the minimum effect, and the
@@ -291,7 +330,9 @@ class PosteriorEngine(Engine):
         fit, times = self._fit, self.times.get(commit, [])
         if fit is None or not times:
             return False
-        shared = fit.level_var(times) + fit.sigma**2 / max(1, min(fit.n_old, fit.n_new))
+        shared = fit.level_var(self._where(commit)) + fit.sigma**2 / max(
+            1, min(fit.n_old, fit.n_new)
+        )
         # ... and only where that error is a noticeable part of the step
         return shared >= fit.sigma**2 / len(times) and shared >= (BOUND_FRACTION * fit.step) ** 2
 
@@ -300,11 +341,10 @@ class PosteriorEngine(Engine):
         (trimmed: one wild boot of five is dropped). Its spread holds the boots' noise and
         the uncertainty of each side's mean and of the trend where it was booted, so many
         boots of one commit cannot be surer than the models they are weighed against."""
-        values = self._adjusted(commit)
-        m = len(values)
-        trend_var = fit.level_var(self.times[commit])
-        mean = robust_mean(values)
-        own = fit.sigma**2 / m + trend_var
+        level = self._commit_level(commit, fit)
+        if level is None:
+            return 0.0
+        mean, own = level
         v_old = own + fit.sigma**2 / max(fit.n_old, 1)
         v_new = own + fit.sigma**2 / max(fit.n_new, 1)
         z_old = (mean - fit.old_mean) / math.sqrt(v_old)
@@ -313,6 +353,15 @@ class PosteriorEngine(Engine):
         # may be small by chance, and must not make the verdicts sure.
         df = fit.df
         return t_logpdf(z_new, df) - t_logpdf(z_old, df) + 0.5 * math.log(v_old / v_new)
+
+    def _commit_level(self, commit: str, fit: Fit) -> tuple[float, float] | None:
+        """The commit's mean level and its variance (its boots' noise and the host levels'
+        errors); None when none of its boots ran on a host with references."""
+        known = self._known(commit, fit)
+        if not known:
+            return None
+        mean = robust_mean([v for v, _ in known])
+        return mean, fit.sigma**2 / len(known) + fit.level_var([w for _, w in known])
 
     @property
     def _level(self) -> float:
@@ -370,20 +419,37 @@ class PosteriorEngine(Engine):
         return False
 
     def _effect(self) -> Effect:
-        return effect_of(self._adjusted(self.old_end), self._adjusted(self.new_end), self.log)
+        return effect_of(
+            self._adjusted(self.old_end, self._fit),
+            self._adjusted(self.new_end, self._fit),
+            self.log,
+        )
 
     def _different(self) -> EndpointVerdict:
         effect = self._effect()
         return EndpointVerdict(Gate.DIFFERENT, effect, effect.describe())
 
-    def _adjusted(self, commit: str) -> list[float]:
-        fit = self._fit
+    def _adjusted(self, commit: str, fit: Fit | None) -> list[float]:
+        """The commit's scores less its host's level at each boot (no models: as read)."""
+        return [v for v, _ in self._known(commit, fit)]
+
+    def _known(self, commit: str, fit: Fit | None) -> list[tuple[float, tuple[str, int]]]:
+        """(score less its host's level, (host, clock)) of each boot of the commit on a
+        host with references; a level nobody measured tells nothing (no models: all
+        boots, as read)."""
+        scores = [score(b, self.log) for b in self.boots.get(commit, [])]
+        where = self._where(commit)
         if fit is None:
-            return [score(b, self.log) for b in self.boots.get(commit, [])]
+            return list(zip(scores, where, strict=True))
         return [
-            score(b, self.log) - fit.trend.at(t)[0]
-            for b, t in zip(self.boots.get(commit, []), self.times.get(commit, []), strict=True)
+            (v - fit.trends[h].at(t)[0], (h, t))
+            for v, (h, t) in zip(scores, where, strict=True)
+            if h in fit.trends
         ]
+
+    def _where(self, commit: str) -> list[tuple[str, int]]:
+        """(host, clock) of each of the commit's boots."""
+        return list(zip(self._hosts(commit), self.times.get(commit, []), strict=True))
 
     def _finish(self, culprit: str | None, ambiguous: bool = False) -> None:
         self._settle_decisions()
@@ -415,7 +481,10 @@ class PosteriorEngine(Engine):
 
     def _no_difference(self, p_none: float) -> EndpointVerdict:
         cfg = self.config
-        olds, news = self._adjusted(self.old_end), self._adjusted(self.new_end)
+        olds, news = (
+            self._adjusted(self.old_end, self._fit),
+            self._adjusted(self.new_end, self._fit),
+        )
         gate = compare_scores(
             olds,
             news,
@@ -474,7 +543,7 @@ class PosteriorEngine(Engine):
     def scores(self, commit: str) -> list[float]:
         if self._exact or self._fit is None:
             return super().scores(commit)
-        return self._adjusted(commit)
+        return self._adjusted(commit, self._fit)
 
     def level_adjusted(self, scores: list[float]) -> list[float]:  # type: ignore[override]
         if self._exact or self._fit is None:

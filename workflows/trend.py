@@ -36,6 +36,7 @@ class Trend:
     jumps: list[int] = field(default_factory=list)  # clocks where it jumped
     memory: float = 1.0  # boots over which its errors stay correlated
     model: Model = Model(0.0)  # the motion the references chose
+    references: int = 0  # how many it was fitted to
 
     def at(self, clock: int) -> tuple[float, float]:
         """The level at `clock` and its variance; after the last boot, the last level
@@ -61,11 +62,6 @@ class Trend:
             carry += a
             last = t
         return total / len(clocks) ** 2
-
-
-def flat(clocks: int) -> Trend:
-    """No trend: a host whose level is not followed."""
-    return Trend([0.0] * (clocks + 1), [0.0] * (clocks + 1))
 
 
 WALKS = (0.0, 0.01, 0.02, 0.04, 0.08)  # how fast the level may move, in sigmas a boot
@@ -118,7 +114,7 @@ def fit_trend(
         jumps.add(jump)
     if model.slope:
         trend = _smooth(by_clock, sigma, clocks, model, jumps)[0]
-    return replace(trend, memory=max(memory, 1.0), model=model)
+    return replace(trend, memory=max(memory, 1.0), model=model, references=len(observations))
 
 
 Matrix = tuple[float, float, float]  # a symmetric 2x2: (level, covariance, slope)

@@ -36,6 +36,7 @@ class FakeBuilder:
 
 class FakeMachine:
     name = "fake"
+    host = "fake-host"
     pin: tuple[int, ...] = ()
 
     def __init__(self, run: GuestRun) -> None:

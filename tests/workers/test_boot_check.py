@@ -17,6 +17,7 @@ from kbisect.workers.activities import VmActivities
 
 class CountingMachine:
     name = "fake"
+    host = "fake-host"
     pin: tuple[int, ...] = ()
 
     def __init__(self) -> None:

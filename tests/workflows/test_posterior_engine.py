@@ -136,3 +136,43 @@ def test_a_boot_tells_most_at_even_odds_and_more_the_further_apart_the_sides() -
     assert information(0.5, 0.8) < information(0.5, 1.75) < information(0.5, 3.0) < math.log(2)
     assert information(0.5, 8.0) == pytest.approx(math.log(2), abs=0.01)  # a counter: one bit
     assert information(0.0, 2.0) == information(1.0, 2.0) == 0.0
+
+
+def _two_hosts(seed: int, revision: int) -> PosteriorEngine:
+    """A job whose boots land on VM host a or b at random; b reads 20% faster (twice the
+    step), as a bigger machine in the same pool would."""
+    rng = random.Random(seed)
+    sigma = math.sqrt(math.log1p(0.1**2) / 2)
+    engine = PosteriorEngine(linear(32), "c32", ["root"], EngineConfig(), revision)
+    while commits := engine.wants():
+        for c in commits:
+            host = rng.choice("ab")
+            level = (
+                step_at(13, 0.1)(c) * (1.2 if host == "b" else 1.0) * math.exp(rng.gauss(0, sigma))
+            )
+            engine.observe(c, Boot([level * math.exp(rng.gauss(0, sigma)) for _ in range(3)], host))
+    return engine
+
+
+def test_each_host_is_judged_against_its_own_references() -> None:
+    for seed in range(3):
+        engine = _two_hosts(seed, revision=2)
+        assert engine.result().culprit == "c13", seed
+        fit = engine._fit
+        assert fit is not None and set(fit.trends) == {"a", "b"}
+        gaps = [fit.trends["b"].at(t)[0] - fit.trends["a"].at(t)[0] for t in range(engine._clock)]
+        assert sum(gaps) / len(gaps) == pytest.approx(math.log(1.2), abs=0.05), seed
+        # one level for both (revision 1) takes the hosts' gap for noise
+        blind = _two_hosts(seed, revision=1)
+        assert engine.result().boots < blind.result().boots / 1.5, seed
+
+
+def test_a_boot_on_a_host_without_references_tells_nothing() -> None:
+    engine = _two_hosts(0, revision=2)
+    fit = engine._fit
+    assert fit is not None
+    far = engine.boots["c12"][0].samples[0] / 2  # half its level: "new" on any known host
+    for _ in range(10):
+        engine.observe("c12", Boot([far] * 3, "c"))
+    engine._refresh()
+    assert engine.posterior.p_new("c12") < 0.01  # still old: host c's level is unknown
