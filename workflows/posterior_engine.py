@@ -297,8 +297,7 @@ class PosteriorEngine(Engine):
             for v, t, h in zip(raw[c], self.times[c], self._hosts(c), strict=True):
                 by_host.setdefault(h, []).append((t, v - mean))
         slope = self.tuning.slope
-        trends = {h: fit_trend(obs, sigma, self._clock, slope=slope) for h, obs in by_host.items()}
-        return trends
+        return {h: fit_trend(obs, sigma, self._clock, slope=slope) for h, obs in by_host.items()}
 
     def _shared(self, fit: Fit) -> dict[str, float]:
         """By host, the part of its level's error that every boot shares, weighed by the
