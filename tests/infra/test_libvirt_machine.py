@@ -1,5 +1,6 @@
 """LibvirtMachine's outcomes and clean-up, against a fake libvirt connection."""
 
+import socket
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from pathlib import Path
@@ -252,3 +253,9 @@ def test_a_run_removes_the_domains_of_gone_workers_only(tmp_path: Path, cache: P
     started = ET.fromstring(hv.xml).findtext("name") or ""
     assert started.startswith(lm.owner_prefix()) and lm.OWNED_NAME.match(started)
     assert not lm.orphaned(started, scope)
+
+
+def test_the_host_a_guest_runs_on_is_the_uri_s_or_this_machine() -> None:
+    # A timing is judged against the references of the host that booted it.
+    assert lm.LibvirtMachine("qemu+ssh://box7.lab/system").host == "box7.lab"
+    assert lm.LibvirtMachine("qemu:///system").host == socket.gethostname()

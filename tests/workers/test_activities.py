@@ -179,6 +179,7 @@ def test_a_scored_run_carries_medians_and_samples(cache: Path, tmp_path: Path) -
     assert result.status == TestStatus.OK
     assert result.values["avg_read_sectors"] == 9.0 and result.samples == [8.0, 10.0]
     assert result.warmup == [4.0] and result.samples_of("avg_read_sectors") == [8.0, 10.0]
+    assert result.host == "fake-host"  # the engine judges it against this host's references
 
 
 @pytest.mark.parametrize(
