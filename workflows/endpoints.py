@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from kbisect.contract import BuildResult, TestResult, TestStatus
-from kbisect.workflows.evidence import Boot, relative, score
+from kbisect.workflows.evidence import Boot, relative
 from kbisect.workflows.stats import robust_mean, t_quantile, t_sf2, trimmed, winsorized_ss
 
 LOOKS = (3, 6, 12, 24, 48, 96)  # boots per endpoint at which the test is read; then doubling
@@ -114,29 +114,6 @@ def next_look(n: int) -> int:
     while look <= n:
         look *= 2
     return look
-
-
-def compare_endpoints(
-    old: Sequence[Boot],
-    new: Sequence[Boot],
-    *,
-    log: bool,
-    worse_is_lower: bool,
-    regression: bool,
-    min_effect: float,
-    max_boots: int,
-) -> EndpointVerdict:
-    """The gate: may the range between these endpoints be bisected?"""
-    return compare_scores(
-        [score(b, log) for b in old],
-        [score(b, log) for b in new],
-        exact=noise_free(old) and noise_free(new),
-        log=log,
-        worse_is_lower=worse_is_lower,
-        regression=regression,
-        min_effect=min_effect,
-        max_boots=max_boots,
-    )
 
 
 def compare_scores(

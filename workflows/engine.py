@@ -44,7 +44,7 @@ from kbisect.workflows.endpoints import (
     Effect,
     EndpointVerdict,
     Gate,
-    compare_endpoints,
+    compare_scores,
     noise_free,
 )
 from kbisect.workflows.evidence import Boot, Model, log_scale, relative, score
@@ -255,17 +255,37 @@ class Engine:
         self._rebuild_search()
         self._since_remeasure = self.config.remeasure_every  # a control again, at once
 
-    def _regate(self) -> EndpointVerdict:
-        """The gate again on all the endpoints' boots; a firm "same" ends the job."""
-        cfg, ends = self.config, (self.boots[self.old_end], self.boots[self.new_end])
-        again = compare_endpoints(
-            *ends,
+    def _gate_boots(
+        self, old: Sequence[Boot], new: Sequence[Boot], *, max_boots: int
+    ) -> EndpointVerdict:
+        """The gate on the endpoints' boots as read."""
+        return self._gate_scores(
+            [score(b, self.log) for b in old],
+            [score(b, self.log) for b in new],
+            exact=noise_free(old) and noise_free(new),
+            max_boots=max_boots,
+        )
+
+    def _gate_scores(
+        self, old: Sequence[float], new: Sequence[float], *, exact: bool, max_boots: int
+    ) -> EndpointVerdict:
+        """The gate (endpoints.compare_scores) under this job's direction and minimum."""
+        cfg = self.config
+        return compare_scores(
+            old,
+            new,
+            exact=exact,
             log=self.log,
             worse_is_lower=cfg.better == "higher",
             regression=cfg.mode == Mode.REGRESSION,
             min_effect=cfg.min_effect,
-            max_boots=len(ends[0]) + len(ends[1]),
+            max_boots=max_boots,
         )
+
+    def _regate(self) -> EndpointVerdict:
+        """The gate again on all the endpoints' boots; a firm "same" ends the job."""
+        ends = (self.boots[self.old_end], self.boots[self.new_end])
+        again = self._gate_boots(*ends, max_boots=len(ends[0]) + len(ends[1]))
         if again.gate == Gate.SAME:
             message = f"endpoints re-measured during the job: {again.message}"
             self.gate = EndpointVerdict(Gate.SAME, again.effect, message)
@@ -422,14 +442,8 @@ class Engine:
             return short
         self.log = log_scale(self.boots[self.old_end] + self.boots[self.new_end])
         cfg = self.config
-        self.gate = compare_endpoints(
-            self.boots[self.old_end],
-            self.boots[self.new_end],
-            log=self.log,
-            worse_is_lower=cfg.better == "higher",
-            regression=cfg.mode == Mode.REGRESSION,
-            min_effect=cfg.min_effect,
-            max_boots=cfg.max_endpoint_boots,
+        self.gate = self._gate_boots(
+            self.boots[self.old_end], self.boots[self.new_end], max_boots=cfg.max_endpoint_boots
         )
         if self.gate.gate == Gate.MORE:
             self._endpoint_target = self.gate.want

@@ -31,7 +31,6 @@ from kbisect.workflows.endpoints import (
     Effect,
     EndpointVerdict,
     Gate,
-    compare_scores,
     effect_of,
     noise_free,
 )
@@ -479,21 +478,11 @@ class PosteriorEngine(Engine):
         self._answer = replace(base, answer=Answer.AMBIGUOUS, candidates=held, message=message)
 
     def _no_difference(self, p_none: float) -> EndpointVerdict:
-        cfg = self.config
         olds, news = (
             self._adjusted(self.old_end, self._fit),
             self._adjusted(self.new_end, self._fit),
         )
-        gate = compare_scores(
-            olds,
-            news,
-            exact=False,
-            log=self.log,
-            worse_is_lower=cfg.better == "higher",
-            regression=cfg.mode == Mode.REGRESSION,
-            min_effect=cfg.min_effect,
-            max_boots=len(olds),
-        )
+        gate = self._gate_scores(olds, news, exact=False, max_boots=len(olds))
         effect = gate.effect
         if gate.gate == Gate.WRONG_WAY:
             return gate

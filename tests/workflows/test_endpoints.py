@@ -7,8 +7,8 @@ import pytest
 
 from kbisect.contract import BuildResult, TestResult, TestStatus, Verdict
 from kbisect.model import Artifact
-from kbisect.workflows.endpoints import Gate, compare_endpoints, endpoint_problem
-from kbisect.workflows.evidence import Boot
+from kbisect.workflows.endpoints import Gate, compare_scores, endpoint_problem, noise_free
+from kbisect.workflows.evidence import Boot, score
 
 
 def boots(value: float, n: int, cv: float = 0.0, seed: int = 1, reps: int = 3) -> list[Boot]:
@@ -30,7 +30,10 @@ def gate(old: list[Boot], new: list[Boot], **kw: object) -> tuple[Gate, str, int
         "max_boots": 48,
     }
     args.update(kw)
-    v = compare_endpoints(old, new, **args)  # type: ignore[arg-type]
+    log = bool(args["log"])
+    exact = noise_free(old) and noise_free(new)
+    olds, news = [score(b, log) for b in old], [score(b, log) for b in new]
+    v = compare_scores(olds, news, exact=exact, **args)  # type: ignore[arg-type]
     return v.gate, v.message, v.want
 
 
