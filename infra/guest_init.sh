@@ -61,12 +61,13 @@ esac
 
 . /kbisect/params.sh
 # The testcase's modules (a distro kernel's drivers), dependencies first, as the host
-# listed them. One that does not load ends the run as a failed testcase that says which.
+# listed them. One that does not load ends the run as the harness's failure (not the
+# testcase's: its statuses are its own), saying which.
 if [ -e /kbisect/modules ]; then
 	while read -r mod; do
 		if ! insmod "/lib/modules/kbisect/$mod.ko"; then
 			echo "kbisect: cannot load module $mod"
-			kb_emit "{\"event\":\"done\",\"status\":124,\"reason\":\"module $mod does not load (insmod failed; see the console)\"}"
+			kb_emit "{\"event\":\"harness-failed\",\"reason\":\"module $mod does not load (insmod failed; see the console)\"}"
 			sync
 			reboot -f
 		fi
@@ -97,8 +98,10 @@ if [ -e /kbisect/host-root ]; then
 			chroot /newroot /bin/sh -e -c "cd /tmp; . /kbisect/lib.sh; . /kbisect/testcase.sh"
 		fi
 		status=$?
-	else
-		status=125  # the testcase never ran: the console says why
+	else  # the testcase never ran: the console says why
+		kb_emit '{"event":"harness-failed","reason":"the host root filesystem does not mount (see the console)"}'
+		sync
+		reboot -f
 	fi
 else
 	kb_emit "{\"event\":\"started\",\"uptime\":$(kb_now)}"

@@ -1,8 +1,8 @@
 """QEMU started directly from an argv list; outcomes read from a dedicated result channel.
 
 The guest writes framed "KBISECT <json>" lines to its second serial port (a file here),
-the console goes to another file. SUCCESS and TESTCASE_FAILED come from the channel's
-"done" record, PANIC from a panic on the console or QEMU exiting 0 without a record
+the console goes to another file. SUCCESS, TESTCASE_FAILED and CANNOT_TEST come from the
+channel's "done" record (or CANNOT_TEST from a "harness-failed" one), PANIC from a panic on the console or QEMU exiting 0 without a record
 (panic=-1 with -no-reboot), HANG from our hard timeout. QEMU killed by a signal,
 stopped by one (it exits 0 then, as after a power off, but says so on stderr) or
 exiting with an error, with no panic seen, is the host's failure: InfraError.
@@ -31,6 +31,10 @@ from kbisect.model import Artifact, DeviceProfile, Disk, GuestImage, GuestRun, O
 QEMU = "qemu-system-x86_64"
 RECORD_PREFIX = "KBISECT "
 PROBE_TIMEOUT = 25.0
+# `git bisect run`'s codes for a testcase script: 125 cannot test, 128 and above a fault of
+# the harness (a script killed by a signal); other non-zero statuses are a failed testcase.
+CANNOT_TEST_STATUS = 125
+HARNESS_FAULT_STATUS = 128
 PANIC_MARKERS = ("Kernel panic", "BUG: kernel NULL pointer", "kernel BUG at")
 # What is read back of a run, at most: the end of the console says why a guest stopped,
 # the start of the result channel holds its records.
@@ -229,14 +233,20 @@ def classify_run(
     stopping a domain); `signal_line` False ignores QEMU's "terminating on signal" line
     (libvirt signals QEMU itself to end a domain the guest rebooted).
     """
+    harness = [r for r in records if r.get("event") == "harness-failed"]
+    if harness:
+        reason = harness[-1].get("reason")  # the guest's own words (a module that does not load)
+        return Outcome.CANNOT_TEST, f"the guest could not run the testcase: {reason}"
     done = [r for r in records if r.get("event") == "done"]
     if done:
         status = done[-1].get("status")
         if status == 0:
             return Outcome.SUCCESS, ""
-        reason = done[-1].get("reason")  # the guest's own words (a module that does not load)
-        why = f": {reason}" if isinstance(reason, str) and reason else ""
-        return Outcome.TESTCASE_FAILED, f"testcase exited with status {status}{why}"
+        if status == CANNOT_TEST_STATUS:
+            return Outcome.CANNOT_TEST, f"testcase exited with status {status} (cannot test)"
+        if not isinstance(status, int) or not 0 < status < HARNESS_FAULT_STATUS:
+            return Outcome.CANNOT_TEST, f"testcase exited with status {status} (a harness fault)"
+        return Outcome.TESTCASE_FAILED, f"testcase exited with status {status}"
     panic = _panic_line(console)
     if panic:
         return Outcome.PANIC, panic

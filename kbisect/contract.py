@@ -150,6 +150,8 @@ class BisectRequest:
     trace: bool = False  # trace the endpoints and the named commit (blktrace)
     tree: str | None = None  # repo is this named tree's mirror: fetched before validating
     config: str = ""  # --config: the user's kernel config, kept in the shared cache (a path)
+    # a pass/fail testcase's bad boots narrowed to this console pattern ("": the testcase's)
+    signature: str = ""
     build_queue: str = DEFAULT_QUEUE[QueueKind.BUILD]
     vm_queue: str = DEFAULT_QUEUE[QueueKind.VM]
 
@@ -168,6 +170,8 @@ class ValidatedJob:
     repetitions: int
     test_timeout: float
     old_subjects: dict[str, str] = field(default_factory=dict)  # the old side is outside the range
+    pass_fail: bool = False  # each boot is good or bad (`primary` is 1 or 0), not a score
+    signature: str = ""  # a pass/fail job's bad boots show this on their console
     # The range in a compact form (a release is ~15k commits, and a Temporal payload must
     # stay under 2 MB): full hashes newest first, and each one's parents as indices into
     # that list (parents outside the range left out).
@@ -207,6 +211,7 @@ class TestRequest:
     repetitions: int
     artifact: Artifact
     metric: str = ""  # the metric the job judges ("": a job started before it was sent)
+    signature: str = ""  # a pass/fail job's: a bad boot must show it on its console
 
 
 @dataclass
@@ -224,6 +229,10 @@ class TestResult:
     # every metric's scored samples (the job may bisect on one that is not the primary)
     metric_samples: dict[str, list[float]] = field(default_factory=dict)
     host: str = ""  # the machine that booted it ("": before hosts were sent)
+    # A pass/fail boot: "" when good, else what made it bad (fails, panic, hang), and the
+    # console lines that show it (the oops or panic, the failing script's last words).
+    bad: str = ""
+    excerpt: str = ""
 
     def samples_of(self, metric: str) -> list[float]:
         return self.metric_samples.get(metric) or self.samples
@@ -318,6 +327,15 @@ class Progress:
 
 
 @dataclass
+class BadBoot:
+    """A pass/fail job's bad boot for the report: what went wrong and its console lines."""
+
+    commit: str
+    bad: str  # fails, panic or hang
+    excerpt: str
+
+
+@dataclass
 class BisectResult:
     status: str  # found, ambiguous, no-difference
     mode: str
@@ -342,6 +360,8 @@ class BisectResult:
     # commit -> its traced boot's summary (testcases.trace_run.Diagnostics.to_json), or
     # {"error": why}; with --trace
     diagnostics: dict[str, dict[str, Any]] = field(default_factory=dict)
+    pass_fail: bool = False  # each boot was good or bad (`metric` is 1 or 0)
+    bad_boot: BadBoot | None = None  # a pass/fail job's: the culprit's first bad boot
 
 
 @dataclass

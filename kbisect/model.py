@@ -74,10 +74,15 @@ class GuestImage:
 
 
 class Outcome(StrEnum):
-    """The four ways a guest run ends, told apart by the result channel and console."""
+    """The ways a guest run ends, told apart by the result channel and console. The
+    testcase script's status follows `git bisect run`: 0 success, 125 cannot test, 1-127
+    failed, 128 and above a fault of the harness (a killed script): cannot test either.
+    The guest's own set-up failures (a module that does not load, a host root that does
+    not mount) come as a `harness-failed` record, never as a status."""
 
     SUCCESS = "success"
     TESTCASE_FAILED = "testcase-failed"
+    CANNOT_TEST = "cannot-test"
     PANIC = "panic"
     HANG = "hang"
 

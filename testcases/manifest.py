@@ -43,8 +43,19 @@ MAX_TIMEOUT = 6 * 3600.0  # seconds for one boot with the default repetitions
 TOP_KEYS = frozenset(
     {"name", "description", "primary", "metrics", "disks", "tools", "config", "script"}
     | {"profile", "repetitions", "warmup", "timeout", "params", "exclusive", "userland"}
-    | {"files", "modules"}
+    | {"files", "modules", "verdict", "bad", "signature"}
 )
+# What a boot of the testcase says: a score ("metric"), or good or bad ("pass-fail").
+METRIC, PASS_FAIL = "metric", "pass-fail"
+VERDICTS = (METRIC, PASS_FAIL)
+# A pass/fail testcase's outcomes that make a boot bad: the script failed (exit 1-127,
+# not 125), the kernel panicked, the guest hung. The others are skips.
+FAILS, PANIC, HANG = "fails", "panic", "hang"
+BAD_OUTCOMES = (FAILS, PANIC, HANG)
+# A pass/fail testcase's one judged metric: 1 for a good boot, 0 for a bad one (a count:
+# one boot decides).
+PASSED = "passed"
+MAX_SIGNATURE = 200
 METRIC_KEYS = frozenset({"unit", "better", "description", "exact"})
 # Boots of a job judging an exact metric run this many repetitions (two that agree show
 # it is exact) and no warm-up.
@@ -91,6 +102,15 @@ class Manifest:
     modules: list[str] = field(default_factory=list)
     timeout: float = 600.0
     params: dict[str, str] = field(default_factory=dict)
+    verdict: str = METRIC
+    bad: tuple[str, ...] = BAD_OUTCOMES  # pass-fail: the outcomes that make a boot bad
+    # pass-fail: a bad boot must show this regular expression on its console (the culprit's
+    # panic message); a bad outcome without it is a skip
+    signature: str = ""
+
+    @property
+    def pass_fail(self) -> bool:
+        return self.verdict == PASS_FAIL
 
     def repetitions_for(self, metric: str) -> int:
         """A job's repetitions per boot when it judges `metric`."""
@@ -275,10 +295,22 @@ def load_folder(folder: Path) -> Manifest:
     name = _req(data, "name", str, where)
     if name != folder.name:
         raise ManifestError(f"{where}: name '{name}' must match its folder '{folder.name}'")
-    metrics = _metrics(_req(data, "metrics", dict, where), where)
-    primary = _req(data, "primary", str, where)
-    if primary not in metrics:
-        raise ManifestError(f"{where}: primary metric '{primary}' is not among [metrics]")
+    verdict = _opt(data, "verdict", str, where, METRIC)
+    if verdict not in VERDICTS:
+        raise ManifestError(
+            f"{where}: field 'verdict' must be one of {', '.join(VERDICTS)}, not '{verdict}'"
+        )
+    pass_fail = verdict == PASS_FAIL
+    if pass_fail:
+        metrics, primary = _pass_fail_metrics(data, where)
+    else:
+        for key in ("bad", "signature"):
+            if key in data:
+                raise ManifestError(f"{where}: field '{key}' is for verdict = \"{PASS_FAIL}\"")
+        metrics = _metrics(_req(data, "metrics", dict, where), where)
+        primary = _req(data, "primary", str, where)
+        if primary not in metrics:
+            raise ManifestError(f"{where}: primary metric '{primary}' is not among [metrics]")
     profile = _opt(data, "profile", str, where, "fast")
     if profile not in PROFILES:
         raise ManifestError(
@@ -298,10 +330,15 @@ def load_folder(folder: Path) -> Manifest:
         script=_file(folder, _req(data, "script", str, where), where),
         profile=profile,
         repetitions=_bounded(
-            _opt(data, "repetitions", int, where, 3), "repetitions", 1, MAX_REPETITIONS, where
+            _opt(data, "repetitions", int, where, 1 if pass_fail else 3),
+            "repetitions",
+            1,
+            MAX_REPETITIONS,
+            where,
         ),
         warmup=_bounded(_opt(data, "warmup", int, where, 0), "warmup", 0, MAX_WARMUP, where),
-        exclusive=_opt(data, "exclusive", bool, where, True),
+        # a pass/fail verdict is no timing: it needs no host to itself
+        exclusive=_opt(data, "exclusive", bool, where, not pass_fail),
         userland=_userland(_opt(data, "userland", str, where, "initramfs"), where),
         files=_files(folder, data.get("files", []), where),
         modules=_modules(data.get("modules", []), where),
@@ -309,7 +346,49 @@ def load_folder(folder: Path) -> Manifest:
             _opt(data, "timeout", float, where, 600.0), "timeout", 1.0, MAX_TIMEOUT, where
         ),
         params=_params(data.get("params", {}), where),
+        verdict=verdict,
+        bad=_bad(data.get("bad", list(BAD_OUTCOMES)), where),
+        signature=_signature(_opt(data, "signature", str, where, ""), where),
     )
+
+
+def _pass_fail_metrics(data: dict[str, Any], where: str) -> tuple[dict[str, MetricSpec], str]:
+    """A pass/fail testcase is judged on `passed`; metrics it reports are shown beside."""
+    if "primary" in data:
+        raise ManifestError(
+            f"{where}: a pass-fail testcase is judged on whether each boot passes: drop 'primary'"
+        )
+    metrics = _metrics(_opt(data, "metrics", dict, where, {}), where)
+    if PASSED in metrics:
+        raise ManifestError(f"{where}: metric '{PASSED}' is the pass-fail verdict's own name")
+    passed = MetricSpec(
+        PASSED, "boots", Direction.HIGHER, "1 for a good boot, 0 for a bad one", True
+    )
+    return {PASSED: passed, **metrics}, PASSED
+
+
+def _bad(raw: object, where: str) -> tuple[str, ...]:
+    if (
+        not isinstance(raw, list)
+        or not raw
+        or not all(isinstance(b, str) and b in BAD_OUTCOMES for b in raw)
+    ):
+        raise ManifestError(
+            f"{where}: field 'bad' must be a non-empty list of {', '.join(BAD_OUTCOMES)}"
+        )
+    return tuple(b for b in BAD_OUTCOMES if b in raw)
+
+
+def _signature(text: str, where: str) -> str:
+    if len(text) > MAX_SIGNATURE:
+        raise ManifestError(f"{where}: field 'signature' is over {MAX_SIGNATURE} characters")
+    try:
+        re.compile(text)
+    except re.error as exc:
+        raise ManifestError(
+            f"{where}: field 'signature' is not a regular expression ({exc})"
+        ) from exc
+    return text
 
 
 def _files(folder: Path, raw: object, where: str) -> dict[str, bytes]:

@@ -11,9 +11,9 @@ from kbisect.errors import BootError, TestcaseFailedError, UserError
 from kbisect.infra import guest_modules as modules
 from kbisect.infra import host_lock
 from kbisect.infra.initramfs import build_image
-from kbisect.infra.qemu import PROFILES
+from kbisect.infra.qemu import CONSOLE_CAP, PROFILES, read_tail
 from kbisect.model import Artifact, BuildSpec, DeviceProfile, Disk, GuestRun, Outcome, Score
-from kbisect.testcases import scoring
+from kbisect.testcases import pass_fail, scoring
 from kbisect.testcases.manifest import Manifest
 from kbisect.words import plural
 
@@ -27,6 +27,8 @@ class TestcaseRun:
     profile: str
     repetitions: int
     run_modules: tuple[str, ...] = ()  # modules the guest loaded first, in order
+    bad: str = ""  # a pass/fail testcase's bad boot: the outcome (fails, panic, hang)
+    excerpt: str = ""  # and the console lines that show it
 
 
 # A testcase's disks are NVMe namespaces: its kernel needs the driver, whether or not its
@@ -81,12 +83,15 @@ def run_testcase(
     repetitions: int | None = None,
     progress: Callable[[str], None] = lambda _: None,
     exact: bool = False,
+    signature: str = "",
 ) -> TestcaseRun:
     """Score of the testcase on this kernel. `exact`: the caller judges an exact metric
-    (a count), so the boot runs no warm-up and need not have the host to itself.
+    (a count), so the boot runs no warm-up and need not have the host to itself. A
+    pass/fail testcase's score is `passed`, 1 or 0 (testcases.pass_fail); `signature`
+    narrows its bad boots to those whose console shows it.
 
     BootError: the kernel panicked or hung (the commit is skipped);
-    TestcaseFailedError: it booted but the testcase script failed.
+    TestcaseFailedError: it booted but the testcase script failed, or could not test.
     """
     prof = profile(profile_name or manifest.profile)
     reps = repetitions or manifest.repetitions
@@ -104,9 +109,27 @@ def run_testcase(
     progress(f"booting {artifact.commit[:12]} ({prof.name}, {plural(reps, 'repetition')})")
     with host_lock.for_guest(manifest.exclusive and not exact, machine.pin, progress):
         run = machine.run(artifact, image, disks, manifest.timeout_for(runs), progress=progress)
+    if manifest.pass_fail:
+        console, _ = read_tail(Path(run.console), CONSOLE_CAP)
+        try:
+            judged = pass_fail.judge(
+                manifest, run.outcome, run.detail, console, signature or manifest.signature
+            )
+        except (BootError, TestcaseFailedError) as exc:
+            exc.console_path = run.console
+            raise
+        return TestcaseRun(
+            run=run,
+            score=scoring.passed(manifest, run.records, warmup, good=not judged.bad),
+            profile=prof.name,
+            repetitions=reps,
+            run_modules=image.modules,
+            bad=judged.bad,
+            excerpt=judged.excerpt,
+        )
     if run.outcome in (Outcome.PANIC, Outcome.HANG):
         raise BootError(f"{run.outcome.value}: {run.detail}", console_path=run.console)
-    if run.outcome is Outcome.TESTCASE_FAILED:
+    if run.outcome in (Outcome.TESTCASE_FAILED, Outcome.CANNOT_TEST):
         raise TestcaseFailedError(run.detail, console_path=run.console)
     return TestcaseRun(
         run=run,

@@ -13,7 +13,26 @@ from kbisect.testcases.manifest import Manifest
 def score(manifest: Manifest, records: list[dict[str, object]], warmup: int | None = None) -> Score:
     """Each metric's median over the scored repetitions; the first `warmup` (default: the
     manifest's) are kept apart."""
-    warmup = manifest.warmup if warmup is None else warmup
+    samples = _samples(manifest, records)
+    if manifest.primary not in samples:
+        raise TestcaseFailedError(
+            f"testcase {manifest.name} reported no '{manifest.primary}' (its primary metric)"
+        )
+    return _score(manifest, samples, manifest.warmup if warmup is None else warmup)
+
+
+def passed(
+    manifest: Manifest, records: list[dict[str, object]], warmup: int, *, good: bool
+) -> Score:
+    """A pass/fail boot's score: `passed` 1 or 0, and what else a good boot's script
+    reported (a bad one's may have stopped half-way)."""
+    samples = _samples(manifest, records) if good else {}
+    samples[manifest.primary] = {rep: float(good) for rep in range(warmup + 1)}
+    return _score(manifest, samples, warmup)
+
+
+def _samples(manifest: Manifest, records: list[dict[str, object]]) -> dict[str, dict[int, float]]:
+    """Each metric's value by repetition, from the guest's records."""
     samples: dict[str, dict[int, float]] = {}
     for rec in records:
         if rec.get("event") != "metric" or rec.get("name") not in manifest.metrics:
@@ -21,10 +40,10 @@ def score(manifest: Manifest, records: list[dict[str, object]], warmup: int | No
         value, rep = rec.get("value"), rec.get("rep")
         if isinstance(value, int | float) and isinstance(rep, int):
             samples.setdefault(str(rec["name"]), {})[rep] = float(value)
-    if manifest.primary not in samples:
-        raise TestcaseFailedError(
-            f"testcase {manifest.name} reported no '{manifest.primary}' (its primary metric)"
-        )
+    return samples
+
+
+def _score(manifest: Manifest, samples: dict[str, dict[int, float]], warmup: int) -> Score:
     metrics = {}
     for name, spec in manifest.metrics.items():
         by_rep = samples.get(name)

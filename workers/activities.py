@@ -225,7 +225,14 @@ class VmActivities:
             spec = manifest.metrics.get(req.metric)
             exact = spec is not None and spec.exact
             r = run_testcase(
-                manifest, req.artifact, self.machine, req.profile, req.repetitions, report, exact
+                manifest,
+                req.artifact,
+                self.machine,
+                req.profile,
+                req.repetitions,
+                report,
+                exact,
+                req.signature,
             )
         except (BootError, TestcaseFailedError) as exc:
             status = (
@@ -236,7 +243,9 @@ class VmActivities:
                 commit=req.commit, status=status, error=str(exc), console=exc.console_path
             )
         values = {k: m.value for k, m in r.score.metrics.items()}
-        activity.logger.info("test %s: ok in %.0f s: %s", req.commit[:12], r.run.seconds, values)
+        activity.logger.info(
+            "test %s: %s in %.0f s: %s", req.commit[:12], r.bad or "ok", r.run.seconds, values
+        )
         return TestResult(
             commit=req.commit,
             status=TestStatus.OK,
@@ -247,6 +256,8 @@ class VmActivities:
             console=r.run.console,
             seconds=r.run.seconds,
             host=self.machine.host,
+            bad=r.bad,
+            excerpt=r.excerpt,
         )
 
     @activity.defn(name=TRACE)

@@ -145,6 +145,7 @@ class JobActivities:
             repetitions=repetitions,
             artifact=artifact,
             metric=job.primary,
+            signature=job.signature,
         )
         what = f"testing {commit[:12]}"
         return await self._boot(what, TEST, request, TestResult, job.test_timeout * scale)

@@ -20,6 +20,7 @@ with workflow.unsafe.imports_passed_through():
         SA_STATUS_NAME,
         SA_TESTCASE_NAME,
         WORKFLOW,
+        BadBoot,
         BisectRequest,
         BisectResult,
         BuildResult,
@@ -282,11 +283,16 @@ class BisectWorkflow:
         samples = test.samples_of(state.job.primary)
         m.raw.append(engine_report.boot_value(samples))
         m.last, m.test_seconds = test, m.test_seconds + test.seconds
-        engine.observe(commit, Boot(samples, test.host))
+        if test.bad and m.bad is None:
+            m.bad = test
+        engine.observe(commit, Boot(samples, test.host, exact=state.job.pass_fail))
         self._progress.boots += 1
-        self._progress.last_boot = (
-            f"{commit[:12]} boot {len(m.raw)}: {state.job.primary} {m.raw[-1]:g}"
+        said = (
+            (f"bad ({test.bad})" if test.bad else "good")
+            if state.job.pass_fail
+            else f"{state.job.primary} {m.raw[-1]:g}"
         )
+        self._progress.last_boot = f"{commit[:12]} boot {len(m.raw)}: {said}"
         self._refresh()
         if commit in self._marked_meanwhile and (mark := state.search.marks.get(commit)):
             self._marked_meanwhile.discard(commit)
@@ -352,16 +358,23 @@ class BisectWorkflow:
         res = engine.result()
         self._update_steps(engine)
         extra: dict[str, object] = {"effect": res.effect, "boots": res.boots, "notes": res.notes}
-        ended = engine_report.gate_outcome(engine, state.mode, state.job.primary)
+        ended = engine_report.gate_outcome(
+            engine, state.mode, state.job.primary, state.job.pass_fail
+        )
         if ended:
             return self._finish(ended[0], None, [], ended[1], extra)
         if not res.culprit:
             message = f"{res.message}; one of them is the {state.mode.change_word}"
             return self._finish(JobStatus.AMBIGUOUS, None, res.candidates, message, extra)
         subject = state.subjects.get(res.culprit, "")
+        effect = (
+            engine_report.pass_fail_effect(engine, self._measured)
+            if state.job.pass_fail
+            else f"{state.job.primary} {res.effect}"
+        )
         message = (
             f"{state.mode.culprit_word} commit: {res.culprit} {subject} "
-            f"({res.confidence:.1%} sure; {state.job.primary} {res.effect})"
+            f"({res.confidence:.1%} sure; {effect})"
         )
         if state.req.verify:
             v = await self._verify(state, calls, engine, res.culprit)
@@ -370,7 +383,18 @@ class BisectWorkflow:
         if state.req.trace and workflow.patched(TRACE_PATCH):
             extra["diagnostics"] = await self._trace(state, calls, engine, res.culprit)
         extra["confidence"] = res.confidence
+        if state.job.pass_fail:
+            extra["bad_boot"] = self._bad_boot(res.culprit, engine)
         return self._finish(JobStatus.FOUND, res.culprit, res.candidates, message, extra)
+
+    def _bad_boot(self, culprit: str, engine: Engine) -> BadBoot | None:
+        """The console of a bad boot for the report: the culprit's own (regression), else
+        the nearest bad kernel booted (in fix mode the culprit is good: the old endpoint)."""
+        for commit in (culprit, engine.new_end, engine.old_end):
+            m = self._measured.get(commit)
+            if m is not None and m.bad is not None:
+                return BadBoot(commit, m.bad.bad, m.bad.excerpt)
+        return None
 
     async def _trace(
         self, state: JobState, calls: JobActivities, engine: Engine, culprit: str
@@ -534,6 +558,7 @@ class BisectWorkflow:
             verification=self._progress.verification,
             profile=job.profile,
             repetitions=job.repetitions,
+            pass_fail=job.pass_fail,
             subjects={
                 c: subjects.get(c, "") for c in sorted({*candidates, *(s.commit for s in steps)})
             },

@@ -64,7 +64,8 @@ class EndpointVerdict:
 def noise_free(boots: Sequence[Boot]) -> bool:
     """Repetitions that all agree, boot after boot: a counter, not a timing."""
     medians = {b.samples[0] for b in boots}
-    return all(len(b.samples) >= 2 and b.spread == 0 for b in boots) and len(medians) == 1
+    agree = all((b.exact or len(b.samples) >= 2) and b.spread == 0 for b in boots)
+    return agree and len(medians) == 1
 
 
 def _yuen(old: Sequence[float], new: Sequence[float]) -> tuple[float, float, float]:

@@ -50,6 +50,7 @@ class Measured:
     test_seconds: float = 0.0
     failed: StepSource | None = None  # why it has no score
     failure: str = ""
+    bad: TestResult | None = None  # a pass/fail job's first bad boot of the commit
 
 
 def boot_value(samples: list[float]) -> float:
@@ -106,12 +107,16 @@ def _source(d: Decision) -> StepSource:
     return StepSource.MARKED if d.note.startswith("marked") else StepSource.TEST
 
 
-def gate_outcome(engine: Engine, mode: Mode, metric: str) -> tuple[JobStatus, str] | None:
+def gate_outcome(
+    engine: Engine, mode: Mode, metric: str, pass_fail: bool = False
+) -> tuple[JobStatus, str] | None:
     """The job's end when the endpoints do not allow a bisection, else None."""
     gate = engine.gate
     assert gate is not None
     if gate.gate == Gate.DIFFERENT:
         return None
+    if pass_fail and gate.gate in (Gate.SAME, Gate.WRONG_WAY) and gate.effect.boots_old:
+        return JobStatus.NO_DIFFERENCE, _pass_fail_ends(engine, mode)
     if gate.gate == Gate.WRONG_WAY:
         other = Mode.FIX if mode == Mode.REGRESSION else Mode.REGRESSION
         better = "better" if mode == Mode.REGRESSION else "worse"
@@ -124,6 +129,35 @@ def gate_outcome(engine: Engine, mode: Mode, metric: str) -> tuple[JobStatus, st
     if gate.effect.boots_old == 0:  # decided by the images, with no boot
         return JobStatus.NO_DIFFERENCE, f"endpoints do not differ: {gate.message}"
     return JobStatus.NO_DIFFERENCE, f"endpoints do not differ: {metric} {gate.message}"
+
+
+def _passes(engine: Engine, commit: str) -> bool:
+    return all(s > 0 for b in engine.boots.get(commit, []) for s in b.samples)
+
+
+def _pass_fail_ends(engine: Engine, mode: Mode) -> str:
+    """Why a pass/fail job has nothing to bisect, in its endpoints' words."""
+    old, new = _passes(engine, engine.old_end), _passes(engine, engine.new_end)
+    if old == new:
+        both = "pass" if old else "fail"
+        must = f"the {mode.new_word} one must fail" if old else f"the {mode.old_word} one must pass"
+        return (
+            f"both endpoints {both}: {must} for a pass/fail bisection "
+            "(check the range, the testcase and its signature)"
+        )
+    other = Mode.FIX if mode == Mode.REGRESSION else Mode.REGRESSION
+    return (
+        f"the {mode.old_word} endpoint fails and the {mode.new_word} one passes: "
+        f"to find that change, use --mode {other}"
+    )
+
+
+def pass_fail_effect(engine: Engine, measured: dict[str, Measured]) -> str:
+    """The endpoints' difference in a pass/fail job's words: what the bad side does."""
+    bad_end = engine.new_end if not _passes(engine, engine.new_end) else engine.old_end
+    m = measured.get(bad_end)
+    how = m.bad.bad if m is not None and m.bad is not None else "fails"
+    return f"good boots pass, bad ones {'fail' if how == 'fails' else how}"
 
 
 def verification_of(

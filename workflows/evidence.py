@@ -26,6 +26,9 @@ class Boot:
 
     samples: list[float]
     host: str = ""  # the machine that booted it: references are judged per host
+    # Exact by declaration: a deterministic pass/fail verdict (one run, 1 or 0) is as
+    # exact as a counter whose repetitions agree.
+    exact: bool = False
 
     @property
     def spread(self) -> float:

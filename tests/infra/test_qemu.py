@@ -59,12 +59,28 @@ def test_four_outcomes(
     assert classify_run(records, console, exited)[0] is outcome
 
 
-def test_a_failed_testcase_carries_the_guests_reason() -> None:
-    done = {"event": "done", "status": 124, "reason": "module dm_snapshot does not load"}
-    assert classify_run([BOOTED, done], "", True) == (
-        Outcome.TESTCASE_FAILED,
-        "testcase exited with status 124: module dm_snapshot does not load",
+def test_the_harness_failing_is_not_the_testcase_failing() -> None:
+    failed = {"event": "harness-failed", "reason": "module dm_snapshot does not load"}
+    assert classify_run([BOOTED, failed], "", True) == (
+        Outcome.CANNOT_TEST,
+        "the guest could not run the testcase: module dm_snapshot does not load",
     )
+
+
+@pytest.mark.parametrize(
+    ("status", "outcome"),
+    [
+        (0, Outcome.SUCCESS),
+        (1, Outcome.TESTCASE_FAILED),
+        (124, Outcome.TESTCASE_FAILED),
+        (125, Outcome.CANNOT_TEST),
+        (127, Outcome.TESTCASE_FAILED),
+        (128, Outcome.CANNOT_TEST),
+        (255, Outcome.CANNOT_TEST),
+    ],
+)
+def test_statuses_follow_git_bisect_run(status: int, outcome: Outcome) -> None:
+    assert classify_run([BOOTED, {"event": "done", "status": status}], "", True)[0] is outcome
 
 
 @pytest.mark.parametrize(

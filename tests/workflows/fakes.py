@@ -5,6 +5,7 @@ real one. A scenario is looked up by the job's `repo` field.
 """
 
 import asyncio
+import dataclasses
 import math
 import random
 import statistics
@@ -36,6 +37,7 @@ from kbisect.contract import (
     VerifyRequest,
 )
 from kbisect.model import Artifact
+from kbisect.testcases.manifest import PASSED
 from kbisect.workflows.strategy import Graph
 
 FAST, SLOW = 512.0, 8.0
@@ -73,6 +75,8 @@ class Scenario:
     # Commits that change no file the config compiles: the classify activity says so
     # (the fake artifacts then list one compiled file).
     inert: set[str] = field(default_factory=set)
+    # A pass/fail testcase: slow kernels panic (a bad boot), fast ones pass.
+    pass_fail: bool = False
     builds: Counter[str] = field(default_factory=Counter)
     tests: Counter[str] = field(default_factory=Counter)
 
@@ -100,7 +104,12 @@ async def validate_job(req: BisectRequest) -> ValidatedJob:
         raise ApplicationError(s.user_error, type="UserError", non_retryable=True)
     # A large range carries no subjects: the builds report them.
     subjects = {} if s.large else {c: f"subject of {c}" for c in s.graph.order}
-    return validated_job(s.graph, subjects, old="root")
+    job = validated_job(s.graph, subjects, old="root")
+    if s.pass_fail:
+        return dataclasses.replace(
+            job, primary=PASSED, unit="boots", repetitions=1, pass_fail=True
+        )
+    return job
 
 
 @activity.defn(name=BUILD)
@@ -152,6 +161,17 @@ async def run_test(req: TestRequest) -> TestResult:
         v = s.noisy[req.commit].pop(0)
     else:
         v = s.value(req.commit)
+    if s.pass_fail:
+        bad = v != FAST
+        return TestResult(
+            commit=req.commit,
+            status="ok",
+            values={PASSED: float(not bad)},
+            samples=[float(not bad)],
+            seconds=2.0,
+            bad="panic" if bad else "",
+            excerpt=f"Kernel panic - not syncing: lab ({req.commit})" if bad else "",
+        )
     if s.shift_after and sum(s.tests.values()) > s.shift_after:
         v *= s.shift
     samples = [v] * req.repetitions

@@ -130,6 +130,28 @@ async def test_finds_every_kind_of_culprit_in_log2_builds(env: WorkflowEnvironme
         assert s.builds[f"{fakes.VERIFY_PREFIX}c{k}:c64"] == 1
 
 
+async def test_a_kernel_that_panics_is_bad_in_a_pass_fail_job(env: WorkflowEnvironment) -> None:
+    for mode, k in (("regression", 23), ("fix", 41)):
+        result, s = await bisect(
+            env.client,
+            Scenario(graph=linear(64), culprit=f"c{k}", pass_fail=True, mode=mode),
+            record="pass-fail-panic" if mode == "regression" else "",
+        )
+        assert result.status == "found" and result.culprit == f"c{k}", result.message
+        assert result.pass_fail
+        # as `git bisect run` does: one boot a tested commit, log2 builds
+        assert max(s.tests.values()) == 1, s.tests
+        assert _builds_beyond_endpoints(s) <= math.ceil(math.log2(64)) + 2
+        v = result.verification
+        assert v is not None and v.status == "confirmed", v
+        bad = result.bad_boot
+        panicked = f"c{k}" if mode == "regression" else "root"
+        assert bad is not None and (bad.commit, bad.bad) == (panicked, "panic")
+        assert bad.excerpt == f"Kernel panic - not syncing: lab ({panicked})"
+        tested = [st for st in result.steps if st.source == "test"]
+        assert tested and all(st.boots == 1 for st in tested)
+
+
 async def test_parallel_rounds_cut_the_range_in_parts(env: WorkflowEnvironment) -> None:
     for k in (1, 17, 40, 64):
         scenario = Scenario(graph=linear(64), culprit=f"c{k}")

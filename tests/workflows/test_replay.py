@@ -86,19 +86,21 @@ def test_histories_were_recorded() -> None:
     assert len(pre_same) >= 5
     assert all(SAME_KERNEL_PATCH not in _patches(p) for p in pre_same)
     pre_revision_2 = [p for p in HISTORIES if p.stem.startswith("pre-posterior2-")]
-    # small-step came after the v2 engine: its twin is only the revision 1 one
+    # small-step came after the v2 engine: its twin is only the revision 1 one; a
+    # pass/fail job (pass-fail-panic) came after both and takes Engine's exact path
     assert {p.stem.removeprefix("pre-posterior-") for p in pre_posterior} == {
         p.stem for p in current
-    } - {"small-step"}
+    } - {"small-step", "pass-fail-panic"}
     assert {p.stem.removeprefix("pre-posterior2-") for p in pre_revision_2} == {
         p.stem for p in current
-    }
+    } - {"pass-fail-panic"}
     assert all(POSTERIOR_PATCH not in _patches(p) for p in pre_posterior + pre_same)
     assert all(POSTERIOR_PATCH in _patches(p) for p in pre_revision_2)
     assert all(POSTERIOR_2_PATCH not in _patches(p) for p in pre_revision_2)
     # Every branch the current engine can take is in some current history.
     now = {p.stem: _patches(p) for p in current}
     assert {"linear-64", "fix-64", "merges", "skips", "engine-retest", "small-step"} <= set(now)
+    assert "pass-fail-panic" in now
     # ... and every way a job is steered or ends: a person's mark, a resume after a block,
     # rounds of several commits, a cancel and a failure (each test says what it records).
     assert {"mark", "resume", "parallel", "cancel", "failed"} <= set(now), sorted(now)

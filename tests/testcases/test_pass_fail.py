@@ -1,0 +1,125 @@
+"""Pass/fail testcases: the manifest's keys, and one boot's verdict from its outcome."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from kbisect.errors import BootError, ManifestError, TestcaseFailedError
+from kbisect.model import Outcome
+from kbisect.testcases import manifest, pass_fail, scoring
+
+OOPS = """\
+[    1.20] Run /init as init process
+[    1.31] ------------[ cut here ]------------
+[    1.31] kernel BUG at drivers/nvme/host/core.c:812!
+[    1.32] Oops: invalid opcode: 0000 [#1] SMP
+[    1.32] RIP: 0010:nvme_setup_cmd+0x1a/0x40
+[    1.33] Call Trace:
+[    1.33]  <TASK>
+[    1.34] ---[ end trace 0000000000000000 ]---
+[    1.35] Kernel panic - not syncing: Fatal exception
+[    1.36] ---[ end Kernel panic - not syncing: Fatal exception ]---
+"""
+
+
+def test_the_boots_testcase_is_judged_on_passing() -> None:
+    m = manifest.load("boots")
+    assert m.pass_fail and m.primary == manifest.PASSED
+    assert m.metrics[manifest.PASSED].exact and m.repetitions_for(m.primary) == 1
+    assert m.bad == manifest.BAD_OUTCOMES and not m.exclusive and not m.disks
+
+
+@pytest.fixture
+def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    lib = tmp_path / "lib"
+    shutil.copytree(manifest.BUILTIN_DIR / "boots", lib / "mine")
+    path = lib / "mine" / "manifest.toml"
+    path.write_text(path.read_text().replace('"boots"', '"mine"', 1))
+    monkeypatch.setenv("KBISECT_TESTCASES", str(lib))
+    return lib / "mine"
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda t: t.replace('"pass-fail"', '"maybe"'), "'verdict' must be one of metric"),
+        (lambda t: t.replace('"fails", ', '"oops", '), "'bad' must be a non-empty list"),
+        (lambda t: t.replace('bad = ["fails", "panic", "hang"]', "bad = []"), "non-empty"),
+        (lambda t: t + 'signature = "kernel BUG (at"\n', "not a regular expression"),
+        (lambda t: t + f'signature = "{"x" * 201}"\n', "over 200 characters"),
+        (lambda t: t + 'primary = "passed"\n', "drop 'primary'"),
+        (lambda t: t + '[metrics.passed]\nunit = "x"\nbetter = "higher"\n', "verdict's own"),
+    ],
+)
+def test_a_malformed_pass_fail_manifest_is_one_clear_line(folder: Path, edit, message: str) -> None:  # type: ignore[no-untyped-def]
+    path = folder / "manifest.toml"
+    path.write_text(edit(path.read_text()))
+    with pytest.raises(ManifestError, match=message):
+        manifest.load("mine")
+
+
+def test_bad_and_signature_belong_to_pass_fail_testcases(tmp_path: Path) -> None:
+    shutil.copytree(manifest.BUILTIN_DIR / "nvme-snapshot-read", tmp_path / "nvme-snapshot-read")
+    path = tmp_path / "nvme-snapshot-read" / "manifest.toml"
+    path.write_text('signature = "BUG"\n' + path.read_text())
+    with pytest.raises(ManifestError, match="'signature' is for verdict"):
+        manifest.load_folder(tmp_path / "nvme-snapshot-read")
+
+
+def test_outcomes_are_good_bad_or_skipped() -> None:
+    m = manifest.load("boots")
+    assert pass_fail.judge(m, Outcome.SUCCESS, "", "") == pass_fail.Judged("")
+    judged = pass_fail.judge(m, Outcome.PANIC, "Kernel panic", OOPS)
+    assert judged.bad == manifest.PANIC
+    assert pass_fail.judge(m, Outcome.HANG, "guest hung", "x\n").bad == manifest.HANG
+    assert pass_fail.judge(m, Outcome.TESTCASE_FAILED, "exit 1", "x\n").bad == manifest.FAILS
+    with pytest.raises(TestcaseFailedError, match="cannot test"):
+        pass_fail.judge(m, Outcome.CANNOT_TEST, "exit 125 (cannot test)", "")
+
+
+def test_an_outcome_the_testcase_does_not_count_is_a_skip(folder: Path) -> None:
+    path = folder / "manifest.toml"
+    path.write_text(path.read_text().replace('bad = ["fails", "panic", "hang"]', 'bad = ["fails"]'))
+    m = manifest.load("mine")
+    with pytest.raises(BootError, match="counts only fails"):
+        pass_fail.judge(m, Outcome.PANIC, "Kernel panic", OOPS)
+    assert pass_fail.judge(m, Outcome.TESTCASE_FAILED, "exit 1", "").bad == manifest.FAILS
+
+
+def test_with_a_signature_another_panic_is_a_skip() -> None:
+    m = manifest.load("boots")
+    hunted = r"kernel BUG at drivers/nvme/host/core\.c"
+    assert pass_fail.judge(m, Outcome.PANIC, "p", OOPS, hunted).bad == manifest.PANIC
+    other = "[ 1.0] Kernel panic - not syncing: VFS: Unable to mount root fs\n"
+    with pytest.raises(BootError, match="not the signature"):
+        pass_fail.judge(m, Outcome.PANIC, "p", other, hunted)
+
+
+def test_a_bad_boot_carries_the_kernels_report_from_its_first_line_to_its_end() -> None:
+    m = manifest.load("boots")
+    lines = pass_fail.judge(m, Outcome.PANIC, "p", OOPS).excerpt.splitlines()
+    assert lines[0].endswith("------------[ cut here ]------------")
+    assert lines[-1].endswith("---[ end trace 0000000000000000 ]---")
+    assert any("RIP: 0010:nvme_setup_cmd" in line for line in lines)
+
+
+def test_a_failed_script_carries_its_last_words() -> None:
+    console = "".join(f"line {i}\n" for i in range(40))
+    console += "dd: error reading '/dev/nvme0n1': Input/output error\n"
+    console += "kbisect: testcase exited with 1\n[ 3.0] reboot: Restarting system\n"
+    m = manifest.load("boots")
+    text = pass_fail.judge(m, Outcome.TESTCASE_FAILED, "exit 1", console).excerpt
+    lines = text.splitlines()
+    assert lines[-2:] == [
+        "dd: error reading '/dev/nvme0n1': Input/output error",
+        "kbisect: testcase exited with 1",
+    ]
+    assert len(lines) == pass_fail.EXCERPT_LINES // 2
+
+
+def test_a_pass_fail_score_is_one_or_zero() -> None:
+    m = manifest.load("boots")
+    good = scoring.passed(m, [], 0, good=True)
+    bad = scoring.passed(m, [], 0, good=False)
+    assert good.primary_metric.samples == [1.0] and bad.primary_metric.samples == [0.0]
