@@ -9,6 +9,13 @@ same: only a noisy timing metric can find it.
 every device (2 ms for SSDs before), so buffered writeback fills an NVMe queue and small
 reads wait behind it: read latency under writeback (fio-read-latency) gets worse, and a
 config without CONFIG_BLK_WBT does not even compile the change.
+`panic`: init checks that the initramfs holds the init it names, with the check the wrong
+way round (init_eaccess() returns 0 when it does), so every boot from an initramfs
+panics: the `boots` testcase finds it, `--signature "missing from the initramfs"` names
+its message.
+`fails`: NVMe fails every read longer than the controller's transfer limit, a limit in
+sectors compared with a length in bytes, so nearly every read gets an I/O error: the
+`disk-read` testcase fails (a pass/fail bisection).
 `writelock`: a buffered write to a block device takes the device inode's i_rwsem
 exclusively instead of shared, so a small read of the same device waits while a big
 buffered writer sleeps in dirty throttling inside its write(): read latency under
@@ -69,6 +76,29 @@ WBT_ONE_TARGET = (
 )
 
 
+INIT_MAIN = "init/main.c"
+INITRAMFS_READY = "\twait_for_initramfs();\n\tconsole_on_rootfs();\n"
+INIT_CHECK = (
+    "\n"
+    "\t/*\n"
+    "\t * An initramfs that names an init it does not hold is a broken image: say\n"
+    "\t * so here, with its name, rather than falling back to the root device.\n"
+    "\t */\n"
+    "\tif (ramdisk_execute_command && !init_eaccess(ramdisk_execute_command))\n"
+    '\t\tpanic("init: %s is missing from the initramfs\\n", ramdisk_execute_command);\n'
+)
+READ_LIMIT = (
+    "\t/*\n"
+    "\t * A read longer than the controller's transfer limit would be split by the\n"
+    "\t * device anyway: fail it here instead of sending it.\n"
+    "\t */\n"
+    "\tif (req_op(req) == REQ_OP_READ &&\n"
+    "\t    blk_rq_bytes(req) > queue_max_hw_sectors(req->q))\n"
+    "\t\treturn BLK_STS_IOERR;\n"
+    "\n"
+)
+
+
 def _pace_function(percent: int) -> str:
     # Each read submission waits P% of the time since the previous one: the reader's
     # cycle stretches to 1/(1-P) of itself (throughput x (1-P)) on any host, whatever
@@ -120,6 +150,20 @@ _SWAPS = {
         WBT_ONE_TARGET,
         f"{BLK_WBT} has no wbt_default_latency_nsec() to change",
     ),
+    "panic": _Swap(
+        INIT_MAIN,
+        "init: check that the initramfs holds its init",
+        INITRAMFS_READY,
+        INITRAMFS_READY + INIT_CHECK,
+        f"{INIT_MAIN} has no wait_for_initramfs(); console_on_rootfs(); to anchor the check",
+    ),
+    "fails": _Swap(
+        NVME_CORE,
+        "nvme: fail reads over the controller's transfer limit early",
+        SETUP_HEAD,
+        SETUP_HEAD + READ_LIMIT,
+        f"{NVME_CORE} has no nvme_setup_cmd() to anchor the check",
+    ),
     "writelock": _Swap(
         BLK_FOPS,
         "block: lock the inode exclusively for buffered block device writes",
@@ -132,13 +176,13 @@ _SWAPS = {
 
 @dataclass(frozen=True)
 class Culprit:
-    kind: str  # "slowdown" or a key of _SWAPS ("nomerges", "wbt", "writelock")
+    kind: str  # "slowdown" or a key of _SWAPS ("nomerges", "wbt", "writelock", "panic", "fails")
     percent: int = 0
 
     @classmethod
     def parse(cls, text: str) -> "Culprit":
-        """'nomerges', 'wbt', 'writelock' or 'slowdown:P' (P: 1..90, the throughput lost,
-        in percent)."""
+        """A key of _SWAPS ('nomerges', 'panic', ...) or 'slowdown:P' (P: 1..90, the
+        throughput lost, in percent)."""
         kind, _, arg = text.partition(":")
         if kind in _SWAPS and not arg:
             return cls(kind)
@@ -150,7 +194,7 @@ class Culprit:
                 f"1 to {MAX_PERCENT}, e.g. slowdown:25"
             )
         raise UserError(
-            f"--culprit {text}: use nomerges, wbt, writelock or slowdown:P (e.g. slowdown:25)"
+            f"--culprit {text}: use {', '.join(_SWAPS)} or slowdown:P (e.g. slowdown:25)"
         )
 
     def __str__(self) -> str:

@@ -2,10 +2,11 @@
 
 The guest writes framed "KBISECT <json>" lines to its second serial port (a file here),
 the console goes to another file. SUCCESS, TESTCASE_FAILED and CANNOT_TEST come from the
-channel's "done" record (or CANNOT_TEST from a "harness-failed" one), PANIC from a panic on the console or QEMU exiting 0 without a record
-(panic=-1 with -no-reboot), HANG from our hard timeout. QEMU killed by a signal,
-stopped by one (it exits 0 then, as after a power off, but says so on stderr) or
-exiting with an error, with no panic seen, is the host's failure: InfraError.
+channel's "done" record (CANNOT_TEST also from a "harness-failed" one), PANIC from a
+panic on the console or QEMU exiting 0 without a record (panic=-1 with -no-reboot), HANG
+from our hard timeout. QEMU killed by a signal, stopped by one (it exits 0 then, as after
+a power off, but says so on stderr) or exiting with an error, with no panic seen, is the
+host's failure: InfraError.
 """
 
 import json

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from kbisect import settings
-from kbisect.errors import ManifestError, UnknownTestcaseError
+from kbisect.errors import ManifestError, UnknownTestcaseError, UserError
 from kbisect.infra import guest_modules
 from kbisect.infra.qemu import PROFILES
 from kbisect.model import Direction
@@ -377,6 +377,20 @@ def _bad(raw: object, where: str) -> tuple[str, ...]:
             f"{where}: field 'bad' must be a non-empty list of {', '.join(BAD_OUTCOMES)}"
         )
     return tuple(b for b in BAD_OUTCOMES if b in raw)
+
+
+def job_signature(manifest: Manifest, given: str) -> str:
+    """A job's --signature, checked (UserError), else the testcase's own."""
+    if not given:
+        return manifest.signature
+    if not manifest.pass_fail:
+        raise UserError(
+            f"--signature is for pass-fail testcases; {manifest.name} is judged on a metric"
+        )
+    try:
+        return _signature(given, "--signature")
+    except ManifestError as exc:
+        raise UserError(f"{exc}: give a shorter or valid pattern") from exc
 
 
 def _signature(text: str, where: str) -> str:

@@ -4,7 +4,6 @@ Everything the workflow needs to decide comes back in one ValidatedJob, so the w
 never touches git. Bad input is a UserError with one line that says what to do.
 """
 
-import re
 from pathlib import Path
 
 from kbisect.builders.kconfig import stored_config
@@ -52,26 +51,8 @@ def validate(req: BisectRequest) -> ValidatedJob:
         test_timeout=manifest.timeout_for(repetitions),
         old_subjects={o: git.commit_info(o).subject for o in old},
         pass_fail=manifest.pass_fail,
-        signature=_signature(req.signature, manifest),
+        signature=manifests.job_signature(manifest, req.signature),
     )
-
-
-def _signature(given: str, manifest: manifests.Manifest) -> str:
-    """The job's signature (checked here: a bad pattern fails the job before any build),
-    else the testcase's."""
-    if not given:
-        return manifest.signature
-    if not manifest.pass_fail:
-        raise UserError(
-            f"--signature is for pass-fail testcases; {manifest.name} is judged on a metric"
-        )
-    if len(given) > manifests.MAX_SIGNATURE:
-        raise UserError(f"--signature is over {manifests.MAX_SIGNATURE} characters: shorten it")
-    try:
-        re.compile(given)
-    except re.error as exc:
-        raise UserError(f"--signature {given!r} is not a regular expression ({exc})") from exc
-    return given
 
 
 def _endpoints(git: Git, req: BisectRequest) -> tuple[list[str], str]:

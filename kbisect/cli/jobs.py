@@ -85,6 +85,7 @@ def _options(args: argparse.Namespace) -> JobOptions:
         verify=not args.no_verify,
         trace=args.trace,
         config=args.config,
+        signature=args.signature or "",
     )
 
 
@@ -367,6 +368,12 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
         metavar="N",
         help="boots per endpoint before giving up on a noisy metric "
         f"(default {DEFAULT_MAX_BOOTS}); a commit gets at most {MAX_COMMIT_BOOTS}",
+    )
+    b.add_argument(
+        "--signature",
+        metavar="REGEX",
+        help="pass/fail testcases: a boot is bad only when its console shows this pattern "
+        "(the culprit's panic or oops line); other failures are skipped",
     )
     b.add_argument(
         "--no-verify",

@@ -41,6 +41,7 @@ class JobOptions:
     trace: bool = False
     fetch: bool = True  # fetch a named tree first, so new revisions resolve
     config: str | None = None  # a path to the user's kernel config (--config)
+    signature: str = ""  # a pass/fail job's bad boots show this console pattern
 
 
 def repository(opts: JobOptions, settings: Settings) -> Path:
@@ -80,6 +81,7 @@ def checked_request(opts: JobOptions, settings: Settings) -> BisectRequest:
         )
     manifest = manifests.load(opts.testcase)
     profile(opts.profile or manifest.profile)
+    manifests.job_signature(manifest, opts.signature)
     check_tuning(manifest, opts.metric, opts.min_effect_pct / 100, opts.max_boots, opts.trace)
     if opts.repetitions is not None:
         cap = int(
@@ -111,4 +113,5 @@ def checked_request(opts: JobOptions, settings: Settings) -> BisectRequest:
         max_boots=opts.max_boots,
         trace=opts.trace,
         tree=opts.tree,
+        signature=opts.signature,
     )

@@ -64,7 +64,30 @@ def to_json(result: BisectResult) -> dict[str, object]:
         "effect": result.effect,
         "notes": result.notes,
         "diagnostics": result.diagnostics,
+        "pass_fail": result.pass_fail,
+        "bad_boot": asdict(result.bad_boot) if result.bad_boot else None,
     } | _builds_json(result)
+
+
+def pass_fail_counts(step: Step) -> tuple[int, int]:
+    """A pass/fail step's good and bad boots."""
+    passes = sum(1 for v in step.scores if v > 0)
+    return passes, len(step.scores) - passes
+
+
+def bad_boot_section(result: BisectResult) -> list[str]:
+    """A pass/fail job's bad boot as its console showed it: what goes into a bug report."""
+    b = result.bad_boot
+    if b is None:
+        return []
+    return [
+        f"## The bad boot ({b.bad}, `{b.commit[:12]}`)",
+        "",
+        "```",
+        *(b.excerpt.splitlines() or ["(the console said nothing)"]),
+        "```",
+        "",
+    ]
 
 
 def _builds_json(result: BisectResult) -> dict[str, object]:
@@ -186,9 +209,13 @@ def markdown(result: BisectResult, job_id: str) -> str:
     ]
     if result.boots:
         sure = f"; {result.confidence:.1%} sure" if result.confidence is not None else ""
+        effect = (
+            ""
+            if result.pass_fail
+            else f"; the endpoints' difference in {metric}: {result.effect or 'not measured'}"
+        )
         lines += [
-            f"{_boots_in_all(result)}{sure}; the endpoints' difference in {metric}: "
-            f"{result.effect or 'not measured'}.",
+            f"{_boots_in_all(result)}{sure}{effect}.",
             "",
             *(f"- {n}" for n in result.notes),
             *([""] if result.notes else []),
@@ -205,16 +232,21 @@ def markdown(result: BisectResult, job_id: str) -> str:
         lines += [f"- `{c}` {result.subjects.get(c, '')}" for c in result.candidates]
         lines.append("")
     lines += verification_lines(result)
+    lines += bad_boot_section(result)
     lines += trace_section(result)
+    judged = (
+        "boots passed / failed" if result.pass_fail else f"{metric} ({unit})" if unit else metric
+    )
     lines += [
         "## Tested commits",
         "",
-        f"| # | commit | subject | verdict | {metric} {f'({unit})' if unit else ''} "
-        "| other metrics | how |",
+        f"| # | commit | subject | verdict | {judged} | other metrics | how |",
         "|---|---|---|---|---|---|---|",
     ]
     for i, s in enumerate(result.steps, 1):
         value = "" if s.value is None else f"{s.value:g}"
+        if result.pass_fail and s.scores:
+            value = "{} / {}".format(*pass_fail_counts(s))
         others = ", ".join(f"{k} {v:g}" for k, v in s.values.items() if k != metric)
         how = s.source + (f": {s.note}" if s.note else "")
         lines.append(

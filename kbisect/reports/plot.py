@@ -2,6 +2,7 @@
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -58,10 +59,58 @@ def plot_data(result: BisectResult) -> PlotData:
     return PlotData(points, culprit_x if result.culprit else None, star, boots)
 
 
+@dataclass(frozen=True)
+class Bar:
+    x: int  # place in history, oldest first (-1: the old endpoint)
+    passed: int
+    failed: int
+    text: str
+
+
+def pass_fail_bars(result: BisectResult) -> list[Bar]:
+    """A pass/fail job's boots: per tested commit, how many passed and how many failed."""
+    return [
+        Bar(
+            s.index,
+            sum(1 for v in s.scores if v > 0),
+            sum(1 for v in s.scores if v <= 0),
+            s.commit[:7],
+        )
+        for s in result.steps
+        if s.scores
+    ]
+
+
+def _pass_fail_axes(result: BisectResult, ax: Any) -> None:
+    bars = pass_fail_bars(result)
+    xs = [b.x for b in bars]
+    passed = [b.passed for b in bars]
+    failed = [b.failed for b in bars]
+    if any(passed):  # (a legend entry of no bar would show its colour all the same)
+        ax.bar(xs, passed, color=COLOURS["good"], label="passed")
+    if any(failed):
+        ax.bar(xs, failed, bottom=passed, color=COLOURS["bad"], label="failed")
+    for b in bars:
+        ax.annotate(
+            b.text,
+            (b.x, b.passed + b.failed),
+            textcoords="offset points",
+            xytext=(0, 3),
+            ha="center",
+            fontsize=7,
+        )
+    ax.set_ylabel("boots")
+    ax.yaxis.get_major_locator().set_params(integer=True)
+
+
 def plot_scores(result: BisectResult, out: Path) -> Path:
-    """One point per tested commit, in history order (oldest left); the culprit marked."""
-    data = plot_data(result)
+    """One point per tested commit, in history order (oldest left); the culprit marked. A
+    pass/fail job's: its passed and failed boots, stacked, per commit."""
     fig, ax = plt.subplots(figsize=(9, 4.5))
+    if result.pass_fail:
+        _pass_fail_axes(result, ax)
+        return _finish(result, fig, ax, out)
+    data = plot_data(result)
     for b in data.boots:  # the spread behind each verdict: small, faint, under the medians
         ax.scatter(b.x, b.y, color=b.colour, s=8, alpha=0.35, zorder=2)
     for n, p in enumerate(data.points):
@@ -74,22 +123,28 @@ def plot_scores(result: BisectResult, out: Path) -> Path:
             ha="center",
             fontsize=7,
         )
-    if data.culprit_x is not None and result.culprit:
+    if data.star is not None:
+        star = data.star
+        ax.scatter(star.x, star.y, marker="*", s=160, color=star.colour, zorder=4, label=star.label)
+    ax.set_ylabel(f"{result.metric} ({result.unit})" if result.unit else result.metric)
+    return _finish(result, fig, ax, out)
+
+
+def _finish(result: BisectResult, fig: Any, ax: Any, out: Path) -> Path:
+    """The culprit's line, legend, labels; the file written."""
+    culprit_x = next((s.index for s in result.steps if s.commit == result.culprit), None)
+    if culprit_x is not None and result.culprit:
         ax.axvline(
-            data.culprit_x,
+            culprit_x,
             color="tab:red",
             linestyle="--",
             linewidth=1,
             label=f"culprit {result.culprit[:12]}",
         )
-    if data.star is not None:
-        star = data.star
-        ax.scatter(star.x, star.y, marker="*", s=160, color=star.colour, zorder=4, label=star.label)
     handles, labels = ax.get_legend_handles_labels()
     unique = dict(zip(labels, handles, strict=False))
     ax.legend(unique.values(), unique.keys(), loc="best", fontsize=8)
     ax.set_xlabel("commit (history order, oldest left)")
-    ax.set_ylabel(f"{result.metric} ({result.unit})" if result.unit else result.metric)
     ax.set_title(f"{result.testcase}: {result.status} ({result.mode} mode)")
     ax.grid(alpha=0.3)
     fig.tight_layout()

@@ -7,43 +7,64 @@ from rich.table import Table
 
 from kbisect.jobs.try_pipeline import TryResult
 from kbisect.model import Metric
+from kbisect.testcases.manifest import PASSED
 from kbisect.words import plural
 
 
 def try_to_json(r: TryResult) -> dict[str, object]:
     run = r.result.run
-    return {
-        "commit": asdict(r.commit),
-        "testcase": r.result.score.testcase,
-        "profile": r.result.profile,
-        "repetitions": r.result.repetitions,
-        "primary": r.result.score.primary,
-        "metrics": {
-            name: {
-                "value": m.value,
-                "unit": m.unit,
-                "better": m.better.value,
-                "samples": m.samples,
-                "warmup": m.warmup,
-            }
-            for name, m in r.result.score.metrics.items()
-        },
-        "build": {
-            "prebuilt": r.prebuilt,
-            "cached": r.artifact.cached,
-            "seconds": r.artifact.seconds,
-            "kernel": r.artifact.kernel,
-            "log": r.artifact.build_log,
-            "modules": list(r.result.run_modules),
-        },
-        "run": {
-            "outcome": run.outcome.value,
-            "seconds": run.seconds,
-            "accel": run.accel,
-            "console": run.console,
-            **guest_times(run.records),
-        },
-    } | ({"diagnostics": r.diagnostics.to_json()} if r.diagnostics else {})
+    return (
+        {
+            "commit": asdict(r.commit),
+            "testcase": r.result.score.testcase,
+            "profile": r.result.profile,
+            "repetitions": r.result.repetitions,
+            "primary": r.result.score.primary,
+            "metrics": {
+                name: {
+                    "value": m.value,
+                    "unit": m.unit,
+                    "better": m.better.value,
+                    "samples": m.samples,
+                    "warmup": m.warmup,
+                }
+                for name, m in r.result.score.metrics.items()
+            },
+            "build": {
+                "prebuilt": r.prebuilt,
+                "cached": r.artifact.cached,
+                "seconds": r.artifact.seconds,
+                "kernel": r.artifact.kernel,
+                "log": r.artifact.build_log,
+                "modules": list(r.result.run_modules),
+            },
+            "run": {
+                "outcome": run.outcome.value,
+                "seconds": run.seconds,
+                "accel": run.accel,
+                "console": run.console,
+                **guest_times(run.records),
+            },
+        }
+        | ({"diagnostics": r.diagnostics.to_json()} if r.diagnostics else {})
+        | _verdict_json(r)
+    )
+
+
+def _verdict_json(r: TryResult) -> dict[str, object]:
+    """A pass/fail testcase's verdict: good, or bad with what made it so."""
+    if r.result.score.primary != PASSED:
+        return {}
+    return {"verdict": {"bad": r.result.bad, "excerpt": r.result.excerpt}}
+
+
+def verdict_lines(r: TryResult) -> list[str]:
+    """A pass/fail testcase's verdict, and a bad boot's console lines."""
+    if r.result.score.primary != PASSED:
+        return []
+    if not r.result.bad:
+        return ["verdict: good"]
+    return [f"verdict: bad ({r.result.bad})", *(f"  {ln}" for ln in r.result.excerpt.splitlines())]
 
 
 def guest_times(records: list[dict[str, object]]) -> dict[str, float]:
@@ -88,7 +109,7 @@ def render_try(r: TryResult, console: Console) -> None:
     console.print(table)
     console.print(_build_line(r), highlight=False)
     console.print(_guest_line(r), highlight=False)
-    for line in trace_lines(r):
+    for line in [*verdict_lines(r), *trace_lines(r)]:
         console.print(line, highlight=False)
 
 
@@ -150,5 +171,6 @@ def try_lines(r: TryResult) -> list[str]:
         columns(("METRIC", "MEDIAN", "UNIT", "BETTER", "SAMPLES", "WARM-UP"), rows),
         _build_line(r),
         _guest_line(r),
+        *verdict_lines(r),
         *trace_lines(r),
     ]

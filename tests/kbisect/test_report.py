@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from kbisect.contract import BisectResult, Step, Verification
+from kbisect.contract import BadBoot, BisectResult, Step, Verification
 from kbisect.reports.job_report import bisect_log, markdown, to_json
 from kbisect.testcases.blocktrace import DiskTrace, Latency
 
@@ -165,3 +165,44 @@ def test_plot_draws_each_verdict_in_its_colour(tmp_path: Path) -> None:
     result.steps, result.culprit = [], None
     empty = plot_scores(result, tmp_path / "empty.png")
     assert _colour_pixels(empty, to_rgb(COLOURS["bad"])) == 0
+
+
+def _pass_fail_result(h: list[str]) -> BisectResult:
+    result = _result(h, "regression", 2, [(0, "good"), (3, "bad"), (2, "bad"), (1, "good")])
+    for step, (index, scores) in zip(
+        result.steps, ((0, [1.0]), (3, [0.0]), (2, [0.0, 0.0]), (1, [1.0, 1.0, 0.0])), strict=True
+    ):
+        step.index, step.scores = index, scores
+    result.pass_fail, result.boots = True, 7
+    result.bad_boot = BadBoot(h[2], "panic", "Kernel panic - not syncing: init: lab\nKernel Offset")
+    return result
+
+
+def test_a_pass_fail_report_shows_the_bad_boot_and_counts_not_a_metric() -> None:
+    h = [f"{i:040x}" for i in range(4)]
+    md = markdown(_pass_fail_result(h), "job-1")
+    assert f"## The bad boot (panic, `{h[2][:12]}`)" in md
+    assert "```\nKernel panic - not syncing: init: lab\nKernel Offset\n```" in md
+    assert "| boots passed / failed |" in md and "difference in" not in md
+    assert f"| `{h[2][:12]}` | change 2 | bad | 0 / 2 |" in md
+    assert f"| `{h[1][:12]}` | change 1 | good | 2 / 1 |" in md
+    bad = to_json(_pass_fail_result(h))["bad_boot"]
+    assert bad == {"commit": h[2], "bad": "panic", "excerpt": md.split("```\n")[1].rstrip("\n")}
+
+
+def test_a_pass_fail_plot_stacks_passed_and_failed_boots(tmp_path: Path) -> None:
+    from matplotlib.colors import to_rgb
+
+    from kbisect.reports.plot import COLOURS, pass_fail_bars, plot_scores
+
+    h = [f"{i:040x}" for i in range(4)]
+    result = _pass_fail_result(h)
+    bars = [(b.x, b.passed, b.failed) for b in pass_fail_bars(result)]
+    assert bars == [(0, 1, 0), (3, 0, 1), (2, 0, 2), (1, 2, 1)]
+    out = plot_scores(result, tmp_path / "pf.png")
+    assert _colour_pixels(out, to_rgb(COLOURS["good"])) > 200
+    assert _colour_pixels(out, to_rgb(COLOURS["bad"])) > 200
+    for step in result.steps:  # every boot passed: no red bar (the culprit's line aside)
+        step.scores = [1.0] * len(step.scores)
+    result.culprit = None
+    assert _colour_pixels(plot_scores(result, tmp_path / "g.png"), to_rgb(COLOURS["bad"])) == 0

@@ -106,9 +106,7 @@ async def validate_job(req: BisectRequest) -> ValidatedJob:
     subjects = {} if s.large else {c: f"subject of {c}" for c in s.graph.order}
     job = validated_job(s.graph, subjects, old="root")
     if s.pass_fail:
-        return dataclasses.replace(
-            job, primary=PASSED, unit="boots", repetitions=1, pass_fail=True
-        )
+        return dataclasses.replace(job, primary=PASSED, unit="boots", repetitions=1, pass_fail=True)
     return job
 
 
