@@ -6,6 +6,7 @@ from pathlib import Path
 
 from kbisect.builders.kernel_list import builds_line
 from kbisect.contract import BisectResult, Mode, Step
+from kbisect.testcases.manifest import PASSED
 
 
 def one_line(text: str) -> str:
@@ -24,7 +25,9 @@ def columns(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 def step_line(number: int, step: Step, metric: str) -> str:
     """e.g. 'step 3: 1966bd061a65 bad avg_read_sectors=8'."""
     text = f"step {number}: {step.commit[:12]} {step.verdict}"
-    if step.value is not None:
+    if step.value is not None and metric == PASSED:  # a pass/fail boot
+        text += " (passed)" if step.value > 0 else " (failed)"
+    elif step.value is not None:
         text += f" {metric}={step.value:g}"
     if step.source != "test":
         text += f" ({step.source})"
@@ -44,6 +47,10 @@ def outcome_lines(result: BisectResult) -> list[str]:
         if result.verification:
             v = result.verification
             lines.append(f"verification ({v.kind}): {v.status}, {v.message}")
+        if result.bad_boot:
+            b = result.bad_boot
+            first = next((ln.strip() for ln in b.excerpt.splitlines() if ln.strip()), "")
+            lines.append(one_line(f"bad boot of {b.commit[:12]} ({b.bad}): {first}"))
         return lines
     return [result.message] + [
         f"  candidate {c} {result.subjects.get(c, '')}".rstrip() for c in result.candidates

@@ -47,3 +47,35 @@ def start_worker(env: dict[str, str], log: Path) -> "subprocess.Popen[bytes]":
             stderr=out,
             start_new_session=True,
         )
+
+
+def bisect_on_own_service(
+    tmp_path: Path, args: list[str], timeout: float
+) -> "subprocess.CompletedProcess[str]":
+    """`kbisect bisect ARGS --json --no-start` against a dev server and a worker of the
+    test's own, both stopped afterwards."""
+    import uuid
+
+    from kbisect.infra import temporal_server
+    from tests.chat.homeserver import free_port
+
+    port, ui_port = free_port(), free_port()
+    server = temporal_server.start(port=port, ui_port=ui_port, db=tmp_path / "t.db")
+    env = {**os.environ, **service_env(tmp_path, port, ui_port, uuid.uuid4().hex[:8])}
+    worker = start_worker(env, tmp_path / "worker.log")
+    try:
+        proc = subprocess.run(
+            [*KBISECT, "bisect", *args, "--json", "--no-start"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+    finally:
+        worker.terminate()
+        worker.wait(timeout=60)
+        server.terminate()
+        server.wait(timeout=30)
+    log = (tmp_path / "worker.log").read_text()[-2000:]
+    assert proc.returncode == 0, proc.stderr[-2000:] + log
+    return proc

@@ -5,17 +5,13 @@ booted, behaves like the fixed end."""
 import json
 import os
 import random
-import subprocess
-import uuid
 from pathlib import Path
 
 import pytest
 
 from kbisect import settings
-from kbisect.infra import temporal_server
 from kbisect.infra.lab import LabOptions, create_lab
-from tests.chat.homeserver import free_port
-from tests.e2e.service import KBISECT, service_env, start_worker
+from tests.e2e.service import bisect_on_own_service
 
 pytestmark = pytest.mark.e2e
 
@@ -28,41 +24,9 @@ def test_fix_mode_names_the_fix_and_its_backport_behaves_fixed(tmp_path: Path) -
     lab = tmp_path / "lab"
     culprit_at = random.Random(seed).randrange(3, 11)
     truth = create_lab(lab, LabOptions(commits=12, mode="fix", culprit_at=culprit_at, seed=seed))
-    port, ui_port = free_port(), free_port()
-    server = temporal_server.start(port=port, ui_port=ui_port, db=tmp_path / "t.db")
-    env = {**os.environ, **service_env(tmp_path, port, ui_port, uuid.uuid4().hex[:8])}
-    worker = start_worker(env, tmp_path / "worker.log")
-    try:
-        proc = subprocess.run(
-            [
-                *KBISECT,
-                "bisect",
-                "--repo",
-                str(lab),
-                "--good",
-                "lab-good",
-                "--bad",
-                "lab-bad",
-                "--mode",
-                "fix",
-                "--testcase",
-                "nvme-snapshot-read",
-                "--repetitions",
-                "1",
-                "--json",
-                "--no-start",
-            ],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=1700,
-        )
-    finally:
-        worker.terminate()
-        worker.wait(timeout=60)
-        server.terminate()
-        server.wait(timeout=30)
-    assert proc.returncode == 0, proc.stderr[-2000:] + (tmp_path / "worker.log").read_text()[-2000:]
+    args = ["--repo", str(lab), "--good", "lab-good", "--bad", "lab-bad", "--mode", "fix"]
+    args += ["--testcase", "nvme-snapshot-read", "--repetitions", "1"]
+    proc = bisect_on_own_service(tmp_path, args, timeout=1700)
     result = json.loads(proc.stdout)
     assert (result["mode"], result["status"]) == ("fix", "found"), result["message"]
     assert result["culprit"] == truth["culprit"], result["message"]

@@ -1,0 +1,89 @@
+"""Pass/fail bisections for real: lab kernels that panic at boot (the `boots` testcase) or
+whose NVMe reads fail (`disk-read`), built and booted in QEMU. As `git bisect run`: one
+boot a tested commit, then the revert boots once more."""
+
+import json
+import os
+import random
+from pathlib import Path
+
+import pytest
+
+from kbisect import settings
+from kbisect.infra.lab import LabOptions, create_lab
+from kbisect.infra.lab_culprits import Culprit
+from kbisect.infra.lab_plan import Span
+from tests.e2e.service import bisect_on_own_service
+
+pytestmark = pytest.mark.e2e
+SIGNATURE = "is missing from the initramfs"  # the panic culprit's message
+
+
+def _lab(tmp_path: Path, options: LabOptions) -> dict[str, object]:
+    if not settings.KERNEL_SOURCE_TARBALL.exists():
+        pytest.fail(f"{settings.KERNEL_SOURCE_TARBALL} missing: run infra/install.sh")
+    return create_lab(tmp_path / "lab", options)
+
+
+def _seed(what: str) -> int:
+    seed = int(os.environ.get("KBISECT_E2E_SEED", random.SystemRandom().randrange(2**31)))
+    print(f"{what} lab seed {seed}")
+    return seed
+
+
+def _bisect(tmp_path: Path, testcase: str, *extra: str) -> dict[str, object]:
+    args = ["--repo", str(tmp_path / "lab"), "--good", "lab-good", "--bad", "lab-bad"]
+    proc = bisect_on_own_service(tmp_path, [*args, "--testcase", testcase, *extra], 1700)
+    return json.loads(proc.stdout)  # type: ignore[no-any-return]
+
+
+def _tested(result: dict[str, object]) -> list[dict[str, object]]:
+    return [s for s in result["steps"] if s["source"] == "test"]  # type: ignore[attr-defined,index]
+
+
+def test_a_kernel_that_panics_at_boot_is_found_past_another_panic(tmp_path: Path) -> None:
+    seed = _seed("panic")
+    # Another panic (a broken-boot range) sits where the search looks first: with the
+    # culprit's signature those boots are skips, not bad ones.
+    culprit_at = random.Random(seed).randrange(12, 16)
+    truth = _lab(
+        tmp_path,
+        LabOptions(
+            commits=16,
+            culprit_at=culprit_at,
+            seed=seed,
+            culprit=Culprit.parse("panic"),
+            broken_boot=(Span(6, 4),),
+        ),
+    )
+    result = _bisect(tmp_path, "boots", "--signature", SIGNATURE)
+    assert (result["status"], result["culprit"]) == ("found", truth["culprit"]), result["message"]
+    assert result["pass_fail"]
+    tested = _tested(result)
+    assert tested and all(s["boots"] == 1 for s in tested), tested
+    broken = set(truth["broken_boot"])  # type: ignore[call-overload]
+    skipped = [s for s in result["steps"] if s["commit"] in broken]  # type: ignore[attr-defined]
+    assert skipped and all(
+        (s["verdict"], s["source"]) == ("skip", "boot-failed") for s in skipped
+    ), skipped
+    v = result["verification"]
+    assert (v["status"], v["boots"]) == ("confirmed", 1), v  # type: ignore[index]
+    bad = result["bad_boot"]
+    assert bad["commit"] == truth["culprit"] and bad["bad"] == "panic", bad  # type: ignore[index]
+    assert f"Kernel panic - not syncing: init: /init {SIGNATURE}" in bad["excerpt"]  # type: ignore[index]
+
+
+def test_a_kernel_whose_reads_fail_is_found(tmp_path: Path) -> None:
+    seed = _seed("fails")
+    culprit_at = random.Random(seed).randrange(2, 16)
+    truth = _lab(
+        tmp_path,
+        LabOptions(commits=16, culprit_at=culprit_at, seed=seed, culprit=Culprit.parse("fails")),
+    )
+    result = _bisect(tmp_path, "disk-read")
+    assert (result["status"], result["culprit"]) == ("found", truth["culprit"]), result["message"]
+    tested = _tested(result)
+    assert all(s["boots"] == 1 for s in tested), tested
+    assert result["verification"]["status"] == "confirmed"  # type: ignore[index]
+    bad = result["bad_boot"]
+    assert bad["bad"] == "fails" and "Input/output error" in bad["excerpt"], bad  # type: ignore[index]
