@@ -152,6 +152,9 @@ class BisectRequest:
     config: str = ""  # --config: the user's kernel config, kept in the shared cache (a path)
     # a pass/fail testcase's bad boots narrowed to this console pattern ("": the testcase's)
     signature: str = ""
+    # a pass/fail testcase's failure comes and goes: boots weighed by a posterior, not one
+    # a commit (also when the testcase says so)
+    flaky: bool = False
     build_queue: str = DEFAULT_QUEUE[QueueKind.BUILD]
     vm_queue: str = DEFAULT_QUEUE[QueueKind.VM]
 
@@ -172,6 +175,7 @@ class ValidatedJob:
     old_subjects: dict[str, str] = field(default_factory=dict)  # the old side is outside the range
     pass_fail: bool = False  # each boot is good or bad (`primary` is 1 or 0), not a score
     signature: str = ""  # a pass/fail job's bad boots show this on their console
+    flaky: bool = False  # a pass/fail job whose failure comes and goes
     # The range in a compact form (a release is ~15k commits, and a Temporal payload must
     # stay under 2 MB): full hashes newest first, and each one's parents as indices into
     # that list (parents outside the range left out).

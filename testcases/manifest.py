@@ -43,7 +43,7 @@ MAX_TIMEOUT = 6 * 3600.0  # seconds for one boot with the default repetitions
 TOP_KEYS = frozenset(
     {"name", "description", "primary", "metrics", "disks", "tools", "config", "script"}
     | {"profile", "repetitions", "warmup", "timeout", "params", "exclusive", "userland"}
-    | {"files", "modules", "verdict", "bad", "signature"}
+    | {"files", "modules", "verdict", "bad", "signature", "flaky"}
 )
 # What a boot of the testcase says: a score ("metric"), or good or bad ("pass-fail").
 METRIC, PASS_FAIL = "metric", "pass-fail"
@@ -107,6 +107,7 @@ class Manifest:
     # pass-fail: a bad boot must show this regular expression on its console (the culprit's
     # panic message); a bad outcome without it is a skip
     signature: str = ""
+    flaky: bool = False  # pass-fail: the failure comes and goes (a posterior, many boots)
 
     @property
     def pass_fail(self) -> bool:
@@ -304,7 +305,7 @@ def load_folder(folder: Path) -> Manifest:
     if pass_fail:
         metrics, primary = _pass_fail_metrics(data, where)
     else:
-        for key in ("bad", "signature"):
+        for key in ("bad", "signature", "flaky"):
             if key in data:
                 raise ManifestError(f"{where}: field '{key}' is for verdict = \"{PASS_FAIL}\"")
         metrics = _metrics(_req(data, "metrics", dict, where), where)
@@ -349,6 +350,7 @@ def load_folder(folder: Path) -> Manifest:
         verdict=verdict,
         bad=_bad(data.get("bad", list(BAD_OUTCOMES)), where),
         signature=_signature(_opt(data, "signature", str, where, ""), where),
+        flaky=_opt(data, "flaky", bool, where, False),
     )
 
 
@@ -377,6 +379,16 @@ def _bad(raw: object, where: str) -> tuple[str, ...]:
             f"{where}: field 'bad' must be a non-empty list of {', '.join(BAD_OUTCOMES)}"
         )
     return tuple(b for b in BAD_OUTCOMES if b in raw)
+
+
+def job_flaky(manifest: Manifest, given: bool) -> bool:
+    """Whether a job's pass/fail boots are weighed as flaky (--flaky, or the testcase)."""
+    if given and not manifest.pass_fail:
+        raise UserError(
+            f"--flaky is for pass-fail testcases; {manifest.name} is judged on a metric, whose "
+            "noise the engine measures by itself"
+        )
+    return manifest.pass_fail and (given or manifest.flaky)
 
 
 def job_signature(manifest: Manifest, given: str) -> str:

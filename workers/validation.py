@@ -52,6 +52,7 @@ def validate(req: BisectRequest) -> ValidatedJob:
         old_subjects={o: git.commit_info(o).subject for o in old},
         pass_fail=manifest.pass_fail,
         signature=manifests.job_signature(manifest, req.signature),
+        flaky=manifests.job_flaky(manifest, req.flaky),
     )
 
 

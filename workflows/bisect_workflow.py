@@ -44,6 +44,7 @@ with workflow.unsafe.imports_passed_through():
     from kbisect.workflows.engine import Engine
     from kbisect.workflows.engine_report import Measured
     from kbisect.workflows.evidence import Boot
+    from kbisect.workflows.flaky_engine import FlakyEngine
     from kbisect.workflows.job_state import JobState
     from kbisect.workflows.posterior_engine import PosteriorEngine
     from kbisect.workflows.strategy import State
@@ -92,6 +93,7 @@ PASSTHROUGH = (
     "kbisect.workflows.posterior",
     "kbisect.workflows.trend",
     "kbisect.workflows.posterior_engine",
+    "kbisect.workflows.flaky_engine",
     "kbisect.workflows.engine_report",
 )
 
@@ -205,10 +207,14 @@ class BisectWorkflow:
     def _start_engine(self, state: JobState) -> Engine:
         config = engine_report.config_of(state.req, state.job, *self._host_checks())
         graph, new, old = state.search.graph, state.job.new, state.job.old
-        if not workflow.patched(POSTERIOR_PATCH):
+        engine: Engine
+        posterior = workflow.patched(POSTERIOR_PATCH)
+        revision = 2 if posterior and workflow.patched(POSTERIOR_2_PATCH) else 1
+        if state.job.pass_fail and state.job.flaky:  # no job before it: no marker of its own
+            engine = FlakyEngine(graph, new, old, config, revision)
+        elif not posterior:
             engine = Engine(graph, new, old, config)
         else:
-            revision = 2 if workflow.patched(POSTERIOR_2_PATCH) else 1
             engine = PosteriorEngine(graph, new, old, config, revision)
         self._engine, state.search = engine, engine.search
         return engine
@@ -285,7 +291,8 @@ class BisectWorkflow:
         m.last, m.test_seconds = test, m.test_seconds + test.seconds
         if test.bad and m.bad is None:
             m.bad = test
-        engine.observe(commit, Boot(samples, test.host, exact=state.job.pass_fail))
+        exact = state.job.pass_fail and not state.job.flaky
+        engine.observe(commit, Boot(samples, test.host, exact=exact))
         self._progress.boots += 1
         said = (
             (f"bad ({test.bad})" if test.bad else "good")

@@ -21,6 +21,7 @@ from kbisect.contract import (
 )
 from kbisect.workflows.endpoints import Gate, boots
 from kbisect.workflows.engine import Decision, Engine, EngineConfig
+from kbisect.workflows.flaky_engine import FlakyEngine
 from kbisect.workflows.strategy import State
 from kbisect.workflows.verdict import verdict_for
 
@@ -115,6 +116,8 @@ def gate_outcome(
     assert gate is not None
     if gate.gate == Gate.DIFFERENT:
         return None
+    if isinstance(engine, FlakyEngine):  # its gate's message says it in failure rates
+        return JobStatus.NO_DIFFERENCE, gate.message
     if pass_fail and gate.gate in (Gate.SAME, Gate.WRONG_WAY) and gate.effect.boots_old:
         return JobStatus.NO_DIFFERENCE, _pass_fail_ends(engine, mode)
     if gate.gate == Gate.WRONG_WAY:
@@ -154,6 +157,8 @@ def _pass_fail_ends(engine: Engine, mode: Mode) -> str:
 
 def pass_fail_effect(engine: Engine, measured: dict[str, Measured]) -> str:
     """The endpoints' difference in a pass/fail job's words: what the bad side does."""
+    if isinstance(engine, FlakyEngine):
+        return engine.rates_line()
     bad_end = engine.new_end if not _passes(engine, engine.new_end) else engine.old_end
     m = measured.get(bad_end)
     how = m.bad.bad if m is not None and m.bad is not None else "fails"

@@ -86,6 +86,7 @@ def _options(args: argparse.Namespace) -> JobOptions:
         trace=args.trace,
         config=args.config,
         signature=args.signature or "",
+        flaky=args.flaky,
     )
 
 
@@ -374,6 +375,12 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
         metavar="REGEX",
         help="pass/fail testcases: a boot is bad only when its console shows this pattern "
         "(the culprit's panic or oops line); other failures are skipped",
+    )
+    b.add_argument(
+        "--flaky",
+        action="store_true",
+        help="pass/fail testcases: the failure comes and goes (one boot in ten); commits "
+        "are booted until a posterior over the culprit decides, not once each",
     )
     b.add_argument(
         "--no-verify",

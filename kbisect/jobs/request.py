@@ -42,6 +42,7 @@ class JobOptions:
     fetch: bool = True  # fetch a named tree first, so new revisions resolve
     config: str | None = None  # a path to the user's kernel config (--config)
     signature: str = ""  # a pass/fail job's bad boots show this console pattern
+    flaky: bool = False  # a pass/fail job's failure comes and goes
 
 
 def repository(opts: JobOptions, settings: Settings) -> Path:
@@ -82,6 +83,7 @@ def checked_request(opts: JobOptions, settings: Settings) -> BisectRequest:
     manifest = manifests.load(opts.testcase)
     profile(opts.profile or manifest.profile)
     manifests.job_signature(manifest, opts.signature)
+    manifests.job_flaky(manifest, opts.flaky)
     check_tuning(manifest, opts.metric, opts.min_effect_pct / 100, opts.max_boots, opts.trace)
     if opts.repetitions is not None:
         cap = int(
@@ -114,4 +116,5 @@ def checked_request(opts: JobOptions, settings: Settings) -> BisectRequest:
         trace=opts.trace,
         tree=opts.tree,
         signature=opts.signature,
+        flaky=opts.flaky,
     )

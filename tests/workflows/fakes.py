@@ -77,6 +77,8 @@ class Scenario:
     inert: set[str] = field(default_factory=set)
     # A pass/fail testcase: slow kernels panic (a bad boot), fast ones pass.
     pass_fail: bool = False
+    # ... whose failure comes and goes: old-like and new-like kernels fail at these rates
+    fail_rates: tuple[float, float] | None = None
     builds: Counter[str] = field(default_factory=Counter)
     tests: Counter[str] = field(default_factory=Counter)
 
@@ -106,7 +108,14 @@ async def validate_job(req: BisectRequest) -> ValidatedJob:
     subjects = {} if s.large else {c: f"subject of {c}" for c in s.graph.order}
     job = validated_job(s.graph, subjects, old="root")
     if s.pass_fail:
-        return dataclasses.replace(job, primary=PASSED, unit="boots", repetitions=1, pass_fail=True)
+        return dataclasses.replace(
+            job,
+            primary=PASSED,
+            unit="boots",
+            repetitions=1,
+            pass_fail=True,
+            flaky=s.fail_rates is not None,
+        )
     return job
 
 
@@ -161,6 +170,9 @@ async def run_test(req: TestRequest) -> TestResult:
         v = s.value(req.commit)
     if s.pass_fail:
         bad = v != FAST
+        if s.fail_rates is not None:  # reproducible: the commit and its boot's number
+            rng = random.Random(f"{req.commit}-{s.tests[req.commit]}")
+            bad = rng.random() < s.fail_rates[bad]
         return TestResult(
             commit=req.commit,
             status="ok",

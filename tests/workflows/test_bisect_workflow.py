@@ -152,6 +152,25 @@ async def test_a_kernel_that_panics_is_bad_in_a_pass_fail_job(env: WorkflowEnvir
         assert tested and all(st.boots == 1 for st in tested)
 
 
+async def test_a_failure_that_comes_and_goes_is_found_with_its_probability(
+    env: WorkflowEnvironment,
+) -> None:
+    result, s = await bisect(
+        env.client,
+        Scenario(graph=linear(32), culprit="c13", pass_fail=True, fail_rates=(0.0, 0.4)),
+        record="pass-fail-flaky",
+    )
+    assert (result.status, result.culprit) == ("found", "c13"), result.message
+    assert result.confidence is not None and result.confidence >= 0.99
+    assert "the new endpoint failed" in result.message
+    # a commit that passes once is not good yet: some were booted again and again
+    assert max(n for c, n in s.tests.items() if c not in ("root", "c32")) > 3
+    assert _builds_beyond_endpoints(s) <= math.ceil(math.log2(32)) + 4
+    v = result.verification
+    assert v is not None and v.status == "confirmed" and v.boots > 1, v
+    assert result.bad_boot is not None and result.bad_boot.commit == "c13"
+
+
 async def test_parallel_rounds_cut_the_range_in_parts(env: WorkflowEnvironment) -> None:
     for k in (1, 17, 40, 64):
         scenario = Scenario(graph=linear(64), culprit=f"c{k}")

@@ -72,6 +72,11 @@ def _ended(history: WorkflowHistory) -> "EventType.ValueType":
     return history.events[-1].event_type
 
 
+# Pass/fail jobs came after both posterior engines: a deterministic one takes Engine's
+# exact path, a flaky one the flaky engine (workflows.flaky_engine).
+PASS_FAIL = {"pass-fail-panic", "pass-fail-flaky"}
+
+
 def test_histories_were_recorded() -> None:
     # Re-record with: KBISECT_RECORD_HISTORIES=1 pytest tests/workflows/test_bisect_workflow.py
     # (after renaming the current ones to pre-<patch>-*). They must keep replaying:
@@ -86,21 +91,20 @@ def test_histories_were_recorded() -> None:
     assert len(pre_same) >= 5
     assert all(SAME_KERNEL_PATCH not in _patches(p) for p in pre_same)
     pre_revision_2 = [p for p in HISTORIES if p.stem.startswith("pre-posterior2-")]
-    # small-step came after the v2 engine: its twin is only the revision 1 one; a
-    # pass/fail job (pass-fail-panic) came after both and takes Engine's exact path
+    # small-step came after the v2 engine: its twin is only the revision 1 one
     assert {p.stem.removeprefix("pre-posterior-") for p in pre_posterior} == {
         p.stem for p in current
-    } - {"small-step", "pass-fail-panic"}
+    } - {"small-step", *PASS_FAIL}
     assert {p.stem.removeprefix("pre-posterior2-") for p in pre_revision_2} == {
         p.stem for p in current
-    } - {"pass-fail-panic"}
+    } - PASS_FAIL
     assert all(POSTERIOR_PATCH not in _patches(p) for p in pre_posterior + pre_same)
     assert all(POSTERIOR_PATCH in _patches(p) for p in pre_revision_2)
     assert all(POSTERIOR_2_PATCH not in _patches(p) for p in pre_revision_2)
     # Every branch the current engine can take is in some current history.
     now = {p.stem: _patches(p) for p in current}
     assert {"linear-64", "fix-64", "merges", "skips", "engine-retest", "small-step"} <= set(now)
-    assert "pass-fail-panic" in now
+    assert PASS_FAIL <= set(now)
     # ... and every way a job is steered or ends: a person's mark, a resume after a block,
     # rounds of several commits, a cancel and a failure (each test says what it records).
     assert {"mark", "resume", "parallel", "cancel", "failed"} <= set(now), sorted(now)
@@ -190,3 +194,13 @@ async def test_a_job_keeps_the_engine_revision_it_started_with(
     monkeypatch.setitem(posterior_engine.REVISIONS, 1, revisions[1])
     monkeypatch.setitem(posterior_engine.REVISIONS, 2, revisions[1])
     assert isinstance(await _replay_failure("small-step"), NondeterminismError)
+
+
+async def test_a_changed_flaky_engine_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    # pass-fail-flaky.json weighed pass/fail boots with the learned failure rates: another
+    # least step between the rates boots other commits (or other counts) than recorded.
+    from kbisect.workflows import flaky_engine
+
+    assert await _replay_failure("pass-fail-flaky") is None
+    monkeypatch.setattr(flaky_engine, "MIN_RATE_STEP", 0.5)
+    assert isinstance(await _replay_failure("pass-fail-flaky"), NondeterminismError)

@@ -1,0 +1,65 @@
+"""The flaky engine driven by simulated pass/fail boots: the truth stays in the test."""
+
+import random
+
+from kbisect.workflows.engine import Answer, EngineConfig, EngineResult
+from kbisect.workflows.evidence import Boot
+from kbisect.workflows.flaky_engine import FlakyEngine, Rates, information
+from tests.workflows.test_engine import index, linear
+
+
+def run(
+    n: int, culprit: int, r_old: float, r_new: float, seed: int, **cfg: object
+) -> tuple[EngineResult, FlakyEngine, list[str]]:
+    """Boot what the engine wants: a commit from `culprit` on fails at r_new, one before
+    at r_old (in fix mode the culprit brings r_new's passing)."""
+    rng = random.Random(seed)
+    engine = FlakyEngine(linear(n), f"c{n}", ["root"], EngineConfig(**cfg))  # type: ignore[arg-type]
+    booted: list[str] = []
+    while commits := engine.wants():
+        for c in commits:
+            booted.append(c)
+            changed = index(c) >= culprit
+            rate = r_new if changed else r_old
+            engine.observe(c, Boot([0.0 if rng.random() < rate else 1.0], "h"))
+    return engine.result(), engine, booted
+
+
+def test_a_bernoulli_boot_weighs_by_the_two_rates() -> None:
+    r = Rates(old=0.01, new=0.3, n_old=100, n_new=100, fails_old=1, fails_new=30)
+    assert r.llr(1, 1) > 3.0  # a bad boot: 30 times likelier new-like
+    assert -0.4 < r.llr(0, 1) < -0.3  # a good one leans old a little
+    assert information(0.5, 0.0, 1.0) > information(0.5, 0.01, 0.3) > information(0.5, 0.1, 0.12)
+    assert information(0.0, 0.01, 0.3) == 0.0
+
+
+def test_a_failure_in_three_boots_is_named_and_never_a_wrong_commit() -> None:
+    jobs = [run(64, 10 + 9 * s, 0.01, 0.3, seed=s) for s in range(6)]
+    named = [res.culprit for res, _, _ in jobs]
+    assert named == [f"c{10 + 9 * s}" for s in range(6)], named
+    assert all(res.confidence >= 0.99 for res, _, _ in jobs)
+    rates = [eng._rates for _, eng, _ in jobs]
+    assert all(r is not None and r.old < 0.08 and 0.15 < r.new < 0.5 for r in rates), rates
+
+
+def test_a_fix_that_makes_it_pass_again_is_named() -> None:
+    res, _, _ = run(32, 20, 0.3, 0.0, seed=3, mode="fix")
+    assert (res.answer, res.culprit) == (Answer.FOUND, "c20"), res.message
+
+
+def test_the_same_flake_rate_at_both_ends_is_never_a_culprit() -> None:
+    # 0 of 96 bad boots at both ends still leaves P(no culprit) at 95%: a rate 3 points
+    # higher would show none 3% of the time. The default cap says "cannot decide".
+    results = [run(64, 999, 0.01, 0.01, seed=s)[0] for s in range(4)]
+    assert all(r.culprit is None and r.answer == Answer.UNDECIDED for r in results)
+    assert all("the new endpoint failed" in r.message for r in results)
+    # ... and about 200 boots an endpoint say "no difference"
+    res = run(64, 999, 0.0, 0.0, seed=1, max_endpoint_boots=300)[0]
+    assert res.answer == Answer.NO_DIFFERENCE and res.boots < 450, (res.answer, res.boots)
+
+
+def test_fewer_failures_at_the_new_end_say_which_mode_finds_it() -> None:
+    res, engine, _ = run(32, 9, 0.4, 0.02, seed=2)
+    assert res.culprit is None and res.answer == Answer.NO_DIFFERENCE, res.message
+    assert engine.gate is not None and engine.gate.gate == "wrong-way"
+    assert "use --mode fix" in res.message

@@ -1,0 +1,219 @@
+"""The flaky engine: pass/fail boots whose failure comes and goes (one boot in ten), on the
+noisy-metric engine's posterior (workflows.posterior) with a Bernoulli likelihood. Pure.
+
+Old-like kernels fail at the rate r_old (often 0, sometimes a flake rate of a few
+percent), new-like ones at r_new. Both rates are learned as the metric engine learns its
+levels: from the endpoints' boots and from every commit whose side is settled, refitted
+every round, each the mean of a Beta(1/2, 1/2) posterior (never exactly 0 or 1: one
+unexpected boot must not rule a hypothesis out). A commit with k bad boots of n weighs
+
+    llr = k log(r_new / r_old) + (n - k) log((1 - r_new) / (1 - r_old))
+
+r_new keeps at least MIN_RATE_STEP from r_old, the expected way (a regression fails more
+often, a fix less), so an A/A range's new endpoint, whose own boots set r_new, leans "no
+culprit". Everything else is PosteriorEngine's: the endpoints booted in pairs until "no
+culprit" loses half the mass, references interleaved with the probes, the picks at the
+posterior's quantiles (weighed by what one pass/fail boot tells), the answer at
+1 - error/MARGIN. No trend: a failure rate does not drift with the host's speed.
+"""
+
+import math
+from dataclasses import dataclass
+
+from kbisect.contract import Mode
+from kbisect.workflows.endpoints import Effect, EndpointVerdict, Gate
+from kbisect.workflows.engine import Decision
+from kbisect.workflows.evidence import Model
+from kbisect.workflows.posterior_engine import PosteriorEngine
+from kbisect.workflows.strategy import State
+
+PRIOR = 0.5  # Beta(1/2, 1/2): Jeffreys' prior on each side's failure rate
+# The least difference in failure rate that counts as a change: an A/A range flaking 1%
+# must not name a culprit, a 0% -> 5% change should still be found.
+MIN_RATE_STEP = 0.03
+
+
+@dataclass(frozen=True)
+class Rates:
+    """Each side's failure rate this round, and the boots behind it."""
+
+    old: float
+    new: float
+    n_old: int
+    n_new: int
+    fails_old: int
+    fails_new: int
+
+    def llr(self, fails: int, boots: int) -> float:
+        """log P(these boots | new-like) / P(them | old-like)."""
+        bad = fails * math.log(self.new / self.old)
+        good = (boots - fails) * math.log((1 - self.new) / (1 - self.old))
+        return bad + good
+
+
+def fails(boots: list[float]) -> int:
+    """Bad boots among a commit's pass/fail scores (1 passed, 0 failed)."""
+    return sum(1 for v in boots if v <= 0)
+
+
+def information(q: float, r_old: float, r_new: float) -> float:
+    """What one pass/fail boot tells (nats) about whether a commit is new-like, when it is
+    with probability q: the mutual information of the boot and the commit's side."""
+    if q <= 0 or q >= 1:
+        return 0.0
+
+    def h(p: float) -> float:
+        return -sum(x * math.log(x) for x in (p, 1 - p) if x > 0)
+
+    return max(0.0, h(q * r_new + (1 - q) * r_old) - q * h(r_new) - (1 - q) * h(r_old))
+
+
+class FlakyEngine(PosteriorEngine):
+    """PosteriorEngine with pass/fail boots: the posterior's likelihood is Bernoulli."""
+
+    _rates: Rates | None = None
+
+    # --- the models -------------------------------------------------------------------
+    def _refresh(self) -> None:
+        self.log = False
+        counts = {c: [b.samples[0] for b in bs] for c, bs in self.boots.items() if bs}
+        sides = self._sides()
+        rates = self._fit_rates(counts, sides)
+        self._rates = rates
+        self.posterior.update(
+            {c: rates.llr(fails(v), len(v)) for c, v in counts.items() if c != self.old_end}
+        )
+
+    def _fit_rates(self, counts: dict[str, list[float]], sides: dict[str, bool]) -> Rates:
+        n = {False: 0, True: 0}
+        k = {False: 0, True: 0}
+        for commit, side in sides.items():
+            values = counts.get(commit, [])
+            n[side] += len(values)
+            k[side] += fails(values)
+        old = (k[False] + PRIOR) / (n[False] + 2 * PRIOR)
+        new = (k[True] + PRIOR) / (n[True] + 2 * PRIOR)
+        # A regression makes failures more likely; a fix, less.
+        if self.config.mode == Mode.REGRESSION.value:
+            new = max(new, min(old + MIN_RATE_STEP, 1 - PRIOR / (n[True] + 2 * PRIOR)))
+        else:
+            new = min(new, max(old - MIN_RATE_STEP, PRIOR / (n[True] + 2 * PRIOR)))
+        return Rates(old, new, n[False], n[True], k[False], k[True])
+
+    def _level_bound(self, commit: str) -> bool:
+        return False  # no level: a failure rate does not drift with the host's speed
+
+    def _choose(self) -> list[str]:
+        testable = self._testable()
+        splitting = [c for c in testable if 1e-6 < self.posterior.p_new(c) < 1 - 1e-6]
+        rates = self._rates
+        if not splitting or rates is None:
+            return []
+        built = self._picked | {self.new_end}
+        return self.posterior.quantiles(
+            self.config.parallel,
+            splitting,
+            built,
+            worth=lambda q: information(q, rates.old, rates.new),
+            build_cost=self.tuning.build_cost,
+        )
+
+    # --- the endpoints' difference ----------------------------------------------------
+    def _effect(self) -> Effect:
+        """The failure rate's change, new less old, with a 95% interval (Wald's, on the
+        rates behind the models)."""
+        r = self._rates
+        if r is None:
+            return Effect(0.0, 0.0, 0.0, 1.0, 0, 0)
+        diff = r.new - r.old
+        se = math.sqrt(
+            r.old * (1 - r.old) / max(r.n_old, 1) + r.new * (1 - r.new) / max(r.n_new, 1)
+        )
+        return Effect(diff, diff - 1.96 * se, diff + 1.96 * se, 0.0, r.n_old, r.n_new)
+
+    def _no_difference(self, p_none: float) -> EndpointVerdict:
+        effect = self._effect()
+        words = self.rates_line()
+        if self._other_way():
+            other = Mode.FIX if self.config.mode == Mode.REGRESSION.value else Mode.REGRESSION
+            return EndpointVerdict(
+                Gate.WRONG_WAY,
+                effect,
+                f"{words}: the change goes the other way; to bisect it, use --mode {other}",
+            )
+        if p_none >= self._level:
+            return EndpointVerdict(
+                Gate.SAME, effect, f"no difference: {words}, P(no culprit) {p_none:.1%}"
+            )
+        return EndpointVerdict(
+            Gate.UNDECIDED,
+            effect,
+            f"cannot decide after {effect.boots_old + effect.boots_new} endpoint boots: "
+            f"{words}, P(no culprit) {p_none:.0%}",
+        )
+
+    def _other_way(self) -> bool:
+        """Whether the new endpoint clearly fails less often (regression mode; more often
+        in fix mode) than the old: 95% Wald interval of the difference."""
+        counts = []
+        for c in (self.old_end, self.new_end):
+            values = [b.samples[0] for b in self.boots.get(c, [])]
+            counts.append((fails(values) + PRIOR) / (len(values) + 2 * PRIOR))
+            counts.append(float(len(values)))
+        p_old, n_old, p_new, n_new = counts
+        diff = p_new - p_old
+        se = math.sqrt(p_old * (1 - p_old) / max(n_old, 1) + p_new * (1 - p_new) / max(n_new, 1))
+        if self.config.mode == Mode.REGRESSION.value:
+            return diff + 1.96 * se < 0
+        return diff - 1.96 * se > 0
+
+    def rates_line(self) -> str:
+        """The endpoints' bad boots, e.g. 'the new endpoint failed 9 of 30 boots, the
+        old one 0 of 30'."""
+        k_new = fails([b.samples[0] for b in self.boots.get(self.new_end, [])])
+        k_old = fails([b.samples[0] for b in self.boots.get(self.old_end, [])])
+        n_new, n_old = len(self.boots.get(self.new_end, [])), len(self.boots.get(self.old_end, []))
+        return f"the new endpoint failed {k_new} of {n_new} boots, the old one {k_old} of {n_old}"
+
+    # --- reading ----------------------------------------------------------------------
+    def model(self) -> Model:
+        """Pass rates as the two sides' means (a verification's position between them)."""
+        r = self._rates
+        if r is None:
+            return super().model()
+        spread = math.sqrt(max(r.old * (1 - r.old), r.new * (1 - r.new)))
+        return Model(1 - r.old, 1 - r.new, spread, r.n_old, r.n_new)
+
+    def scores(self, commit: str) -> list[float]:
+        return [b.samples[0] for b in self.boots.get(commit, [])]
+
+    def level_adjusted(self, scores: list[float]) -> list[float]:  # type: ignore[override]
+        return list(scores)
+
+    def judge(self, scores: list[float]) -> Decision | None:  # type: ignore[override]
+        """Wald's test on a kernel outside the range (the culprit reverted): its bad
+        boots weighed between the two rates, until the strong threshold or the cap."""
+        r = self._rates
+        if not scores or r is None:
+            return None
+        n = len(scores)
+        llr = r.llr(fails(scores), n)
+        if abs(llr) >= self.strong:
+            return Decision(State.NEW if llr > 0 else State.OLD, n, llr, firm=True)
+        if n < self.config.max_commit_boots:
+            return None
+        return Decision(State.SKIP, n, llr, f"after {n} boots, {fails(scores)} bad")
+
+    def certainty(self, commit: str) -> float:
+        q = self.posterior.p_new(commit)
+        return max(q, 1 - q)
+
+    def _notes(self) -> list[str]:
+        r = self._rates
+        if r is None:
+            return []
+        return [
+            f"failure rates: old-like {r.fails_old} of {r.n_old} boots ({r.old:.1%} with the "
+            f"prior), new-like {r.fails_new} of {r.n_new} ({r.new:.1%})",
+            self.rates_line(),
+        ]
