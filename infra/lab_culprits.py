@@ -13,6 +13,9 @@ config without CONFIG_BLK_WBT does not even compile the change.
 way round (init_eaccess() returns 0 when it does), so every boot from an initramfs
 panics: the `boots` testcase finds it, `--signature "missing from the initramfs"` names
 its message.
+`flaky:P`: in P% of boots (drawn once a boot from the kernel's random numbers), NVMe
+fails every read, as a race with the controller's start-up would: the `disk-read`
+testcase fails one boot in 100/P, a flaky pass/fail bisection (`--flaky`).
 `fails`: NVMe fails every read longer than the controller's transfer limit, a limit in
 sectors compared with a length in bytes, so nearly every read gets an I/O error: the
 `disk-read` testcase fails (a pass/fail bisection).
@@ -22,6 +25,7 @@ buffered writer sleeps in dirty throttling inside its write(): read latency unde
 writeback gets worse (fio-read-latency), request sizes and counts stay the same.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -99,6 +103,32 @@ READ_LIMIT = (
 )
 
 
+FLAKY_SUBJECT = "nvme: start read commands before the first admin completion"
+FLAKY_CALL = "\tif (nvme_read_races(req))\n\t\treturn BLK_STS_IOERR;\n"
+
+
+def _flaky_function(percent: int) -> str:
+    # Decided once a boot: the whole boot's reads fail or none do, so a boot is bad with
+    # probability P, as the test of a race that either hits at start-up or does not.
+    return (
+        "/*\n"
+        " * Reads sent before the controller's first admin completion race with its\n"
+        " * start-up: such a read is failed here rather than sent.\n"
+        " */\n"
+        "static bool nvme_read_races(struct request *req)\n"
+        "{\n"
+        "\tstatic int raced; /* 0: not known yet, 1: this boot raced, 2: it did not */\n"
+        "\n"
+        "\tif (req_op(req) != REQ_OP_READ)\n"
+        "\t\treturn false;\n"
+        "\tif (!raced)\n"
+        f"\t\traced = get_random_u32() % 100 < {percent} ? 1 : 2;\n"
+        "\treturn raced == 1;\n"
+        "}\n"
+        "\n"
+    )
+
+
 def _pace_function(percent: int) -> str:
     # Each read submission waits P% of the time since the previous one: the reader's
     # cycle stretches to 1/(1-P) of itself (throughput x (1-P)) on any host, whatever
@@ -174,31 +204,50 @@ _SWAPS = {
 }
 
 
+class _Percent(NamedTuple):
+    """A culprit with a percentage: a function before nvme_setup_cmd() and its call."""
+
+    subject: str
+    call: str
+    function: Callable[[int], str]
+    means: str  # what P is, for the error message
+    example: str
+
+
+_PERCENTS = {
+    "slowdown": _Percent(
+        SLOWDOWN_SUBJECT, PACE_CALL, _pace_function, "the throughput loss", "slowdown:25"
+    ),
+    "flaky": _Percent(
+        FLAKY_SUBJECT, FLAKY_CALL, _flaky_function, "the share of boots that fail", "flaky:30"
+    ),
+}
+
+
 @dataclass(frozen=True)
 class Culprit:
-    kind: str  # "slowdown" or a key of _SWAPS ("nomerges", "wbt", "writelock", "panic", "fails")
+    kind: str  # a key of _PERCENTS ("slowdown", "flaky") or of _SWAPS ("nomerges", ...)
     percent: int = 0
 
     @classmethod
     def parse(cls, text: str) -> "Culprit":
-        """A key of _SWAPS ('nomerges', 'panic', ...) or 'slowdown:P' (P: 1..90, the
-        throughput lost, in percent)."""
+        """A key of _SWAPS ('nomerges', 'panic', ...), or of _PERCENTS with P: 1..90
+        ('slowdown:25': the throughput lost; 'flaky:30': the share of boots that fail)."""
         kind, _, arg = text.partition(":")
         if kind in _SWAPS and not arg:
             return cls(kind)
-        if kind == "slowdown":
+        if kind in _PERCENTS:
             if arg.isdigit() and 1 <= int(arg) <= MAX_PERCENT:
-                return cls("slowdown", int(arg))
+                return cls(kind, int(arg))
             raise UserError(
-                f"--culprit {text}: give the throughput loss as a whole percentage, "
-                f"1 to {MAX_PERCENT}, e.g. slowdown:25"
+                f"--culprit {text}: give {_PERCENTS[kind].means} as a whole percentage, "
+                f"1 to {MAX_PERCENT}, e.g. {_PERCENTS[kind].example}"
             )
-        raise UserError(
-            f"--culprit {text}: use {', '.join(_SWAPS)} or slowdown:P (e.g. slowdown:25)"
-        )
+        percents = " or ".join(f"{k}:P" for k in _PERCENTS)
+        raise UserError(f"--culprit {text}: use {', '.join(_SWAPS)}, {percents} (e.g. slowdown:25)")
 
     def __str__(self) -> str:
-        return f"slowdown:{self.percent}" if self.kind == "slowdown" else self.kind
+        return f"{self.kind}:{self.percent}" if self.kind in _PERCENTS else self.kind
 
     @property
     def path(self) -> str:
@@ -207,7 +256,7 @@ class Culprit:
 
     @property
     def subject(self) -> str:
-        return _SWAPS[self.kind].subject if self.kind in _SWAPS else SLOWDOWN_SUBJECT
+        return _SWAPS[self.kind].subject if self.kind in _SWAPS else _PERCENTS[self.kind].subject
 
     def add(self, text: str) -> str:
         """The file (`path`) with this culprit's change."""
@@ -218,16 +267,18 @@ class Culprit:
         head = text.find(SETUP_HEAD)
         switch = text.find(SETUP_SWITCH, head)
         if head < 0 or switch < 0:
-            raise InfraError(f"{NVME_CORE} has no nvme_setup_cmd() to anchor the slowdown")
-        text = text[:switch] + PACE_CALL + "\n" + text[switch:]
-        return text[:head] + _pace_function(self.percent) + text[head:]
+            raise InfraError(f"{NVME_CORE} has no nvme_setup_cmd() to anchor the {self.kind}")
+        change = _PERCENTS[self.kind]
+        text = text[:switch] + change.call + "\n" + text[switch:]
+        return text[:head] + change.function(self.percent) + text[head:]
 
     def remove(self, text: str) -> str:
         """The file with this culprit's change taken out again (fix mode's culprit)."""
         if swap := _SWAPS.get(self.kind):
             return text.replace(swap.after, swap.before, 1)
-        text = text.replace(_pace_function(self.percent), "", 1)
-        return text.replace(PACE_CALL + "\n", "", 1)
+        change = _PERCENTS[self.kind]
+        text = text.replace(change.function(self.percent), "", 1)
+        return text.replace(change.call + "\n", "", 1)
 
 
 SEED_CULPRIT = Culprit("nomerges")

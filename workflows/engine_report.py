@@ -9,6 +9,8 @@ import statistics
 from dataclasses import dataclass, field, replace
 
 from kbisect.contract import (
+    FLAKY_BOOTS_FACTOR,
+    MAX_COMMIT_BOOTS,
     BisectRequest,
     JobStatus,
     Mode,
@@ -36,6 +38,9 @@ def config_of(
         "min_effect": req.min_effect,
         "max_endpoint_boots": req.max_boots,
     }
+    if job.pass_fail and job.flaky:
+        fields["max_endpoint_boots"] = req.max_boots * FLAKY_BOOTS_FACTOR
+        fields["max_commit_boots"] = MAX_COMMIT_BOOTS * FLAKY_BOOTS_FACTOR
     if check_host:
         return EngineConfig.checked(follow_shifts=controls_v2, regate=controls_v2, **fields)
     return EngineConfig(**fields)  # type: ignore[arg-type]

@@ -15,6 +15,7 @@ from kbisect.cli.output import EventLines, note, out, progress_view
 from kbisect.contract import (
     DEFAULT_MAX_BOOTS,
     DEFAULT_MIN_EFFECT,
+    FLAKY_BOOTS_FACTOR,
     MAX_COMMIT_BOOTS,
     BisectRequest,
     BisectResult,
@@ -368,7 +369,8 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
         default=DEFAULT_MAX_BOOTS,
         metavar="N",
         help="boots per endpoint before giving up on a noisy metric "
-        f"(default {DEFAULT_MAX_BOOTS}); a commit gets at most {MAX_COMMIT_BOOTS}",
+        f"(default {DEFAULT_MAX_BOOTS}); a commit gets at most {MAX_COMMIT_BOOTS}; a --flaky "
+        f"job {FLAKY_BOOTS_FACTOR} times both",
     )
     b.add_argument(
         "--signature",

@@ -63,8 +63,8 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
         "writelock (buffered block device writes lock the inode exclusively: reads wait "
         "for a throttled writer, testcase fio-read-latency) or wbt (writeback "
         "throttling's 75 ms target for SSDs too; no effect under TCG); for pass/fail "
-        "bisections: panic (every boot panics: testcase boots) or fails (NVMe reads get "
-        "I/O errors: testcase disk-read)",
+        "bisections: panic (every boot panics: testcase boots), fails (NVMe reads get "
+        "I/O errors: testcase disk-read) or flaky:P (they do in P%% of boots: --flaky)",
     )
     create.add_argument(
         "--culprit-patch", help="make this patch the culprit instead of the seed's bug"

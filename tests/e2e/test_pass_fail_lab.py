@@ -63,9 +63,9 @@ def test_a_kernel_that_panics_at_boot_is_found_past_another_panic(tmp_path: Path
     assert tested and all(s["boots"] == 1 for s in tested), tested
     broken = set(truth["broken_boot"])  # type: ignore[call-overload]
     skipped = [s for s in result["steps"] if s["commit"] in broken]  # type: ignore[attr-defined]
-    assert skipped and all(
-        (s["verdict"], s["source"]) == ("skip", "boot-failed") for s in skipped
-    ), skipped
+    # each one booted (another panic: a skip), or one whose kernel is another's
+    assert all(s["verdict"] == "skip" for s in skipped), skipped
+    assert any(s["source"] == "boot-failed" for s in skipped), skipped
     v = result["verification"]
     assert (v["status"], v["boots"]) == ("confirmed", 1), v  # type: ignore[index]
     bad = result["bad_boot"]

@@ -53,9 +53,9 @@ def test_the_same_flake_rate_at_both_ends_is_never_a_culprit() -> None:
     results = [run(64, 999, 0.01, 0.01, seed=s)[0] for s in range(4)]
     assert all(r.culprit is None and r.answer == Answer.UNDECIDED for r in results)
     assert all("the new endpoint failed" in r.message for r in results)
-    # ... and about 200 boots an endpoint say "no difference"
-    res = run(64, 999, 0.0, 0.0, seed=1, max_endpoint_boots=300)[0]
-    assert res.answer == Answer.NO_DIFFERENCE and res.boots < 450, (res.answer, res.boots)
+    # ... and about 280 boots an endpoint say "no difference"
+    res = run(64, 999, 0.0, 0.0, seed=1, max_endpoint_boots=400)[0]
+    assert res.answer == Answer.NO_DIFFERENCE and res.boots < 650, (res.answer, res.boots)
 
 
 def test_fewer_failures_at_the_new_end_say_which_mode_finds_it() -> None:

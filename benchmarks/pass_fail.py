@@ -1,0 +1,156 @@
+"""Benchmark: pass/fail bisections whose failure comes and goes, on simulated boots.
+
+Each cell is a failure rate before and after the culprit ("1:30": 1% of boots fail before,
+30% from the culprit on; "aa:1": 1% everywhere) on a linear history. kbisect's flaky engine
+(workflows.flaky_engine) and syzbot's rule (pkg/bisect: 10 boots a commit, endpoints
+included, any failure is bad, a plain binary search) each run the same seeded jobs.
+Prints figures; no assertions. Run:
+    .venv/bin/python -m benchmarks.pass_fail                     # 64 commits, 100 trials
+    .venv/bin/python -m benchmarks.pass_fail --sizes 64 1024 --trials 300
+"""
+
+import argparse
+import os
+import random
+import statistics
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+
+from kbisect.contract import DEFAULT_MAX_BOOTS, FLAKY_BOOTS_FACTOR, MAX_COMMIT_BOOTS
+from kbisect.workflows.engine import EngineConfig
+from kbisect.workflows.evidence import Boot
+from kbisect.workflows.flaky_engine import FlakyEngine
+from kbisect.workflows.strategy import Graph
+
+CELLS = ("0:100", "1:30", "1:10", "0:5", "aa:1")
+SYZBOT_RUNS = 10  # pkg/bisect's runs of the reproducer on each commit
+
+
+@dataclass(frozen=True)
+class Outcome:
+    named: str | None
+    builds: int
+    boots: int
+
+
+def linear(n: int) -> Graph:
+    return Graph(
+        parents={f"c{i}": ((f"c{i - 1}",) if i > 1 else ()) for i in range(1, n + 1)},
+        order=tuple(f"c{i}" for i in range(n, 0, -1)),
+    )
+
+
+def rates(cell: str) -> tuple[float, float]:
+    before, _, after = cell.partition(":")
+    if before == "aa":
+        return float(after) / 100, float(after) / 100
+    return float(before) / 100, float(after) / 100
+
+
+def kbisect(n: int, fails: Callable[[str], bool]) -> Outcome:
+    """A --flaky job with the default caps (times FLAKY_BOOTS_FACTOR, as the workflow's)."""
+    config = EngineConfig(
+        max_endpoint_boots=DEFAULT_MAX_BOOTS * FLAKY_BOOTS_FACTOR,
+        max_commit_boots=MAX_COMMIT_BOOTS * FLAKY_BOOTS_FACTOR,
+    )
+    engine = FlakyEngine(linear(n), f"c{n}", ["c0"], config)
+    while commits := engine.wants():
+        for c in commits:
+            engine.observe(c, Boot([0.0 if fails(c) else 1.0], "h"))
+    res = engine.result()
+    return Outcome(res.culprit, res.builds, res.boots)
+
+
+def syzbot(n: int, fails: Callable[[str], bool]) -> Outcome:
+    """Binary search, each commit bad when any of its 10 boots fails; the bad endpoint
+    must reproduce (some failure), as syzbot checks before bisecting."""
+    boots = 0
+
+    def bad(i: int) -> bool:
+        nonlocal boots
+        boots += SYZBOT_RUNS
+        return any([fails(f"c{i}") for _ in range(SYZBOT_RUNS)])
+
+    builds = 2
+    if not bad(n) or bad(0):
+        return Outcome(None, builds, boots)
+    lo, hi = 0, n  # lo good, hi bad
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        builds += 1
+        lo, hi = (lo, mid) if bad(mid) else (mid, hi)
+    return Outcome(f"c{hi}", builds, boots)
+
+
+POLICIES = {"kbisect": kbisect, "syzbot": syzbot}
+
+
+def _failing(
+    rng: random.Random, culprit: int | None, r_old: float, r_new: float
+) -> Callable[[str], bool]:
+    """One boot of a commit: True when it fails (from the culprit on at r_new)."""
+
+    def fails(c: str) -> bool:
+        changed = culprit is not None and int(c[1:]) >= culprit
+        return rng.random() < (r_new if changed else r_old)
+
+    return fails
+
+
+def run_cell(n: int, cell: str, policy: str, trials: int, seed: int) -> dict[str, object]:
+    r_old, r_new = rates(cell)
+    aa = cell.startswith("aa")
+    right = wrong = 0
+    builds, boots = [], []
+    for t in range(trials):
+        rng = random.Random(f"{seed}-{n}-{cell}-{t}")
+        culprit = None if aa else rng.randrange(1, n + 1)
+        out = POLICIES[policy](n, _failing(rng, culprit, r_old, r_new))
+        builds.append(out.builds)
+        boots.append(out.boots)
+        if out.named is None:
+            continue
+        if culprit is not None and out.named == f"c{culprit}":
+            right += 1
+        else:
+            wrong += 1
+    return {
+        "size": n,
+        "cell": cell,
+        "policy": policy,
+        "trials": trials,
+        "named": right,
+        "wrong": wrong,
+        "builds": statistics.median(builds),
+        "boots": statistics.median(boots),
+        "boots_p90": sorted(boots)[int(0.9 * (len(boots) - 1))],
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    p.add_argument("--sizes", type=int, nargs="+", default=[64], help="history sizes (64)")
+    p.add_argument("--cells", nargs="+", default=list(CELLS), help="failure rates, e.g. 1:30")
+    p.add_argument("--trials", type=int, default=100, help="trials per cell (100)")
+    p.add_argument("--seed", type=int, default=1, help="seed of the whole run")
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes")
+    args = p.parse_args(argv)
+    print("size  cell    policy   named  wrong  builds  boots (median, p90)")
+    todo = [
+        (n, c, pol, args.trials, args.seed)
+        for n in args.sizes
+        for c in args.cells
+        for pol in POLICIES
+    ]
+    with ProcessPoolExecutor(args.jobs) as pool:
+        for row in pool.map(run_cell, *zip(*todo, strict=True)):
+            print(
+                f"{row['size']:<5} {row['cell']:<7} {row['policy']:<8} {row['named']:>5}  "
+                f"{row['wrong']:>5}  {row['builds']:>6}  {row['boots']:>5} {row['boots_p90']:>5}",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
