@@ -491,7 +491,10 @@ class BisectWorkflow:
             v.values = test.values
             raw.append(engine_report.boot_value(test.samples_of(state.job.primary)))
             decision = engine.judge(engine.level_adjusted(engine_report.score_of(raw, engine.log)))
-        return engine_report.verification_of(v, engine, raw, decision, engine.log)
+        v = engine_report.verification_of(v, engine, raw, decision, engine.log)
+        if state.job.pass_fail and not state.job.flaky and v.status != VerificationStatus.CONFIRMED:
+            v.message += "; if the failure comes and goes, bisect again with --flaky"
+        return v
 
     # --- state and display -----------------------------------------------------------
     def _record(self, step: Step) -> None:

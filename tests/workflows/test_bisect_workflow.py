@@ -150,6 +150,13 @@ async def test_a_kernel_that_panics_is_bad_in_a_pass_fail_job(env: WorkflowEnvir
         assert bad.excerpt == f"Kernel panic - not syncing: lab ({panicked})"
         tested = [st for st in result.steps if st.source == "test"]
         assert tested and all(st.boots == 1 for st in tested)
+    # A revert that still fails contradicts; the failure may come and goes: --flaky.
+    result, _ = await bisect(
+        env.client,
+        Scenario(graph=linear(16), culprit="c5", pass_fail=True, revert_restores=False),
+    )
+    v = result.verification
+    assert v is not None and v.status == "contradicted" and "with --flaky" in v.message, v
 
 
 async def test_a_failure_that_comes_and_goes_is_found_with_its_probability(
