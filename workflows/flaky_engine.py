@@ -12,10 +12,14 @@ n weighs the Beta-binomial likelihoods of k under the two sides' posteriors:
 
 so a rate learned from few boots counts for less than one learned from many.
 
-r_new keeps at least MIN_RATE_STEP from r_old, the expected way (a regression fails more
-often, a fix less), so an A/A range's new endpoint, whose own boots set r_new, leans "no
-culprit". Everything else is PosteriorEngine's: the endpoints booted in pairs until "no
-culprit" loses half the mass, references interleaved with the probes, the picks at the
+The least change that counts (MIN_RATE_STEP, RATE_FACTOR): a regression at least doubles
+the failure rate and adds 3 points to it, a fix at least halves it and takes 3 points off.
+r_new is kept at least that far from r_old, so an A/A range's new endpoint, whose own boots
+set r_new, leans "no culprit", and a flaky A/A range (30% at both ends) can end "no
+difference" within the caps: a change from 30% to 33% could not.
+
+Everything else is PosteriorEngine's: the endpoints booted in pairs until "no culprit"
+loses half the mass, references interleaved with the probes, the picks at the
 posterior's quantiles (weighed by what one pass/fail boot tells), the answer at
 1 - error/MARGIN. No trend: a failure rate does not drift with the host's speed.
 """
@@ -31,9 +35,11 @@ from kbisect.workflows.posterior_engine import PosteriorEngine
 from kbisect.workflows.strategy import State
 
 PRIOR = 0.5  # Beta(1/2, 1/2): Jeffreys' prior on each side's failure rate
-# The least difference in failure rate that counts as a change: an A/A range flaking 1%
+# The least change in failure rate that counts: RATE_FACTOR times the rate (a regression;
+# divided by it for a fix) and MIN_RATE_STEP in absolute terms. An A/A range flaking 1%
 # must not name a culprit, a 0% -> 5% change should still be found.
 MIN_RATE_STEP = 0.03
+RATE_FACTOR = 2.0
 
 
 @dataclass(frozen=True)
@@ -112,10 +118,13 @@ class FlakyEngine(PosteriorEngine):
         old = (k[False] + PRIOR) / (n[False] + 2 * PRIOR)
         new = (k[True] + PRIOR) / (n[True] + 2 * PRIOR)
         # A regression makes failures more likely; a fix, less.
+        edge = PRIOR / (n[True] + 2 * PRIOR)  # the new side's rate stays off 0 and 1
         if self.config.mode == Mode.REGRESSION.value:
-            new = max(new, min(old + MIN_RATE_STEP, 1 - PRIOR / (n[True] + 2 * PRIOR)))
+            least = max(old + MIN_RATE_STEP, old * RATE_FACTOR)
+            new = max(new, min(least, 1 - edge))
         else:
-            new = min(new, max(old - MIN_RATE_STEP, PRIOR / (n[True] + 2 * PRIOR)))
+            most = min(old - MIN_RATE_STEP, old / RATE_FACTOR)
+            new = min(new, max(most, edge))
         return Rates(old, new, n[False], n[True], k[False], k[True])
 
     def _level_bound(self, commit: str) -> bool:
