@@ -123,3 +123,20 @@ def test_a_pass_fail_score_is_one_or_zero() -> None:
     good = scoring.passed(m, [], 0, good=True)
     bad = scoring.passed(m, [], 0, good=False)
     assert good.primary_metric.samples == [1.0] and bad.primary_metric.samples == [0.0]
+
+
+def test_a_job_s_signature_and_flaky_belong_to_pass_fail_testcases() -> None:
+    from kbisect.errors import UserError
+
+    boots, metric = manifest.load("boots"), manifest.load("nvme-snapshot-read")
+    assert (
+        manifest.job_signature(boots, "") == "" and manifest.job_signature(boots, "BUG:") == "BUG:"
+    )
+    with pytest.raises(UserError, match="--signature is for pass-fail testcases"):
+        manifest.job_signature(metric, "BUG:")
+    with pytest.raises(UserError, match="not a regular expression"):
+        manifest.job_signature(boots, "BUG (at")
+    assert manifest.job_flaky(boots, True) and not manifest.job_flaky(boots, False)
+    assert not manifest.job_flaky(metric, False)
+    with pytest.raises(UserError, match="--flaky is for pass-fail testcases"):
+        manifest.job_flaky(metric, True)
