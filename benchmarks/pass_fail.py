@@ -4,6 +4,8 @@ Each cell is a failure rate before and after the culprit ("1:30": 1% of boots fa
 30% from the culprit on; "aa:1": 1% everywhere) on a linear history. kbisect's flaky engine
 (workflows.flaky_engine) and syzbot's rule (pkg/bisect: 10 boots a commit, endpoints
 included, any failure is bad, a plain binary search) each run the same seeded jobs.
+"no-diff" counts the jobs that said "no difference" (kbisect's others that named nothing
+said "cannot decide"; syzbot's rule says "does not reproduce").
 Prints figures; no assertions. Run:
     .venv/bin/python -m benchmarks.pass_fail                     # 64 commits, 100 trials
     .venv/bin/python -m benchmarks.pass_fail --sizes 64 1024 --trials 300
@@ -18,7 +20,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 from kbisect.contract import DEFAULT_MAX_BOOTS, FLAKY_BOOTS_FACTOR, MAX_COMMIT_BOOTS
-from kbisect.workflows.engine import EngineConfig
+from kbisect.workflows.engine import Answer, EngineConfig
 from kbisect.workflows.evidence import Boot
 from kbisect.workflows.flaky_engine import FlakyEngine
 from kbisect.workflows.strategy import Graph
@@ -32,6 +34,7 @@ class Outcome:
     named: str | None
     builds: int
     boots: int
+    no_difference: bool = False  # said so (not "cannot decide")
 
 
 def linear(n: int) -> Graph:
@@ -59,7 +62,7 @@ def kbisect(n: int, fails: Callable[[str], bool]) -> Outcome:
         for c in commits:
             engine.observe(c, Boot([0.0 if fails(c) else 1.0], "h"))
     res = engine.result()
-    return Outcome(res.culprit, res.builds, res.boots)
+    return Outcome(res.culprit, res.builds, res.boots, res.answer == Answer.NO_DIFFERENCE)
 
 
 def syzbot(n: int, fails: Callable[[str], bool]) -> Outcome:
@@ -74,7 +77,7 @@ def syzbot(n: int, fails: Callable[[str], bool]) -> Outcome:
 
     builds = 2
     if not bad(n) or bad(0):
-        return Outcome(None, builds, boots)
+        return Outcome(None, builds, boots, True)
     lo, hi = 0, n  # lo good, hi bad
     while hi - lo > 1:
         mid = (lo + hi) // 2
@@ -101,12 +104,13 @@ def _failing(
 def run_cell(n: int, cell: str, policy: str, trials: int, seed: int) -> dict[str, object]:
     r_old, r_new = rates(cell)
     aa = cell.startswith("aa")
-    right = wrong = 0
+    right = wrong = same = 0
     builds, boots = [], []
     for t in range(trials):
         rng = random.Random(f"{seed}-{n}-{cell}-{t}")
         culprit = None if aa else rng.randrange(1, n + 1)
         out = POLICIES[policy](n, _failing(rng, culprit, r_old, r_new))
+        same += out.no_difference
         builds.append(out.builds)
         boots.append(out.boots)
         if out.named is None:
@@ -122,6 +126,7 @@ def run_cell(n: int, cell: str, policy: str, trials: int, seed: int) -> dict[str
         "trials": trials,
         "named": right,
         "wrong": wrong,
+        "no_difference": same,
         "builds": statistics.median(builds),
         "boots": statistics.median(boots),
         "boots_p90": sorted(boots)[int(0.9 * (len(boots) - 1))],
@@ -136,7 +141,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--seed", type=int, default=1, help="seed of the whole run")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes")
     args = p.parse_args(argv)
-    print("size  cell    policy   named  wrong  builds  boots (median, p90)")
+    print("size  cell    policy   named  wrong  no-diff  builds  boots (median, p90)")
     todo = [
         (n, c, pol, args.trials, args.seed)
         for n in args.sizes
@@ -147,7 +152,8 @@ def main(argv: list[str] | None = None) -> None:
         for row in pool.map(run_cell, *zip(*todo, strict=True)):
             print(
                 f"{row['size']:<5} {row['cell']:<7} {row['policy']:<8} {row['named']:>5}  "
-                f"{row['wrong']:>5}  {row['builds']:>6}  {row['boots']:>5} {row['boots_p90']:>5}",
+                f"{row['wrong']:>5}  {row['no_difference']:>7}  {row['builds']:>6}  "
+                f"{row['boots']:>5} {row['boots_p90']:>5}",
                 flush=True,
             )
 
