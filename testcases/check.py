@@ -41,8 +41,16 @@ def check_host(manifest: Manifest) -> CheckReport:
     return report
 
 
-def check_score(manifest: Manifest, score: Score, report: CheckReport) -> CheckReport:
-    """What one boot's score says about the testcase."""
+def check_score(
+    manifest: Manifest, score: Score, report: CheckReport, bad: str = ""
+) -> CheckReport:
+    """What one boot's score says about the testcase; `bad`: a pass/fail testcase's bad
+    boot (a verdict on the kernel, not a fault of the testcase: its other metrics may
+    not have been reported)."""
+    if manifest.pass_fail:
+        report.notes.append(f"verdict: {f'bad ({bad})' if bad else 'good'}")
+        if bad:
+            return report
     for name in manifest.metrics:
         if name not in score.metrics:
             report.problems.append(

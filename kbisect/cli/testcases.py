@@ -88,7 +88,7 @@ def cmd_testcase_check(args: argparse.Namespace, settings: Settings) -> int:
                 opts = TryOptions(args.profile, on_stage=say, settings=settings)
                 result = try_commit(Path(args.repo), args.kernel_rev, m.name, opts)
             score = result.result.score
-            check.check_score(m, score, report)
+            check.check_score(m, score, report, result.result.bad)
             values = {k: v.samples for k, v in score.metrics.items()}
             report.notes.append(
                 f"booted {result.commit.hash[:12]}: {result.result.run.seconds:.1f} s "

@@ -140,3 +140,19 @@ def test_a_job_s_signature_and_flaky_belong_to_pass_fail_testcases() -> None:
     assert not manifest.job_flaky(metric, False)
     with pytest.raises(UserError, match="--flaky is for pass-fail testcases"):
         manifest.job_flaky(metric, True)
+
+
+def test_check_reports_a_pass_fail_verdict_and_a_bad_boot_is_no_fault_of_the_testcase(
+    folder: Path,
+) -> None:
+    from kbisect.testcases import check
+
+    path = folder / "manifest.toml"
+    path.write_text(path.read_text() + '\n[metrics.uptime]\nunit = "s"\nbetter = "lower"\n')
+    m = manifest.load("mine")
+    good = check.check_score(m, scoring.passed(m, [], 0, good=True), check.CheckReport("mine"))
+    assert "verdict: good" in good.notes and not good.ok  # uptime never reported
+    bad = check.check_score(
+        m, scoring.passed(m, [], 0, good=False), check.CheckReport("mine"), "panic"
+    )
+    assert "verdict: bad (panic)" in bad.notes and bad.ok
