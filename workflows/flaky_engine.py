@@ -31,7 +31,7 @@ from kbisect.contract import Mode
 from kbisect.workflows.endpoints import Effect, EndpointVerdict, Gate
 from kbisect.workflows.engine import Decision
 from kbisect.workflows.evidence import Model
-from kbisect.workflows.posterior_engine import PosteriorEngine
+from kbisect.workflows.posterior_engine import UNSPLIT, PosteriorEngine
 from kbisect.workflows.strategy import State
 
 PRIOR = 0.5  # Beta(1/2, 1/2): Jeffreys' prior on each side's failure rate
@@ -93,7 +93,7 @@ def information(q: float, r_old: float, r_new: float) -> float:
 
 
 class FlakyEngine(PosteriorEngine):
-    """PosteriorEngine with pass/fail boots: the posterior's likelihood is Bernoulli."""
+    """PosteriorEngine with pass/fail boots: Bernoulli boots, Beta-binomial commits."""
 
     _rates: Rates | None = None
 
@@ -132,7 +132,7 @@ class FlakyEngine(PosteriorEngine):
 
     def _choose(self) -> list[str]:
         testable = self._testable()
-        splitting = [c for c in testable if 1e-6 < self.posterior.p_new(c) < 1 - 1e-6]
+        splitting = [c for c in testable if UNSPLIT < self.posterior.p_new(c) < 1 - UNSPLIT]
         rates = self._rates
         if not splitting or rates is None:
             return []
