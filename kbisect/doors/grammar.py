@@ -26,13 +26,14 @@ MAX_LENGTH = 1000
 MAX_COMMANDS = 5  # in one note or message: one note must not make hundreds of replies
 
 BISECT_KEYS = ("tree", "good", "bad", "testcase", "mode", "profile", "repetitions", "parallel")
-BISECT_EXTRA = ("metric",)
+BISECT_EXTRA = ("metric", "flaky")
+YES, NO = ("yes", "true"), ("no", "false")
 SRU_KEYS = ("series", "bug", "branch")
 NUMBER_KEYS = {"repetitions", "parallel", "bug"}
 REPEATABLE = {"good"}
 USAGE = {
     "bisect": "bisect tree=NAME good=REV bad=REV testcase=NAME [mode=fix] [profile=P] "
-    "[repetitions=N] [parallel=K] [metric=M]",
+    "[repetitions=N] [parallel=K] [metric=M] [flaky=yes]",
     "status": "status [JOB]",
     "cancel": "cancel JOB",
     "report": "report JOB",
@@ -68,6 +69,7 @@ class Command:
             repetitions=_int(self.one("repetitions")),
             parallel=_int(self.one("parallel")) or 1,
             metric=self.one("metric"),
+            flaky=(self.one("flaky") or "no").lower() in YES,
         )
 
 
@@ -178,4 +180,7 @@ def _bisect(positional: list[str], pairs: list[str]) -> Command:
     mode = keys.get("mode", [Mode.REGRESSION.value])[-1]
     if mode not in tuple(Mode):
         raise UserError(f"refused: mode={mode}: write mode=regression or mode=fix")
+    flaky = keys.get("flaky", ["no"])[-1].lower()
+    if flaky not in YES + NO:
+        raise UserError(f"refused: flaky={flaky[:20]}: write flaky=yes or flaky=no")
     return Command(verb="bisect", keys=keys)

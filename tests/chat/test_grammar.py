@@ -16,6 +16,13 @@ def test_bisect_becomes_the_clis_job_options() -> None:
     assert (opts.repetitions, opts.parallel, opts.metric) == (3, 2, "throughput")
 
 
+def test_a_flaky_pass_fail_job_from_chat() -> None:
+    assert parse(f"{BISECT} flaky=yes").options().flaky
+    assert not parse(BISECT).options().flaky and not parse(f"{BISECT} flaky=no").options().flaky
+    with pytest.raises(UserError, match="write flaky=yes or flaky=no"):
+        parse(f"{BISECT} flaky=maybe")
+
+
 def test_several_goods_and_git_revision_syntax() -> None:
     cmd = parse("bisect tree=lab good=v6.1~3,abc123 good=v6.0^ bad=HEAD~1 testcase=t")
     assert cmd.options().good == ["v6.1~3", "abc123", "v6.0^"]
