@@ -25,8 +25,12 @@ def columns(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 def step_line(number: int, step: Step, metric: str) -> str:
     """e.g. 'step 3: 1966bd061a65 bad avg_read_sectors=8'."""
     text = f"step {number}: {step.commit[:12]} {step.verdict}"
-    if step.value is not None and metric == PASSED:  # a pass/fail boot
-        text += " (passed)" if step.value > 0 else " (failed)"
+    if step.value is not None and metric == PASSED:  # pass/fail boots
+        failed = sum(1 for v in step.scores if v <= 0)
+        if len(step.scores) > 1:
+            text += f" ({failed} of {len(step.scores)} boots failed)"
+        else:
+            text += " (passed)" if step.value > 0 else " (failed)"
     elif step.value is not None:
         text += f" {metric}={step.value:g}"
     if step.source != "test":

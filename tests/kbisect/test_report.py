@@ -206,3 +206,15 @@ def test_a_pass_fail_plot_stacks_passed_and_failed_boots(tmp_path: Path) -> None
         step.scores = [1.0] * len(step.scores)
     result.culprit = None
     assert _colour_pixels(plot_scores(result, tmp_path / "g.png"), to_rgb(COLOURS["bad"])) == 0
+
+
+def test_a_pass_fail_step_line_says_passed_failed_or_how_many_failed() -> None:
+    from kbisect.reports.lines import step_line
+
+    one = Step(commit="a" * 40, subject="s", verdict="bad", source="test", value=0.0, scores=[0.0])
+    many = Step(
+        commit="b" * 40, subject="s", verdict="bad", source="test", value=1.0, scores=[1, 0, 1, 0]
+    )
+    assert step_line(3, one, "passed") == f"step 3: {'a' * 12} bad (failed)"
+    assert step_line(4, many, "passed") == f"step 4: {'b' * 12} bad (2 of 4 boots failed)"
+    assert step_line(5, one, "throughput") == f"step 5: {'a' * 12} bad throughput=0"
