@@ -43,8 +43,8 @@ def _tested(result: dict[str, object]) -> list[dict[str, object]]:
 
 def test_a_kernel_that_panics_at_boot_is_found_past_another_panic(tmp_path: Path) -> None:
     seed = _seed("panic")
-    # Another panic (a broken-boot range) sits where the search looks first: with the
-    # culprit's signature those boots are skips, not bad ones.
+    # Another panic (a broken-boot range, commits 3-10 of 16) sits where the search looks
+    # first: with the culprit's signature those boots are skips, not bad ones.
     culprit_at = random.Random(seed).randrange(12, 16)
     truth = _lab(
         tmp_path,
@@ -53,7 +53,7 @@ def test_a_kernel_that_panics_at_boot_is_found_past_another_panic(tmp_path: Path
             culprit_at=culprit_at,
             seed=seed,
             culprit=Culprit.parse("panic"),
-            broken_boot=(Span(6, 4),),
+            broken_boot=(Span(3, 8),),
         ),
     )
     result = _bisect(tmp_path, "boots", "--signature", SIGNATURE)
