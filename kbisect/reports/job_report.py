@@ -8,6 +8,7 @@ from kbisect.contract import BisectResult, Mode, Step
 from kbisect.errors import KbisectError
 from kbisect.infra.git import Git
 from kbisect.model import Commit
+from kbisect.reports.lines import pass_fail_counts
 from kbisect.testcases.blocktrace import compare, no_worse, traces_of
 
 
@@ -67,12 +68,6 @@ def to_json(result: BisectResult) -> dict[str, object]:
         "pass_fail": result.pass_fail,
         "bad_boot": asdict(result.bad_boot) if result.bad_boot else None,
     } | _builds_json(result)
-
-
-def pass_fail_counts(step: Step) -> tuple[int, int]:
-    """A pass/fail step's good and bad boots."""
-    passes = sum(1 for v in step.scores if v > 0)
-    return passes, len(step.scores) - passes
 
 
 def bad_boot_section(result: BisectResult) -> list[str]:

@@ -22,11 +22,17 @@ def columns(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     )
 
 
+def pass_fail_counts(step: Step) -> tuple[int, int]:
+    """A pass/fail step's good and bad boots."""
+    passes = sum(1 for v in step.scores if v > 0)
+    return passes, len(step.scores) - passes
+
+
 def step_line(number: int, step: Step, metric: str) -> str:
     """e.g. 'step 3: 1966bd061a65 bad avg_read_sectors=8'."""
     text = f"step {number}: {step.commit[:12]} {step.verdict}"
     if step.value is not None and metric == PASSED:  # pass/fail boots
-        failed = sum(1 for v in step.scores if v <= 0)
+        failed = pass_fail_counts(step)[1]
         if len(step.scores) > 1:
             text += f" ({failed} of {len(step.scores)} boots failed)"
         else:

@@ -10,6 +10,7 @@ matplotlib.use("Agg")  # files only, no display needed
 import matplotlib.pyplot as plt
 
 from kbisect.contract import BisectResult
+from kbisect.reports.lines import pass_fail_counts
 
 COLOURS = {"good": "tab:green", "bad": "tab:red", "skip": "tab:gray"}
 VERIFY_COLOUR = "tab:blue"
@@ -72,8 +73,7 @@ def pass_fail_bars(result: BisectResult) -> list[Bar]:
     return [
         Bar(
             s.index,
-            sum(1 for v in s.scores if v > 0),
-            sum(1 for v in s.scores if v <= 0),
+            *pass_fail_counts(s),
             s.commit[:7],
         )
         for s in result.steps
