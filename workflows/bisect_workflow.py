@@ -396,8 +396,12 @@ class BisectWorkflow:
 
     def _bad_boot(self, culprit: str, engine: Engine) -> BadBoot | None:
         """The console of a bad boot for the report: the culprit's own (regression), else
-        the nearest bad kernel booted (in fix mode the culprit is good: the old endpoint)."""
-        for commit in (culprit, engine.new_end, engine.old_end):
+        the nearest bad kernel booted (in fix mode the culprit is good: the old endpoint).
+        A culprit named through its twin (a byte-identical image) shows its twin's boot."""
+        kernel = culprit
+        while kernel not in self._measured and kernel in engine.search.same_as:
+            kernel = engine.search.same_as[kernel]
+        for commit in (kernel, engine.new_end, engine.old_end):
             m = self._measured.get(commit)
             if m is not None and m.bad is not None:
                 return BadBoot(commit, m.bad.bad, m.bad.excerpt)

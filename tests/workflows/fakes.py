@@ -75,6 +75,8 @@ class Scenario:
     # Commits that change no file the config compiles: the classify activity says so
     # (the fake artifacts then list one compiled file).
     inert: set[str] = field(default_factory=set)
+    # Commits whose image is byte-identical to their parent's (a change the compiler drops).
+    same_image: set[str] = field(default_factory=set)
     # A pass/fail testcase: slow kernels panic (a bad boot), fast ones pass.
     pass_fail: bool = False
     # ... whose failure comes and goes: old-like and new-like kernels fail at these rates
@@ -147,10 +149,17 @@ async def build_kernel(req: BuildRequest) -> BuildResult:
         config="/c",
         build_log="/l",
         sources="/sources" if s.inert else "",
+        image_sha256=_image_of(s, req.commit) if s.same_image else "",
     )
     return BuildResult(
         commit=req.commit, ok=True, artifact=art, seconds=1.0, subject=f"built {req.commit}"
     )
+
+
+def _image_of(s: Scenario, commit: str) -> str:
+    while commit in s.same_image:
+        commit = s.graph.parents[commit][0]
+    return f"sha-{commit}"
 
 
 @activity.defn(name=TEST)

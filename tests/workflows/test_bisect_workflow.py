@@ -159,6 +159,20 @@ async def test_a_kernel_that_panics_is_bad_in_a_pass_fail_job(env: WorkflowEnvir
     assert v is not None and v.status == "contradicted" and "with --flaky" in v.message, v
 
 
+async def test_a_culprit_named_through_its_twin_shows_the_twins_panic(
+    env: WorkflowEnvironment,
+) -> None:
+    # c24's image is byte-identical to c23's and is built first: c23 is never booted.
+    result, s = await bisect(
+        env.client,
+        Scenario(graph=linear(64), culprit="c23", pass_fail=True, same_image={"c24"}),
+    )
+    assert (result.status, result.culprit) == ("found", "c23"), result.message
+    assert s.tests["c23"] == 0 and s.tests["c24"] == 1, s.tests
+    bad = result.bad_boot
+    assert bad is not None and (bad.commit, bad.bad) == ("c24", "panic"), bad
+
+
 async def test_a_failure_that_comes_and_goes_is_found_with_its_probability(
     env: WorkflowEnvironment,
 ) -> None:
