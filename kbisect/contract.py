@@ -48,6 +48,10 @@ DEFAULT_QUEUE = {
 
 # Search defaults and limits (the CLI, the doors and the engine read them here).
 DEFAULT_MIN_EFFECT = 0.05  # smaller differences between the endpoints are "none"
+# A flaky pass/fail job's least change in failure rate, in absolute terms (--min-effect
+# there): an A/A range flaking 1% must not name a culprit, a 0% -> 5% change should still
+# be found.
+DEFAULT_MIN_RATE_STEP = 0.03
 DEFAULT_MAX_BOOTS = 96  # per endpoint before "cannot decide"
 MAX_COMMIT_BOOTS = 120  # a commit's boots before its verdict is left undecided
 # A flaky pass/fail job's caps are this many times those: a boot of its says less (at a
@@ -159,6 +163,7 @@ class BisectRequest:
     # a pass/fail testcase's failure comes and goes: boots weighed by a posterior, not one
     # a commit (also when the testcase says so)
     flaky: bool = False
+    min_rate_step: float = DEFAULT_MIN_RATE_STEP  # a flaky job's --min-effect
     build_queue: str = DEFAULT_QUEUE[QueueKind.BUILD]
     vm_queue: str = DEFAULT_QUEUE[QueueKind.VM]
 

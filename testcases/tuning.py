@@ -1,13 +1,19 @@
 """A job's knobs checked against its testcase: the CLI and the doors check them before a
 job starts, the worker again when it validates the job."""
 
+from kbisect.contract import DEFAULT_MIN_EFFECT, DEFAULT_MIN_RATE_STEP
 from kbisect.errors import UserError
 from kbisect.testcases.manifest import Manifest
 from kbisect.testcases.trace_run import check_traceable
 
 
 def check_tuning(
-    manifest: "Manifest", metric: str | None, min_effect: float, max_boots: int, trace: bool
+    manifest: "Manifest",
+    metric: str | None,
+    min_effect: float,
+    max_boots: int,
+    trace: bool,
+    min_rate_step: float = DEFAULT_MIN_RATE_STEP,
 ) -> str:
     """A job's knobs against its testcase (here and again in the worker); the metric the
     verdicts are made on."""
@@ -15,10 +21,26 @@ def check_tuning(
     if primary not in manifest.metrics:
         known = ", ".join(sorted(manifest.metrics))
         raise UserError(f"{manifest.name} has no metric {primary!r}: pick one of {known}")
-    if not 0 < min_effect < 1:
-        raise UserError(f"--min-effect {min_effect * 100:g}: give a percentage under 100, e.g. 5")
+    for least in (min_effect, min_rate_step):
+        if not 0 < least < 1:
+            raise UserError(f"--min-effect {least * 100:g}: give a percentage under 100, e.g. 5")
     if max_boots < 3:
         raise UserError(f"--max-boots {max_boots}: give 3 or more")
     if trace:
         check_traceable(manifest)
     return primary
+
+
+def least_changes(manifest: "Manifest", flaky: bool, pct: float | None) -> tuple[float, float]:
+    """--min-effect as the job's kind reads it (None: not given): a metric's least relative
+    change, or a flaky pass/fail job's least change in failure rate, in points. Returns
+    (min_effect, min_rate_step)."""
+    given = None if pct is None else pct / 100
+    if not manifest.pass_fail:
+        return (DEFAULT_MIN_EFFECT if given is None else given), DEFAULT_MIN_RATE_STEP
+    if given is not None and not flaky:
+        raise UserError(
+            f"--min-effect: {manifest.name} passes or fails, with no size of change to "
+            "weigh; drop it, or add --flaky to set the least change in failure rate (points)"
+        )
+    return DEFAULT_MIN_EFFECT, (DEFAULT_MIN_RATE_STEP if given is None else given)

@@ -33,7 +33,9 @@ def validate(req: BisectRequest) -> ValidatedJob:
     stored_config(req.config)  # this host sees the job's --config (builds need it)
     prof = profile(req.profile or manifest.profile)
     order, parent_index, subjects = _range(git, old, new)
-    primary = check_tuning(manifest, req.metric, req.min_effect, req.max_boots, req.trace)
+    primary = check_tuning(
+        manifest, req.metric, req.min_effect, req.max_boots, req.trace, req.min_rate_step
+    )
     metric = manifest.metrics[primary]
     repetitions = req.repetitions or manifest.repetitions_for(primary)
     return ValidatedJob(

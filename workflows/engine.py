@@ -38,7 +38,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
-from kbisect.contract import DEFAULT_MAX_BOOTS, DEFAULT_MIN_EFFECT, MAX_COMMIT_BOOTS, Mode
+from kbisect.contract import (
+    DEFAULT_MAX_BOOTS,
+    DEFAULT_MIN_EFFECT,
+    DEFAULT_MIN_RATE_STEP,
+    MAX_COMMIT_BOOTS,
+    Mode,
+)
 from kbisect.workflows import strategy
 from kbisect.workflows.endpoints import (
     Effect,
@@ -72,6 +78,7 @@ class EngineConfig:
     better: str = "higher"
     parallel: int = 1
     min_effect: float = DEFAULT_MIN_EFFECT  # smaller changes are "no difference"
+    min_rate_step: float = DEFAULT_MIN_RATE_STEP  # a flaky pass/fail job's least change
     max_endpoint_boots: int = DEFAULT_MAX_BOOTS  # per endpoint
     max_commit_boots: int = MAX_COMMIT_BOOTS
     error: float = 0.01  # the chance of a wrong verdict anywhere in the job

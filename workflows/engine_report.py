@@ -41,6 +41,7 @@ def config_of(
     if job.pass_fail and job.flaky:
         fields["max_endpoint_boots"] = req.max_boots * FLAKY_BOOTS_FACTOR
         fields["max_commit_boots"] = MAX_COMMIT_BOOTS * FLAKY_BOOTS_FACTOR
+        fields["min_rate_step"] = req.min_rate_step
     if check_host:
         return EngineConfig.checked(follow_shifts=controls_v2, regate=controls_v2, **fields)
     return EngineConfig(**fields)  # type: ignore[arg-type]

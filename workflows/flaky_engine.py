@@ -12,8 +12,9 @@ n weighs the Beta-binomial likelihoods of k under the two sides' posteriors:
 
 so a rate learned from few boots counts for less than one learned from many.
 
-The least change that counts (MIN_RATE_STEP, RATE_FACTOR): a regression at least doubles
-the failure rate and adds 3 points to it, a fix at least halves it and takes 3 points off.
+The least change that counts (RATE_FACTOR, and the job's min_rate_step: --min-effect,
+3 points by default): a regression at least doubles the failure rate and adds 3 points to
+it, a fix at least halves it and takes 3 points off.
 r_new is kept at least that far from r_old, so an A/A range's new endpoint, whose own boots
 set r_new, leans "no culprit", and a flaky A/A range (30% at both ends) can end "no
 difference" within the caps: a change from 30% to 33% could not.
@@ -36,9 +37,7 @@ from kbisect.workflows.strategy import State
 
 PRIOR = 0.5  # Beta(1/2, 1/2): Jeffreys' prior on each side's failure rate
 # The least change in failure rate that counts: RATE_FACTOR times the rate (a regression;
-# divided by it for a fix) and MIN_RATE_STEP in absolute terms. An A/A range flaking 1%
-# must not name a culprit, a 0% -> 5% change should still be found.
-MIN_RATE_STEP = 0.03
+# divided by it for a fix) and the config's min_rate_step in absolute terms.
 RATE_FACTOR = 2.0
 
 
@@ -120,10 +119,10 @@ class FlakyEngine(PosteriorEngine):
         # A regression makes failures more likely; a fix, less.
         edge = PRIOR / (n[True] + 2 * PRIOR)  # the new side's rate stays off 0 and 1
         if self.config.mode == Mode.REGRESSION.value:
-            least = max(old + MIN_RATE_STEP, old * RATE_FACTOR)
+            least = max(old + self.config.min_rate_step, old * RATE_FACTOR)
             new = max(new, min(least, 1 - edge))
         else:
-            most = min(old - MIN_RATE_STEP, old / RATE_FACTOR)
+            most = min(old - self.config.min_rate_step, old / RATE_FACTOR)
             new = min(new, max(most, edge))
         return Rates(old, new, n[False], n[True], k[False], k[True])
 

@@ -15,6 +15,7 @@ from kbisect.cli.output import EventLines, note, out, progress_view
 from kbisect.contract import (
     DEFAULT_MAX_BOOTS,
     DEFAULT_MIN_EFFECT,
+    DEFAULT_MIN_RATE_STEP,
     FLAKY_BOOTS_FACTOR,
     MAX_COMMIT_BOOTS,
     BisectRequest,
@@ -358,10 +359,10 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
     b.add_argument(
         "--min-effect",
         type=float,
-        default=DEFAULT_MIN_EFFECT * 100,
         metavar="PCT",
         help="endpoints closer than this percentage count as no difference "
-        f"(default {DEFAULT_MIN_EFFECT * 100:g})",
+        f"(default {DEFAULT_MIN_EFFECT * 100:g}); with --flaky, the least change in "
+        f"failure rate, in points (default {DEFAULT_MIN_RATE_STEP * 100:g})",
     )
     b.add_argument(
         "--max-boots",

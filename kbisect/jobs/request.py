@@ -6,11 +6,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kbisect.contract import DEFAULT_MAX_BOOTS, DEFAULT_MIN_EFFECT, BisectRequest, Mode
+from kbisect.contract import DEFAULT_MAX_BOOTS, BisectRequest, Mode
 from kbisect.errors import UserError
 from kbisect.infra.git import Git
 from kbisect.settings import Settings
-from kbisect.testcases.tuning import check_tuning
+from kbisect.testcases.tuning import check_tuning, least_changes
 
 if TYPE_CHECKING:
     pass
@@ -35,7 +35,7 @@ class JobOptions:
     repetitions: int | None = None
     parallel: int = 1
     metric: str | None = None
-    min_effect_pct: float = DEFAULT_MIN_EFFECT * 100
+    min_effect_pct: float | None = None  # None: the job kind's default (least_changes)
     max_boots: int = DEFAULT_MAX_BOOTS
     verify: bool = True
     trace: bool = False
@@ -83,8 +83,9 @@ def checked_request(opts: JobOptions, settings: Settings) -> BisectRequest:
     manifest = manifests.load(opts.testcase)
     profile(opts.profile or manifest.profile)
     manifests.job_signature(manifest, opts.signature)
-    manifests.job_flaky(manifest, opts.flaky)
-    check_tuning(manifest, opts.metric, opts.min_effect_pct / 100, opts.max_boots, opts.trace)
+    flaky = manifests.job_flaky(manifest, opts.flaky)
+    min_effect, min_rate_step = least_changes(manifest, flaky, opts.min_effect_pct)
+    check_tuning(manifest, opts.metric, min_effect, opts.max_boots, opts.trace)
     if opts.repetitions is not None:
         cap = int(
             getattr(manifest, "max_repetitions", 0) or REPETITIONS_FACTOR * manifest.repetitions
@@ -111,7 +112,8 @@ def checked_request(opts: JobOptions, settings: Settings) -> BisectRequest:
         verify=opts.verify,
         parallel=opts.parallel,
         metric=opts.metric,
-        min_effect=opts.min_effect_pct / 100,
+        min_effect=min_effect,
+        min_rate_step=min_rate_step,
         max_boots=opts.max_boots,
         trace=opts.trace,
         tree=opts.tree,

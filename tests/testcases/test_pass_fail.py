@@ -142,6 +142,26 @@ def test_a_job_s_signature_and_flaky_belong_to_pass_fail_testcases() -> None:
         manifest.job_flaky(metric, True)
 
 
+def test_min_effect_is_a_metrics_change_or_a_flaky_jobs_change_in_failure_rate() -> None:
+    from kbisect.contract import DEFAULT_MIN_EFFECT, DEFAULT_MIN_RATE_STEP
+    from kbisect.errors import UserError
+    from kbisect.testcases.tuning import check_tuning, least_changes
+
+    boots, metric = manifest.load("boots"), manifest.load("nvme-snapshot-read")
+    assert least_changes(metric, False, None) == (DEFAULT_MIN_EFFECT, DEFAULT_MIN_RATE_STEP)
+    assert least_changes(metric, False, 2) == (0.02, DEFAULT_MIN_RATE_STEP)
+    assert least_changes(boots, True, None) == (DEFAULT_MIN_EFFECT, DEFAULT_MIN_RATE_STEP)
+    assert least_changes(boots, True, 10) == (DEFAULT_MIN_EFFECT, 0.1)
+    assert least_changes(boots, False, None) == (DEFAULT_MIN_EFFECT, DEFAULT_MIN_RATE_STEP)
+    with pytest.raises(UserError, match="passes or fails.*add --flaky"):
+        least_changes(boots, False, 10)
+    for pct in (0, 100):  # out of range either way, also as a failure rate
+        for kind, flaky in ((metric, False), (boots, True)):
+            effect, step = least_changes(kind, flaky, pct)
+            with pytest.raises(UserError, match=f"--min-effect {pct}: give a percentage"):
+                check_tuning(kind, None, effect, 96, False, step)
+
+
 def test_check_reports_a_pass_fail_verdict_and_a_bad_boot_is_no_fault_of_the_testcase(
     folder: Path,
 ) -> None:

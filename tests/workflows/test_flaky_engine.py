@@ -63,3 +63,15 @@ def test_fewer_failures_at_the_new_end_say_which_mode_finds_it() -> None:
     assert res.culprit is None and res.answer == Answer.NO_DIFFERENCE, res.message
     assert engine.gate is not None and engine.gate.gate == "wrong-way"
     assert "use --mode fix" in res.message
+
+
+def test_min_effect_sets_the_least_change_in_failure_rate_that_counts() -> None:
+    # --min-effect 30 on a flaky job: an A/A range is "no difference" in far fewer boots,
+    # and a 0% -> 10% change, under the minimum, is no culprit.
+    default = run(64, 999, 0.0, 0.0, seed=1, max_endpoint_boots=400)[0]
+    coarse = run(64, 999, 0.0, 0.0, seed=1, max_endpoint_boots=400, min_rate_step=0.3)[0]
+    assert default.answer == coarse.answer == Answer.NO_DIFFERENCE
+    assert coarse.boots * 4 < default.boots, (coarse.boots, default.boots)
+    assert run(64, 30, 0.0, 0.1, seed=2, max_endpoint_boots=400)[0].culprit == "c30"
+    small = run(64, 30, 0.0, 0.1, seed=2, max_endpoint_boots=400, min_rate_step=0.3)[0]
+    assert (small.answer, small.culprit) == (Answer.NO_DIFFERENCE, None)

@@ -202,5 +202,5 @@ async def test_a_changed_flaky_engine_is_caught(monkeypatch: pytest.MonkeyPatch)
     from kbisect.workflows import flaky_engine
 
     assert await _replay_failure("pass-fail-flaky") is None
-    monkeypatch.setattr(flaky_engine, "MIN_RATE_STEP", 0.5)
+    monkeypatch.setattr(flaky_engine, "RATE_FACTOR", 8.0)
     assert isinstance(await _replay_failure("pass-fail-flaky"), NondeterminismError)
