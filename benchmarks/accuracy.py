@@ -202,7 +202,11 @@ def calibration(claims: Iterable[tuple[float, bool]]) -> list[Bin]:
 
 
 def print_calibration(rows: list[Row], policy: str = "kbisect") -> None:
-    claims = [pair for r in rows if r.cell.policy == policy for pair in r.claims]
+    print_claims([pair for r in rows if r.cell.policy == policy for pair in r.claims], policy)
+
+
+def print_claims(claims: list[tuple[float, bool]], policy: str) -> None:
+    """The calibration table of (claimed confidence, right) pairs."""
     print(f"calibration of {policy} ({len(claims)} jobs that named a commit, all its cells):")
     line = "{:>14} {:>6} {:>9} {:>8} {:>17} {:>7}"
     print(line.format("claimed", "jobs", "mean", "right", "95% interval", "inside"))

@@ -6,6 +6,7 @@ Each cell is a failure rate before and after the culprit ("1:30": 1% of boots fa
 included, any failure is bad, a plain binary search) each run the same seeded jobs.
 "no-diff" counts the jobs that said "no difference" (kbisect's others that named nothing
 said "cannot decide"; syzbot's rule says "does not reproduce").
+After the grid, the calibration of the P(culprit) kbisect claimed, over every cell.
 Prints figures; no assertions. Run:
     .venv/bin/python -m benchmarks.pass_fail                     # 64 commits, 100 trials
     .venv/bin/python -m benchmarks.pass_fail --sizes 64 1024 --trials 300
@@ -19,6 +20,7 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
+from benchmarks.accuracy import print_claims
 from kbisect.contract import DEFAULT_MAX_BOOTS, FLAKY_BOOTS_FACTOR, MAX_COMMIT_BOOTS
 from kbisect.workflows.engine import Answer, EngineConfig
 from kbisect.workflows.evidence import Boot
@@ -35,6 +37,7 @@ class Outcome:
     builds: int
     boots: int
     no_difference: bool = False  # said so (not "cannot decide")
+    confidence: float | None = None  # the P(culprit) it claimed
 
 
 def linear(n: int) -> Graph:
@@ -62,7 +65,8 @@ def kbisect(n: int, fails: Callable[[str], bool]) -> Outcome:
         for c in commits:
             engine.observe(c, Boot([0.0 if fails(c) else 1.0], "h"))
     res = engine.result()
-    return Outcome(res.culprit, res.builds, res.boots, res.answer == Answer.NO_DIFFERENCE)
+    no_difference = res.answer == Answer.NO_DIFFERENCE
+    return Outcome(res.culprit, res.builds, res.boots, no_difference, res.confidence)
 
 
 def syzbot(n: int, fails: Callable[[str], bool]) -> Outcome:
@@ -106,6 +110,7 @@ def run_cell(n: int, cell: str, policy: str, trials: int, seed: int) -> dict[str
     aa = cell.startswith("aa")
     right = wrong = same = 0
     builds, boots = [], []
+    claims: list[tuple[float, bool]] = []  # (claimed P(culprit), right) of jobs that named one
     for t in range(trials):
         rng = random.Random(f"{seed}-{n}-{cell}-{t}")
         culprit = None if aa else rng.randrange(1, n + 1)
@@ -115,10 +120,10 @@ def run_cell(n: int, cell: str, policy: str, trials: int, seed: int) -> dict[str
         boots.append(out.boots)
         if out.named is None:
             continue
-        if culprit is not None and out.named == f"c{culprit}":
-            right += 1
-        else:
-            wrong += 1
+        hit = culprit is not None and out.named == f"c{culprit}"
+        right, wrong = right + hit, wrong + (not hit)
+        if out.confidence is not None:
+            claims.append((out.confidence, hit))
     return {
         "size": n,
         "cell": cell,
@@ -130,6 +135,7 @@ def run_cell(n: int, cell: str, policy: str, trials: int, seed: int) -> dict[str
         "builds": statistics.median(builds),
         "boots": statistics.median(boots),
         "boots_p90": sorted(boots)[int(0.9 * (len(boots) - 1))],
+        "claims": claims,
     }
 
 
@@ -148,14 +154,17 @@ def main(argv: list[str] | None = None) -> None:
         for c in args.cells
         for pol in POLICIES
     ]
+    claims: list[tuple[float, bool]] = []
     with ProcessPoolExecutor(args.jobs) as pool:
         for row in pool.map(run_cell, *zip(*todo, strict=True)):
+            claims += row["claims"]  # type: ignore[operator]
             print(
                 f"{row['size']:<5} {row['cell']:<7} {row['policy']:<8} {row['named']:>5}  "
                 f"{row['wrong']:>5}  {row['no_difference']:>7}  {row['builds']:>6}  "
                 f"{row['boots']:>5} {row['boots_p90']:>5}",
                 flush=True,
             )
+    print_claims(claims, "kbisect's flaky engine")
 
 
 if __name__ == "__main__":
