@@ -2,10 +2,11 @@
 
 Each cell is a failure rate before and after the culprit ("1:30": 1% of boots fail before,
 30% from the culprit on; "aa:1": 1% everywhere) on a linear history. kbisect's flaky engine
-(workflows.flaky_engine) and syzbot's rule (pkg/bisect: 10 boots a commit, endpoints
-included, any failure is bad, a plain binary search) each run the same seeded jobs.
-"no-diff" counts the jobs that said "no difference" (kbisect's others that named nothing
-said "cannot decide"; syzbot's rule says "does not reproduce").
+(workflows.flaky_engine), syzbot's rule (pkg/bisect: 10 boots a commit, endpoints
+included, any failure is bad, a plain binary search) and a FACF-style search (fixed
+rates from 10 boots of each endpoint; `facf`) each run the same seeded jobs. "no-diff"
+counts the jobs that said "no difference" (kbisect's others that named nothing said
+"cannot decide"; syzbot's rule and FACF, that the endpoints do not differ).
 After the grid, the calibration of the P(culprit) kbisect claimed, over every cell.
 Prints figures; no assertions. Run:
     .venv/bin/python -m benchmarks.pass_fail                     # 64 commits, 100 trials
@@ -29,6 +30,9 @@ from kbisect.workflows.strategy import Graph
 
 CELLS = ("0:100", "1:30", "1:10", "0:5", "aa:1")
 SYZBOT_RUNS = 10  # pkg/bisect's runs of the reproducer on each commit
+FACF_SURE = 0.99  # the posterior that names a culprit (kbisect's own bar)
+FACF_FLOOR = 0.01  # a rate never taken as 0 or 1: one surprise must not be fatal
+FACF_BOOTS = 2000  # then "cannot decide" (kbisect's caps allow about as many)
 
 
 @dataclass(frozen=True)
@@ -90,7 +94,42 @@ def syzbot(n: int, fails: Callable[[str], bool]) -> Outcome:
     return Outcome(f"c{hi}", builds, boots)
 
 
-POLICIES = {"kbisect": kbisect, "syzbot": syzbot}
+def facf(n: int, fails: Callable[[str], bool]) -> Outcome:
+    """FACF-style (Henderson et al., ICST 2023): one posterior over the suspects, Bernoulli
+    likelihoods with fixed rates known before the search (here from 10 boots of each
+    endpoint, as a test's flake history would give them), a boot where the cumulative
+    posterior is nearest one half, a culprit at FACF_SURE. No "no culprit", no learning."""
+    k_old = sum(fails("c0") for _ in range(SYZBOT_RUNS))
+    k_new = sum(fails(f"c{n}") for _ in range(SYZBOT_RUNS))
+    boots, booted = 2 * SYZBOT_RUNS, {0, n}
+    if k_new <= k_old:
+        return Outcome(None, 2, boots, True)
+    r_old = max(k_old / SYZBOT_RUNS, FACF_FLOOR)
+    r_new = min(max(k_new / SYZBOT_RUNS, r_old + FACF_FLOOR), 1 - FACF_FLOOR)
+    post = [1.0 / n] * n  # post[i]: commit c{i+1} is the culprit
+    while boots < FACF_BOOTS:
+        best = max(range(n), key=post.__getitem__)
+        if post[best] >= FACF_SURE:
+            return Outcome(f"c{best + 1}", len(booted), boots)
+        # A boot of c{v} asks "culprit at or before c{v}?": v where that is nearest even
+        # odds (c{n} is the endpoint, whose rate is known).
+        total, cumulative = 0.0, []
+        for p in post[: n - 1]:
+            total += p
+            cumulative.append(abs(total - 0.5))
+        probe = 1 + min(range(n - 1), key=cumulative.__getitem__)
+        booted.add(probe)
+        boots += 1
+        failed = fails(f"c{probe}")
+        for i in range(n):  # culprit c{i+1} makes c{probe} new-like when i + 1 <= probe
+            rate = r_new if i + 1 <= probe else r_old
+            post[i] *= rate if failed else 1 - rate
+        s = sum(post)
+        post = [p / s for p in post]
+    return Outcome(None, len(booted), boots)
+
+
+POLICIES = {"kbisect": kbisect, "syzbot": syzbot, "facf": facf}
 
 
 def _failing(
