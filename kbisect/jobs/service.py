@@ -158,9 +158,16 @@ def ensure_local_service(settings: Settings, parallel: int = 1) -> Path | None:
 
 
 async def _search_attributes_ready(settings: Settings, deadline: float) -> None:
-    """The dev server registers our search attributes a moment after it starts listening."""
-    client = await JobClient.connect(settings)
-    while not await client.has_search_attributes():
-        if time.monotonic() > deadline:
-            return  # jobs still run, without the search attributes
+    """The dev server answers a moment after it starts listening (a connection refused
+    before: CI saw one), and registers our search attributes a moment after that."""
+    client = None
+    while time.monotonic() <= deadline:
+        try:
+            client = client or await JobClient.connect(settings)
+        except InfraError:
+            pass  # listening, not answering yet
+        if client is not None and await client.has_search_attributes():
+            return
         await asyncio.sleep(0.5)
+    # at the deadline jobs still run, without the search attributes (or the command says
+    # there is no server, as it would have)
