@@ -153,7 +153,7 @@ def test_min_effect_is_a_metrics_change_or_a_flaky_jobs_change_in_failure_rate()
     assert least_changes(boots, True, None) == (DEFAULT_MIN_EFFECT, DEFAULT_MIN_RATE_STEP)
     assert least_changes(boots, True, 10) == (DEFAULT_MIN_EFFECT, 0.1)
     assert least_changes(boots, False, None) == (DEFAULT_MIN_EFFECT, DEFAULT_MIN_RATE_STEP)
-    with pytest.raises(UserError, match="passes or fails.*add --flaky"):
+    with pytest.raises(UserError, match=r"passes or fails.*add --flaky"):
         least_changes(boots, False, 10)
     for pct in (0, 100):  # out of range either way, also as a failure rate
         for kind, flaky in ((metric, False), (boots, True)):
