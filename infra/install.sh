@@ -2,7 +2,8 @@
 # Installs everything kbisect needs on Debian 12: the kernel build toolchain, QEMU, guest
 # tools (fio, perf, blktrace and iostat run in guests from the host's root filesystem),
 # Debian's kernel source, libvirt (the second Machine backend: its daemon, virsh, and what
-# building its Python binding needs), and a virtualenv at .venv/ with pinned Python packages.
+# building its Python binding needs), nginx and openssl (the tests' TLS front to Temporal:
+# its gRPC proxy checks client certificates), and a virtualenv at .venv/ with pinned Python packages.
 # Safe to run again: it installs only what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,6 +13,7 @@ packages=(
   busybox-static dmsetup fio linux-source-6.1 xz-utils git python3 python3-venv
   linux-perf blktrace sysstat kmod
   libvirt-daemon-system libvirt-clients libvirt-dev pkg-config python3-dev
+  nginx openssl
 )
 sudo=()
 [ "$(id -u)" -eq 0 ] || sudo=(sudo)

@@ -27,12 +27,29 @@ DEFAULT_LOCK_DIR = "/run/lock/kbisect" if os.access("/run/lock", os.W_OK) else "
 
 
 @dataclass(frozen=True)
+class Tls:
+    """TLS to the Temporal service (KBISECT_TEMPORAL_TLS_*): paths, read when connecting."""
+
+    ca: Path | None = None  # the server's CA (None: the system's)
+    cert: Path | None = None  # a client certificate, with its key (mTLS)
+    key: Path | None = None
+    server_name: str | None = None  # the name the server's certificate carries
+
+
+@dataclass(frozen=True)
 class Endpoint:
     """Where the Temporal service is; defaults to the embedded dev server."""
 
     address: str = "127.0.0.1:7233"
     namespace: str = "default"
     ui: str = "http://127.0.0.1:8233"
+    tls: Tls | None = None  # None: plaintext (an API key turns TLS on by itself)
+    api_key: str = field(default="", repr=False)  # KBISECT_TEMPORAL_API_KEY: a bearer token
+
+    @property
+    def secured(self) -> bool:
+        """TLS or an API key: a service kbisect must not start a plaintext one in place of."""
+        return self.tls is not None or bool(self.api_key)
 
     @property
     def host(self) -> str:
@@ -91,6 +108,8 @@ class Settings:
                 address=_address(env),
                 namespace=env.get("KBISECT_TEMPORAL_NAMESPACE") or "default",
                 ui=(env.get("KBISECT_TEMPORAL_UI") or Endpoint.ui).rstrip("/"),
+                tls=_tls(env),
+                api_key=env.get("KBISECT_TEMPORAL_API_KEY", "").strip(),
             ),
             queues=Queues(
                 control=env.get("KBISECT_CONTROL_QUEUE") or Queues.control,
@@ -134,6 +153,25 @@ def _address(env: Mapping[str, str]) -> str:
             "fix or unset it"
         )
     return text
+
+
+def _tls(env: Mapping[str, str]) -> Tls | None:
+    """KBISECT_TEMPORAL_TLS=yes, or any of its _CA, _CERT, _KEY or _SERVER_NAME settings."""
+    on = _choice(env, "KBISECT_TEMPORAL_TLS", ("yes", "no"))
+    paths = {
+        part: Path(text) if (text := env.get(f"KBISECT_TEMPORAL_TLS_{part}", "").strip()) else None
+        for part in ("CA", "CERT", "KEY")
+    }
+    server_name = env.get("KBISECT_TEMPORAL_TLS_SERVER_NAME", "").strip() or None
+    if (paths["CERT"] is None) != (paths["KEY"] is None):
+        given, missing = ("CERT", "KEY") if paths["KEY"] is None else ("KEY", "CERT")
+        raise UserError(
+            f"KBISECT_TEMPORAL_TLS_{given} is set without KBISECT_TEMPORAL_TLS_{missing}: "
+            "a client certificate needs both"
+        )
+    if on == "no" or (on is None and server_name is None and not any(paths.values())):
+        return None
+    return Tls(paths["CA"], paths["CERT"], paths["KEY"], server_name)
 
 
 def private_dir(path: Path) -> Path:

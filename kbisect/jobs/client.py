@@ -43,6 +43,7 @@ from kbisect.contract import (
     Verdict,
 )
 from kbisect.errors import InfraError, UserError
+from kbisect.jobs import connection
 from kbisect.settings import Queues, Settings
 
 # Set once a Temporal client exists: its runtime threads outlive asyncio.run and abort
@@ -129,15 +130,7 @@ class JobClient:
     async def connect(cls, settings: Settings) -> "JobClient":
         global used
         used = True
-        endpoint = settings.endpoint
-        try:
-            client = await Client.connect(endpoint.address, namespace=endpoint.namespace)
-        except RuntimeError as exc:
-            raise InfraError(
-                f"no Temporal server at {endpoint.address}: start one with 'kbisect up' "
-                "(or set KBISECT_TEMPORAL_ADDRESS)"
-            ) from exc
-        return cls(settings, client)
+        return cls(settings, await connection.connect(settings.endpoint))
 
     # --- jobs -------------------------------------------------------------------------
     async def start(self, req: BisectRequest) -> str:

@@ -127,8 +127,8 @@ def ensure_local_service(settings: Settings, parallel: int = 1) -> Path | None:
     from kbisect.infra import temporal_server
 
     endpoint = settings.endpoint
-    if endpoint.host not in ("127.0.0.1", "localhost"):
-        return None
+    if endpoint.host not in ("127.0.0.1", "localhost") or endpoint.secured:
+        return None  # a secured service is never replaced by a plaintext one
     if temporal_server.listening(endpoint.host, endpoint.port):
         return None
     port = endpoint.port

@@ -1,0 +1,150 @@
+"""TLS, client certificates and an API key to Temporal, for real: the dev server has no
+TLS, so nginx's gRPC proxy fronts it, taking TLS only, checking the client's certificate
+against the test's CA and the bearer token. The CLI and a real worker connect through it;
+a client that lacks any of the three is refused with one line that names the setting."""
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kbisect.infra.lab import LabOptions, create_lab
+from kbisect.infra.temporal_server import listening, server_argv
+from tests.chat.homeserver import free_port
+from tests.tls_front import Certs, make_certs, secured_env, tls_front
+
+
+@pytest.fixture(scope="module")
+def front(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Certs]]:
+    """A plaintext dev server on 127.0.0.1 and nginx's TLS front: (front's address, certs)."""
+    folder = tmp_path_factory.mktemp("secured")
+    certs = make_certs(folder / "certs")
+    port, ui = free_port(), free_port()
+    server = subprocess.Popen(
+        server_argv("127.0.0.1", port, ui, folder / "temporal.db"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not listening("127.0.0.1", port):
+            assert server.poll() is None and time.monotonic() < deadline, "no dev server"
+            time.sleep(0.1)
+        with tls_front(folder / "nginx", f"127.0.0.1:{port}", certs) as address:
+            yield address, certs
+    finally:
+        server.terminate()
+        server.wait(30)
+
+
+def _env(address: str, certs: Certs, drop: tuple[str, ...] = (), **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KBISECT_TEMPORAL_")}
+    env.update(secured_env(address, certs, **extra))
+    for name in drop:
+        env.pop(name)
+    return env
+
+
+def _kbisect(
+    env: dict[str, str], *args: str, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "kbisect", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def test_status_goes_through_tls_with_a_certificate_and_the_key(
+    front: tuple[str, Certs], tmp_path: Path
+) -> None:
+    address, certs = front
+    proc = _kbisect(_env(address, certs), "status", "--no-start")
+    assert proc.returncode == 0, proc.stderr
+    assert "no bisection jobs yet" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("drop", "extra", "names"),
+    [
+        (
+            ("KBISECT_TEMPORAL_TLS_CERT", "KBISECT_TEMPORAL_TLS_KEY"),
+            {},
+            "KBISECT_TEMPORAL_TLS_CERT",
+        ),
+        ((), {"stranger": "1"}, "KBISECT_TEMPORAL_TLS_CERT"),
+        (("KBISECT_TEMPORAL_API_KEY",), {}, "KBISECT_TEMPORAL_API_KEY"),
+        (("KBISECT_TEMPORAL_TLS_CA",), {}, "KBISECT_TEMPORAL_TLS_CA"),
+        (
+            (
+                "KBISECT_TEMPORAL_TLS_CA",
+                "KBISECT_TEMPORAL_TLS_CERT",
+                "KBISECT_TEMPORAL_TLS_KEY",
+                "KBISECT_TEMPORAL_API_KEY",
+            ),
+            {},
+            "KBISECT_TEMPORAL_TLS=yes",
+        ),
+    ],
+)
+def test_a_client_short_of_a_setting_is_refused_in_one_line(
+    front: tuple[str, Certs],
+    tmp_path: Path,
+    drop: tuple[str, ...],
+    extra: dict[str, str],
+    names: str,
+) -> None:
+    address, certs = front
+    env = _env(address, certs, drop)
+    if extra.get("stranger"):
+        env["KBISECT_TEMPORAL_TLS_CERT"], env["KBISECT_TEMPORAL_TLS_KEY"] = map(str, certs.stranger)
+    proc = _kbisect(env, "status", "--no-start")
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("kbisect: error")]
+    assert proc.returncode != 0 and len(errors) == 1, proc.stderr
+    assert names in errors[0], errors[0]
+
+
+def test_a_worker_and_a_job_go_through_tls(
+    front: tuple[str, Certs], tmp_path: Path, tiny_tarball: Path
+) -> None:
+    # A real worker (workflows and a build slot) and 'kbisect bisect', both through the
+    # front: the job is validated on the worker and ends at once, its one line back.
+    address, certs = front
+    create_lab(tmp_path / "lab", LabOptions(commits=6, seed=3))
+    queue = f"q-{uuid.uuid4().hex[:6]}"
+    queues = {f"KBISECT_{k}_QUEUE": queue for k in ("CONTROL", "BUILD", "VM")}
+    env = _env(address, certs, **queues)
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "kbisect", "worker", "--builds", "1", "--vms", "0"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        args = ["--repo", str(tmp_path / "lab"), "--good", "lab-bad", "--bad", "lab-good"]
+        proc = _kbisect(env, "bisect", "--no-start", *args, "--testcase", "nvme-snapshot-read")
+    finally:
+        worker.terminate()
+        _, worker_err = worker.communicate(timeout=60)
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("kbisect: error")]
+    assert proc.returncode == 2 and len(errors) == 1, (proc.stderr, worker_err)
+    assert "is not an ancestor of bad" in errors[0] and "failed" in errors[0], errors[0]
+    # without a certificate, the worker stops at once with one line
+    env = _env(
+        address,
+        certs,
+        ("KBISECT_TEMPORAL_TLS_CERT", "KBISECT_TEMPORAL_TLS_KEY"),
+        **queues,
+    )
+    refused = _kbisect(env, "worker", "--builds", "1", "--vms", "0", timeout=60)
+    errors = [line for line in refused.stderr.splitlines() if line.startswith("kbisect: error")]
+    assert refused.returncode != 0 and len(errors) == 1, refused.stderr
+    assert "KBISECT_TEMPORAL_TLS_CERT" in errors[0], errors[0]

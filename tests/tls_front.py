@@ -1,0 +1,134 @@
+"""A secured Temporal for tests: certificates made with openssl, and nginx's gRPC proxy in
+front of a plaintext dev server, taking TLS only, checking client certificates
+(`ssl_verify_client on`) and an API key (the bearer token the SDK sends)."""
+
+import getpass
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from kbisect.infra.temporal_server import listening
+from tests.chat.homeserver import free_port
+
+API_KEY = "kb-test-key-1"
+
+
+@dataclass(frozen=True)
+class Certs:
+    ca: Path
+    server: tuple[Path, Path]  # certificate, key
+    client: tuple[Path, Path]  # signed by ca
+    stranger: tuple[Path, Path]  # signed by another CA
+
+
+def _openssl(*args: str) -> None:
+    subprocess.run(["openssl", *args], check=True, capture_output=True)
+
+
+def _ca(folder: Path, name: str) -> tuple[Path, Path]:
+    cert, key = folder / f"{name}.pem", folder / f"{name}.key"
+    _openssl(
+        *("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"),
+        *("-keyout", str(key), "-out", str(cert), "-days", "2", "-subj", f"/CN={name}"),
+    )
+    return cert, key
+
+
+def _signed(folder: Path, name: str, ca: tuple[Path, Path], extensions: str) -> tuple[Path, Path]:
+    cert, key, csr, ext = (folder / f"{name}.{s}" for s in ("pem", "key", "csr", "ext"))
+    _openssl(
+        *("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"),
+        *("-keyout", str(key), "-out", str(csr), "-subj", f"/CN={name}"),
+    )
+    ext.write_text(extensions)
+    _openssl(
+        *("x509", "-req", "-in", str(csr), "-CA", str(ca[0]), "-CAkey", str(ca[1])),
+        *("-CAcreateserial", "-out", str(cert), "-days", "2", "-extfile", str(ext)),
+    )
+    return cert, key
+
+
+def make_certs(folder: Path) -> Certs:
+    folder.mkdir(parents=True, exist_ok=True)
+    ca, other = _ca(folder, "ca"), _ca(folder, "other-ca")
+    server = _signed(
+        folder,
+        "server",
+        ca,
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n",
+    )
+    client = _signed(folder, "client", ca, "extendedKeyUsage=clientAuth\n")
+    stranger = _signed(folder, "stranger", other, "extendedKeyUsage=clientAuth\n")
+    return Certs(ca[0], server, client, stranger)
+
+
+def nginx_conf(folder: Path, port: int, upstream: str, certs: Certs) -> str:
+    return f"""
+user {getpass.getuser()};
+worker_processes 1;
+daemon off;
+pid {folder}/nginx.pid;
+error_log {folder}/error.log info;
+events {{ worker_connections 256; }}
+http {{
+    access_log {folder}/access.log;
+    client_body_temp_path {folder}/body;
+    proxy_temp_path {folder}/proxy;
+    fastcgi_temp_path {folder}/fastcgi;
+    uwsgi_temp_path {folder}/uwsgi;
+    scgi_temp_path {folder}/scgi;
+    server {{
+        listen 127.0.0.1:{port} ssl http2;
+        ssl_certificate {certs.server[0]};
+        ssl_certificate_key {certs.server[1]};
+        ssl_client_certificate {certs.ca};
+        ssl_verify_client on;
+        client_max_body_size 0;
+        location / {{
+            if ($http_authorization != "Bearer {API_KEY}") {{ return 401; }}
+            grpc_read_timeout 300s;
+            grpc_send_timeout 300s;
+            grpc_pass grpc://{upstream};
+        }}
+    }}
+}}
+"""
+
+
+@contextmanager
+def tls_front(folder: Path, upstream: str, certs: Certs) -> Iterator[str]:
+    """nginx on 127.0.0.1 in front of `upstream` (host:port): its address."""
+    folder.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    conf = folder / "nginx.conf"
+    conf.write_text(nginx_conf(folder, port, upstream, certs))
+    proc = subprocess.Popen(
+        ["nginx", "-p", str(folder), "-c", str(conf), "-e", str(folder / "error.log")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while not listening("127.0.0.1", port):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"nginx did not start: {proc.stderr and proc.stderr.read()!r}")
+            time.sleep(0.1)
+        yield f"127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(20)
+
+
+def secured_env(address: str, certs: Certs, **extra: str) -> dict[str, str]:
+    """KBISECT_TEMPORAL_* for a client with the right certificate and key."""
+    return {
+        "KBISECT_TEMPORAL_ADDRESS": address,
+        "KBISECT_TEMPORAL_TLS_CA": str(certs.ca),
+        "KBISECT_TEMPORAL_TLS_CERT": str(certs.client[0]),
+        "KBISECT_TEMPORAL_TLS_KEY": str(certs.client[1]),
+        "KBISECT_TEMPORAL_API_KEY": API_KEY,
+        **extra,
+    }
