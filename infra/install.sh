@@ -3,7 +3,8 @@
 # tools (fio, perf, blktrace and iostat run in guests from the host's root filesystem),
 # Debian's kernel source, libvirt (the second Machine backend: its daemon, virsh, and what
 # building its Python binding needs), nginx and openssl (the tests' TLS front to Temporal:
-# its gRPC proxy checks client certificates), and a virtualenv at .venv/ with pinned Python packages.
+# its gRPC proxy checks client certificates), and a virtualenv at .venv/ with pinned Python
+# packages.
 # Safe to run again: it installs only what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
