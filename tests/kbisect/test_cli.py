@@ -112,6 +112,7 @@ def _dead_address() -> str:
         ("KBISECT_TEMPORAL_ADDRESS", "a:b:c"),
         ("KBISECT_JOBS", "0"),
         ("KBISECT_JOBS", "x"),
+        ("KBISECT_TEMPORAL_TLS", "maybe"),
     ],
 )
 @pytest.mark.parametrize(

@@ -148,3 +148,31 @@ def test_a_worker_and_a_job_go_through_tls(
     errors = [line for line in refused.stderr.splitlines() if line.startswith("kbisect: error")]
     assert refused.returncode != 0 and len(errors) == 1, refused.stderr
     assert "KBISECT_TEMPORAL_TLS_CERT" in errors[0], errors[0]
+
+
+@pytest.mark.parametrize(
+    ("settings", "expected"),
+    [
+        (
+            {"KBISECT_TEMPORAL_TLS_CERT": "c.pem"},
+            "TLS_CERT is set without KBISECT_TEMPORAL_TLS_KEY",
+        ),
+        ({"KBISECT_TEMPORAL_TLS_KEY": "k.pem"}, "TLS_KEY is set without KBISECT_TEMPORAL_TLS_CERT"),
+        (
+            {"KBISECT_TEMPORAL_TLS_CA": "/nonexistent/ca.pem"},
+            "KBISECT_TEMPORAL_TLS_CA=/nonexistent",
+        ),
+        ({"KBISECT_TEMPORAL_TLS_CA": "{tmp}/not-pem"}, "is not a PEM file"),
+    ],
+)
+def test_a_tls_setting_that_cannot_be_used_is_one_line(
+    tmp_path: Path, settings: dict[str, str], expected: str
+) -> None:
+    (tmp_path / "not-pem").write_text("hello")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KBISECT_TEMPORAL_")}
+    env.update({k: v.format(tmp=tmp_path) for k, v in settings.items()})
+    env["KBISECT_TEMPORAL_ADDRESS"] = f"127.0.0.1:{free_port()}"
+    proc = _kbisect(env, "status", "--no-start", timeout=60)
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("kbisect: error")]
+    assert proc.returncode == 2 and len(errors) == 1, proc.stderr
+    assert expected in errors[0], errors[0]
