@@ -128,7 +128,7 @@ def _damage(adir: Path, art: Artifact, digests: object) -> str:
     if not art.image_sha256:
         return "bzImage has no sha256 to check it by"
     if not isinstance(digests, dict) or not all(
-        isinstance(v, str) and _inside(k) for k, v in digests.items()
+        isinstance(v, str) and inside(k) for k, v in digests.items()
     ):
         return "meta.json's digests are torn or foreign (no sha256 to check by)"
     for name, want in {**digests, Path(art.kernel).name: art.image_sha256}.items():
@@ -141,7 +141,7 @@ def _damage(adir: Path, art: Artifact, digests: object) -> str:
     return ""
 
 
-def _inside(name: object) -> bool:
+def inside(name: object) -> bool:
     """A path relative to the entry that stays in it (meta.json is read, not trusted)."""
     return (
         isinstance(name, str)

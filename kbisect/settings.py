@@ -20,6 +20,7 @@ DEFAULT_KERNEL_SOURCE = "/usr/src/linux-source-6.1.tar.xz"
 KERNEL_SOURCE_TARBALL = Path(os.environ.get("KBISECT_KERNEL_SOURCE", DEFAULT_KERNEL_SOURCE))
 ADDRESS_RE = re.compile(r"^(?P<host>[A-Za-z0-9.\-]+|\[[0-9A-Fa-f:]+\]):(?P<port>[0-9]{1,5})$")
 ACCELS = ("kvm", "tcg")
+STORE_SCHEMES = ("file", "http", "https", "s3")  # KBISECT_STORE's
 MACHINES = ("qemu", "libvirt")  # infra.machines: direct QEMU, or a libvirt domain
 # One folder for the whole host, whoever runs kbisect: infra/install.sh makes it, root's and
 # sticky (infra/host_lock.py refuses one that another user could swap files in).
@@ -90,6 +91,9 @@ class Settings:
     libvirt_uri: str = "qemu:///session"  # the libvirt machine's daemon (KBISECT_LIBVIRT_URI)
     endpoint: Endpoint = field(default_factory=Endpoint)
     queues: Queues = field(default_factory=Queues)
+    # Kernels shared through an object store instead of a shared cache folder
+    # (builders/artifact_store.py): file:///..., http(s)://... (WebDAV) or s3://bucket/...
+    store: str = ""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
@@ -111,6 +115,7 @@ class Settings:
                 tls=_tls(env),
                 api_key=env.get("KBISECT_TEMPORAL_API_KEY", "").strip(),
             ),
+            store=_store(env),
             queues=Queues(
                 control=env.get("KBISECT_CONTROL_QUEUE") or Queues.control,
                 build=env.get("KBISECT_BUILD_QUEUE") or Queues.build,
@@ -151,6 +156,17 @@ def _address(env: Mapping[str, str]) -> str:
         raise UserError(
             f"KBISECT_TEMPORAL_ADDRESS={text!r} must be host:port, e.g. 127.0.0.1:7233: "
             "fix or unset it"
+        )
+    return text
+
+
+def _store(env: Mapping[str, str]) -> str:
+    text = env.get("KBISECT_STORE", "").strip()
+    scheme = text.partition("://")[0]
+    if text and (scheme not in STORE_SCHEMES or not text.partition("://")[2].strip("/")):
+        raise UserError(
+            f"KBISECT_STORE={text[:80]!r} must be a URL: file:///path, http(s)://host/path "
+            "(WebDAV) or s3://bucket/path: fix or unset it"
         )
     return text
 

@@ -10,6 +10,7 @@ see why a commit was skipped.
 
 import concurrent.futures
 import contextlib
+import dataclasses
 import functools
 import threading
 from collections.abc import Callable
@@ -20,7 +21,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from kbisect.backends import Builder, Machine
-from kbisect.builders import artifact_cache, kconfig
+from kbisect.builders import artifact_cache, artifact_store, kconfig
 from kbisect.builders.sources import inert_commits, read_sources
 from kbisect.builders.verify_commit import make_verify_commit
 from kbisect.contract import (
@@ -47,6 +48,7 @@ from kbisect.contract import (
 )
 from kbisect.errors import BootError, InfraError, KernelBuildError, TestcaseFailedError, UserError
 from kbisect.infra.git import Git
+from kbisect.model import Artifact
 from kbisect.settings import Settings
 from kbisect.testcases import manifest as manifests
 from kbisect.testcases.runner import build_spec, run_testcase
@@ -116,6 +118,7 @@ class BuildActivities:
     def __init__(self, settings: Settings, builder: Builder, builds: int = 1) -> None:
         self.settings = settings
         self.builder = builder
+        self.store = artifact_store.from_settings(settings)
         # Builds at once in this process (`kbisect worker --builds N`); git work is not
         # counted, so validation never waits behind a build.
         self._slots = threading.BoundedSemaphore(max(1, builds))
@@ -154,6 +157,10 @@ class BuildActivities:
             activity.logger.info(
                 "build %s: done in %.0f s%s", req.commit[:12], art.seconds, " (cached)" * art.cached
             )
+            if self.store is not None and self.store.publish(art):
+                activity.logger.info(
+                    "build %s: put in the store %s", req.commit[:12], self.store.url
+                )
             return BuildResult(
                 commit=req.commit,
                 ok=True,
@@ -202,6 +209,21 @@ class VmActivities:
     def __init__(self, settings: Settings, machine: Machine) -> None:
         self.settings = settings
         self.machine = machine
+        self.store = artifact_store.from_settings(settings)
+
+    def _here(self, art: Artifact) -> Artifact:
+        """The artifact in this host's cache: fetched from the store (and its sha256s
+        checked) when the build host's files are not here."""
+        if self.store is None or Path(art.kernel).exists():
+            return art
+        local = self.store.fetch(art)
+        if local is None:
+            raise InfraError(
+                f"the kernel of {art.commit[:12]} is neither in this host's cache nor in "
+                f"the store {self.store.url}: give the build hosts the same KBISECT_STORE"
+            )
+        activity.logger.info("kernel %s fetched from the store, sha256 checked", art.commit[:12])
+        return local
 
     @activity.defn(name=TEST)
     @typed_failures
@@ -215,6 +237,7 @@ class VmActivities:
             req.repetitions,
             self.machine.name,
         )
+        req = dataclasses.replace(req, artifact=self._here(req.artifact))
         artifact_cache.check_before_boot(req.artifact)  # a changed image: retried, no verdict
         return with_heartbeats(lambda report: self._run(req, manifest, report))
 
@@ -277,5 +300,6 @@ class VmActivities:
                 return TraceResult(commit=req.commit, error=str(exc))
             return TraceResult(commit=req.commit, diagnostics=d.to_json())
 
+        req = dataclasses.replace(req, artifact=self._here(req.artifact))
         artifact_cache.check_before_boot(req.artifact)
         return with_heartbeats(traced)

@@ -1,0 +1,175 @@
+"""Kernels shared through an object store, host to host with no shared folder: a file://
+store and a real WebDAV one (nginx's dav module on 127.0.0.1, started by the test)."""
+
+import getpass
+import hashlib
+import json
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kbisect.builders import artifact_cache
+from kbisect.builders.artifact_store import LISTING, ArtifactStore
+from kbisect.errors import InfraError
+from kbisect.infra.temporal_server import listening
+from kbisect.model import Artifact
+from tests.chat.homeserver import free_port
+
+TREE, CFG = "b" * 40, "d" * 64
+IMAGE = b"\x7fkernel image " * 1000
+
+
+def _built(cache: Path, monkeypatch: pytest.MonkeyPatch) -> Artifact:
+    """A build host's cache entry: image, config, log, and a modules folder with a
+    symlink, as `make modules_install` leaves one."""
+    monkeypatch.setenv("KBISECT_CACHE", str(cache))
+    adir = artifact_cache.entry_dir(TREE, CFG)
+    mods = adir / artifact_cache.MODULES / "6.1.999"
+    (mods / "kernel" / "drivers").mkdir(parents=True)
+    (mods / "kernel" / "drivers" / "dm-snapshot.ko").write_bytes(b"\0module" * 100)
+    (mods / "modules.builtin").write_text("kernel/drivers/nvme/host/nvme.ko\n")
+    os.symlink("/build/host/only/linux", mods / "build")
+    (adir / "bzImage").write_bytes(IMAGE)
+    (adir / "config").write_text("CONFIG_NVME=y\n")
+    (adir / "build.log").write_text("make: done\n")
+    art = Artifact(
+        commit="1" * 40,
+        tree=TREE,
+        config_hash=CFG,
+        kernel=str(adir / "bzImage"),
+        config=str(adir / "config"),
+        build_log=str(adir / "build.log"),
+        image_sha256=hashlib.sha256(IMAGE).hexdigest(),
+        modules=str(mods),
+    )
+    artifact_cache.store(adir, art)
+    return art
+
+
+def _hand_over(url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Artifact:
+    """Build host puts, VM host (another cache) fetches: the VM host's artifact."""
+    art = _built(tmp_path / "build-host", monkeypatch)
+    assert ArtifactStore(url).publish(art)
+    assert not ArtifactStore(url).publish(art)  # already there: nothing put again
+    monkeypatch.setenv("KBISECT_CACHE", str(tmp_path / "vm-host"))
+    assert artifact_cache.lookup(TREE, CFG, art.commit) is None
+    here = ArtifactStore(url).fetch(art)
+    assert here is not None
+    return here
+
+
+def _same_entry(here: Artifact, tmp_path: Path) -> None:
+    assert here.kernel.startswith(str(tmp_path / "vm-host"))
+    assert Path(here.kernel).read_bytes() == IMAGE
+    mods = Path(here.modules)
+    assert (mods / "kernel" / "drivers" / "dm-snapshot.ko").read_bytes() == b"\0module" * 100
+    assert os.readlink(mods / "build") == "/build/host/only/linux"
+    artifact_cache.check_before_boot(here)  # the sha256 a boot checks
+
+
+def test_a_kernel_goes_from_a_build_host_to_a_vm_host_through_a_file_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    here = _hand_over(f"file://{tmp_path / 'store'}", tmp_path, monkeypatch)
+    _same_entry(here, tmp_path)
+    assert ArtifactStore(f"file://{tmp_path / 'store'}").fetch(here) == here  # a local hit
+
+
+def test_a_kernel_damaged_in_the_store_is_refused_never_booted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"file://{tmp_path / 'store'}"
+    art = _built(tmp_path / "build-host", monkeypatch)
+    ArtifactStore(url).publish(art)
+    entry = next((tmp_path / "store").iterdir())
+    (entry / "bzImage").write_bytes(IMAGE[:-1] + b"!")
+    monkeypatch.setenv("KBISECT_CACHE", str(tmp_path / "vm-host"))
+    with pytest.raises(InfraError, match="does not match its sha256s"):
+        ArtifactStore(url).fetch(art)
+    assert artifact_cache.lookup(TREE, CFG, art.commit) is None
+
+
+def test_a_listing_that_leaves_its_entry_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"file://{tmp_path / 'store'}"
+    art = _built(tmp_path / "build-host", monkeypatch)
+    ArtifactStore(url).publish(art)
+    listing = next((tmp_path / "store").iterdir()) / LISTING
+    listing.write_text(json.dumps({"files": ["../../escape"], "links": {}}))
+    monkeypatch.setenv("KBISECT_CACHE", str(tmp_path / "vm-host"))
+    with pytest.raises(InfraError, match="torn or foreign"):
+        ArtifactStore(url).fetch(art)
+    assert not (tmp_path / "escape").exists()
+
+
+def test_a_kernel_the_store_lacks_is_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    art = _built(tmp_path / "build-host", monkeypatch)
+    monkeypatch.setenv("KBISECT_CACHE", str(tmp_path / "vm-host"))
+    assert ArtifactStore(f"file://{tmp_path / 'store'}").fetch(art) is None
+
+
+@pytest.fixture
+def webdav(tmp_path: Path) -> Iterator[str]:
+    """nginx's WebDAV (PUT, GET) on 127.0.0.1: a store's URL."""
+    folder, port = tmp_path / "nginx", free_port()
+    (folder / "root" / "kernels").mkdir(parents=True)
+    conf = folder / "nginx.conf"
+    conf.write_text(f"""
+user {getpass.getuser()};
+worker_processes 1;
+daemon off;
+pid {folder}/nginx.pid;
+error_log {folder}/error.log info;
+events {{ worker_connections 64; }}
+http {{
+    access_log {folder}/access.log;
+    client_body_temp_path {folder}/body;
+    proxy_temp_path {folder}/proxy;
+    fastcgi_temp_path {folder}/fastcgi;
+    uwsgi_temp_path {folder}/uwsgi;
+    scgi_temp_path {folder}/scgi;
+    server {{
+        listen 127.0.0.1:{port};
+        root {folder}/root;
+        client_max_body_size 0;
+        location /kernels/ {{
+            dav_methods PUT DELETE MKCOL COPY MOVE;
+            create_full_put_path on;
+        }}
+    }}
+}}
+""")
+    proc = subprocess.Popen(
+        ["nginx", "-p", str(folder), "-c", str(conf), "-e", str(folder / "error.log")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while not listening("127.0.0.1", port):
+            assert proc.poll() is None and time.monotonic() < deadline, "nginx did not start"
+            time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/kernels"
+    finally:
+        proc.terminate()
+        proc.wait(20)
+    # what went over the wire: PUTs by the build host, GETs by the VM host
+    methods = {
+        line.split('"')[1].split()[0] for line in (folder / "access.log").open() if '"' in line
+    }
+    assert {"PUT", "GET"} <= methods, methods
+
+
+def test_a_kernel_goes_through_a_webdav_store(
+    webdav: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    here = _hand_over(webdav, tmp_path, monkeypatch)
+    _same_entry(here, tmp_path)
+    stored = tmp_path / "nginx" / "root" / "kernels"
+    (entry,) = stored.iterdir()
+    assert (entry / "bzImage").read_bytes() == IMAGE and (entry / "meta.json").exists()
