@@ -2,16 +2,13 @@
 front of a plaintext dev server, taking TLS only, checking client certificates
 (`ssl_verify_client on`) and an API key (the bearer token the SDK sends)."""
 
-import getpass
 import subprocess
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from kbisect.infra.temporal_server import listening
-from tests.chat.homeserver import free_port
+from tests.nginx import nginx
 
 API_KEY = "kb-test-key-1"
 
@@ -65,22 +62,8 @@ def make_certs(folder: Path) -> Certs:
     return Certs(ca[0], server, client, stranger)
 
 
-def nginx_conf(folder: Path, port: int, upstream: str, certs: Certs) -> str:
+def _server(port: int, upstream: str, certs: Certs) -> str:
     return f"""
-user {getpass.getuser()};
-worker_processes 1;
-daemon off;
-pid {folder}/nginx.pid;
-error_log {folder}/error.log info;
-events {{ worker_connections 256; }}
-http {{
-    access_log {folder}/access.log;
-    client_body_temp_path {folder}/body;
-    proxy_temp_path {folder}/proxy;
-    fastcgi_temp_path {folder}/fastcgi;
-    uwsgi_temp_path {folder}/uwsgi;
-    scgi_temp_path {folder}/scgi;
-    server {{
         listen 127.0.0.1:{port} ssl http2;
         ssl_certificate {certs.server[0]};
         ssl_certificate_key {certs.server[1]};
@@ -92,34 +75,14 @@ http {{
             grpc_read_timeout 300s;
             grpc_send_timeout 300s;
             grpc_pass grpc://{upstream};
-        }}
-    }}
-}}
-"""
+        }}"""
 
 
 @contextmanager
 def tls_front(folder: Path, upstream: str, certs: Certs) -> Iterator[str]:
     """nginx on 127.0.0.1 in front of `upstream` (host:port): its address."""
-    folder.mkdir(parents=True, exist_ok=True)
-    port = free_port()
-    conf = folder / "nginx.conf"
-    conf.write_text(nginx_conf(folder, port, upstream, certs))
-    proc = subprocess.Popen(
-        ["nginx", "-p", str(folder), "-c", str(conf), "-e", str(folder / "error.log")],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        deadline = time.monotonic() + 20
-        while not listening("127.0.0.1", port):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"nginx did not start: {proc.stderr and proc.stderr.read()!r}")
-            time.sleep(0.1)
+    with nginx(folder, lambda port: _server(port, upstream, certs)) as port:
         yield f"127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(20)
 
 
 def secured_env(address: str, certs: Certs, **extra: str) -> dict[str, str]:

@@ -212,11 +212,12 @@ class VmActivities:
         self.store = artifact_store.from_settings(settings)
 
     def _here(self, art: Artifact) -> Artifact:
-        """The artifact in this host's cache: fetched from the store (and its sha256s
-        checked) when the build host's files are not here."""
-        if self.store is None or Path(art.kernel).exists():
-            return art
-        local = self.store.fetch(art)
+        """With a store, the artifact in this host's own cache (never the build host's
+        paths, even when they are on this machine): fetched from the store when missing,
+        its sha256s checked."""
+        if self.store is None:
+            return art  # one cache folder for every host (or one host)
+        local = self.store.fetch(art)  # this host's own entry, else the store's
         if local is None:
             raise InfraError(
                 f"the kernel of {art.commit[:12]} is neither in this host's cache nor in "

@@ -1,12 +1,9 @@
 """Kernels shared through an object store, host to host with no shared folder: a file://
 store and a real WebDAV one (nginx's dav module on 127.0.0.1, started by the test)."""
 
-import getpass
 import hashlib
 import json
 import os
-import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,9 +12,8 @@ import pytest
 from kbisect.builders import artifact_cache
 from kbisect.builders.artifact_store import LISTING, ArtifactStore
 from kbisect.errors import InfraError
-from kbisect.infra.temporal_server import listening
 from kbisect.model import Artifact
-from tests.chat.homeserver import free_port
+from tests import nginx
 
 TREE, CFG = "b" * 40, "d" * 64
 IMAGE = b"\x7fkernel image " * 1000
@@ -115,54 +111,10 @@ def test_a_kernel_the_store_lacks_is_none(tmp_path: Path, monkeypatch: pytest.Mo
 
 @pytest.fixture
 def webdav(tmp_path: Path) -> Iterator[str]:
-    """nginx's WebDAV (PUT, GET) on 127.0.0.1: a store's URL."""
-    folder, port = tmp_path / "nginx", free_port()
-    (folder / "root" / "kernels").mkdir(parents=True)
-    conf = folder / "nginx.conf"
-    conf.write_text(f"""
-user {getpass.getuser()};
-worker_processes 1;
-daemon off;
-pid {folder}/nginx.pid;
-error_log {folder}/error.log info;
-events {{ worker_connections 64; }}
-http {{
-    access_log {folder}/access.log;
-    client_body_temp_path {folder}/body;
-    proxy_temp_path {folder}/proxy;
-    fastcgi_temp_path {folder}/fastcgi;
-    uwsgi_temp_path {folder}/uwsgi;
-    scgi_temp_path {folder}/scgi;
-    server {{
-        listen 127.0.0.1:{port};
-        root {folder}/root;
-        client_max_body_size 0;
-        location /kernels/ {{
-            dav_methods PUT DELETE MKCOL COPY MOVE;
-            create_full_put_path on;
-        }}
-    }}
-}}
-""")
-    proc = subprocess.Popen(
-        ["nginx", "-p", str(folder), "-c", str(conf), "-e", str(folder / "error.log")],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 20
-        while not listening("127.0.0.1", port):
-            assert proc.poll() is None and time.monotonic() < deadline, "nginx did not start"
-            time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/kernels"
-    finally:
-        proc.terminate()
-        proc.wait(20)
+    with nginx.webdav(tmp_path / "nginx") as url:
+        yield url
     # what went over the wire: PUTs by the build host, GETs by the VM host
-    methods = {
-        line.split('"')[1].split()[0] for line in (folder / "access.log").open() if '"' in line
-    }
-    assert {"PUT", "GET"} <= methods, methods
+    assert {"PUT", "GET"} <= nginx.methods(tmp_path / "nginx")
 
 
 def test_a_kernel_goes_through_a_webdav_store(
