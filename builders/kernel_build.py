@@ -378,10 +378,14 @@ class _MakeRun:
         self.run([*argv, f"-j{self.jobs}", f"CC={cc}", *targets], progress)
 
     def env(self) -> dict[str, str]:
-        cache = settings.cache_dir()
+        own = settings.Settings.from_env()
+        cache = own.cache_dir()
+        # A deployment's shared compile cache: a fresh build host starts warm.
+        remote = {"CCACHE_REMOTE_STORAGE": own.ccache_remote} if own.ccache_remote else {}
         return {
             **{k: v for k, v in os.environ.items() if k not in SCRUBBED_ENV},
             **REPRO_ENV,
+            **remote,
             "CCACHE_DIR": str(cache / "ccache"),
             # Hash paths relative to the slot, so other slots and repos hit the same entries.
             "CCACHE_BASEDIR": str(self.src.parent),

@@ -94,6 +94,9 @@ class Settings:
     # Kernels shared through an object store instead of a shared cache folder
     # (builders/artifact_store.py): file:///..., http(s)://... (WebDAV) or s3://bucket/...
     store: str = ""
+    # ccache's remote storage, shared by the build hosts (CCACHE_REMOTE_STORAGE's syntax:
+    # http://host/path for WebDAV, redis://host; ccache 4.7 has no S3)
+    ccache_remote: str = ""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
@@ -116,6 +119,7 @@ class Settings:
                 api_key=env.get("KBISECT_TEMPORAL_API_KEY", "").strip(),
             ),
             store=_store(env),
+            ccache_remote=_ccache_remote(env),
             queues=Queues(
                 control=env.get("KBISECT_CONTROL_QUEUE") or Queues.control,
                 build=env.get("KBISECT_BUILD_QUEUE") or Queues.build,
@@ -167,6 +171,16 @@ def _store(env: Mapping[str, str]) -> str:
         raise UserError(
             f"KBISECT_STORE={text[:80]!r} must be a URL: file:///path, http(s)://host/path "
             "(WebDAV) or s3://bucket/path: fix or unset it"
+        )
+    return text
+
+
+def _ccache_remote(env: Mapping[str, str]) -> str:
+    text = env.get("KBISECT_CCACHE_REMOTE", "").strip()
+    if text and not re.match(r"^(https?|redis|rediss|file)://\S+$", text):
+        raise UserError(
+            f"KBISECT_CCACHE_REMOTE={text[:80]!r} must be a ccache remote storage URL, e.g. "
+            "http://host/ccache or redis://host: fix or unset it"
         )
     return text
 

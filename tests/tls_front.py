@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.nginx import nginx
+from benchmarks.nginx import nginx
 
 API_KEY = "kb-test-key-1"
 

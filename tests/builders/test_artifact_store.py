@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks import nginx
 from kbisect.builders import artifact_cache
 from kbisect.builders.artifact_store import LISTING, ArtifactStore
 from kbisect.errors import InfraError
 from kbisect.model import Artifact
-from tests import nginx
 
 TREE, CFG = "b" * 40, "d" * 64
 IMAGE = b"\x7fkernel image " * 1000

@@ -332,3 +332,23 @@ def test_the_cache_key_changes_with_binutils(
         now = kernel_build.compiler_version()
         assert now != first and f"{tool} 2.0" in now, now
         first = now
+
+
+def test_builds_use_the_deployments_shared_compile_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+
+    from kbisect.builders.kernel_build import _MakeRun
+    from kbisect.errors import UserError
+    from kbisect.model import BuildSpec
+
+    spec = BuildSpec(fragments=())
+    run = _MakeRun(tmp_path, tmp_path, spec, 1, None, io.StringIO(), tmp_path)  # type: ignore[arg-type]
+    monkeypatch.setenv("CCACHE_REMOTE_STORAGE", "http://someone-elses/cache")
+    assert run.env()["CCACHE_REMOTE_STORAGE"] == "http://someone-elses/cache"  # left alone
+    monkeypatch.setenv("KBISECT_CCACHE_REMOTE", "http://127.0.0.1:9/ccache")
+    assert run.env()["CCACHE_REMOTE_STORAGE"] == "http://127.0.0.1:9/ccache"
+    monkeypatch.setenv("KBISECT_CCACHE_REMOTE", "s3://bucket/ccache")  # ccache 4.7 has no S3
+    with pytest.raises(UserError, match="KBISECT_CCACHE_REMOTE='s3://bucket/ccache'"):
+        run.env()

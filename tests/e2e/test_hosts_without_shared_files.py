@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks import nginx
 from kbisect.infra import temporal_server
-from tests import nginx
 from tests.chat.homeserver import free_port
 
 pytestmark = pytest.mark.e2e

@@ -1,7 +1,9 @@
-"""nginx on 127.0.0.1 for tests: one server block of the test's, in a folder of its own
-(config, logs, temporary files, pid), stopped when the test ends."""
+"""nginx on 127.0.0.1 for tests and benchmarks: one server block of the caller's, in a
+folder of its own (config, logs, temporary files, pid), stopped at the end. A WebDAV
+store (PUT, GET) is one such server: the kernels' store, or ccache's remote storage."""
 
 import getpass
+import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -9,7 +11,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from kbisect.infra.temporal_server import listening
-from tests.chat.homeserver import free_port
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def _conf(folder: Path, server: str) -> str:
@@ -73,19 +80,19 @@ def methods(folder: Path) -> set[str]:
 
 
 @contextmanager
-def webdav(folder: Path) -> Iterator[str]:
-    """A WebDAV store (PUT, GET) on 127.0.0.1: its URL (served from folder/root/kernels)."""
-    (folder / "root" / "kernels").mkdir(parents=True, exist_ok=True)
+def webdav(folder: Path, name: str = "kernels") -> Iterator[str]:
+    """A WebDAV store (PUT, GET) on 127.0.0.1: its URL (served from folder/root/NAME)."""
+    (folder / "root" / name).mkdir(parents=True, exist_ok=True)
 
     def server(port: int) -> str:
         return f"""
         listen 127.0.0.1:{port};
         root {folder}/root;
         client_max_body_size 0;
-        location /kernels/ {{
+        location /{name}/ {{
             dav_methods PUT DELETE MKCOL COPY MOVE;
             create_full_put_path on;
         }}"""
 
     with nginx(folder, server) as port:
-        yield f"http://127.0.0.1:{port}/kernels"
+        yield f"http://127.0.0.1:{port}/{name}"
