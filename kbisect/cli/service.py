@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 from kbisect.cli.output import note, out
 from kbisect.errors import InfraError, UserError
 from kbisect.infra import host_lock
+from kbisect.infra.logs import service_logging
 from kbisect.infra.processes import stop
 from kbisect.jobs.client import JobClient
 from kbisect.jobs.service import (
@@ -75,6 +76,7 @@ def cmd_server(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
+    service_logging()
     asyncio.run(_workers(args, settings))
     return 0
 
@@ -153,6 +155,7 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
             f"a kbisect service runs already (pid {running.pid}): stop it with 'kbisect down'"
         )
     local = local_settings(settings, port, ui_port)
+    service_logging()
     # Until the workers take the signals over, SIGTERM (kbisect down) interrupts as Ctrl-C.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:

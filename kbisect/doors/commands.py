@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from kbisect.errors import UserError
+from kbisect.infra.logs import service_logging
 from kbisect.settings import Settings
 
 
@@ -79,7 +80,7 @@ def cmd_matrix(args: argparse.Namespace, settings: Settings) -> int:
         state=Path(args.state) if args.state else default_state_path(settings, args.user),
         signoff=args.signoff,
     )
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    service_logging()
     logging.getLogger("nio").setLevel(logging.WARNING)  # a line per event otherwise
     note(f"kbisect Matrix bot {args.user} in {', '.join(args.room)}; Ctrl-C stops it")
 
@@ -196,7 +197,7 @@ def cmd_gitlab(args: argparse.Namespace, settings: Settings) -> int:
     )
     if args.signoff is not None and not SIGNOFF.fullmatch(args.signoff):
         raise UserError(f"--signoff {args.signoff!r}: write 'Your Name <you@example.com>'")
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    service_logging()
     if args.allow_anyone:
         note(
             "warning: --allow-anyone: everyone who can comment on a project that sends these "
