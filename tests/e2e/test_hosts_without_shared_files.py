@@ -112,7 +112,7 @@ def test_a_job_runs_over_hosts_that_share_no_files_through_a_vm_host_kill(
     # The kernels went through the store: put by the build host, fetched and checked by
     # the VM hosts, each into its own cache.
     assert {"PUT", "GET"} <= methods, methods
-    assert "put in http://" in (tmp_path / "build" / "worker.log").read_text()
+    assert "put in the store http://" in (tmp_path / "build" / "worker.log").read_text()
     survived = (tmp_path / survivor / "worker.log").read_text()
     assert "fetched from the store, sha256 checked" in survived
     assert list((tmp_path / survivor / "cache" / "artifacts").glob("*/bzImage"))
