@@ -21,6 +21,7 @@ KERNEL_SOURCE_TARBALL = Path(os.environ.get("KBISECT_KERNEL_SOURCE", DEFAULT_KER
 ADDRESS_RE = re.compile(r"^(?P<host>[A-Za-z0-9.\-]+|\[[0-9A-Fa-f:]+\]):(?P<port>[0-9]{1,5})$")
 ACCELS = ("kvm", "tcg")
 STORE_SCHEMES = ("file", "http", "https", "s3")  # KBISECT_STORE's
+CCACHE_SCHEMES = ("file", "http", "https", "redis", "rediss")  # ccache 4.7's remote storage
 MACHINES = ("qemu", "libvirt")  # infra.machines: direct QEMU, or a libvirt domain
 # One folder for the whole host, whoever runs kbisect: infra/install.sh makes it, root's and
 # sticky (infra/host_lock.py refuses one that another user could swap files in).
@@ -118,8 +119,18 @@ class Settings:
                 tls=_tls(env),
                 api_key=env.get("KBISECT_TEMPORAL_API_KEY", "").strip(),
             ),
-            store=_store(env),
-            ccache_remote=_ccache_remote(env),
+            store=_url(
+                env,
+                "KBISECT_STORE",
+                STORE_SCHEMES,
+                "file:///path, http(s)://host/path (WebDAV) or s3://bucket/path",
+            ),
+            ccache_remote=_url(
+                env,
+                "KBISECT_CCACHE_REMOTE",
+                CCACHE_SCHEMES,
+                "http://host/ccache (WebDAV) or redis://host (ccache 4.7 has no S3)",
+            ),
             queues=Queues(
                 control=env.get("KBISECT_CONTROL_QUEUE") or Queues.control,
                 build=env.get("KBISECT_BUILD_QUEUE") or Queues.build,
@@ -164,24 +175,11 @@ def _address(env: Mapping[str, str]) -> str:
     return text
 
 
-def _store(env: Mapping[str, str]) -> str:
-    text = env.get("KBISECT_STORE", "").strip()
-    scheme = text.partition("://")[0]
-    if text and (scheme not in STORE_SCHEMES or not text.partition("://")[2].strip("/")):
-        raise UserError(
-            f"KBISECT_STORE={text[:80]!r} must be a URL: file:///path, http(s)://host/path "
-            "(WebDAV) or s3://bucket/path: fix or unset it"
-        )
-    return text
-
-
-def _ccache_remote(env: Mapping[str, str]) -> str:
-    text = env.get("KBISECT_CCACHE_REMOTE", "").strip()
-    if text and not re.match(r"^(https?|redis|rediss|file)://\S+$", text):
-        raise UserError(
-            f"KBISECT_CCACHE_REMOTE={text[:80]!r} must be a ccache remote storage URL, e.g. "
-            "http://host/ccache or redis://host: fix or unset it"
-        )
+def _url(env: Mapping[str, str], name: str, schemes: tuple[str, ...], examples: str) -> str:
+    text = env.get(name, "").strip()
+    scheme, _, rest = text.partition("://")
+    if text and (scheme not in schemes or not rest.strip("/") or any(c.isspace() for c in text)):
+        raise UserError(f"{name}={text[:80]!r} must be a URL: {examples}: fix or unset it")
     return text
 
 

@@ -75,15 +75,21 @@ def test_a_kernel_goes_from_a_build_host_to_a_vm_host_through_a_file_store(
     assert ArtifactStore(f"file://{tmp_path / 'store'}").fetch(here) == here  # a local hit
 
 
-def test_a_kernel_damaged_in_the_store_is_refused_never_booted(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _published(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, Artifact, Path]:
+    """A file store holding a build host's entry, seen from a VM host: (url, artifact,
+    the entry's folder in the store)."""
     url = f"file://{tmp_path / 'store'}"
     art = _built(tmp_path / "build-host", monkeypatch)
     ArtifactStore(url).publish(art)
-    entry = next((tmp_path / "store").iterdir())
-    (entry / "bzImage").write_bytes(IMAGE[:-1] + b"!")
     monkeypatch.setenv("KBISECT_CACHE", str(tmp_path / "vm-host"))
+    return url, art, next((tmp_path / "store").iterdir())
+
+
+def test_a_kernel_damaged_in_the_store_is_refused_never_booted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, art, entry = _published(tmp_path, monkeypatch)
+    (entry / "bzImage").write_bytes(IMAGE[:-1] + b"!")
     with pytest.raises(InfraError, match="does not match its sha256s"):
         ArtifactStore(url).fetch(art)
     assert artifact_cache.lookup(TREE, CFG, art.commit) is None
@@ -92,12 +98,8 @@ def test_a_kernel_damaged_in_the_store_is_refused_never_booted(
 def test_a_listing_that_leaves_its_entry_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    url = f"file://{tmp_path / 'store'}"
-    art = _built(tmp_path / "build-host", monkeypatch)
-    ArtifactStore(url).publish(art)
-    listing = next((tmp_path / "store").iterdir()) / LISTING
-    listing.write_text(json.dumps({"files": ["../../escape"], "links": {}}))
-    monkeypatch.setenv("KBISECT_CACHE", str(tmp_path / "vm-host"))
+    url, art, entry = _published(tmp_path, monkeypatch)
+    (entry / LISTING).write_text(json.dumps({"files": ["../../escape"], "links": {}}))
     with pytest.raises(InfraError, match="torn or foreign"):
         ArtifactStore(url).fetch(art)
     assert not (tmp_path / "escape").exists()

@@ -113,6 +113,8 @@ def _dead_address() -> str:
         ("KBISECT_JOBS", "0"),
         ("KBISECT_JOBS", "x"),
         ("KBISECT_TEMPORAL_TLS", "maybe"),
+        ("KBISECT_STORE", "ftp://host/kernels"),
+        ("KBISECT_CCACHE_REMOTE", "s3://bucket/ccache"),
     ],
 )
 @pytest.mark.parametrize(
