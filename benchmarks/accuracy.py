@@ -7,6 +7,7 @@ A simulator over the real decision code (workflows.engine) and five baselines
     .venv/bin/python -m benchmarks.accuracy --quick      # a small grid, 40 trials
     .venv/bin/python -m benchmarks.accuracy --sizes 64 1024 --cv 15 --steps 10 20 aa
     .venv/bin/python -m benchmarks.accuracy --resume grid.jsonl   # finish it across sessions
+    .venv/bin/python -m benchmarks.accuracy --pass-fail --sizes 64 1024   # pass/fail cells
 After the grid, a calibration table: the kbisect jobs that named a commit, by the
 confidence they claimed, against how often they were right.
 """
@@ -274,6 +275,12 @@ def _parser() -> argparse.ArgumentParser:
         help="JSON lines of finished cells: those in it are not run again, each new one is "
         "added as it finishes",
     )
+    p.add_argument(
+        "--pass-fail",
+        action="store_true",
+        help="the pass/fail cells instead (failure rates before and after the culprit; "
+        "benchmarks.pass_fail with these --sizes, --trials, --seed and --jobs)",
+    )
     return p
 
 
@@ -331,6 +338,13 @@ def _appender(path: Path | None) -> Callable[[Row], None]:
 
 def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
+    if args.pass_fail:
+        from benchmarks import pass_fail  # it imports this module's calibration table
+
+        sizes = [str(s) for s in args.sizes]
+        tuning = ["--trials", str(args.trials), "--seed", str(args.seed), "--jobs", str(args.jobs)]
+        pass_fail.main(["--sizes", *sizes, *tuning])
+        return
     if args.quick:
         args.sizes, args.cv, args.kinds, args.trials = [64, 1024], [15], ["lognormal"], 40
     cells = grid(args)
