@@ -79,3 +79,16 @@ def bisect_on_own_service(
     log = (tmp_path / "worker.log").read_text()[-2000:]
     assert proc.returncode == 0, proc.stderr[-2000:] + log
     return proc
+
+
+def watch_job(env: dict[str, str], job_id: str) -> dict[str, object]:
+    """`kbisect watch ID --json` until the job ends: its result."""
+    watched = subprocess.run(
+        [*KBISECT, "watch", job_id, "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=2400,
+    )
+    assert watched.returncode == 0, watched.stderr[-2000:]
+    return json.loads(watched.stdout)  # type: ignore[no-any-return]

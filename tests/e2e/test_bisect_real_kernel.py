@@ -21,6 +21,7 @@ from kbisect import settings
 from kbisect.builders.worktree import repo_key
 from kbisect.infra import temporal_server
 from tests.chat.homeserver import free_port
+from tests.e2e.service import watch_job
 
 pytestmark = pytest.mark.e2e
 KBISECT = [sys.executable, "-m", "kbisect"]
@@ -143,15 +144,7 @@ def test_bisection_names_the_culprit_through_a_worker_kill_and_a_server_restart(
         )
         worker = _worker(env, tmp_path / "worker.log")
 
-        watched = subprocess.run(
-            [*KBISECT, "watch", job_id, "--json"],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=2400,
-        )
-        assert watched.returncode == 0, watched.stderr[-2000:]
-        result = json.loads(watched.stdout)
+        result = watch_job(env, job_id)
         builds, retries = _build_history(f"127.0.0.1:{port}", job_id)
     finally:
         with contextlib.suppress(ProcessLookupError):  # it may be the killed one

@@ -5,7 +5,6 @@ cannot change a request size), and one VM host is killed mid-boot: the job still
 the culprit."""
 
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -19,6 +18,7 @@ import pytest
 from benchmarks import nginx
 from kbisect.infra import temporal_server
 from tests.chat.homeserver import free_port
+from tests.e2e.service import watch_job
 
 pytestmark = pytest.mark.e2e
 KBISECT = [sys.executable, "-m", "kbisect"]
@@ -92,13 +92,7 @@ def test_a_job_runs_over_hosts_that_share_no_files_through_a_vm_host_kill(
             time.sleep(3)
             os.killpg(hosts[killed].pid, signal.SIGKILL)
             hosts[killed].wait()
-            watched = subprocess.run(
-                [*KBISECT, "watch", job_id, "--json"],
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=2400,
-            )
+            result = watch_job(env, job_id)
         finally:
             for proc in hosts.values():
                 with contextlib.suppress(ProcessLookupError):
@@ -106,8 +100,6 @@ def test_a_job_runs_over_hosts_that_share_no_files_through_a_vm_host_kill(
             server.terminate()
             server.wait(timeout=30)
         methods = nginx.methods(tmp_path / "store")
-    assert watched.returncode == 0, watched.stderr[-2000:]
-    result = json.loads(watched.stdout)
     assert result["culprit"] == truth["culprit"], result["message"]
     # The kernels went through the store: put by the build host, fetched and checked by
     # the VM hosts, each into its own cache.
