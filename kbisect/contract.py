@@ -268,6 +268,7 @@ class Step:
     round: int = 0  # 0: calibration; commits tested at once share a round
     boots: int = 0  # boots the verdict took (0: before boots were counted)
     scores: list[float] = field(default_factory=list)  # each boot's primary metric
+    hosts: list[str] = field(default_factory=list)  # the VM host of each boot, as scores
     confidence: float | None = None  # P(this verdict is right)
 
 

@@ -288,6 +288,7 @@ class BisectWorkflow:
             return
         samples = test.samples_of(state.job.primary)
         m.raw.append(engine_report.boot_value(samples))
+        m.hosts.append(test.host)
         m.last, m.test_seconds = test, m.test_seconds + test.seconds
         if test.bad and m.bad is None:
             m.bad = test

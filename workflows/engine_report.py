@@ -52,6 +52,7 @@ class Measured:
     """What one commit's boots gave, for display: raw per-boot values, seconds."""
 
     raw: list[float] = field(default_factory=list)  # each boot's median repetition
+    hosts: list[str] = field(default_factory=list)  # the VM host of each boot
     last: TestResult | None = None
     build_seconds: float = 0.0
     test_seconds: float = 0.0
@@ -78,6 +79,7 @@ def endpoint_step(engine: Engine, commit: str, subject: str, mode: Mode, m: Meas
         test_seconds=m.test_seconds,
         boots=len(m.raw),
         scores=list(m.raw),
+        hosts=list(m.hosts),
     )
 
 
@@ -95,6 +97,7 @@ def decision_step(
         round=round_,
         boots=len(m.raw),
         scores=list(m.raw),
+        hosts=list(m.hosts),
         confidence=d.confidence if d.state != State.SKIP and d.llr else None,
     )
     if m.raw:

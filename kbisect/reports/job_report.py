@@ -1,5 +1,6 @@
 """A finished job as markdown, as a `git bisect log` that `git bisect replay` accepts, as JSON."""
 
+from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
 
@@ -238,12 +239,15 @@ def markdown(result: BisectResult, job_id: str) -> str:
         f"| # | commit | subject | verdict | {judged} | other metrics | how |",
         "|---|---|---|---|---|---|---|",
     ]
+    several_hosts = len({h for s in result.steps for h in s.hosts}) > 1
     for i, s in enumerate(result.steps, 1):
         value = "" if s.value is None else f"{s.value:g}"
         if result.pass_fail and s.scores:
             value = "{} / {}".format(*pass_fail_counts(s))
         others = ", ".join(f"{k} {v:g}" for k, v in s.values.items() if k != metric)
         how = s.source + (f": {s.note}" if s.note else "")
+        if several_hosts and s.hosts:  # which VM host ran which boot
+            how += "; booted on " + ", ".join(f"{h} ({n})" for h, n in Counter(s.hosts).items())
         lines.append(
             f"| {i} | `{s.commit[:12]}` | {s.subject[:60]} | {s.verdict} | {value} | "
             f"{others} | {how} |"

@@ -218,3 +218,17 @@ def test_a_pass_fail_step_line_says_passed_failed_or_how_many_failed() -> None:
     assert step_line(3, one, "passed") == f"step 3: {'a' * 12} bad (failed)"
     assert step_line(4, many, "passed") == f"step 4: {'b' * 12} bad (2 of 4 boots failed)"
     assert step_line(5, one, "throughput") == f"step 5: {'a' * 12} bad throughput=0"
+
+
+def test_the_report_says_which_host_ran_which_boot_when_there_were_several() -> None:
+    h = [f"{i:040x}" for i in range(4)]
+    result = _result(h, "regression", 2, [(0, "good"), (3, "bad"), (2, "bad")])
+    result.steps[0].hosts = ["vm-a", "vm-a"]
+    result.steps[1].hosts = ["vm-a", "vm-b", "vm-b"]
+    result.steps[2].hosts = ["vm-b"]
+    md = markdown(result, "job-1")
+    assert "booted on vm-a (1), vm-b (2) |" in md and "booted on vm-a (2) |" in md
+    assert to_json(result)["steps"][1]["hosts"] == ["vm-a", "vm-b", "vm-b"]  # type: ignore[index]
+    for s in result.steps:  # one host: nothing to tell apart
+        s.hosts = ["vm-a"] * len(s.hosts)
+    assert "booted on" not in markdown(result, "job-1")
