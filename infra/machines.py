@@ -10,11 +10,16 @@ from kbisect.settings import MACHINES, Settings
 def make_machine(name: str, settings: Settings, pin: tuple[int, ...] = ()) -> Machine:
     """`name` is qemu or libvirt (settings.machine, KBISECT_MACHINE, is the usual one);
     `pin`: host CPUs reserved for guests. Cheap: nothing is started or connected."""
+    machine: QemuMachine | LibvirtMachine
     if name == "qemu":
-        return QemuMachine(accel=settings.accel, pin=pin)
-    if name == "libvirt":
-        return LibvirtMachine(uri=settings.libvirt_uri, accel=settings.accel, pin=pin)
-    raise UserError(f"unknown machine {name!r}: choose one of {', '.join(MACHINES)}")
+        machine = QemuMachine(accel=settings.accel, pin=pin)
+    elif name == "libvirt":
+        machine = LibvirtMachine(uri=settings.libvirt_uri, accel=settings.accel, pin=pin)
+    else:
+        raise UserError(f"unknown machine {name!r}: choose one of {', '.join(MACHINES)}")
+    if settings.host_name:  # several VM workers on one machine, told apart
+        machine.host = settings.host_name
+    return machine
 
 
 def check_machine(name: str, settings: Settings) -> list[str]:

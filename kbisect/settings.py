@@ -98,6 +98,9 @@ class Settings:
     # ccache's remote storage, shared by the build hosts (CCACHE_REMOTE_STORAGE's syntax:
     # http://host/path for WebDAV, redis://host; ccache 4.7 has no S3)
     ccache_remote: str = ""
+    # The VM host's name in results and reports, and whose references a boot is judged
+    # against ("": the machine's hostname; set it for several VM workers on one machine)
+    host_name: str = ""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
@@ -119,6 +122,7 @@ class Settings:
                 tls=_tls(env),
                 api_key=env.get("KBISECT_TEMPORAL_API_KEY", "").strip(),
             ),
+            host_name=_host_name(env),
             store=_url(
                 env,
                 "KBISECT_STORE",
@@ -171,6 +175,16 @@ def _address(env: Mapping[str, str]) -> str:
         raise UserError(
             f"KBISECT_TEMPORAL_ADDRESS={text!r} must be host:port, e.g. 127.0.0.1:7233: "
             "fix or unset it"
+        )
+    return text
+
+
+def _host_name(env: Mapping[str, str]) -> str:
+    text = env.get("KBISECT_HOST_NAME", "").strip()
+    if text and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}", text):
+        raise UserError(
+            f"KBISECT_HOST_NAME={text[:80]!r} must be a host name (letters, digits, '.', '_', "
+            "'-'; at most 63): fix or unset it"
         )
     return text
 

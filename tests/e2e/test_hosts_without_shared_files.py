@@ -32,8 +32,9 @@ def _host(env: dict[str, str], folder: Path, *args: str) -> subprocess.Popen[byt
         "KBISECT_LOCK_DIR": str(folder / "locks"),
         "KBISECT_DATA": str(folder / "data"),
     }
-    if "--no-workflows" in args:  # a VM host: a cache of its own, empty
+    if "--no-workflows" in args:  # a VM host: a cache of its own, empty, and its name
         own["KBISECT_CACHE"] = str(folder / "cache")
+        own["KBISECT_HOST_NAME"] = folder.name
     with open(folder / "worker.log", "ab") as out:
         return subprocess.Popen(
             [*KBISECT, "worker", *args],
@@ -109,3 +110,6 @@ def test_a_job_runs_over_hosts_that_share_no_files_through_a_vm_host_kill(
     assert "fetched from the store, sha256 checked" in survived
     assert list((tmp_path / survivor / "cache" / "artifacts").glob("*/bzImage"))
     assert not (tmp_path / "build" / "cache").exists()  # the build host used its own
+    # The report says which host ran each boot: the killed one's boot was never finished.
+    hosts = {h for s in result["steps"] for h in s["hosts"]}  # type: ignore[attr-defined]
+    assert hosts == {survivor}, hosts

@@ -115,6 +115,7 @@ def _dead_address() -> str:
         ("KBISECT_TEMPORAL_TLS", "maybe"),
         ("KBISECT_STORE", "ftp://host/kernels"),
         ("KBISECT_CCACHE_REMOTE", "s3://bucket/ccache"),
+        ("KBISECT_HOST_NAME", "vm a"),
     ],
 )
 @pytest.mark.parametrize(
