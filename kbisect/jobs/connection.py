@@ -56,14 +56,14 @@ def refused(endpoint: Endpoint, error: str) -> str:
     where = endpoint.address
     low = error.lower()
     if endpoint.tls is None and not endpoint.api_key:
-        if "connection refused" in low or "tcp connect error" in low:
+        if "http2 error" in low:  # plaintext HTTP/2 to a TLS port
             return (
-                f"no Temporal server at {where}: start one with 'kbisect up' "
-                "(or set KBISECT_TEMPORAL_ADDRESS)"
+                f"cannot talk to Temporal at {where} without TLS ({_last_words(error)}): if it "
+                "takes TLS, set KBISECT_TEMPORAL_TLS=yes (and _CA, _CERT, _KEY as it needs)"
             )
         return (
-            f"cannot talk to Temporal at {where} without TLS ({_last_words(error)}): if it "
-            "takes TLS, set KBISECT_TEMPORAL_TLS=yes (and _CA, _CERT, _KEY as it needs)"
+            f"no Temporal server at {where}: start one with 'kbisect up' "
+            "(or set KBISECT_TEMPORAL_ADDRESS)"
         )
     if "certificate" in low and ("unknown" in low or "verify" in low or "invalid" in low):
         return (
