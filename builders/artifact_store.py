@@ -97,9 +97,7 @@ class ArtifactStore:
                 (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
                 os.symlink(to, tmp / rel)
             (tmp / META).write_bytes(meta)
-            if adir.exists():  # a torn or damaged local entry: the store's replaces it
-                shutil.rmtree(adir)
-            tmp.rename(adir)
+            self._place(tmp, art)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         log.info("store: fetched %s (%d files)", name, len(files))
@@ -107,6 +105,21 @@ class ArtifactStore:
         if fetched is None:
             raise InfraError(f"store: {name} does not match its sha256s: rebuild it")
         return fetched
+
+    @staticmethod
+    def _place(tmp: Path, art: Artifact) -> None:
+        """The fetched entry into place, unless another worker of this host put a whole one
+        there meanwhile (it may be booting from it); a torn or damaged one is replaced."""
+        adir = artifact_cache.entry_dir(art.tree, art.config_hash)
+        if artifact_cache.lookup(art.tree, art.config_hash, art.commit) is not None:
+            return
+        if adir.exists():
+            shutil.rmtree(adir, ignore_errors=True)
+        try:
+            tmp.rename(adir)
+        except OSError:  # another fetch renamed its copy first: that one stands
+            if artifact_cache.lookup(art.tree, art.config_hash, art.commit) is None:
+                raise
 
     # --- the object store ----------------------------------------------------------------
     def _get(self, path: str) -> bytes | None:

@@ -127,3 +127,19 @@ def test_a_kernel_goes_through_a_webdav_store(
     stored = tmp_path / "nginx" / "root" / "kernels"
     (entry,) = stored.iterdir()
     assert (entry / "bzImage").read_bytes() == IMAGE and (entry / "meta.json").exists()
+
+
+def test_a_second_fetch_never_replaces_a_whole_entry_another_worker_placed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two VM workers of one host fetch the same kernel at once: the first placed stands
+    # (the other worker may be booting from it); a torn one would be replaced.
+    here = _hand_over(f"file://{tmp_path / 'store'}", tmp_path, monkeypatch)
+    late = tmp_path / "vm-host" / "late-copy"
+    late.mkdir()
+    (late / "bzImage").write_bytes(b"another copy")
+    ArtifactStore._place(late, here)
+    assert Path(here.kernel).read_bytes() == IMAGE and late.exists()
+    (Path(here.kernel).parent / "meta.json").unlink()  # torn: the late copy replaces it
+    ArtifactStore._place(late, here)
+    assert Path(here.kernel).read_bytes() == b"another copy" and not late.exists()
