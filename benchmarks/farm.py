@@ -1,0 +1,156 @@
+"""Benchmark: a noisy job's wall time on a farm of N build hosts and M VM hosts.
+
+The real engine (workflows.posterior_engine, `--parallel M`) picks the boots; a discrete
+event simulation runs them. What makes a farm slower than M times one host is modelled:
+- each VM host has its own level (a 5% spread between hosts) and speed (boots 0.8x to
+  1.25x as long): the engine judges a boot against references the same host booted, so a
+  host's first probes before its references are wasted;
+- builds gate boots: a commit boots once one of the N build hosts has built it (build
+  times drawn from this machine's lab builds, warm ccache: BUILD_SECONDS);
+- the engine's picks are sequential: a round's boots all finish before it picks again;
+- one VM host may be lost mid-job (--lose MIN): its boot in flight is retried on another
+  after the 60 s heartbeat timeout, and it takes no more.
+Boots of the metric are sim_noise's (CV 15%, lognormal), about 14 s each (this host's
+nvme-snapshot-read boots under TCG: 8.5-16 s measured). Prints, per size, step and M:
+median wall time, its ratio to one host's, host efficiency (boot seconds / M x wall),
+boots, and how often the true culprit was named. No assertions. Run:
+    .venv/bin/python -m benchmarks.farm                      # 64 commits, 10 trials a cell
+    .venv/bin/python -m benchmarks.farm --sizes 64 1024 --steps 10 25 --hosts 1 2 4 8 16
+"""
+
+import argparse
+import math
+import os
+import random
+import statistics
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+
+from benchmarks.dags import culprit_is_in, linear
+from benchmarks.sim_noise import Noise, level_of
+from kbisect.workflows.engine import EngineConfig
+from kbisect.workflows.evidence import Boot
+from kbisect.workflows.posterior_engine import PosteriorEngine
+
+# Seconds of lab builds on this host (flaky and panic labs of 2026-11-24/25: incremental
+# builds in a slot with a warm ccache, and a few full ones).
+BUILD_SECONDS = (
+    *(7.7, 7.9, 8.0, 8.9, 9.2, 9.3, 9.3, 9.5, 9.5, 9.6, 9.7, 9.7, 10.1, 10.1, 10.1),
+    *(10.3, 10.3, 10.5, 10.6, 10.6, 10.8, 11.0, 11.0, 11.4, 11.6, 11.9, 12.7, 12.7),
+    *(12.8, 12.9, 13.6, 13.9, 14.0, 14.6, 22.7, 24.0, 56.7, 129.3, 140.7, 151.6, 165.4),
+    *(170.5, 214.2, 351.4),
+)
+BOOT_SECONDS, BOOT_SIGMA = 14.0, 0.25  # a boot's median and its lognormal spread
+HOST_LEVEL_SPREAD = 0.05  # each VM host's level, a factor around 1
+HOST_SPEEDS = (0.8, 1.25)  # each VM host's boot durations, a factor in this range
+HEARTBEAT = 60.0  # a lost host's boot is retried after this (TEST_HEARTBEAT)
+NOISE = Noise(cv=0.15)
+OLD = "c0"  # the good endpoint, outside the simulated history
+
+
+@dataclass(frozen=True)
+class Farm:
+    builders: int
+    vms: int
+    lose_at: float = 0.0  # seconds into the job one VM host is lost (0: never)
+
+
+@dataclass
+class Run:
+    wall: float
+    boot_seconds: float
+    boots: int
+    right: bool
+
+
+def simulate(n: int, step: float, farm: Farm, seed: str) -> Run:
+    rng = random.Random(seed)
+    graph = linear(n)
+    culprit = rng.choice(graph.order)
+    levels = [rng.gauss(1.0, HOST_LEVEL_SPREAD) for _ in range(farm.vms)]
+    speeds = [rng.uniform(*HOST_SPEEDS) for _ in range(farm.vms)]
+    engine = PosteriorEngine(
+        graph, new=graph.order[0], old=[OLD], config=EngineConfig(parallel=farm.vms)
+    )
+    built: dict[str, float] = {}  # commit -> when its build is done
+    builders = [0.0] * farm.builders  # when each build host is free
+    hosts = [0.0] * farm.vms  # when each VM host is free
+    lost: set[int] = set()
+    now, boot_seconds, boots = 0.0, 0.0, 0
+    while commits := engine.wants():
+        finished: list[tuple[str, int]] = []
+        for commit in commits:
+            if commit not in built:
+                b = min(range(farm.builders), key=builders.__getitem__)
+                builders[b] = max(builders[b], now) + rng.choice(BUILD_SECONDS)
+                built[commit] = builders[b]
+            # the VM host free first (a lost one takes nothing)
+            h = min((i for i in range(farm.vms) if i not in lost), key=hosts.__getitem__)
+            start = max(hosts[h], now, built[commit])
+            seconds = BOOT_SECONDS * math.exp(rng.gauss(0, BOOT_SIGMA)) * speeds[h]
+            if farm.lose_at and not lost and start <= farm.lose_at < start + seconds:
+                if farm.vms > 1:  # its boot runs again elsewhere after the heartbeat
+                    lost.add(h)
+                    hosts[h] = math.inf
+                    h = min((i for i in range(farm.vms) if i not in lost), key=hosts.__getitem__)
+                    start = max(hosts[h], farm.lose_at + HEARTBEAT, built[commit])
+                    seconds = BOOT_SECONDS * math.exp(rng.gauss(0, BOOT_SIGMA)) * speeds[h]
+            hosts[h] = start + seconds
+            boot_seconds += seconds
+            boots += 1
+            finished.append((commit, h))
+        # the engine picks again once the round's boots are all in
+        now = max(hosts[h] for _, h in finished)
+        for commit, h in finished:
+            changed = commit != OLD and culprit_is_in(graph, culprit, commit)
+            level = level_of(changed, step) * levels[h]
+            engine.observe(commit, Boot(NOISE.boot(level, rng, boots), f"vm{h}"))
+    res = engine.result()
+    return Run(now, boot_seconds, boots, res.culprit == culprit)
+
+
+def cell(n: int, step: float, vms: int, builders: int, trials: int, lose: float) -> list[Run]:
+    """One cell's jobs; the same seeds in every cell of a size and step."""
+    farm = Farm(builders, vms, lose * 60)
+    return [simulate(n, step, farm, f"{n}-{step}-{t}") for t in range(trials)]
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    p.add_argument("--sizes", type=int, nargs="+", default=[64], help="history sizes (64)")
+    p.add_argument("--steps", type=float, nargs="+", default=[10], help="steps, percent (10)")
+    p.add_argument(
+        "--hosts", type=int, nargs="+", default=[1, 2, 4, 8, 16], help="VM hosts (1 2 4 8 16)"
+    )
+    p.add_argument("--builders", type=int, default=2, help="build hosts (2)")
+    p.add_argument("--trials", type=int, default=10, help="jobs a cell (10)")
+    p.add_argument(
+        "--lose", type=float, default=0.0, metavar="MIN", help="lose a VM host MIN minutes in"
+    )
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes")
+    args = p.parse_args(argv)
+    todo = [
+        (n, s / 100, m, args.builders, args.trials, args.lose)
+        for n in args.sizes
+        for s in args.steps
+        for m in args.hosts
+    ]
+    print("size  step  VM hosts  wall (min)  vs one host  efficiency  boots  named")
+    one: dict[tuple[int, float], float] = {}
+    with ProcessPoolExecutor(args.jobs) as pool:
+        results = pool.map(cell, *zip(*todo, strict=True))
+        for (n, step, m, *_), runs in zip(todo, results, strict=True):
+            wall = statistics.median(r.wall for r in runs)
+            one.setdefault((n, step), wall)  # the first M of each size and step
+            eff = statistics.median(r.boot_seconds / (m * r.wall) for r in runs)
+            print(
+                f"{n:<5} {step:>4.0%}  {m:>8}  {wall / 60:>10.1f}  "
+                f"{wall / one[(n, step)]:>11.2f}  {eff:>10.2f}  "
+                f"{statistics.median(r.boots for r in runs):>5.0f}  "
+                f"{sum(r.right for r in runs)}/{len(runs)}",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
