@@ -56,14 +56,17 @@ def refused(endpoint: Endpoint, error: str) -> str:
     where = endpoint.address
     low = error.lower()
     if endpoint.tls is None and not endpoint.api_key:
-        if "http2 error" in low:  # plaintext HTTP/2 to a TLS port
+        if "connection refused" in low or "tcp connect error" in low:
             return (
-                f"cannot talk to Temporal at {where} without TLS ({_last_words(error)}): if it "
-                "takes TLS, set KBISECT_TEMPORAL_TLS=yes (and _CA, _CERT, _KEY as it needs)"
+                f"no Temporal server at {where}: start one with 'kbisect up' "
+                "(or set KBISECT_TEMPORAL_ADDRESS)"
             )
+        # Something took the connection and did not answer: a TLS port (its words vary
+        # from run to run), or a server still starting.
         return (
-            f"no Temporal server at {where}: start one with 'kbisect up' "
-            "(or set KBISECT_TEMPORAL_ADDRESS)"
+            f"Temporal at {where} took the connection but did not answer "
+            f"({_last_words(error)}): if it takes TLS, set KBISECT_TEMPORAL_TLS=yes (and "
+            "_CA, _CERT, _KEY as it needs); if it is starting, try again in a moment"
         )
     if "certificate" in low and ("unknown" in low or "verify" in low or "invalid" in low):
         return (
