@@ -107,7 +107,9 @@ class Fit:
     def level_var(self, boots: list[tuple[str, int]]) -> float:
         """The level's error over boots at these (host, clock)s, less the part every boot
         of a host shares: each side's mean is taken on the same levels, so that part
-        cancels in a verdict. Hosts' errors are independent."""
+        cancels in a verdict. Hosts' errors are independent. A boot on a host with no
+        references yet is not weighed at all (a farm's new host: benchmarks.farm)."""
+        boots = [(host, clock) for host, clock in boots if host in self.trends]
         clocks: dict[str, list[int]] = {}
         for host, clock in boots:
             clocks.setdefault(host, []).append(clock)

@@ -176,3 +176,4 @@ def test_a_boot_on_a_host_without_references_tells_nothing() -> None:
         engine.observe("c12", Boot([far] * 3, "c"))
     engine._refresh()
     assert engine.posterior.p_new("c12") < 0.01  # still old: host c's level is unknown
+    assert not engine._level_bound("c12")  # its boots on host c weigh nothing (a KeyError once)
