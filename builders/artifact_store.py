@@ -100,10 +100,10 @@ class ArtifactStore:
             self._place(tmp, art)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-        log.info("store: fetched %s (%d files)", name, len(files))
         fetched = artifact_cache.lookup(art.tree, art.config_hash, art.commit)
         if fetched is None:
             raise InfraError(f"store: {name} does not match its sha256s: rebuild it")
+        log.info("kernel %s fetched from the store, sha256 checked (%s)", art.commit[:12], name)
         return fetched
 
     @staticmethod

@@ -223,7 +223,6 @@ class VmActivities:
                 f"the kernel of {art.commit[:12]} is neither in this host's cache nor in "
                 f"the store {self.store.url}: give the build hosts the same KBISECT_STORE"
             )
-        activity.logger.info("kernel %s fetched from the store, sha256 checked", art.commit[:12])
         return local
 
     @activity.defn(name=TEST)

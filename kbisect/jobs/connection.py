@@ -55,12 +55,14 @@ def refused(endpoint: Endpoint, error: str) -> str:
     """The connection's failure as one line that says which setting to look at."""
     where = endpoint.address
     low = error.lower()
-    if endpoint.tls is None and not endpoint.api_key:
-        if "connection refused" in low or "tcp connect error" in low:
-            return (
-                f"no Temporal server at {where}: start one with 'kbisect up' "
-                "(or set KBISECT_TEMPORAL_ADDRESS)"
-            )
+    if "connection refused" in low or "tcp connect error" in low:
+        hint = (
+            "check KBISECT_TEMPORAL_ADDRESS"
+            if endpoint.secured
+            else "start one with 'kbisect up' (or set KBISECT_TEMPORAL_ADDRESS)"
+        )
+        return f"no Temporal server at {where}: {hint}"
+    if not endpoint.secured:
         # Something took the connection and did not answer: a TLS port (its words vary
         # from run to run), or a server still starting.
         return (
@@ -83,8 +85,6 @@ def refused(endpoint: Endpoint, error: str) -> str:
             f"Temporal at {where} refused the API key ({_last_words(error)}): "
             "set KBISECT_TEMPORAL_API_KEY to a valid one"
         )
-    if "connection refused" in low or "tcp connect error" in low:
-        return f"no Temporal server at {where}: check KBISECT_TEMPORAL_ADDRESS"
     return f"cannot connect to Temporal at {where}: {_last_words(error)}"
 
 
