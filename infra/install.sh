@@ -45,4 +45,11 @@ python=python3
 [ -x .venv-synapse/bin/python ] || "$python" -m venv .venv-synapse
 .venv-synapse/bin/pip install -q --upgrade pip
 .venv-synapse/bin/pip install -q -r tests/chat/synapse.lock
+# Test-only: versitygw, a real S3 server for the store's tests (Apache-2.0), built from the
+# Go module proxy where a Go toolchain is installed; without one those tests are skipped.
+versitygw=github.com/versity/versitygw/cmd/versitygw@v1.8.0
+if [ ! -x .venv/bin/versitygw ] && command -v go >/dev/null; then
+  echo "building versitygw (the tests' S3 server)"
+  GOBIN="$PWD/.venv/bin" go install "$versitygw"
+fi
 echo "kbisect installed: .venv/bin/kbisect"

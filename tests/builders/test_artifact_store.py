@@ -1,10 +1,12 @@
 """Kernels shared through an object store, host to host with no shared folder: a file://
-store and a real WebDAV one (nginx's dav module on 127.0.0.1, started by the test)."""
+store, a real WebDAV one (nginx's dav module on 127.0.0.1) and a real S3 one (versitygw on
+127.0.0.1), each started by the test."""
 
 import hashlib
 import json
 import os
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,7 @@ from kbisect.builders import artifact_cache
 from kbisect.builders.artifact_store import LISTING, ArtifactStore
 from kbisect.errors import InfraError
 from kbisect.model import Artifact
+from tests.s3_gateway import s3_gateway
 
 TREE, CFG = "b" * 40, "d" * 64
 IMAGE = b"\x7fkernel image " * 1000
@@ -143,3 +146,16 @@ def test_a_second_fetch_never_replaces_a_whole_entry_another_worker_placed(
     (Path(here.kernel).parent / "meta.json").unlink()  # torn: the late copy replaces it
     ArtifactStore._place(late, here)
     assert Path(here.kernel).read_bytes() == b"another copy" and not late.exists()
+
+
+def test_a_kernel_goes_through_an_s3_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with s3_gateway(tmp_path / "s3", "kernels") as s3:
+        for name, value in s3.env.items():
+            monkeypatch.setenv(name, value)
+        here = _hand_over("s3://kernels/farm", tmp_path, monkeypatch)
+        _same_entry(here, tmp_path)
+        (entry,) = (s3.root / "kernels" / "farm").iterdir()  # in the gateway's bucket
+        assert (entry / "bzImage").read_bytes() == IMAGE and (entry / "meta.json").exists()
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
+        with pytest.raises(InfraError, match="cannot read"):  # S3 checks the signature
+            ArtifactStore("s3://kernels/farm").fetch(replace(here, tree="c" * 40))
