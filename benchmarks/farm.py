@@ -30,7 +30,7 @@ from benchmarks.dags import culprit_is_in, linear
 from benchmarks.sim_noise import Noise, level_of
 from kbisect.workflows.engine import EngineConfig
 from kbisect.workflows.evidence import Boot
-from kbisect.workflows.posterior_engine import PosteriorEngine
+from kbisect.workflows.posterior_engine import LATEST, PosteriorEngine
 
 # Seconds of lab builds on this host (flaky and panic labs of 2026-11-24/25: incremental
 # builds in a slot with a warm ccache, and a few full ones).
@@ -53,6 +53,7 @@ class Farm:
     builders: int
     vms: int
     lose_at: float = 0.0  # seconds into the job one VM host is lost (0: never)
+    revision: int = LATEST  # the engine's (posterior_engine.REVISIONS)
 
 
 @dataclass
@@ -70,7 +71,11 @@ def simulate(n: int, step: float, farm: Farm, seed: str) -> Run:
     levels = [rng.gauss(1.0, HOST_LEVEL_SPREAD) for _ in range(farm.vms)]
     speeds = [rng.uniform(*HOST_SPEEDS) for _ in range(farm.vms)]
     engine = PosteriorEngine(
-        graph, new=graph.order[0], old=[OLD], config=EngineConfig(parallel=farm.vms)
+        graph,
+        new=graph.order[0],
+        old=[OLD],
+        config=EngineConfig(parallel=farm.vms),
+        revision=farm.revision,
     )
     built: dict[str, float] = {}  # commit -> when its build is done
     builders = [0.0] * farm.builders  # when each build host is free
@@ -109,9 +114,11 @@ def simulate(n: int, step: float, farm: Farm, seed: str) -> Run:
     return Run(now, boot_seconds, boots, res.culprit == culprit)
 
 
-def cell(n: int, step: float, vms: int, builders: int, trials: int, lose: float) -> list[Run]:
+def cell(
+    n: int, step: float, vms: int, builders: int, trials: int, lose: float, revision: int
+) -> list[Run]:
     """One cell's jobs; the same seeds in every cell of a size and step."""
-    farm = Farm(builders, vms, lose * 60)
+    farm = Farm(builders, vms, lose * 60, revision)
     return [simulate(n, step, farm, f"{n}-{step}-{t}") for t in range(trials)]
 
 
@@ -127,10 +134,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument(
         "--lose", type=float, default=0.0, metavar="MIN", help="lose a VM host MIN minutes in"
     )
+    p.add_argument(
+        "--revision", type=int, default=LATEST, help=f"the engine's revision ({LATEST})"
+    )
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes")
     args = p.parse_args(argv)
     todo = [
-        (n, s / 100, m, args.builders, args.trials, args.lose)
+        (n, s / 100, m, args.builders, args.trials, args.lose, args.revision)
         for n in args.sizes
         for s in args.steps
         for m in args.hosts

@@ -70,6 +70,8 @@ POSTERIOR_PATCH = "posterior-engine"  # a noisy metric: one posterior over the c
 # (workflows.posterior_engine); a counter still takes Engine's exact path
 POSTERIOR_2_PATCH = "posterior-engine-2"  # its revision 2 (posterior_engine.REVISIONS):
 # the level's shared error cancels, the new endpoint needs no build, a build costs 4 boots
+ROUND_AT_ONCE_PATCH = "round-at-once"  # a round's boots go out together, one to each VM
+# host with room (each host's lock still times one guest at a time); the engine's revision 3
 
 SA_TESTCASE = SearchAttributeKey.for_keyword(SA_TESTCASE_NAME)
 SA_STATUS = SearchAttributeKey.for_keyword(SA_STATUS_NAME)
@@ -118,6 +120,7 @@ class BisectWorkflow:
         self._unblocked = ("", "")  # status and message to go back to after a block
         self._blocking = Blocking(self._on_blocked, self._on_clear)
         self._engine: Engine | None = None
+        self._at_once = False  # a round's boots go out together (ROUND_AT_ONCE_PATCH)
         self._measured: dict[str, Measured] = {}
         self._builds: dict[str, BuildResult] = {}
         self._images: dict[str, str] = {}  # image sha256 -> the first commit that built it
@@ -210,6 +213,9 @@ class BisectWorkflow:
         engine: Engine
         posterior = workflow.patched(POSTERIOR_PATCH)
         revision = 2 if posterior and workflow.patched(POSTERIOR_2_PATCH) else 1
+        self._at_once = workflow.patched(ROUND_AT_ONCE_PATCH)
+        if revision == 2 and self._at_once:
+            revision = 3
         if state.job.pass_fail and state.job.flaky:  # no job before it: no marker of its own
             engine = FlakyEngine(graph, new, old, config, revision)
         elif not posterior:
@@ -237,6 +243,11 @@ class BisectWorkflow:
             await asyncio.gather(*(self._build_once(state, calls, c) for c in commits))
             if same_kernel:
                 await self._same_kernels(state, calls, engine, commits)
+            if self._at_once:  # each VM host's lock still times one guest at a time
+                gated = engine.gate is not None and engine.gate.gate == Gate.SAME
+                boots = [c for c in commits if c not in engine.search.same_as and not gated]
+                await asyncio.gather(*(self._boot(state, calls, c) for c in boots))
+                commits = []
             for c in commits:  # one at a time: two guests would disturb each other too
                 if c in engine.search.same_as or (engine.gate and engine.gate.gate == Gate.SAME):
                     continue  # its kernel is another's: that one's boots decide

@@ -129,7 +129,7 @@ class FlakyEngine(PosteriorEngine):
     def _level_bound(self, commit: str) -> bool:
         return False  # no level: a failure rate does not drift with the host's speed
 
-    def _choose(self) -> list[str]:
+    def _choose(self, count: int) -> list[str]:
         testable = self._testable()
         splitting = [c for c in testable if UNSPLIT < self.posterior.p_new(c) < 1 - UNSPLIT]
         rates = self._rates
@@ -137,7 +137,7 @@ class FlakyEngine(PosteriorEngine):
             return []
         built = self._picked | {self.new_end}
         return self.posterior.quantiles(
-            self.config.parallel,
+            count,
             splitting,
             built,
             worth=lambda q: information(q, rates.old, rates.new),

@@ -15,7 +15,7 @@ Driven like workflows.engine.Engine (wants, observe, result) and a drop-in for i
    each probe boot is judged against the level at its time: slow drift, a level shift
    and a disturbed stretch are all the trend's motion, not separate rules.
 4. The next commit is where P(new-like) crosses one half; with --parallel K, the K
-   quantiles. While "no culprit" still holds half the mass, that point is the new
+   quantiles (revision 3: K boots a round, its references among them). While "no culprit" still holds half the mass, that point is the new
    endpoint itself: the endpoints are booted in pairs, which is the old gate.
 5. The job ends when one hypothesis holds 1 - error/MARGIN of the mass: a culprit with its
    P(culprit), or "no difference"; or at the caps, "cannot decide".
@@ -66,6 +66,7 @@ class Tuning:
     new_end_built: bool  # the new endpoint is a pick that needs no build (booted in pairs)
     slope: bool | None  # the trend's steady slope: never, always, or when it fits (None)
     per_host: bool  # each VM host has its own level, fitted to the references it booted
+    full_rounds: bool = False  # with --parallel K, a round is K boots, references included
 
 
 REVISIONS = {
@@ -80,6 +81,18 @@ REVISIONS = {
     # for false culprits in 5 of 100 simulated jobs.
     2: Tuning(
         build_cost=4.0, shared_level_cancels=True, new_end_built=True, slope=True, per_host=True
+    ),
+    # round-at-once: a round's boots go out together, one to each VM host with room, so a
+    # round of K boots keeps K hosts busy in one wave: its references come out of the K
+    # (not on top: 8 probes and 3 references took two waves on 8 hosts, the second
+    # mostly idle), and the first references are K/2 blocks at once.
+    3: Tuning(
+        build_cost=4.0,
+        shared_level_cancels=True,
+        new_end_built=True,
+        slope=True,
+        per_host=True,
+        full_rounds=True,
     ),
 }
 LATEST = max(REVISIONS)
@@ -183,12 +196,16 @@ class PosteriorEngine(Engine):
             return super().wants()
         if self._answer is not None:
             return []
+        k = self.config.parallel if self.tuning.full_rounds else 1
         if min(len(self.boots[c]) for c in ends) < FIRST_PAIRS:
-            return self._reference_block()
+            return [c for _ in range(max(1, k // 2)) for c in self._reference_block()]
         self._refresh()
-        picks = self._choose()
+        probes = k - k // (REFERENCE_EVERY + 1) if k > 1 else self.config.parallel
+        picks = self._choose(probes)
         if self._settled(picks):
             return []
+        if k > 1:  # fewer commits split what is left: they boot again, in the same round
+            picks = [picks[i % len(picks)] for i in range(probes)]
         out: list[str] = []
         for pick in picks:
             if pick == self.new_end:  # the gate's question: boot the endpoints in pairs
@@ -202,8 +219,8 @@ class PosteriorEngine(Engine):
                 self._since_reference += REFERENCE_EVERY / (
                     BOUND_EVERY if bound else REFERENCE_EVERY
                 )
-        while self._since_reference >= REFERENCE_EVERY:
-            self._since_reference -= REFERENCE_EVERY
+        while self._since_reference >= REFERENCE_EVERY or len(out) < k:
+            self._since_reference -= REFERENCE_EVERY  # below 0: references ahead of time
             out.append(self._next_reference())
         return out
 
@@ -381,7 +398,8 @@ class PosteriorEngine(Engine):
             out.append(commit)
         return out
 
-    def _choose(self) -> list[str]:
+    def _choose(self, count: int) -> list[str]:
+        """Up to `count` commits to probe this round."""
         testable = self._testable()
         splitting = [c for c in testable if UNSPLIT < self.posterior.p_new(c) < 1 - UNSPLIT]
         if not splitting:
@@ -391,7 +409,7 @@ class PosteriorEngine(Engine):
         assert fit is not None, "choosing before the models"
         separation = abs(fit.step) / fit.sigma
         return self.posterior.quantiles(
-            self.config.parallel,
+            count,
             splitting,
             built,
             worth=lambda q: information(q, separation),

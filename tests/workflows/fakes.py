@@ -83,6 +83,8 @@ class Scenario:
     fail_rates: tuple[float, float] | None = None
     builds: Counter[str] = field(default_factory=Counter)
     tests: Counter[str] = field(default_factory=Counter)
+    in_flight: int = 0  # boots running now, and the most ever at once
+    most_in_flight: int = 0
 
     def value(self, commit: str) -> float:
         if self.same_endpoints:
@@ -166,7 +168,12 @@ def _image_of(s: Scenario, commit: str) -> str:
 async def run_test(req: TestRequest) -> TestResult:
     s = SCENARIOS[req.repo]
     s.tests[req.commit] += 1
-    await asyncio.sleep(s.test_delay)
+    s.in_flight += 1
+    s.most_in_flight = max(s.most_in_flight, s.in_flight)
+    try:
+        await asyncio.sleep(s.test_delay)
+    finally:
+        s.in_flight -= 1
     if req.commit in s.broken_boot:
         return TestResult(
             commit=req.commit, status="boot-failed", error="panic: x", console="/logs/console.log"

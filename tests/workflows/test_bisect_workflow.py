@@ -207,6 +207,20 @@ async def test_parallel_rounds_cut_the_range_in_parts(env: WorkflowEnvironment) 
         assert max(per_round.values()) == 3
 
 
+async def test_a_noisy_round_goes_out_at_once_to_every_vm_worker_with_room(
+    env: WorkflowEnvironment,
+) -> None:
+    # --parallel 4: each round's 4 boots (3 probes and a reference) run together, one on
+    # each VM host with room; the host lock of each host still times one at a time.
+    scenario = Scenario(graph=linear(32), culprit="c19", noise=0.05, test_delay=0.2)
+    result, s = await bisect(env.client, scenario, parallel=4)
+    assert result.culprit == "c19", result.message
+    assert s.most_in_flight == 4
+    again = dataclasses.replace(scenario, tests=Counter(), most_in_flight=0)
+    alone, s1 = await bisect(env.client, again, parallel=1)
+    assert alone.culprit == "c19" and s1.most_in_flight <= 2  # a probe and a reference
+
+
 async def test_parallel_rounds_on_merges(env: WorkflowEnvironment) -> None:
     graph = random_dag(60, merges=4, seed=11)
     for culprit in graph.order[7::19]:
