@@ -54,6 +54,7 @@ class Farm:
     vms: int
     lose_at: float = 0.0  # seconds into the job one VM host is lost (0: never)
     revision: int = LATEST  # the engine's (posterior_engine.REVISIONS)
+    ahead: bool = True  # build hosts build likely picks while the boots run
 
 
 @dataclass
@@ -104,6 +105,12 @@ def simulate(n: int, step: float, farm: Farm, seed: str) -> Run:
             boot_seconds += seconds
             boots += 1
             finished.append((commit, h))
+        if farm.ahead:  # idle build hosts build where the next picks will likely fall
+            for commit in engine.ahead(farm.vms):  # K, as the workflow asks
+                b = min(range(farm.builders), key=builders.__getitem__)
+                builders[b] = max(builders[b], now) + rng.choice(BUILD_SECONDS)
+                built[commit] = builders[b]
+                engine.built_ahead(commit)
         # the engine picks again once the round's boots are all in
         now = max(hosts[h] for _, h in finished)
         for commit, h in finished:
@@ -134,9 +141,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument(
         "--lose", type=float, default=0.0, metavar="MIN", help="lose a VM host MIN minutes in"
     )
-    p.add_argument(
-        "--revision", type=int, default=LATEST, help=f"the engine's revision ({LATEST})"
-    )
+    p.add_argument("--revision", type=int, default=LATEST, help=f"the engine's revision ({LATEST})")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes")
     args = p.parse_args(argv)
     todo = [

@@ -211,6 +211,7 @@ class BuildResult:
     seconds: float = 0.0
     cached: bool = False
     subject: str = ""  # for ranges too large to carry every subject
+    host: str = ""  # the build host (KBISECT_HOST_NAME or its hostname); "" before it said
 
 
 @dataclass

@@ -12,6 +12,7 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import functools
+import socket
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -169,6 +170,7 @@ class BuildActivities:
                 seconds=art.seconds,
                 cached=art.cached,
                 subject=subject,
+                host=self.settings.host_name or socket.gethostname(),
             )
 
         return with_heartbeats(work)

@@ -121,6 +121,8 @@ class BisectWorkflow:
         self._blocking = Blocking(self._on_blocked, self._on_clear)
         self._engine: Engine | None = None
         self._at_once = False  # a round's boots go out together (ROUND_AT_ONCE_PATCH)
+        self._building: dict[str, asyncio.Task[BuildResult]] = {}  # builds under way
+        self._ahead: list[asyncio.Task[BuildResult]] = []  # builds no round waits for yet
         self._measured: dict[str, Measured] = {}
         self._builds: dict[str, BuildResult] = {}
         self._images: dict[str, str] = {}  # image sha256 -> the first commit that built it
@@ -244,6 +246,7 @@ class BisectWorkflow:
             if same_kernel:
                 await self._same_kernels(state, calls, engine, commits)
             if self._at_once:  # each VM host's lock still times one guest at a time
+                self._build_ahead(state, calls, engine)
                 gated = engine.gate is not None and engine.gate.gate == Gate.SAME
                 boots = [c for c in commits if c not in engine.search.same_as and not gated]
                 await asyncio.gather(*(self._boot(state, calls, c) for c in boots))
@@ -256,6 +259,21 @@ class BisectWorkflow:
         self._record_decisions(state, round_)
         if self._progress.status == JobStatus.CALIBRATING:
             self._record_endpoints(state)
+
+    def _build_ahead(self, state: JobState, calls: JobActivities, engine: Engine) -> None:
+        """On a farm (builds and boots on different hosts) with --parallel K, the build
+        hosts build up to K commits the next rounds will likely pick while this round
+        boots: a round that waits for its builds is most of a farm's lost time
+        (benchmarks.farm). On one host a build would hold the guests back: none then."""
+        vm_hosts = {h for m in self._measured.values() for h in m.hosts}
+        build_hosts = {b.host for b in self._builds.values() if b.host}
+        apart = bool(vm_hosts and build_hosts) and not vm_hosts & build_hosts
+        if not apart or state.req.parallel < 2 or not isinstance(engine, PosteriorEngine):
+            return
+        self._ahead = [t for t in self._ahead if not t.done()]
+        for commit in engine.ahead(state.req.parallel - len(self._ahead)):
+            engine.built_ahead(commit)
+            self._ahead.append(asyncio.ensure_future(self._build_once(state, calls, commit)))
 
     async def _same_kernels(
         self, state: JobState, calls: JobActivities, engine: Engine, commits: list[str]
@@ -329,8 +347,14 @@ class BisectWorkflow:
             self._record(kept)
 
     async def _build_once(self, state: JobState, calls: JobActivities, commit: str) -> BuildResult:
-        """Each commit is built once per job."""
-        build = self._builds.get(commit) or await calls.build(commit, state.job.testcase)
+        """Each commit is built once per job: a second caller waits for the first's build."""
+        build = self._builds.get(commit)
+        if build is None:
+            if commit not in self._building:
+                self._building[commit] = asyncio.ensure_future(
+                    calls.build(commit, state.job.testcase)
+                )
+            build = await self._building[commit]
         if build.subject:
             state.subjects.setdefault(commit, build.subject)
         self._builds[commit] = build

@@ -15,8 +15,10 @@ Driven like workflows.engine.Engine (wants, observe, result) and a drop-in for i
    each probe boot is judged against the level at its time: slow drift, a level shift
    and a disturbed stretch are all the trend's motion, not separate rules.
 4. The next commit is where P(new-like) crosses one half; with --parallel K, the K
-   quantiles (revision 3: K boots a round, its references among them). While "no culprit" still holds half the mass, that point is the new
-   endpoint itself: the endpoints are booted in pairs, which is the old gate.
+   quantiles (revision 3: K boots a round, its references among them; on a farm the
+   build hosts build ahead where the next picks will likely fall). While "no culprit"
+   still holds half the mass, that point is the new endpoint itself: the endpoints are
+   booted in pairs, which is the old gate.
 5. The job ends when one hypothesis holds 1 - error/MARGIN of the mass: a culprit with its
    P(culprit), or "no difference"; or at the caps, "cannot decide".
 """
@@ -223,6 +225,25 @@ class PosteriorEngine(Engine):
             self._since_reference -= REFERENCE_EVERY  # below 0: references ahead of time
             out.append(self._next_reference())
         return out
+
+    def ahead(self, n: int) -> list[str]:
+        """Up to n commits worth building before any round picks them: where the next
+        rounds' picks are likely to fall (twice as fine quantiles of today's posterior),
+        not built yet. On a farm a build host would be idle meanwhile; a build a round
+        waits for is most of a farm's lost time (benchmarks.farm)."""
+        if self._exact is not False or self._answer is not None or n <= 0:
+            return []  # a counter's path, or the job is over
+        splitting = [
+            c
+            for c in self._testable()
+            if c not in self._picked and UNSPLIT < self.posterior.p_new(c) < 1 - UNSPLIT
+        ]
+        likely = self.posterior.quantiles(2 * self.config.parallel + 1, splitting)
+        return likely[:n]
+
+    def built_ahead(self, commit: str) -> None:
+        """The commit's kernel is built: a boot of it costs no build from now on."""
+        self._picked.add(commit)
 
     def _reference_block(self) -> list[str]:
         """Both endpoints, in a random order (old-new or new-old: balanced over blocks)."""

@@ -85,6 +85,10 @@ class Scenario:
     tests: Counter[str] = field(default_factory=Counter)
     in_flight: int = 0  # boots running now, and the most ever at once
     most_in_flight: int = 0
+    # A farm: builds and boots report different hosts (else one host for both, "").
+    farm: bool = False
+    build_delay: float = 0.0
+    built_while_booting: int = 0  # builds that ended while a boot of the job ran
 
     def value(self, commit: str) -> float:
         if self.same_endpoints:
@@ -139,6 +143,8 @@ async def build_kernel(req: BuildRequest) -> BuildResult:
         raise ApplicationError(
             "no space left on device in /cache: free some", type="InfraError", non_retryable=True
         )
+    await asyncio.sleep(s.build_delay)
+    s.built_while_booting += s.in_flight > 0
     if req.commit in s.broken_build:
         return BuildResult(
             commit=req.commit, ok=False, error="kernel does not build: x.c", log="/logs/build.log"
@@ -154,7 +160,12 @@ async def build_kernel(req: BuildRequest) -> BuildResult:
         image_sha256=_image_of(s, req.commit) if s.same_image else "",
     )
     return BuildResult(
-        commit=req.commit, ok=True, artifact=art, seconds=1.0, subject=f"built {req.commit}"
+        commit=req.commit,
+        ok=True,
+        artifact=art,
+        seconds=1.0,
+        subject=f"built {req.commit}",
+        host="build-1" if s.farm else "",
     )
 
 
@@ -210,6 +221,7 @@ async def run_test(req: TestRequest) -> TestResult:
         values={"avg_read_sectors": statistics.median(samples)},
         samples=samples,
         seconds=2.0,
+        host="vm-1" if s.farm else "",
     )
 
 

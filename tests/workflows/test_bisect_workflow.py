@@ -221,6 +221,26 @@ async def test_a_noisy_round_goes_out_at_once_to_every_vm_worker_with_room(
     assert alone.culprit == "c19" and s1.most_in_flight <= 2  # a probe and a reference
 
 
+async def test_on_a_farm_the_build_hosts_build_ahead_while_a_round_boots(
+    env: WorkflowEnvironment,
+) -> None:
+    # Builds on one host and boots on another: while a round boots, the build host builds
+    # where the next picks will likely fall. On one host no build runs beside a boot.
+    for farm in (True, False):
+        scenario = Scenario(
+            graph=linear(64),
+            culprit="c41",
+            noise=0.05,
+            test_delay=0.1,
+            build_delay=0.02,
+            farm=farm,
+        )
+        result, s = await bisect(env.client, scenario, parallel=4)
+        assert result.culprit == "c41", result.message
+        assert max(s.builds.values()) == 1  # a commit picked while its build runs waits
+        assert (s.built_while_booting > 0) == farm, s.built_while_booting
+
+
 async def test_parallel_rounds_on_merges(env: WorkflowEnvironment) -> None:
     graph = random_dag(60, merges=4, seed=11)
     for culprit in graph.order[7::19]:
