@@ -6,7 +6,9 @@ event simulation runs them. What makes a farm slower than M times one host is mo
   1.25x as long): the engine judges a boot against references the same host booted, so a
   host's first probes before its references are wasted;
 - builds gate boots: a commit boots once one of the N build hosts has built it (build
-  times drawn from this machine's lab builds, warm ccache: BUILD_SECONDS);
+  times drawn from this machine's lab builds, warm ccache: BUILD_SECONDS); while a round
+  boots, each build host builds ahead one commit the engine expects to pick next
+  (the workflow does so when builds and boots run on different hosts; --no-ahead: not);
 - the engine's picks are sequential: a round's boots all finish before it picks again;
 - one VM host may be lost mid-job (--lose MIN): its boot in flight is retried on another
   after the 60 s heartbeat timeout, and it takes no more.
@@ -106,7 +108,7 @@ def simulate(n: int, step: float, farm: Farm, seed: str) -> Run:
             boots += 1
             finished.append((commit, h))
         if farm.ahead:  # idle build hosts build where the next picks will likely fall
-            for commit in engine.ahead(farm.vms):  # K, as the workflow asks
+            for commit in engine.ahead(farm.builders):  # one a build host, as the workflow
                 b = min(range(farm.builders), key=builders.__getitem__)
                 builders[b] = max(builders[b], now) + rng.choice(BUILD_SECONDS)
                 built[commit] = builders[b]
@@ -122,10 +124,17 @@ def simulate(n: int, step: float, farm: Farm, seed: str) -> Run:
 
 
 def cell(
-    n: int, step: float, vms: int, builders: int, trials: int, lose: float, revision: int
+    n: int,
+    step: float,
+    vms: int,
+    builders: int,
+    trials: int,
+    lose: float,
+    revision: int,
+    ahead: bool,
 ) -> list[Run]:
     """One cell's jobs; the same seeds in every cell of a size and step."""
-    farm = Farm(builders, vms, lose * 60, revision)
+    farm = Farm(builders, vms, lose * 60, revision, ahead)
     return [simulate(n, step, farm, f"{n}-{step}-{t}") for t in range(trials)]
 
 
@@ -142,10 +151,11 @@ def main(argv: list[str] | None = None) -> None:
         "--lose", type=float, default=0.0, metavar="MIN", help="lose a VM host MIN minutes in"
     )
     p.add_argument("--revision", type=int, default=LATEST, help=f"the engine's revision ({LATEST})")
+    p.add_argument("--no-ahead", action="store_true", help="no builds ahead of the engine's picks")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes")
     args = p.parse_args(argv)
     todo = [
-        (n, s / 100, m, args.builders, args.trials, args.lose, args.revision)
+        (n, s / 100, m, args.builders, args.trials, args.lose, args.revision, not args.no_ahead)
         for n in args.sizes
         for s in args.steps
         for m in args.hosts

@@ -261,17 +261,18 @@ class BisectWorkflow:
             self._record_endpoints(state)
 
     def _build_ahead(self, state: JobState, calls: JobActivities, engine: Engine) -> None:
-        """On a farm (builds and boots on different hosts) with --parallel K, the build
-        hosts build up to K commits the next rounds will likely pick while this round
-        boots: a round that waits for its builds is most of a farm's lost time
-        (benchmarks.farm). On one host a build would hold the guests back: none then."""
+        """On a farm (builds and boots on different hosts) with --parallel K, each build
+        host builds one commit the next rounds will likely pick while this round boots: a
+        round that waits for its builds is most of a farm's lost time (benchmarks.farm).
+        More would delay the builds a round needs. On one host a build would hold the
+        guests back: none then."""
         vm_hosts = {h for m in self._measured.values() for h in m.hosts}
         build_hosts = {b.host for b in self._builds.values() if b.host}
         apart = bool(vm_hosts and build_hosts) and not vm_hosts & build_hosts
         if not apart or state.req.parallel < 2 or not isinstance(engine, PosteriorEngine):
             return
         self._ahead = [t for t in self._ahead if not t.done()]
-        for commit in engine.ahead(state.req.parallel - len(self._ahead)):
+        for commit in engine.ahead(len(build_hosts) - len(self._ahead)):
             engine.built_ahead(commit)
             self._ahead.append(asyncio.ensure_future(self._build_once(state, calls, commit)))
 
