@@ -122,7 +122,7 @@ class BisectWorkflow:
         self._engine: Engine | None = None
         self._at_once = False  # a round's boots go out together (ROUND_AT_ONCE_PATCH)
         self._building: dict[str, asyncio.Task[BuildResult]] = {}  # builds under way
-        self._ahead: list[asyncio.Task[BuildResult]] = []  # builds no round waits for yet
+        self._ahead: dict[str, asyncio.Task[BuildResult]] = {}  # builds no round asked for
         self._measured: dict[str, Measured] = {}
         self._builds: dict[str, BuildResult] = {}
         self._images: dict[str, str] = {}  # image sha256 -> the first commit that built it
@@ -256,6 +256,7 @@ class BisectWorkflow:
                     continue  # its kernel is another's: that one's boots decide
                 await self._boot(state, calls, c)
             self._progress.current = []
+        self._stop_ahead()
         self._record_decisions(state, round_)
         if self._progress.status == JobStatus.CALIBRATING:
             self._record_endpoints(state)
@@ -271,10 +272,18 @@ class BisectWorkflow:
         apart = bool(vm_hosts and build_hosts) and not vm_hosts & build_hosts
         if not apart or state.req.parallel < 2 or not isinstance(engine, PosteriorEngine):
             return
-        self._ahead = [t for t in self._ahead if not t.done()]
-        for commit in engine.ahead(len(build_hosts) - len(self._ahead)):
+        pending = sum(not t.done() for t in self._ahead.values())
+        for commit in engine.ahead(len(build_hosts) - pending):
             engine.built_ahead(commit)
-            self._ahead.append(asyncio.ensure_future(self._build_once(state, calls, commit)))
+            self._ahead[commit] = asyncio.ensure_future(self._build_once(state, calls, commit))
+
+    def _stop_ahead(self) -> None:
+        """The search is over: builds made ahead for rounds that will not come stop (a
+        build host's slot is worth more to the next job)."""
+        for commit, task in self._ahead.items():
+            if not task.done():
+                task.cancel()
+                self._building.pop(commit, None)
 
     async def _same_kernels(
         self, state: JobState, calls: JobActivities, engine: Engine, commits: list[str]
