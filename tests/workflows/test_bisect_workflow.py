@@ -235,7 +235,7 @@ async def test_on_a_farm_the_build_hosts_build_ahead_while_a_round_boots(
             build_delay=0.02,
             farm=farm,
         )
-        result, s = await bisect(env.client, scenario, parallel=4)
+        result, s = await bisect(env.client, scenario, record="farm" * farm, parallel=4)
         assert result.culprit == "c41", result.message
         assert max(s.builds.values()) == 1  # a commit picked while its build runs waits
         assert (s.built_while_booting > 0) == farm, s.built_while_booting

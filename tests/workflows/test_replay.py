@@ -25,6 +25,7 @@ from kbisect.workflows.bisect_workflow import (
     HOST_CHECK_PATCH,
     POSTERIOR_2_PATCH,
     POSTERIOR_PATCH,
+    ROUND_AT_ONCE_PATCH,
     SAME_KERNEL_PATCH,
     TRACE_PATCH,
     BisectWorkflow,
@@ -82,7 +83,8 @@ def test_histories_were_recorded() -> None:
     # (after renaming the current ones to pre-<patch>-*). They must keep replaying:
     # pre-samekernel-*: the engine before same-kernel, host-check, controls-v2 and trace;
     # pre-posterior-*: every kind of job as Engine (v2) ran it, before the posterior engine;
-    # pre-posterior2-*: the same as the posterior engine's revision 1 ran it.
+    # pre-posterior2-*: the same as the posterior engine's revision 1 ran it;
+    # pre-roundatonce-*: the same with a round's boots one after another (revision 2).
     # Every job replays the engine: the pre-engine code and its histories are gone.
     assert all(ENGINE_PATCH in _patches(p) for p in HISTORIES)
     pre_same = [p for p in HISTORIES if p.stem.startswith("pre-samekernel-")]
@@ -94,20 +96,25 @@ def test_histories_were_recorded() -> None:
     # small-step came after the v2 engine: its twin is only the revision 1 one
     assert {p.stem.removeprefix("pre-posterior-") for p in pre_posterior} == {
         p.stem for p in current
-    } - {"small-step", *PASS_FAIL}
+    } - {"small-step", "farm", *PASS_FAIL}
     assert {p.stem.removeprefix("pre-posterior2-") for p in pre_revision_2} == {
         p.stem for p in current
-    } - PASS_FAIL
+    } - {"farm", *PASS_FAIL}
     assert all(POSTERIOR_PATCH not in _patches(p) for p in pre_posterior + pre_same)
     assert all(POSTERIOR_PATCH in _patches(p) for p in pre_revision_2)
     assert all(POSTERIOR_2_PATCH not in _patches(p) for p in pre_revision_2)
+    pre_round = [p for p in HISTORIES if p.stem.startswith("pre-roundatonce-")]
+    assert {p.stem.removeprefix("pre-roundatonce-") for p in pre_round} == {
+        p.stem for p in current
+    } - {"farm"}
+    assert all(ROUND_AT_ONCE_PATCH not in _patches(p) for p in pre_round)
     # Every branch the current engine can take is in some current history.
     now = {p.stem: _patches(p) for p in current}
     assert {"linear-64", "fix-64", "merges", "skips", "engine-retest", "small-step"} <= set(now)
     assert PASS_FAIL <= set(now)
     # ... and every way a job is steered or ends: a person's mark, a resume after a block,
     # rounds of several commits, a cancel and a failure (each test says what it records).
-    assert {"mark", "resume", "parallel", "cancel", "failed"} <= set(now), sorted(now)
+    assert {"mark", "resume", "parallel", "cancel", "failed", "farm"} <= set(now), sorted(now)
     by_name = {p.stem: _history(p) for p in current}
     assert _updates(by_name["mark"]) == ["mark"]
     assert _updates(by_name["resume"]) == ["resume"]
@@ -118,7 +125,7 @@ def test_histories_were_recorded() -> None:
     assert _ended(by_name["failed"]) == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED
     assert FAILED_STATUS_PATCH in now["failed"]
     engine = {ENGINE_PATCH, SAME_KERNEL_PATCH, HOST_CHECK_PATCH, CONTROLS_V2_PATCH, POSTERIOR_PATCH}
-    engine.add(POSTERIOR_2_PATCH)
+    engine |= {POSTERIOR_2_PATCH, ROUND_AT_ONCE_PATCH}
     assert all(engine <= patches for patches in now.values()), now
     assert TRACE_PATCH in now["trace"]
     assert "classify_commits" in (HISTORIES[0].parent / "same-kernel.json").read_text()
@@ -193,6 +200,7 @@ async def test_a_job_keeps_the_engine_revision_it_started_with(
     assert isinstance(await _replay_failure("pre-posterior2-small-step"), NondeterminismError)
     monkeypatch.setitem(posterior_engine.REVISIONS, 1, revisions[1])
     monkeypatch.setitem(posterior_engine.REVISIONS, 2, revisions[1])
+    monkeypatch.setitem(posterior_engine.REVISIONS, 3, revisions[1])
     assert isinstance(await _replay_failure("small-step"), NondeterminismError)
 
 
@@ -204,3 +212,15 @@ async def test_a_changed_flaky_engine_is_caught(monkeypatch: pytest.MonkeyPatch)
     assert await _replay_failure("pass-fail-flaky") is None
     monkeypatch.setattr(flaky_engine, "RATE_FACTOR", 8.0)
     assert isinstance(await _replay_failure("pass-fail-flaky"), NondeterminismError)
+
+
+async def test_a_farm_job_that_builds_nothing_ahead_is_caught(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # farm.json's build host built likely picks while its rounds booted: without those
+    # builds the job gives other commands than it recorded.
+    from kbisect.workflows import posterior_engine
+
+    assert await _replay_failure("farm") is None
+    monkeypatch.setattr(posterior_engine.PosteriorEngine, "ahead", lambda self, n: [])
+    assert isinstance(await _replay_failure("farm"), NondeterminismError)
