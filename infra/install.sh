@@ -50,6 +50,7 @@ python=python3
 versitygw=github.com/versity/versitygw/cmd/versitygw@v1.8.0
 if [ ! -x .venv/bin/versitygw ] && command -v go >/dev/null; then
   echo "building versitygw (the tests' S3 server)"
-  GOBIN="$PWD/.venv/bin" go install "$versitygw"
+  GOBIN="$PWD/.venv/bin" go install "$versitygw" ||
+    echo "versitygw did not build: kbisect works, the S3 test will fail until it does" >&2
 fi
 echo "kbisect installed: .venv/bin/kbisect"
