@@ -72,6 +72,7 @@ POSTERIOR_2_PATCH = "posterior-engine-2"  # its revision 2 (posterior_engine.REV
 # the level's shared error cancels, the new endpoint needs no build, a build costs 4 boots
 ROUND_AT_ONCE_PATCH = "round-at-once"  # a round's boots go out together, one to each VM
 # host with room (each host's lock still times one guest at a time); the engine's revision 3
+BOOT_MEAN_PATCH = "boot-mean"  # revision 4: a boot scores its repetitions' clipped mean
 
 SA_TESTCASE = SearchAttributeKey.for_keyword(SA_TESTCASE_NAME)
 SA_STATUS = SearchAttributeKey.for_keyword(SA_STATUS_NAME)
@@ -217,7 +218,7 @@ class BisectWorkflow:
         revision = 2 if posterior and workflow.patched(POSTERIOR_2_PATCH) else 1
         self._at_once = workflow.patched(ROUND_AT_ONCE_PATCH)
         if revision == 2 and self._at_once:
-            revision = 3
+            revision = 4 if workflow.patched(BOOT_MEAN_PATCH) else 3
         if state.job.pass_fail and state.job.flaky:  # no job before it: no marker of its own
             engine = FlakyEngine(graph, new, old, config, revision)
         elif not posterior:
@@ -531,6 +532,7 @@ class BisectWorkflow:
     ) -> Verification:
         """Boots of the verification kernel until the engine's test decides, or its cap."""
         raw: list[float] = []
+        scores: list[float] = []
         decision = None
         while decision is None:
             build, test = await self._built_and_tested(state, calls, commit)
@@ -539,8 +541,10 @@ class BisectWorkflow:
                 v.message = f"{where}, it does not build or run: {why}"
                 return v
             v.values = test.values
-            raw.append(engine_report.boot_value(test.samples_of(state.job.primary)))
-            decision = engine.judge(engine.level_adjusted(engine_report.score_of(raw, engine.log)))
+            samples = test.samples_of(state.job.primary)
+            raw.append(engine_report.boot_value(samples))
+            scores.append(engine.boot_score(samples))
+            decision = engine.judge(engine.level_adjusted(scores))
         v = engine_report.verification_of(v, engine, raw, decision, engine.log)
         if state.job.pass_fail and not state.job.flaky and v.status != VerificationStatus.CONFIRMED:
             v.message += "; if the failure comes and goes, bisect again with --flaky"

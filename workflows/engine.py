@@ -379,6 +379,10 @@ class Engine:
                 (new if d.state == State.NEW else old).append(self.scores(commit))
         return Model.fit(old, new)
 
+    def boot_score(self, samples: list[float]) -> float:
+        """One boot's score on the job's scale, as the engine scores its own boots."""
+        return score(Boot(samples), self.log)
+
     def scores(self, commit: str) -> list[float]:
         """Each boot's score, taken back to the job's first level when the host shifted."""
         boots, times = self.boots.get(commit, []), self.times.get(commit, [])
