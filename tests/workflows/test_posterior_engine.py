@@ -1,5 +1,6 @@
 """The posterior engine (v3) driven by simulated boots: the truth stays in the test."""
 
+import functools
 import math
 import random
 import statistics
@@ -211,3 +212,20 @@ def test_a_boot_on_a_host_without_references_tells_nothing() -> None:
     engine._refresh()
     assert engine.posterior.p_new("c12") < 0.01  # still old: host c's level is unknown
     assert not engine._level_bound("c12")  # its boots on host c weigh nothing (a KeyError once)
+
+
+def test_revision_4_s_boot_means_take_fewer_boots_than_medians() -> None:
+    # The same seeded noisy jobs (10% step, CV 15%) with a boot scored by its repetitions'
+    # median (revision 3) and by their clipped mean (revision 4): both name every culprit,
+    # the mean with fewer boots in all.
+    def boots(revision: int) -> int:
+        kind = functools.partial(PosteriorEngine, revision=revision)
+        total = 0
+        for s in range(4):
+            res = run(64, step_at(12 + 7 * s, 0.1), cv=0.15, seed=s, kind=kind)[0]  # type: ignore[arg-type]
+            assert res.culprit == f"c{12 + 7 * s}", (revision, s)
+            total += res.boots
+        return total
+
+    median, mean = boots(3), boots(4)
+    assert mean < 0.92 * median, (mean, median)
