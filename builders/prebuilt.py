@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from kbisect.builders import artifact_cache
 from kbisect.errors import InfraError, UserError
 from kbisect.model import Artifact
 from kbisect.settings import Settings
@@ -201,6 +202,38 @@ def from_image(image: Path, modules: Path | None) -> Prebuilt:
     config = image.with_name(f"config-{release}") if release else None
     art = _artifact(image.name, release or "local", image, config, str(modules or ""), True, began)
     return Prebuilt(image.name, release or "local", art)
+
+
+def as_cache_entry(art: Artifact) -> Artifact:
+    """A prebuilt kernel copied into an artifact cache entry, like a build's, so a store
+    can carry it to VM hosts that have neither the package nor the user's file (their
+    fetch checks each file's sha256). Once per kernel: a whole entry is reused."""
+    found = artifact_cache.lookup(art.tree, art.config_hash, art.commit)
+    if found is not None:
+        return found
+    adir = artifact_cache.entry_dir(art.tree, art.config_hash)
+    image = Path(art.kernel)
+    config = Path(art.config) if art.config else None
+    entry = Artifact(
+        commit=art.commit,
+        tree=art.tree,
+        config_hash=art.config_hash,
+        kernel=artifact_cache.keep(image, adir, "bzImage"),
+        config=artifact_cache.keep(config, adir, "config")
+        if config is not None
+        else artifact_cache.keep_text(
+            f"# {image.name}: prebuilt, no config came with it\n", adir, "config"
+        ),
+        build_log=artifact_cache.keep_text(f"prebuilt: {image}\n", adir, artifact_cache.BUILD_LOG),
+        cached=art.cached,
+        seconds=art.seconds,
+        image_sha256=art.image_sha256,
+        modules=artifact_cache.keep_tree(Path(art.modules), adir, artifact_cache.MODULES)
+        if art.modules
+        else "",
+    )
+    artifact_cache.store(adir, entry)
+    return entry
 
 
 def resolve(

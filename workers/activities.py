@@ -22,7 +22,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from kbisect.backends import Builder, Machine
-from kbisect.builders import artifact_cache, artifact_store, kconfig
+from kbisect.builders import artifact_cache, artifact_store, kconfig, prebuilt
 from kbisect.builders.sources import inert_commits, read_sources
 from kbisect.builders.verify_commit import make_verify_commit
 from kbisect.contract import (
@@ -158,6 +158,8 @@ class BuildActivities:
             activity.logger.info(
                 "build %s: done in %.0f s%s", req.commit[:12], art.seconds, " (cached)" * art.cached
             )
+            if self.store is not None and art.config_hash.startswith(prebuilt.PREBUILT_TAG):
+                art = prebuilt.as_cache_entry(art)  # VM hosts lack the package or file
             if self.store is not None and self.store.publish(art):
                 activity.logger.info(
                     "build %s: put in the store %s", req.commit[:12], self.store.url

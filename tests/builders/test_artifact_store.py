@@ -5,21 +5,36 @@ store, a real WebDAV one (nginx's dav module on 127.0.0.1) and a real S3 one (ve
 import hashlib
 import json
 import os
-from collections.abc import Iterator
+import shutil
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from temporalio.testing import ActivityEnvironment
 
 from benchmarks import nginx
-from kbisect.builders import artifact_cache
+from kbisect.builders import artifact_cache, kernel_list
 from kbisect.builders.artifact_store import LISTING, ArtifactStore
+from kbisect.contract import BuildRequest
 from kbisect.errors import InfraError
-from kbisect.model import Artifact
+from kbisect.model import Artifact, BuildSpec
+from kbisect.settings import Settings
+from kbisect.workers.activities import BuildActivities, VmActivities
+from tests.builders.test_prebuilt import make_deb
 from tests.s3_gateway import s3_gateway
 
 TREE, CFG = "b" * 40, "d" * 64
 IMAGE = b"\x7fkernel image " * 1000
+
+
+class _NoCompiler:
+    """A kernel list never compiles: the test fails if the builder is asked to."""
+
+    def build(
+        self, repo: Path, commit: str, spec: BuildSpec, progress: Callable[[str], None]
+    ) -> Artifact:
+        raise AssertionError(f"compiled {commit}")
 
 
 def _built(cache: Path, monkeypatch: pytest.MonkeyPatch) -> Artifact:
@@ -159,3 +174,34 @@ def test_a_kernel_goes_through_an_s3_store(tmp_path: Path, monkeypatch: pytest.M
         monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
         with pytest.raises(InfraError, match="cannot read"):  # S3 checks the signature
             ArtifactStore("s3://kernels/farm").fetch(replace(here, tree="c" * 40))
+
+
+def test_a_kernel_list_s_prebuilt_kernel_goes_through_the_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # bisect --kernels on a farm: the build host resolves the .deb, and the VM host, which
+    # has neither the package nor its unpacked files, boots it from the store.
+    store = f"file://{tmp_path / 'store'}"
+    monkeypatch.setenv("KBISECT_STORE", store)
+    monkeypatch.setenv("KBISECT_CACHE", str(tmp_path / "build-host"))
+    s = Settings.from_env()
+    debs = [str(make_deb(tmp_path, f"6.1.0-{n}-cloud-amd64")) for n in (47, 50)]
+    kl = kernel_list.make(debs, s)
+    builds = BuildActivities(s, kernel_list.KernelListBuilder(_NoCompiler(), s))
+    req = BuildRequest(repo=str(kl.repo), commit=kl.last, testcase="nvme-snapshot-read")
+    built = ActivityEnvironment().run(builds.build_kernel, req)
+    assert built.ok and built.artifact is not None
+    art = built.artifact
+    assert art.kernel.startswith(str(artifact_cache.entry_dir(art.tree, art.config_hash)))
+    for spec in debs:  # the package and its unpacked files stay on the build host
+        Path(spec).unlink()
+    shutil.rmtree(tmp_path / "build-host")
+    monkeypatch.setenv("KBISECT_CACHE", str(tmp_path / "vm-host"))
+    here = VmActivities(Settings.from_env(), machine=None)._here(art)  # type: ignore[arg-type]
+    assert here.kernel.startswith(str(tmp_path / "vm-host"))
+    assert Path(here.kernel).read_bytes() == b"kernel 6.1.0-50-cloud-amd64"
+    assert (
+        Path(here.modules) / "kernel" / "drivers" / "md" / "dm-mod.ko"
+    ).read_bytes() == b"\x7fELF"
+    assert Path(here.config).read_text() == "CONFIG_BLK_DEV_NVME=y\n"
+    artifact_cache.check_before_boot(here)
