@@ -6,6 +6,7 @@ A process builds `Settings.from_env()` at start and passes it down; nothing else
 
 import os
 import re
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -101,6 +102,12 @@ class Settings:
     # The VM host's name in results and reports, and whose references a boot is judged
     # against ("": the machine's hostname; set it for several VM workers on one machine)
     host_name: str = ""
+
+    @property
+    def this_host(self) -> str:
+        """This worker's host name in results: host_name, else the machine's hostname
+        (a libvirt VM host names its URI's host instead: infra.machines)."""
+        return self.host_name or socket.gethostname()
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":

@@ -12,7 +12,6 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import functools
-import socket
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -172,7 +171,7 @@ class BuildActivities:
                 seconds=art.seconds,
                 cached=art.cached,
                 subject=subject,
-                host=self.settings.host_name or socket.gethostname(),
+                host=self.settings.this_host,
             )
 
         return with_heartbeats(work)

@@ -7,7 +7,6 @@ bug in how the bot uses nio cannot hide in the test's use of it.
 """
 
 import json
-import socket
 import subprocess
 import time
 import urllib.error
@@ -17,6 +16,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from benchmarks.nginx import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 SYNAPSE_VENV = REPO / ".venv-synapse"
@@ -62,12 +63,6 @@ rc_invites:
   per_room: {limit}
   per_user: {limit}
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _call(url: str, method: str, body: object | None, token: str | None) -> Any:

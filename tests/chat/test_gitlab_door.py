@@ -21,6 +21,7 @@ import pytest_asyncio
 import responses
 from aiohttp import web
 
+from benchmarks.nginx import free_port
 from kbisect.builders.verify_commit import make_verify_commit
 from kbisect.contract import BisectRequest, BisectResult, Progress, Step, Verification
 from kbisect.doors.gitlab import FollowedJob, GitLabConfig, GitLabDoor, Target, commands_in
@@ -28,7 +29,6 @@ from kbisect.errors import UserError
 from kbisect.infra.git import Git
 from kbisect.settings import Settings
 from tests.chat.hanging_git import HangingGitServer, hanging_tree
-from tests.chat.homeserver import free_port
 from tests.conftest import git, tree_lab
 
 GITLAB = "https://gitlab.example.com"

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.nginx import free_port
 from kbisect.infra import temporal_server
 from tests.chat.bot_process import KBISECT, bot_posts, members, reply_to, start_bot, wait_for
-from tests.chat.homeserver import Synapse, free_port
+from tests.chat.homeserver import Synapse
 
 
 @pytest.fixture(scope="module")

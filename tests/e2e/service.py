@@ -56,8 +56,8 @@ def bisect_on_own_service(
     test's own, both stopped afterwards."""
     import uuid
 
+    from benchmarks.nginx import free_port
     from kbisect.infra import temporal_server
-    from tests.chat.homeserver import free_port
 
     port, ui_port = free_port(), free_port()
     server = temporal_server.start(port=port, ui_port=ui_port, db=tmp_path / "t.db")

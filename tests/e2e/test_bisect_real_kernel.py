@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
+from benchmarks.nginx import free_port
 from kbisect import settings
 from kbisect.builders.worktree import repo_key
 from kbisect.infra import temporal_server
-from tests.chat.homeserver import free_port
 from tests.e2e.service import watch_job
 
 pytestmark = pytest.mark.e2e

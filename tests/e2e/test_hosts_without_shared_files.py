@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from benchmarks import nginx
+from benchmarks.nginx import free_port
 from kbisect.infra import temporal_server
-from tests.chat.homeserver import free_port
 from tests.e2e.service import watch_job
 
 pytestmark = pytest.mark.e2e

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.nginx import free_port
 from kbisect.infra import temporal_server
 from tests.chat.bot_process import KBISECT, bot_posts, in_thread, reply_to, start_bot, wait_for
-from tests.chat.homeserver import Synapse, free_port
+from tests.chat.homeserver import Synapse
 from tests.e2e.service import service_env, start_worker
 
 pytestmark = pytest.mark.e2e

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.nginx import free_port
 from kbisect.infra import guest_modules, temporal_server
 from kbisect.main import main
 from kbisect.settings import Settings
-from tests.chat.homeserver import free_port
 from tests.e2e.service import KBISECT, service_env, start_worker, try_lab
 
 pytestmark = pytest.mark.e2e

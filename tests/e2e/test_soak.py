@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 
+from benchmarks.nginx import free_port
 from kbisect.contract import BisectRequest, BisectResult
 from kbisect.infra import temporal_server
 from kbisect.workflows.bisect_workflow import BisectWorkflow
-from tests.chat.homeserver import free_port
 from tests.e2e.soak_worker import truth
 
 pytestmark = pytest.mark.e2e

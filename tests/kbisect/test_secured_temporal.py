@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.nginx import free_port
 from kbisect.infra.lab import LabOptions, create_lab
 from kbisect.infra.temporal_server import listening, server_argv
-from tests.chat.homeserver import free_port
 from tests.tls_front import Certs, make_certs, secured_env, tls_front
 
 

@@ -14,9 +14,9 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
+from benchmarks.nginx import free_port
 from kbisect.infra.processes import process_tree
 from kbisect.infra.temporal_server import listening
-from tests.chat.homeserver import free_port
 from tests.kbisect.test_up_down import _listening, _start_up
 
 # The Fetch standard's "bad ports": no browser connects to them, for any page.

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.nginx import free_port
 from kbisect.builders.trees import Trees
 from kbisect.contract import BisectRequest
 from kbisect.errors import UserError
@@ -15,7 +16,6 @@ from kbisect.infra.git import Git
 from kbisect.jobs.request import JobOptions, checked_request
 from kbisect.settings import Settings
 from kbisect.workers.validation import validate
-from tests.chat.homeserver import free_port
 from tests.conftest import git
 
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.nginx import free_port
 from kbisect.infra.processes import process_tree, start_time
 from kbisect.infra.temporal_server import listening
-from tests.chat.homeserver import free_port
 
 
 def _start_up(
