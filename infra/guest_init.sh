@@ -106,7 +106,12 @@ if [ -e /kbisect/host-root ]; then
 else
 	kb_emit "{\"event\":\"started\",\"uptime\":$(kb_now)}"
 	cd /tmp
-	sh -e -c ". /kbisect/lib.sh; . /kbisect/testcase.sh"
+	if [ -e /kbisect/trace ]; then  # blktrace from the initramfs, into debugfs
+		mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null || true
+		sh -c ". /kbisect/lib.sh; kb_trace_run"
+	else
+		sh -e -c ". /kbisect/lib.sh; . /kbisect/testcase.sh"
+	fi
 	status=$?
 fi
 echo "kbisect: testcase exited with $status"

@@ -1,7 +1,10 @@
 """A traced boot: the testcase once under blktrace, its traces and their summaries kept.
 
 A boot of its own, after the scored ones: a script sets its disks up once a boot, and the
-tracer slows I/O down, so these figures are never scored. The guest writes a tar of the
+tracer slows I/O down, so these figures are never scored. blktrace, blkparse and btt run
+from the host's root filesystem for a host-userland testcase, and from the initramfs
+(with their libraries) for the others; the kernel needs CONFIG_BLK_DEV_IO_TRACE, which
+host-userland kernels and the testcases that want tracing have in their fragment. The guest writes a tar of the
 trace folder onto an extra disk; it is unpacked into the run folder (`trace/`), where the
 binary traces stay for blkparse and btt by hand.
 """
@@ -43,11 +46,8 @@ class Diagnostics:
 
 
 def check_traceable(manifest: Manifest) -> None:
-    if manifest.userland != "host":
-        raise UserError(
-            f"testcase {manifest.name} runs on the initramfs userland; tracing needs "
-            'userland = "host" in its manifest (blktrace runs from the host)'
-        )
+    """The testcase has disks and this host has the tracer: on the host userland the
+    guest runs it from there, on the initramfs it goes into the image (trace_tools)."""
     if not manifest.disks:
         raise UserError(f"testcase {manifest.name} has no disks to trace")
     for tool in TRACE_TOOLS:
@@ -63,11 +63,12 @@ def trace_testcase(
 ) -> Diagnostics:
     check_traceable(manifest)
     prof = profile(profile_name or manifest.profile)
+    host_root = manifest.userland == "host"
     image = build_image(
-        manifest.tools,
+        manifest.tools if host_root else [*manifest.tools, *TRACE_TOOLS],
         manifest.script,
         {**manifest.params, "KB_REPETITIONS": "1", "KB_NDISKS": str(len(manifest.disks) + 1)},
-        host_root=True,
+        host_root=host_root,
         extra=manifest.files,
         trace=True,
         modules=guest_modules(manifest, artifact),

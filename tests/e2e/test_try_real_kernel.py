@@ -76,3 +76,25 @@ def test_broken_build_and_broken_boot_are_told_apart(
     assert code == 4, err  # BootError
     assert "panic" in err and "console.log" in err
     assert time.monotonic() - start < 600
+
+
+def test_a_traced_boot_of_the_seed_s_testcase_shows_the_culprit_s_small_requests(
+    real_lab: tuple[Path, dict[str, object]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # blktrace from the initramfs: what the seed's engineer ran by hand, on the origin
+    # disk under the snapshot, for the culprit's parent and the culprit.
+    lab, truth = real_lab
+    culprit = str(truth["culprit"])
+    disks = {}
+    for rev in (f"{culprit}~1", culprit):
+        code, result, err = try_lab(lab, rev, capsys, "--trace")
+        assert code == 0, err
+        disk = result["diagnostics"]["disks"]["origin"]  # type: ignore[index]
+        assert disk["latencies"]["q2c"]["avg_ms"] >= disk["latencies"]["d2c"]["avg_ms"] > 0
+        assert sum(disk["sectors"].values()) == disk["requests"] > 0
+        disks[rev] = disk
+    good, bad = disks[f"{culprit}~1"], disks[culprit]
+    # the culprit's reads reach the device in 8-sector requests, its parent's merged
+    assert bad["sectors"].get("8", 0) > 0.9 * bad["requests"]
+    assert good["avg_request_sectors"] >= 256
+    assert bad["requests"] > 16 * good["requests"]

@@ -32,12 +32,12 @@ def test_unknown_revision(
     assert not (cache / "artifacts").exists()
 
 
-def test_trace_needs_the_host_userland_and_is_refused_before_a_build(
+def test_trace_needs_disks_and_is_refused_before_a_build(
     lab: Path, cache: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = main(["try", "--repo", str(lab), "HEAD", "--testcase", "nvme-snapshot-read", "--trace"])
+    code = main(["try", "--repo", str(lab), "HEAD", "--testcase", "sched-pipe", "--trace"])
     assert code == 2
-    assert "runs on the initramfs userland" in _error_line(capsys)
+    assert "has no disks to trace" in _error_line(capsys)
     assert not (cache / "artifacts").exists()
 
 
