@@ -89,29 +89,6 @@ def robust_mean(values: Sequence[float]) -> float:
     return statistics.fmean(trimmed(values))
 
 
-HUBER_K = 1.345  # in spreads: 95% of the mean's efficiency on normal noise
-
-
-def huber_mean(values: Sequence[float], scale: float | None = None) -> float:
-    """Huber's M-estimate of location: values further than HUBER_K spreads from it count
-    as if they were that far, so a wild one moves it little, while normal noise keeps 95%
-    of the mean's efficiency (a 20% trimmed mean keeps 83%). `scale`: the spread if
-    known, else 1.4826 times the median absolute deviation."""
-    if len(values) < 3:
-        return statistics.fmean(values)
-    mu = statistics.median(values)
-    s = scale if scale is not None else 1.4826 * statistics.median(abs(v - mu) for v in values)
-    if s <= 0:
-        return statistics.fmean(values)
-    reach = HUBER_K * s
-    for _ in range(50):
-        new = statistics.fmean(mu + max(-reach, min(reach, v - mu)) for v in values)
-        if abs(new - mu) <= 1e-9 * s:
-            return new
-        mu = new
-    return mu
-
-
 def winsorized_ss(values: Sequence[float], fraction: float = 0.2) -> float:
     """Sum of squared deviations after winsorizing `fraction` at each end."""
     s = sorted(values)
