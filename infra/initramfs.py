@@ -149,8 +149,8 @@ def build_image(
     """The cached initramfs for these tools, this testcase script and its parameters;
     `host_root`: the guest runs the script on the host's root filesystem; `extra`: the
     testcase's other files, in /kbisect/; `trace`: the boot runs the script once under
-    blktrace (from the host root, or the initramfs when the tools are in `tools`); `modules`: kernel modules (name -> file) init loads first,
-    in this order."""
+    blktrace (from the host root, or from the initramfs when the tools are in `tools`);
+    `modules`: kernel modules (name -> file) init loads first, in this order."""
     params_sh = "".join(
         f"export {k}='{_shell_quote_free(v)}'\n" for k, v in sorted(params.items())
     ).encode()
