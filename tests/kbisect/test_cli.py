@@ -194,7 +194,7 @@ def no_service(monkeypatch: pytest.MonkeyPatch) -> None:
         (["--repetitions", "0"], "--repetitions"),
         (["--repetitions", "1000"], "--repetitions"),
         (["--parallel", "0"], "--parallel"),
-        (["--trace"], 'tracing needs userland = "host"'),
+        (["--testcase", "sched-pipe", "--trace"], "has no disks to trace"),
         (["--good", "lab-bad"], "the same commit"),
         (["--bad", "lab-bad^{commit}", "--good", "lab-bad"], "the same commit"),
     ],
