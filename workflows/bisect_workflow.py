@@ -545,7 +545,7 @@ class BisectWorkflow:
             raw.append(engine_report.boot_value(samples))
             scores.append(engine.boot_score(samples))
             decision = engine.judge(engine.level_adjusted(scores))
-        v = engine_report.verification_of(v, engine, raw, decision, engine.log)
+        v = engine_report.verification_of(v, engine, raw, scores, decision)
         if state.job.pass_fail and not state.job.flaky and v.status != VerificationStatus.CONFIRMED:
             v.message += "; if the failure comes and goes, bisect again with --flaky"
         return v

@@ -4,7 +4,6 @@ Pure: the workflow passes what it measured (raw per-boot values, the last test's
 metrics) and the engine; these shape it into contract types.
 """
 
-import math
 import statistics
 from dataclasses import dataclass, field, replace
 
@@ -175,14 +174,15 @@ def pass_fail_effect(engine: Engine, measured: dict[str, Measured]) -> str:
 
 
 def verification_of(
-    base: Verification, engine: Engine, raw: list[float], d: Decision | None, log: bool
+    base: Verification, engine: Engine, raw: list[float], scores: list[float], d: Decision | None
 ) -> Verification:
     """The culprit reverted on new must behave like old (regression); applied to old,
-    like new (fix). A lean short of the test's threshold is inconclusive."""
+    like new (fix). A lean short of the test's threshold is inconclusive. `raw`: each
+    boot's value, `scores`: the same boots as the engine scored them."""
     revert = base.kind == "revert"
     where = "reverted on the new endpoint" if revert else "applied to the old endpoint"
     value = statistics.median(raw)
-    position = engine.model().position(statistics.fmean(score_of(raw, log)))
+    position = engine.model().position(statistics.fmean(scores))
     done = replace(base, value=value, position=position, boots=len(raw))
     if d is None or d.state == State.SKIP:
         done.message = f"{where}, it stays between the endpoints after {len(raw)} boots"
@@ -196,8 +196,3 @@ def verification_of(
         f"{where}, it behaves like the {side} endpoint ({boots(len(raw))}, {d.confidence:.1%} sure)"
     )
     return done
-
-
-def score_of(raw: list[float], log: bool) -> list[float]:
-    """Per-boot values (each boot's median) on the engine's scale."""
-    return [math.log(v) if log else v for v in raw]
