@@ -19,7 +19,9 @@ TEST = "run_testcase"
 TRACE = "trace_testcase"
 PREPARE_VERIFY = "prepare_verify"
 CLASSIFY = "classify_commits"
+VALIDATE_SWEEP = "validate_sweep"
 WORKFLOW = "BisectWorkflow"
+SWEEP_WORKFLOW = "SweepWorkflow"
 
 
 class QueueKind(StrEnum):
@@ -36,6 +38,7 @@ ACTIVITY_QUEUE: dict[str, QueueKind] = {
     BUILD: QueueKind.BUILD,
     PREPARE_VERIFY: QueueKind.BUILD,
     CLASSIFY: QueueKind.BUILD,
+    VALIDATE_SWEEP: QueueKind.BUILD,
     TEST: QueueKind.VM,
     TRACE: QueueKind.VM,
 }
@@ -58,6 +61,10 @@ MAX_COMMIT_BOOTS = 120  # a commit's boots before its verdict is left undecided
 # 1% -> 10% change, 66 of 100 simulated jobs named the culprit within the plain caps, 50
 # of 50 within four times them; benchmarks.pass_fail), and it is seconds, not a timing.
 FLAKY_BOOTS_FACTOR = 4
+# A sweep's boots per kernel and testcase: the gate reads them at 3, 6 and 12, so 12 is
+# its last look; a 25% step under 15% noise is "changed" by 6.
+DEFAULT_SWEEP_BOOTS = 12
+MAX_SWEEP_KERNELS = 50  # a series longer than this is a bisection, or a typo
 
 # Search attributes the workflow keeps up to date (Keyword each).
 SA_TESTCASE_NAME = "KbisectTestcase"
@@ -400,3 +407,103 @@ class TraceResult:
 class MarkRequest:
     commit: str  # a full hash, resolved by the client
     verdict: str  # good / bad / skip
+
+
+# --- sweeps: a series of kernels measured side by side ----------------------------------
+class PairWord(StrEnum):
+    """A sweep's verdict on one neighbouring pair."""
+
+    CHANGED = "changed"
+    SAME = "same"
+    CANNOT_TELL = "cannot tell"
+
+
+@dataclass
+class SweepRequest:
+    repo: str  # a git repository, or a kernel list's (`--kernels`)
+    kernels: list[str]  # full hashes, oldest first; the same one may come twice (A/A)
+    testcases: list[str]
+    names: list[str] = field(default_factory=list)  # each kernel as the user named it
+    metric: str | None = None  # every testcase's metric (default: each one's primary)
+    profile: str | None = None
+    boots: int = DEFAULT_SWEEP_BOOTS  # per kernel and testcase, at most
+    min_effect: float = DEFAULT_MIN_EFFECT
+    search_attributes: bool = True
+    build_queue: str = DEFAULT_QUEUE[QueueKind.BUILD]
+    vm_queue: str = DEFAULT_QUEUE[QueueKind.VM]
+
+
+@dataclass
+class SweepTestcase:
+    """A sweep's testcase, resolved once by an activity."""
+
+    name: str
+    metric: str
+    unit: str
+    better: str  # "higher" or "lower"
+    profile: str
+    repetitions: int
+    test_timeout: float
+
+
+@dataclass
+class SweepJob:
+    kernels: list[str]  # full hashes, as the request's
+    subjects: list[str]  # each kernel's subject (a kernel list's: the kernel's name)
+    testcases: list[SweepTestcase]
+
+
+@dataclass
+class SweepBoot:
+    """One boot of a sweep, in the order they ran."""
+
+    testcase: str
+    kernel: int  # index into the series
+    value: float | None  # the mean of its repetitions (None: the boot or testcase failed)
+    samples: list[float] = field(default_factory=list)  # each repetition's
+    host: str = ""
+    error: str = ""
+
+
+@dataclass
+class SweepPair:
+    testcase: str
+    metric: str
+    unit: str
+    old: int  # indices into the series: old is new - 1
+    new: int
+    verdict: str  # PairWord
+    direction: str = ""  # "worse" or "better" when changed
+    effect: float | None = None  # new vs old as a fraction of old, with its 95% interval
+    low: float | None = None
+    high: float | None = None
+    # No change larger than this fits the boots at 95%: the least effect this pair
+    # would have shown.
+    bound: float | None = None
+    boots_old: int = 0
+    boots_new: int = 0
+    message: str = ""
+
+
+@dataclass
+class SweepProgress:
+    status: str  # validating, building, measuring, done
+    kernels: list[str] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)
+    testcases: list[str] = field(default_factory=list)
+    boots: list[SweepBoot] = field(default_factory=list)
+    planned: int = 0  # boots the budget allows; a sweep stops sooner once all is decided
+    message: str = ""
+
+
+@dataclass
+class SweepResult:
+    repo: str
+    kernels: list[str]
+    names: list[str]
+    subjects: list[str]
+    testcases: list[SweepTestcase]
+    pairs: list[SweepPair]
+    boots: list[SweepBoot]
+    budget: int  # boots per kernel and testcase, at most
+    message: str = ""

@@ -31,12 +31,15 @@ from kbisect.contract import (
     TEST,
     TRACE,
     VALIDATE,
+    VALIDATE_SWEEP,
     BisectRequest,
     BuildRequest,
     BuildResult,
     ClassifyRequest,
     ClassifyResult,
     ErrorType,
+    SweepJob,
+    SweepRequest,
     TestRequest,
     TestResult,
     TestStatus,
@@ -53,7 +56,7 @@ from kbisect.settings import Settings
 from kbisect.testcases import manifest as manifests
 from kbisect.testcases.runner import build_spec, run_testcase
 from kbisect.testcases.trace_run import trace_testcase
-from kbisect.workers.validation import validate
+from kbisect.workers.validation import validate, validate_sweep
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -132,6 +135,17 @@ class BuildActivities:
             len(job.order),
             ",".join(o[:12] for o in job.old),
             job.new[:12],
+        )
+        return job
+
+    @activity.defn(name=VALIDATE_SWEEP)
+    @typed_failures
+    def validate_sweep(self, req: SweepRequest) -> SweepJob:
+        job = validate_sweep(req)
+        activity.logger.info(
+            "sweep validated: %d kernels, testcases %s",
+            len(job.kernels),
+            ",".join(t.name for t in job.testcases),
         )
         return job
 

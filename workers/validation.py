@@ -8,7 +8,15 @@ from pathlib import Path
 
 from kbisect.builders.kconfig import stored_config
 from kbisect.builders.trees import fetch_repo
-from kbisect.contract import BisectRequest, Mode, ValidatedJob
+from kbisect.contract import (
+    MAX_SWEEP_KERNELS,
+    BisectRequest,
+    Mode,
+    SweepJob,
+    SweepRequest,
+    SweepTestcase,
+    ValidatedJob,
+)
 from kbisect.errors import UserError
 from kbisect.infra.git import Git
 from kbisect.testcases import manifest as manifests
@@ -56,6 +64,40 @@ def validate(req: BisectRequest) -> ValidatedJob:
         signature=manifests.job_signature(manifest, req.signature),
         flaky=manifests.job_flaky(manifest, req.flaky),
     )
+
+
+def validate_sweep(req: SweepRequest) -> SweepJob:
+    """A sweep's kernels (full hashes, as given) and each testcase's metric and timing."""
+    git = Git(Path(req.repo))
+    git.check_repo()
+    if not 2 <= len(req.kernels) <= MAX_SWEEP_KERNELS:
+        raise UserError(f"a sweep takes 2 to {MAX_SWEEP_KERNELS} kernels, oldest first")
+    kernels = [git.resolve(k) for k in req.kernels]
+    testcases = []
+    for name in req.testcases:
+        manifest = manifests.load(name)
+        if manifest.pass_fail:
+            raise UserError(
+                f"{manifest.name} passes or fails: a sweep compares scores; find where it "
+                "began to fail with 'kbisect bisect'"
+            )
+        primary = check_tuning(manifest, req.metric, req.min_effect, req.boots, False)
+        repetitions = manifest.repetitions_for(primary)
+        testcases.append(
+            SweepTestcase(
+                name=manifest.name,
+                metric=primary,
+                unit=manifest.metrics[primary].unit,
+                better=manifest.metrics[primary].better.value,
+                profile=profile(req.profile or manifest.profile).name,
+                repetitions=repetitions,
+                test_timeout=manifest.timeout_for(repetitions),
+            )
+        )
+    if not testcases:
+        raise UserError("give at least one --testcase")
+    subjects = [git.commit_info(k).subject for k in kernels]
+    return SweepJob(kernels=kernels, subjects=subjects, testcases=testcases)
 
 
 def _endpoints(git: Git, req: BisectRequest) -> tuple[list[str], str]:

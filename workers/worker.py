@@ -21,6 +21,7 @@ from kbisect.infra.machines import make_machine
 from kbisect.settings import Queues, Settings
 from kbisect.workers.activities import BuildActivities, VmActivities
 from kbisect.workflows.bisect_workflow import BisectWorkflow, sandbox_runner
+from kbisect.workflows.sweep_workflow import SweepWorkflow
 
 # On shutdown, running builds and boots get this long; then Temporal retries them elsewhere.
 SHUTDOWN_GRACE = timedelta(seconds=5)
@@ -51,7 +52,7 @@ def make_workers(
             Worker(
                 client,
                 task_queue=queues.control,
-                workflows=[BisectWorkflow],
+                workflows=[BisectWorkflow, SweepWorkflow],
                 workflow_runner=sandbox_runner(),
             )
         )
@@ -66,7 +67,13 @@ def make_workers(
             Worker(
                 client,
                 task_queue=queues.build,
-                activities=[b.validate_job, b.build_kernel, b.prepare_verify, b.classify_commits],
+                activities=[
+                    b.validate_job,
+                    b.validate_sweep,
+                    b.build_kernel,
+                    b.prepare_verify,
+                    b.classify_commits,
+                ],
                 activity_executor=ThreadPoolExecutor(builds + 1),
                 graceful_shutdown_timeout=SHUTDOWN_GRACE,
                 max_concurrent_activities=builds + 1,

@@ -22,6 +22,7 @@ from kbisect.contract import (
     TEST,
     TRACE,
     VALIDATE,
+    VALIDATE_SWEEP,
     BisectRequest,
     BuildRequest,
     BuildResult,
@@ -29,6 +30,8 @@ from kbisect.contract import (
     ClassifyResult,
     ErrorType,
     QueueKind,
+    SweepJob,
+    SweepRequest,
     TestRequest,
     TestResult,
     TraceRequest,
@@ -58,6 +61,29 @@ BUILD_TIMEOUT = timedelta(hours=3)
 BUILD_HEARTBEAT = timedelta(seconds=90)
 TEST_HEARTBEAT = timedelta(seconds=60)
 TEST_SLACK = 300.0  # seconds beyond the testcase's own timeout: boot, image, disks
+
+
+class JobFailed(ApplicationError):
+    """The job ends failed with this one-line message (bad input, an unusable endpoint)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, type=ErrorType.JOB_FAILED, non_retryable=True)
+
+
+async def validate_sweep(req: SweepRequest) -> SweepJob:
+    """A sweep's kernels and testcases, resolved on a build host (it has the repository)."""
+    try:
+        job: SweepJob = await workflow.execute_activity(
+            VALIDATE_SWEEP,
+            req,
+            result_type=SweepJob,
+            task_queue=req.build_queue,
+            start_to_close_timeout=GIT_TIMEOUT,
+            retry_policy=VALIDATE_RETRY,
+        )
+    except ActivityError as err:
+        raise JobFailed(cause(err)) from err
+    return job
 
 
 class Blocking:

@@ -11,7 +11,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import SearchAttributeKey
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 with workflow.unsafe.imports_passed_through():
@@ -24,7 +24,6 @@ with workflow.unsafe.imports_passed_through():
         BisectRequest,
         BisectResult,
         BuildResult,
-        ErrorType,
         JobStatus,
         MarkRequest,
         Mode,
@@ -38,7 +37,7 @@ with workflow.unsafe.imports_passed_through():
         VerificationStatus,
     )
     from kbisect.workflows import engine_report, strategy
-    from kbisect.workflows.activity_calls import Blocking, JobActivities, cause
+    from kbisect.workflows.activity_calls import Blocking, JobActivities, JobFailed, cause
     from kbisect.workflows.details import details_markdown
     from kbisect.workflows.endpoints import Gate, boots, endpoint_problem
     from kbisect.workflows.engine import Engine
@@ -105,11 +104,6 @@ def sandbox_runner() -> SandboxedWorkflowRunner:
     return SandboxedWorkflowRunner(
         restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH)
     )
-
-
-class JobFailed(ApplicationError):
-    def __init__(self, message: str) -> None:
-        super().__init__(message, type=ErrorType.JOB_FAILED, non_retryable=True)
 
 
 @workflow.defn(name=WORKFLOW)

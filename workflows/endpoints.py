@@ -68,23 +68,50 @@ def noise_free(boots: Sequence[Boot]) -> bool:
     return agree and len(medians) == 1
 
 
-def _yuen(old: Sequence[float], new: Sequence[float]) -> tuple[float, float, float]:
-    """Difference of 20% trimmed means (new - old), its standard error and df."""
+@dataclass(frozen=True)
+class Pooled:
+    """The noise of more groups than the two compared (a sweep's whole series: one
+    testcase on one host): the winsorized variance pooled over every group, steadier
+    than two small groups' own, and its degrees of freedom."""
+
+    winsorized_var: float
+    df: float
+
+    @classmethod
+    def of(cls, groups: Sequence[Sequence[float]]) -> "Pooled | None":
+        used = [g for g in groups if len(trimmed(g)) >= 2]
+        if not used:
+            return None
+        ss = sum(winsorized_ss(g) for g in used)
+        return cls(ss / sum(len(g) - 1 for g in used), sum(len(trimmed(g)) - 1 for g in used))
+
+
+def _yuen(
+    old: Sequence[float], new: Sequence[float], pooled: Pooled | None = None
+) -> tuple[float, float, float]:
+    """Difference of 20% trimmed means (new - old), its standard error and df, from each
+    group's own winsorized variance (Yuen) or from the `pooled` one."""
     parts = []
     for xs in (old, new):
         h = len(trimmed(xs))
-        parts.append((winsorized_ss(xs) / (h * (h - 1)), h))
+        ss = winsorized_ss(xs) if pooled is None else pooled.winsorized_var * (len(xs) - 1)
+        parts.append((ss / (h * (h - 1)), h))
     var = sum(d for d, _ in parts)
-    df = var**2 / sum(d * d / (h - 1) for d, h in parts) if var > 0 else 1.0
+    if pooled is not None:
+        df = pooled.df
+    else:
+        df = var**2 / sum(d * d / (h - 1) for d, h in parts) if var > 0 else 1.0
     return robust_mean(new) - robust_mean(old), math.sqrt(var), df
 
 
-def effect_of(old: Sequence[float], new: Sequence[float], log: bool) -> Effect:
+def effect_of(
+    old: Sequence[float], new: Sequence[float], log: bool, pooled: Pooled | None = None
+) -> Effect:
     base = robust_mean(old)
     if min(len(old), len(new)) < 2:
         d = robust_mean(new) - base
         return Effect(relative(d, base, log), -math.inf, math.inf, 1.0, len(old), len(new))
-    d, se, df = _yuen(old, new)
+    d, se, df = _yuen(old, new, pooled)
     if se == 0:
         e = relative(d, base, log)
         return Effect(e, e, e, 0.0 if d else 1.0, len(old), len(new))
@@ -99,11 +126,17 @@ def effect_of(old: Sequence[float], new: Sequence[float], log: bool) -> Effect:
     )
 
 
-def _equivalent(old: Sequence[float], new: Sequence[float], log: bool, margin: float) -> bool:
+def _equivalent(
+    old: Sequence[float],
+    new: Sequence[float],
+    log: bool,
+    margin: float,
+    pooled: Pooled | None = None,
+) -> bool:
     """The 90% interval of the effect inside +-margin: no difference at 95% (TOST)."""
     if min(len(old), len(new)) < 3:
         return False
-    d, se, df = _yuen(old, new)
+    d, se, df = _yuen(old, new, pooled)
     q = t_quantile(0.95, df)
     base = robust_mean(old)
     return -margin < relative(d - q * se, base, log) and relative(d + q * se, base, log) < margin
@@ -127,21 +160,25 @@ def compare_scores(
     regression: bool,
     min_effect: float,
     max_boots: int,
+    alpha: float = ALPHA,
+    pooled: Pooled | None = None,
 ) -> EndpointVerdict:
-    """The gate on the endpoints' per-boot scores (`exact`: a counter's)."""
-    effect = effect_of(so, sn, log)
+    """The gate on the endpoints' per-boot scores (`exact`: a counter's); `alpha` is the
+    significance per look (a sweep splits ALPHA over its pairs); `pooled`, the noise of
+    more kernels than these two (a sweep's series)."""
+    effect = effect_of(so, sn, log, pooled)
     n = min(len(so), len(sn))
     size = abs(effect.value)
     if exact:
         effect = replace(effect, low=effect.value, high=effect.value, p=0.0 if size else 1.0)
-    if exact or (effect.p < ALPHA and size >= min_effect):
+    if exact or (effect.p < alpha and size >= min_effect):
         if size < min_effect:
             return EndpointVerdict(Gate.SAME, effect, f"no difference: {effect.value:+.1%}")
         worse = (effect.value < 0) == worse_is_lower
         if worse != regression:
             return EndpointVerdict(Gate.WRONG_WAY, effect, effect.describe())
         return EndpointVerdict(Gate.DIFFERENT, effect, effect.describe())
-    if _equivalent(so, sn, log, min_effect):
+    if _equivalent(so, sn, log, min_effect, pooled):
         return EndpointVerdict(
             Gate.SAME,
             effect,
@@ -151,7 +188,7 @@ def compare_scores(
     cap = max_boots
     if n >= cap:
         bound = max(abs(effect.low), abs(effect.high))
-        if effect.p < ALPHA:
+        if effect.p < alpha:
             why = f"it is {effect.describe()}, under the {min_effect:.0%} minimum"
         else:
             why = f"the effect is under {bound:.0%} at 95% ({effect.describe()})"

@@ -18,6 +18,7 @@ from kbisect.contract import (
     DEFAULT_MIN_RATE_STEP,
     FLAKY_BOOTS_FACTOR,
     MAX_COMMIT_BOOTS,
+    SWEEP_WORKFLOW,
     BisectRequest,
     BisectResult,
     Mode,
@@ -129,6 +130,10 @@ def cmd_watch(args: argparse.Namespace, settings: Settings) -> int:
     check_job_id(args.id)
 
     async def go(client: JobClient, args: argparse.Namespace) -> int:
+        if (await client.describe(args.id)).workflow_type == SWEEP_WORKFLOW:
+            from kbisect.cli.sweep import follow_sweep
+
+            return await follow_sweep(client, args.id, args)
         return await _follow(client, args.id, args.json)
 
     return _with_client(settings, args, go)

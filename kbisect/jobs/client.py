@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import TypeVar
 
 from temporalio.api.enums.v1 import PendingActivityState, TaskQueueType
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
@@ -34,12 +35,16 @@ from kbisect.contract import (
     SA_STATUS_NAME,
     SA_TESTCASE_NAME,
     SEARCH_ATTRIBUTE_NAMES,
+    SWEEP_WORKFLOW,
     WORKFLOW,
     BisectRequest,
     BisectResult,
     MarkRequest,
     Progress,
     QueueKind,
+    SweepProgress,
+    SweepRequest,
+    SweepResult,
     Verdict,
 )
 from kbisect.errors import InfraError, UserError
@@ -58,6 +63,7 @@ POLLER_WINDOW = 300.0
 # A worker started a moment ago may not poll yet (imports, connecting).
 WORKER_GRACE = 30.0
 QUERY_TIMEOUT = timedelta(seconds=10)  # a query or update that no workflow worker answers
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -137,10 +143,17 @@ class JobClient:
         """Start a job; its id. It runs on this client's queues (its settings')."""
         req = dataclasses.replace(req, build_queue=self.queues.build, vm_queue=self.queues.vm)
         req.search_attributes = await self.has_search_attributes()
-        job_id = f"bisect-{req.testcase}-{uuid.uuid4().hex[:8]}"
+        return await self._start(WORKFLOW, req, f"bisect-{req.testcase}-{uuid.uuid4().hex[:8]}")
+
+    async def start_sweep(self, req: SweepRequest) -> str:
+        """Start a sweep; its id (as a job's: watch, cancel and resume take it)."""
+        req = dataclasses.replace(req, build_queue=self.queues.build, vm_queue=self.queues.vm)
+        return await self._start(SWEEP_WORKFLOW, req, f"sweep-{uuid.uuid4().hex[:8]}")
+
+    async def _start(self, workflow: str, req: object, job_id: str) -> str:
         try:
             await self.temporal.start_workflow(
-                WORKFLOW, req, id=job_id, task_queue=self.queues.control
+                workflow, req, id=job_id, task_queue=self.queues.control
             )
         except RPCError as exc:
             raise InfraError(f"cannot start a job on {self.endpoint.address}: {exc}") from exc
@@ -171,9 +184,15 @@ class JobClient:
 
     async def progress(self, job_id: str) -> Progress:
         """The job's own view (a workflow worker answers); InfraError if none does."""
+        return await self._query(job_id, Progress)
+
+    async def sweep_progress(self, job_id: str) -> SweepProgress:
+        return await self._query(job_id, SweepProgress)
+
+    async def _query(self, job_id: str, kind: type[T]) -> T:
         try:
-            result: Progress = await self._handle(job_id).query(
-                "progress", result_type=Progress, rpc_timeout=QUERY_TIMEOUT
+            result: T = await self._handle(job_id).query(
+                "progress", result_type=kind, rpc_timeout=QUERY_TIMEOUT
             )
             return result
         except RPCError as exc:
@@ -183,14 +202,20 @@ class JobClient:
 
     async def result(self, job_id: str) -> BisectResult:
         """The result of a finished job; UserError if it runs still or has failed."""
+        return await self._result(job_id, BisectResult)
+
+    async def sweep_result(self, job_id: str) -> SweepResult:
+        return await self._result(job_id, SweepResult)
+
+    async def _result(self, job_id: str, kind: type[T]) -> T:
         desc = await self.describe(job_id)
         if desc.status == WorkflowExecutionStatus.RUNNING:
             raise UserError(
                 f"job {job_id} is still running: follow it with 'kbisect watch {job_id}'"
             )
-        handle = self.temporal.get_workflow_handle(job_id, result_type=BisectResult)
+        handle = self.temporal.get_workflow_handle(job_id, result_type=kind)
         try:
-            result: BisectResult = await handle.result()
+            result: T = await handle.result()
             return result
         except WorkflowFailureError as exc:
             cause = exc.cause

@@ -1,0 +1,138 @@
+"""A sweep's answer in words: one line (or table row, or JSON entry) per neighbouring pair
+and metric, and each kernel's level with its interval."""
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from kbisect.contract import PairWord, SweepPair, SweepResult
+from kbisect.workflows.stats import robust_mean, t_quantile, trimmed, winsorized_ss
+
+
+@dataclass(frozen=True)
+class Level:
+    """One kernel's value under one testcase: the boots' 20% trimmed mean and its 95%
+    interval (NaN-wide with fewer than 2 boots)."""
+
+    mean: float
+    low: float
+    high: float
+    boots: int
+
+
+def level(values: list[float]) -> Level:
+    if not values:
+        return Level(math.nan, math.nan, math.nan, 0)
+    mean = robust_mean(values)
+    h = len(trimmed(values))
+    if h < 2:
+        return Level(mean, math.nan, math.nan, len(values))
+    half = t_quantile(0.975, h - 1) * math.sqrt(winsorized_ss(values) / (h * (h - 1)))
+    return Level(mean, mean - half, mean + half, len(values))
+
+
+def levels(result: SweepResult, testcase: str) -> list[Level]:
+    """Each kernel's level under `testcase`, in series order."""
+    by_kernel: list[list[float]] = [[] for _ in result.kernels]
+    for b in result.boots:
+        if b.testcase == testcase and b.value is not None:
+            by_kernel[b.kernel].append(b.value)
+    return [level(v) for v in by_kernel]
+
+
+def label(result: SweepResult, k: int) -> str:
+    """A kernel as the user named it (its subject when it was given as a hash)."""
+    name = result.names[k] if k < len(result.names) else ""
+    return name or result.subjects[k] or result.kernels[k][:12]
+
+
+def effect_text(pair: SweepPair) -> str:
+    if pair.effect is None:
+        return "-"
+    if pair.low is None or pair.high is None:
+        return f"{pair.effect:+.1%}"
+    return f"{pair.effect:+.1%} ({pair.low:+.1%} to {pair.high:+.1%})"
+
+
+def verdict_text(pair: SweepPair) -> str:
+    if pair.verdict == PairWord.CHANGED:
+        return f"changed ({pair.direction})"
+    if pair.bound is not None and pair.verdict == PairWord.CANNOT_TELL:
+        return f"cannot tell (no change above {pair.bound:.0%})"
+    return pair.verdict
+
+
+def pair_line(result: SweepResult, pair: SweepPair) -> str:
+    """One pair as one plain line (piped output and chat)."""
+    return (
+        f"{pair.testcase} {pair.metric}: {label(result, pair.old)} -> {label(result, pair.new)}: "
+        f"{verdict_text(pair)}, {effect_text(pair)}, "
+        f"{pair.boots_old}+{pair.boots_new} boots"
+        + (f"; {pair.message}" if pair.verdict == PairWord.CANNOT_TELL and pair.message else "")
+    )
+
+
+def summary_line(result: SweepResult) -> str:
+    changed = [p for p in result.pairs if p.verdict == PairWord.CHANGED]
+    ran = sum(b.value is not None for b in result.boots)
+    head = f"{len(changed)} of {len(result.pairs)} pairs changed" if changed else "no change"
+    return f"{head}; {ran} boots of {len(result.kernels)} kernels (at most {result.budget} each)"
+
+
+def rows(result: SweepResult) -> list[list[str]]:
+    """The table: pair, metric, effect with its 95% interval, verdict, boots."""
+    return [
+        [
+            f"{label(result, p.old)} -> {label(result, p.new)}",
+            f"{p.testcase} {p.metric}",
+            effect_text(p),
+            verdict_text(p),
+            f"{p.boots_old}+{p.boots_new}",
+        ]
+        for p in result.pairs
+    ]
+
+
+HEADERS = ["pair", "testcase metric", "effect (95% CI)", "verdict", "boots"]
+
+
+def markdown(result: SweepResult) -> str:
+    lines = ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows(result)]
+    return "\n".join([*lines, "", summary_line(result)])
+
+
+def _kernel(result: SweepResult, k: int) -> dict[str, Any]:
+    return {"name": label(result, k), "commit": result.kernels[k], "subject": result.subjects[k]}
+
+
+def to_json(result: SweepResult, job_id: str = "") -> dict[str, Any]:
+    """One entry per neighbouring pair and metric, holding both kernels."""
+    pairs = []
+    for p in result.pairs:
+        pairs.append(
+            {
+                "old": _kernel(result, p.old),
+                "new": _kernel(result, p.new),
+                "testcase": p.testcase,
+                "metric": p.metric,
+                "unit": p.unit,
+                "effect": p.effect,
+                "low": p.low,
+                "high": p.high,
+                "verdict": p.verdict,
+                "direction": p.direction,
+                "bound": p.bound,
+                "boots": [p.boots_old, p.boots_new],
+                "message": p.message,
+            }
+        )
+    return {
+        "id": job_id,
+        "kernels": [_kernel(result, k) for k in range(len(result.kernels))],
+        "pairs": pairs,
+        "boots": sum(b.value is not None for b in result.boots),
+        "failed_boots": sum(b.value is None for b in result.boots),
+        "budget": result.budget,
+        "summary": summary_line(result),
+    }

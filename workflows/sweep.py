@@ -1,0 +1,193 @@
+"""A sweep's decisions: which boots come next, and what each neighbouring pair says.
+
+Pure and deterministic (the workflow sandbox shares it). Boots go in rounds: a round boots
+each kernel still needed once per testcase, in a random order, so a host whose level
+drifts spreads the drift over the whole series instead of reading as a step between two
+neighbours (randomized interleaved trials). Each neighbouring pair goes to the engine's
+gate (endpoints.compare_scores) at its looks, 3, 6, 12... boots each, until the budget;
+the gate's ALPHA is split over the pairs, so a long series of equal kernels raises no
+more false alerts than one pair does.
+"""
+
+import math
+import random
+from dataclasses import dataclass, field
+
+from kbisect.contract import PairWord, SweepPair, SweepTestcase
+from kbisect.workflows.endpoints import (
+    ALPHA,
+    LOOKS,
+    EndpointVerdict,
+    Gate,
+    Pooled,
+    compare_scores,
+    noise_free,
+)
+from kbisect.workflows.evidence import Boot, log_scale, mean_score, within_spread
+
+# A kernel whose first boots all fail this many times is given up on (its pairs cannot
+# tell); fewer failures are retried within the budget.
+MAX_FAILURES_IN_A_ROW = 3
+WORDS = {
+    Gate.DIFFERENT: (PairWord.CHANGED, "worse"),
+    Gate.WRONG_WAY: (PairWord.CHANGED, "better"),
+    Gate.SAME: (PairWord.SAME, ""),
+    Gate.UNDECIDED: (PairWord.CANNOT_TELL, ""),
+}
+
+
+@dataclass
+class _Pair:
+    testcase: int
+    old: int  # the new kernel is old + 1
+    verdict: EndpointVerdict | None = None
+    want: int = 1  # boots each before the gate is read again
+    why: str = ""  # a kernel of the pair cannot be measured
+
+    @property
+    def open(self) -> bool:
+        return not self.why and (self.verdict is None or self.verdict.gate == Gate.MORE)
+
+
+@dataclass
+class _Kernel:
+    boots: list[Boot] = field(default_factory=list)
+    attempts: int = 0
+    failures_in_a_row: int = 0
+    dead: str = ""  # why it cannot be measured ("": it can)
+
+
+class Sweep:
+    """The boots of a series of `kernels` under each testcase, and the pairs' verdicts."""
+
+    def __init__(
+        self, kernels: int, testcases: list[SweepTestcase], budget: int, min_effect: float
+    ) -> None:
+        self.testcases = testcases
+        self.budget = budget
+        self.min_effect = min_effect
+        self.kernels = kernels
+        self._k = {(t, k): _Kernel() for t in range(len(testcases)) for k in range(kernels)}
+        self._pairs = [_Pair(t, k) for t in range(len(testcases)) for k in range(kernels - 1)]
+        # ALPHA spent over the pairs and each pair's looks (Bonferroni): one false
+        # alert in a hundred sweeps of equal kernels, however long the series.
+        looks = max(1, sum(look <= budget for look in LOOKS))
+        self.alpha = ALPHA / (max(1, len(self._pairs)) * looks)
+
+    # --- what the boots said ---------------------------------------------------------
+    def boot(self, t: int, k: int, samples: list[float], host: str = "") -> None:
+        kernel = self._k[t, k]
+        kernel.attempts += 1
+        kernel.failures_in_a_row = 0
+        kernel.boots.append(Boot(samples, host))
+        self._judge(t)
+
+    def failed(self, t: int, k: int, why: str) -> None:
+        """A boot that did not give the metric (the kernel did not boot, the testcase
+        failed); the budget counts it."""
+        kernel = self._k[t, k]
+        kernel.attempts += 1
+        kernel.failures_in_a_row += 1
+        if kernel.failures_in_a_row >= MAX_FAILURES_IN_A_ROW and not kernel.boots:
+            self.give_up(t, k, f"{kernel.attempts} boots failed: {why}")
+
+    def give_up(self, t: int, k: int, why: str) -> None:
+        """The kernel cannot be measured (it does not build, or never boots)."""
+        self._k[t, k].dead = why
+        for p in self._pairs:
+            if p.testcase == t and k in (p.old, p.old + 1) and p.open:
+                p.why = f"kernel {k + 1} {why}"
+
+    # --- what to boot next -----------------------------------------------------------
+    def wanted(self) -> list[tuple[int, int]]:
+        """(testcase, kernel) that an open pair needs another boot of, once each."""
+        need: set[tuple[int, int]] = set()
+        for p in self._pairs:
+            if not p.open:
+                continue
+            for k in (p.old, p.old + 1):
+                kernel = self._k[p.testcase, k]
+                if len(kernel.boots) < p.want and kernel.attempts < self.budget:
+                    need.add((p.testcase, k))
+        return sorted(need)
+
+    def round(self, rng: random.Random) -> list[tuple[int, int]]:
+        """The next round's boots in a random order ([]: the sweep is over)."""
+        order = self.wanted()
+        rng.shuffle(order)
+        return order
+
+    # --- the verdicts ----------------------------------------------------------------
+    def _scores(self, t: int) -> tuple[bool, float]:
+        """The testcase's scale (log for a positive metric) and its within-boot spread,
+        pooled over every boot of the series, as the engine's revision 4 scores a boot."""
+        boots = [b for (tt, _), kernel in self._k.items() if tt == t for b in kernel.boots]
+        log = log_scale(boots)
+        return log, within_spread(boots, log)
+
+    def _gate(self, p: _Pair, cap: int) -> EndpointVerdict:
+        """The gate on the pair, its noise floored by the whole series' (one testcase on
+        one host: the kernels share one noise, known from many more boots than a pair's)."""
+        tc = self.testcases[p.testcase]
+        log, spread = self._scores(p.testcase)
+        scores = [
+            [mean_score(b, log, spread) for b in self._k[p.testcase, k].boots]
+            for k in range(self.kernels)
+        ]
+        old, new = (self._k[p.testcase, k].boots for k in (p.old, p.old + 1))
+        return compare_scores(
+            scores[p.old],
+            scores[p.old + 1],
+            exact=noise_free(old) and noise_free(new),
+            log=log,
+            worse_is_lower=tc.better == "higher",
+            regression=True,  # DIFFERENT: the newer kernel is worse; WRONG_WAY: better
+            min_effect=self.min_effect,
+            max_boots=cap,
+            alpha=self.alpha,
+            pooled=Pooled.of(scores),
+        )
+
+    def _judge(self, t: int) -> None:
+        """Read the gate of each open pair of testcase t whose kernels reached its look."""
+        for p in self._pairs:
+            if p.testcase != t or not p.open:
+                continue
+            n = min(len(self._k[t, k].boots) for k in (p.old, p.old + 1))
+            if n >= p.want:
+                p.verdict = self._gate(p, self.budget)
+                p.want = p.verdict.want
+
+    def pairs(self) -> list[SweepPair]:
+        """Every pair's verdict; a pair still open at the end (its budget spent on failed
+        boots) is read at what it has."""
+        out = []
+        for p in self._pairs:
+            tc = self.testcases[p.testcase]
+            old, new = (self._k[p.testcase, k].boots for k in (p.old, p.old + 1))
+            n = min(len(old), len(new))
+            verdict = p.verdict if n else None
+            if n and (p.open or p.why):  # the gate at its cap: decided, or cannot tell
+                verdict = self._gate(p, n)
+            pair = SweepPair(
+                testcase=tc.name,
+                metric=tc.metric,
+                unit=tc.unit,
+                old=p.old,
+                new=p.old + 1,
+                verdict=PairWord.CANNOT_TELL,
+                boots_old=len(old),
+                boots_new=len(new),
+                message=p.why,
+            )
+            if verdict is not None:
+                word, direction = WORDS.get(verdict.gate, (PairWord.CANNOT_TELL, ""))
+                e = verdict.effect
+                pair.verdict, pair.direction = word, direction
+                pair.effect = e.value
+                if math.isfinite(e.low) and math.isfinite(e.high):
+                    pair.low, pair.high = e.low, e.high
+                    pair.bound = max(abs(e.low), abs(e.high))
+                pair.message = f"{p.why}; {verdict.message}" if p.why else verdict.message
+            out.append(pair)
+        return out

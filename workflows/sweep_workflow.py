@@ -1,0 +1,152 @@
+"""SweepWorkflow: a series of kernels measured side by side, each neighbouring pair judged.
+
+`kbisect sweep` starts it (and a Schedule can): every kernel is built once per testcase,
+then booted in rounds of a random order (workflows.sweep decides what and when), one guest
+at a time, so that no build or other guest shares a timed boot's host. The answer is a
+verdict per neighbouring pair and testcase: changed (worse or better), same, or cannot
+tell, with the effect's interval.
+"""
+
+import asyncio
+import random
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from kbisect.contract import (
+        SWEEP_WORKFLOW,
+        BisectRequest,
+        BuildResult,
+        SweepBoot,
+        SweepJob,
+        SweepProgress,
+        SweepRequest,
+        SweepResult,
+        SweepTestcase,
+        TestStatus,
+        ValidatedJob,
+    )
+    from kbisect.workflows.activity_calls import Blocking, JobActivities, validate_sweep
+    from kbisect.workflows.sweep import Sweep
+
+
+def _as_job(tc: SweepTestcase) -> ValidatedJob:
+    """What a test activity needs of a testcase, in the bisection's words."""
+    return ValidatedJob(
+        old=[],
+        new="",
+        testcase=tc.name,
+        primary=tc.metric,
+        unit=tc.unit,
+        better=tc.better,
+        profile=tc.profile,
+        repetitions=tc.repetitions,
+        test_timeout=tc.test_timeout,
+    )
+
+
+@workflow.defn(name=SWEEP_WORKFLOW)
+class SweepWorkflow:
+    def __init__(self) -> None:
+        self._progress = SweepProgress(status="validating")
+        self._blocking = Blocking(self._on_blocked, self._on_clear)
+        self._status = "validating"
+
+    @workflow.query(name="progress")
+    def progress(self) -> SweepProgress:
+        return self._progress
+
+    @workflow.update(name="resume")
+    def resume(self) -> str:
+        return self._blocking.resume()
+
+    @resume.validator
+    def _validate_resume(self) -> None:
+        if not self._blocking.waiting:
+            status = self._progress.status
+            raise ValueError(f"the sweep is {status}, not blocked: nothing to resume")
+
+    def _on_blocked(self, problem: str, first: bool) -> None:
+        self._progress.status, self._progress.message = "blocked", problem
+
+    def _on_clear(self) -> None:
+        self._progress.status, self._progress.message = self._status, ""
+
+    def _set(self, status: str, message: str = "") -> None:
+        self._status = status
+        self._progress.status, self._progress.message = status, message
+
+    @workflow.run
+    async def run(self, req: SweepRequest) -> SweepResult:
+        p = self._progress
+        p.kernels, p.names = list(req.kernels), list(req.names)
+        p.testcases = list(req.testcases)
+        job = await validate_sweep(req)
+        p.planned = len(job.kernels) * len(job.testcases) * req.boots
+        shim = BisectRequest(
+            repo=req.repo,
+            good=[],
+            bad="",
+            testcase="",
+            build_queue=req.build_queue,
+            vm_queue=req.vm_queue,
+        )
+        calls = JobActivities(shim, self._blocking)
+        sweep = Sweep(len(job.kernels), job.testcases, req.boots, req.min_effect)
+        self._set("building", f"{len(set(job.kernels)) * len(job.testcases)} kernels")
+        builds = await self._build(calls, job.kernels, job.testcases)
+        for t, tc in enumerate(job.testcases):
+            for k, commit in enumerate(job.kernels):
+                b = builds[tc.name, commit]
+                if not b.ok or b.artifact is None:
+                    sweep.give_up(t, k, f"does not build: {b.error} (log: {b.log})")
+        self._set("measuring")
+        rng = random.Random(workflow.random().getrandbits(64))
+        while order := sweep.round(rng):
+            for t, k in order:  # one guest at a time: a timed boot has the host to itself
+                await self._boot(calls, sweep, job, builds, t, k)
+        pairs = sweep.pairs()
+        changed = sum(pair.verdict == "changed" for pair in pairs)
+        self._set("done", f"{changed} of {len(pairs)} pairs changed")
+        return SweepResult(
+            repo=req.repo,
+            kernels=job.kernels,
+            names=req.names or job.subjects,
+            subjects=job.subjects,
+            testcases=job.testcases,
+            pairs=pairs,
+            boots=p.boots,
+            budget=req.boots,
+            message=self._progress.message,
+        )
+
+    async def _build(
+        self, calls: JobActivities, kernels: list[str], testcases: list[SweepTestcase]
+    ) -> dict[tuple[str, str], BuildResult]:
+        """Each kernel once per testcase (a testcase's config fragment makes its own
+        kernel), all before the first boot."""
+        wanted = sorted({(tc.name, c) for tc in testcases for c in kernels})
+        done = await asyncio.gather(*(calls.build(c, name) for name, c in wanted))
+        return dict(zip(wanted, done, strict=True))
+
+    async def _boot(
+        self,
+        calls: JobActivities,
+        sweep: Sweep,
+        job: SweepJob,
+        builds: dict[tuple[str, str], BuildResult],
+        t: int,
+        k: int,
+    ) -> None:
+        tc, commit = job.testcases[t], job.kernels[k]
+        art = builds[tc.name, commit].artifact
+        assert art is not None
+        test = await calls.test(_as_job(tc), commit, art, tc.repetitions)
+        boot = SweepBoot(testcase=tc.name, kernel=k, value=None, host=test.host)
+        if test.status == TestStatus.OK and (samples := test.samples_of(tc.metric)):
+            boot.samples, boot.value = samples, sum(samples) / len(samples)
+            sweep.boot(t, k, samples, test.host)
+        else:
+            boot.error = test.error or test.status
+            sweep.failed(t, k, boot.error)
+        self._progress.boots.append(boot)
