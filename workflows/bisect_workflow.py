@@ -97,6 +97,7 @@ PASSTHROUGH = (
     "kbisect.workflows.posterior_engine",
     "kbisect.workflows.flaky_engine",
     "kbisect.workflows.engine_report",
+    "kbisect.workflows.sweep",
 )
 
 

@@ -23,11 +23,15 @@ from kbisect.contract import (
     TEST,
     TRACE,
     VALIDATE,
+    VALIDATE_SWEEP,
     BisectRequest,
     BuildRequest,
     BuildResult,
     ClassifyRequest,
     ClassifyResult,
+    SweepJob,
+    SweepRequest,
+    SweepTestcase,
     TestRequest,
     TestResult,
     TraceRequest,
@@ -246,6 +250,18 @@ async def classify_commits(req: ClassifyRequest) -> ClassifyResult:
     return ClassifyResult(inert={c: s.graph.parents[c][0] for c in inert}, compiled=1)
 
 
+@activity.defn(name=VALIDATE_SWEEP)
+async def validate_sweep(req: SweepRequest) -> SweepJob:
+    s = SCENARIOS[req.repo]
+    if s.user_error:
+        raise ApplicationError(s.user_error, type="UserError", non_retryable=True)
+    testcases = [
+        SweepTestcase(name, "avg_read_sectors", "sectors", "higher", "fast", 3, 60.0)
+        for name in req.testcases
+    ]
+    return SweepJob(list(req.kernels), [f"subject of {k}" for k in req.kernels], testcases)
+
+
 @activity.defn(name=TRACE)
 async def trace_testcase(req: TraceRequest) -> TraceResult:
     """A trace whose average request size is the commit's score (512 good, 8 slow)."""
@@ -264,4 +280,12 @@ async def trace_testcase(req: TraceRequest) -> TraceResult:
     return TraceResult(req.commit, {"folder": f"/runs/{req.commit}", "disks": {"origin": disk}})
 
 
-FAKES = [validate_job, build_kernel, run_test, prepare_verify, classify_commits, trace_testcase]
+FAKES = [
+    validate_job,
+    validate_sweep,
+    build_kernel,
+    run_test,
+    prepare_verify,
+    classify_commits,
+    trace_testcase,
+]

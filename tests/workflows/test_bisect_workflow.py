@@ -12,7 +12,6 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-import pytest_asyncio
 from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
@@ -27,11 +26,9 @@ from temporalio.worker import Worker
 
 from benchmarks.dags import hex_names, linear, random_dag
 from kbisect.contract import BisectRequest, BisectResult, MarkRequest, Progress
-from kbisect.infra.temporal_server import temporal_binary
 from kbisect.workflows import activity_calls
 from kbisect.workflows.bisect_workflow import (
     SA_STATUS,
-    SEARCH_ATTRIBUTES,
     BisectWorkflow,
     sandbox_runner,
 )
@@ -40,15 +37,6 @@ from tests.workflows.fakes import SCENARIOS, Scenario
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 HISTORIES = Path(__file__).parent / "histories"
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def env() -> AsyncIterator[WorkflowEnvironment]:
-    async with await WorkflowEnvironment.start_local(
-        dev_server_existing_path=str(temporal_binary()),
-        search_attributes=list(SEARCH_ATTRIBUTES),
-    ) as env:
-        yield env
 
 
 @contextlib.asynccontextmanager

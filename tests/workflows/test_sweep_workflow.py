@@ -1,0 +1,96 @@
+"""SweepWorkflow on a real local Temporal dev server, with fake activities."""
+
+import uuid
+
+import pytest
+from temporalio.client import WorkflowFailureError
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from benchmarks.dags import linear
+from kbisect.contract import PairWord, SweepProgress, SweepRequest, SweepResult
+from kbisect.workflows.bisect_workflow import sandbox_runner
+from kbisect.workflows.sweep_workflow import SweepWorkflow
+from tests.workflows import fakes
+from tests.workflows.fakes import SCENARIOS, Scenario
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+async def sweep(
+    env: WorkflowEnvironment, scenario: Scenario, kernels: list[str], **kw: object
+) -> tuple[SweepResult, SweepProgress]:
+    key = f"scenario-{uuid.uuid4().hex[:8]}"
+    SCENARIOS[key] = scenario
+    queue = f"q-{uuid.uuid4().hex[:8]}"
+    req = SweepRequest(
+        repo=key,
+        kernels=kernels,
+        testcases=["nvme-snapshot-read"],
+        build_queue=queue,
+        vm_queue=queue,
+        **kw,  # type: ignore[arg-type]
+    )
+    async with Worker(
+        env.client,
+        task_queue=queue,
+        workflows=[SweepWorkflow],
+        activities=fakes.FAKES,
+        workflow_runner=sandbox_runner(),
+    ):
+        handle = await env.client.start_workflow(
+            SweepWorkflow.run, req, id=f"sweep-{key}", task_queue=queue
+        )
+        result = await handle.result()
+        progress = await handle.query(SweepWorkflow.progress)
+    return result, progress
+
+
+async def test_a_noisy_series_is_changed_at_the_culprit_s_pair_only(
+    env: WorkflowEnvironment,
+) -> None:
+    scenario = Scenario(graph=linear(16), culprit="c9", noise=0.1, slow=fakes.FAST * 0.7)
+    kernels = ["c2", "c5", "c8", "c9", "c12"]
+    result, progress = await sweep(env, scenario, kernels)
+    words = [(p.old, p.new, p.verdict) for p in result.pairs]
+    assert words[2] == (2, 3, PairWord.CHANGED), result.pairs
+    assert result.pairs[2].direction == "worse"
+    assert all(w != PairWord.CHANGED for i, (_, _, w) in enumerate(words) if i != 2), words
+    # Each kernel built once for the testcase; its boots within the budget.
+    assert all(scenario.builds[k] == 1 for k in kernels)
+    assert all(scenario.tests[k] <= 12 for k in kernels)
+    assert progress.status == "done" and len(progress.boots) == len(result.boots)
+    # Interleaved: the first round boots every kernel once before any gets a second.
+    first_round = [b.kernel for b in result.boots[: len(kernels)]]
+    assert sorted(first_round) == list(range(len(kernels)))
+    # ... in a random order, not the series' order in every round.
+    rounds = [
+        [b.kernel for b in result.boots[i : i + len(kernels)]]
+        for i in range(0, 3 * len(kernels), len(kernels))
+    ]
+    assert any(r != sorted(r) for r in rounds), rounds
+
+
+async def test_the_same_kernel_five_times_raises_no_alert(env: WorkflowEnvironment) -> None:
+    scenario = Scenario(graph=linear(4), culprit="c3", noise=0.1)
+    result, _ = await sweep(env, scenario, ["c1"] * 5)
+    assert [p.verdict for p in result.pairs].count(PairWord.CHANGED) == 0, result.pairs
+    assert scenario.builds["c1"] == 1  # one kernel, built once
+    assert scenario.tests["c1"] == len(result.boots) >= 5 * 3  # booted each on its own
+
+
+async def test_a_kernel_that_does_not_build_is_named_in_its_pairs(
+    env: WorkflowEnvironment,
+) -> None:
+    scenario = Scenario(graph=linear(8), culprit="c5", broken_build={"c4"})
+    result, _ = await sweep(env, scenario, ["c2", "c4", "c6"])
+    assert [p.verdict for p in result.pairs] == [PairWord.CANNOT_TELL, PairWord.CANNOT_TELL]
+    assert "kernel 2 does not build: kernel does not build: x.c" in result.pairs[0].message
+    assert scenario.tests["c4"] == 0
+
+
+async def test_bad_input_fails_the_sweep_with_its_message(env: WorkflowEnvironment) -> None:
+    scenario = Scenario(graph=linear(4), culprit="c3", user_error="unknown revision 'v9.9'")
+    with pytest.raises(WorkflowFailureError) as err:
+        await sweep(env, scenario, ["c1", "v9.9"])
+    assert "unknown revision 'v9.9'" in str(err.value.cause)
