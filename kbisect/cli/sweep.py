@@ -37,10 +37,10 @@ def sweep_request(args: argparse.Namespace, settings: Settings) -> SweepRequest:
     from kbisect.testcases import manifest as manifests
     from kbisect.testcases.tuning import check_tuning
 
-    if bool(args.kernels) == bool(args.revs):
-        raise UserError("give the series: --repo DIR REV REV... or --kernels K1,K2,...")
-    if args.kernels and (args.repo or args.tree):
+    if args.kernels and (args.repo or args.tree or args.revs):
         raise UserError("--kernels is the whole series: drop --repo/--tree and the revisions")
+    if not args.kernels and not args.revs:
+        raise UserError("give the series: --repo DIR REV REV... or --kernels K1,K2,...")
     if args.kernels:
         specs = [spec for spec, _ in kernel_list.parse(args.kernels)]
         made = kernel_list.make(specs, settings)
@@ -53,6 +53,8 @@ def sweep_request(args: argparse.Namespace, settings: Settings) -> SweepRequest:
         commits, names = [git.resolve(r) for r in args.revs], list(args.revs)
         if len(commits) < 2:
             raise UserError("a sweep needs two kernels or more, oldest first")
+    if args.boots < 3:
+        raise UserError(f"--boots {args.boots}: give 3 or more (the gate's first look)")
     min_effect = DEFAULT_MIN_EFFECT if args.min_effect is None else args.min_effect / 100
     for name in args.testcase:
         check_tuning(manifests.load(name), args.metric, min_effect, args.boots, False)

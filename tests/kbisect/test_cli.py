@@ -215,6 +215,29 @@ def test_bisect_checks_its_input_before_a_service_or_a_job(
     assert expected in _error_line(capsys)
 
 
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        ([], "give the series"),
+        (["lab-good"], "two kernels or more"),
+        (["lab-good", "no-such-tag"], "revision"),
+        (["lab-good", "lab-bad", "--boots", "2"], "--boots 2: give 3 or more"),
+        (["lab-good", "lab-bad", "--metric", "nope"], "has no metric 'nope'"),
+        (["lab-good", "--kernels", "a.deb,b.deb"], "drop --repo"),
+    ],
+)
+def test_sweep_checks_its_input_before_a_service_or_a_job(
+    lab: Path,
+    no_service: None,
+    args: list[str],
+    expected: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    command = ["sweep", "--repo", str(lab), "--testcase", "nvme-snapshot-read", *args]
+    assert main(command) == 2
+    assert expected in _error_line(capsys)
+
+
 def test_a_malformed_testcase_is_caught_before_a_service(
     lab: Path,
     tmp_path: Path,
@@ -249,5 +272,5 @@ def test_every_option_has_help_and_every_table_has_json() -> None:
             if isinstance(action, argparse._HelpAction | argparse._SubParsersAction):
                 continue
             assert action.help, f"{prog} {action.dest} has no help text"
-        if prog.split()[-1] in ("status", "testcases", "try", "watch", "bisect", "report"):
+        if prog.split()[-1] in ("status", "testcases", "try", "watch", "bisect", "report", "sweep"):
             assert any("--json" in a.option_strings for a in p._actions), prog
