@@ -133,7 +133,7 @@ def cmd_watch(args: argparse.Namespace, settings: Settings) -> int:
         if (await client.describe(args.id)).workflow_type == SWEEP_WORKFLOW:
             from kbisect.cli.sweep import follow_sweep
 
-            return await follow_sweep(client, args.id, args)
+            return (await follow_sweep(client, args.id, args))[0]
         return await _follow(client, args.id, args.json)
 
     return _with_client(settings, args, go)

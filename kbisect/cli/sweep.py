@@ -13,6 +13,7 @@ from rich.progress import Progress as RichProgress
 from kbisect.builders import kernel_list
 from kbisect.cli import output
 from kbisect.cli.jobs import POLL_SECONDS, _no_start, _with_client
+from kbisect.cli.jobs import _follow_result as follow_bisection
 from kbisect.cli.output import note, out
 from kbisect.contract import (
     DEFAULT_MIN_EFFECT,
@@ -24,41 +25,61 @@ from kbisect.contract import (
 from kbisect.errors import InfraError, UserError
 from kbisect.infra.git import Git
 from kbisect.jobs.client import WORKER_GRACE, JobClient
-from kbisect.jobs.request import JobOptions, repository
+from kbisect.jobs.request import JobOptions, checked_request, repository
+from kbisect.jobs.sweep_bisect import Sources, bisections
 from kbisect.reports import sweep_report
 from kbisect.settings import Settings
 
 Show = Callable[[SweepProgress], None]
 
 
-def sweep_request(args: argparse.Namespace, settings: Settings) -> SweepRequest:
+def sweep_request(
+    args: argparse.Namespace, settings: Settings
+) -> tuple[SweepRequest, Sources | None]:
     """The series (revisions of a tree, resolved here, or prebuilt kernels as a kernel
-    list) and the testcases, checked before a service or a job starts."""
+    list) and the testcases, checked before a service or a job starts; and where each
+    kernel's source is, for --bisect (None: prebuilt kernels without K=REV)."""
     from kbisect.testcases import manifest as manifests
     from kbisect.testcases.tuning import check_tuning
 
-    if args.kernels and (args.repo or args.tree or args.revs):
-        raise UserError("--kernels is the whole series: drop --repo/--tree and the revisions")
+    if args.kernels and args.revs:
+        raise UserError("--kernels is the whole series: drop the revisions")
     if not args.kernels and not args.revs:
         raise UserError("give the series: --repo DIR REV REV... or --kernels K1,K2,...")
+    opts = JobOptions(good=[], bad="", testcase="", repo=args.repo, tree=args.tree)
+    sources = None
     if args.kernels:
-        specs = [spec for spec, _ in kernel_list.parse(args.kernels)]
-        made = kernel_list.make(specs, settings)
-        repo, commits, names = made.repo, made.commits, [kernel_list.subject(s) for s in specs]
+        items = kernel_list.parse(args.kernels)
+        revs = [rev for _, rev in items if rev]
+        if revs and (len(revs) != len(items) or not (args.repo or args.tree)):
+            raise UserError("--kernels K=REV: map every kernel to its revision, and give --repo")
+        if (args.repo or args.tree) and not revs:
+            raise UserError("--repo with --kernels needs K=REV for each kernel (its revision)")
+        if revs:
+            source = repository(opts, settings)
+            sources = Sources(str(source), [Git(source).resolve(r) for r in revs])
+        made = kernel_list.make([spec for spec, _ in items], settings)
+        repo, commits = made.repo, made.commits
+        names = [kernel_list.subject(spec) for spec, _ in items]
     else:
-        opts = JobOptions(good=[], bad="", testcase="", repo=args.repo, tree=args.tree)
         repo = repository(opts, settings)
         git = Git(repo)
         git.check_repo()
         commits, names = [git.resolve(r) for r in args.revs], list(args.revs)
         if len(commits) < 2:
             raise UserError("a sweep needs two kernels or more, oldest first")
+        sources = Sources(str(repo), commits)
     if args.boots < 3:
         raise UserError(f"--boots {args.boots}: give 3 or more (the gate's first look)")
     min_effect = DEFAULT_MIN_EFFECT if args.min_effect is None else args.min_effect / 100
     for name in args.testcase:
         check_tuning(manifests.load(name), args.metric, min_effect, args.boots, False)
-    return SweepRequest(
+    if args.bisect and sources is None:
+        raise UserError(
+            "--bisect over prebuilt kernels needs their source revisions: "
+            "--kernels K1=REV1,K2=REV2,... and --repo"
+        )
+    req = SweepRequest(
         repo=str(repo),
         kernels=commits,
         names=names,
@@ -68,10 +89,11 @@ def sweep_request(args: argparse.Namespace, settings: Settings) -> SweepRequest:
         boots=args.boots,
         min_effect=min_effect,
     )
+    return req, sources
 
 
 def cmd_sweep(args: argparse.Namespace, settings: Settings) -> int:
-    req = sweep_request(args, settings)
+    req, sources = sweep_request(args, settings)
 
     async def go(client: JobClient, args: argparse.Namespace) -> int:
         await client.require_workers(client.needs(), grace=WORKER_GRACE)
@@ -81,12 +103,43 @@ def cmd_sweep(args: argparse.Namespace, settings: Settings) -> int:
         if args.detach:
             out(job_id)
             return 0
-        return await follow_sweep(client, job_id, args)
+        code, result = await follow_sweep(client, job_id, args)
+        if result is None or not args.bisect or sources is None:
+            return code
+        return await _bisect_changes(client, result, sources, req, args, settings)
 
     return _with_client(settings, args, go)
 
 
-async def follow_sweep(client: JobClient, job_id: str, args: argparse.Namespace) -> int:
+async def _bisect_changes(
+    client: JobClient,
+    result: SweepResult,
+    sources: Sources,
+    req: SweepRequest,
+    args: argparse.Namespace,
+    settings: Settings,
+) -> int:
+    """One bisection per change, started at once (each job's id a line on stderr, with
+    the pair it bisects); then followed in turn, unless --json (follow them with watch)."""
+    jobs = []
+    for pair, opts in bisections(result, sources, req.profile, req.min_effect):
+        job_id = await client.start(checked_request(opts, settings))
+        what = f"{sweep_report.label(result, pair.old)} -> {sweep_report.label(result, pair.new)}"
+        note(f"bisecting {what} ({pair.testcase} {pair.metric}, {pair.direction}): job {job_id}")
+        jobs.append(job_id)
+    if not jobs:
+        note("no change to bisect")
+    if args.json:
+        return 0
+    code = 0
+    for job_id in jobs:
+        code = max(code, (await follow_bisection(client, job_id, False))[0])
+    return code
+
+
+async def follow_sweep(
+    client: JobClient, job_id: str, args: argparse.Namespace
+) -> tuple[int, SweepResult | None]:
     """Boots as they end (a bar on a terminal, a line each when piped), then the pairs."""
     try:
         if await client.running(job_id):
@@ -97,12 +150,12 @@ async def follow_sweep(client: JobClient, job_id: str, args: argparse.Namespace)
                 await _poll(client, job_id, _lines())
     except (KeyboardInterrupt, asyncio.CancelledError):
         note(f"stopped watching; the sweep goes on: kbisect watch {job_id}")
-        return 130
+        return 130, None
     except InfraError as exc:
         raise InfraError(f"{exc} (job {job_id} waits for it)") from exc
     result = await client.sweep_result(job_id)
     show_result(result, job_id, args)
-    return 0
+    return 0, result
 
 
 def show_result(result: SweepResult, job_id: str, args: argparse.Namespace) -> None:
@@ -200,6 +253,12 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
         f"({DEFAULT_MIN_EFFECT * 100:g}%%)",
     )
     s.add_argument("--profile", help="device profile: fast or ebs-gp2 (default: the testcase's)")
+    s.add_argument(
+        "--bisect",
+        action="store_true",
+        help="then bisect each change between its two kernels' source revisions (prebuilt "
+        "kernels: --kernels K1=REV1,... and --repo), one job each",
+    )
     s.add_argument("--plot", metavar="PNG", help="also write each metric across the series here")
     s.add_argument("--markdown", action="store_true", help="the pairs as a markdown table")
     s.add_argument("--json", action="store_true", help="the result as JSON on stdout")

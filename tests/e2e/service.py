@@ -52,8 +52,14 @@ def start_worker(env: dict[str, str], log: Path) -> "subprocess.Popen[bytes]":
 def bisect_on_own_service(
     tmp_path: Path, args: list[str], timeout: float
 ) -> "subprocess.CompletedProcess[str]":
-    """`kbisect bisect ARGS --json --no-start` against a dev server and a worker of the
-    test's own, both stopped afterwards."""
+    return on_own_service(tmp_path, ["bisect", *args], timeout)
+
+
+def on_own_service(
+    tmp_path: Path, args: list[str], timeout: float
+) -> "subprocess.CompletedProcess[str]":
+    """`kbisect ARGS --json --no-start` (bisect or sweep) against a dev server and a
+    worker of the test's own, both stopped afterwards."""
     import uuid
 
     from benchmarks.nginx import free_port
@@ -65,7 +71,7 @@ def bisect_on_own_service(
     worker = start_worker(env, tmp_path / "worker.log")
     try:
         proc = subprocess.run(
-            [*KBISECT, "bisect", *args, "--json", "--no-start"],
+            [*KBISECT, *args, "--json", "--no-start"],
             env=env,
             capture_output=True,
             text=True,

@@ -223,7 +223,10 @@ def test_bisect_checks_its_input_before_a_service_or_a_job(
         (["lab-good", "no-such-tag"], "revision"),
         (["lab-good", "lab-bad", "--boots", "2"], "--boots 2: give 3 or more"),
         (["lab-good", "lab-bad", "--metric", "nope"], "has no metric 'nope'"),
-        (["lab-good", "--kernels", "a.deb,b.deb"], "drop --repo"),
+        (["lab-good", "--kernels", "a.deb,b.deb"], "drop the revisions"),
+        (["--kernels", "linux-image-a,linux-image-b"], "needs K=REV for each kernel"),
+        (["--kernels", "linux-image-a=lab-good,linux-image-b"], "map every kernel"),
+        (["--kernels", "linux-image-a=lab-good,linux-image-b=nope"], "revision"),
     ],
 )
 def test_sweep_checks_its_input_before_a_service_or_a_job(
@@ -236,6 +239,14 @@ def test_sweep_checks_its_input_before_a_service_or_a_job(
     command = ["sweep", "--repo", str(lab), "--testcase", "nvme-snapshot-read", *args]
     assert main(command) == 2
     assert expected in _error_line(capsys)
+
+
+def test_sweep_bisect_over_prebuilt_kernels_needs_their_revisions(
+    no_service: None, cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kernels = ["--kernels", "linux-image-a,linux-image-b"]
+    assert main(["sweep", *kernels, "--testcase", "nvme-snapshot-read", "--bisect"]) == 2
+    assert "needs their source revisions" in _error_line(capsys)
 
 
 def test_a_malformed_testcase_is_caught_before_a_service(
