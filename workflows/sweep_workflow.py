@@ -11,9 +11,12 @@ import asyncio
 import random
 
 from temporalio import workflow
+from temporalio.common import SearchAttributeKey
 
 with workflow.unsafe.imports_passed_through():
     from kbisect.contract import (
+        SA_STATUS_NAME,
+        SA_TESTCASE_NAME,
         SWEEP_WORKFLOW,
         BisectRequest,
         BuildResult,
@@ -26,8 +29,18 @@ with workflow.unsafe.imports_passed_through():
         TestStatus,
         ValidatedJob,
     )
-    from kbisect.workflows.activity_calls import Blocking, JobActivities, validate_sweep
+    from kbisect.workflows.activity_calls import (
+        Blocking,
+        JobActivities,
+        JobFailed,
+        validate_sweep,
+    )
     from kbisect.workflows.sweep import Sweep
+
+
+# `kbisect status` lists sweeps beside bisections by these (where the cluster has them).
+SA_TESTCASE = SearchAttributeKey.for_keyword(SA_TESTCASE_NAME)
+SA_STATUS = SearchAttributeKey.for_keyword(SA_STATUS_NAME)
 
 
 def _as_job(tc: SweepTestcase) -> ValidatedJob:
@@ -51,6 +64,7 @@ class SweepWorkflow:
         self._progress = SweepProgress(status="validating")
         self._blocking = Blocking(self._on_blocked, self._on_clear)
         self._status = "validating"
+        self._sa = False
 
     @workflow.query(name="progress")
     def progress(self) -> SweepProgress:
@@ -75,13 +89,23 @@ class SweepWorkflow:
     def _set(self, status: str, message: str = "") -> None:
         self._status = status
         self._progress.status, self._progress.message = status, message
+        if self._sa:
+            workflow.upsert_search_attributes([SA_STATUS.value_set(f"sweep {status}")])
 
     @workflow.run
     async def run(self, req: SweepRequest) -> SweepResult:
         p = self._progress
         p.kernels, p.names = list(req.kernels), list(req.names)
         p.testcases = list(req.testcases)
-        job = await validate_sweep(req)
+        if req.search_attributes:
+            self._sa = True
+            testcases = SA_TESTCASE.value_set(",".join(req.testcases))
+            workflow.upsert_search_attributes([testcases, SA_STATUS.value_set("sweep validating")])
+        try:
+            job = await validate_sweep(req)
+        except JobFailed as err:
+            self._set("failed", err.message)
+            raise
         p.planned = len(job.kernels) * len(job.testcases) * req.boots
         shim = BisectRequest(
             repo=req.repo,

@@ -148,6 +148,7 @@ class JobClient:
     async def start_sweep(self, req: SweepRequest) -> str:
         """Start a sweep; its id (as a job's: watch, cancel and resume take it)."""
         req = dataclasses.replace(req, build_queue=self.queues.build, vm_queue=self.queues.vm)
+        req.search_attributes = await self.has_search_attributes()
         return await self._start(SWEEP_WORKFLOW, req, f"sweep-{uuid.uuid4().hex[:8]}")
 
     async def _start(self, workflow: str, req: object, job_id: str) -> str:
@@ -273,10 +274,11 @@ class JobClient:
             raise UserError(f"cannot {what} {job_id}: {getattr(cause, 'message', cause)}") from exc
 
     async def jobs(self, limit: int = 20) -> list[JobSummary]:
-        """The newest bisection jobs, newest first."""
+        """The newest jobs (bisections and sweeps), newest first."""
         found = []
         try:
-            async for wf in self.temporal.list_workflows(f'WorkflowType="{WORKFLOW}"', limit=limit):
+            kinds = f'WorkflowType="{WORKFLOW}" OR WorkflowType="{SWEEP_WORKFLOW}"'
+            async for wf in self.temporal.list_workflows(kinds, limit=limit):
                 sa = wf.search_attributes
                 found.append(
                     JobSummary(

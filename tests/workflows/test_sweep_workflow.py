@@ -41,9 +41,16 @@ async def sweep(
         handle = await env.client.start_workflow(
             SweepWorkflow.run, req, id=f"sweep-{key}", task_queue=queue
         )
-        result = await handle.result()
+        try:
+            result = await handle.result()
+        finally:
+            attrs = (await handle.describe()).search_attributes
+            SEEN[kernels[0]] = {k: v for k, v in attrs.items() if k.startswith("Kbisect")}
         progress = await handle.query(SweepWorkflow.progress)
     return result, progress
+
+
+SEEN: dict[str, object] = {}  # each sweep's search attributes, by its first kernel
 
 
 async def test_a_noisy_series_is_changed_at_the_culprit_s_pair_only(
@@ -60,6 +67,9 @@ async def test_a_noisy_series_is_changed_at_the_culprit_s_pair_only(
     assert all(scenario.builds[k] == 1 for k in kernels)
     assert all(scenario.tests[k] <= 12 for k in kernels)
     assert progress.status == "done" and len(progress.boots) == len(result.boots)
+    # `kbisect status` lists it with its testcase and status.
+    attrs = SEEN["c2"]
+    assert attrs == {"KbisectTestcase": ["nvme-snapshot-read"], "KbisectStatus": ["sweep done"]}
     # Interleaved: the first round boots every kernel once before any gets a second.
     first_round = [b.kernel for b in result.boots[: len(kernels)]]
     assert sorted(first_round) == list(range(len(kernels)))
@@ -94,3 +104,7 @@ async def test_bad_input_fails_the_sweep_with_its_message(env: WorkflowEnvironme
     with pytest.raises(WorkflowFailureError) as err:
         await sweep(env, scenario, ["c1", "v9.9"])
     assert "unknown revision 'v9.9'" in str(err.value.cause)
+    assert SEEN["c1"] == {
+        "KbisectTestcase": ["nvme-snapshot-read"],
+        "KbisectStatus": ["sweep failed"],
+    }
