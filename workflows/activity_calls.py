@@ -120,6 +120,26 @@ class Blocking:
                 self._on_clear()
 
 
+class Resumable:
+    """A workflow whose blocked steps a person releases with the `resume` update."""
+
+    _blocking: Blocking
+    _noun = "job"
+
+    def status_word(self) -> str:
+        raise NotImplementedError
+
+    @workflow.update(name="resume")
+    def resume(self) -> str:
+        return self._blocking.resume()
+
+    @resume.validator
+    def _validate_resume(self) -> None:
+        if not self._blocking.waiting:
+            status = self.status_word()
+            raise ValueError(f"the {self._noun} is {status}, not blocked: nothing to resume")
+
+
 class JobActivities:
     def __init__(self, req: BisectRequest, blocking: Blocking) -> None:
         self.req = req

@@ -37,7 +37,13 @@ with workflow.unsafe.imports_passed_through():
         VerificationStatus,
     )
     from kbisect.workflows import engine_report, strategy
-    from kbisect.workflows.activity_calls import Blocking, JobActivities, JobFailed, cause
+    from kbisect.workflows.activity_calls import (
+        Blocking,
+        JobActivities,
+        JobFailed,
+        Resumable,
+        cause,
+    )
     from kbisect.workflows.details import details_markdown
     from kbisect.workflows.endpoints import Gate, boots, endpoint_problem
     from kbisect.workflows.engine import Engine
@@ -108,7 +114,7 @@ def sandbox_runner() -> SandboxedWorkflowRunner:
 
 
 @workflow.defn(name=WORKFLOW)
-class BisectWorkflow:
+class BisectWorkflow(Resumable):
     def __init__(self) -> None:
         self._progress = Progress(status=JobStatus.VALIDATING)
         self._state: JobState | None = None
@@ -130,6 +136,9 @@ class BisectWorkflow:
     @workflow.query(name="progress")
     def progress(self) -> Progress:
         return self._progress
+
+    def status_word(self) -> str:
+        return self._progress.status
 
     @workflow.update(name="mark")
     def mark(self, req: MarkRequest) -> str:
@@ -156,15 +165,6 @@ class BisectWorkflow:
             raise ValueError(f"{req.commit[:12]} is not in this job's range")
         if self._progress.status not in (JobStatus.BISECTING, JobStatus.CALIBRATING):
             raise ValueError(f"the job is {self._progress.status}: nothing left to mark")
-
-    @workflow.update(name="resume")
-    def resume(self) -> str:
-        return self._blocking.resume()
-
-    @resume.validator
-    def _validate_resume(self) -> None:
-        if not self._blocking.waiting:
-            raise ValueError(f"the job is {self._progress.status}, not blocked: nothing to resume")
 
     # --- the job ---------------------------------------------------------------------
     @workflow.run

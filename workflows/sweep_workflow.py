@@ -33,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
         Blocking,
         JobActivities,
         JobFailed,
+        Resumable,
         validate_sweep,
     )
     from kbisect.workflows.sweep import Sweep
@@ -59,7 +60,9 @@ def _as_job(tc: SweepTestcase) -> ValidatedJob:
 
 
 @workflow.defn(name=SWEEP_WORKFLOW)
-class SweepWorkflow:
+class SweepWorkflow(Resumable):
+    _noun = "sweep"
+
     def __init__(self) -> None:
         self._progress = SweepProgress(status="validating")
         self._blocking = Blocking(self._on_blocked, self._on_clear)
@@ -70,15 +73,8 @@ class SweepWorkflow:
     def progress(self) -> SweepProgress:
         return self._progress
 
-    @workflow.update(name="resume")
-    def resume(self) -> str:
-        return self._blocking.resume()
-
-    @resume.validator
-    def _validate_resume(self) -> None:
-        if not self._blocking.waiting:
-            status = self._progress.status
-            raise ValueError(f"the sweep is {status}, not blocked: nothing to resume")
+    def status_word(self) -> str:
+        return self._progress.status
 
     def _on_blocked(self, problem: str, first: bool) -> None:
         self._progress.status, self._progress.message = "blocked", problem

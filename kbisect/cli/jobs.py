@@ -40,6 +40,7 @@ STALL_SECONDS = 120.0
 Handler = Callable[[JobClient, argparse.Namespace], Coroutine[Any, Any, int]]
 
 
+PROFILE_HELP = "device profile: fast or ebs-gp2 (default: the testcase's)"
 STARTED_GRACE = 60.0  # a service just started needs a moment before its workers poll
 
 
@@ -344,7 +345,7 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
         default=Mode.REGRESSION.value,
         help="regression: name the commit that broke it; fix: the commit that fixed it",
     )
-    b.add_argument("--profile", help="device profile: fast or ebs-gp2 (default: the testcase's)")
+    b.add_argument("--profile", help=PROFILE_HELP)
     b.add_argument(
         "--repetitions", type=int, help="runs of the testcase per boot (default: the testcase's)"
     )
@@ -401,12 +402,17 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
         help="once a commit is named, boot the endpoints and it once more under blktrace; "
         "the report compares their traces (Q2C, D2C, merges, request sizes)",
     )
-    b.add_argument("--detach", action="store_true", help="print the job id and return")
-    _no_start(b)
-    b.add_argument("--json", action="store_true", help="the result as JSON on stdout")
+    job_output_options(b)
     b.set_defaults(func=cmd_bisect)
 
     _add_job_commands(sub)
+
+
+def job_output_options(p: argparse.ArgumentParser) -> None:
+    """What a command that starts a job takes: --detach, --no-start, --json."""
+    p.add_argument("--detach", action="store_true", help="print the job id and return")
+    _no_start(p)
+    p.add_argument("--json", action="store_true", help="the result as JSON on stdout")
 
 
 def _no_start(p: argparse.ArgumentParser) -> None:

@@ -12,7 +12,7 @@ from rich.progress import Progress as RichProgress
 
 from kbisect.builders import kernel_list
 from kbisect.cli import output
-from kbisect.cli.jobs import POLL_SECONDS, _no_start, _with_client
+from kbisect.cli.jobs import POLL_SECONDS, PROFILE_HELP, _with_client, job_output_options
 from kbisect.cli.jobs import _follow_result as follow_bisection
 from kbisect.cli.output import note, out
 from kbisect.contract import (
@@ -252,7 +252,7 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
         help="changes smaller than this percentage count as the same "
         f"({DEFAULT_MIN_EFFECT * 100:g}%%)",
     )
-    s.add_argument("--profile", help="device profile: fast or ebs-gp2 (default: the testcase's)")
+    s.add_argument("--profile", help=PROFILE_HELP)
     s.add_argument(
         "--bisect",
         action="store_true",
@@ -261,7 +261,5 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
     )
     s.add_argument("--plot", metavar="PNG", help="also write each metric across the series here")
     s.add_argument("--markdown", action="store_true", help="the pairs as a markdown table")
-    s.add_argument("--json", action="store_true", help="the result as JSON on stdout")
-    s.add_argument("--detach", action="store_true", help="print the job id and return")
-    _no_start(s)
+    job_output_options(s)
     s.set_defaults(func=cmd_sweep)

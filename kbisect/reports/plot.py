@@ -147,6 +147,11 @@ def _finish(result: BisectResult, fig: Any, ax: Any, out: Path) -> Path:
     ax.set_xlabel("commit (history order, oldest left)")
     ax.set_title(f"{result.testcase}: {result.status} ({result.mode} mode)")
     ax.grid(alpha=0.3)
+    return save(fig, out)
+
+
+def save(fig: Any, out: Path) -> Path:
+    """The figure laid out, written as a PNG and closed."""
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110)

@@ -7,7 +7,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 
 from kbisect.contract import PairWord, SweepResult
-from kbisect.reports.plot import COLOURS
+from kbisect.reports.plot import COLOURS, save
 from kbisect.reports.sweep_report import label, levels
 
 
@@ -46,8 +46,4 @@ def plot_sweep(result: SweepResult, out: Path) -> Path:
         ax.set_ylabel(f"{tc.metric} ({tc.unit})" if tc.unit else tc.metric)
         ax.set_title(f"{tc.name} ({tc.better} is better)", fontsize=9)
         ax.grid(alpha=0.3)
-    fig.tight_layout()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return save(fig, out)
