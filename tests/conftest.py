@@ -4,18 +4,21 @@ for a kernel source tree."""
 import os
 import subprocess
 import tarfile
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import platformdirs
 import pytest
+import pytest_asyncio
 
 from kbisect import settings
 from kbisect.builders.trees import Trees
 from kbisect.infra import lab, lab_culprits
 
 if TYPE_CHECKING:
+    from temporalio.testing import WorkflowEnvironment
+
     from tests.chat.homeserver import Synapse
 
 NVME_CORE_TEXT = (
@@ -163,3 +166,18 @@ def tree_lab(tmp_path: Path, cache: Path) -> tuple[Path, settings.Settings]:
     )
     Trees(s).add("lab", str(upstream))
     return upstream, s
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def env() -> "AsyncIterator[WorkflowEnvironment]":
+    """A local Temporal dev server for the test module, with kbisect's search attributes."""
+    from temporalio.testing import WorkflowEnvironment
+
+    from kbisect.infra.temporal_server import temporal_binary
+    from kbisect.workflows.bisect_workflow import SEARCH_ATTRIBUTES
+
+    async with await WorkflowEnvironment.start_local(
+        dev_server_existing_path=str(temporal_binary()),
+        search_attributes=list(SEARCH_ATTRIBUTES),
+    ) as env:
+        yield env

@@ -238,6 +238,12 @@ def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
     check_job_id(args.id)
 
     async def go(client: JobClient, args: argparse.Namespace) -> int:
+        if (await client.describe(args.id)).workflow_type == SWEEP_WORKFLOW:
+            from kbisect.cli.sweep import show_result
+
+            args.markdown = not args.json
+            show_result(await client.sweep_result(args.id), args.id, args)
+            return 0
         result = await client.result(args.id)
         if args.json:
             out(json.dumps(to_json(result), indent=2))

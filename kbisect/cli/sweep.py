@@ -205,12 +205,16 @@ async def _bar(client: JobClient, job_id: str) -> None:
 
 
 async def _poll(client: JobClient, job_id: str, show: Show) -> None:
-    while await client.running(job_id):
+    """Until the sweep ends, and once after: the boots that ended since the last look."""
+    running = True
+    while running:
+        running = await client.running(job_id)
         try:
             show(await client.sweep_progress(job_id))
         except InfraError:
             pass  # no workflow worker answered this time: nothing new
-        await asyncio.sleep(POLL_SECONDS)
+        if running:
+            await asyncio.sleep(POLL_SECONDS)
 
 
 def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:

@@ -5,12 +5,10 @@ import os
 import re
 import sys
 import uuid
-from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -18,23 +16,14 @@ from benchmarks.dags import linear
 from kbisect.builders.kernel_build import KernelBuilder
 from kbisect.contract import WORKFLOW, BisectRequest, BisectResult
 from kbisect.infra.lab import LabOptions, create_lab
-from kbisect.infra.temporal_server import temporal_binary
 from kbisect.main import main
 from kbisect.settings import Settings
 from kbisect.workers.activities import BuildActivities
-from kbisect.workflows.bisect_workflow import SEARCH_ATTRIBUTES, BisectWorkflow, sandbox_runner
+from kbisect.workflows.bisect_workflow import BisectWorkflow, sandbox_runner
 from tests.workflows import fakes
 from tests.workflows.fakes import SCENARIOS, Scenario
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def env() -> AsyncIterator[WorkflowEnvironment]:
-    async with await WorkflowEnvironment.start_local(
-        dev_server_existing_path=str(temporal_binary()), search_attributes=list(SEARCH_ATTRIBUTES)
-    ) as env:
-        yield env
 
 
 async def _kbisect(

@@ -1,0 +1,149 @@
+"""`kbisect sweep`, `watch`, `report` and `status` on a sweep, as a user runs them: the
+CLI in its own process, a real dev server, the real workflow and validation on a real
+git lab; builds and boots are fakes that score lab-bad's kernel as the seed's bug."""
+
+import asyncio
+import json
+import os
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from temporalio import activity
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from kbisect.builders.kernel_build import KernelBuilder
+from kbisect.contract import BUILD, TEST, BuildRequest, BuildResult, TestRequest, TestResult
+from kbisect.infra.git import Git
+from kbisect.infra.lab import LabOptions, create_lab
+from kbisect.model import Artifact
+from kbisect.settings import Settings
+from kbisect.workers.activities import BuildActivities
+from kbisect.workflows.bisect_workflow import sandbox_runner
+from kbisect.workflows.sweep_workflow import SweepWorkflow
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+SLOW: set[str] = set()  # kernels that read 8-sector requests (the seed's bug)
+
+
+@activity.defn(name=BUILD)
+async def build(req: BuildRequest) -> BuildResult:
+    art = Artifact(req.commit, tree="t", config_hash="c", kernel="/k", config="/c", build_log="/l")
+    return BuildResult(commit=req.commit, ok=True, artifact=art)
+
+
+@activity.defn(name=TEST)
+async def boot(req: TestRequest) -> TestResult:
+    value = 8.0 if req.commit in SLOW else 512.0
+    return TestResult(req.commit, "ok", {req.metric: value}, [value] * 3, host="vm-a")
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def service(
+    env: WorkflowEnvironment, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[dict[str, str]]:
+    """The settings of a worker with the real workflow and validation, fake build and boot."""
+    queue = f"q-{uuid.uuid4().hex[:6]}"
+    environ = {
+        **os.environ,
+        "KBISECT_TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
+        "KBISECT_CONTROL_QUEUE": queue,
+        "KBISECT_BUILD_QUEUE": queue,
+        "KBISECT_VM_QUEUE": queue,
+        "KBISECT_DATA": str(tmp_path_factory.mktemp("data")),
+    }
+    validate = BuildActivities(Settings.from_env(), KernelBuilder()).validate_sweep
+    async with Worker(
+        env.client,
+        task_queue=queue,
+        workflows=[SweepWorkflow],
+        activities=[validate, build, boot],
+        workflow_runner=sandbox_runner(),
+        activity_executor=ThreadPoolExecutor(2),
+    ):
+        yield environ
+
+
+async def kbisect(environ: dict[str, str], *args: str) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "kbisect",
+        *args,
+        "--no-start",
+        env=environ,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    return proc.returncode or 0, out.decode(), err.decode()
+
+
+@pytest.fixture
+def lab(tmp_path: Path, tiny_tarball: Path) -> Path:
+    create_lab(tmp_path / "lab", LabOptions(commits=6, seed=3))
+    SLOW.add(Git(tmp_path / "lab").resolve("lab-bad"))
+    return tmp_path / "lab"
+
+
+async def test_a_sweep_from_the_command_line_to_its_report(
+    service: dict[str, str], lab: Path, tmp_path: Path
+) -> None:
+    plot = tmp_path / "sweep.png"
+    series = ["lab-good", "lab-good", "lab-bad"]
+    code, out, err = await kbisect(
+        service,
+        "sweep",
+        "--repo",
+        str(lab),
+        *series,
+        "--testcase",
+        "nvme-snapshot-read",
+        "--plot",
+        str(plot),
+        "--json",
+    )
+    assert code == 0, err
+    result = json.loads(out)
+    assert [(p["old"]["name"], p["new"]["name"], p["verdict"]) for p in result["pairs"]] == [
+        ("lab-good", "lab-good", "same"),
+        ("lab-good", "lab-bad", "changed"),
+    ]
+    assert result["pairs"][1]["direction"] == "worse"
+    assert result["pairs"][1]["effect"] == pytest.approx(8 / 512 - 1)
+    assert result["kernels"][2]["commit"] == Git(lab).resolve("lab-bad")  # a full hash
+    assert result["boots"] == 3  # a counter that agrees: one boot a kernel
+    assert plot.stat().st_size > 10_000
+    # Piped progress: one plain line a boot, each kernel by the name it was given.
+    boots = sorted(line for line in err.splitlines() if line.startswith("boot "))
+    assert len(boots) == 3 and all("nvme-snapshot-read" in b for b in boots), err
+    assert any(" lab-bad nvme-snapshot-read 8 on vm-a" in b for b in boots), boots
+    job = result["id"]
+    assert job.startswith("sweep-")
+
+    # watch and report know it is a sweep; status lists it.
+    code, watched, err = await kbisect(service, "watch", job, "--json")
+    assert code == 0 and json.loads(watched)["pairs"] == result["pairs"], err
+    code, report, err = await kbisect(service, "report", job)
+    assert code == 0, err
+    assert "| lab-good -> lab-bad | nvme-snapshot-read avg_read_sectors |" in report
+    assert "changed (worse)" in report and "1 of 2 pairs changed" in report
+    code, listed, err = await kbisect(service, "status", "--json")
+    assert code == 0, err
+    assert job in [j["id"] for j in json.loads(listed)]
+
+
+async def test_a_sweep_of_an_unknown_revision_is_one_line_before_a_job(
+    service: dict[str, str], lab: Path
+) -> None:
+    code, out, err = await kbisect(
+        service, "sweep", "--repo", str(lab), "lab-good", "v9.9", "--testcase", "sched-pipe"
+    )
+    assert code == 2 and out == ""
+    assert err.strip().startswith("kbisect: error: ") and "v9.9" in err, err
+    assert "job sweep-" not in err
