@@ -183,7 +183,7 @@ def _lines() -> Show:
             note(status)
         seen = int(said["boots"])
         for n, b in enumerate(p.boots[seen:], start=seen + 1):
-            name = p.names[b.kernel] if b.kernel < len(p.names) else p.kernels[b.kernel]
+            name = sweep_report.entry_name(p.names or p.kernels, b.kernel)
             what = f"{b.value:.6g}" if b.value is not None else f"failed: {b.error}"
             note(f"boot {n}: {name} {b.testcase} {what}" + (f" on {b.host}" if b.host else ""))
         said["boots"] = len(p.boots)
@@ -198,7 +198,8 @@ async def _bar(client: JobClient, job_id: str) -> None:
 
         def show(p: SweepProgress) -> None:
             last = p.boots[-1] if p.boots else None
-            text = p.status if last is None else f"{p.status}: last {p.names[last.kernel]}"
+            where = sweep_report.entry_name(p.names or p.kernels, last.kernel) if last else ""
+            text = f"{p.status}: last {where}" if where else p.status
             bar.update(task, description=text[:60], completed=len(p.boots), total=p.planned or None)
 
         await _poll(client, job_id, show)

@@ -40,10 +40,19 @@ def levels(result: SweepResult, testcase: str) -> list[Level]:
     return [level(v) for v in by_kernel]
 
 
+def entry_name(names: list[str], k: int) -> str:
+    """The series' k-th kernel by its name, numbered (#k, from 1) when the same name
+    comes more than once (an A/A series)."""
+    return f"{names[k]} #{k + 1}" if names.count(names[k]) > 1 else names[k]
+
+
 def label(result: SweepResult, k: int) -> str:
     """A kernel as the user named it (its subject when it was given as a hash)."""
-    name = result.names[k] if k < len(result.names) else ""
-    return name or result.subjects[k] or result.kernels[k][:12]
+    names = [
+        n or (result.subjects[i] if i < len(result.subjects) else "") or result.kernels[i][:12]
+        for i, n in enumerate(result.names or [""] * len(result.kernels))
+    ]
+    return entry_name(names, k)
 
 
 def effect_text(pair: SweepPair) -> str:
@@ -103,7 +112,13 @@ def markdown(result: SweepResult) -> str:
 
 
 def _kernel(result: SweepResult, k: int) -> dict[str, Any]:
-    return {"name": label(result, k), "commit": result.kernels[k], "subject": result.subjects[k]}
+    name = result.names[k] if k < len(result.names) else ""
+    return {
+        "position": k,  # in the series, from 0
+        "name": name or result.subjects[k],
+        "commit": result.kernels[k],
+        "subject": result.subjects[k],
+    }
 
 
 def to_json(result: SweepResult, job_id: str = "") -> dict[str, Any]:

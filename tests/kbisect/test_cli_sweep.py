@@ -110,10 +110,8 @@ async def test_a_sweep_from_the_command_line_to_its_report(
     )
     assert code == 0, err
     result = json.loads(out)
-    assert [(p["old"]["name"], p["new"]["name"], p["verdict"]) for p in result["pairs"]] == [
-        ("lab-good", "lab-good", "same"),
-        ("lab-good", "lab-bad", "changed"),
-    ]
+    pairs = [(p["old"]["position"], p["new"]["name"], p["verdict"]) for p in result["pairs"]]
+    assert pairs == [(0, "lab-good", "same"), (1, "lab-bad", "changed")]
     assert result["pairs"][1]["direction"] == "worse"
     assert result["pairs"][1]["effect"] == pytest.approx(8 / 512 - 1)
     assert result["kernels"][2]["commit"] == Git(lab).resolve("lab-bad")  # a full hash
@@ -123,6 +121,8 @@ async def test_a_sweep_from_the_command_line_to_its_report(
     boots = sorted(line for line in err.splitlines() if line.startswith("boot "))
     assert len(boots) == 3 and all("nvme-snapshot-read" in b for b in boots), err
     assert any(" lab-bad nvme-snapshot-read 8 on vm-a" in b for b in boots), boots
+    # The same name twice: each entry numbered in the lines.
+    assert sum(" lab-good #2 nvme-snapshot-read 512 on vm-a" in b for b in boots) == 1, boots
     job = result["id"]
     assert job.startswith("sweep-")
 
@@ -131,7 +131,7 @@ async def test_a_sweep_from_the_command_line_to_its_report(
     assert code == 0 and json.loads(watched)["pairs"] == result["pairs"], err
     code, report, err = await kbisect(service, "report", job)
     assert code == 0, err
-    assert "| lab-good -> lab-bad | nvme-snapshot-read avg_read_sectors |" in report
+    assert "| lab-good #2 -> lab-bad | nvme-snapshot-read avg_read_sectors |" in report
     assert "changed (worse)" in report and "1 of 2 pairs changed" in report
     code, listed, err = await kbisect(service, "status", "--json")
     assert code == 0, err
