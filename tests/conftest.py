@@ -181,3 +181,15 @@ async def env() -> "AsyncIterator[WorkflowEnvironment]":
         search_attributes=list(SEARCH_ATTRIBUTES),
     ) as env:
         yield env
+
+
+def one_queue_env(env: "WorkflowEnvironment", queue: str) -> dict[str, str]:
+    """The environment of a kbisect process whose three task queues are `queue`, on the
+    dev server of `env`."""
+    return {
+        **os.environ,
+        "KBISECT_TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
+        "KBISECT_CONTROL_QUEUE": queue,
+        "KBISECT_BUILD_QUEUE": queue,
+        "KBISECT_VM_QUEUE": queue,
+    }

@@ -20,6 +20,7 @@ from kbisect.main import main
 from kbisect.settings import Settings
 from kbisect.workers.activities import BuildActivities
 from kbisect.workflows.bisect_workflow import BisectWorkflow, sandbox_runner
+from tests.conftest import one_queue_env
 from tests.workflows import fakes
 from tests.workflows.fakes import SCENARIOS, Scenario
 
@@ -30,13 +31,7 @@ async def _kbisect(
     env: WorkflowEnvironment, *args: str, command: str = "bisect"
 ) -> tuple[int, str]:
     queue = f"q-{uuid.uuid4().hex[:6]}"
-    environ = {
-        **os.environ,
-        "KBISECT_TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
-        "KBISECT_CONTROL_QUEUE": queue,
-        "KBISECT_BUILD_QUEUE": queue,
-        "KBISECT_VM_QUEUE": queue,
-    }
+    environ = one_queue_env(env, queue)
     async with Worker(
         env.client,
         task_queue=queue,

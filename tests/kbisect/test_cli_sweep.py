@@ -4,7 +4,6 @@ git lab; builds and boots are fakes that score lab-bad's kernel as the seed's bu
 
 import asyncio
 import json
-import os
 import sys
 import uuid
 from collections.abc import AsyncIterator
@@ -26,6 +25,7 @@ from kbisect.settings import Settings
 from kbisect.workers.activities import BuildActivities
 from kbisect.workflows.bisect_workflow import sandbox_runner
 from kbisect.workflows.sweep_workflow import SweepWorkflow
+from tests.conftest import one_queue_env
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 SLOW: set[str] = set()  # kernels that read 8-sector requests (the seed's bug)
@@ -49,14 +49,7 @@ async def service(
 ) -> AsyncIterator[dict[str, str]]:
     """The settings of a worker with the real workflow and validation, fake build and boot."""
     queue = f"q-{uuid.uuid4().hex[:6]}"
-    environ = {
-        **os.environ,
-        "KBISECT_TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
-        "KBISECT_CONTROL_QUEUE": queue,
-        "KBISECT_BUILD_QUEUE": queue,
-        "KBISECT_VM_QUEUE": queue,
-        "KBISECT_DATA": str(tmp_path_factory.mktemp("data")),
-    }
+    environ = {**one_queue_env(env, queue), "KBISECT_DATA": str(tmp_path_factory.mktemp("data"))}
     validate = BuildActivities(Settings.from_env(), KernelBuilder()).validate_sweep
     async with Worker(
         env.client,
