@@ -53,7 +53,7 @@ def words(pairs: list[SweepPair]) -> list[str]:
 
 def test_a_25_percent_step_is_changed_at_its_pair_and_nowhere_else() -> None:
     """At CV 15% and 12 boots a kernel: found in 97% of sweeps (300 simulated); a false
-    alert on about 1 pair in 150."""
+    alert on about 1 pair in 75."""
     found, false = 0, 0
     for seed in range(100):
         pairs, _ = run([100, 100, 75, 75, 75], seed)
@@ -72,7 +72,7 @@ def test_a_faster_kernel_is_changed_for_the_better() -> None:
     assert (pairs[0].verdict, pairs[0].direction) == (PairWord.CHANGED, "better")
 
 
-def test_five_equal_kernels_raise_about_one_false_alert_in_a_hundred_sweeps() -> None:
+def test_five_equal_kernels_raise_about_one_false_alert_in_75_sweeps() -> None:
     """ALPHA (1%) is spent over the pairs and their looks: 20 false pairs in 1,500
     simulated sweeps of 4 pairs each when this was written."""
     alerts = sum(
