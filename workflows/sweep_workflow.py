@@ -20,6 +20,7 @@ with workflow.unsafe.imports_passed_through():
         SWEEP_WORKFLOW,
         BisectRequest,
         BuildResult,
+        PairWord,
         SweepBoot,
         SweepJob,
         SweepProgress,
@@ -126,7 +127,7 @@ class SweepWorkflow(Resumable):
             for t, k in order:  # one guest at a time: a timed boot has the host to itself
                 await self._boot(calls, sweep, job, builds, t, k)
         pairs = sweep.pairs()
-        changed = sum(pair.verdict == "changed" for pair in pairs)
+        changed = sum(pair.verdict == PairWord.CHANGED for pair in pairs)
         self._set("done", f"{changed} of {len(pairs)} pairs changed")
         return SweepResult(
             repo=req.repo,
