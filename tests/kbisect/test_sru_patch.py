@@ -4,11 +4,12 @@ clean clone, with the kernel team's trailers in their order, and its risk sectio
 import re
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from kbisect.builders.verify_commit import make_verify_commit
-from kbisect.contract import BisectResult, Mode, Step, Verification
+from kbisect.contract import WORKFLOW, BisectResult, Mode, Step, Verification
 from kbisect.errors import UserError
 from kbisect.infra.git import Git
 from kbisect.reports.sru_note import sru_note
@@ -350,6 +351,9 @@ def finished_fix_job_sru(
     assert isinstance(result, BisectResult)
 
     class Finished:
+        async def describe(self, job_id: str) -> SimpleNamespace:
+            return SimpleNamespace(workflow_type=WORKFLOW)  # a bisection, not a sweep
+
         async def result(self, job_id: str) -> BisectResult:
             assert job_id == "bisect-nvme-snapshot-read-0badf1x0"
             return result
