@@ -161,6 +161,39 @@ def listening_addresses(pid: int) -> set[tuple[str, int]]:
     return found
 
 
+DB_HOLDER_WAIT = 15.0  # seconds a dying dev server may keep its database open
+
+
+def _holders(db: Path) -> list[int]:
+    """Processes of this user that have the database file open."""
+    target, found = str(db.resolve()), []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if any(os.readlink(fd) == target for fd in (proc / "fd").iterdir()):
+                found.append(int(proc.name))
+        except OSError:  # gone meanwhile, or not ours
+            continue
+    return found
+
+
+def _wait_for_database(db: Path) -> None:
+    """A dev server still dying (its `kbisect up` was killed a moment ago) keeps the
+    database open, and a new one beside it exits on SQLITE_BUSY: wait until it is gone."""
+    if not db.exists():
+        return
+    deadline = time.monotonic() + DB_HOLDER_WAIT
+    while holders := _holders(db):
+        if time.monotonic() > deadline:
+            raise InfraError(
+                f"the Temporal database {db} is open in process {holders[0]}: is another "
+                "kbisect server using it? Stop it ('kbisect down'), or give this one its own "
+                "data folder"
+            )
+        time.sleep(0.2)
+
+
 def start(
     ip: str = "127.0.0.1",
     port: int = 7233,
@@ -181,6 +214,7 @@ def start(
     db = db or settings.data_dir() / "temporal.db"
     log = log or settings.data_dir() / "temporal-server.log"
     rotate_log(log)
+    _wait_for_database(db)
     argv = [sys.executable, "-m", "kbisect.infra.temporal_server"]  # main() below
     argv += ["--ip", ip, "--port", str(port), "--ui-port", str(ui_port), "--db", str(db)]
     with open(log, "ab") as out:
