@@ -54,7 +54,6 @@ class _Kernel:
     boots: list[Boot] = field(default_factory=list)
     attempts: int = 0
     failures_in_a_row: int = 0
-    dead: str = ""  # why it cannot be measured ("": it can)
 
 
 class Sweep:
@@ -93,7 +92,6 @@ class Sweep:
 
     def give_up(self, t: int, k: int, why: str) -> None:
         """The kernel cannot be measured (it does not build, or never boots)."""
-        self._k[t, k].dead = why
         for p in self._pairs:
             if p.testcase == t and k in (p.old, p.old + 1) and p.open:
                 p.why = f"kernel {k + 1} {why}"
@@ -118,22 +116,25 @@ class Sweep:
         return order
 
     # --- the verdicts ----------------------------------------------------------------
-    def _scores(self, t: int) -> tuple[bool, float]:
-        """The testcase's scale (log for a positive metric) and its within-boot spread,
-        pooled over every boot of the series, as the engine's revision 4 scores a boot."""
+    def _series(self, t: int) -> tuple[bool, list[list[float]], Pooled | None]:
+        """Testcase t's scale (log for a positive metric), each kernel's boot scores (as
+        the engine's revision 4 scores a boot: the within-boot spread pooled over every
+        boot of the series) and the series' pooled noise."""
         boots = [b for (tt, _), kernel in self._k.items() if tt == t for b in kernel.boots]
         log = log_scale(boots)
-        return log, within_spread(boots, log)
-
-    def _gate(self, p: _Pair, cap: int) -> EndpointVerdict:
-        """The gate on the pair, its noise floored by the whole series' (one testcase on
-        one host: the kernels share one noise, known from many more boots than a pair's)."""
-        tc = self.testcases[p.testcase]
-        log, spread = self._scores(p.testcase)
+        spread = within_spread(boots, log)
         scores = [
-            [mean_score(b, log, spread) for b in self._k[p.testcase, k].boots]
-            for k in range(self.kernels)
+            [mean_score(b, log, spread) for b in self._k[t, k].boots] for k in range(self.kernels)
         ]
+        return log, scores, Pooled.of(scores)
+
+    def _gate(
+        self, p: _Pair, cap: int, series: tuple[bool, list[list[float]], Pooled | None]
+    ) -> EndpointVerdict:
+        """The gate on the pair, with the noise of the whole series (one testcase on one
+        host: the kernels share one noise, known from many more boots than a pair's)."""
+        tc = self.testcases[p.testcase]
+        log, scores, pooled = series
         old, new = (self._k[p.testcase, k].boots for k in (p.old, p.old + 1))
         return compare_scores(
             scores[p.old],
@@ -145,30 +146,33 @@ class Sweep:
             min_effect=self.min_effect,
             max_boots=cap,
             alpha=self.alpha,
-            pooled=Pooled.of(scores),
+            pooled=pooled,
         )
 
     def _judge(self, t: int) -> None:
         """Read the gate of each open pair of testcase t whose kernels reached its look."""
+        series = None  # scored once, and only when a pair reaches its look
         for p in self._pairs:
             if p.testcase != t or not p.open:
                 continue
             n = min(len(self._k[t, k].boots) for k in (p.old, p.old + 1))
             if n >= p.want:
-                p.verdict = self._gate(p, self.budget)
+                series = series or self._series(t)
+                p.verdict = self._gate(p, self.budget, series)
                 p.want = p.verdict.want
 
     def pairs(self) -> list[SweepPair]:
         """Every pair's verdict; a pair still open at the end (its budget spent on failed
         boots) is read at what it has."""
         out = []
+        series = {t: self._series(t) for t in range(len(self.testcases))}
         for p in self._pairs:
             tc = self.testcases[p.testcase]
             old, new = (self._k[p.testcase, k].boots for k in (p.old, p.old + 1))
             n = min(len(old), len(new))
             verdict = p.verdict if n else None
             if n and (p.open or p.why):  # the gate at its cap: decided, or cannot tell
-                verdict = self._gate(p, n)
+                verdict = self._gate(p, n, series[p.testcase])
             pair = SweepPair(
                 testcase=tc.name,
                 metric=tc.metric,

@@ -174,19 +174,19 @@ def show_result(result: SweepResult, job_id: str, args: argparse.Namespace) -> N
 
 
 def _lines() -> Show:
-    said: dict[str, int | str] = {"status": "", "boots": 0}
+    last_status, seen = "", 0
 
     def show(p: SweepProgress) -> None:
+        nonlocal last_status, seen
         status = f"{p.status}: {p.message}" if p.message else p.status
-        if status != said["status"]:
-            said["status"] = status
+        if status != last_status:
+            last_status = status
             note(status)
-        seen = int(said["boots"])
         for n, b in enumerate(p.boots[seen:], start=seen + 1):
             name = sweep_report.entry_name(p.names or p.kernels, b.kernel)
             what = f"{b.value:.6g}" if b.value is not None else f"failed: {b.error}"
             note(f"boot {n}: {name} {b.testcase} {what}" + (f" on {b.host}" if b.host else ""))
-        said["boots"] = len(p.boots)
+        seen = len(p.boots)
 
     return show
 
