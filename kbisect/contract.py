@@ -20,8 +20,11 @@ TRACE = "trace_testcase"
 PREPARE_VERIFY = "prepare_verify"
 CLASSIFY = "classify_commits"
 VALIDATE_SWEEP = "validate_sweep"
+SERIES_PLAN = "series_plan"
+SERIES_RECORD = "series_record"
 WORKFLOW = "BisectWorkflow"
 SWEEP_WORKFLOW = "SweepWorkflow"
+SERIES_WORKFLOW = "SeriesTickWorkflow"
 
 
 class QueueKind(StrEnum):
@@ -39,6 +42,8 @@ ACTIVITY_QUEUE: dict[str, QueueKind] = {
     PREPARE_VERIFY: QueueKind.BUILD,
     CLASSIFY: QueueKind.BUILD,
     VALIDATE_SWEEP: QueueKind.BUILD,
+    SERIES_PLAN: QueueKind.BUILD,  # the host that has the trees and apt keeps the results
+    SERIES_RECORD: QueueKind.BUILD,
     TEST: QueueKind.VM,
     TRACE: QueueKind.VM,
 }
@@ -65,6 +70,10 @@ FLAKY_BOOTS_FACTOR = 4
 # its last look; a 25% step under 15% noise is "changed" by 6.
 DEFAULT_SWEEP_BOOTS = 12
 MAX_SWEEP_KERNELS = 50  # a series longer than this is a bisection, or a typo
+# A series watch is a Temporal Schedule of this id prefix and the watch's name; it looks
+# for new kernels this often unless `--every` says otherwise.
+SERIES_SCHEDULE_PREFIX = "kbisect-series-"
+DEFAULT_SERIES_EVERY_MINUTES = 360
 
 # Search attributes the workflow keeps up to date (Keyword each).
 SA_TESTCASE_NAME = "KbisectTestcase"
@@ -506,4 +515,73 @@ class SweepResult:
     pairs: list[SweepPair]
     boots: list[SweepBoot]
     budget: int  # boots per kernel and testcase, at most
+    message: str = ""
+
+
+# --- series watches: each new kernel swept against the last one, on a schedule ---------
+@dataclass
+class SeriesWatch:
+    """What a watch follows and how it measures; the Schedule passes it to every tick."""
+
+    name: str
+    testcases: list[str]
+    tree: str = ""  # a named tree ('kbisect tree add')
+    tags: str = ""  # the tree's tags matching this glob; "": its branch head
+    apt: str = ""  # or Debian packages whose names match this glob
+    metric: str | None = None
+    profile: str | None = None
+    boots: int = DEFAULT_SWEEP_BOOTS
+    min_effect: float = DEFAULT_MIN_EFFECT
+    search_attributes: bool = True
+    build_queue: str = DEFAULT_QUEUE[QueueKind.BUILD]
+    vm_queue: str = DEFAULT_QUEUE[QueueKind.VM]
+
+
+@dataclass
+class SeriesKernel:
+    name: str  # as shown: a tag, a short hash, a package
+    key: str  # what makes it new: a full hash, or package=version
+    spec: str  # what a sweep takes: a full hash, or a package name
+
+
+@dataclass
+class SeriesPlan:
+    """A tick's sweep: the last kernel measured, then the new ones (series); none when
+    nothing is new."""
+
+    repo: str  # the tree, or a kernel list of the packages
+    kernels: list[str]  # the sweep's commits, one per series entry
+    series: list[SeriesKernel] = field(default_factory=list)
+    message: str = ""
+
+
+@dataclass
+class SeriesAlert:
+    """A changed pair of a watch's sweep; `key` is posted once, whatever restarts."""
+
+    key: str
+    watch: str
+    sweep: str  # the sweep's job id
+    old: str  # the kernels' names
+    new: str
+    pair: SweepPair
+
+
+@dataclass
+class SeriesRecord:
+    watch: str
+    sweep: str
+    series: list[SeriesKernel]
+    result: SweepResult
+
+
+@dataclass
+class SeriesTick:
+    """What one tick of a watch did."""
+
+    watch: str
+    sweep: str = ""  # its sweep's job id; "" when nothing was new
+    series: list[SeriesKernel] = field(default_factory=list)
+    alerts: list[SeriesAlert] = field(default_factory=list)
+    kept: dict[str, dict[str, int]] = field(default_factory=dict)  # kernel: testcase: boots
     message: str = ""

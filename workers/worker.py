@@ -20,7 +20,9 @@ from kbisect.infra import host_lock
 from kbisect.infra.machines import make_machine
 from kbisect.settings import Queues, Settings
 from kbisect.workers.activities import BuildActivities, VmActivities
+from kbisect.workers.series_activities import SeriesActivities
 from kbisect.workflows.bisect_workflow import BisectWorkflow, sandbox_runner
+from kbisect.workflows.series_workflow import SeriesTickWorkflow
 from kbisect.workflows.sweep_workflow import SweepWorkflow
 
 # On shutdown, running builds and boots get this long; then Temporal retries them elsewhere.
@@ -52,7 +54,7 @@ def make_workers(
             Worker(
                 client,
                 task_queue=queues.control,
-                workflows=[BisectWorkflow, SweepWorkflow],
+                workflows=[BisectWorkflow, SweepWorkflow, SeriesTickWorkflow],
                 workflow_runner=sandbox_runner(),
             )
         )
@@ -61,6 +63,7 @@ def make_workers(
         # Kernel lists (bisect --kernels) fetch prebuilt kernels; other repositories build.
         builder = KernelListBuilder(KernelBuilder(jobs, pin=build_cpus), settings)
         b = BuildActivities(settings, builder, builds)
+        series = SeriesActivities(settings)
         # +1: validation and verify commits (git only) never wait behind builds; builds
         # themselves are limited to `builds` inside the activity.
         workers.append(
@@ -73,6 +76,8 @@ def make_workers(
                     b.build_kernel,
                     b.prepare_verify,
                     b.classify_commits,
+                    series.series_plan,
+                    series.series_record,
                 ],
                 activity_executor=ThreadPoolExecutor(builds + 1),
                 graceful_shutdown_timeout=SHUTDOWN_GRACE,

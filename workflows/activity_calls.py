@@ -19,6 +19,8 @@ from kbisect.contract import (
     BUILD,
     CLASSIFY,
     PREPARE_VERIFY,
+    SERIES_PLAN,
+    SERIES_RECORD,
     TEST,
     TRACE,
     VALIDATE,
@@ -30,6 +32,10 @@ from kbisect.contract import (
     ClassifyResult,
     ErrorType,
     QueueKind,
+    SeriesPlan,
+    SeriesRecord,
+    SeriesTick,
+    SeriesWatch,
     SweepJob,
     SweepRequest,
     TestRequest,
@@ -84,6 +90,36 @@ async def validate_sweep(req: SweepRequest) -> SweepJob:
     except ActivityError as err:
         raise JobFailed(cause(err)) from err
     return job
+
+
+async def series_plan(watch: SeriesWatch) -> SeriesPlan:
+    """A watch's new kernels, found on a build host (it has the trees and apt); a tick
+    that cannot look ends failed, and the next tick looks again."""
+    try:
+        plan: SeriesPlan = await workflow.execute_activity(
+            SERIES_PLAN,
+            watch,
+            result_type=SeriesPlan,
+            task_queue=watch.build_queue,
+            start_to_close_timeout=GIT_TIMEOUT,
+            retry_policy=VALIDATE_RETRY,
+        )
+    except ActivityError as err:
+        raise JobFailed(cause(err)) from err
+    return plan
+
+
+async def series_record(rec: SeriesRecord, build_queue: str) -> SeriesTick:
+    """The sweep's boots kept by kernel and testcase, its changes as alerts."""
+    tick: SeriesTick = await workflow.execute_activity(
+        SERIES_RECORD,
+        rec,
+        result_type=SeriesTick,
+        task_queue=build_queue,
+        start_to_close_timeout=GIT_TIMEOUT,
+        retry_policy=BUILD_RETRY,
+    )
+    return tick
 
 
 class Blocking:

@@ -39,9 +39,6 @@ def sweep_request(
     """The series (revisions of a tree, resolved here, or prebuilt kernels as a kernel
     list) and the testcases, checked before a service or a job starts; and where each
     kernel's source is, for --bisect (None: prebuilt kernels without K=REV)."""
-    from kbisect.testcases import manifest as manifests
-    from kbisect.testcases.tuning import check_tuning
-
     if args.kernels and args.revs:
         raise UserError("--kernels is the whole series: drop the revisions")
     if not args.kernels and not args.revs:
@@ -69,11 +66,7 @@ def sweep_request(
         if len(commits) < 2:
             raise UserError("a sweep needs two kernels or more, oldest first")
         sources = Sources(str(repo), commits)
-    if args.boots < 3:
-        raise UserError(f"--boots {args.boots}: give 3 or more (the gate's first look)")
-    min_effect = DEFAULT_MIN_EFFECT if args.min_effect is None else args.min_effect / 100
-    for name in args.testcase:
-        check_tuning(manifests.load(name), args.metric, min_effect, args.boots, False)
+    min_effect = checked_measure(args)
     if args.bisect and sources is None:
         raise UserError(
             "--bisect over prebuilt kernels needs their source revisions: "
@@ -90,6 +83,20 @@ def sweep_request(
         min_effect=min_effect,
     )
     return req, sources
+
+
+def checked_measure(args: argparse.Namespace) -> float:
+    """The testcases, metric and budget checked (measure_options); the least effect as a
+    fraction."""
+    from kbisect.testcases import manifest as manifests
+    from kbisect.testcases.tuning import check_tuning
+
+    if args.boots < 3:
+        raise UserError(f"--boots {args.boots}: give 3 or more (the gate's first look)")
+    min_effect: float = DEFAULT_MIN_EFFECT if args.min_effect is None else args.min_effect / 100
+    for name in args.testcase:
+        check_tuning(manifests.load(name), args.metric, min_effect, args.boots, False)
+    return min_effect
 
 
 def cmd_sweep(args: argparse.Namespace, settings: Settings) -> int:
@@ -218,21 +225,8 @@ async def _poll(client: JobClient, job_id: str, show: Show) -> None:
             await asyncio.sleep(POLL_SECONDS)
 
 
-def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    s = sub.add_parser(
-        "sweep",
-        help="measure a series of kernels side by side and say what changed between neighbours",
-    )
-    where = s.add_mutually_exclusive_group()
-    where.add_argument("--repo", help="the kernel git repository the revisions are in (a path)")
-    where.add_argument("--tree", help="a named tree instead of a path ('kbisect tree add')")
-    s.add_argument("revs", nargs="*", metavar="REV", help="the series' revisions, oldest first")
-    s.add_argument(
-        "--kernels",
-        metavar="K1,K2,...",
-        help="the series as prebuilt kernels, oldest first: Debian linux-image-* package "
-        "names, .deb files or vmlinuz files",
-    )
+def measure_options(s: argparse.ArgumentParser) -> None:
+    """What a sweep measures and how much: `sweep` and `series watch` take the same."""
     s.add_argument(
         "--testcase",
         action="append",
@@ -258,6 +252,24 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
         f"({DEFAULT_MIN_EFFECT * 100:g}%%)",
     )
     s.add_argument("--profile", help=PROFILE_HELP)
+
+
+def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    s = sub.add_parser(
+        "sweep",
+        help="measure a series of kernels side by side and say what changed between neighbours",
+    )
+    where = s.add_mutually_exclusive_group()
+    where.add_argument("--repo", help="the kernel git repository the revisions are in (a path)")
+    where.add_argument("--tree", help="a named tree instead of a path ('kbisect tree add')")
+    s.add_argument("revs", nargs="*", metavar="REV", help="the series' revisions, oldest first")
+    s.add_argument(
+        "--kernels",
+        metavar="K1,K2,...",
+        help="the series as prebuilt kernels, oldest first: Debian linux-image-* package "
+        "names, .deb files or vmlinuz files",
+    )
+    measure_options(s)
     s.add_argument(
         "--bisect",
         action="store_true",

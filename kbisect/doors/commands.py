@@ -59,6 +59,7 @@ def read_secret(path: str, what: str) -> str:
 
 def cmd_matrix(args: argparse.Namespace, settings: Settings) -> int:
     from kbisect.doors.matrix import BotConfig, MatrixBot, default_state_path
+    from kbisect.jobs.series_client import check_name
     from kbisect.reports.sru_patch import SIGNOFF
 
     if not args.homeserver.startswith(("http://", "https://")):
@@ -69,6 +70,8 @@ def cmd_matrix(args: argparse.Namespace, settings: Settings) -> int:
     for room in args.room:
         if not room.startswith("!") or len(room) < 2:  # room v12 ids have no ':server'
             raise UserError(f"{room!r} is not a room id: it starts with '!' (room settings)")
+    for name in args.series:
+        check_name(name)
     if args.signoff is not None and not SIGNOFF.fullmatch(args.signoff):
         raise UserError(f"--signoff {args.signoff!r}: write 'Your Name <you@example.com>'")
     config = BotConfig(
@@ -79,6 +82,7 @@ def cmd_matrix(args: argparse.Namespace, settings: Settings) -> int:
         allowed=args.allow_user,
         state=Path(args.state) if args.state else default_state_path(settings, args.user),
         signoff=args.signoff,
+        series=args.series,
     )
     service_logging()
     logging.getLogger("nio").setLevel(logging.WARNING)  # a line per event otherwise
@@ -128,6 +132,14 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
         metavar="'NAME <MAIL>'",
         help="the Signed-off-by of the SRU patches 'sru JOB' posts (default: git's user.name "
         "and user.email)",
+    )
+    m.add_argument(
+        "--series",
+        action="append",
+        default=[],
+        metavar="WATCH",
+        help="post this series watch's alerts, with their plots, in the first room "
+        "(repeatable; 'kbisect series watch')",
     )
     m.set_defaults(func=cmd_matrix)
 

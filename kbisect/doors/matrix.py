@@ -18,6 +18,7 @@ in a command, the sender gets one line and the bot serves on.
 """
 
 import asyncio
+import hashlib
 import io
 import logging
 import tempfile
@@ -36,15 +37,19 @@ from nio import (
     UploadResponse,
 )
 
+from kbisect.contract import SeriesAlert
 from kbisect.doors import state_file
 from kbisect.doors.actions import execute, failure_text, off_loop, sru_files
 from kbisect.doors.grammar import Command, parse
 from kbisect.doors.job_posts import Post, follow
 from kbisect.errors import InfraError, KbisectError, UserError
+from kbisect.jobs import series_client
 from kbisect.jobs.client import JobClient
+from kbisect.reports.sweep_report import alert_line
 from kbisect.settings import Settings, private_dir
 
 PREFIX = "!kbisect"
+SERIES_POLL_SECONDS = 30.0  # how often the bot looks for a watch's new alerts
 log = logging.getLogger("kbisect.matrix")
 
 
@@ -57,6 +62,7 @@ class BotConfig:
     allowed: list[str]  # user ids obeyed
     state: Path  # the state file
     signoff: str | None = None  # the SRU patch's Signed-off-by; default: git's identity
+    series: list[str] = field(default_factory=list)  # watches whose alerts go to rooms[0]
 
 
 @dataclass
@@ -74,6 +80,7 @@ class State:
     device_id: str = ""
     access_token: str = ""
     jobs: dict[str, JobThread] = field(default_factory=dict)
+    alerts: list[str] = field(default_factory=list)  # series alerts posted, by key
 
     @classmethod
     def load(cls, path: Path) -> "State":
@@ -86,6 +93,7 @@ class State:
                 device_id=raw.get("device_id", ""),
                 access_token=raw.get("access_token", ""),
                 jobs=jobs,
+                alerts=list(raw.get("alerts", [])),
             )
         except TypeError as exc:
             raise UserError(f"{path} is not a kbisect Matrix state file: move it away") from exc
@@ -96,6 +104,7 @@ class State:
             "device_id": self.device_id,
             "access_token": self.access_token,
             "jobs": {k: vars(v) for k, v in self.jobs.items()},
+            "alerts": self.alerts,
         }
         state_file.save(self.path, data)
 
@@ -144,6 +153,8 @@ class MatrixBot:
         for job_id, job in self.state.jobs.items():
             if not job.done:
                 self._follow(job_id)
+        for watch in self.config.series:
+            self.followers[f"series {watch}"] = asyncio.create_task(self._follow_series(watch))
         self.nio.add_event_callback(self._on_message, RoomMessageText)
         log.info("listening in %s", ", ".join(self.config.rooms))
         await self.nio.sync_forever(timeout=30000)
@@ -328,6 +339,61 @@ class MatrixBot:
         job.posted.append("plot")
         self.state.save()
 
+    # --- series watches' alerts ------------------------------------------------------
+    async def _follow_series(self, watch: str) -> None:
+        """Each alert of the watch's ticks, oldest first, posted once (by its key) in the
+        first room; looked for every SERIES_POLL_SECONDS while the bot runs."""
+        assert self.jobs is not None
+        first = True
+        while True:
+            try:
+                ticks = reversed(await series_client.ticks(self.jobs, watch))
+                alerts = [a for t in ticks for a in (t.result.alerts if t.result else [])]
+                new = [a for a in alerts if a.key not in self.state.alerts]
+                for alert in new:
+                    await self._post_alert(self.config.rooms[0], alert)
+                if first or new:
+                    log.info("series %s: %d alert(s), %d posted now", watch, len(alerts), len(new))
+                first = False
+            except KbisectError as exc:  # the server away, or the watch not made yet
+                log.warning("series %s: %s; looking again", watch, exc)
+            except Exception:  # not foreseen: the bot serves on
+                log.exception("series %s; looking again", watch)
+            await asyncio.sleep(SERIES_POLL_SECONDS)
+
+    async def _post_alert(self, room: str, alert: SeriesAlert) -> None:
+        """The alert's line, then the sweep's plot in its thread. Transaction ids come from
+        the alert's key: a restart between the two posts repeats neither."""
+        from kbisect.reports.sweep_plot import plot_sweep
+
+        assert self.jobs is not None
+        tx = "kbisect-alert-" + hashlib.sha256(alert.key.encode()).hexdigest()[:32]
+        text = f"kbisect alert: {alert_line(alert)}\nkbisect report {alert.sweep}"
+        root = await self._send(room, _notice(text, {}), tx_id=tx)
+        if root is None:
+            raise InfraError(f"could not post the alert {alert.key}")
+        result = await self.jobs.sweep_result(alert.sweep)
+        with tempfile.TemporaryDirectory() as tmp:
+            png = await off_loop(plot_sweep, result, Path(tmp) / "sweep.png")
+            data = Path(png).read_bytes()
+        up, _ = await self.nio.upload(
+            io.BytesIO(data), content_type="image/png", filename="sweep.png", filesize=len(data)
+        )
+        if not isinstance(up, UploadResponse):
+            raise InfraError(f"could not upload the plot of {alert.sweep}: {up}")
+        content = {
+            "msgtype": "m.image",
+            "body": f"{alert.sweep}: each kernel's level",
+            "url": up.content_uri,
+            "info": {"mimetype": "image/png", "size": len(data)},
+            "m.relates_to": thread(root),
+        }
+        if await self._send(room, content, tx_id=tx + "-plot") is None:
+            raise InfraError(f"could not post the plot of {alert.sweep}")
+        self.state.alerts.append(alert.key)
+        self.state.save()
+
 
 def _notice(text: str, relates_to: dict[str, Any]) -> dict[str, Any]:
-    return {"msgtype": "m.notice", "body": text, "m.relates_to": relates_to}
+    content = {"msgtype": "m.notice", "body": text}
+    return {**content, "m.relates_to": relates_to} if relates_to else content

@@ -5,7 +5,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from kbisect.contract import PairWord, SweepPair, SweepResult
+from kbisect.contract import PairWord, SeriesAlert, SweepPair, SweepResult
 from kbisect.workflows.stats import robust_mean, t_quantile, trimmed, winsorized_ss
 
 
@@ -73,8 +73,17 @@ def verdict_text(pair: SweepPair) -> str:
 
 def pair_line(result: SweepResult, pair: SweepPair) -> str:
     """One pair as one plain line (piped output and chat)."""
+    return pair_text(pair, label(result, pair.old), label(result, pair.new))
+
+
+def alert_line(alert: SeriesAlert) -> str:
+    """A series watch's alert: the pair's line, and the sweep that found it."""
+    return f"{alert.watch}: {pair_text(alert.pair, alert.old, alert.new)} (sweep {alert.sweep})"
+
+
+def pair_text(pair: SweepPair, old: str, new: str) -> str:
     return (
-        f"{pair.testcase} {pair.metric}: {label(result, pair.old)} -> {label(result, pair.new)}: "
+        f"{pair.testcase} {pair.metric}: {old} -> {new}: "
         f"{verdict_text(pair)}, {effect_text(pair)}, "
         f"{pair.boots_old}+{pair.boots_new} boots"
         + (f"; {pair.message}" if pair.verdict == PairWord.CANNOT_TELL and pair.message else "")

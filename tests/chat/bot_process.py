@@ -13,7 +13,13 @@ from tests.e2e.service import KBISECT
 
 
 def start_bot(
-    hs: Synapse, bot: User, room: str, allowed: list[str], env: dict[str, str], workdir: Path
+    hs: Synapse,
+    bot: User,
+    room: str,
+    allowed: list[str],
+    env: dict[str, str],
+    workdir: Path,
+    extra: tuple[str, ...] = (),
 ) -> subprocess.Popen[bytes]:
     password = workdir / "bot-password"
     password.write_text(bot.password + "\n")
@@ -30,13 +36,21 @@ def start_bot(
         "--room",
         room,
         *(a for user in allowed for a in ("--allow-user", user)),
+        *extra,
     ]
-    with open(workdir / "bot.log", "ab") as log:
+    log_file = workdir / "bot.log"
+    started = log_file.read_text().count("listening in") if log_file.exists() else 0  # restarts
+    with open(log_file, "ab") as log:
         proc = subprocess.Popen(
             argv, env={**os.environ, **env}, stdout=log, stderr=log, stdin=subprocess.DEVNULL
         )
     # Joined, and past its first sync: a command sent now is one it must answer.
-    wait_for(lambda: "listening in" in (workdir / "bot.log").read_text(), 60, "the bot", proc)
+    wait_for(
+        lambda: (workdir / "bot.log").read_text().count("listening in") > started,
+        60,
+        "the bot",
+        proc,
+    )
     return proc
 
 

@@ -1,5 +1,6 @@
 """Bad input: one clear line on stderr, a distinct exit code, nothing built."""
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -249,6 +250,34 @@ def test_sweep_bisect_over_prebuilt_kernels_needs_their_revisions(
     assert "needs their source revisions" in _error_line(capsys)
 
 
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["Bad Name", "--tree", "lab"], "invalid watch name 'Bad Name'"),
+        (["w"], "give what to watch: --tree NAME"),
+        (["w", "--apt", "linux-image-*", "--tags", "v*"], "--tags needs --tree"),
+        (["w", "--tree", "lab", "--tags", "$(id)"], "give a glob"),
+        (["w", "--apt", "bash*"], "a glob of linux-image-* package names"),
+        (["w", "--tree", "nope"], "no tree 'nope': add it with"),
+        (["w", "--tree", "lab", "--every", "5"], "--every '5': give minutes, hours or days"),
+        (["w", "--tree", "lab", "--boots", "2"], "--boots 2: give 3 or more"),
+        (["w", "--tree", "lab", "--metric", "nope"], "has no metric 'nope'"),
+    ],
+)
+def test_series_watch_checks_its_input_before_a_service(
+    no_service: None,
+    cache: Path,
+    args: list[str],
+    expected: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    (cache / "trees" / "lab.git").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", "--bare", str(cache / "trees" / "lab.git")], check=True)
+    command = ["series", "watch", *args, "--testcase", "nvme-snapshot-read"]
+    assert main(command) == 2
+    assert expected in _error_line(capsys)
+
+
 def test_a_malformed_testcase_is_caught_before_a_service(
     lab: Path,
     tmp_path: Path,
@@ -283,5 +312,16 @@ def test_every_option_has_help_and_every_table_has_json() -> None:
             if isinstance(action, argparse._HelpAction | argparse._SubParsersAction):
                 continue
             assert action.help, f"{prog} {action.dest} has no help text"
-        if prog.split()[-1] in ("status", "testcases", "try", "watch", "bisect", "report", "sweep"):
+        tables = (
+            "status",
+            "testcases",
+            "try",
+            "watch",
+            "bisect",
+            "report",
+            "sweep",
+            "list",
+            "show",
+        )
+        if prog.split()[-1] in tables:
             assert any("--json" in a.option_strings for a in p._actions), prog
