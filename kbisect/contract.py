@@ -440,6 +440,7 @@ class SweepRequest:
     search_attributes: bool = True
     build_queue: str = DEFAULT_QUEUE[QueueKind.BUILD]
     vm_queue: str = DEFAULT_QUEUE[QueueKind.VM]
+    trace: bool = False  # a traced boot of both kernels of each changed pair
 
 
 @dataclass
@@ -506,6 +507,15 @@ class SweepProgress:
 
 
 @dataclass
+class SweepTrace:
+    """A traced boot (blktrace) of one kernel of a changed pair, after the scored boots."""
+
+    testcase: str
+    kernel: int  # index into the series
+    diagnostics: dict[str, Any]  # trace_run.Diagnostics.to_json(), or {"error": why}
+
+
+@dataclass
 class SweepResult:
     repo: str
     kernels: list[str]
@@ -516,6 +526,7 @@ class SweepResult:
     boots: list[SweepBoot]
     budget: int  # boots per kernel and testcase, at most
     message: str = ""
+    traces: list[SweepTrace] = field(default_factory=list)  # with --trace
 
 
 # --- series watches: each new kernel swept against the last one, on a schedule ---------
@@ -535,6 +546,7 @@ class SeriesWatch:
     search_attributes: bool = True
     build_queue: str = DEFAULT_QUEUE[QueueKind.BUILD]
     vm_queue: str = DEFAULT_QUEUE[QueueKind.VM]
+    trace: bool = False  # its sweeps trace each changed pair (SweepRequest.trace)
 
 
 @dataclass

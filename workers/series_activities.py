@@ -53,7 +53,9 @@ def plan(watch: SeriesWatch, settings: Settings) -> SeriesPlan:
         base = found[-1].name
         return SeriesPlan(repo, [], [], f"baseline {base}: newer kernels are swept against it")
     keys = [k.key for k in found]
-    after = found[keys.index(last.key) + 1 :] if last.key in keys else found
+    # The last kernel gone from the source (a tag deleted, a package dropped, a watch
+    # made again over another source): only the newest is new, never the whole history.
+    after = found[keys.index(last.key) + 1 :] if last.key in keys else found[-1:]
     done = kept.measured()
     new = [k for k in after if k.key not in done][-(MAX_SWEEP_KERNELS - 1) :]
     if not new:

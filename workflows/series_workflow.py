@@ -52,6 +52,7 @@ class SeriesTickWorkflow:
             search_attributes=watch.search_attributes,
             build_queue=watch.build_queue,
             vm_queue=watch.vm_queue,
+            trace=watch.trace,
         )
         sweep = workflow.info().workflow_id + SWEEP_SUFFIX
         self._status = f"{plan.message}: sweeping ({sweep})"

@@ -12,6 +12,7 @@ import random
 
 from temporalio import workflow
 from temporalio.common import SearchAttributeKey
+from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from kbisect.contract import (
@@ -23,10 +24,12 @@ with workflow.unsafe.imports_passed_through():
         PairWord,
         SweepBoot,
         SweepJob,
+        SweepPair,
         SweepProgress,
         SweepRequest,
         SweepResult,
         SweepTestcase,
+        SweepTrace,
         TestStatus,
         ValidatedJob,
     )
@@ -35,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
         JobActivities,
         JobFailed,
         Resumable,
+        cause,
         validate_sweep,
     )
     from kbisect.workflows.sweep import Sweep
@@ -128,6 +132,7 @@ class SweepWorkflow(Resumable):
                 await self._boot(calls, sweep, job, builds, t, k)
         pairs = sweep.pairs()
         changed = sum(pair.verdict == PairWord.CHANGED for pair in pairs)
+        traces = await self._trace(calls, job, builds, pairs) if req.trace else []
         self._set("done", f"{changed} of {len(pairs)} pairs changed")
         return SweepResult(
             repo=req.repo,
@@ -139,6 +144,7 @@ class SweepWorkflow(Resumable):
             boots=p.boots,
             budget=req.boots,
             message=self._progress.message,
+            traces=traces,
         )
 
     async def _build(
@@ -149,6 +155,34 @@ class SweepWorkflow(Resumable):
         wanted = sorted({(tc.name, c) for tc in testcases for c in kernels})
         done = await asyncio.gather(*(calls.build(c, name) for name, c in wanted))
         return dict(zip(wanted, done, strict=True))
+
+    async def _trace(
+        self,
+        calls: JobActivities,
+        job: SweepJob,
+        builds: dict[tuple[str, str], BuildResult],
+        pairs: list[SweepPair],
+    ) -> list[SweepTrace]:
+        """One traced boot of both kernels of each changed pair, one after another, after
+        every scored boot (the tracer slows I/O down: never scored). A kernel that cannot
+        be traced says why; the verdicts stand without it."""
+        testcases = {tc.name: tc for tc in job.testcases}
+        wanted = [
+            (p.testcase, k) for p in pairs if p.verdict == PairWord.CHANGED for k in (p.old, p.new)
+        ]
+        done: list[SweepTrace] = []
+        for name, k in dict.fromkeys(wanted):
+            commit, tc = job.kernels[k], testcases[name]
+            self._set("tracing", f"{name} on kernel {k + 1} (blktrace)")
+            art = builds[name, commit].artifact
+            assert art is not None  # a changed pair's kernels were built and booted
+            try:
+                traced = await calls.trace(_as_job(tc), commit, art)
+                found = traced.diagnostics or {"error": traced.error}
+            except ActivityError as err:
+                found = {"error": cause(err)}
+            done.append(SweepTrace(name, k, found))
+        return done
 
     async def _boot(
         self,

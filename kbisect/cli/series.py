@@ -46,6 +46,7 @@ def watch_of(args: argparse.Namespace, settings: Settings) -> SeriesWatch:
         profile=args.profile,
         boots=args.boots,
         min_effect=checked_measure(args),
+        trace=args.trace,
     )
     check_source(watch)
     if watch.tree:

@@ -81,6 +81,7 @@ def sweep_request(
         profile=args.profile,
         boots=args.boots,
         min_effect=min_effect,
+        trace=args.trace,
     )
     return req, sources
 
@@ -95,7 +96,7 @@ def checked_measure(args: argparse.Namespace) -> float:
         raise UserError(f"--boots {args.boots}: give 3 or more (the gate's first look)")
     min_effect: float = DEFAULT_MIN_EFFECT if args.min_effect is None else args.min_effect / 100
     for name in args.testcase:
-        check_tuning(manifests.load(name), args.metric, min_effect, args.boots, False)
+        check_tuning(manifests.load(name), args.metric, min_effect, args.boots, args.trace)
     return min_effect
 
 
@@ -177,6 +178,8 @@ def show_result(result: SweepResult, job_id: str, args: argparse.Namespace) -> N
     else:
         for pair in result.pairs:
             out(sweep_report.pair_line(result, pair))
+            for line in sweep_report.trace_lines(result, pair):
+                out(f"  trace {line}")
         out(sweep_report.summary_line(result))
 
 
@@ -252,6 +255,12 @@ def measure_options(s: argparse.ArgumentParser) -> None:
         f"({DEFAULT_MIN_EFFECT * 100:g}%%)",
     )
     s.add_argument("--profile", help=PROFILE_HELP)
+    s.add_argument(
+        "--trace",
+        action="store_true",
+        help="then boot both kernels of each changed pair once more under blktrace; the "
+        "report sets their Q2C, D2C, merges and request sizes side by side",
+    )
 
 
 def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:

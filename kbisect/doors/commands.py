@@ -182,6 +182,14 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
         metavar="FILE",
         help="where handled notes and followed jobs are kept (default: in KBISECT_DATA)",
     )
+    s.add_argument(
+        "--series",
+        action="append",
+        default=[],
+        metavar="WATCH=PROJECT#IID",
+        help="post this series watch's alerts, with their plots, as notes on that issue "
+        "(repeatable; e.g. cloud=kernel/sru#12)",
+    )
     s.set_defaults(func=cmd_gitlab)
 
 
@@ -189,7 +197,7 @@ def cmd_gitlab(args: argparse.Namespace, settings: Settings) -> int:
     import gitlab
     from aiohttp import web
 
-    from kbisect.doors.gitlab import GitLabConfig, GitLabDoor
+    from kbisect.doors.gitlab import GitLabConfig, GitLabDoor, SeriesIssue
     from kbisect.jobs.client import JobClient
     from kbisect.reports.sru_patch import SIGNOFF
     from kbisect.settings import private_dir
@@ -206,6 +214,7 @@ def cmd_gitlab(args: argparse.Namespace, settings: Settings) -> int:
         state=Path(args.state) if args.state else private_dir(settings.data) / "gitlab.json",
         allowed=tuple(args.allow_user),
         signoff=args.signoff,
+        series=tuple(SeriesIssue.parse(text) for text in args.series),
     )
     if args.signoff is not None and not SIGNOFF.fullmatch(args.signoff):
         raise UserError(f"--signoff {args.signoff!r}: write 'Your Name <you@example.com>'")

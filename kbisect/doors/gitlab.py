@@ -31,7 +31,7 @@ from typing import Any
 import gitlab
 from aiohttp import web
 
-from kbisect.contract import BisectResult
+from kbisect.contract import BisectResult, SeriesAlert
 from kbisect.doors import state_file
 from kbisect.doors.actions import (
     Owns,
@@ -47,9 +47,12 @@ from kbisect.doors.grammar import MAX_COMMANDS, Command, parse
 from kbisect.doors.job_posts import Post, follow, summary
 from kbisect.errors import InfraError, KbisectError, UserError
 from kbisect.infra.git import Git
+from kbisect.jobs import series_client
 from kbisect.jobs.client import JobClient
+from kbisect.jobs.series_client import check_name
 from kbisect.reports.sru_branch import push_sru_branch, tested_changes
 from kbisect.reports.sru_patch import sru_commit
+from kbisect.reports.sweep_report import alert_lines
 from kbisect.settings import Settings
 
 PREFIX = "/kbisect"
@@ -64,6 +67,26 @@ class GitLabConfig:
     state: Path
     allowed: tuple[str, ...] = ()  # usernames; empty: anyone who can comment
     signoff: str | None = None  # an SRU commit's Signed-off-by; default: the token's user
+    series: tuple["SeriesIssue", ...] = ()  # watches whose alerts go to an issue each
+
+
+@dataclass(frozen=True)
+class SeriesIssue:
+    """`--series WATCH=GROUP/PROJECT#IID`: the watch's alerts as notes on that issue."""
+
+    watch: str
+    project: str  # a project's id or path
+    issue: int
+
+    @classmethod
+    def parse(cls, text: str) -> "SeriesIssue":
+        watch, sep, where = text.partition("=")
+        project, hash_, iid = where.rpartition("#")
+        if not (sep and hash_ and project and iid.isdigit()):
+            raise UserError(
+                f"--series {text!r}: write WATCH=GROUP/PROJECT#ISSUE, e.g. cloud=kernel/sru#12"
+            )
+        return cls(check_name(watch), project, int(iid))
 
 
 @dataclass
@@ -120,13 +143,15 @@ class GitLabDoor:
             job: FollowedJob(target=Target(**j.pop("target")), **j)
             for job, j in raw.get("jobs", {}).items()
         }
+        self.alerts: list[str] = list(raw.get("alerts", []))  # series alerts posted, by key
         self.lock = asyncio.Lock()
         self.tasks: set[asyncio.Task[None]] = set()
         self.me = ""
 
     def _save(self) -> None:
         jobs = {k: asdict(v) for k, v in self.followed.items()}
-        state_file.save(self.config.state, {"handled": sorted(self.handled), "jobs": jobs})
+        state = {"handled": sorted(self.handled), "jobs": jobs, "alerts": self.alerts}
+        state_file.save(self.config.state, state)
 
     async def start(self) -> None:
         """Who the token is (its own notes are skipped), and the jobs to follow on."""
@@ -140,6 +165,8 @@ class GitLabDoor:
         for job_id, job in self.followed.items():
             if not job.done:
                 self._spawn(self._follow(job_id))
+        for where in self.config.series:
+            self._spawn(self._follow_series(where))
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=2**20)
@@ -300,6 +327,45 @@ class GitLabDoor:
         label = f"kbisect::{result.status}"
         manager = project.mergerequests if job.target.kind == "merge_request" else project.issues
         await asyncio.to_thread(manager.update, job.target.iid, {"add_labels": label})
+
+    # --- series watches' alerts ----------------------------------------------------
+    async def _follow_series(self, where: SeriesIssue) -> None:
+        """Each alert of the watch, oldest first, once (by its key) as a note on the issue,
+        looked for every ALERT_POLL_SECONDS. GitLab notes take no idempotency key: a crash
+        between a note and the state file's save would post that one alert again."""
+        while True:
+            try:
+                for alert in await series_client.alerts(self.jobs, where.watch):
+                    if alert.key not in self.alerts:
+                        await self._post_alert(where, alert)
+            except (KbisectError, gitlab.GitlabError) as exc:
+                log.warning("series %s: %s; looking again", where.watch, exc)
+            except Exception:  # not foreseen: the receiver serves on
+                log.exception("series %s; looking again", where.watch)
+            await asyncio.sleep(series_client.ALERT_POLL_SECONDS)
+
+    async def _post_alert(self, where: SeriesIssue, alert: SeriesAlert) -> None:
+        """The alert's lines and the sweep's plot (uploaded to the project) in one note."""
+        from kbisect.reports.sweep_plot import plot_sweep
+
+        result = await self.jobs.sweep_result(alert.sweep)
+        project = self.gl.projects.get(where.project, lazy=True)
+        png = await off_loop(plot_sweep, result, self.config.state.parent / f"{alert.sweep}.png")
+        upload = await asyncio.to_thread(project.upload, png.name, filedata=png.read_bytes())
+        png.unlink(missing_ok=True)
+        lines = alert_lines(alert, result)
+        body = "\n".join(f"- {line}" for line in lines) + f"\n\n{upload['markdown']}"
+        issue = project.issues.get(where.issue, lazy=True)
+        await asyncio.to_thread(issue.notes.create, {"body": _safe(body)})
+        self.alerts.append(alert.key)
+        self._save()
+        log.info(
+            "series %s: alert %s posted on %s#%d",
+            where.watch,
+            alert.key,
+            where.project,
+            where.issue,
+        )
 
     def _signoff(self) -> str | None:
         """The SRU commit's sender: --signoff, else the token's user as GitLab shows it."""

@@ -45,11 +45,10 @@ from kbisect.doors.job_posts import Post, follow
 from kbisect.errors import InfraError, KbisectError, UserError
 from kbisect.jobs import series_client
 from kbisect.jobs.client import JobClient
-from kbisect.reports.sweep_report import alert_line
+from kbisect.reports.sweep_report import alert_lines
 from kbisect.settings import Settings, private_dir
 
 PREFIX = "!kbisect"
-SERIES_POLL_SECONDS = 30.0  # how often the bot looks for a watch's new alerts
 log = logging.getLogger("kbisect.matrix")
 
 
@@ -342,13 +341,12 @@ class MatrixBot:
     # --- series watches' alerts ------------------------------------------------------
     async def _follow_series(self, watch: str) -> None:
         """Each alert of the watch's ticks, oldest first, posted once (by its key) in the
-        first room; looked for every SERIES_POLL_SECONDS while the bot runs."""
+        first room; looked for every ALERT_POLL_SECONDS while the bot runs."""
         assert self.jobs is not None
         first = True
         while True:
             try:
-                ticks = reversed(await series_client.ticks(self.jobs, watch))
-                alerts = [a for t in ticks for a in (t.result.alerts if t.result else [])]
+                alerts = await series_client.alerts(self.jobs, watch)
                 new = [a for a in alerts if a.key not in self.state.alerts]
                 for alert in new:
                     await self._post_alert(self.config.rooms[0], alert)
@@ -359,7 +357,7 @@ class MatrixBot:
                 log.warning("series %s: %s; looking again", watch, exc)
             except Exception:  # not foreseen: the bot serves on
                 log.exception("series %s; looking again", watch)
-            await asyncio.sleep(SERIES_POLL_SECONDS)
+            await asyncio.sleep(series_client.ALERT_POLL_SECONDS)
 
     async def _post_alert(self, room: str, alert: SeriesAlert) -> None:
         """The alert's line, then the sweep's plot in its thread. Transaction ids come from
@@ -368,11 +366,11 @@ class MatrixBot:
 
         assert self.jobs is not None
         tx = "kbisect-alert-" + hashlib.sha256(alert.key.encode()).hexdigest()[:32]
-        text = f"kbisect alert: {alert_line(alert)}\nkbisect report {alert.sweep}"
+        result = await self.jobs.sweep_result(alert.sweep)
+        text = "\n".join(alert_lines(alert, result))
         root = await self._send(room, _notice(text, {}), tx_id=tx)
         if root is None:
             raise InfraError(f"could not post the alert {alert.key}")
-        result = await self.jobs.sweep_result(alert.sweep)
         with tempfile.TemporaryDirectory() as tmp:
             png = await off_loop(plot_sweep, result, Path(tmp) / "sweep.png")
             data = Path(png).read_bytes()

@@ -30,6 +30,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from kbisect.contract import (
     SERIES_SCHEDULE_PREFIX,
     SERIES_WORKFLOW,
+    SeriesAlert,
     SeriesTick,
     SeriesWatch,
 )
@@ -38,6 +39,7 @@ from kbisect.jobs.client import JobClient, _state
 
 NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 TICK_PREFIX = "series-"  # a tick's id: this, the watch's name, and the time it started
+ALERT_POLL_SECONDS = 30.0  # how often a door looks for a watch's new alerts
 
 
 def check_name(name: str) -> str:
@@ -189,6 +191,13 @@ async def ticks(jobs: JobClient, name: str, limit: int = 20) -> list[Tick]:
     except RPCError as exc:
         raise InfraError(f"cannot list the ticks of {name}: {exc}") from exc
     return found
+
+
+async def alerts(jobs: JobClient, name: str) -> list[SeriesAlert]:
+    """The alerts of the watch's ticks the server still has, oldest first (the doors post
+    those whose keys they have not posted)."""
+    found = reversed(await ticks(jobs, name))
+    return [a for t in found for a in (t.result.alerts if t.result else [])]
 
 
 async def _why(handle: WorkflowHandle[object, SeriesTick]) -> str:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kbisect.contract import PairWord, SeriesAlert, SweepPair, SweepResult
+from kbisect.testcases.blocktrace import compare, traces_of
 from kbisect.workflows.stats import robust_mean, t_quantile, trimmed, winsorized_ss
 
 
@@ -81,6 +82,12 @@ def alert_line(alert: SeriesAlert) -> str:
     return f"{alert.watch}: {pair_text(alert.pair, alert.old, alert.new)} (sweep {alert.sweep})"
 
 
+def alert_lines(alert: SeriesAlert, result: SweepResult) -> list[str]:
+    """An alert as the doors post it: its line, the pair's traces, the report command."""
+    traced = [f"trace {line}" for line in trace_lines(result, alert.pair)]
+    return [f"kbisect alert: {alert_line(alert)}", *traced, f"kbisect report {alert.sweep}"]
+
+
 def pair_text(pair: SweepPair, old: str, new: str) -> str:
     return (
         f"{pair.testcase} {pair.metric}: {old} -> {new}: "
@@ -88,6 +95,18 @@ def pair_text(pair: SweepPair, old: str, new: str) -> str:
         f"{pair.boots_old}+{pair.boots_new} boots"
         + (f"; {pair.message}" if pair.verdict == PairWord.CANNOT_TELL and pair.message else "")
     )
+
+
+def trace_lines(result: SweepResult, pair: SweepPair) -> list[str]:
+    """A changed pair's two traced boots side by side, a line a disk (--trace)."""
+    found = {(t.testcase, t.kernel): t.diagnostics for t in result.traces}
+    old, new = found.get((pair.testcase, pair.old)), found.get((pair.testcase, pair.new))
+    if old is None or new is None:
+        return []
+    if "error" in old or "error" in new:
+        return [f"no comparison: {old.get('error') or new.get('error')}"]
+    ta, tb = traces_of(old), traces_of(new)
+    return [compare(ta[disk], tb[disk]) for disk in ta if disk in tb]
 
 
 def summary_line(result: SweepResult) -> str:
@@ -117,6 +136,12 @@ HEADERS = ["pair", "testcase metric", "effect (95% CI)", "verdict", "boots"]
 def markdown(result: SweepResult) -> str:
     lines = ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
     lines += ["| " + " | ".join(r) + " |" for r in rows(result)]
+    traced = [(p, trace_lines(result, p)) for p in result.pairs]
+    if any(t for _, t in traced):
+        lines += ["", "Block-layer traces (one traced boot each):", ""]
+        for pair, found in traced:
+            old, new = label(result, pair.old), label(result, pair.new)
+            lines += [f"- {pair.testcase}, {old} -> {new}: {line}" for line in found]
     return "\n".join([*lines, "", summary_line(result)])
 
 
@@ -128,6 +153,12 @@ def _kernel(result: SweepResult, k: int) -> dict[str, Any]:
         "commit": result.kernels[k],
         "subject": result.subjects[k],
     }
+
+
+def _traces(result: SweepResult, pair: SweepPair) -> dict[str, Any]:
+    found = {(t.testcase, t.kernel): t.diagnostics for t in result.traces}
+    old, new = found.get((pair.testcase, pair.old)), found.get((pair.testcase, pair.new))
+    return {"traces": {"old": old, "new": new}} if old is not None and new is not None else {}
 
 
 def to_json(result: SweepResult, job_id: str = "") -> dict[str, Any]:
@@ -149,6 +180,7 @@ def to_json(result: SweepResult, job_id: str = "") -> dict[str, Any]:
                 "bound": p.bound,
                 "boots": [p.boots_old, p.boots_new],
                 "message": p.message,
+                **_traces(result, p),
             }
         )
     return {

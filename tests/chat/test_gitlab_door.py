@@ -661,3 +661,74 @@ async def test_a_restarted_receiver_keeps_its_handled_notes(receiver: Receiver) 
     finally:
         await runner.cleanup()
     assert len(receiver.jobs.started) == 1
+
+
+@pytest.mark.asyncio
+async def test_series_alerts_are_one_note_each_on_their_issue_whatever_restarts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kbisect.contract import (
+        PairWord,
+        SeriesAlert,
+        SweepBoot,
+        SweepPair,
+        SweepResult,
+        SweepTestcase,
+    )
+    from kbisect.doors.gitlab import SeriesIssue
+    from kbisect.jobs import series_client
+
+    pair = SweepPair("t", "m", "MB/s", 0, 1, PairWord.CHANGED, "worse", -0.5, -0.6, -0.4)
+    alert = SeriesAlert("w/a/b/t/m", "w", "series-w-1-sweep", "v1", "v2", pair)
+    tc = SweepTestcase("t", "m", "MB/s", "higher", "fast", 3, 60.0)
+    boots = [SweepBoot("t", k, v, [v]) for k, v in ((0, 512.0), (1, 8.0)) for _ in range(3)]
+    result = SweepResult("r", ["a", "b"], ["v1", "v2"], ["v1", "v2"], [tc], [pair], boots, 12)
+
+    async def alerts(jobs: object, watch: str) -> list[SeriesAlert]:
+        assert watch == "w"
+        return [alert]
+
+    class Sweeps:
+        async def sweep_result(self, job_id: str) -> SweepResult:
+            assert job_id == alert.sweep
+            return result
+
+    monkeypatch.setattr(series_client, "alerts", alerts)
+    monkeypatch.setattr(series_client, "ALERT_POLL_SECONDS", 0.01)
+    settings = Settings.from_env({"KBISECT_DATA": str(tmp_path / "d")})
+    calls = Calls()
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
+        _gitlab_api(mock, calls, {})
+        for _ in range(2):  # the receiver, then the receiver restarted from its state file
+            config = GitLabConfig(
+                url=GITLAB,
+                token="glpat-x",
+                secret=SECRET,
+                state=tmp_path / "gl.json",
+                series=(SeriesIssue.parse(f"w={PROJECT}#3"),),
+            )
+            gl = gitlab.Gitlab(GITLAB, private_token="glpat-x")
+            door = GitLabDoor(config, settings, Sweeps(), gl)  # type: ignore[arg-type]
+            await door.start()
+            await asyncio.sleep(0.5)  # many looks
+            for task in list(door.tasks):
+                task.cancel()
+    notes = calls.of("POST", rf"/projects/{PROJECT}/issues/3/notes")
+    assert len(notes) == 1, notes
+    lines = notes[0]["body"].splitlines()
+    assert lines[0] == (
+        "- kbisect alert: w: t m: v1 -> v2: changed (worse), -50.0% (-60.0% to -40.0%), "
+        "0+0 boots (sweep series-w-1-sweep)"
+    )
+    assert lines[1] == "- kbisect report series-w-1-sweep"
+    assert lines[-1].startswith("![plot](/uploads/")
+    assert len(calls.of("POST", rf"/projects/{PROJECT}/uploads")) == 1
+
+
+def test_a_series_issue_is_watch_project_and_issue() -> None:
+    from kbisect.doors.gitlab import SeriesIssue
+
+    assert SeriesIssue.parse("cloud=kernel/sru#12") == SeriesIssue("cloud", "kernel/sru", 12)
+    for bad in ("cloud", "cloud=kernel/sru", "cloud=#12", "cloud=kernel/sru#x", "Bad=p#1"):
+        with pytest.raises(UserError):
+            SeriesIssue.parse(bad)

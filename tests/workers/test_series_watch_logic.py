@@ -151,6 +151,13 @@ def test_first_look_is_a_baseline_then_only_newer_tags_are_swept_and_kept_once(
     assert [k.name for k in later.series] == ["v3", "v4"]  # the last one, fresh, then the new
     again.record(SeriesRecord("w", "sweep-2", later.series, _result(2, changed_at=0)))
     assert again.kept()["v3"] == {"t": 6}  # its fresh boots join its first ones
+    again.save()
+
+    git(upstream, "tag", "-d", "v4")  # the last kernel measured leaves the source
+    for name in ("five", "six"):
+        git(upstream, "tag", f"w-{name}", _commit(upstream, name))
+    moved = plan(SeriesWatch("w", ["t"], tree="lab", tags="w-*"), settings)
+    assert [k.name for k in moved.series] == ["v4", "w-six"]  # the newest only
 
 
 def test_a_watch_of_a_missing_tree_is_one_line(settings: Settings) -> None:
