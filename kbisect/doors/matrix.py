@@ -23,6 +23,7 @@ import io
 import logging
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -318,23 +319,8 @@ class MatrixBot:
     async def _post_plot(self, job_id: str, job: JobThread, result: Any) -> None:
         from kbisect.reports.plot import plot_scores
 
-        with tempfile.TemporaryDirectory() as tmp:
-            png = await off_loop(plot_scores, result, Path(tmp) / f"{job_id}.png")
-            data = Path(png).read_bytes()
-        up, _ = await self.nio.upload(
-            io.BytesIO(data), content_type="image/png", filename=f"{job_id}.png", filesize=len(data)
-        )
-        if not isinstance(up, UploadResponse):
-            raise InfraError(f"could not upload the plot of {job_id}: {up}")
-        content = {
-            "msgtype": "m.image",
-            "body": f"{job_id}: scores across commits",
-            "url": up.content_uri,
-            "info": {"mimetype": "image/png", "size": len(data)},
-            "m.relates_to": thread(job.root),
-        }
-        if await self._send(job.room, content, tx_id=f"kbisect-{job_id}-plot") is None:
-            raise InfraError(f"could not post the plot of {job_id}")
+        plot = (plot_scores, result, f"{job_id}: scores across commits")
+        await self._post_image(job.room, job.root, plot, f"kbisect-{job_id}-plot")
         job.posted.append("plot")
         self.state.save()
 
@@ -371,25 +357,34 @@ class MatrixBot:
         root = await self._send(room, _notice(text, {}), tx_id=tx)
         if root is None:
             raise InfraError(f"could not post the alert {alert.key}")
+        plot = (plot_sweep, result, f"{alert.sweep}: each kernel's level")
+        await self._post_image(room, root, plot, tx + "-plot")
+        self.state.alerts.append(alert.key)
+        self.state.save()
+
+    async def _post_image(
+        self, room: str, root: str, plot: tuple[Callable[[Any, Path], Path], Any, str], tx: str
+    ) -> None:
+        """A plot (its function, what it draws, its caption) in the thread of root."""
+        draw, what, caption = plot
         with tempfile.TemporaryDirectory() as tmp:
-            png = await off_loop(plot_sweep, result, Path(tmp) / "sweep.png")
+            png = await off_loop(draw, what, Path(tmp) / "plot.png")
             data = Path(png).read_bytes()
+        name = f"{caption.split(':', 1)[0]}.png"
         up, _ = await self.nio.upload(
-            io.BytesIO(data), content_type="image/png", filename="sweep.png", filesize=len(data)
+            io.BytesIO(data), content_type="image/png", filename=name, filesize=len(data)
         )
         if not isinstance(up, UploadResponse):
-            raise InfraError(f"could not upload the plot of {alert.sweep}: {up}")
+            raise InfraError(f"could not upload {name}: {up}")
         content = {
             "msgtype": "m.image",
-            "body": f"{alert.sweep}: each kernel's level",
+            "body": caption,
             "url": up.content_uri,
             "info": {"mimetype": "image/png", "size": len(data)},
             "m.relates_to": thread(root),
         }
-        if await self._send(room, content, tx_id=tx + "-plot") is None:
-            raise InfraError(f"could not post the plot of {alert.sweep}")
-        self.state.alerts.append(alert.key)
-        self.state.save()
+        if await self._send(room, content, tx_id=tx) is None:
+            raise InfraError(f"could not post {name}")
 
 
 def _notice(text: str, relates_to: dict[str, Any]) -> dict[str, Any]:
