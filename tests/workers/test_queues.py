@@ -10,6 +10,7 @@ from kbisect.contract import ACTIVITY_QUEUE, QueueKind
 from kbisect.jobs import client
 from kbisect.settings import Queues
 from kbisect.workers.activities import BuildActivities, VmActivities
+from kbisect.workers.series_activities import SeriesActivities
 
 
 def _registered(cls: type) -> set[str]:
@@ -21,15 +22,18 @@ def _registered(cls: type) -> set[str]:
     return names
 
 
+def _build_side() -> set[str]:
+    """What a build worker registers (workers/worker.py): git, builds, series watches."""
+    return _registered(BuildActivities) | _registered(SeriesActivities)
+
+
 def test_every_activity_has_a_queue_kind() -> None:
     # Whatever a worker registers has a queue in the contract, and nothing else does.
-    assert set(ACTIVITY_QUEUE) == _registered(BuildActivities) | _registered(VmActivities)
+    assert set(ACTIVITY_QUEUE) == _build_side() | _registered(VmActivities)
 
 
 def test_workers_serve_each_activity_on_its_queue() -> None:
-    assert _registered(BuildActivities) == {
-        n for n, k in ACTIVITY_QUEUE.items() if k == QueueKind.BUILD
-    }
+    assert _build_side() == {n for n, k in ACTIVITY_QUEUE.items() if k == QueueKind.BUILD}
     assert _registered(VmActivities) == {n for n, k in ACTIVITY_QUEUE.items() if k == QueueKind.VM}
 
 
