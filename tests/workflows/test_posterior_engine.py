@@ -229,3 +229,42 @@ def test_revision_4_s_boot_means_take_fewer_boots_than_medians() -> None:
 
     median, mean = boots(3), boots(4)
     assert mean < 0.92 * median, (mean, median)
+
+
+def _revision_jobs(revision: int, seeds: range) -> list[tuple[int, list[str], PosteriorEngine]]:
+    """(boots, boot order, engine) of seeded noisy jobs (10% step, CV 15%), each of which
+    must name its culprit."""
+    kind = functools.partial(PosteriorEngine, revision=revision)
+    out = []
+    for s in seeds:
+        res, engine, booted = run(64, step_at(12 + 7 * s, 0.1), cv=0.15, seed=s, kind=kind)  # type: ignore[arg-type]
+        assert res.culprit == f"c{12 + 7 * s}", (revision, s)
+        assert isinstance(engine, PosteriorEngine)
+        out.append((res.boots, booted, engine))
+    return out
+
+
+def test_revision_5_s_level_is_fitted_to_settled_commits_too_never_to_one_in_doubt() -> None:
+    for _, _, engine in _revision_jobs(5, range(2)):
+        fit = engine._fit
+        assert fit is not None
+        ends = sum(len(engine.boots[c]) for c in ("root", "c64"))
+        settled = [c for c in engine._sides() if c not in ("root", "c64")]
+        assert settled  # the search settled commits on both sides of the culprit
+        assert fit.trend.references == ends + sum(len(engine.boots[c]) for c in settled)
+        assert fit.trend.references > ends
+    for _, _, engine in _revision_jobs(4, range(2)):  # revision 4: the endpoints only
+        fit = engine._fit
+        assert fit is not None
+        assert fit.trend.references == sum(len(engine.boots[c]) for c in ("root", "c64"))
+
+
+def test_revision_5_probes_sooner_and_takes_fewer_boots_than_revision_4() -> None:
+    # The same seeded jobs: the new endpoint's question priced as a pair of boots probes
+    # the range sooner, and every settled commit's boots as references save boots.
+    def first_probe(booted: list[str]) -> int:
+        return next(i for i, c in enumerate(booted) if c not in ("root", "c64"))
+
+    old, new = _revision_jobs(4, range(4)), _revision_jobs(5, range(4))
+    assert sum(first_probe(b) for _, b, _ in new) < sum(first_probe(b) for _, b, _ in old)
+    assert sum(n for n, _, _ in new) < sum(n for n, _, _ in old)

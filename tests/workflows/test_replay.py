@@ -23,6 +23,7 @@ from kbisect.workflows.bisect_workflow import (
     CONTROLS_V2_PATCH,
     ENGINE_PATCH,
     FAILED_STATUS_PATCH,
+    FIRM_REFERENCES_PATCH,
     HOST_CHECK_PATCH,
     POSTERIOR_2_PATCH,
     POSTERIOR_PATCH,
@@ -86,7 +87,8 @@ def test_histories_were_recorded() -> None:
     # pre-posterior-*: every kind of job as Engine (v2) ran it, before the posterior engine;
     # pre-posterior2-*: the same as the posterior engine's revision 1 ran it;
     # pre-roundatonce-*: the same with a round's boots one after another (revision 2);
-    # pre-bootmean-*: the same with a boot scored by its repetitions' median (revision 3).
+    # pre-bootmean-*: the same with a boot scored by its repetitions' median (revision 3);
+    # pre-firmrefs-*: the same with the level fitted to the endpoints only (revision 4).
     # Every job replays the engine: the pre-engine code and its histories are gone.
     assert all(ENGINE_PATCH in _patches(p) for p in HISTORIES)
     pre_same = [p for p in HISTORIES if p.stem.startswith("pre-samekernel-")]
@@ -114,6 +116,10 @@ def test_histories_were_recorded() -> None:
     assert {p.stem.removeprefix("pre-bootmean-") for p in pre_mean} == {p.stem for p in current}
     assert all(BOOT_MEAN_PATCH not in _patches(p) for p in pre_mean)
     assert all(ROUND_AT_ONCE_PATCH in _patches(p) for p in pre_mean)
+    pre_firm = [p for p in HISTORIES if p.stem.startswith("pre-firmrefs-")]
+    assert {p.stem.removeprefix("pre-firmrefs-") for p in pre_firm} == {p.stem for p in current}
+    assert all(FIRM_REFERENCES_PATCH not in _patches(p) for p in pre_firm)
+    assert all(BOOT_MEAN_PATCH in _patches(p) for p in pre_firm)
     # Every branch the current engine can take is in some current history.
     now = {p.stem: _patches(p) for p in current}
     assert {"linear-64", "fix-64", "merges", "skips", "engine-retest", "small-step"} <= set(now)
@@ -131,7 +137,7 @@ def test_histories_were_recorded() -> None:
     assert _ended(by_name["failed"]) == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED
     assert FAILED_STATUS_PATCH in now["failed"]
     engine = {ENGINE_PATCH, SAME_KERNEL_PATCH, HOST_CHECK_PATCH, CONTROLS_V2_PATCH, POSTERIOR_PATCH}
-    engine |= {POSTERIOR_2_PATCH, ROUND_AT_ONCE_PATCH, BOOT_MEAN_PATCH}
+    engine |= {POSTERIOR_2_PATCH, ROUND_AT_ONCE_PATCH, BOOT_MEAN_PATCH, FIRM_REFERENCES_PATCH}
     assert all(engine <= patches for patches in now.values()), now
     assert TRACE_PATCH in now["trace"]
     assert "classify_commits" in (HISTORIES[0].parent / "same-kernel.json").read_text()
@@ -208,6 +214,7 @@ async def test_a_job_keeps_the_engine_revision_it_started_with(
     monkeypatch.setitem(posterior_engine.REVISIONS, 2, revisions[1])
     monkeypatch.setitem(posterior_engine.REVISIONS, 3, revisions[1])
     monkeypatch.setitem(posterior_engine.REVISIONS, 4, revisions[1])
+    monkeypatch.setitem(posterior_engine.REVISIONS, 5, revisions[1])
     assert isinstance(await _replay_failure("small-step"), NondeterminismError)
     # ... and revision 4 (boot-mean) against revision 3, both ways
     for revision in (1, 2, 3, 4):
@@ -218,6 +225,15 @@ async def test_a_job_keeps_the_engine_revision_it_started_with(
     monkeypatch.setitem(posterior_engine.REVISIONS, 4, revisions[4])
     monkeypatch.setitem(posterior_engine.REVISIONS, 3, revisions[4])
     assert isinstance(await _replay_failure("pre-bootmean-small-step"), NondeterminismError)
+    # ... and revision 5 (firm-references) against revision 4, both ways
+    for revision in (1, 2, 3, 4, 5):
+        monkeypatch.setitem(posterior_engine.REVISIONS, revision, revisions[revision])
+    assert await _replay_failure("pre-firmrefs-small-step") is None
+    monkeypatch.setitem(posterior_engine.REVISIONS, 5, revisions[4])
+    assert isinstance(await _replay_failure("small-step"), NondeterminismError)
+    monkeypatch.setitem(posterior_engine.REVISIONS, 5, revisions[5])
+    monkeypatch.setitem(posterior_engine.REVISIONS, 4, revisions[5])
+    assert isinstance(await _replay_failure("pre-firmrefs-small-step"), NondeterminismError)
 
 
 async def test_a_changed_flaky_engine_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
