@@ -684,8 +684,11 @@ async def test_series_alerts_are_one_note_each_on_their_issue_whatever_restarts(
     boots = [SweepBoot("t", k, v, [v]) for k, v in ((0, 512.0), (1, 8.0)) for _ in range(3)]
     result = SweepResult("r", ["a", "b"], ["v1", "v2"], ["v1", "v2"], [tc], [pair], boots, 12)
 
+    looks = [0]  # the door's looks for alerts, counted
+
     async def alerts(jobs: object, watch: str) -> list[SeriesAlert]:
         assert watch == "w"
+        looks[0] += 1
         return [alert]
 
     class Sweeps:
@@ -710,7 +713,12 @@ async def test_series_alerts_are_one_note_each_on_their_issue_whatever_restarts(
             gl = gitlab.Gitlab(GITLAB, private_token="glpat-x")
             door = GitLabDoor(config, settings, Sweeps(), gl)  # type: ignore[arg-type]
             await door.start()
-            await asyncio.sleep(0.5)  # many looks
+            # Many looks after the first: a note not posted by then never is (a fixed
+            # sleep was too short on a loaded host: the plot takes its time).
+            first = looks[0]
+            async with asyncio.timeout(120):
+                while looks[0] < first + 20:
+                    await asyncio.sleep(0.01)
             for task in list(door.tasks):
                 task.cancel()
     notes = calls.of("POST", rf"/projects/{PROJECT}/issues/3/notes")
