@@ -26,6 +26,7 @@ Driven like workflows.engine.Engine (wants, observe, result) and a drop-in for i
 import math
 import random
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from kbisect.contract import Mode
@@ -80,6 +81,7 @@ class Tuning:
     full_rounds: bool = False  # with --parallel K, a round is K boots, references included
     rep_mean: bool = False  # a boot scores its repetitions' clipped mean, not their median
     firm_references: bool = False  # a settled commit's boots are references for the level
+    paired_gate: bool = False  # the new endpoint's question is priced as a pair of boots
 
 
 REVISIONS = {
@@ -114,11 +116,10 @@ REVISIONS = {
 REVISIONS[4] = replace(REVISIONS[3], rep_mean=True)
 # firm-references: the level is fitted to every boot whose side is settled, not only the
 # endpoints': a commit settled early tells the level where the job was then, for free
-# (7% fewer boots at a 10% step, 5% at 20%, on the same 100 simulated jobs; benchmarks.
-# accuracy). Tried with it and left out: the new endpoint's question priced as a pair of
-# boots (its first probe at boot 21 instead of 30) named a culprit in an A/A range whose
-# old endpoint read 3% high by chance (tests/workflows/test_posterior_engine.py).
-REVISIONS[5] = replace(REVISIONS[4], firm_references=True)
+# (7% fewer boots at a 10% step, 5% at 20%, on the same 100 simulated jobs). And the
+# new endpoint's question costs a pair of boots: the first probe comes at boot 21 instead
+# of 30 at a 10% step (benchmarks.accuracy; docs/measurements.md).
+REVISIONS[5] = replace(REVISIONS[4], firm_references=True, paired_gate=True)
 LATEST = max(REVISIONS)
 
 
@@ -467,17 +468,41 @@ class PosteriorEngine(Engine):
         splitting = [c for c in testable if UNSPLIT < self.posterior.p_new(c) < 1 - UNSPLIT]
         if not splitting:
             return []
-        built = self._picked | ({self.new_end} if self.tuning.new_end_built else set())
         fit = self._fit
         assert fit is not None, "choosing before the models"
         separation = abs(fit.step) / fit.sigma
+
+        def worth(q: float) -> float:
+            return information(q, separation)
+
+        if self.tuning.paired_gate:
+            return self._choose_pair_priced(count, splitting, worth)
+        built = self._picked | ({self.new_end} if self.tuning.new_end_built else set())
         return self.posterior.quantiles(
-            count,
-            splitting,
-            built,
-            worth=lambda q: information(q, separation),
-            build_cost=self.tuning.build_cost,
+            count, splitting, built, worth=worth, build_cost=self.tuning.build_cost
         )
+
+    def _choose_pair_priced(
+        self, count: int, splitting: list[str], worth: Callable[[float], float]
+    ) -> list[str]:
+        """As quantiles, but the new endpoint's question is priced as what it costs: a
+        pair of boots (it boots with the old one). Priced as one boot, it was asked until
+        P(no culprit) fell to about 5%, before any probe (revision 4)."""
+        others = [c for c in splitting if c != self.new_end]
+        if not others:
+            return [self.new_end] if self.new_end in splitting else []
+        picks = self.posterior.quantiles(
+            count, others, self._picked, worth=worth, build_cost=self.tuning.build_cost
+        )
+        if self.new_end in splitting:
+            first = picks[0]
+            cost = 1.0 if first in self._picked else 1.0 + self.tuning.build_cost
+            if (
+                worth(self.posterior.p_new(self.new_end)) / 2
+                >= worth(self.posterior.p_new(first)) / cost
+            ):
+                return [self.new_end]
+        return picks
 
     def _settled(self, picks: list[str]) -> bool:
         """Whether the job has its answer (set in self._answer); `picks`: this round's."""

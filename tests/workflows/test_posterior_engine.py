@@ -259,7 +259,12 @@ def test_revision_5_s_level_is_fitted_to_settled_commits_too_never_to_one_in_dou
         assert fit.trend.references == sum(len(engine.boots[c]) for c in ("root", "c64"))
 
 
-def test_revision_5_takes_fewer_boots_than_revision_4() -> None:
-    # The same seeded jobs: every settled commit's boots as references save boots.
+def test_revision_5_probes_sooner_and_takes_fewer_boots_than_revision_4() -> None:
+    # The same seeded jobs: the new endpoint's question priced as a pair of boots probes
+    # the range sooner, and every settled commit's boots as references save boots.
+    def first_probe(booted: list[str]) -> int:
+        return next(i for i, c in enumerate(booted) if c not in ("root", "c64"))
+
     old, new = _revision_jobs(4, range(4)), _revision_jobs(5, range(4))
+    assert sum(first_probe(b) for _, b, _ in new) < sum(first_probe(b) for _, b, _ in old)
     assert sum(n for n, _, _ in new) < sum(n for n, _, _ in old)
