@@ -26,7 +26,6 @@ Driven like workflows.engine.Engine (wants, observe, result) and a drop-in for i
 import math
 import random
 import statistics
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from kbisect.contract import Mode
@@ -80,8 +79,6 @@ class Tuning:
     per_host: bool  # each VM host has its own level, fitted to the references it booted
     full_rounds: bool = False  # with --parallel K, a round is K boots, references included
     rep_mean: bool = False  # a boot scores its repetitions' clipped mean, not their median
-    firm_references: bool = False  # a settled commit's boots are references for the level
-    paired_gate: bool = False  # the new endpoint's question is priced as a pair of boots
 
 
 REVISIONS = {
@@ -114,12 +111,6 @@ REVISIONS = {
 # (evidence.mean_score): 8% fewer boots at a 10% step and 9% at 20% (benchmarks.accuracy),
 # as the within-boot half of the noise no longer pays a median's price.
 REVISIONS[4] = replace(REVISIONS[3], rep_mean=True)
-# firm-references: the level is fitted to every boot whose side is settled, not only the
-# endpoints': a commit settled early tells the level where the job was then, for free
-# (7% fewer boots at a 10% step, 5% at 20%, on the same 100 simulated jobs). And the
-# new endpoint's question costs a pair of boots: the first probe comes at boot 21 instead
-# of 30 at a 10% step (benchmarks.accuracy; docs/measurements.md).
-REVISIONS[5] = replace(REVISIONS[4], firm_references=True, paired_gate=True)
 LATEST = max(REVISIONS)
 
 
@@ -338,7 +329,7 @@ class PosteriorEngine(Engine):
                 sigma,
                 len(flat_old),
                 len(flat_new),
-                self._host_levels(raw, sides, old_mean, new_mean, sigma),
+                self._host_levels(raw, old_mean, new_mean, sigma),
                 max(1.0, len(flat_old) + len(flat_new) - len(old) - len(new) - 1.0),
                 {},
             )
@@ -360,22 +351,14 @@ class PosteriorEngine(Engine):
         return [b.host if self.tuning.per_host else "" for b in self.boots.get(commit, [])]
 
     def _host_levels(
-        self,
-        raw: dict[str, list[float]],
-        sides: dict[str, bool],
-        old_mean: float,
-        new_mean: float,
-        sigma: float,
+        self, raw: dict[str, list[float]], old_mean: float, new_mean: float, sigma: float
     ) -> dict[str, Trend]:
-        """Each host's level, fitted to the references it booted: the endpoints' boots, and
-        from revision 5 those of every commit whose side is settled. Never a commit still
-        in doubt: its own boots would pull the level its way, and its verdict with it."""
+        """Each host's level, fitted to the references it booted. The trend follows the
+        endpoints only: a probe's own boots in it would pull the level its way, and its
+        verdict with it."""
         by_host: dict[str, list[tuple[int, float]]] = {}
-        ends = {self.old_end: False, self.new_end: True}
-        for c, is_new in (sides if self.tuning.firm_references else ends).items():
-            if c not in raw:
-                continue
-            mean = new_mean if is_new else old_mean
+        for c in (self.old_end, self.new_end):
+            mean = new_mean if c == self.new_end else old_mean
             for v, t, h in zip(raw[c], self.times[c], self._hosts(c), strict=True):
                 by_host.setdefault(h, []).append((t, v - mean))
         slope = self.tuning.slope
@@ -468,41 +451,17 @@ class PosteriorEngine(Engine):
         splitting = [c for c in testable if UNSPLIT < self.posterior.p_new(c) < 1 - UNSPLIT]
         if not splitting:
             return []
+        built = self._picked | ({self.new_end} if self.tuning.new_end_built else set())
         fit = self._fit
         assert fit is not None, "choosing before the models"
         separation = abs(fit.step) / fit.sigma
-
-        def worth(q: float) -> float:
-            return information(q, separation)
-
-        if self.tuning.paired_gate:
-            return self._choose_pair_priced(count, splitting, worth)
-        built = self._picked | ({self.new_end} if self.tuning.new_end_built else set())
         return self.posterior.quantiles(
-            count, splitting, built, worth=worth, build_cost=self.tuning.build_cost
+            count,
+            splitting,
+            built,
+            worth=lambda q: information(q, separation),
+            build_cost=self.tuning.build_cost,
         )
-
-    def _choose_pair_priced(
-        self, count: int, splitting: list[str], worth: Callable[[float], float]
-    ) -> list[str]:
-        """As quantiles, but the new endpoint's question is priced as what it costs: a
-        pair of boots (it boots with the old one). Priced as one boot, it was asked until
-        P(no culprit) fell to about 5%, before any probe (revision 4)."""
-        others = [c for c in splitting if c != self.new_end]
-        if not others:
-            return [self.new_end] if self.new_end in splitting else []
-        picks = self.posterior.quantiles(
-            count, others, self._picked, worth=worth, build_cost=self.tuning.build_cost
-        )
-        if self.new_end in splitting:
-            first = picks[0]
-            cost = 1.0 if first in self._picked else 1.0 + self.tuning.build_cost
-            if (
-                worth(self.posterior.p_new(self.new_end)) / 2
-                >= worth(self.posterior.p_new(first)) / cost
-            ):
-                return [self.new_end]
-        return picks
 
     def _settled(self, picks: list[str]) -> bool:
         """Whether the job has its answer (set in self._answer); `picks`: this round's."""

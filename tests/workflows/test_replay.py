@@ -24,7 +24,6 @@ from kbisect.workflows.bisect_workflow import (
     CONTROLS_V2_PATCH,
     ENGINE_PATCH,
     FAILED_STATUS_PATCH,
-    FIRM_REFERENCES_PATCH,
     HOST_CHECK_PATCH,
     POSTERIOR_2_PATCH,
     POSTERIOR_PATCH,
@@ -88,8 +87,7 @@ def test_histories_were_recorded() -> None:
     # pre-posterior-*: every kind of job as Engine (v2) ran it, before the posterior engine;
     # pre-posterior2-*: the same as the posterior engine's revision 1 ran it;
     # pre-roundatonce-*: the same with a round's boots one after another (revision 2);
-    # pre-bootmean-*: the same with a boot scored by its repetitions' median (revision 3);
-    # pre-firmrefs-*: the same with the level fitted to the endpoints only (revision 4).
+    # pre-bootmean-*: the same with a boot scored by its repetitions' median (revision 3).
     # Every job replays the engine: the pre-engine code and its histories are gone.
     assert all(ENGINE_PATCH in _patches(p) for p in HISTORIES)
     pre_same = [p for p in HISTORIES if p.stem.startswith("pre-samekernel-")]
@@ -117,10 +115,6 @@ def test_histories_were_recorded() -> None:
     assert {p.stem.removeprefix("pre-bootmean-") for p in pre_mean} == {p.stem for p in current}
     assert all(BOOT_MEAN_PATCH not in _patches(p) for p in pre_mean)
     assert all(ROUND_AT_ONCE_PATCH in _patches(p) for p in pre_mean)
-    pre_firm = [p for p in HISTORIES if p.stem.startswith("pre-firmrefs-")]
-    assert {p.stem.removeprefix("pre-firmrefs-") for p in pre_firm} == {p.stem for p in current}
-    assert all(FIRM_REFERENCES_PATCH not in _patches(p) for p in pre_firm)
-    assert all(BOOT_MEAN_PATCH in _patches(p) for p in pre_firm)
     # Every branch the current engine can take is in some current history.
     now = {p.stem: _patches(p) for p in current}
     assert {"linear-64", "fix-64", "merges", "skips", "engine-retest", "small-step"} <= set(now)
@@ -138,7 +132,7 @@ def test_histories_were_recorded() -> None:
     assert _ended(by_name["failed"]) == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED
     assert FAILED_STATUS_PATCH in now["failed"]
     engine = {ENGINE_PATCH, SAME_KERNEL_PATCH, HOST_CHECK_PATCH, CONTROLS_V2_PATCH, POSTERIOR_PATCH}
-    engine |= {POSTERIOR_2_PATCH, ROUND_AT_ONCE_PATCH, BOOT_MEAN_PATCH, FIRM_REFERENCES_PATCH}
+    engine |= {POSTERIOR_2_PATCH, ROUND_AT_ONCE_PATCH, BOOT_MEAN_PATCH}
     assert all(engine <= patches for patches in now.values()), now
     assert TRACE_PATCH in now["trace"]
     assert "classify_commits" in (HISTORIES[0].parent / "same-kernel.json").read_text()
@@ -215,11 +209,10 @@ async def test_a_job_keeps_the_engine_revision_it_started_with(
     monkeypatch.setitem(posterior_engine.REVISIONS, 2, revisions[1])
     monkeypatch.setitem(posterior_engine.REVISIONS, 3, revisions[1])
     monkeypatch.setitem(posterior_engine.REVISIONS, 4, revisions[1])
-    monkeypatch.setitem(posterior_engine.REVISIONS, 5, revisions[1])
     assert isinstance(await _replay_failure("small-step"), NondeterminismError)
     # ... and each later revision against the one before it, both ways: revision 4
-    # (boot-mean) against 3, revision 5 (firm-references) against 4.
-    later = (("pre-bootmean-small-step", 3), ("pre-firmrefs-small-step", 4), ("small-step", 5))
+    # (boot-mean) against 3.
+    later = (("pre-bootmean-small-step", 3), ("small-step", 4))
     for (older, old), (newer, new) in itertools.pairwise(later):
         for revision, tuning in revisions.items():
             monkeypatch.setitem(posterior_engine.REVISIONS, revision, tuning)
