@@ -21,6 +21,7 @@ boots, and how often the true culprit was named. No assertions. Run:
 """
 
 import argparse
+import heapq
 import math
 import os
 import random
@@ -57,6 +58,7 @@ class Farm:
     lose_at: float = 0.0  # seconds into the job one VM host is lost (0: never)
     revision: int = LATEST  # the engine's (posterior_engine.REVISIONS)
     ahead: bool = True  # build hosts build likely picks while the boots run
+    rolling: bool = False  # a pick for each host as it frees up (engine.next_for)
 
 
 @dataclass
@@ -68,6 +70,8 @@ class Run:
 
 
 def simulate(n: int, step: float, farm: Farm, seed: str) -> Run:
+    if farm.rolling:
+        return simulate_rolling(n, step, farm, seed)
     rng = random.Random(seed)
     graph = linear(n)
     culprit = rng.choice(graph.order)
@@ -123,6 +127,58 @@ def simulate(n: int, step: float, farm: Farm, seed: str) -> Run:
     return Run(now, boot_seconds, boots, res.culprit == culprit)
 
 
+def simulate_rolling(n: int, step: float, farm: Farm, seed: str) -> Run:
+    """The same farm with a pick for each VM host as it frees up: no round waits for its
+    slowest boot or its last build. A build host idle at a pick builds one likely pick
+    ahead."""
+    rng = random.Random(seed)
+    graph = linear(n)
+    culprit = rng.choice(graph.order)
+    levels = [rng.gauss(1.0, HOST_LEVEL_SPREAD) for _ in range(farm.vms)]
+    speeds = [rng.uniform(*HOST_SPEEDS) for _ in range(farm.vms)]
+    engine = PosteriorEngine(
+        graph, new=graph.order[0], old=[OLD], config=EngineConfig(), revision=farm.revision
+    )
+    built: dict[str, float] = {}
+    builders = [0.0] * farm.builders
+    events = [(0.0, h, "") for h in range(farm.vms)]  # (when, host, commit it finished)
+    running: list[str] = []
+    end, boot_seconds, boots, lost = 0.0, 0.0, 0, False
+
+    def build(commit: str, now: float) -> None:
+        b = min(range(farm.builders), key=builders.__getitem__)
+        builders[b] = max(builders[b], now) + rng.choice(BUILD_SECONDS)
+        built[commit] = builders[b]
+
+    while events:
+        now, h, done = heapq.heappop(events)
+        if done:
+            running.remove(done)
+            changed = done != OLD and culprit_is_in(graph, culprit, done)
+            level = level_of(changed, step) * levels[h]
+            engine.observe(done, Boot(NOISE.boot(level, rng, boots), f"vm{h}"))
+            end = now
+        if farm.lose_at and not lost and now >= farm.lose_at and farm.vms > 1:
+            lost = True  # it takes no more boots (its last one counts: no heartbeat wait)
+            continue
+        commit = engine.next_for(f"vm{h}", running)
+        if commit is None:
+            continue
+        if commit not in built:
+            build(commit, now)
+        if farm.ahead:
+            for likely in engine.ahead(sum(1 for b in builders if b <= now)):
+                if likely not in built:
+                    build(likely, now)
+                    engine.built_ahead(likely)
+        seconds = BOOT_SECONDS * math.exp(rng.gauss(0, BOOT_SIGMA)) * speeds[h]
+        heapq.heappush(events, (max(now, built[commit]) + seconds, h, commit))
+        running.append(commit)
+        boot_seconds += seconds
+        boots += 1
+    return Run(end, boot_seconds, boots, engine.result().culprit == culprit)
+
+
 def cell(
     n: int,
     step: float,
@@ -132,9 +188,10 @@ def cell(
     lose: float,
     revision: int,
     ahead: bool,
+    rolling: bool,
 ) -> list[Run]:
     """One cell's jobs; the same seeds in every cell of a size and step."""
-    farm = Farm(builders, vms, lose * 60, revision, ahead)
+    farm = Farm(builders, vms, lose * 60, revision, ahead, rolling)
     return [simulate(n, step, farm, f"{n}-{step}-{t}") for t in range(trials)]
 
 
@@ -152,14 +209,11 @@ def main(argv: list[str] | None = None) -> None:
     )
     p.add_argument("--revision", type=int, default=LATEST, help=f"the engine's revision ({LATEST})")
     p.add_argument("--no-ahead", action="store_true", help="no builds ahead of the engine's picks")
+    p.add_argument("--rolling", action="store_true", help="a pick for each VM host as it frees up")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes")
     args = p.parse_args(argv)
-    todo = [
-        (n, s / 100, m, args.builders, args.trials, args.lose, args.revision, not args.no_ahead)
-        for n in args.sizes
-        for s in args.steps
-        for m in args.hosts
-    ]
+    how = (args.builders, args.trials, args.lose, args.revision, not args.no_ahead, args.rolling)
+    todo = [(n, s / 100, m, *how) for n in args.sizes for s in args.steps for m in args.hosts]
     print("size  step  VM hosts  wall (min)  vs one host  efficiency  boots  named")
     one: dict[tuple[int, float], float] = {}
     with ProcessPoolExecutor(args.jobs) as pool:

@@ -7,9 +7,10 @@ Driven like workflows.engine.Engine (wants, observe, result) and a drop-in for i
 2. Otherwise every boot updates one posterior (workflows.posterior) over "which commit is
    the culprit", plus "no culprit". Each hypothesis is weighed on the two sides' means it
    implies, over every commit it calls old or new (revision 5; before it, each commit
-   against the old and the new model on its own, a Student t); the step and the noise
-   are refitted at every round from the endpoints and from every commit whose side is
-   settled, so every verdict sharpens the next, and every past boot is weighed again.
+   against the old and the new model on its own), by a Student t, so a noise figure
+   from few boots cannot make an answer sure; the models are refitted at every round
+   from the endpoints and from every commit whose side is settled, so every verdict
+   sharpens the next, and every past boot is weighed again.
 3. The endpoints keep booting as references, interleaved with the probes in a balanced
    random order (old-new or new-old blocks, one reference every REFERENCE_EVERY probe
    boots). The host's level is a trend fitted to the references (workflows.trend), and
@@ -27,6 +28,8 @@ Driven like workflows.engine.Engine (wants, observe, result) and a drop-in for i
 import math
 import random
 import statistics
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from kbisect.contract import Mode
@@ -203,6 +206,8 @@ class PosteriorEngine(Engine):
         self._fit: Fit | None = None
         self._spread = 0.0  # one repetition's stray from its boot's median (rep_mean)
         self._answer: EngineResult | None = None
+        self._host_queues: dict[str, list[str]] = {}  # next_for: each host's references due
+        self._host_since: dict[str, float] = {}  # and its probe boots since its last one
 
     # --- driving ----------------------------------------------------------------------
     def wants(self) -> list[str]:
@@ -244,6 +249,56 @@ class PosteriorEngine(Engine):
             self._since_reference -= REFERENCE_EVERY  # below 0: references ahead of time
             out.append(self._next_reference())
         return out
+
+    def next_for(self, host: str, in_flight: Sequence[str]) -> str | None:
+        """One boot for a VM host that just freed up, while `in_flight` boots run on the
+        others: picks as hosts free up, not rounds that wait for their slowest boot
+        (benchmarks.farm --rolling; not in the workflow yet). Each host boots its own
+        references, an old-new block first and then as wants() spaces them, so its probes
+        are judged against its own level. A probe is the first of the posterior's
+        quantiles (one more than the probes in flight) that no running boot already
+        covers. None: the job has its answer; boots still in flight may be observed."""
+        ends = (self.old_end, self.new_end)
+        running = Counter(in_flight)
+        if host not in self._host_queues:  # a host new to the job: its first references
+            self._host_queues[host] = self._reference_block()
+        queue = self._host_queues[host]
+        if self._exact is None:
+            if any(not self.boots.get(c) for c in ends):
+                if queue:
+                    return queue.pop(0)
+                return min(ends, key=lambda c: len(self.boots.get(c, [])) + running[c])
+            self._exact = noise_free(self.boots[ends[0]]) and noise_free(self.boots[ends[1]])
+        if self._exact:
+            wants = super().wants()
+            return next((c for c in wants if not running[c]), wants[0] if wants else None)
+        if self._answer is not None:
+            return None
+        if queue:
+            return queue.pop(0)
+        if self._host_since.get(host, 0.0) >= REFERENCE_EVERY:
+            self._host_since[host] -= REFERENCE_EVERY
+            queue += self._reference_block()
+            return queue.pop(0)
+        self._refresh()
+        probes = sum(n for c, n in running.items() if c not in ends)
+        picks = self._choose(probes + 1)
+        if self._settled(picks):
+            return None
+        pick = picks[0]
+        for candidate in picks:
+            if not running[candidate]:
+                pick = candidate
+                break
+            running[candidate] -= 1
+        if pick == self.new_end:  # the gate's question: a block of this host's references
+            queue += self._reference_block()
+            return queue.pop(0)
+        self._picked.add(pick)
+        bound = self._level_bound(pick)
+        since = REFERENCE_EVERY / (BOUND_EVERY if bound else REFERENCE_EVERY)
+        self._host_since[host] = self._host_since.get(host, 0.0) + since
+        return pick
 
     def ahead(self, n: int) -> list[str]:
         """Up to n commits worth building before any round picks them: where the next
@@ -353,23 +408,28 @@ class PosteriorEngine(Engine):
         endpoint's mean error again, and an A/A range whose old endpoint read high by
         chance leaned to a culprit with every probe."""
         sums: dict[str, list[float]] = {}
+        groups = []
         for commit in raw:
             level = self._commit_level(commit, fit)
             if level is not None:
                 weight = fit.sigma**2 / level[1]  # in boots
                 sums[commit] = [weight, weight * level[0]]
+                groups.append(self._adjusted(commit, fit))
         outside = sums.pop(self.old_end, [0.0, 0.0])
-        sigma, step = fit.sigma, fit.step
+        # One boot's noise from every commit booted more than once, settled or not, and
+        # its degrees of freedom: a Student t on those, so a noise figure from a dozen
+        # boots that came out small by chance cannot make a hypothesis sure (a 20% step
+        # named a wrong commit "100% sure" after 15 boots on a Gaussian).
+        sigma = max(_noise(groups, pooled_sigma(groups)), 1e-9)
+        df = max(1.0, sum(len(g) - 1.0 for g in groups if len(g) > 1))
+        step = fit.step
 
-        # Gaussian, not Student t: at the answer, a hypothesis stands `step` sigmas-of-a-
-        # difference from "none", where t's flat tails gave back half of what told the
-        # culprit from its neighbour (90 boots at a 20% step instead of 64).
         def evidence(new: list[float], old: list[float]) -> float:
             if new[0] <= 0 or old[0] <= 0:
                 return 0.0
-            var = sigma**2 * (1 / new[0] + 1 / old[0])  # of the two sides' difference
+            spread = sigma * math.sqrt(1 / new[0] + 1 / old[0])  # of the sides' difference
             gap = new[1] / new[0] - old[1] / old[0]
-            return step * (gap - step / 2) / var
+            return t_logpdf((gap - step) / spread, df) - t_logpdf(gap / spread, df)
 
         self.posterior.update_split(sums, outside, evidence)
 

@@ -229,3 +229,50 @@ def test_revision_4_s_boot_means_take_fewer_boots_than_medians() -> None:
 
     median, mean = boots(3), boots(4)
     assert mean < 0.92 * median, (mean, median)
+
+
+def _rolling(seed: int, hosts: dict[str, float]) -> tuple[PosteriorEngine, list[tuple[str, str]]]:
+    """A noisy 25% step at c21 of 32, booted by next_for on hosts of these levels: each
+    host is handed a boot as it frees up, and boots end in a seeded random order."""
+    rng = random.Random(seed)
+    engine = PosteriorEngine(linear(32), "c32", ["root"], EngineConfig())
+    running: list[tuple[str, str]] = []  # (host, commit)
+    handed: list[tuple[str, str]] = []
+    free = list(hosts)
+    while True:
+        for host in free:
+            commit = engine.next_for(host, [c for _, c in running])
+            if commit is not None:
+                running.append((host, commit))
+                handed.append((host, commit))
+        if not running:
+            return engine, handed
+        host, commit = running.pop(rng.randrange(len(running)))
+        level = hosts[host] * (75.0 if commit != "root" and index(commit) >= 21 else 100.0)
+        boot = level * math.exp(rng.gauss(0, 0.1))
+        engine.observe(commit, Boot([boot * math.exp(rng.gauss(0, 0.02)) for _ in "123"], host))
+        free = [host]
+
+
+def test_rolling_picks_give_each_host_its_references_and_name_the_culprit() -> None:
+    hosts = {"a": 1.0, "b": 1.06, "c": 0.95}  # levels a quarter of the step apart and more
+    for seed in range(3):
+        engine, handed = _rolling(seed, hosts)
+        assert engine.result().culprit == "c21", seed
+        for host in hosts:  # each host's first two boots: both endpoints
+            first = [c for h, c in handed if h == host][:2]
+            assert sorted(first) == ["c32", "root"], (seed, host, first)
+        probes = [c for _, c in handed if c not in ("root", "c32")]
+        assert len(set(probes)) >= 4  # hosts freed together got different commits
+
+
+def test_a_rolling_pick_is_not_a_commit_already_booting_while_others_split() -> None:
+    engine = PosteriorEngine(linear(63), new="c63", old=["root"], config=EngineConfig())
+    for i in range(6):  # the endpoints plainly differ, on host a
+        engine.observe("root", Boot([500.0 + i, 510.0, 505.0], "a"))
+        engine.observe("c63", Boot([250.0 + i, 255.0, 260.0], "a"))
+    engine._host_queues["a"] = []  # its references are booted
+    first = engine.next_for("a", [])
+    second = engine.next_for("a", [first] if first else [])
+    assert first is not None and second is not None
+    assert first not in ("root", "c63") and second not in ("root", "c63", first)
