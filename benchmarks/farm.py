@@ -9,7 +9,9 @@ event simulation runs them. What makes a farm slower than M times one host is mo
   times drawn from this machine's lab builds, warm ccache: BUILD_SECONDS); while a round
   boots, each build host builds ahead one commit the engine expects to pick next
   (the workflow does so when builds and boots run on different hosts; --no-ahead: not);
-- the engine's picks are sequential: a round's boots all finish before it picks again;
+- the engine's picks are sequential: a round's boots all finish before it picks again
+  (--rolling: a pick for each VM host as it frees up, engine.next_for, each host booting
+  its own references; the workflow does not do this yet);
 - one VM host may be lost mid-job (--lose MIN): its boot in flight is retried on another
   after the 60 s heartbeat timeout, and it takes no more.
 Boots of the metric are sim_noise's (CV 15%, lognormal), about 14 s each (this host's

@@ -78,8 +78,6 @@ POSTERIOR_2_PATCH = "posterior-engine-2"  # its revision 2 (posterior_engine.REV
 ROUND_AT_ONCE_PATCH = "round-at-once"  # a round's boots go out together, one to each VM
 # host with room (each host's lock still times one guest at a time); the engine's revision 3
 BOOT_MEAN_PATCH = "boot-mean"  # revision 4: a boot scores its repetitions' clipped mean
-JOINT_EVIDENCE_PATCH = "joint-evidence"  # revision 5: each hypothesis weighed on its own
-# sides' means, not commit by commit
 
 SA_TESTCASE = SearchAttributeKey.for_keyword(SA_TESTCASE_NAME)
 SA_STATUS = SearchAttributeKey.for_keyword(SA_STATUS_NAME)
@@ -216,8 +214,6 @@ class BisectWorkflow(Resumable):
         self._at_once = workflow.patched(ROUND_AT_ONCE_PATCH)
         if revision == 2 and self._at_once:
             revision = 4 if workflow.patched(BOOT_MEAN_PATCH) else 3
-            if revision == 4 and workflow.patched(JOINT_EVIDENCE_PATCH):
-                revision = 5
         if state.job.pass_fail and state.job.flaky:  # no job before it: no marker of its own
             engine = FlakyEngine(graph, new, old, config, revision)
         elif not posterior:

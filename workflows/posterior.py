@@ -19,7 +19,7 @@ bit planes, so P(new-like) of a commit is a few popcounts, also for 16,384 commi
 """
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from kbisect.workflows.strategy import Graph
@@ -41,6 +41,7 @@ class Posterior:
         self._impossible = set(impossible)  # prior zero: cannot be the culprit
         self._forbid_new: set[str] = set()  # marked old: no hypothesis makes it new
         self._forbid_old: set[str] = set()  # marked new
+        self._llr: dict[str, float] = {}
         self._anc_lists: dict[str, list[int]] = {}
         self.p: list[float] = []  # by graph.order index
         self.p_none = none_prior
@@ -59,46 +60,12 @@ class Posterior:
 
     def update(self, llr: Mapping[str, float]) -> None:
         """Every commit's log likelihood ratio new:old of all its observations so far."""
-        logp = [0.0] * len(self.graph.order)
-        for commit, value in llr.items():
-            if value and commit in self.graph.index:
-                for i in self._ancestors(commit):
-                    logp[i] += value
-        self._normalize(logp)
-
-    def update_split(
-        self,
-        stats: Mapping[str, Sequence[float]],
-        outside: Sequence[float],
-        evidence: Callable[[list[float], list[float]], float],
-    ) -> None:
-        """The likelihoods of hypotheses that share their sides' unknown parameters: each
-        commit's observations summed into additive statistics (`stats`; `outside`: those
-        of the old endpoint's side outside the range), and each hypothesis weighed by
-        `evidence(new side's sums, old side's sums)`, its log likelihood ratio against
-        "no culprit". Commits' evidence is then not independent: every commit a hypothesis
-        calls old shares one estimate of the old side, its error counted once, not once
-        a commit."""
+        self._llr = {c: v for c, v in llr.items() if v and c in self.graph.index}
         n = len(self.graph.order)
-        width = len(outside)
-        new = [[0.0] * width for _ in range(n)]
-        total = list(outside)
-        for commit, values in stats.items():
-            if commit not in self.graph.index:
-                continue
-            for j, v in enumerate(values):
-                total[j] += v
+        logp = [0.0] * n
+        for commit, value in self._llr.items():
             for i in self._ancestors(commit):
-                row = new[i]
-                for j, v in enumerate(values):
-                    row[j] += v
-        self._normalize(
-            [evidence(row, [t - v for t, v in zip(total, row, strict=True)]) for row in new]
-        )
-
-    def _normalize(self, logp: list[float]) -> None:
-        """The posterior from each hypothesis's log likelihood ratio against "none"."""
-        n = len(self.graph.order)
+                logp[i] += value
         dead = {self.graph.index[c] for c in self._impossible if c in self.graph.index}
         for commit in self._forbid_new:  # old-like: no ancestor of it is the culprit
             dead.update(self._ancestors(commit))

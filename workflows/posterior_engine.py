@@ -5,12 +5,10 @@ Driven like workflows.engine.Engine (wants, observe, result) and a drop-in for i
 1. Both endpoints boot once. A counter (every repetition and boot the same) takes
    Engine's exact path: one boot a commit.
 2. Otherwise every boot updates one posterior (workflows.posterior) over "which commit is
-   the culprit", plus "no culprit". Each hypothesis is weighed on the two sides' means it
-   implies, over every commit it calls old or new (revision 5; before it, each commit
-   against the old and the new model on its own), by a Student t, so a noise figure
-   from few boots cannot make an answer sure; the models are refitted at every round
-   from the endpoints and from every commit whose side is settled, so every verdict
-   sharpens the next, and every past boot is weighed again.
+   the culprit", plus "no culprit". Each boot's value is weighed under the old and the new
+   model (Student t, so an outlier boot moves little); the models are refitted at every
+   round from the endpoints and from every commit whose side is settled, so every verdict
+   sharpens the next, and every past boot is weighed again with the latest models.
 3. The endpoints keep booting as references, interleaved with the probes in a balanced
    random order (old-new or new-old blocks, one reference every REFERENCE_EVERY probe
    boots). The host's level is a trend fitted to the references (workflows.trend), and
@@ -83,7 +81,6 @@ class Tuning:
     per_host: bool  # each VM host has its own level, fitted to the references it booted
     full_rounds: bool = False  # with --parallel K, a round is K boots, references included
     rep_mean: bool = False  # a boot scores its repetitions' clipped mean, not their median
-    joint: bool = False  # each hypothesis weighed on its own sides' means (_weigh_joint)
 
 
 REVISIONS = {
@@ -116,8 +113,6 @@ REVISIONS = {
 # (evidence.mean_score): 8% fewer boots at a 10% step and 9% at 20% (benchmarks.accuracy),
 # as the within-boot half of the noise no longer pays a median's price.
 REVISIONS[4] = replace(REVISIONS[3], rep_mean=True)
-# joint-evidence: see _weigh_joint.
-REVISIONS[5] = replace(REVISIONS[4], joint=True)
 LATEST = max(REVISIONS)
 
 
@@ -395,43 +390,7 @@ class PosteriorEngine(Engine):
             fit = replace(fit, shared=self._shared(fit))
         assert fit is not None
         self._fit = fit
-        if self.tuning.joint:
-            self._weigh_joint(raw, fit)
-        else:
-            self.posterior.update({c: self._commit_llr(c, fit) for c in raw if c != self.old_end})
-
-    def _weigh_joint(self, raw: dict[str, list[float]], fit: Fit) -> None:
-        """Each hypothesis on its own: the commits it calls new-like (the new endpoint
-        among them) against those it calls old-like (the old endpoint among them), each
-        side's mean taken over all of them, every commit weighed by how well its level is
-        known. Weighed commit by commit, every commit called old carried the old
-        endpoint's mean error again, and an A/A range whose old endpoint read high by
-        chance leaned to a culprit with every probe."""
-        sums: dict[str, list[float]] = {}
-        groups = []
-        for commit in raw:
-            level = self._commit_level(commit, fit)
-            if level is not None:
-                weight = fit.sigma**2 / level[1]  # in boots
-                sums[commit] = [weight, weight * level[0]]
-                groups.append(self._adjusted(commit, fit))
-        outside = sums.pop(self.old_end, [0.0, 0.0])
-        # One boot's noise from every commit booted more than once, settled or not, and
-        # its degrees of freedom: a Student t on those, so a noise figure from a dozen
-        # boots that came out small by chance cannot make a hypothesis sure (a 20% step
-        # named a wrong commit "100% sure" after 15 boots on a Gaussian).
-        sigma = max(_noise(groups, pooled_sigma(groups)), 1e-9)
-        df = max(1.0, sum(len(g) - 1.0 for g in groups if len(g) > 1))
-        step = fit.step
-
-        def evidence(new: list[float], old: list[float]) -> float:
-            if new[0] <= 0 or old[0] <= 0:
-                return 0.0
-            spread = sigma * math.sqrt(1 / new[0] + 1 / old[0])  # of the sides' difference
-            gap = new[1] / new[0] - old[1] / old[0]
-            return t_logpdf((gap - step) / spread, df) - t_logpdf(gap / spread, df)
-
-        self.posterior.update_split(sums, outside, evidence)
+        self.posterior.update({c: self._commit_llr(c, fit) for c in raw if c != self.old_end})
 
     def _score(self, boot: Boot) -> float:
         if self.tuning.rep_mean:

@@ -120,26 +120,3 @@ def test_sixteen_thousand_commits_stay_fast_enough_for_a_workflow_task() -> None
     post.update({c: 0.7 for c in itertools.islice(graph.order, 0, 16384, 1000)})
     picks = post.quantiles(1, graph.order[::64])  # not timed: it must merely finish
     assert picks and 0.3 < post.p_new(picks[0]) < 0.7
-
-
-def test_a_split_likelihood_weighs_each_hypothesis_on_its_own_sides_sums() -> None:
-    # Each commit's (count, sum); under hypothesis h the commits descending from h form the
-    # new side, the rest (and the old endpoint's, outside the range) the old side.
-    graph = merged()
-    stats = {"c2": [2.0, 1.0], "c5": [3.0, 9.0], "c6": [1.0, 4.0], "c7": [4.0, 12.0]}
-    outside = [5.0, 0.5]
-
-    def evidence(new: list[float], old: list[float]) -> float:
-        return new[1] / max(new[0], 1) - old[1] / old[0]  # any function of the two sides
-
-    post = Posterior(graph, none_prior=0.3)
-    post.update_split(stats, outside, evidence)
-    weights = []
-    for h in graph.order:
-        new = [c for c in stats if graph.ancestry[c] >> graph.index[h] & 1]
-        new_sums = [sum(stats[c][j] for c in new) for j in (0, 1)]
-        old_sums = [outside[j] + sum(stats[c][j] for c in stats if c not in new) for j in (0, 1)]
-        weights.append(0.7 / len(graph.order) * math.exp(evidence(new_sums, old_sums)))
-    total = sum(weights) + 0.3
-    assert post.p == pytest.approx([w / total for w in weights], rel=1e-9)
-    assert post.p_none == pytest.approx(0.3 / total, rel=1e-9)

@@ -24,7 +24,6 @@ from kbisect.workflows.bisect_workflow import (
     ENGINE_PATCH,
     FAILED_STATUS_PATCH,
     HOST_CHECK_PATCH,
-    JOINT_EVIDENCE_PATCH,
     POSTERIOR_2_PATCH,
     POSTERIOR_PATCH,
     ROUND_AT_ONCE_PATCH,
@@ -87,8 +86,7 @@ def test_histories_were_recorded() -> None:
     # pre-posterior-*: every kind of job as Engine (v2) ran it, before the posterior engine;
     # pre-posterior2-*: the same as the posterior engine's revision 1 ran it;
     # pre-roundatonce-*: the same with a round's boots one after another (revision 2);
-    # pre-bootmean-*: the same with a boot scored by its repetitions' median (revision 3);
-    # pre-jointevidence-*: the same with each commit weighed on its own (revision 4).
+    # pre-bootmean-*: the same with a boot scored by its repetitions' median (revision 3).
     # Every job replays the engine: the pre-engine code and its histories are gone.
     assert all(ENGINE_PATCH in _patches(p) for p in HISTORIES)
     pre_same = [p for p in HISTORIES if p.stem.startswith("pre-samekernel-")]
@@ -116,12 +114,6 @@ def test_histories_were_recorded() -> None:
     assert {p.stem.removeprefix("pre-bootmean-") for p in pre_mean} == {p.stem for p in current}
     assert all(BOOT_MEAN_PATCH not in _patches(p) for p in pre_mean)
     assert all(ROUND_AT_ONCE_PATCH in _patches(p) for p in pre_mean)
-    pre_joint = [p for p in HISTORIES if p.stem.startswith("pre-jointevidence-")]
-    assert {p.stem.removeprefix("pre-jointevidence-") for p in pre_joint} == {
-        p.stem for p in current
-    }
-    assert all(JOINT_EVIDENCE_PATCH not in _patches(p) for p in pre_joint)
-    assert all(BOOT_MEAN_PATCH in _patches(p) for p in pre_joint)
     # Every branch the current engine can take is in some current history.
     now = {p.stem: _patches(p) for p in current}
     assert {"linear-64", "fix-64", "merges", "skips", "engine-retest", "small-step"} <= set(now)
@@ -139,7 +131,7 @@ def test_histories_were_recorded() -> None:
     assert _ended(by_name["failed"]) == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED
     assert FAILED_STATUS_PATCH in now["failed"]
     engine = {ENGINE_PATCH, SAME_KERNEL_PATCH, HOST_CHECK_PATCH, CONTROLS_V2_PATCH, POSTERIOR_PATCH}
-    engine |= {POSTERIOR_2_PATCH, ROUND_AT_ONCE_PATCH, BOOT_MEAN_PATCH, JOINT_EVIDENCE_PATCH}
+    engine |= {POSTERIOR_2_PATCH, ROUND_AT_ONCE_PATCH, BOOT_MEAN_PATCH}
     assert all(engine <= patches for patches in now.values()), now
     assert TRACE_PATCH in now["trace"]
     assert "classify_commits" in (HISTORIES[0].parent / "same-kernel.json").read_text()
@@ -216,21 +208,16 @@ async def test_a_job_keeps_the_engine_revision_it_started_with(
     monkeypatch.setitem(posterior_engine.REVISIONS, 2, revisions[1])
     monkeypatch.setitem(posterior_engine.REVISIONS, 3, revisions[1])
     monkeypatch.setitem(posterior_engine.REVISIONS, 4, revisions[1])
-    monkeypatch.setitem(posterior_engine.REVISIONS, 5, revisions[1])
     assert isinstance(await _replay_failure("small-step"), NondeterminismError)
-    # ... and each later revision against the one before it, both ways: boot-mean (4)
-    # against 3, joint-evidence (5) against 4
-    pairs = (("pre-bootmean-", "pre-jointevidence-", 4), ("pre-jointevidence-", "", 5))
-    for older, newer, revision in pairs:
-        for r in revisions:
-            monkeypatch.setitem(posterior_engine.REVISIONS, r, revisions[r])
-        assert await _replay_failure(f"{older}small-step") is None
-        assert await _replay_failure(f"{newer}small-step") is None
-        monkeypatch.setitem(posterior_engine.REVISIONS, revision, revisions[revision - 1])
-        assert isinstance(await _replay_failure(f"{newer}small-step"), NondeterminismError)
+    # ... and revision 4 (boot-mean) against revision 3, both ways
+    for revision in (1, 2, 3, 4):
         monkeypatch.setitem(posterior_engine.REVISIONS, revision, revisions[revision])
-        monkeypatch.setitem(posterior_engine.REVISIONS, revision - 1, revisions[revision])
-        assert isinstance(await _replay_failure(f"{older}small-step"), NondeterminismError)
+    assert await _replay_failure("pre-bootmean-small-step") is None
+    monkeypatch.setitem(posterior_engine.REVISIONS, 4, revisions[3])
+    assert isinstance(await _replay_failure("small-step"), NondeterminismError)
+    monkeypatch.setitem(posterior_engine.REVISIONS, 4, revisions[4])
+    monkeypatch.setitem(posterior_engine.REVISIONS, 3, revisions[4])
+    assert isinstance(await _replay_failure("pre-bootmean-small-step"), NondeterminismError)
 
 
 async def test_a_changed_flaky_engine_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
