@@ -36,6 +36,7 @@ from benchmarks.sim_noise import Noise, level_of
 from kbisect.workflows.engine import EngineConfig
 from kbisect.workflows.evidence import Boot
 from kbisect.workflows.posterior_engine import LATEST, PosteriorEngine
+from kbisect.workflows.strategy import Graph
 
 # Seconds of lab builds on this host (flaky and panic labs of 2026-11-24/25: incremental
 # builds in a slot with a warm ccache, and a few full ones).
@@ -71,21 +72,24 @@ class Run:
     right: bool
 
 
-def simulate(n: int, step: float, farm: Farm, seed: str) -> Run:
-    if farm.rolling:
-        return simulate_rolling(n, step, farm, seed)
+def _job(
+    n: int, farm: Farm, seed: str, parallel: int
+) -> tuple[random.Random, Graph, str, list[float], list[float], PosteriorEngine]:
+    """A seeded job's history, culprit, VM hosts' levels and speeds, and its engine."""
     rng = random.Random(seed)
     graph = linear(n)
     culprit = rng.choice(graph.order)
     levels = [rng.gauss(1.0, HOST_LEVEL_SPREAD) for _ in range(farm.vms)]
     speeds = [rng.uniform(*HOST_SPEEDS) for _ in range(farm.vms)]
-    engine = PosteriorEngine(
-        graph,
-        new=graph.order[0],
-        old=[OLD],
-        config=EngineConfig(parallel=farm.vms),
-        revision=farm.revision,
-    )
+    config = EngineConfig(parallel=parallel)
+    engine = PosteriorEngine(graph, graph.order[0], [OLD], config, farm.revision)
+    return rng, graph, culprit, levels, speeds, engine
+
+
+def simulate(n: int, step: float, farm: Farm, seed: str) -> Run:
+    if farm.rolling:
+        return simulate_rolling(n, step, farm, seed)
+    rng, graph, culprit, levels, speeds, engine = _job(n, farm, seed, farm.vms)
     built: dict[str, float] = {}  # commit -> when its build is done
     builders = [0.0] * farm.builders  # when each build host is free
     hosts = [0.0] * farm.vms  # when each VM host is free
@@ -133,14 +137,7 @@ def simulate_rolling(n: int, step: float, farm: Farm, seed: str) -> Run:
     """The same farm with a pick for each VM host as it frees up: no round waits for its
     slowest boot or its last build. A build host idle at a pick builds one likely pick
     ahead."""
-    rng = random.Random(seed)
-    graph = linear(n)
-    culprit = rng.choice(graph.order)
-    levels = [rng.gauss(1.0, HOST_LEVEL_SPREAD) for _ in range(farm.vms)]
-    speeds = [rng.uniform(*HOST_SPEEDS) for _ in range(farm.vms)]
-    engine = PosteriorEngine(
-        graph, new=graph.order[0], old=[OLD], config=EngineConfig(), revision=farm.revision
-    )
+    rng, graph, culprit, levels, speeds, engine = _job(n, farm, seed, 1)
     built: dict[str, float] = {}
     builders = [0.0] * farm.builders
     events = [(0.0, h, "") for h in range(farm.vms)]  # (when, host, commit it finished)
