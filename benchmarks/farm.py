@@ -86,6 +86,15 @@ def _job(
     return rng, graph, culprit, levels, speeds, engine
 
 
+def _build(
+    commit: str, now: float, builders: list[float], built: dict[str, float], rng: random.Random
+) -> None:
+    """The commit built on the build host free first (`builders`: when each is free)."""
+    b = min(range(len(builders)), key=builders.__getitem__)
+    builders[b] = max(builders[b], now) + rng.choice(BUILD_SECONDS)
+    built[commit] = builders[b]
+
+
 def simulate(n: int, step: float, farm: Farm, seed: str) -> Run:
     if farm.rolling:
         return simulate_rolling(n, step, farm, seed)
@@ -99,9 +108,7 @@ def simulate(n: int, step: float, farm: Farm, seed: str) -> Run:
         finished: list[tuple[str, int]] = []
         for commit in commits:
             if commit not in built:
-                b = min(range(farm.builders), key=builders.__getitem__)
-                builders[b] = max(builders[b], now) + rng.choice(BUILD_SECONDS)
-                built[commit] = builders[b]
+                _build(commit, now, builders, built, rng)
             # the VM host free first (a lost one takes nothing)
             h = min((i for i in range(farm.vms) if i not in lost), key=hosts.__getitem__)
             start = max(hosts[h], now, built[commit])
@@ -119,9 +126,7 @@ def simulate(n: int, step: float, farm: Farm, seed: str) -> Run:
             finished.append((commit, h))
         if farm.ahead:  # idle build hosts build where the next picks will likely fall
             for commit in engine.ahead(farm.builders):  # one a build host, as the workflow
-                b = min(range(farm.builders), key=builders.__getitem__)
-                builders[b] = max(builders[b], now) + rng.choice(BUILD_SECONDS)
-                built[commit] = builders[b]
+                _build(commit, now, builders, built, rng)
                 engine.built_ahead(commit)
         # the engine picks again once the round's boots are all in
         now = max(hosts[h] for _, h in finished)
@@ -144,11 +149,6 @@ def simulate_rolling(n: int, step: float, farm: Farm, seed: str) -> Run:
     running: list[str] = []
     end, boot_seconds, boots, lost = 0.0, 0.0, 0, False
 
-    def build(commit: str, now: float) -> None:
-        b = min(range(farm.builders), key=builders.__getitem__)
-        builders[b] = max(builders[b], now) + rng.choice(BUILD_SECONDS)
-        built[commit] = builders[b]
-
     while events:
         now, h, done = heapq.heappop(events)
         if done:
@@ -164,11 +164,11 @@ def simulate_rolling(n: int, step: float, farm: Farm, seed: str) -> Run:
         if commit is None:
             continue
         if commit not in built:
-            build(commit, now)
+            _build(commit, now, builders, built, rng)
         if farm.ahead:
             for likely in engine.ahead(sum(1 for b in builders if b <= now)):
                 if likely not in built:
-                    build(likely, now)
+                    _build(likely, now, builders, built, rng)
                     engine.built_ahead(likely)
         seconds = BOOT_SECONDS * math.exp(rng.gauss(0, BOOT_SIGMA)) * speeds[h]
         heapq.heappush(events, (max(now, built[commit]) + seconds, h, commit))

@@ -209,10 +209,8 @@ class PosteriorEngine(Engine):
         ends = (self.old_end, self.new_end)
         if self.gate is not None and self.gate.gate == Gate.SAME and self._exact is None:
             return []  # byte-identical endpoints: nothing to boot
-        if self._exact is None:
-            if short := [c for c in ends if not self.boots.get(c)]:
-                return short
-            self._exact = noise_free(self.boots[ends[0]]) and noise_free(self.boots[ends[1]])
+        if short := self._first_boots():
+            return short
         if self._exact:
             return super().wants()
         if self._answer is not None:
@@ -234,12 +232,7 @@ class PosteriorEngine(Engine):
             else:
                 out.append(pick)
                 self._picked.add(pick)
-                # A commit known better than the level it is weighed against learns more
-                # from references near it in time than from its own boots.
-                bound = self._level_bound(pick)
-                self._since_reference += REFERENCE_EVERY / (
-                    BOUND_EVERY if bound else REFERENCE_EVERY
-                )
+                self._since_reference += self._reference_share(pick)
         while self._since_reference >= REFERENCE_EVERY or len(out) < k:
             self._since_reference -= REFERENCE_EVERY  # below 0: references ahead of time
             out.append(self._next_reference())
@@ -258,12 +251,10 @@ class PosteriorEngine(Engine):
         if host not in self._host_queues:  # a host new to the job: its first references
             self._host_queues[host] = self._reference_block()
         queue = self._host_queues[host]
-        if self._exact is None:
-            if any(not self.boots.get(c) for c in ends):
-                if queue:
-                    return queue.pop(0)
-                return min(ends, key=lambda c: len(self.boots.get(c, [])) + running[c])
-            self._exact = noise_free(self.boots[ends[0]]) and noise_free(self.boots[ends[1]])
+        if self._first_boots():
+            if queue:
+                return queue.pop(0)
+            return min(ends, key=lambda c: len(self.boots.get(c, [])) + running[c])
         if self._exact:
             wants = super().wants()
             return next((c for c in wants if not running[c]), wants[0] if wants else None)
@@ -290,10 +281,24 @@ class PosteriorEngine(Engine):
             queue += self._reference_block()
             return queue.pop(0)
         self._picked.add(pick)
-        bound = self._level_bound(pick)
-        since = REFERENCE_EVERY / (BOUND_EVERY if bound else REFERENCE_EVERY)
-        self._host_since[host] = self._host_since.get(host, 0.0) + since
+        self._host_since[host] = self._host_since.get(host, 0.0) + self._reference_share(pick)
         return pick
+
+    def _first_boots(self) -> list[str]:
+        """The endpoints still to boot a first time; once both have, whether the metric
+        is a counter (self._exact) is settled."""
+        if self._exact is None:
+            ends = (self.old_end, self.new_end)
+            if short := [c for c in ends if not self.boots.get(c)]:
+                return short
+            self._exact = noise_free(self.boots[ends[0]]) and noise_free(self.boots[ends[1]])
+        return []
+
+    def _reference_share(self, pick: str) -> float:
+        """The references a probe boot of `pick` calls for, in probe boots: a commit known
+        better than the level it is weighed against learns more from references near it
+        in time than from its own boots."""
+        return REFERENCE_EVERY / (BOUND_EVERY if self._level_bound(pick) else REFERENCE_EVERY)
 
     def ahead(self, n: int) -> list[str]:
         """Up to n commits worth building before any round picks them: where the next
