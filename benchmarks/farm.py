@@ -11,7 +11,7 @@ event simulation runs them. What makes a farm slower than M times one host is mo
   (the workflow does so when builds and boots run on different hosts; --no-ahead: not);
 - the engine's picks are sequential: a round's boots all finish before it picks again
   (--rolling: a pick for each VM host as it frees up, engine.next_for, each host booting
-  its own references; the workflow does not do this yet);
+  its own references, as the workflow does for a noisy job on a farm);
 - one VM host may be lost mid-job (--lose MIN): its boot in flight is retried on another
   after the 60 s heartbeat timeout, and it takes no more.
 Boots of the metric are sim_noise's (CV 15%, lognormal), about 14 s each (this host's
@@ -170,6 +170,10 @@ def simulate_rolling(n: int, step: float, farm: Farm, seed: str) -> Run:
                 if likely not in built:
                     _build(likely, now, builders, built, rng)
                     engine.built_ahead(likely)
+        ends = (OLD, graph.order[0])
+        if built[commit] > now and commit not in ends and all(e in built for e in ends):
+            if os.environ.get("REFER", "1") == "1":  # it would idle: a reference meanwhile
+                commit = engine.reference_for(f"vm{h}")
         seconds = BOOT_SECONDS * math.exp(rng.gauss(0, BOOT_SIGMA)) * speeds[h]
         heapq.heappush(events, (max(now, built[commit]) + seconds, h, commit))
         running.append(commit)

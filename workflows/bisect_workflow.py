@@ -78,6 +78,8 @@ POSTERIOR_2_PATCH = "posterior-engine-2"  # its revision 2 (posterior_engine.REV
 ROUND_AT_ONCE_PATCH = "round-at-once"  # a round's boots go out together, one to each VM
 # host with room (each host's lock still times one guest at a time); the engine's revision 3
 BOOT_MEAN_PATCH = "boot-mean"  # revision 4: a boot scores its repetitions' clipped mean
+ROLLING_PATCH = "rolling-picks"  # a noisy --parallel K job: once the endpoints' first boots
+# are in, a pick for each VM host as it frees up (engine.next_for), not rounds
 
 SA_TESTCASE = SearchAttributeKey.for_keyword(SA_TESTCASE_NAME)
 SA_STATUS = SearchAttributeKey.for_keyword(SA_STATUS_NAME)
@@ -123,6 +125,7 @@ class BisectWorkflow(Resumable):
         self._blocking = Blocking(self._on_blocked, self._on_clear)
         self._engine: Engine | None = None
         self._at_once = False  # a round's boots go out together (ROUND_AT_ONCE_PATCH)
+        self._rolling: bool | None = None  # picks as hosts free up (ROLLING_PATCH); None: not asked
         self._building: dict[str, asyncio.Task[BuildResult]] = {}  # builds under way
         self._ahead: dict[str, asyncio.Task[BuildResult]] = {}  # builds no round asked for
         self._measured: dict[str, Measured] = {}
@@ -230,9 +233,7 @@ class BisectWorkflow(Resumable):
         round_ = 0
         while commits := engine.wants():
             self._record_decisions(state, round_)
-            if engine.gate and engine.bisecting and self._progress.status == JobStatus.CALIBRATING:
-                self._record_endpoints(state)
-                self._set_status(JobStatus.BISECTING, f"{state.job.primary} {engine.gate.message}")
+            self._started_bisecting(state, engine)
             round_ += 1
             self._progress.current = list(commits)
             self._refresh()
@@ -252,10 +253,95 @@ class BisectWorkflow(Resumable):
                     continue  # its kernel is another's: that one's boots decide
                 await self._boot(state, calls, c)
             self._progress.current = []
+            if self._rolls(state, engine):
+                assert isinstance(engine, PosteriorEngine)
+                round_ = await self._roll(state, calls, engine, round_)
+                break
         self._stop_ahead()
         self._record_decisions(state, round_)
         if self._progress.status == JobStatus.CALIBRATING:
             self._record_endpoints(state)
+
+    def _started_bisecting(self, state: JobState, engine: Engine) -> None:
+        """Calibrating ends once the gate says the endpoints differ."""
+        if engine.gate and engine.bisecting and self._progress.status == JobStatus.CALIBRATING:
+            self._record_endpoints(state)
+            self._set_status(JobStatus.BISECTING, f"{state.job.primary} {engine.gate.message}")
+
+    def _rolls(self, state: JobState, engine: Engine) -> bool:
+        """Whether the rest of the search picks a boot for each VM host as it frees up: a
+        noisy metric (known once both endpoints booted) at --parallel 2 or more, on a
+        farm. On one host rounds stay: all of a round's builds go before its boots."""
+        noisy = isinstance(engine, PosteriorEngine) and engine.noisy
+        farm = self._at_once and state.req.parallel > 1 and self._apart()
+        if self._rolling is None and noisy and farm:
+            self._rolling = workflow.patched(ROLLING_PATCH)
+        return bool(self._rolling)
+
+    async def _roll(
+        self, state: JobState, calls: JobActivities, engine: PosteriorEngine, picks: int
+    ) -> int:
+        """Keep --parallel K boots in flight; as each ends, the host that ran it is handed
+        the next (engine.next_for), so no round waits for its slowest boot or its last
+        build (benchmarks.farm --rolling). A VM worker takes one guest at a time, so the
+        freed host is the one polling for it; a boot that lands elsewhere is still judged
+        against the references of the host it ran on. Returns the picks made."""
+        running: dict[asyncio.Task[str | None], str] = {}
+        try:
+            return await self._rolling_picks(state, calls, engine, picks, running)
+        finally:  # a job cancelled or failed stops its other boots too, as a round would
+            for task in running:
+                task.cancel()
+
+    async def _rolling_picks(
+        self,
+        state: JobState,
+        calls: JobActivities,
+        engine: PosteriorEngine,
+        picks: int,
+        running: dict[asyncio.Task[str | None], str],
+    ) -> int:
+        hosts: list[str | None] = [None] * state.req.parallel  # hosts not known yet
+        ends = (engine.old_end, engine.new_end)
+        while True:
+            idle = []
+            for host in hosts:  # every free slot asks; one with nothing now waits
+                commit = engine.next_for(host, list(running.values()))
+                if commit is None:
+                    idle.append(host)
+                    continue
+                if host is not None and commit not in self._builds and commit not in ends:
+                    # its build would keep the host idle: it boots a reference meanwhile
+                    if commit not in self._ahead:
+                        build = self._build_once(state, calls, commit)
+                        self._ahead[commit] = asyncio.ensure_future(build)
+                    commit = engine.reference_for(host)
+                picks += 1
+                self._record_decisions(state, picks)
+                self._started_bisecting(state, engine)
+                task = asyncio.ensure_future(self._pick_booted(state, calls, engine, commit))
+                running[task] = commit
+                self._build_ahead(state, calls, engine)
+            self._progress.current = list(running.values())
+            self._refresh()
+            if not running:
+                return picks
+            done, _ = await workflow.wait(list(running), return_when=asyncio.FIRST_COMPLETED)
+            ended = [t for t in running if t in done]  # in start order: deterministic
+            for task in ended:
+                running.pop(task)
+            hosts = idle + [task.result() for task in ended]
+
+    async def _pick_booted(
+        self, state: JobState, calls: JobActivities, engine: Engine, commit: str
+    ) -> str | None:
+        """A rolling pick: built, classified, booted. The VM host that ran it (None: it
+        did not boot)."""
+        await self._build_once(state, calls, commit)
+        await self._same_kernels(state, calls, engine, [commit])
+        if commit in engine.search.same_as:
+            return None  # its kernel is another's: that one's boots decide
+        return await self._boot(state, calls, commit)
 
     def _build_ahead(self, state: JobState, calls: JobActivities, engine: Engine) -> None:
         """On a farm (builds and boots on different hosts) with --parallel K, each build
@@ -263,15 +349,20 @@ class BisectWorkflow(Resumable):
         round that waits for its builds is most of a farm's lost time (benchmarks.farm).
         More would delay the builds a round needs. On one host a build would hold the
         guests back: none then."""
-        vm_hosts = {h for m in self._measured.values() for h in m.hosts}
-        build_hosts = {b.host for b in self._builds.values() if b.host}
-        apart = bool(vm_hosts and build_hosts) and not vm_hosts & build_hosts
-        if not apart or state.req.parallel < 2 or not isinstance(engine, PosteriorEngine):
+        if not self._apart() or state.req.parallel < 2 or not isinstance(engine, PosteriorEngine):
             return
         pending = sum(not t.done() for t in self._ahead.values())
-        for commit in engine.ahead(len(build_hosts) - pending):
+        for commit in engine.ahead(len(self._build_hosts()) - pending):
             engine.built_ahead(commit)
             self._ahead[commit] = asyncio.ensure_future(self._build_once(state, calls, commit))
+
+    def _build_hosts(self) -> set[str]:
+        return {b.host for b in self._builds.values() if b.host}
+
+    def _apart(self) -> bool:
+        """Whether the job's builds and boots have run on different hosts (a farm)."""
+        vm_hosts = {h for m in self._measured.values() for h in m.hosts}
+        return bool(vm_hosts and self._build_hosts()) and not vm_hosts & self._build_hosts()
 
     def _stop_ahead(self) -> None:
         """The search is over: builds made ahead for rounds that will not come stop (a
@@ -305,8 +396,9 @@ class BisectWorkflow(Resumable):
                 if first != c:
                     engine.same_kernel(c, first, "its image is byte-identical")
 
-    async def _boot(self, state: JobState, calls: JobActivities, commit: str) -> None:
-        """One boot of `commit` (built once), its samples given to the engine."""
+    async def _boot(self, state: JobState, calls: JobActivities, commit: str) -> str | None:
+        """One boot of `commit` (built once), its samples given to the engine. The VM host
+        that ran it (None: no test ran)."""
         engine = self._engine
         assert engine is not None
         m = self._measured.setdefault(commit, Measured())
@@ -320,7 +412,7 @@ class BisectWorkflow(Resumable):
             m.failed = StepSource(test.status) if test else StepSource.BUILD_FAILED
             m.failure = test.error if test else build.error
             engine.observe(commit, None)
-            return
+            return test.host if test else None
         samples = test.samples_of(state.job.primary)
         m.raw.append(engine_report.boot_value(samples))
         m.hosts.append(test.host)
@@ -351,6 +443,7 @@ class BisectWorkflow(Resumable):
             kept.source = StepSource.TEST
             kept.note = f"a person marked it {verdict_for(mark, state.mode)} meanwhile; kept"
             self._record(kept)
+        return test.host
 
     async def _build_once(self, state: JobState, calls: JobActivities, commit: str) -> BuildResult:
         """Each commit is built once per job: a second caller waits for the first's build."""

@@ -100,11 +100,11 @@ def decision_step(
         confidence=d.confidence if d.state != State.SKIP and d.llr else None,
     )
     if m.raw:
-        model = engine.model()
-        mean = statistics.fmean(engine.scores(commit))
         step.value = statistics.median(m.raw)
         step.values = m.last.values if m.last else {}
-        step.position = model.position(mean)
+        # none weighed: every boot ran on a VM host that booted no references (yet)
+        if weighed := engine.scores(commit):
+            step.position = engine.model().position(statistics.fmean(weighed))
         if not step.note and step.confidence is not None:
             step.note = f"{boots(len(m.raw))}, {step.confidence:.1%} sure"
     return step

@@ -201,8 +201,11 @@ class PosteriorEngine(Engine):
         self._fit: Fit | None = None
         self._spread = 0.0  # one repetition's stray from its boot's median (rep_mean)
         self._answer: EngineResult | None = None
-        self._host_queues: dict[str, list[str]] = {}  # next_for: each host's references due
-        self._host_since: dict[str, float] = {}  # and its probe boots since its last one
+        # next_for, by VM host: its next references (balanced blocks), how many are due now,
+        # and its probe boots since its last one (weighed as wants() weighs them)
+        self._host_refs: dict[str, list[str]] = {}
+        self._host_due: dict[str, int] = {}
+        self._host_since: dict[str, float] = {}
 
     # --- driving ----------------------------------------------------------------------
     def wants(self) -> list[str]:
@@ -238,34 +241,37 @@ class PosteriorEngine(Engine):
             out.append(self._next_reference())
         return out
 
-    def next_for(self, host: str, in_flight: Sequence[str]) -> str | None:
+    def next_for(self, host: str | None, in_flight: Sequence[str]) -> str | None:
         """One boot for a VM host that just freed up, while `in_flight` boots run on the
-        others: picks as hosts free up, not rounds that wait for their slowest boot
-        (benchmarks.farm --rolling; not in the workflow yet). Each host boots its own
-        references, an old-new block first and then as wants() spaces them, so its probes
-        are judged against its own level. A probe is the first of the posterior's
-        quantiles (one more than the probes in flight) that no running boot already
-        covers. None: the job has its answer; boots still in flight may be observed."""
+        others: picks as hosts free up, not rounds that wait for their slowest boot (the
+        workflow's rolling picks; benchmarks.farm --rolling). Each host boots its own
+        references, an old-new block first (less what it booted already) and then as
+        wants() spaces them, so its probes are judged against its own level. A probe is
+        the first of the posterior's quantiles (one more than the probes in flight) that
+        no running boot already covers. host None: a slot whose host is not known yet
+        (the boot goes to whichever has room) takes the endpoint booted least, as any
+        host needs both. None: nothing to add now (the answer is in, or a counter's picks
+        are all running); boots still in flight may be observed."""
         ends = (self.old_end, self.new_end)
         running = Counter(in_flight)
-        if host not in self._host_queues:  # a host new to the job: its first references
-            self._host_queues[host] = self._reference_block()
-        queue = self._host_queues[host]
+        if host is not None and host not in self._host_refs:  # new to the job: references
+            booted = {c for c in ends if any(b.host == host for b in self.boots.get(c, []))}
+            self._host_refs[host] = [c for c in self._reference_block() if c not in booted]
+            self._host_due[host] = len(self._host_refs[host])
+        due = host is not None and self._host_due[host] > 0
+        least_booted = min(ends, key=lambda c: len(self.boots.get(c, [])) + running[c])
         if self._first_boots():
-            if queue:
-                return queue.pop(0)
-            return min(ends, key=lambda c: len(self.boots.get(c, [])) + running[c])
+            return self._host_reference(host) if host is not None and due else least_booted
         if self._exact:
-            wants = super().wants()
-            return next((c for c in wants if not running[c]), wants[0] if wants else None)
+            return next((c for c in super().wants() if not running[c]), None)
         if self._answer is not None:
             return None
-        if queue:
-            return queue.pop(0)
+        if host is None:
+            return least_booted
+        if due:
+            return self._host_reference(host)
         if self._host_since.get(host, 0.0) >= REFERENCE_EVERY:
-            self._host_since[host] -= REFERENCE_EVERY
-            queue += self._reference_block()
-            return queue.pop(0)
+            return self.reference_for(host)
         self._refresh()
         probes = sum(n for c, n in running.items() if c not in ends)
         picks = self._choose(probes + 1)
@@ -277,12 +283,31 @@ class PosteriorEngine(Engine):
                 pick = candidate
                 break
             running[candidate] -= 1
-        if pick == self.new_end:  # the gate's question: a block of this host's references
-            queue += self._reference_block()
-            return queue.pop(0)
+        if pick == self.new_end:  # the gate's question: a pair of this host's references
+            self._host_due[host] += 2
+            return self._host_reference(host)
         self._picked.add(pick)
         self._host_since[host] = self._host_since.get(host, 0.0) + self._reference_share(pick)
         return pick
+
+    def reference_for(self, host: str) -> str:
+        """The host's next reference, now: when it is due, or ahead of time when the host
+        would otherwise idle (its pick still building); either way it counts as the
+        reference its next REFERENCE_EVERY probe boots call for."""
+        self._host_since[host] = self._host_since.get(host, 0.0) - REFERENCE_EVERY
+        return self._host_reference(host)
+
+    def _host_reference(self, host: str) -> str:
+        refs = self._host_refs.setdefault(host, [])
+        if not refs:
+            refs += self._reference_block()
+        self._host_due[host] = max(0, self._host_due.get(host, 0) - 1)
+        return refs.pop(0)
+
+    @property
+    def noisy(self) -> bool:
+        """Both endpoints booted, and the metric is not a counter."""
+        return self._exact is False
 
     def _first_boots(self) -> list[str]:
         """The endpoints still to boot a first time; once both have, whether the metric

@@ -229,6 +229,27 @@ async def test_on_a_farm_the_build_hosts_build_ahead_while_a_round_boots(
         assert (s.built_while_booting > 0) == farm, s.built_while_booting
 
 
+async def test_on_a_farm_each_vm_host_is_handed_a_boot_as_it_frees_up(
+    env: WorkflowEnvironment,
+) -> None:
+    # Three VM hosts, the first four times as quick as the last: once the endpoints' first
+    # boots are in, each host is handed its next boot as it frees up, so boots start while
+    # others picked earlier still run (a round waits for its slowest boot: never).
+    scenario = Scenario(
+        graph=linear(32),
+        culprit="c19",
+        noise=0.05,
+        test_delay=0.3,  # well above a dispatch's latency, so a quick host frees up first
+        farm=True,
+        vm_speeds=(1.0, 2.0, 4.0),
+    )
+    result, s = await bisect(env.client, scenario, parallel=3)
+    assert result.culprit == "c19", result.message
+    boots = sum(len(commits) for commits in s.vm_boots.values())
+    assert s.overtaking >= boots // 3, (s.overtaking, s.vm_boots)  # rounds: 0 of 27
+    assert s.most_in_flight == 3  # one a host
+
+
 async def test_parallel_rounds_on_merges(env: WorkflowEnvironment) -> None:
     graph = random_dag(60, merges=4, seed=11)
     for culprit in graph.order[7::19]:

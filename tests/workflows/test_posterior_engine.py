@@ -7,9 +7,11 @@ import statistics
 
 import pytest
 
-from kbisect.workflows.engine import Answer, EngineConfig
+from kbisect.contract import Mode
+from kbisect.workflows.engine import Answer, Decision, EngineConfig
+from kbisect.workflows.engine_report import Measured, decision_step
 from kbisect.workflows.evidence import Boot
-from kbisect.workflows.posterior_engine import PosteriorEngine
+from kbisect.workflows.posterior_engine import REFERENCE_EVERY, PosteriorEngine
 from kbisect.workflows.strategy import State
 from tests.workflows.test_engine import index, linear, run, step_at
 
@@ -271,9 +273,42 @@ def test_a_rolling_pick_is_not_a_commit_already_booting_while_others_split() -> 
     for i in range(6):  # the endpoints plainly differ, on host a
         engine.observe("root", Boot([500.0 + i, 510.0, 505.0], "a"))
         engine.observe("c63", Boot([250.0 + i, 255.0, 260.0], "a"))
-    references = [engine.next_for("a", []) for _ in range(2)]  # host a's own, first
-    assert sorted(references) == ["c63", "root"]  # type: ignore[type-var]
-    first = engine.next_for("a", [])
+    first = engine.next_for("a", [])  # host a booted both endpoints: it probes at once
     second = engine.next_for("a", [first] if first else [])
     assert first is not None and second is not None
     assert first not in ("root", "c63") and second not in ("root", "c63", first)
+
+
+def test_each_host_boots_its_own_references_one_every_few_probes() -> None:
+    engine = PosteriorEngine(linear(63), new="c63", old=["root"], config=EngineConfig())
+    for i in range(6):  # the endpoints plainly differ, on host a
+        engine.observe("root", Boot([500.0 + i, 510.0, 505.0], "a"))
+        engine.observe("c63", Boot([250.0 + i, 255.0, 260.0], "a"))
+    # a slot whose host is not known yet takes the endpoint booted least, boots in flight
+    # counted
+    assert engine.next_for(None, ["root"]) == "c63"
+    engine.observe("c63", Boot([250.0, 255.0, 260.0], "b"))
+    # host b booted the new endpoint only: it owes the old one before any probe
+    assert engine.next_for("b", []) == "root"
+    handed = [engine.next_for("b", []) for _ in range(4 * REFERENCE_EVERY)]
+    references = [c for c in handed if c in ("root", "c63")]
+    assert len(references) == 3, handed  # one every REFERENCE_EVERY probes, not a pair
+    assert engine.reference_for("b") in ("root", "c63")  # ahead of time, while a pick builds
+    after = [engine.next_for("b", []) for _ in range(REFERENCE_EVERY)]
+    assert not {"root", "c63"} & set(after), after  # ... it was the one due next
+
+
+def test_a_commit_booted_only_where_no_reference_ran_is_reported_unplaced() -> None:
+    # A round over three VM hosts sent a probe to one that had booted no endpoint: its boots
+    # are not weighed, and its report step has a value but no position between the ends.
+    engine = PosteriorEngine(linear(63), new="c63", old=["root"], config=EngineConfig())
+    for i in range(6):
+        engine.observe("root", Boot([500.0 + i, 510.0, 505.0], "a"))
+        engine.observe("c63", Boot([250.0 + i, 255.0, 260.0], "a"))
+    engine.observe("c20", Boot([300.0, 301.0, 299.0], "c"))
+    engine.wants()
+    assert engine.scores("c20") == []
+    m = Measured(raw=[300.0], hosts=["c"])
+    d = Decision(State.OLD, 1, -1.0, firm=True)
+    step = decision_step(engine, "c20", "", Mode.REGRESSION, d, m, 1)
+    assert step.value == 300.0 and step.position is None

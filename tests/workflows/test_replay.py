@@ -26,6 +26,7 @@ from kbisect.workflows.bisect_workflow import (
     HOST_CHECK_PATCH,
     POSTERIOR_2_PATCH,
     POSTERIOR_PATCH,
+    ROLLING_PATCH,
     ROUND_AT_ONCE_PATCH,
     SAME_KERNEL_PATCH,
     TRACE_PATCH,
@@ -86,7 +87,8 @@ def test_histories_were_recorded() -> None:
     # pre-posterior-*: every kind of job as Engine (v2) ran it, before the posterior engine;
     # pre-posterior2-*: the same as the posterior engine's revision 1 ran it;
     # pre-roundatonce-*: the same with a round's boots one after another (revision 2);
-    # pre-bootmean-*: the same with a boot scored by its repetitions' median (revision 3).
+    # pre-bootmean-*: the same with a boot scored by its repetitions' median (revision 3);
+    # pre-rolling-farm: the farm job in rounds, before picks as VM hosts free up.
     # Every job replays the engine: the pre-engine code and its histories are gone.
     assert all(ENGINE_PATCH in _patches(p) for p in HISTORIES)
     pre_same = [p for p in HISTORIES if p.stem.startswith("pre-samekernel-")]
@@ -114,6 +116,9 @@ def test_histories_were_recorded() -> None:
     assert {p.stem.removeprefix("pre-bootmean-") for p in pre_mean} == {p.stem for p in current}
     assert all(BOOT_MEAN_PATCH not in _patches(p) for p in pre_mean)
     assert all(ROUND_AT_ONCE_PATCH in _patches(p) for p in pre_mean)
+    pre_rolling = [p for p in HISTORIES if p.stem.startswith("pre-rolling-")]
+    assert [p.stem for p in pre_rolling] == ["pre-rolling-farm"]
+    assert ROLLING_PATCH not in _patches(pre_rolling[0])
     # Every branch the current engine can take is in some current history.
     now = {p.stem: _patches(p) for p in current}
     assert {"linear-64", "fix-64", "merges", "skips", "engine-retest", "small-step"} <= set(now)
@@ -134,6 +139,8 @@ def test_histories_were_recorded() -> None:
     engine |= {POSTERIOR_2_PATCH, ROUND_AT_ONCE_PATCH, BOOT_MEAN_PATCH}
     assert all(engine <= patches for patches in now.values()), now
     assert TRACE_PATCH in now["trace"]
+    # rolling picks: a noisy --parallel job on a farm only
+    assert {name for name, patches in now.items() if ROLLING_PATCH in patches} == {"farm"}
     assert "classify_commits" in (HISTORIES[0].parent / "same-kernel.json").read_text()
 
 
@@ -239,4 +246,15 @@ async def test_a_farm_job_that_builds_nothing_ahead_is_caught(
 
     assert await _replay_failure("farm") is None
     monkeypatch.setattr(posterior_engine.PosteriorEngine, "ahead", lambda self, n: [])
+    assert isinstance(await _replay_failure("farm"), NondeterminismError)
+
+
+async def test_a_farm_job_keeps_its_rolling_picks(monkeypatch: pytest.MonkeyPatch) -> None:
+    # farm.json handed each VM host a boot as it freed up; the same job in rounds (its
+    # pre-rolling twin) replays only without them.
+    assert await _replay_failure("farm") is None
+    assert await _replay_failure("pre-rolling-farm") is None
+    from kbisect.workflows.posterior_engine import PosteriorEngine
+
+    monkeypatch.setattr(PosteriorEngine, "noisy", property(lambda self: False))  # rounds
     assert isinstance(await _replay_failure("farm"), NondeterminismError)
