@@ -170,10 +170,6 @@ def simulate_rolling(n: int, step: float, farm: Farm, seed: str) -> Run:
                 if likely not in built:
                     _build(likely, now, builders, built, rng)
                     engine.built_ahead(likely)
-        ends = (OLD, graph.order[0])
-        if built[commit] > now and commit not in ends and all(e in built for e in ends):
-            if os.environ.get("REFER", "1") == "1":  # it would idle: a reference meanwhile
-                commit = engine.reference_for(f"vm{h}")
         seconds = BOOT_SECONDS * math.exp(rng.gauss(0, BOOT_SIGMA)) * speeds[h]
         heapq.heappush(events, (max(now, built[commit]) + seconds, h, commit))
         running.append(commit)

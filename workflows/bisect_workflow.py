@@ -302,7 +302,6 @@ class BisectWorkflow(Resumable):
         running: dict[asyncio.Task[str | None], str],
     ) -> int:
         hosts: list[str | None] = [None] * state.req.parallel  # hosts not known yet
-        ends = (engine.old_end, engine.new_end)
         while True:
             idle = []
             for host in hosts:  # every free slot asks; one with nothing now waits
@@ -310,12 +309,6 @@ class BisectWorkflow(Resumable):
                 if commit is None:
                     idle.append(host)
                     continue
-                if host is not None and commit not in self._builds and commit not in ends:
-                    # its build would keep the host idle: it boots a reference meanwhile
-                    if commit not in self._ahead:
-                        build = self._build_once(state, calls, commit)
-                        self._ahead[commit] = asyncio.ensure_future(build)
-                    commit = engine.reference_for(host)
                 picks += 1
                 self._record_decisions(state, picks)
                 self._started_bisecting(state, engine)

@@ -67,6 +67,7 @@ FIT_ROUNDS = 3  # model and trend refitted in turn
 # more often than they said.
 MARGIN = 4
 UNSPLIT = 1e-6  # a commit this sure of its side has nothing left to tell
+APART = 12.0  # sigmas between the sides beyond which one boot settles a commit's side
 
 
 @dataclass(frozen=True)
@@ -179,6 +180,15 @@ def information(q: float, separation: float) -> float:
     return max(0.0, entropy - 0.5 * math.log(2 * math.pi * math.e))
 
 
+def tells(q: float, separation: float) -> float:
+    """information(), exact where the sides lie APART: one boot then tells the side, and
+    the quadrature's fixed grid would step over the Gaussians (wants() keeps the grid:
+    its recorded jobs replay with it)."""
+    if separation >= APART and 0 < q < 1:
+        return -q * math.log(q) - (1 - q) * math.log(1 - q)
+    return information(q, separation)
+
+
 class PosteriorEngine(Engine):
     def __init__(
         self,
@@ -245,13 +255,14 @@ class PosteriorEngine(Engine):
         """One boot for a VM host that just freed up, while `in_flight` boots run on the
         others: picks as hosts free up, not rounds that wait for their slowest boot (the
         workflow's rolling picks; benchmarks.farm --rolling). Each host boots its own
-        references, an old-new block first (less what it booted already) and then as
-        wants() spaces them, so its probes are judged against its own level. A probe is
-        the first of the posterior's quantiles (one more than the probes in flight) that
-        no running boot already covers. host None: a slot whose host is not known yet
-        (the boot goes to whichever has room) takes the endpoint booted least, as any
-        host needs both. None: nothing to add now (the answer is in, or a counter's picks
-        are all running); boots still in flight may be observed."""
+        references, an old-new block first (less what it booted already) and then another
+        every REFERENCE_EVERY of its probe boots (weighed as wants() weighs them), so its
+        probes are judged against its own level. A probe is the commit one more boot tells
+        most about, the boots in flight counted (_most_told). host None: a slot whose
+        host is not known yet (the boot goes to whichever has room) takes the endpoint
+        booted least, as any host needs both. None: nothing to add now (the answer is
+        in, or a counter's picks are all running); boots still in flight may be
+        observed."""
         ends = (self.old_end, self.new_end)
         running = Counter(in_flight)
         if host is not None and host not in self._host_refs:  # new to the job: references
@@ -271,18 +282,14 @@ class PosteriorEngine(Engine):
         if due:
             return self._host_reference(host)
         if self._host_since.get(host, 0.0) >= REFERENCE_EVERY:
-            return self.reference_for(host)
+            self._host_since[host] -= REFERENCE_EVERY
+            self._host_due[host] += 2
+            return self._host_reference(host)
         self._refresh()
-        probes = sum(n for c, n in running.items() if c not in ends)
-        picks = self._choose(probes + 1)
-        if self._settled(picks):
+        pick = self._most_told(running)
+        if self._settled([pick] if pick else []):
             return None
-        pick = picks[0]
-        for candidate in picks:
-            if not running[candidate]:
-                pick = candidate
-                break
-            running[candidate] -= 1
+        assert pick is not None
         if pick == self.new_end:  # the gate's question: a pair of this host's references
             self._host_due[host] += 2
             return self._host_reference(host)
@@ -290,14 +297,30 @@ class PosteriorEngine(Engine):
         self._host_since[host] = self._host_since.get(host, 0.0) + self._reference_share(pick)
         return pick
 
-    def reference_for(self, host: str) -> str:
-        """The host's next reference, now: when it is due, or ahead of time when the host
-        would otherwise idle (its pick still building); either way it counts as the
-        reference its next REFERENCE_EVERY probe boots call for."""
-        self._host_since[host] = self._host_since.get(host, 0.0) - REFERENCE_EVERY
-        return self._host_reference(host)
+    def _most_told(self, running: Counter[str]) -> str | None:
+        """The commit one more boot tells most about, given the boots of it running: a
+        boot of a commit with r running adds what r + 1 boots tell over what r do (their
+        mean is sqrt(r + 1) times as far from the other side), and a commit not built yet
+        tells its part over 1 + build_cost boots. None: no commit splits what is left.
+        So a freed host doubles a boot in flight only where another still tells the most
+        (a small step), and spreads out where one boot nearly settles a commit."""
+        fit = self._fit
+        assert fit is not None, "choosing before the models"
+        separation = abs(fit.step) / fit.sigma
+        built = self._picked | {self.new_end}
+        best, most = None, 0.0
+        for commit in self._testable():
+            q, r = self.posterior.p_new(commit), running[commit]
+            if not UNSPLIT < q < 1 - UNSPLIT:
+                continue
+            told = tells(q, separation * math.sqrt(r + 1)) - tells(q, separation * math.sqrt(r))
+            told /= 1 if commit in built else 1 + self.tuning.build_cost
+            if best is None or told > most:
+                best, most = commit, told
+        return best
 
     def _host_reference(self, host: str) -> str:
+        """The host's next reference (balanced blocks of its own), one fewer due."""
         refs = self._host_refs.setdefault(host, [])
         if not refs:
             refs += self._reference_block()
