@@ -330,7 +330,7 @@ class PosteriorEngine(Engine):
     @property
     def noisy(self) -> bool:
         """Both endpoints booted, and the metric is not a counter."""
-        return self._exact is False
+        return not self._first_boots() and self._exact is False
 
     def _first_boots(self) -> list[str]:
         """The endpoints still to boot a first time; once both have, whether the metric
