@@ -355,7 +355,8 @@ class BisectWorkflow(Resumable):
     def _apart(self) -> bool:
         """Whether the job's builds and boots have run on different hosts (a farm)."""
         vm_hosts = {h for m in self._measured.values() for h in m.hosts}
-        return bool(vm_hosts and self._build_hosts()) and not vm_hosts & self._build_hosts()
+        build_hosts = self._build_hosts()
+        return bool(vm_hosts and build_hosts) and not vm_hosts & build_hosts
 
     def _stop_ahead(self) -> None:
         """The search is over: builds made ahead for rounds that will not come stop (a

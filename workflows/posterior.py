@@ -41,7 +41,6 @@ class Posterior:
         self._impossible = set(impossible)  # prior zero: cannot be the culprit
         self._forbid_new: set[str] = set()  # marked old: no hypothesis makes it new
         self._forbid_old: set[str] = set()  # marked new
-        self._llr: dict[str, float] = {}
         self._anc_lists: dict[str, list[int]] = {}
         self.p: list[float] = []  # by graph.order index
         self.p_none = none_prior
@@ -60,10 +59,11 @@ class Posterior:
 
     def update(self, llr: Mapping[str, float]) -> None:
         """Every commit's log likelihood ratio new:old of all its observations so far."""
-        self._llr = {c: v for c, v in llr.items() if v and c in self.graph.index}
         n = len(self.graph.order)
         logp = [0.0] * n
-        for commit, value in self._llr.items():
+        for commit, value in llr.items():
+            if not value or commit not in self.graph.index:
+                continue
             for i in self._ancestors(commit):
                 logp[i] += value
         dead = {self.graph.index[c] for c in self._impossible if c in self.graph.index}

@@ -304,15 +304,10 @@ class PosteriorEngine(Engine):
         tells its part over 1 + build_cost boots. None: no commit splits what is left.
         So a freed host doubles a boot in flight only where another still tells the most
         (a small step), and spreads out where one boot nearly settles a commit."""
-        fit = self._fit
-        assert fit is not None, "choosing before the models"
-        separation = abs(fit.step) / fit.sigma
-        built = self._picked | {self.new_end}
+        separation, built = self._separation(), self._built()
         best, most = None, 0.0
-        for commit in self._testable():
+        for commit in self._splitting():
             q, r = self.posterior.p_new(commit), running[commit]
-            if not UNSPLIT < q < 1 - UNSPLIT:
-                continue
             told = tells(q, separation * math.sqrt(r + 1)) - tells(q, separation * math.sqrt(r))
             told /= 1 if commit in built else 1 + self.tuning.build_cost
             if best is None or told > most:
@@ -355,11 +350,7 @@ class PosteriorEngine(Engine):
         waits for is most of a farm's lost time (benchmarks.farm)."""
         if self._exact is not False or self._answer is not None or n <= 0:
             return []  # a counter's path, or the job is over
-        splitting = [
-            c
-            for c in self._testable()
-            if c not in self._picked and UNSPLIT < self.posterior.p_new(c) < 1 - UNSPLIT
-        ]
+        splitting = [c for c in self._splitting() if c not in self._picked]
         likely = self.posterior.quantiles(2 * self.config.parallel + 1, splitting)
         return likely[:n]
 
@@ -554,21 +545,32 @@ class PosteriorEngine(Engine):
 
     def _choose(self, count: int) -> list[str]:
         """Up to `count` commits to probe this round."""
-        testable = self._testable()
-        splitting = [c for c in testable if UNSPLIT < self.posterior.p_new(c) < 1 - UNSPLIT]
+        splitting = self._splitting()
         if not splitting:
             return []
-        built = self._picked | ({self.new_end} if self.tuning.new_end_built else set())
-        fit = self._fit
-        assert fit is not None, "choosing before the models"
-        separation = abs(fit.step) / fit.sigma
+        separation = self._separation()
         return self.posterior.quantiles(
             count,
             splitting,
-            built,
+            self._built(),
             worth=lambda q: information(q, separation),
             build_cost=self.tuning.build_cost,
         )
+
+    def _splitting(self) -> list[str]:
+        """The testable commits whose side is still open."""
+        p_new = self.posterior.p_new
+        return [c for c in self._testable() if UNSPLIT < p_new(c) < 1 - UNSPLIT]
+
+    def _built(self) -> set[str]:
+        """Commits a boot of which costs no build."""
+        return self._picked | ({self.new_end} if self.tuning.new_end_built else set())
+
+    def _separation(self) -> float:
+        """How many sigmas of one boot's noise the sides lie apart."""
+        fit = self._fit
+        assert fit is not None, "choosing before the models"
+        return abs(fit.step) / fit.sigma
 
     def _settled(self, picks: list[str]) -> bool:
         """Whether the job has its answer (set in self._answer); `picks`: this round's."""

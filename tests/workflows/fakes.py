@@ -200,10 +200,11 @@ async def run_test(req: TestRequest) -> TestResult:
     s.running_marks.append(mark)
     host = "vm-1" if s.farm else ""
     try:
+        speed = 1.0
         if s.vm_speeds:
-            host = await _vm_host(s)
+            host, speed = await _vm_host(s)
             s.vm_boots.setdefault(host, []).append(req.commit)
-        await asyncio.sleep(s.test_delay * (s.vm_speeds[int(host[3:]) - 1] if s.vm_speeds else 1))
+        await asyncio.sleep(s.test_delay * speed)
     finally:
         s.in_flight -= 1
         s.vm_busy.discard(host)
@@ -249,13 +250,13 @@ async def run_test(req: TestRequest) -> TestResult:
     )
 
 
-async def _vm_host(s: Scenario) -> str:
-    """The first of the scenario's VM hosts free (waiting for one), taken."""
+async def _vm_host(s: Scenario) -> tuple[str, float]:
+    """The first of the scenario's VM hosts free (waiting for one), taken, and its speed."""
     while True:
-        for i in range(len(s.vm_speeds)):
+        for i, speed in enumerate(s.vm_speeds):
             if (host := f"vm-{i + 1}") not in s.vm_busy:
                 s.vm_busy.add(host)
-                return host
+                return host, speed
         await asyncio.sleep(0.005)
 
 
