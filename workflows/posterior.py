@@ -8,18 +8,20 @@ boots with a flake rate). Then
 
     log P(c | data) = log prior(c) + sum of llr(x) over the observed x that descend from c
 
-and "none" gets only its prior. Commits that cannot be the culprit (they make the same
-kernel as their parent) get a prior of zero; a person's mark rules out the hypotheses it
-contradicts. The next commit to test is where P(new-like) crosses one half (the weighted
-median, as Henderson et al.'s flake-aware culprit finding tests); K at once are the K
-quantiles.
+and "none" gets only its prior. A likelihood that weighs all the observations under each
+hypothesis at once (workflows.split_likelihood) gives each hypothesis its own log
+likelihood instead (weigh), from sums over each commit's descendants. Commits that
+cannot be the culprit (they make the same kernel as their parent) get a prior of zero; a
+person's mark rules out the hypotheses it contradicts. The next commit to test is where
+P(new-like) crosses one half (the weighted median, as Henderson et al.'s flake-aware
+culprit finding tests); K at once are the K quantiles.
 
 Sums over ancestors use the graph's ancestry bitsets: the posterior is held as fixed-point
 bit planes, so P(new-like) of a commit is a few popcounts, also for 16,384 commits.
 """
 
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from kbisect.workflows.strategy import Graph
@@ -59,13 +61,30 @@ class Posterior:
 
     def update(self, llr: Mapping[str, float]) -> None:
         """Every commit's log likelihood ratio new:old of all its observations so far."""
+        (logp,) = self.descendant_sums({c: (v,) for c, v in llr.items() if v}, 1)
+        self.weigh(logp)
+
+    def descendant_sums(
+        self, values: Mapping[str, Sequence[float]], width: int
+    ) -> list[list[float]]:
+        """For each hypothesis (by graph.order index), the sums of the `width` values of
+        the commits it makes new-like (its descendants, itself included); commits outside
+        the range add to none."""
         n = len(self.graph.order)
-        logp = [0.0] * n
-        for commit, value in llr.items():
-            if not value or commit not in self.graph.index:
+        out = [[0.0] * n for _ in range(width)]
+        for commit, row in values.items():
+            if commit not in self.graph.index:
                 continue
             for i in self._ancestors(commit):
-                logp[i] += value
+                for k in range(width):
+                    out[k][i] += row[k]
+        return out
+
+    def weigh(self, loglik: Sequence[float], none_loglik: float = 0.0) -> None:
+        """The posterior from each hypothesis's log likelihood of every observation (by
+        graph.order index) and that of "no culprit", on one scale; the priors, the
+        impossible commits and people's marks applied."""
+        n = len(self.graph.order)
         dead = {self.graph.index[c] for c in self._impossible if c in self.graph.index}
         for commit in self._forbid_new:  # old-like: no ancestor of it is the culprit
             dead.update(self._ancestors(commit))
@@ -75,8 +94,12 @@ class Posterior:
             dead.update(i for i in range(n) if i not in keep)
         prior = (1.0 - self.none_prior) / max(1, n - len(dead))
         log_prior = math.log(prior) if prior > 0 else -math.inf
-        terms = [-math.inf if i in dead else log_prior + v for i, v in enumerate(logp)]
-        none = math.log(self.none_prior) if allowed_none and self.none_prior > 0 else -math.inf
+        terms = [-math.inf if i in dead else log_prior + v for i, v in enumerate(loglik)]
+        none = (
+            math.log(self.none_prior) + none_loglik
+            if allowed_none and self.none_prior > 0
+            else -math.inf
+        )
         top = max(max(terms, default=-math.inf), none)
         weights = [math.exp(t - top) for t in terms]
         w_none = math.exp(none - top)

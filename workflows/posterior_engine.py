@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from kbisect.contract import Mode
+from kbisect.workflows import split_likelihood
 from kbisect.workflows.endpoints import (
     Effect,
     EndpointVerdict,
@@ -82,6 +83,10 @@ class Tuning:
     per_host: bool  # each VM host has its own level, fitted to the references it booted
     full_rounds: bool = False  # with --parallel K, a round is K boots, references included
     rep_mean: bool = False  # a boot scores its repetitions' clipped mean, not their median
+    # Each hypothesis weighed on the split it makes of every boot, the noise integrated out
+    # (workflows.split_likelihood) and the step's prior a normal of this scale (log units,
+    # or a fraction of the old mean): None, each commit's boots against the fitted models.
+    split_tau: float | None = None
 
 
 REVISIONS = {
@@ -114,6 +119,10 @@ REVISIONS = {
 # (evidence.mean_score): 8% fewer boots at a 10% step and 9% at 20% (benchmarks.accuracy),
 # as the within-boot half of the noise no longer pays a median's price.
 REVISIONS[4] = replace(REVISIONS[3], rep_mean=True)
+# split-weighed: each hypothesis weighed on its split with the noise marginalised
+# (docs/measurements.md, "The posterior engine, revision 5"). The models, the trend and
+# the picks are revision 4's.
+REVISIONS[5] = replace(REVISIONS[4], split_tau=0.15)
 LATEST = max(REVISIONS)
 
 
@@ -434,7 +443,34 @@ class PosteriorEngine(Engine):
             fit = replace(fit, shared=self._shared(fit))
         assert fit is not None
         self._fit = fit
-        self.posterior.update({c: self._commit_llr(c, fit) for c in raw if c != self.old_end})
+        if not self._weigh_splits(fit):
+            self.posterior.update({c: self._commit_llr(c, fit) for c in raw if c != self.old_end})
+
+    def _weigh_splits(self, fit: Fit) -> bool:
+        """The posterior from each hypothesis's split of every level-adjusted boot
+        (revision 5); False: not this revision, or too few boots yet."""
+        tau = self.tuning.split_tau
+        if tau is None:
+            return False
+        least, sign = self._least(fit.old_mean)
+        sums = {}
+        for commit in self.boots:
+            known = self._known(commit, fit)
+            if known:
+                row = split_likelihood.of([sign * v for v, _ in known])
+                sums[commit] = (row.n, row.s, row.q)
+        total = split_likelihood.Sums(*(math.fsum(r[k] for r in sums.values()) for k in range(3)))
+        planes = self.posterior.descendant_sums(sums, 3)
+        weighed = split_likelihood.split_loglik(
+            [split_likelihood.Sums(*row) for row in zip(*planes, strict=True)],
+            total,
+            least,
+            tau if self.log else tau * abs(fit.old_mean),
+        )
+        if weighed is None:
+            return False
+        self.posterior.weigh(*weighed)
+        return True
 
     def _score(self, boot: Boot) -> float:
         if self.tuning.rep_mean:
@@ -478,6 +514,11 @@ class PosteriorEngine(Engine):
     def _model_step(self, step: float, base: float) -> float:
         """The new model's distance from the old: at least the minimum effect, and the
         expected way (a change smaller or the other way counts for "no culprit")."""
+        least, sign = self._least(base)
+        return sign * max(sign * step, least)
+
+    def _least(self, base: float) -> tuple[float, float]:
+        """The minimum effect as a step from `base`, and the expected step's sign."""
         cfg = self.config
         higher_better = cfg.better == "higher"
         lower = higher_better if cfg.mode == Mode.REGRESSION.value else not higher_better
@@ -485,7 +526,7 @@ class PosteriorEngine(Engine):
             least = -math.log1p(-cfg.min_effect) if lower else math.log1p(cfg.min_effect)
         else:
             least = cfg.min_effect * abs(base)
-        return -max(-step, least) if lower else max(step, least)
+        return least, -1.0 if lower else 1.0
 
     def _level_bound(self, commit: str) -> bool:
         """Whether the commit's verdict waits on the level more than on its own boots."""
