@@ -4,14 +4,15 @@ known but integrated out. Pure (the engine's revision 5; workflows.posterior_eng
 Hypothesis c splits the level-adjusted boots into an old side (commits that do not descend
 from c) and a new side (those that do). Under it the boots are Gaussian with one noise
 sigma about two means: the old mean with a flat prior, the new one a step away whose prior
-is a normal of scale tau, kept to steps at least `least` the expected way (a smaller or
-opposite change is "no culprit"). "No culprit" puts every boot about one mean. Then
+is a normal of scale tau (mostly; STEP_SCALES), kept to steps at least `least` the
+expected way (a smaller or opposite change is "no culprit"). "No culprit" puts every
+boot about one mean. Then
 
     log P(boots | c, sigma) = -(N - 1) log sigma - RSS_c / 2 sigma^2
                               + log of the step's prior integral (d, the split's mean
                               difference, and its variance sigma^2 h)
 
-and sigma is integrated on a log grid (Jeffreys' 1/sigma prior) around the best split's
+and sigma is integrated on a log grid (Jeffreys' 1/sigma prior) around each split's own
 estimate. Weighed this way a commit's boots cannot be surer than the split they make:
 the noise figure is each hypothesis's own residual, not one fitted to the settled sides,
 so it does not flatten as a t on one difference of means does (docs/measurements.md,
@@ -25,9 +26,13 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-SIGMA_POINTS = 24  # the noise grid's points
-SIGMA_SPAN = 3.0  # the grid spans this many of log sigma's standard errors either side
+SIGMA_POINTS = 16  # the noise grid's points
+SIGMA_SPAN = 6.0  # the grid spans this many of log sigma's standard errors either side
 LEAST_BOOTS = 4  # fewer boots in all: no noise figure to integrate over
+# The step's prior: normals of these multiples of tau, with these weights. One normal of
+# tau (0.15 in log units) made a 98% drop (a counter-like metric, a few boots) 28 of its
+# scales away, and "no culprit" won; the wide ones cost a small step 0.2 nats.
+STEP_SCALES = ((0.8, 1.0), (0.1, 8.0), (0.1, 64.0))
 
 
 @dataclass(frozen=True)
@@ -83,17 +88,21 @@ def split_loglik(
         mean_new, mean_old = new.s / new.n, (total.s - new.s) / n_old
         rss = total.q - new.s * mean_new - (total.s - new.s) * mean_old
         splits.append((mean_new - mean_old, max(rss, 0.0), 1 / new.n + 1 / n_old))
-    best = min([s[1] for s in splits if s] + [total.rss])
-    centre = math.sqrt(max(best, 1e-18) / (n - 2))
-    # log sigma's standard error is about 1/sqrt(2 df)
+    # log sigma's standard error is about 1/sqrt(2 df); each hypothesis integrates over a
+    # grid of its own about its own residual (sums on one spacing: the same multiple of
+    # the integral), as one grid about the best split cut off the others' noise and
+    # favoured the best by up to 0.6 nats (tests/workflows/test_split_likelihood.py)
     width = SIGMA_SPAN / math.sqrt(2 * (n - 2))
-    sigmas = [
-        centre * math.exp(width * (2 * k / (SIGMA_POINTS - 1) - 1)) for k in range(SIGMA_POINTS)
-    ]
-    base = [-(n - 1) * math.log(s) for s in sigmas]
-    none = _logsumexp([b - total.rss / (2 * s * s) for b, s in zip(base, sigmas, strict=True)])
-    tau2 = tau * tau
-    beyond = log_phi(-least / tau)  # the step prior's mass at least `least` the right way
+    offsets = [width * (2 * k / (SIGMA_POINTS - 1) - 1) for k in range(SIGMA_POINTS)]
+
+    def grid(rss: float) -> list[tuple[float, float]]:
+        """(log sigma, sigma^2) about this residual's estimate."""
+        centre = 0.5 * math.log(max(rss, 1e-18) / (n - 2))
+        return [(centre + o, math.exp(2 * (centre + o))) for o in offsets]
+
+    none = _logsumexp([-(n - 1) * ls - total.rss / (2 * s2) for ls, s2 in grid(total.rss)])
+    # each scale of the step's prior: its weight, tau^2 and its mass beyond `least`
+    scales = [(math.log(w), (tau * k) ** 2, log_phi(-least / (tau * k))) for w, k in STEP_SCALES]
     out = []
     for split in splits:
         if split is None:
@@ -101,17 +110,19 @@ def split_loglik(
             continue
         d, rss, h = split
         terms = []
-        for b, s in zip(base, sigmas, strict=True):
-            var_d = s * s * h
-            spread = var_d + tau2
-            post_mean, post_var = d * tau2 / spread, var_d * tau2 / spread
-            terms.append(
-                b
-                - rss / (2 * s * s)
-                + 0.5 * math.log(var_d / spread)
-                - d * d / (2 * spread)
-                + log_phi((post_mean - least) / math.sqrt(post_var))
-                - beyond
-            )
+        for log_sigma, s2 in grid(rss):
+            var_d = s2 * h
+            noise = -(n - 1) * log_sigma - rss / (2 * s2)
+            for log_w, tau2, beyond in scales:
+                spread = var_d + tau2
+                post_mean, post_var = d * tau2 / spread, var_d * tau2 / spread
+                terms.append(
+                    noise
+                    + log_w
+                    + 0.5 * math.log(var_d / spread)
+                    - d * d / (2 * spread)
+                    + log_phi((post_mean - least) / math.sqrt(post_var))
+                    - beyond
+                )
         out.append(_logsumexp(terms))
     return out, none

@@ -233,6 +233,32 @@ def test_revision_4_s_boot_means_take_fewer_boots_than_medians() -> None:
     assert mean < 0.92 * median, (mean, median)
 
 
+def test_revision_5_weighs_each_split_of_every_boot() -> None:
+    # Revision 5 weighs the hypotheses on their splits (split_likelihood), not each
+    # commit on its own boots: the same boots give another posterior, and the seeded
+    # noisy jobs still name their culprits.
+    kind = functools.partial(PosteriorEngine, revision=5)
+    for s in range(4):
+        res, engine, _ = run(64, step_at(12 + 7 * s, 0.1), cv=0.15, seed=s, kind=kind)  # type: ignore[arg-type]
+        assert res.culprit == f"c{12 + 7 * s}", s
+        assert res.confidence >= 0.995
+        assert isinstance(engine, PosteriorEngine) and engine._fit is not None
+        weighed = list(engine.posterior.p)
+        engine.posterior.update(
+            {c: engine._commit_llr(c, engine._fit) for c in engine.boots if c != "root"}
+        )
+        assert max(abs(a - b) for a, b in zip(weighed, engine.posterior.p, strict=True)) > 1e-3
+
+
+def test_revision_5_names_a_steep_drop_in_a_few_boots() -> None:
+    # A 98% drop with little noise: the step prior's wide scales keep it from being
+    # 28 of the narrow one's away, where "no culprit" won (split_likelihood.STEP_SCALES).
+    kind = functools.partial(PosteriorEngine, revision=5)
+    res = run(64, step_at(19, 0.985), cv=0.02, kind=kind)[0]  # type: ignore[arg-type]
+    assert res.culprit == "c19", res.message
+    assert res.boots < 40
+
+
 def _rolling(seed: int, hosts: dict[str, float]) -> tuple[PosteriorEngine, list[tuple[str, str]]]:
     """A noisy 25% step at c21 of 32, booted by next_for on hosts of these levels: each
     host is handed a boot as it frees up, and boots end in a seeded random order."""
