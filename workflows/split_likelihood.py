@@ -79,15 +79,19 @@ def split_loglik(
     n = total.n
     if n < LEAST_BOOTS:
         return None
-    splits: list[tuple[float, float, float] | None] = []
+    # Hypotheses between the same booted commits make the same split: each is weighed once
+    # (a 1,024-commit range has as many splits as booted commits, not 1,024).
+    splits: dict[Sums, tuple[float, float, float] | None] = {}
     for new in new_side:
         n_old = n - new.n
+        if new in splits:
+            continue
         if not new.n or not n_old:
-            splits.append(None)
+            splits[new] = None
             continue
         mean_new, mean_old = new.s / new.n, (total.s - new.s) / n_old
         rss = total.q - new.s * mean_new - (total.s - new.s) * mean_old
-        splits.append((mean_new - mean_old, max(rss, 0.0), 1 / new.n + 1 / n_old))
+        splits[new] = (mean_new - mean_old, max(rss, 0.0), 1 / new.n + 1 / n_old)
     # log sigma's standard error is about 1/sqrt(2 df); each hypothesis integrates over a
     # grid of its own about its own residual (sums on one spacing: the same multiple of
     # the integral), as one grid about the best split cut off the others' noise and
@@ -103,10 +107,10 @@ def split_loglik(
     none = _logsumexp([-(n - 1) * ls - total.rss / (2 * s2) for ls, s2 in grid(total.rss)])
     # each scale of the step's prior: its weight, tau^2 and its mass beyond `least`
     scales = [(math.log(w), (tau * k) ** 2, log_phi(-least / (tau * k))) for w, k in STEP_SCALES]
-    out = []
-    for split in splits:
+    weighed: dict[Sums, float] = {}
+    for key, split in splits.items():
         if split is None:
-            out.append(-math.inf)
+            weighed[key] = -math.inf
             continue
         d, rss, h = split
         terms = []
@@ -124,5 +128,5 @@ def split_loglik(
                     + log_phi((post_mean - least) / math.sqrt(post_var))
                     - beyond
                 )
-        out.append(_logsumexp(terms))
-    return out, none
+        weighed[key] = _logsumexp(terms)
+    return [weighed[new] for new in new_side], none
