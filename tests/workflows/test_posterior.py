@@ -91,6 +91,32 @@ def test_marks_rule_out_the_hypotheses_they_contradict() -> None:
     }
 
 
+def test_descendant_sums_add_what_each_hypothesis_makes_new_like_on_a_dag() -> None:
+    post = Posterior(merged(), none_prior=0.2)
+    values = {"c3": (1.0, 2.0), "c5": (10.0, 20.0), "c6": (100.0, 200.0), "outside": (7.0, 7.0)}
+    sums = post.descendant_sums(values, 2)
+    for i in post.graph.index.values():
+        # hypothesis i makes new-like the commits it is an ancestor of
+        below = [c for c in values if c in post.graph.index and post.graph.ancestry[c] >> i & 1]
+        assert [sums[k][i] for k in (0, 1)] == [sum(values[c][k] for c in below) for k in (0, 1)]
+    assert sums[0][post.graph.index["c4"]] == 110.0  # c5 and the merge c6, not c3
+
+
+def test_each_hypothesis_s_own_likelihood_weighs_as_its_commits_ratios_do() -> None:
+    # update() is weigh() on the sums of the ratios: a likelihood given per hypothesis
+    # (workflows.split_likelihood) takes the same priors, marks and impossible commits.
+    llr = {"c3": 1.5, "c5": -2.0, "c6": 0.7}
+    ratios = Posterior(merged(), none_prior=0.3, impossible=["c4"])
+    ratios.mark("c7", new=True)
+    ratios.update(llr)
+    own = Posterior(merged(), none_prior=0.3, impossible=["c4"])
+    own.mark("c7", new=True)
+    (logp,) = own.descendant_sums({c: (v,) for c, v in llr.items()}, 1)
+    own.weigh([v - 5.0 for v in logp], none_loglik=-5.0)  # one scale, any offset
+    assert own.p == pytest.approx(ratios.p) and own.p_none == ratios.p_none == 0.0
+    assert own.p[own.graph.index["c4"]] == 0.0
+
+
 @pytest.mark.parametrize("k", [1, 2, 3])
 def test_k_picks_are_the_k_quantiles(k: int) -> None:
     post = Posterior(linear(63), none_prior=0.0)
