@@ -10,7 +10,7 @@ boots with a flake rate). Then
 
 and "none" gets only its prior. A likelihood that weighs all the observations under each
 hypothesis at once (workflows.split_likelihood) gives each hypothesis its own log
-likelihood instead (weigh), from sums over each commit's descendants. Commits that
+likelihood instead (weigh), from the split it makes of the observed commits (splits). Commits that
 cannot be the culprit (they make the same kernel as their parent) get a prior of zero; a
 person's mark rules out the hypotheses it contradicts. The next commit to test is where
 P(new-like) crosses one half (the weighted median, as Henderson et al.'s flake-aware
@@ -61,24 +61,27 @@ class Posterior:
 
     def update(self, llr: Mapping[str, float]) -> None:
         """Every commit's log likelihood ratio new:old of all its observations so far."""
-        (logp,) = self.descendant_sums({c: (v,) for c, v in llr.items() if v}, 1)
-        self.weigh(logp)
-
-    def descendant_sums(
-        self, values: Mapping[str, Sequence[float]], width: int
-    ) -> list[list[float]]:
-        """For each hypothesis (by graph.order index), the sums of the `width` values of
-        the commits it makes new-like (its descendants, itself included); commits outside
-        the range add to none."""
-        n = len(self.graph.order)
-        out = [[0.0] * n for _ in range(width)]
-        for commit, row in values.items():
-            if commit not in self.graph.index:
+        logp = [0.0] * len(self.graph.order)
+        for commit, value in llr.items():
+            if not value or commit not in self.graph.index:
                 continue
             for i in self._ancestors(commit):
-                for k in range(width):
-                    out[k][i] += row[k]
-        return out
+                logp[i] += value
+        self.weigh(logp)
+
+    def splits(self, commits: Sequence[str]) -> tuple[list[tuple[int, ...]], list[int]]:
+        """The distinct ways the hypotheses split `commits` (each split: the positions in
+        `commits` of those it makes new-like, its descendants), and each hypothesis's
+        split by graph.order index. Hypotheses between the same observed commits split
+        them alike: a 1,024-commit range has about as many splits as observed commits."""
+        members: list[list[int]] = [[] for _ in self.graph.order]
+        for pos, commit in enumerate(commits):
+            if commit in self.graph.index:
+                for i in self._ancestors(commit):
+                    members[i].append(pos)
+        distinct: dict[tuple[int, ...], int] = {}
+        which = [distinct.setdefault(tuple(m), len(distinct)) for m in members]
+        return list(distinct), which
 
     def weigh(self, loglik: Sequence[float], none_loglik: float = 0.0) -> None:
         """The posterior from each hypothesis's log likelihood of every observation (by

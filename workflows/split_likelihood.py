@@ -1,25 +1,27 @@
 """Each culprit hypothesis weighed on the split it makes of every boot, the noise not
 known but integrated out. Pure (the engine's revision 5; workflows.posterior_engine).
 
-Hypothesis c splits the level-adjusted boots into an old side (commits that do not descend
-from c) and a new side (those that do). Under it the boots are Gaussian with one noise
-sigma about two means: the old mean with a flat prior, the new one a step away whose prior
-is a normal of scale tau (mostly; STEP_SCALES), kept to steps at least `least` the
-expected way (a smaller or opposite change is "no culprit"). "No culprit" puts every
-boot about one mean. Then
+Hypothesis c splits the booted commits into an old side (those that do not descend from
+c) and a new side (those that do). Under it each boot (less the host's level where it
+ran) is Gaussian with one noise sigma about its side's mean: the old mean with a flat
+prior, the new one a step away whose prior is a normal of scale tau (mostly;
+STEP_SCALES), kept to steps at least `least` the expected way (a smaller or opposite
+change is "no culprit"). A commit's mean also carries the error of the level it was
+judged against (`extra`, the trend's uncertainty where it was booted): many boots of
+one commit booted close together share that error, so they cannot be surer than the
+level. "No culprit" puts every commit about one mean. With w_c = 1 / (sigma^2 / n_c +
+extra_c), the old mean and the step integrated out:
 
-    log P(boots | c, sigma) = -(N - 1) log sigma - RSS_c / 2 sigma^2
-                              + log of the step's prior integral (d, the split's mean
-                              difference, and its variance sigma^2 h)
+    log P(boots | c, sigma) = -(N - C) log sigma - RSS_within / 2 sigma^2
+                              - 1/2 sum log(1 / w_c) - 1/2 log W - WRSS_c / 2
+                              + log of the step's prior integral (d_c, the split's
+                              weighted mean difference, of variance 1/W_new + 1/W_old)
 
-and sigma is integrated on a log grid (Jeffreys' 1/sigma prior) around each split's own
-estimate. Weighed this way a commit's boots cannot be surer than the split they make:
-the noise figure is each hypothesis's own residual, not one fitted to the settled sides,
-so it does not flatten as a t on one difference of means does (docs/measurements.md,
-"each split's noise marginalised").
-
-A hypothesis's split is three sums (boots, their sum, their sum of squares) over the
-commits that descend from it: workflows.posterior sums them over each commit's ancestors.
+(N boots of C commits; RSS_within about each commit's own mean; WRSS_c the weighted
+residual about each side's mean), and sigma is integrated on a log grid (Jeffreys' 1/sigma
+prior) around each split's own estimate. The noise figure is each hypothesis's own
+residual, not one fitted to the settled sides, so it does not flatten as a t on one
+difference of means does (docs/measurements.md, "The posterior engine, revision 5").
 """
 
 import math
@@ -36,24 +38,18 @@ STEP_SCALES = ((0.8, 1.0), (0.1, 8.0), (0.1, 64.0))
 
 
 @dataclass(frozen=True)
-class Sums:
-    """Boots, their sum and their sum of squares."""
+class Commit:
+    """One commit's boots, signed so that the expected step is upward."""
 
-    n: float
-    s: float
-    q: float
+    n: int
+    mean: float
+    rss: float  # about their own mean
+    extra: float = 0.0  # variance its mean carries beyond the boots' noise
 
-    def __add__(self, other: "Sums") -> "Sums":
-        return Sums(self.n + other.n, self.s + other.s, self.q + other.q)
-
-    @property
-    def rss(self) -> float:
-        """The sum of squares about their own mean."""
-        return self.q - self.s * self.s / self.n if self.n else 0.0
-
-
-def of(values: Sequence[float]) -> Sums:
-    return Sums(len(values), math.fsum(values), math.fsum(v * v for v in values))
+    @staticmethod
+    def of(values: Sequence[float], extra: float = 0.0) -> "Commit":
+        mean = math.fsum(values) / len(values)
+        return Commit(len(values), mean, math.fsum((v - mean) ** 2 for v in values), extra)
 
 
 def log_phi(x: float) -> float:
@@ -71,62 +67,82 @@ def _logsumexp(terms: list[float]) -> float:
 
 
 def split_loglik(
-    new_side: Sequence[Sums], total: Sums, least: float, tau: float
+    commits: Sequence[Commit], splits: Sequence[Sequence[int]], least: float, tau: float
 ) -> tuple[list[float], float] | None:
-    """Each hypothesis's log likelihood of all the boots (new_side[i]: the sums of the
-    boots that hypothesis i puts on the new side; values signed so that the expected
-    step is upward), and that of "no culprit", on one scale. None: too few boots."""
-    n = total.n
+    """Each split's log likelihood of all the boots (a split: the positions in `commits`
+    of those it puts on the new side), and that of "no culprit", on one scale. None: too
+    few boots."""
+    n = sum(c.n for c in commits)
     if n < LEAST_BOOTS:
         return None
-    # Hypotheses between the same booted commits make the same split: each is weighed once
-    # (a 1,024-commit range has as many splits as booted commits, not 1,024).
-    splits: dict[Sums, tuple[float, float, float] | None] = {}
-    for new in new_side:
-        n_old = n - new.n
-        if new in splits:
-            continue
-        if not new.n or not n_old:
-            splits[new] = None
-            continue
-        mean_new, mean_old = new.s / new.n, (total.s - new.s) / n_old
-        rss = total.q - new.s * mean_new - (total.s - new.s) * mean_old
-        splits[new] = (mean_new - mean_old, max(rss, 0.0), 1 / new.n + 1 / n_old)
+    within = math.fsum(c.rss for c in commits)
+    dof = n - len(commits)
     # log sigma's standard error is about 1/sqrt(2 df); each hypothesis integrates over a
     # grid of its own about its own residual (sums on one spacing: the same multiple of
     # the integral), as one grid about the best split cut off the others' noise and
     # favoured the best by up to 0.6 nats (tests/workflows/test_split_likelihood.py)
+    # the grids are windows on one lattice of log sigma, so the splits share its points
     width = SIGMA_SPAN / math.sqrt(2 * (n - 2))
-    offsets = [width * (2 * k / (SIGMA_POINTS - 1) - 1) for k in range(SIGMA_POINTS)]
-
-    def grid(rss: float) -> list[tuple[float, float]]:
-        """(log sigma, sigma^2) about this residual's estimate."""
-        centre = 0.5 * math.log(max(rss, 1e-18) / (n - 2))
-        return [(centre + o, math.exp(2 * (centre + o))) for o in offsets]
-
-    none = _logsumexp([-(n - 1) * ls - total.rss / (2 * s2) for ls, s2 in grid(total.rss)])
-    # each scale of the step's prior: its weight, tau^2 and its mass beyond `least`
+    spacing = 2 * width / (SIGMA_POINTS - 1)
+    shared: dict[int, tuple[float, list[tuple[float, float, float]]]] = {}
     scales = [(math.log(w), (tau * k) ** 2, log_phi(-least / (tau * k))) for w, k in STEP_SCALES]
-    weighed: dict[Sums, float] = {}
-    for key, split in splits.items():
-        if split is None:
-            weighed[key] = -math.inf
-            continue
-        d, rss, h = split
+
+    def at(log_sigma: float) -> tuple[float, list[tuple[float, float, float]]]:
+        """The part every split shares at this sigma, and each commit's weight, weighted
+        mean and weighted square."""
+        s2 = math.exp(2 * log_sigma)
+        rows, log_var = [], 0.0
+        for c in commits:
+            var = s2 / c.n + c.extra
+            log_var += math.log(var)
+            rows.append((1 / var, c.mean / var, c.mean * c.mean / var))
+        return -dof * log_sigma - within / (2 * s2) - 0.5 * log_var, rows
+
+    def weighed(new: Sequence[int], grid_rss: float) -> float:
         terms = []
-        for log_sigma, s2 in grid(rss):
-            var_d = s2 * h
-            noise = -(n - 1) * log_sigma - rss / (2 * s2)
+        centre = 0.5 * math.log(max(grid_rss, 1e-18) / (n - 2))
+        first = round((centre - width) / spacing)
+        for k in range(first, first + SIGMA_POINTS):
+            if k not in shared:
+                shared[k] = at(k * spacing)
+            base, rows = shared[k]
+            w_all, s_all, q_all = (math.fsum(r[k] for r in rows) for k in range(3))
+            base -= 0.5 * math.log(w_all)
+            if not new:  # "no culprit": one mean
+                terms.append(base - (q_all - s_all * s_all / w_all) / 2)
+                continue
+            w_new, s_new, q_new = (math.fsum(rows[p][k] for p in new) for k in range(3))
+            w_old, s_old, q_old = w_all - w_new, s_all - s_new, q_all - q_new
+            wrss = q_old - s_old * s_old / w_old + q_new - s_new * s_new / w_new
+            d, var_d = s_new / w_new - s_old / w_old, 1 / w_new + 1 / w_old
+            base -= wrss / 2
             for log_w, tau2, beyond in scales:
                 spread = var_d + tau2
                 post_mean, post_var = d * tau2 / spread, var_d * tau2 / spread
                 terms.append(
-                    noise
+                    base
                     + log_w
                     + 0.5 * math.log(var_d / spread)
                     - d * d / (2 * spread)
                     + log_phi((post_mean - least) / math.sqrt(post_var))
                     - beyond
                 )
-        weighed[key] = _logsumexp(terms)
-    return [weighed[new] for new in new_side], none
+        return _logsumexp(terms)
+
+    def pooled_rss(new: set[int]) -> float:
+        """The residual about each side's plain mean: where the noise grid is centred."""
+        rss = within
+        for side in ([c for p, c in enumerate(commits) if p not in new], [commits[p] for p in new]):
+            if side:
+                total = sum(c.n for c in side)
+                mean = math.fsum(c.n * c.mean for c in side) / total
+                rss += math.fsum(c.n * (c.mean - mean) ** 2 for c in side)
+        return rss
+
+    out = []
+    for split in splits:
+        if not split or len(split) == len(commits):
+            out.append(-math.inf)  # one side empty: not a split of these boots
+        else:
+            out.append(weighed(split, pooled_rss(set(split))))
+    return out, weighed((), pooled_rss(set()))

@@ -91,15 +91,21 @@ def test_marks_rule_out_the_hypotheses_they_contradict() -> None:
     }
 
 
-def test_descendant_sums_add_what_each_hypothesis_makes_new_like_on_a_dag() -> None:
+def test_hypotheses_between_the_same_observed_commits_split_them_alike_on_a_dag() -> None:
     post = Posterior(merged(), none_prior=0.2)
-    values = {"c3": (1.0, 2.0), "c5": (10.0, 20.0), "c6": (100.0, 200.0), "outside": (7.0, 7.0)}
-    sums = post.descendant_sums(values, 2)
-    for i in post.graph.index.values():
-        # hypothesis i makes new-like the commits it is an ancestor of
-        below = [c for c in values if c in post.graph.index and post.graph.ancestry[c] >> i & 1]
-        assert [sums[k][i] for k in (0, 1)] == [sum(values[c][k] for c in below) for k in (0, 1)]
-    assert sums[0][post.graph.index["c4"]] == 110.0  # c5 and the merge c6, not c3
+    observed = ["c3", "c5", "c6", "outside"]
+    splits, which = post.splits(observed)
+    for commit, i in post.graph.index.items():
+        # hypothesis `commit` makes new-like the observed commits it is an ancestor of
+        below = [
+            p
+            for p, c in enumerate(observed)
+            if c in post.graph.index and post.graph.ancestry[c] >> i & 1
+        ]
+        assert list(splits[which[i]]) == below, commit
+    assert list(splits[which[post.graph.index["c4"]]]) == [1, 2]  # c5 and the merge c6
+    assert which[post.graph.index["c1"]] == which[post.graph.index["c2"]]  # both: all three
+    assert len(splits) == len(set(splits)) == 5
 
 
 def test_each_hypothesis_s_own_likelihood_weighs_as_its_commits_ratios_do() -> None:
@@ -111,7 +117,7 @@ def test_each_hypothesis_s_own_likelihood_weighs_as_its_commits_ratios_do() -> N
     ratios.update(llr)
     own = Posterior(merged(), none_prior=0.3, impossible=["c4"])
     own.mark("c7", new=True)
-    (logp,) = own.descendant_sums({c: (v,) for c, v in llr.items()}, 1)
+    logp = [sum(v for c, v in llr.items() if own.graph.ancestry[c] >> i & 1) for i in range(7)]
     own.weigh([v - 5.0 for v in logp], none_loglik=-5.0)  # one scale, any offset
     assert own.p == pytest.approx(ratios.p) and own.p_none == ratios.p_none == 0.0
     assert own.p[own.graph.index["c4"]] == 0.0

@@ -29,7 +29,6 @@ from kbisect.workflows.bisect_workflow import (
     ROLLING_PATCH,
     ROUND_AT_ONCE_PATCH,
     SAME_KERNEL_PATCH,
-    SPLIT_PATCH,
     TRACE_PATCH,
     BisectWorkflow,
     sandbox_runner,
@@ -89,8 +88,7 @@ def test_histories_were_recorded() -> None:
     # pre-posterior2-*: the same as the posterior engine's revision 1 ran it;
     # pre-roundatonce-*: the same with a round's boots one after another (revision 2);
     # pre-bootmean-*: the same with a boot scored by its repetitions' median (revision 3);
-    # pre-rolling-farm: the farm job in rounds, before picks as VM hosts free up;
-    # pre-split-*: the same with each commit weighed on its own boots (revision 4).
+    # pre-rolling-farm: the farm job in rounds, before picks as VM hosts free up.
     # Every job replays the engine: the pre-engine code and its histories are gone.
     assert all(ENGINE_PATCH in _patches(p) for p in HISTORIES)
     pre_same = [p for p in HISTORIES if p.stem.startswith("pre-samekernel-")]
@@ -121,10 +119,6 @@ def test_histories_were_recorded() -> None:
     pre_rolling = [p for p in HISTORIES if p.stem.startswith("pre-rolling-")]
     assert [p.stem for p in pre_rolling] == ["pre-rolling-farm"]
     assert ROLLING_PATCH not in _patches(pre_rolling[0])
-    pre_split = [p for p in HISTORIES if p.stem.startswith("pre-split-")]
-    assert {p.stem.removeprefix("pre-split-") for p in pre_split} == {p.stem for p in current}
-    assert all(SPLIT_PATCH not in _patches(p) for p in pre_split)
-    assert all(BOOT_MEAN_PATCH in _patches(p) for p in pre_split)
     # Every branch the current engine can take is in some current history.
     now = {p.stem: _patches(p) for p in current}
     assert {"linear-64", "fix-64", "merges", "skips", "engine-retest", "small-step"} <= set(now)
@@ -142,7 +136,7 @@ def test_histories_were_recorded() -> None:
     assert _ended(by_name["failed"]) == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED
     assert FAILED_STATUS_PATCH in now["failed"]
     engine = {ENGINE_PATCH, SAME_KERNEL_PATCH, HOST_CHECK_PATCH, CONTROLS_V2_PATCH, POSTERIOR_PATCH}
-    engine |= {POSTERIOR_2_PATCH, ROUND_AT_ONCE_PATCH, BOOT_MEAN_PATCH, SPLIT_PATCH}
+    engine |= {POSTERIOR_2_PATCH, ROUND_AT_ONCE_PATCH, BOOT_MEAN_PATCH}
     assert all(engine <= patches for patches in now.values()), now
     assert TRACE_PATCH in now["trace"]
     # rolling picks: a noisy --parallel job on a farm only
@@ -221,20 +215,16 @@ async def test_a_job_keeps_the_engine_revision_it_started_with(
     monkeypatch.setitem(posterior_engine.REVISIONS, 2, revisions[1])
     monkeypatch.setitem(posterior_engine.REVISIONS, 3, revisions[1])
     monkeypatch.setitem(posterior_engine.REVISIONS, 4, revisions[1])
-    monkeypatch.setitem(posterior_engine.REVISIONS, 5, revisions[1])
     assert isinstance(await _replay_failure("small-step"), NondeterminismError)
-    # ... and each later revision against the one before it, both ways: 4 (boot-mean)
-    # against 3, 5 (split-weighed) against 4
-    steps = ((4, "pre-bootmean-small-step", "pre-split-small-step"),)
-    for newer, older, now in (*steps, (5, "pre-split-small-step", "small-step")):
-        for revision in revisions:
-            monkeypatch.setitem(posterior_engine.REVISIONS, revision, revisions[revision])
-        assert await _replay_failure(older) is None
-        monkeypatch.setitem(posterior_engine.REVISIONS, newer, revisions[newer - 1])
-        assert isinstance(await _replay_failure(now), NondeterminismError)
-        monkeypatch.setitem(posterior_engine.REVISIONS, newer, revisions[newer])
-        monkeypatch.setitem(posterior_engine.REVISIONS, newer - 1, revisions[newer])
-        assert isinstance(await _replay_failure(older), NondeterminismError)
+    # ... and revision 4 (boot-mean) against revision 3, both ways
+    for revision in (1, 2, 3, 4):
+        monkeypatch.setitem(posterior_engine.REVISIONS, revision, revisions[revision])
+    assert await _replay_failure("pre-bootmean-small-step") is None
+    monkeypatch.setitem(posterior_engine.REVISIONS, 4, revisions[3])
+    assert isinstance(await _replay_failure("small-step"), NondeterminismError)
+    monkeypatch.setitem(posterior_engine.REVISIONS, 4, revisions[4])
+    monkeypatch.setitem(posterior_engine.REVISIONS, 3, revisions[4])
+    assert isinstance(await _replay_failure("pre-bootmean-small-step"), NondeterminismError)
 
 
 async def test_a_changed_flaky_engine_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,7 +7,7 @@ import random
 import numpy as np
 import pytest
 
-from kbisect.workflows.split_likelihood import STEP_SCALES, Sums, log_phi, of, split_loglik
+from kbisect.workflows.split_likelihood import STEP_SCALES, Commit, log_phi, split_loglik
 
 LEAST, TAU = 0.05, 0.15
 
@@ -21,13 +21,15 @@ def _boots(step_at: int, step: float, n: int = 30, seed: int = 1) -> list[list[f
     ]
 
 
-def _weigh(commits: list[list[float]], scale: float = 1.0) -> tuple[list[float], float]:
+def _weigh(
+    commits: list[list[float]], scale: float = 1.0, extra: float = 0.0
+) -> tuple[list[float], float]:
     """Hypothesis i (1..5): commits i.. are new-like."""
-    new_side = []
-    for i in range(1, 6):
-        new_side.append(of([v * scale for c in commits[i:] for v in c]))
-    total = of([v * scale for c in commits for v in c])
-    weighed = split_loglik(new_side, total, LEAST * scale, TAU * scale)
+    boots = [
+        Commit.of([v * scale for v in c], extra if 0 < i < 5 else 0.0)
+        for i, c in enumerate(commits)
+    ]
+    weighed = split_loglik(boots, [range(i, 6) for i in range(1, 6)], LEAST * scale, TAU * scale)
     assert weighed is not None
     return weighed
 
@@ -101,8 +103,19 @@ def test_only_the_step_in_noise_sigmas_matters() -> None:
     one, none_one = _weigh(commits)
     other, none_other = _weigh(commits, scale=37.0)
     for a, b in zip(one, other, strict=True):
-        assert math.isclose(a - none_one, b - none_other, abs_tol=1e-6)
+        assert math.isclose(a - none_one, b - none_other, abs_tol=1e-3)  # the grid's error
+
+
+def test_the_level_s_error_makes_a_commit_s_boots_count_for_less() -> None:
+    # Boots of one commit judged against an uncertain level share its error: with that
+    # error in the commit's mean, the split at the step leads its neighbours by less.
+    commits = _boots(step_at=3, step=0.15, n=60)
+    sure, _ = _weigh(commits)
+    level_bound, _ = _weigh(commits, extra=0.05**2)
+    assert (
+        level_bound[2] - max(level_bound[1], level_bound[3]) < sure[2] - max(sure[1], sure[3]) - 1
+    )
 
 
 def test_too_few_boots_weigh_nothing() -> None:
-    assert split_loglik([Sums(1, 1.0, 1.0)], Sums(3, 1.0, 1.0), LEAST, TAU) is None
+    assert split_loglik([Commit.of([1.0, 2.0]), Commit.of([1.0])], [[1]], LEAST, TAU) is None
