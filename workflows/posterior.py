@@ -10,11 +10,11 @@ boots with a flake rate). Then
 
 and "none" gets only its prior. A likelihood that weighs all the observations under each
 hypothesis at once (workflows.split_likelihood) gives each hypothesis its own log
-likelihood instead (weigh), from the split it makes of the observed commits (splits). Commits that
-cannot be the culprit (they make the same kernel as their parent) get a prior of zero; a
-person's mark rules out the hypotheses it contradicts. The next commit to test is where
-P(new-like) crosses one half (the weighted median, as Henderson et al.'s flake-aware
-culprit finding tests); K at once are the K quantiles.
+likelihood instead (weigh), from the split it makes of the observed commits (splits).
+Commits that cannot be the culprit (they make the same kernel as their parent) get a
+prior of zero; a person's mark rules out the hypotheses it contradicts. The next commit
+to test is where P(new-like) crosses one half (the weighted median, as Henderson et al.'s
+flake-aware culprit finding tests); K at once are the K quantiles.
 
 Sums over ancestors use the graph's ancestry bitsets: the posterior is held as fixed-point
 bit planes, so P(new-like) of a commit is a few popcounts, also for 16,384 commits.

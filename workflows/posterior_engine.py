@@ -84,8 +84,8 @@ class Tuning:
     full_rounds: bool = False  # with --parallel K, a round is K boots, references included
     rep_mean: bool = False  # a boot scores its repetitions' clipped mean, not their median
     # Each hypothesis weighed on the split it makes of every boot, the noise integrated out
-    # (workflows.split_likelihood) and the step's prior a normal of this scale (log units,
-    # or a fraction of the old mean): None, each commit's boots against the fitted models.
+    # (workflows.split_likelihood), the step's prior mostly a normal of this scale (log
+    # units, or a fraction of the old mean): None, each commit's boots against the models.
     split_tau: float | None = None
 
 
