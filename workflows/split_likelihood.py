@@ -28,6 +28,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from kbisect.workflows.stats import log_phi
+
 SIGMA_POINTS = 16  # the noise grid's points
 SIGMA_SPAN = 6.0  # the grid spans this many of log sigma's standard errors either side
 LEAST_BOOTS = 4  # fewer boots in all: no noise figure to integrate over
@@ -50,13 +52,6 @@ class Commit:
     def of(values: Sequence[float], extra: float = 0.0) -> "Commit":
         mean = math.fsum(values) / len(values)
         return Commit(len(values), mean, math.fsum((v - mean) ** 2 for v in values), extra)
-
-
-def log_phi(x: float) -> float:
-    """log of the standard normal CDF, also far in its lower tail."""
-    if x > -5:
-        return math.log(0.5 * math.erfc(-x / math.sqrt(2)))
-    return -0.5 * x * x - math.log(-x) - 0.5 * math.log(2 * math.pi)
 
 
 def _logsumexp(terms: list[float]) -> float:

@@ -97,3 +97,10 @@ def winsorized_ss(values: Sequence[float], fraction: float = 0.2) -> float:
         s = [s[k]] * k + s[k : len(s) - k] + [s[len(s) - k - 1]] * k
     m = statistics.fmean(s)
     return sum((v - m) ** 2 for v in s)
+
+
+def log_phi(x: float) -> float:
+    """log of the standard normal CDF, also far in its lower tail."""
+    if x > -5:
+        return math.log(0.5 * math.erfc(-x / math.sqrt(2)))
+    return -0.5 * x * x - math.log(-x) - 0.5 * math.log(2 * math.pi)
