@@ -337,3 +337,26 @@ def test_a_commit_booted_only_where_no_reference_ran_is_reported_unplaced() -> N
     d = Decision(State.OLD, 1, -1.0, firm=True)
     step = decision_step(engine, "c20", "", Mode.REGRESSION, d, m, 1)
     assert step.value == 300.0 and step.position is None
+
+
+def test_revision_6_fits_a_slope_only_where_the_references_show_one() -> None:
+    # A steady host gets a flat level, known alike all job long, so a probe's boots carry
+    # no slope's error and the seeded 10% jobs end in fewer boots than revision 5's
+    # always-on slope takes; a host that drifts 0.1% a boot still gets its slope.
+    def boots(revision: int) -> int:
+        kind = functools.partial(PosteriorEngine, revision=revision)
+        total = 0
+        for s in range(4):
+            res, engine, _ = run(64, step_at(12 + 7 * s, 0.1), cv=0.15, seed=s, kind=kind)  # type: ignore[arg-type]
+            assert res.culprit == f"c{12 + 7 * s}", (revision, s)
+            assert isinstance(engine, PosteriorEngine) and engine._fit is not None
+            assert engine._fit.trend.model.slope == (revision == 5)
+            total += res.boots
+        return total
+
+    always, chosen = boots(5), boots(6)
+    assert chosen < 0.9 * always, (chosen, always)
+    res, engine, _ = run(64, step_at(27, 0.1), cv=0.15, seed=1, load=lambda n: 1 + 0.001 * n, **V3)
+    assert res.culprit == "c27"
+    assert isinstance(engine, PosteriorEngine) and engine._fit is not None
+    assert engine._fit.trend.model.slope
