@@ -80,6 +80,8 @@ ROUND_AT_ONCE_PATCH = "round-at-once"  # a round's boots go out together, one to
 BOOT_MEAN_PATCH = "boot-mean"  # revision 4: a boot scores its repetitions' clipped mean
 ROLLING_PATCH = "rolling-picks"  # a noisy --parallel K job: once the endpoints' first boots
 # are in, a pick for each VM host as it frees up (engine.next_for), not rounds
+SPLIT_PATCH = "split-weighed"  # revision 6: each hypothesis weighed on its split of every
+# boot, the noise integrated out; the level's slope only where the references show one
 
 SA_TESTCASE = SearchAttributeKey.for_keyword(SA_TESTCASE_NAME)
 SA_STATUS = SearchAttributeKey.for_keyword(SA_STATUS_NAME)
@@ -217,6 +219,8 @@ class BisectWorkflow(Resumable):
         self._at_once = workflow.patched(ROUND_AT_ONCE_PATCH)
         if revision == 2 and self._at_once:
             revision = 4 if workflow.patched(BOOT_MEAN_PATCH) else 3
+            if revision == 4 and workflow.patched(SPLIT_PATCH):
+                revision = 6
         if state.job.pass_fail and state.job.flaky:  # no job before it: no marker of its own
             engine = FlakyEngine(graph, new, old, config, revision)
         elif not posterior:

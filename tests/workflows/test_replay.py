@@ -29,6 +29,7 @@ from kbisect.workflows.bisect_workflow import (
     ROLLING_PATCH,
     ROUND_AT_ONCE_PATCH,
     SAME_KERNEL_PATCH,
+    SPLIT_PATCH,
     TRACE_PATCH,
     BisectWorkflow,
     sandbox_runner,
@@ -78,6 +79,9 @@ def _ended(history: WorkflowHistory) -> "EventType.ValueType":
 # Pass/fail jobs came after both posterior engines: a deterministic one takes Engine's
 # exact path, a flaky one the flaky engine (workflows.flaky_engine).
 PASS_FAIL = {"pass-fail-panic", "pass-fail-flaky"}
+# The jobs that revision 6 (split-weighed) decides otherwise than revision 4: the noisy
+# small step (host-shift's and farm's steps are big enough that both decide alike).
+REWEIGHED = {"small-step"}
 
 
 def test_histories_were_recorded() -> None:
@@ -88,7 +92,8 @@ def test_histories_were_recorded() -> None:
     # pre-posterior2-*: the same as the posterior engine's revision 1 ran it;
     # pre-roundatonce-*: the same with a round's boots one after another (revision 2);
     # pre-bootmean-*: the same with a boot scored by its repetitions' median (revision 3);
-    # pre-rolling-farm: the farm job in rounds, before picks as VM hosts free up.
+    # pre-rolling-farm: the farm job in rounds, before picks as VM hosts free up;
+    # pre-split-*: the jobs revision 6 decides otherwise, as revision 4 ran them.
     # Every job replays the engine: the pre-engine code and its histories are gone.
     assert all(ENGINE_PATCH in _patches(p) for p in HISTORIES)
     pre_same = [p for p in HISTORIES if p.stem.startswith("pre-samekernel-")]
@@ -116,6 +121,10 @@ def test_histories_were_recorded() -> None:
     assert {p.stem.removeprefix("pre-bootmean-") for p in pre_mean} == {p.stem for p in current}
     assert all(BOOT_MEAN_PATCH not in _patches(p) for p in pre_mean)
     assert all(ROUND_AT_ONCE_PATCH in _patches(p) for p in pre_mean)
+    pre_split = [p for p in HISTORIES if p.stem.startswith("pre-split-")]
+    assert {p.stem.removeprefix("pre-split-") for p in pre_split} == REWEIGHED
+    assert all(SPLIT_PATCH not in _patches(p) for p in pre_split)
+    assert all(BOOT_MEAN_PATCH in _patches(p) for p in pre_split)
     pre_rolling = [p for p in HISTORIES if p.stem.startswith("pre-rolling-")]
     assert [p.stem for p in pre_rolling] == ["pre-rolling-farm"]
     assert ROLLING_PATCH not in _patches(pre_rolling[0])
@@ -136,7 +145,7 @@ def test_histories_were_recorded() -> None:
     assert _ended(by_name["failed"]) == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED
     assert FAILED_STATUS_PATCH in now["failed"]
     engine = {ENGINE_PATCH, SAME_KERNEL_PATCH, HOST_CHECK_PATCH, CONTROLS_V2_PATCH, POSTERIOR_PATCH}
-    engine |= {POSTERIOR_2_PATCH, ROUND_AT_ONCE_PATCH, BOOT_MEAN_PATCH}
+    engine |= {POSTERIOR_2_PATCH, ROUND_AT_ONCE_PATCH, BOOT_MEAN_PATCH, SPLIT_PATCH}
     assert all(engine <= patches for patches in now.values()), now
     assert TRACE_PATCH in now["trace"]
     # rolling picks: a noisy --parallel job on a farm only
@@ -202,29 +211,39 @@ async def test_a_changed_posterior_engine_is_caught(monkeypatch: pytest.MonkeyPa
 async def test_a_job_keeps_the_engine_revision_it_started_with(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # The same noisy small-step job, recorded before and after posterior-engine-2: each
-    # replays only with its own revision's tuning.
+    # The same noisy small-step job, recorded under each marker that changed the engine's
+    # revision: each replays only with its own revision's tuning.
     from kbisect.workflows import posterior_engine
 
     revisions = dict(posterior_engine.REVISIONS)
+
+    def use(revision: int, tuning: int) -> None:
+        monkeypatch.setitem(posterior_engine.REVISIONS, revision, revisions[tuning])
+
     assert await _replay_failure("pre-posterior2-small-step") is None
-    assert await _replay_failure("small-step") is None
-    monkeypatch.setitem(posterior_engine.REVISIONS, 1, revisions[2])
+    assert await _replay_failure("pre-split-small-step") is None
+    use(1, 2)
     assert isinstance(await _replay_failure("pre-posterior2-small-step"), NondeterminismError)
-    monkeypatch.setitem(posterior_engine.REVISIONS, 1, revisions[1])
-    monkeypatch.setitem(posterior_engine.REVISIONS, 2, revisions[1])
-    monkeypatch.setitem(posterior_engine.REVISIONS, 3, revisions[1])
-    monkeypatch.setitem(posterior_engine.REVISIONS, 4, revisions[1])
-    assert isinstance(await _replay_failure("small-step"), NondeterminismError)
-    # ... and revision 4 (boot-mean) against revision 3, both ways
     for revision in (1, 2, 3, 4):
-        monkeypatch.setitem(posterior_engine.REVISIONS, revision, revisions[revision])
+        use(revision, 1)
+    assert isinstance(await _replay_failure("pre-split-small-step"), NondeterminismError)
+    # ... revision 4 (boot-mean) against revision 3, both ways
+    for revision in (1, 2, 3, 4):
+        use(revision, revision)
     assert await _replay_failure("pre-bootmean-small-step") is None
-    monkeypatch.setitem(posterior_engine.REVISIONS, 4, revisions[3])
-    assert isinstance(await _replay_failure("small-step"), NondeterminismError)
-    monkeypatch.setitem(posterior_engine.REVISIONS, 4, revisions[4])
-    monkeypatch.setitem(posterior_engine.REVISIONS, 3, revisions[4])
+    use(4, 3)
+    assert isinstance(await _replay_failure("pre-split-small-step"), NondeterminismError)
+    use(4, 4)
+    use(3, 4)
     assert isinstance(await _replay_failure("pre-bootmean-small-step"), NondeterminismError)
+    # ... and revision 6 (split-weighed) against revision 4, both ways
+    use(3, 3)
+    assert await _replay_failure("small-step") is None
+    use(6, 4)
+    assert isinstance(await _replay_failure("small-step"), NondeterminismError)
+    use(6, 6)
+    use(4, 6)
+    assert isinstance(await _replay_failure("pre-split-small-step"), NondeterminismError)
 
 
 async def test_a_changed_flaky_engine_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
