@@ -212,7 +212,7 @@ async def test_a_job_keeps_the_engine_revision_it_started_with(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # The same noisy small-step job, recorded under each marker that changed the engine's
-    # revision: each replays only with its own revision's tuning.
+    # revision: each replays only with its own revision's tuning, not its neighbour's.
     from kbisect.workflows import posterior_engine
 
     revisions = dict(posterior_engine.REVISIONS)
@@ -220,30 +220,19 @@ async def test_a_job_keeps_the_engine_revision_it_started_with(
     def use(revision: int, tuning: int) -> None:
         monkeypatch.setitem(posterior_engine.REVISIONS, revision, revisions[tuning])
 
-    assert await _replay_failure("pre-posterior2-small-step") is None
-    assert await _replay_failure("pre-split-small-step") is None
-    use(1, 2)
-    assert isinstance(await _replay_failure("pre-posterior2-small-step"), NondeterminismError)
-    for revision in (1, 2, 3, 4):
-        use(revision, 1)
-    assert isinstance(await _replay_failure("pre-split-small-step"), NondeterminismError)
-    # ... revision 4 (boot-mean) against revision 3, both ways
-    for revision in (1, 2, 3, 4):
-        use(revision, revision)
-    assert await _replay_failure("pre-bootmean-small-step") is None
-    use(4, 3)
-    assert isinstance(await _replay_failure("pre-split-small-step"), NondeterminismError)
-    use(4, 4)
-    use(3, 4)
-    assert isinstance(await _replay_failure("pre-bootmean-small-step"), NondeterminismError)
-    # ... and revision 6 (split-weighed) against revision 4, both ways
-    use(3, 3)
-    assert await _replay_failure("small-step") is None
-    use(6, 4)
-    assert isinstance(await _replay_failure("small-step"), NondeterminismError)
-    use(6, 6)
-    use(4, 6)
-    assert isinstance(await _replay_failure("pre-split-small-step"), NondeterminismError)
+    async def apart(new: int, old: int, new_job: str, old_job: str) -> None:
+        assert await _replay_failure(new_job) is None
+        assert await _replay_failure(old_job) is None
+        use(new, old)
+        assert isinstance(await _replay_failure(new_job), NondeterminismError), new
+        use(new, new)
+        use(old, new)
+        assert isinstance(await _replay_failure(old_job), NondeterminismError), old
+        use(old, old)
+
+    await apart(2, 1, "pre-roundatonce-small-step", "pre-posterior2-small-step")
+    await apart(4, 3, "pre-split-small-step", "pre-bootmean-small-step")
+    await apart(6, 4, "small-step", "pre-split-small-step")
 
 
 async def test_a_changed_flaky_engine_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
