@@ -121,12 +121,15 @@ class Machine:
         self.graph, self.bit, self.culprits = graph, bit, culprits
         self.noise, self.step, self.rng, self.clock = noise, step, rng, 0
         self.inert: dict[str, str] = {}  # commit -> first parent: the same kernel
+        self.host: float | None = None  # the host's swing, when the noise has one
 
     def __call__(self, commit: str) -> list[float]:
         anc = self.graph.ancestry.get(commit, 0)
         below = sum(1 for c in self.culprits if anc >> self.bit[c] & 1)
         self.clock += 1
-        return self.noise.boot(level_of(below, self.step), self.rng, self.clock)
+        if self.noise.swing:
+            self.host = self.noise.swung(self.host, self.rng)
+        return self.noise.boot(level_of(below, self.step), self.rng, self.clock, self.host)
 
 
 def run_cell(cell: Cell) -> Row:

@@ -3,7 +3,8 @@
 A boot returns its repetitions. Noise is multiplicative (lognormal), half its variance
 between boots and half within a boot, on top of which a scenario adds heavy-tailed
 outlier boots, a bimodal metric (each boot lands in one of two modes), slow drift, a
-window of boots disturbed by another load on the host, or a lasting change of its speed.
+window of boots disturbed by another load on the host, a lasting change of its speed, or
+host swings that last a few boots (the between-boot half correlated from boot to boot).
 """
 
 import math
@@ -27,7 +28,7 @@ SHIFT_FROM, SHIFT = 30, 0.15
 class Noise:
     cv: float  # total, per repetition
     # or "outliers", "bimodal", "drift" (0.05% a boot; "drift:0.1" says 0.1%), "disturbed",
-    # "shifted"
+    # "shifted", "swing:R" (the between-boot half correlated R from one boot to the next)
     kind: str = "lognormal"
 
     @property
@@ -35,11 +36,28 @@ class Noise:
         """Each half's sigma on the log scale (between boots, within one)."""
         return math.sqrt(math.log1p(self.cv * self.cv) / 2)
 
-    def boot(self, level: float, rng: random.Random, clock: int) -> list[float]:
+    @property
+    def swing(self) -> float:
+        """The lag-1 correlation of the between-boot half (0 but for "swing:R")."""
+        return float(self.kind.partition(":")[2]) if self.kind.startswith("swing") else 0.0
+
+    def swung(self, previous: float | None, rng: random.Random) -> float:
+        """The host's next between-boot deviate, in sigmas: an AR(1) of lag-1 correlation
+        `swing` (real labs here read 0.3-0.8 from one reference boot to the next, the
+        host's speed swinging 10-15% for a minute or two), unchanged in size."""
+        if previous is None:
+            return rng.gauss(0, 1)
+        r = self.swing
+        return r * previous + math.sqrt(1 - r * r) * rng.gauss(0, 1)
+
+    def boot(
+        self, level: float, rng: random.Random, clock: int, host: float | None = None
+    ) -> list[float]:
         """One boot's repetitions for a commit whose true value is `level`;
-        `clock` counts the job's boots so far (for drift)."""
+        `clock` counts the job's boots so far (for drift); `host` is the between-boot
+        deviate when the caller keeps it (swung), else drawn afresh."""
         s = self.sigma
-        value = level * math.exp(rng.gauss(0, s))
+        value = level * math.exp(s * (rng.gauss(0, 1) if host is None else host))
         if self.kind == "outliers" and rng.random() < OUTLIER_RATE:
             value *= rng.uniform(0.5, 0.7)
         elif self.kind == "bimodal":

@@ -1,0 +1,28 @@
+"""Simulated host swings: boot-to-boot correlation as the kind says, the noise's size kept."""
+
+import math
+import random
+import statistics
+
+import pytest
+
+from benchmarks.sim_noise import Noise
+
+
+def _log_scores(kind: str, boots: int = 20000) -> list[float]:
+    noise, rng, host = Noise(0.15, kind), random.Random(7), None
+    scores = []
+    for clock in range(1, boots + 1):
+        if noise.swing:
+            host = noise.swung(host, rng)
+        scores.append(math.log(statistics.fmean(noise.boot(100.0, rng, clock, host))))
+    return scores
+
+
+def test_a_swinging_host_correlates_neighbouring_boots_and_keeps_the_noise_size() -> None:
+    steady, swinging = _log_scores("lognormal"), _log_scores("swing:0.7")
+    assert abs(statistics.correlation(steady[:-1], steady[1:])) < 0.03
+    # The between-boot half carries 0.7; a boot's mean keeps a third of the within-boot
+    # half (3 repetitions), which does not swing: 0.7 / (1 + 1/3) = 0.525.
+    assert 0.48 < statistics.correlation(swinging[:-1], swinging[1:]) < 0.57
+    assert statistics.pstdev(swinging) == pytest.approx(statistics.pstdev(steady), rel=0.05)
