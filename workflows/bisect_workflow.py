@@ -82,6 +82,8 @@ ROLLING_PATCH = "rolling-picks"  # a noisy --parallel K job: once the endpoints'
 # are in, a pick for each VM host as it frees up (engine.next_for), not rounds
 SPLIT_PATCH = "split-weighed"  # revision 6: each hypothesis weighed on its split of every
 # boot, the noise integrated out; the level's slope only where the references show one
+SWING_PATCH = "host-swing"  # revision 7: a swing of the host's speed, where the
+# references show one, makes a commit's boots close together count partly as one
 
 SA_TESTCASE = SearchAttributeKey.for_keyword(SA_TESTCASE_NAME)
 SA_STATUS = SearchAttributeKey.for_keyword(SA_STATUS_NAME)
@@ -220,7 +222,7 @@ class BisectWorkflow(Resumable):
         if revision == 2 and self._at_once:
             revision = 4 if workflow.patched(BOOT_MEAN_PATCH) else 3
             if revision == 4 and workflow.patched(SPLIT_PATCH):
-                revision = 6
+                revision = 7 if workflow.patched(SWING_PATCH) else 6
         if state.job.pass_fail and state.job.flaky:  # no job before it: no marker of its own
             engine = FlakyEngine(graph, new, old, config, revision)
         elif not posterior:

@@ -53,7 +53,7 @@ from kbisect.workflows.evidence import (
 from kbisect.workflows.posterior import NONE, Posterior
 from kbisect.workflows.stats import robust_mean, t_logpdf
 from kbisect.workflows.strategy import Graph, State
-from kbisect.workflows.trend import Trend, fit_trend
+from kbisect.workflows.trend import Trend, fit_swing, fit_trend
 
 NONE_PRIOR = 0.5  # "no culprit" before any boot: the user's word that they differ is half
 REFERENCE_EVERY = 3  # probe boots per reference boot
@@ -87,6 +87,7 @@ class Tuning:
     # (workflows.split_likelihood), the step's prior mostly a normal of this scale (log
     # units, or a fraction of the old mean): None, each commit's boots against the models.
     split_tau: float | None = None
+    swing: bool = False  # a swing of the host's speed, where the references show one
 
 
 REVISIONS = {
@@ -128,6 +129,10 @@ REVISIONS[5] = replace(REVISIONS[4], split_tau=0.15)
 # (booted close together) carried that error as one, and their verdicts waited on
 # references (docs/measurements.md, "The posterior engine, revision 6").
 REVISIONS[6] = replace(REVISIONS[5], slope=None)
+# Revision 6 that knows a host's speed may swing for a minute or two: where the
+# references show it, a commit's boots close together count partly as one
+# (docs/measurements.md, "The posterior engine, revision 7").
+REVISIONS[7] = replace(REVISIONS[6], swing=True)
 LATEST = max(REVISIONS)
 
 
@@ -153,15 +158,20 @@ class Fit:
     def level_var(self, boots: list[tuple[str, int]]) -> float:
         """The level's error over boots at these (host, clock)s, less the part every boot
         of a host shares: each side's mean is taken on the same levels, so that part
-        cancels in a verdict. Hosts' errors are independent. A boot on a host with no
-        references yet is not weighed at all (a farm's new host: benchmarks.farm)."""
+        cancels in a verdict; plus what a swinging host's boots close together share (a
+        commit whose boots share much calls for references between them: _level_bound).
+        Hosts' errors are independent. A boot on a host with no references yet is not
+        weighed at all (a farm's new host: benchmarks.farm)."""
         boots = [(host, clock) for host, clock in boots if host in self.trends]
         clocks: dict[str, list[int]] = {}
         for host, clock in boots:
             clocks.setdefault(host, []).append(clock)
         return sum(
             (len(cs) / len(boots)) ** 2
-            * max(0.0, self.trends[h].mean_var(cs) - self.shared.get(h, 0.0))
+            * (
+                max(0.0, self.trends[h].mean_var(cs) - self.shared.get(h, 0.0))
+                + self.trends[h].swing_var(cs)
+            )
             for h, cs in clocks.items()
         )
 
@@ -447,6 +457,9 @@ class PosteriorEngine(Engine):
             )
             fit = replace(fit, shared=self._shared(fit))
         assert fit is not None
+        if self.tuning.swing:
+            means = {c: new_mean if is_new else old_mean for c, is_new in sides.items()}
+            fit = replace(fit, trends=self._swings(fit.trends, raw, means))
         self._fit = fit
         if not self._weigh_splits(fit):
             self.posterior.update({c: self._commit_llr(c, fit) for c in raw if c != self.old_end})
@@ -501,6 +514,22 @@ class PosteriorEngine(Engine):
                 by_host.setdefault(h, []).append((t, v - mean))
         slope = self.tuning.slope
         return {h: fit_trend(obs, sigma, self._clock, slope=slope) for h, obs in by_host.items()}
+
+    def _swings(
+        self, trends: dict[str, Trend], raw: dict[str, list[float]], means: dict[str, float]
+    ) -> dict[str, Trend]:
+        """Each host's trend with the swing, if any, that the residuals about its level
+        show of every boot whose side is known (`means`: by commit, its side's mean): a
+        settled commit's boots in a row show it as well as references do."""
+        by_host: dict[str, list[tuple[int, float]]] = {}
+        for c, mean in means.items():
+            for v, t, h in zip(raw.get(c, []), self.times.get(c, []), self._hosts(c), strict=True):
+                if h in trends:
+                    by_host.setdefault(h, []).append((t, v - mean - trends[h].at(t)[0]))
+        return {
+            h: replace(trend, swing=fit_swing(sorted(by_host.get(h, []))))
+            for h, trend in trends.items()
+        }
 
     def _shared(self, fit: Fit) -> dict[str, float]:
         """By host, the part of its level's error that every boot shares, weighed by the
@@ -594,6 +623,7 @@ class PosteriorEngine(Engine):
         if not splitting:
             return []
         separation = self._separation()
+
         return self.posterior.quantiles(
             count,
             splitting,
@@ -783,6 +813,13 @@ class PosteriorEngine(Engine):
             swing = relative(high - low, fit.old_mean, self.log)
             notes.append(
                 f"host level moved {swing:.1%} during the job (a trend fitted to the references)"
+            )
+        if swing := fit.trend.swing:
+            size = relative(math.sqrt(swing.var), fit.old_mean, self.log)
+            notes.append(
+                f"host speed swings by {size:.1%} for a few boots at a time (correlated "
+                f"{swing.phi:.2f} from one boot to the next): boots of one commit close "
+                "together count partly as one"
             )
         for t in fit.trend.jumps:
             notes.append(

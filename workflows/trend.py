@@ -8,6 +8,12 @@ Slow drift is the walk's own motion. A single wild reference moves it little: it
 innovation is clipped (Huber). Two or three references in a row far off the same way are a jump:
 the walk is let free there, so a lasting shift is followed at once, and a disturbed
 stretch is a jump down and a jump back up.
+
+A host may also swing: its speed wanders for a minute or two and comes back (real labs
+here: reference boots one apart correlate 0.3-0.8). That is no level: it is noise
+correlated from boot to boot, an AR(1) fitted to the residuals about the level of every
+boot whose side is known (fit_swing), so that boots of one commit booted close together
+count partly as one.
 """
 
 import math
@@ -37,6 +43,7 @@ class Trend:
     memory: float = 1.0  # boots over which its errors stay correlated
     model: Model = Model(0.0)  # the motion the references chose
     references: int = 0  # how many it was fitted to
+    swing: "Swing | None" = None  # the host's swing the references showed, if any
 
     def at(self, clock: int) -> tuple[float, float]:
         """The level at `clock` and its variance; after the last boot, the last level
@@ -63,6 +70,35 @@ class Trend:
             last = t
         return total / len(clocks) ** 2
 
+    def swing_var(self, clocks: Sequence[int]) -> float:
+        """What the swing adds to the variance of the mean of boots at these clocks,
+        beyond each boot's own noise: the covariance of every pair (phi ** apart)."""
+        swing = self.swing
+        if swing is None or len(clocks) < 2:
+            return 0.0
+        pairs, carry, last = 0.0, 0.0, None
+        for t in sorted(clocks):
+            if last is not None:
+                carry = (carry + 1.0) * swing.phi ** (t - last)
+                pairs += carry
+            last = t
+        return 2 * swing.var * pairs / len(clocks) ** 2
+
+
+@dataclass(frozen=True)
+class Swing:
+    """An AR(1) part of a boot's noise: `var` (absolute) correlated `phi` a boot."""
+
+    phi: float
+    var: float
+
+
+# The swings tried: correlation from one boot to the next, and the share of a reference's
+# residual variance that swings (the rest is each boot's own).
+SWING_PHIS = (0.5, 0.7, 0.85, 0.95)
+SWING_SHARES = (0.3, 0.6, 0.9)
+SWING_EVIDENCE = 3.0  # log likelihood a swing must gain over independent boots
+SWING_LEAST = 8  # boots before a swing is looked for
 
 WALKS = (0.0, 0.01, 0.02, 0.04, 0.08)  # how fast the level may move, in sigmas a boot
 WALK_EVIDENCE = 3.0  # log likelihood a moving level must gain over a still one
@@ -115,6 +151,44 @@ def fit_trend(
     if model.slope:
         trend = _smooth(by_clock, sigma, clocks, model, jumps)[0]
     return replace(trend, memory=max(memory, 1.0), model=model, references=len(observations))
+
+
+def fit_swing(residuals: Sequence[tuple[int, float]]) -> Swing | None:
+    """The swing among SWING_PHIS x SWING_SHARES that explains these (clock, residual)s,
+    in clock order, better than independent boots by SWING_EVIDENCE; None if none does.
+    The residuals' own spread is the scale: the noise figure pools the spread within
+    commits, and boots of one commit in a row share a swing, so it holds less of it."""
+    if len(residuals) < SWING_LEAST:
+        return None
+    total = math.fsum(r * r for _, r in residuals) / len(residuals)
+    if total <= 0:
+        return None
+    best, most = None, _swing_loglik(residuals, 0.0, 0.0, total) + SWING_EVIDENCE
+    for phi in SWING_PHIS:
+        for share in SWING_SHARES:
+            fit = _swing_loglik(residuals, phi, share * total, total)
+            if fit > most:
+                best, most = Swing(phi, share * total), fit
+    return best
+
+
+def _swing_loglik(
+    residuals: Sequence[tuple[int, float]], phi: float, var: float, total: float
+) -> float:
+    """The log likelihood of the residuals as an AR(1) of variance `var` and lag-1
+    correlation `phi` plus independent noise (the rest of `total`): a Kalman filter."""
+    own = total - var
+    x, p, last, out = 0.0, var, None, 0.0
+    for t, r in residuals:
+        if last is not None:
+            decay = phi ** (t - last)
+            x, p = decay * x, decay * decay * p + var * (1 - decay * decay)
+        s = p + own
+        out -= 0.5 * (math.log(s) + (r - x) ** 2 / s)
+        gain = p / s
+        x, p = x + gain * (r - x), p - gain * p
+        last = t
+    return out
 
 
 Matrix = tuple[float, float, float]  # a symmetric 2x2: (level, covariance, slope)

@@ -76,6 +76,8 @@ class Scenario:
     # The host's speed changes for good after this many boots of the job (0: never).
     shift_after: int = 0
     shift: float = 1.0
+    # The host's speed at each boot of the job, in turn (a swing: workflows.trend).
+    speeds: tuple[float, ...] = ()
     # Commits that change no file the config compiles: the classify activity says so
     # (the fake artifacts then list one compiled file).
     inert: set[str] = field(default_factory=set)
@@ -236,6 +238,8 @@ async def run_test(req: TestRequest) -> TestResult:
         )
     if s.shift_after and sum(s.tests.values()) > s.shift_after:
         v *= s.shift
+    if s.speeds:
+        v *= s.speeds[sum(s.tests.values()) % len(s.speeds)]
     samples = [v] * req.repetitions
     if s.noise:
         rng = random.Random(f"{req.commit}-{s.tests[req.commit]}")  # reproducible

@@ -360,3 +360,40 @@ def test_revision_6_fits_a_slope_only_where_the_references_show_one() -> None:
     assert res.culprit == "c27"
     assert isinstance(engine, PosteriorEngine) and engine._fit is not None
     assert engine._fit.trend.model.slope
+
+
+def test_revision_7_sees_a_host_that_swings_and_counts_boots_in_a_row_partly_as_one() -> None:
+    # The host's speed swings 10% for a few boots at a time (an AR(1), 0.8 a boot: the
+    # lab-103 run of revision 6). Revision 7 finds the swing in the boots' residuals,
+    # and two boots in a row then carry more shared error than two boots far apart.
+    rng, swing, speeds = random.Random(3), 0.0, []
+    for _ in range(1000):
+        swing = 0.8 * swing + 0.6 * rng.gauss(0, 1)
+        speeds.append(math.exp(0.1 * swing))
+    rev7 = functools.partial(PosteriorEngine, revision=7)
+    for s in range(3):
+        res, engine, _ = run(
+            32, step_at(21, 0.15), cv=0.03, seed=s, kind=rev7, load=speeds.__getitem__
+        )  # type: ignore[arg-type]
+        assert res.culprit == "c21", (s, res.message)
+        assert isinstance(engine, PosteriorEngine) and engine._fit is not None
+        found = engine._fit.trend.swing
+        assert found is not None and found.phi >= 0.5, (s, found)
+        near = engine._fit.level_var([("", 100), ("", 101)])
+        apart = engine._fit.level_var([("", 100), ("", 130)])
+        assert near > apart + found.var / 4, (near, apart)
+        assert any("swings" in n for n in res.notes), res.notes
+    # On a steady host it finds none, and decides as revision 6 does, boot for boot.
+    for s in range(4):
+        steady = [
+            run(
+                64,
+                step_at(12 + 7 * s, 0.1),
+                cv=0.15,
+                seed=s,
+                kind=functools.partial(PosteriorEngine, revision=r),
+            )  # type: ignore[arg-type]
+            for r in (6, 7)
+        ]
+        assert steady[1][1]._fit.trend.swing is None, s  # type: ignore[attr-defined]
+        assert steady[0][2] == steady[1][2], s

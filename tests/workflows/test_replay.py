@@ -30,6 +30,7 @@ from kbisect.workflows.bisect_workflow import (
     ROUND_AT_ONCE_PATCH,
     SAME_KERNEL_PATCH,
     SPLIT_PATCH,
+    SWING_PATCH,
     TRACE_PATCH,
     BisectWorkflow,
     sandbox_runner,
@@ -82,6 +83,10 @@ PASS_FAIL = {"pass-fail-panic", "pass-fail-flaky"}
 # The jobs that revision 6 (split-weighed) decides otherwise than revision 4: the noisy
 # small step (host-shift's and farm's steps are big enough that both decide alike).
 REWEIGHED = {"small-step"}
+# The jobs revision 7 (host-swing) decides otherwise than revision 6: the host that
+# swings; and small-step as revision 6 ran it, which revision 7 decides alike (the chain
+# of revisions in test_a_job_keeps_the_engine_revision_it_started_with starts there).
+SWUNG = {"host-swing", "small-step"}
 
 
 def test_histories_were_recorded() -> None:
@@ -93,38 +98,46 @@ def test_histories_were_recorded() -> None:
     # pre-roundatonce-*: the same with a round's boots one after another (revision 2);
     # pre-bootmean-*: the same with a boot scored by its repetitions' median (revision 3);
     # pre-rolling-farm: the farm job in rounds, before picks as VM hosts free up;
-    # pre-split-*: the jobs revision 6 decides otherwise, as revision 4 ran them.
+    # pre-split-*: the jobs revision 6 decides otherwise, as revision 4 ran them;
+    # pre-swing-*: SWUNG, as revision 6 ran them.
     # Every job replays the engine: the pre-engine code and its histories are gone.
     assert all(ENGINE_PATCH in _patches(p) for p in HISTORIES)
     pre_same = [p for p in HISTORIES if p.stem.startswith("pre-samekernel-")]
     pre_posterior = [p for p in HISTORIES if p.stem.startswith("pre-posterior-")]
     current = [p for p in HISTORIES if not p.stem.startswith("pre-")]
+    # host-swing came with revision 7: its only twin is revision 6's (pre-swing-)
+    older = {p.stem for p in current} - {"host-swing"}
     assert len(pre_same) >= 5
     assert all(SAME_KERNEL_PATCH not in _patches(p) for p in pre_same)
     pre_revision_2 = [p for p in HISTORIES if p.stem.startswith("pre-posterior2-")]
     # small-step came after the v2 engine: its twin is only the revision 1 one
-    assert {p.stem.removeprefix("pre-posterior-") for p in pre_posterior} == {
-        p.stem for p in current
-    } - {"small-step", "farm", *PASS_FAIL}
-    assert {p.stem.removeprefix("pre-posterior2-") for p in pre_revision_2} == {
-        p.stem for p in current
-    } - {"farm", *PASS_FAIL}
+    assert {p.stem.removeprefix("pre-posterior-") for p in pre_posterior} == older - {
+        "small-step",
+        "farm",
+        *PASS_FAIL,
+    }
+    assert {p.stem.removeprefix("pre-posterior2-") for p in pre_revision_2} == older - {
+        "farm",
+        *PASS_FAIL,
+    }
     assert all(POSTERIOR_PATCH not in _patches(p) for p in pre_posterior + pre_same)
     assert all(POSTERIOR_PATCH in _patches(p) for p in pre_revision_2)
     assert all(POSTERIOR_2_PATCH not in _patches(p) for p in pre_revision_2)
     pre_round = [p for p in HISTORIES if p.stem.startswith("pre-roundatonce-")]
-    assert {p.stem.removeprefix("pre-roundatonce-") for p in pre_round} == {
-        p.stem for p in current
-    } - {"farm"}
+    assert {p.stem.removeprefix("pre-roundatonce-") for p in pre_round} == older - {"farm"}
     assert all(ROUND_AT_ONCE_PATCH not in _patches(p) for p in pre_round)
     pre_mean = [p for p in HISTORIES if p.stem.startswith("pre-bootmean-")]
-    assert {p.stem.removeprefix("pre-bootmean-") for p in pre_mean} == {p.stem for p in current}
+    assert {p.stem.removeprefix("pre-bootmean-") for p in pre_mean} == older
     assert all(BOOT_MEAN_PATCH not in _patches(p) for p in pre_mean)
     assert all(ROUND_AT_ONCE_PATCH in _patches(p) for p in pre_mean)
     pre_split = [p for p in HISTORIES if p.stem.startswith("pre-split-")]
     assert {p.stem.removeprefix("pre-split-") for p in pre_split} == REWEIGHED
     assert all(SPLIT_PATCH not in _patches(p) for p in pre_split)
     assert all(BOOT_MEAN_PATCH in _patches(p) for p in pre_split)
+    pre_swing = [p for p in HISTORIES if p.stem.startswith("pre-swing-")]
+    assert {p.stem.removeprefix("pre-swing-") for p in pre_swing} == SWUNG
+    assert all(SWING_PATCH not in _patches(p) for p in pre_swing)
+    assert all(SPLIT_PATCH in _patches(p) for p in pre_swing)
     pre_rolling = [p for p in HISTORIES if p.stem.startswith("pre-rolling-")]
     assert [p.stem for p in pre_rolling] == ["pre-rolling-farm"]
     assert ROLLING_PATCH not in _patches(pre_rolling[0])
@@ -145,7 +158,7 @@ def test_histories_were_recorded() -> None:
     assert _ended(by_name["failed"]) == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED
     assert FAILED_STATUS_PATCH in now["failed"]
     engine = {ENGINE_PATCH, SAME_KERNEL_PATCH, HOST_CHECK_PATCH, CONTROLS_V2_PATCH, POSTERIOR_PATCH}
-    engine |= {POSTERIOR_2_PATCH, ROUND_AT_ONCE_PATCH, BOOT_MEAN_PATCH, SPLIT_PATCH}
+    engine |= {POSTERIOR_2_PATCH, ROUND_AT_ONCE_PATCH, BOOT_MEAN_PATCH, SPLIT_PATCH, SWING_PATCH}
     assert all(engine <= patches for patches in now.values()), now
     assert TRACE_PATCH in now["trace"]
     # rolling picks: a noisy --parallel job on a farm only
@@ -232,7 +245,8 @@ async def test_a_job_keeps_the_engine_revision_it_started_with(
 
     await apart(2, 1, "pre-roundatonce-small-step", "pre-posterior2-small-step")
     await apart(4, 3, "pre-split-small-step", "pre-bootmean-small-step")
-    await apart(6, 4, "small-step", "pre-split-small-step")
+    await apart(6, 4, "pre-swing-small-step", "pre-split-small-step")
+    await apart(7, 6, "host-swing", "pre-swing-host-swing")
 
 
 async def test_a_changed_flaky_engine_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,10 +1,12 @@
-"""The host level fitted to references: drift followed, outliers resisted, jumps found."""
+"""The host level fitted to references: drift followed, outliers resisted, jumps found,
+a swing of the host's speed told from independent noise."""
 
+import math
 import random
 
 import pytest
 
-from kbisect.workflows.trend import Model, fit_trend
+from kbisect.workflows.trend import Model, Swing, Trend, fit_swing, fit_trend
 
 SIGMA = 0.1
 
@@ -76,3 +78,39 @@ def test_a_steady_host_gets_no_slope() -> None:
     for seed in range(5):
         trend = fit_trend(references(lambda t: 0.0, seed=seed), SIGMA, 300)
         assert trend.model == Model(0.0, slope=False), seed
+
+
+def swinging(phi: float, share: float, seed: int, n: int = 300) -> list[tuple[int, float]]:
+    """References as the engine boots them (an old-new block every 4 boots: two in a
+    row) on a host whose speed swings: an AR(1) of `share` of the variance, correlated
+    `phi` from one boot to the next, plus each boot's own noise."""
+    rng = random.Random(seed)
+    swing, out = rng.gauss(0, 1), []
+    for t in range(1, n + 1):
+        swing = phi * swing + math.sqrt(1 - phi * phi) * rng.gauss(0, 1)
+        if t % 4 in (1, 2):
+            own = rng.gauss(0, math.sqrt(1 - share))
+            out.append((t, SIGMA * (math.sqrt(share) * swing + own)))
+    return out
+
+
+def test_a_swinging_host_is_told_from_independent_noise() -> None:
+    # the simulator's swing:0.7 (benchmarks.sim_noise): 3/4 of a boot's variance swings
+    for seed in range(5):
+        swing = fit_swing(swinging(0.7, 0.75, seed))
+        assert swing is not None, seed
+        assert 0.5 <= swing.phi <= 0.85, (seed, swing)
+        assert 0.4 * SIGMA**2 <= swing.var <= 1.3 * SIGMA**2, (seed, swing)
+    for seed in range(20):  # boots as many, independent: no swing
+        assert fit_swing(references(lambda t: 0.0, every=2, seed=seed)) is None, seed
+
+
+def test_boots_close_together_on_a_swinging_host_count_partly_as_one() -> None:
+    trend = Trend([0.0] * 301, [0.0] * 301, swing=Swing(0.7, 0.75 * SIGMA**2))
+    # two boots in a row share 0.7 of the swing's variance: their mean's variance gains
+    # 2 * 0.7 * var / 4 over independent boots'
+    assert trend.swing_var([10, 11]) == pytest.approx(2 * 0.7 * 0.75 * SIGMA**2 / 4)
+    together = trend.swing_var(list(range(100, 110)))
+    spread = trend.swing_var(list(range(10, 300, 30)))
+    assert spread < together / 20
+    assert Trend([0.0] * 301, [0.0] * 301).swing_var(list(range(100, 110))) == 0.0
