@@ -814,11 +814,11 @@ class PosteriorEngine(Engine):
             notes.append(
                 f"host level moved {swing:.1%} during the job (a trend fitted to the references)"
             )
-        if swing := fit.trend.swing:
-            size = relative(math.sqrt(swing.var), fit.old_mean, self.log)
+        if swung := fit.trend.swing:
+            size = relative(math.sqrt(swung.var), fit.old_mean, self.log)
             notes.append(
                 f"host speed swings by {size:.1%} for a few boots at a time (correlated "
-                f"{swing.phi:.2f} from one boot to the next): boots of one commit close "
+                f"{swung.phi:.2f} from one boot to the next): boots of one commit close "
                 "together count partly as one"
             )
         for t in fit.trend.jumps:
