@@ -622,7 +622,16 @@ class BisectWorkflow(Resumable):
         raw: list[float] = []
         scores: list[float] = []
         decision = None
+        # On a host that swings, a boot of the kernel it was made from (v.onto, an
+        # endpoint) before each boot: what that one reads beyond its side, the next
+        # shares (engine.paired)
+        beside = v.onto if engine.pairs_verification() else None
         while decision is None:
+            base = None
+            if beside is not None:
+                _, before = await self._built_and_tested(state, calls, beside)
+                if before is not None and before.status == TestStatus.OK:
+                    base = engine.boot_score(before.samples_of(state.job.primary))
             build, test = await self._built_and_tested(state, calls, commit)
             if not build.ok or test is None or test.status != TestStatus.OK:
                 why = build.error if not build.ok else test.error if test else "no test ran"
@@ -631,9 +640,13 @@ class BisectWorkflow(Resumable):
             v.values = test.values
             samples = test.samples_of(state.job.primary)
             raw.append(engine_report.boot_value(samples))
-            scores.append(engine.boot_score(samples))
+            own = engine.boot_score(samples)
+            new_side = beside == engine.new_end
+            scores.append(own if base is None else engine.paired(own, base, new_side))
             decision = engine.judge(engine.level_adjusted(scores))
         v = engine_report.verification_of(v, engine, raw, scores, decision)
+        if beside is not None:
+            v.message += f"; each boot beside one of {beside[:12]}, as the host swings"
         if state.job.pass_fail and not state.job.flaky and v.status != VerificationStatus.CONFIRMED:
             v.message += "; if the failure comes and goes, bisect again with --flaky"
         return v

@@ -388,6 +388,16 @@ class Engine:
         boots, times = self.boots.get(commit, []), self.times.get(commit, [])
         return [score(b, self.log) - self._offset(t) for b, t in zip(boots, times, strict=True)]
 
+    def pairs_verification(self) -> bool:
+        """Whether each verification boot wants a boot of the kernel it was made from
+        beside it (see paired)."""
+        return False
+
+    def paired(self, score: float, beside: float, new_side: bool) -> float:
+        """A verification boot's score, given the score of the boot beside it of the
+        kernel it was made from (an endpoint: the new one when `new_side`)."""
+        return score
+
     def level_adjusted(self, scores: Sequence[float]) -> list[float]:
         """Scores of boots run now (after the job: a verification) on the job's scale."""
         return [s - self._offset(self._clock + 1) for s in scores]

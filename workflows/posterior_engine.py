@@ -790,6 +790,23 @@ class PosteriorEngine(Engine):
         level = self._fit.trend.at(self._clock)[0]
         return [s - level for s in scores]
 
+    def pairs_verification(self) -> bool:
+        """On a host that swings: a verification's boots in a row share a swing as a
+        commit's do, and the boot beside each of its base kernel shows how far."""
+        return bool(not self._exact and self._fit is not None and self._fit.trend.swing)
+
+    def paired(self, score: float, beside: float, new_side: bool) -> float:
+        """The verification boot's score less what the swing gave it: the base kernel
+        beside it read its side's mean at the level now, and what it read beyond that
+        the verification boot shares by the swing's correlation from one boot to the
+        next (a regression on it: the noise left is 1 - that squared of a boot's)."""
+        fit = self._fit
+        swing = fit.trend.swing if fit is not None else None
+        if fit is None or swing is None:
+            return score
+        mean = fit.old_mean + (fit.step if new_side else 0.0)
+        return score - swing.next_boot * (beside - fit.trend.at(self._clock)[0] - mean)
+
     def certainty(self, commit: str) -> float:
         if self._exact or self._fit is None:
             return super().certainty(commit)

@@ -87,10 +87,17 @@ class Trend:
 
 @dataclass(frozen=True)
 class Swing:
-    """An AR(1) part of a boot's noise: `var` (absolute) correlated `phi` a boot."""
+    """An AR(1) part of a boot's noise: `var` (absolute) correlated `phi` a boot, of
+    `total`, a boot's whole noise variance."""
 
     phi: float
     var: float
+    total: float
+
+    @property
+    def next_boot(self) -> float:
+        """The correlation of two boots in a row."""
+        return self.phi * self.var / self.total if self.total > 0 else 0.0
 
 
 # The swings tried: correlation from one boot to the next, and the share of a reference's
@@ -168,7 +175,7 @@ def fit_swing(residuals: Sequence[tuple[int, float]]) -> Swing | None:
         for share in SWING_SHARES:
             fit = _swing_loglik(residuals, phi, share * total, total)
             if fit > most:
-                best, most = Swing(phi, share * total), fit
+                best, most = Swing(phi, share * total, total), fit
     return best
 
 

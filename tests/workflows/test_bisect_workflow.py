@@ -417,9 +417,15 @@ async def test_a_host_whose_speed_swings_is_seen_to_swing(env: WorkflowEnvironme
     scenario = Scenario(
         graph=linear(32), culprit="c21", noise=0.03, slow=fakes.FAST * 0.85, speeds=tuple(speeds)
     )
-    result, _ = await bisect(env.client, scenario, record="host-swing")
+    result, s = await bisect(env.client, scenario, record="host-swing")
     assert result.culprit == "c21", [(st.commit, st.value) for st in result.steps]
     assert any("swings" in n for n in result.notes), result.notes
+    # the revert's boots each beside a boot of the new endpoint, which shows the swing
+    v = result.verification
+    assert v is not None and v.status == "confirmed", v
+    assert "beside" in v.message, v.message
+    in_job = next(st.boots for st in result.steps if st.commit == "c32")
+    assert s.tests["c32"] == in_job + v.boots, (s.tests["c32"], in_job, v.boots)
 
 
 async def test_a_difference_of_nothing_is_undone_by_re_measuring(env: WorkflowEnvironment) -> None:

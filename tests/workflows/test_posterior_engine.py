@@ -383,6 +383,14 @@ def test_revision_7_sees_a_host_that_swings_and_counts_boots_in_a_row_partly_as_
         apart = engine._fit.level_var([("", 100), ("", 130)])
         assert near > apart + found.var / 4, (near, apart)
         assert any("swings" in n for n in res.notes), res.notes
+        # a verification boot that read high beside a base boot that read as high (the
+        # swing) is taken most of the way back
+        fit = engine._fit
+        base = fit.trend.at(engine._clock)[0] + fit.old_mean + fit.step + 0.1
+        assert engine.pairs_verification()
+        assert engine.paired(base, base, new_side=True) == pytest.approx(
+            base - found.next_boot * 0.1
+        )
     # On a steady host it finds none, and decides as revision 6 does, boot for boot.
     for s in range(4):
         steady = [
@@ -396,4 +404,5 @@ def test_revision_7_sees_a_host_that_swings_and_counts_boots_in_a_row_partly_as_
             for r in (6, 7)
         ]
         assert steady[1][1]._fit.trend.swing is None, s  # type: ignore[attr-defined]
+        assert not steady[1][1].pairs_verification(), s
         assert steady[0][2] == steady[1][2], s

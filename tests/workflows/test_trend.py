@@ -106,7 +106,7 @@ def test_a_swinging_host_is_told_from_independent_noise() -> None:
 
 
 def test_boots_close_together_on_a_swinging_host_count_partly_as_one() -> None:
-    trend = Trend([0.0] * 301, [0.0] * 301, swing=Swing(0.7, 0.75 * SIGMA**2))
+    trend = Trend([0.0] * 301, [0.0] * 301, swing=Swing(0.7, 0.75 * SIGMA**2, SIGMA**2))
     # two boots in a row share 0.7 of the swing's variance: their mean's variance gains
     # 2 * 0.7 * var / 4 over independent boots'
     assert trend.swing_var([10, 11]) == pytest.approx(2 * 0.7 * 0.75 * SIGMA**2 / 4)
