@@ -82,8 +82,9 @@ ROLLING_PATCH = "rolling-picks"  # a noisy --parallel K job: once the endpoints'
 # are in, a pick for each VM host as it frees up (engine.next_for), not rounds
 SPLIT_PATCH = "split-weighed"  # revision 6: each hypothesis weighed on its split of every
 # boot, the noise integrated out; the level's slope only where the references show one
-SWING_PATCH = "host-swing"  # revision 7: a swing of the host's speed, where the
-# references show one, makes a commit's boots close together count partly as one
+SWING_PATCH = "host-swing"  # revision 7: a swing of the host's speed, where the boots
+# show one, makes a commit's boots close together count partly as one, and each
+# verification boot comes beside a boot of the endpoint it was made from
 
 SA_TESTCASE = SearchAttributeKey.for_keyword(SA_TESTCASE_NAME)
 SA_STATUS = SearchAttributeKey.for_keyword(SA_STATUS_NAME)

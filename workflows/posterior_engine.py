@@ -87,7 +87,7 @@ class Tuning:
     # (workflows.split_likelihood), the step's prior mostly a normal of this scale (log
     # units, or a fraction of the old mean): None, each commit's boots against the models.
     split_tau: float | None = None
-    swing: bool = False  # a swing of the host's speed, where the references show one
+    swing: bool = False  # a swing of the host's speed, where the boots show one
 
 
 REVISIONS = {
@@ -129,8 +129,8 @@ REVISIONS[5] = replace(REVISIONS[4], split_tau=0.15)
 # (booted close together) carried that error as one, and their verdicts waited on
 # references (docs/measurements.md, "The posterior engine, revision 6").
 REVISIONS[6] = replace(REVISIONS[5], slope=None)
-# Revision 6 that knows a host's speed may swing for a minute or two: where the
-# references show it, a commit's boots close together count partly as one
+# Revision 6 that knows a host's speed may swing for a minute or two: where the boots
+# show it, a commit's boots close together count partly as one
 # (docs/measurements.md, "The posterior engine, revision 7").
 REVISIONS[7] = replace(REVISIONS[6], swing=True)
 LATEST = max(REVISIONS)
@@ -623,7 +623,6 @@ class PosteriorEngine(Engine):
         if not splitting:
             return []
         separation = self._separation()
-
         return self.posterior.quantiles(
             count,
             splitting,

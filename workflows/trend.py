@@ -36,6 +36,21 @@ class Model:
 
 
 @dataclass(frozen=True)
+class Swing:
+    """An AR(1) part of a boot's noise: `var` (absolute) correlated `phi` a boot, of
+    `total`, a boot's whole noise variance."""
+
+    phi: float
+    var: float
+    total: float
+
+    @property
+    def next_boot(self) -> float:
+        """The correlation of two boots in a row."""
+        return self.phi * self.var / self.total if self.total > 0 else 0.0
+
+
+@dataclass(frozen=True)
 class Trend:
     level: list[float]  # by clock, 0 .. the last boot
     var: list[float]  # its variance
@@ -43,7 +58,7 @@ class Trend:
     memory: float = 1.0  # boots over which its errors stay correlated
     model: Model = Model(0.0)  # the motion the references chose
     references: int = 0  # how many it was fitted to
-    swing: "Swing | None" = None  # the host's swing the references showed, if any
+    swing: Swing | None = None  # the swing the boots showed (fit_swing), if any
 
     def at(self, clock: int) -> tuple[float, float]:
         """The level at `clock` and its variance; after the last boot, the last level
@@ -83,21 +98,6 @@ class Trend:
                 pairs += carry
             last = t
         return 2 * swing.var * pairs / len(clocks) ** 2
-
-
-@dataclass(frozen=True)
-class Swing:
-    """An AR(1) part of a boot's noise: `var` (absolute) correlated `phi` a boot, of
-    `total`, a boot's whole noise variance."""
-
-    phi: float
-    var: float
-    total: float
-
-    @property
-    def next_boot(self) -> float:
-        """The correlation of two boots in a row."""
-        return self.phi * self.var / self.total if self.total > 0 else 0.0
 
 
 # The swings tried: correlation from one boot to the next, and the share of a reference's
