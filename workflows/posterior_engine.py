@@ -131,7 +131,7 @@ REVISIONS[5] = replace(REVISIONS[4], split_tau=0.15)
 REVISIONS[6] = replace(REVISIONS[5], slope=None)
 # Revision 6 that knows a host's speed may swing for a minute or two: where the boots
 # show it, a commit's boots close together count partly as one
-# (docs/measurements.md, "The posterior engine, revision 7").
+# (docs/measurements.md, "A host that swings (revision 7)").
 REVISIONS[7] = replace(REVISIONS[6], swing=True)
 LATEST = max(REVISIONS)
 
