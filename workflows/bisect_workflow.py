@@ -627,6 +627,7 @@ class BisectWorkflow(Resumable):
         # endpoint) before each boot: what that one reads beyond its side, the next
         # shares (engine.paired)
         beside = v.onto if engine.pairs_verification() else None
+        new_side = beside == engine.new_end
         while decision is None:
             base = None
             if beside is not None:
@@ -642,7 +643,6 @@ class BisectWorkflow(Resumable):
             samples = test.samples_of(state.job.primary)
             raw.append(engine_report.boot_value(samples))
             own = engine.boot_score(samples)
-            new_side = beside == engine.new_end
             scores.append(own if base is None else engine.paired(own, base, new_side))
             decision = engine.judge(engine.level_adjusted(scores))
         v = engine_report.verification_of(v, engine, raw, scores, decision)

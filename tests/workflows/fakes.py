@@ -47,6 +47,16 @@ from kbisect.workflows.strategy import Graph
 FAST, SLOW = 512.0, 8.0
 
 
+def swinging_speeds(seed: int, phi: float, size: float, boots: int) -> list[float]:
+    """A host's speed at each boot when it swings: exp(size x an AR(1) correlated `phi`
+    from one boot to the next, of unit variance)."""
+    rng, swing, speeds = random.Random(seed), 0.0, []
+    for _ in range(boots):
+        swing = phi * swing + math.sqrt(1 - phi * phi) * rng.gauss(0, 1)
+        speeds.append(math.exp(size * swing))
+    return speeds
+
+
 @dataclass
 class Scenario:
     graph: Graph

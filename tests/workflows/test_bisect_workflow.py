@@ -5,7 +5,6 @@ import contextlib
 import dataclasses
 import math
 import os
-import random
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -410,12 +409,9 @@ async def test_a_host_that_speeds_up_for_good_keeps_the_answer(env: WorkflowEnvi
 async def test_a_host_whose_speed_swings_is_seen_to_swing(env: WorkflowEnvironment) -> None:
     # The lab-103 run of revision 6: the host's speed swings 12% for a few boots at a
     # time (an AR(1), 0.9 a boot), so a commit's boots close together count partly as one.
-    rng, swing, speeds = random.Random(7), 0.0, []
-    for _ in range(500):
-        swing = 0.9 * swing + math.sqrt(1 - 0.81) * rng.gauss(0, 1)
-        speeds.append(math.exp(0.12 * swing))
+    speeds = tuple(fakes.swinging_speeds(7, 0.9, 0.12, 500))
     scenario = Scenario(
-        graph=linear(32), culprit="c21", noise=0.03, slow=fakes.FAST * 0.85, speeds=tuple(speeds)
+        graph=linear(32), culprit="c21", noise=0.03, slow=fakes.FAST * 0.85, speeds=speeds
     )
     result, s = await bisect(env.client, scenario, record="host-swing")
     assert result.culprit == "c21", [(st.commit, st.value) for st in result.steps]

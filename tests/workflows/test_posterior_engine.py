@@ -13,6 +13,7 @@ from kbisect.workflows.engine_report import Measured, decision_step
 from kbisect.workflows.evidence import Boot
 from kbisect.workflows.posterior_engine import REFERENCE_EVERY, PosteriorEngine
 from kbisect.workflows.strategy import State
+from tests.workflows.fakes import swinging_speeds
 from tests.workflows.test_engine import index, linear, run, step_at
 
 V3 = {"kind": PosteriorEngine}
@@ -366,10 +367,7 @@ def test_revision_7_sees_a_host_that_swings_and_counts_boots_in_a_row_partly_as_
     # The host's speed swings 10% for a few boots at a time (an AR(1), 0.8 a boot: the
     # lab-103 run of revision 6). Revision 7 finds the swing in the boots' residuals,
     # and two boots in a row then carry more shared error than two boots far apart.
-    rng, swing, speeds = random.Random(3), 0.0, []
-    for _ in range(1000):
-        swing = 0.8 * swing + 0.6 * rng.gauss(0, 1)
-        speeds.append(math.exp(0.1 * swing))
+    speeds = swinging_speeds(3, 0.8, 0.1, 1000)
     rev7 = functools.partial(PosteriorEngine, revision=7)
     for s in range(3):
         res, engine, _ = run(
