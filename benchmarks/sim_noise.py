@@ -3,7 +3,8 @@
 A boot returns its repetitions. Noise is multiplicative (lognormal), half its variance
 between boots and half within a boot, on top of which a scenario adds heavy-tailed
 outlier boots, a bimodal metric (each boot lands in one of two modes), slow drift, a
-window of boots disturbed by another load on the host, a lasting change of its speed, or
+window of boots disturbed by another load on the host, a lasting change of its speed, a
+steady fall of its speed over a stretch of the job, or
 host swings that last a few boots (the between-boot half correlated from boot to boot).
 """
 
@@ -22,13 +23,17 @@ DISTURBED_BOOTS = range(30, 46)
 DISTURBED_LOSS = 0.25
 # The host faster for good from boot 30 on (seen in a real lab-103 run after calibration).
 SHIFT_FROM, SHIFT = 30, 0.15
+# The host slowing steadily from boot 20 to boot 80, then holding ("fall:P" says P%; seen
+# in the lab-103 run of revision 7, whose host lost 46% over the job).
+FALL_BOOTS = (20, 80)
 
 
 @dataclass(frozen=True)
 class Noise:
     cv: float  # total, per repetition
     # or "outliers", "bimodal", "drift" (0.05% a boot; "drift:0.1" says 0.1%), "disturbed",
-    # "shifted", "swing:R" (the between-boot half correlated R from one boot to the next)
+    # "shifted", "fall:P" (P% slower from boot 80 on, reached steadily from boot 20),
+    # "swing:R" (the between-boot half correlated R from one boot to the next)
     kind: str = "lognormal"
 
     @property
@@ -69,6 +74,10 @@ class Noise:
             value *= 1 - DISTURBED_LOSS
         elif self.kind == "shifted" and clock >= SHIFT_FROM:
             value *= 1 + SHIFT
+        elif self.kind.startswith("fall:"):
+            start, end = FALL_BOOTS
+            done = min(max(clock - start, 0), end - start) / (end - start)
+            value *= 1 - float(self.kind.partition(":")[2]) / 100 * done
         return [value * math.exp(rng.gauss(0, s)) for _ in range(REPETITIONS)]
 
 

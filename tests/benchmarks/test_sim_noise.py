@@ -1,4 +1,5 @@
-"""Simulated host swings: boot-to-boot correlation as the kind says, the noise's size kept."""
+"""Simulated hosts: boot-to-boot correlation as the kind says, the noise's size kept; a host
+that falls steadily over a stretch, then holds."""
 
 import math
 import random
@@ -25,3 +26,14 @@ def test_a_swinging_host_correlates_neighbouring_boots_and_keeps_the_noise_size(
     # half (3 repetitions), which does not swing: 0.7 / (1 + 1/3) = 0.525.
     assert 0.48 < statistics.correlation(swinging[:-1], swinging[1:]) < 0.57
     assert statistics.pstdev(swinging) == pytest.approx(statistics.pstdev(steady), rel=0.05)
+
+
+def test_a_falling_host_slows_steadily_then_holds() -> None:
+    quiet = Noise(0.0, "fall:40")  # no noise: the host's speed alone
+
+    def speed(clock: int) -> float:
+        return quiet.boot(100.0, random.Random(1), clock)[0] / 100.0
+
+    assert speed(1) == speed(20) == 1.0
+    assert speed(50) == pytest.approx(0.8)  # halfway through the fall
+    assert speed(80) == speed(400) == pytest.approx(0.6)
