@@ -22,8 +22,9 @@ import subprocess
 import sys
 import time
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 from benchmarks import host_drift
 from benchmarks.results_file import append_row, read_rows
@@ -57,6 +58,10 @@ class Run:
     seed: int
     slowdown: int
     drift: bool  # the job ran beside the host_drift load
+    # Each boot of the job in its order: [boot number, the commit's place in the range
+    # (-1 the old endpoint), score, VM host], to replay offline (benchmarks.replay_lab).
+    # Rows from before it have none.
+    boots_in_order: list[tuple[int, int, float, str]] = field(default_factory=list)
 
     @property
     def job(self) -> Job:
@@ -142,7 +147,7 @@ def _load(path: Path | None) -> dict[Job, Run]:
     names = {f.name for f in fields(Run)}
     done: dict[Job, Run] = {}
     for row in read_rows(path):
-        if set(row) != names:
+        if not names - {"boots_in_order"} <= set(row) <= names:
             print(f"{path}: a row not of this benchmark, run again", file=sys.stderr)
             continue
         run = Run(**row)
@@ -193,7 +198,17 @@ def _bisect(lab: Path, job: Job, good: str, truth: str | None) -> Run:
         seed=job.seed,
         slowdown=job.slowdown,
         drift=job.drift,
+        boots_in_order=in_order(steps),
     )
+
+
+def in_order(steps: list[dict[str, Any]]) -> list[tuple[int, int, float, str]]:
+    """Every boot of a report's steps as (boot number, place, score, host), in order."""
+    boots = []
+    for s in steps:
+        at, scores, hosts = s.get("boot_numbers", []), s.get("scores", []), s.get("hosts", [])
+        boots += zip(at, [s["index"]] * len(at), scores, hosts, strict=True)
+    return sorted(boots)
 
 
 def _emit(run: Run, as_json: bool, resumed: bool = False) -> Run:

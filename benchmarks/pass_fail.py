@@ -22,6 +22,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 from benchmarks.accuracy import print_claims
+from benchmarks.dags import linear
 from kbisect.contract import DEFAULT_MAX_BOOTS, FLAKY_BOOTS_FACTOR, MAX_COMMIT_BOOTS
 from kbisect.workflows.engine import Answer, EngineConfig
 from kbisect.workflows.evidence import Boot
@@ -42,13 +43,6 @@ class Outcome:
     boots: int
     no_difference: bool = False  # said so (not "cannot decide")
     confidence: float | None = None  # the P(culprit) it claimed
-
-
-def linear(n: int) -> Graph:
-    return Graph(
-        parents={f"c{i}": ((f"c{i - 1}",) if i > 1 else ()) for i in range(1, n + 1)},
-        order=tuple(f"c{i}" for i in range(n, 0, -1)),
-    )
 
 
 def rates(cell: str) -> tuple[float, float]:

@@ -286,6 +286,9 @@ class Step:
     boots: int = 0  # boots the verdict took (0: before boots were counted)
     scores: list[float] = field(default_factory=list)  # each boot's primary metric
     hosts: list[str] = field(default_factory=list)  # the VM host of each boot, as scores
+    # when each boot ran, as scores: the job's count of boots so far (the host's level
+    # moves with it; benchmarks.noisy_labs keeps them to replay a job offline)
+    boot_numbers: list[int] = field(default_factory=list)
     confidence: float | None = None  # P(this verdict is right)
 
 

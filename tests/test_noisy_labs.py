@@ -103,6 +103,30 @@ def test_a_resumed_file_runs_only_the_jobs_not_in_it(
     assert "not a JSON row" in capsys.readouterr().err
 
 
+def test_a_row_keeps_the_job_s_boots_in_order_and_older_rows_load(tmp_path: Path) -> None:
+    steps = [
+        {"index": -1, "scores": [80.0, 79.0], "hosts": ["vm", "vm"], "boot_numbers": [1, 4]},
+        {"index": 63, "scores": [60.0, 61.0], "hosts": ["vm", "vm"], "boot_numbers": [2, 3]},
+        {"index": 31, "scores": [62.0], "hosts": ["vm"], "boot_numbers": [5]},
+        {"index": 20, "scores": [], "hosts": [], "boot_numbers": []},  # same kernel
+    ]
+    assert noisy_labs.in_order(steps) == [
+        (1, -1, 80.0, "vm"),
+        (2, 63, 60.0, "vm"),
+        (3, 63, 61.0, "vm"),
+        (4, -1, 79.0, "vm"),
+        (5, 31, 62.0, "vm"),
+    ]
+    with pytest.raises(ValueError):  # a step whose lists disagree is no sequence
+        noisy_labs.in_order([{"index": 3, "scores": [1.0], "hosts": [], "boot_numbers": [1]}])
+    # a row written before the boots were kept still resumes
+    run = Run("lab-1-slowdown25", "culprit", "x", "x", True, 8, 6, 60.0, 0.99, "{}", 1, 25, False)
+    old = {k: v for k, v in asdict(run).items() if k != "boots_in_order"}
+    resume = tmp_path / "runs.jsonl"
+    resume.write_text(json.dumps(old) + "\n")
+    assert noisy_labs._load(resume) == {run.job: run}
+
+
 def test_drift_is_part_of_the_key_and_reaches_the_load(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -423,6 +423,7 @@ class BisectWorkflow(Resumable):
         exact = state.job.pass_fail and not state.job.flaky
         engine.observe(commit, Boot(samples, test.host, exact=exact))
         self._progress.boots += 1
+        m.boot_numbers.append(self._progress.boots)
         said = (
             (f"bad ({test.bad})" if test.bad else "good")
             if state.job.pass_fail
@@ -570,6 +571,7 @@ class BisectWorkflow(Resumable):
             if m is None or not m.raw or step.source not in (StepSource.TEST, StepSource.ENDPOINT):
                 continue
             step.boots, step.scores = len(m.raw), list(m.raw)
+            step.hosts, step.boot_numbers = list(m.hosts), list(m.boot_numbers)
             step.value = engine_report.boot_value(m.raw)
             d = engine.decisions.get(step.commit)
             if step.source == StepSource.TEST and d is not None and d.firm:

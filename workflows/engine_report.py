@@ -52,6 +52,7 @@ class Measured:
 
     raw: list[float] = field(default_factory=list)  # each boot's median repetition
     hosts: list[str] = field(default_factory=list)  # the VM host of each boot
+    boot_numbers: list[int] = field(default_factory=list)  # the job's boots so far, at each
     last: TestResult | None = None
     build_seconds: float = 0.0
     test_seconds: float = 0.0
@@ -79,6 +80,7 @@ def endpoint_step(engine: Engine, commit: str, subject: str, mode: Mode, m: Meas
         boots=len(m.raw),
         scores=list(m.raw),
         hosts=list(m.hosts),
+        boot_numbers=list(m.boot_numbers),
     )
 
 
@@ -97,6 +99,7 @@ def decision_step(
         boots=len(m.raw),
         scores=list(m.raw),
         hosts=list(m.hosts),
+        boot_numbers=list(m.boot_numbers),
         confidence=d.confidence if d.state != State.SKIP and d.llr else None,
     )
     if m.raw:

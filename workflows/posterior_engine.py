@@ -783,6 +783,16 @@ class PosteriorEngine(Engine):
             return super().scores(commit)
         return self._adjusted(commit, self._fit)
 
+    def refit(self) -> Fit | None:
+        """The models fitted to the boots so far, as wants() fits them each round, with
+        no answer drawn (an offline replay: benchmarks.replay_lab); None before the
+        endpoints' first blocks."""
+        ends = (self.old_end, self.new_end)
+        if self._exact or min(len(self.boots.get(c, [])) for c in ends) < FIRST_PAIRS:
+            return None
+        self._refresh()
+        return self._fit
+
     def level_adjusted(self, scores: list[float]) -> list[float]:  # type: ignore[override]
         if self._exact or self._fit is None:
             return super().level_adjusted(scores)

@@ -396,6 +396,23 @@ async def test_a_small_step_under_noise_is_found(env: WorkflowEnvironment) -> No
     assert sum(s.tests.values()) > 2 * len(s.builds)  # boots, not one a commit
 
 
+async def test_each_boot_says_when_it_ran_and_where(env: WorkflowEnvironment) -> None:
+    # The report keeps each boot's place in the job and its VM host beside its score, the
+    # endpoints' re-measurements included, so a real job can be replayed offline.
+    scenario = Scenario(graph=linear(16), culprit="c6", noise=0.05, slow=fakes.FAST * 0.8)
+    result, s = await bisect(env.client, scenario)
+    tested = [st for st in result.steps if st.scores]
+    for st in tested:
+        assert len(st.boot_numbers) == len(st.hosts) == len(st.scores) == st.boots, st
+    numbers = sorted(n for st in tested for n in st.boot_numbers)
+    assert numbers == list(range(1, len(numbers) + 1))
+    v = result.verification
+    assert v is not None and len(numbers) == sum(s.tests.values()) - v.boots
+    ends = [n for st in tested if st.source == "endpoint" for n in st.boot_numbers]
+    probes = [n for st in tested if st.source != "endpoint" for n in st.boot_numbers]
+    assert min(probes) < max(ends)  # references came after the first probe
+
+
 async def test_a_host_that_speeds_up_for_good_keeps_the_answer(env: WorkflowEnvironment) -> None:
     # The lab-103 run: the host about 20% faster from its 8th boot on.
     scenario = Scenario(graph=linear(32), culprit="c21", noise=0.05, shift_after=8, shift=1.2)

@@ -1,0 +1,80 @@
+"""Benchmark tool: a real noisy-lab job's boots fed offline into the posterior engine.
+
+`benchmarks.noisy_labs` keeps each job's boots in order (boot number, the commit's place
+in the range, score, VM host). This feeds them, in that order, into the engine of a
+revision on the lab's linear range and prints what it made of them every few boots: one
+boot's noise, the host's level and how it may move, the swing, the leading commit. It
+shows why a real job took the boots it took, and what another revision would have made of
+the same boots, without an hour on the host. The engine gets each boot's score as one
+sample (the report keeps no repetitions) and cannot choose what boots next, so a
+revision's own job would have gone elsewhere. Run:
+    .venv/bin/python -m benchmarks.replay_lab docs/data/noisy-labs-revision7.jsonl \\
+        lab-103-slowdown25 [--revision 7] [--every 10]
+"""
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+from benchmarks.dags import linear
+from benchmarks.results_file import read_rows
+from kbisect.workflows.engine import EngineConfig
+from kbisect.workflows.evidence import Boot
+from kbisect.workflows.posterior_engine import LATEST, REVISIONS, Fit, PosteriorEngine
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("rows", type=Path, help="a noisy_labs --resume file")
+    p.add_argument("lab", help="the lab's name in it, e.g. lab-103-slowdown25")
+    p.add_argument("--kind", default="culprit", help="the job: culprit or A/A (culprit)")
+    p.add_argument(
+        "--revision", type=int, default=LATEST, choices=sorted(REVISIONS), help="engine revision"
+    )
+    p.add_argument("--every", type=int, default=10, help="print every this many boots (10)")
+    p.add_argument("--json", action="store_true", help="one JSON object a printed boot")
+    return p
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _parser().parse_args(argv)
+    rows = [r for r in read_rows(args.rows) if r["lab"] == args.lab and r["kind"] == args.kind]
+    if not rows or not rows[-1].get("boots_in_order"):
+        raise SystemExit(f"{args.rows}: no {args.kind} job of {args.lab} with its boots in order")
+    boots = rows[-1]["boots_in_order"]
+    size = max(place for _, place, _, _ in boots) + 1
+    graph = linear(size)
+    engine = PosteriorEngine(graph, graph.order[0], ["c0"], EngineConfig(), args.revision)
+    for i, (_, place, score, host) in enumerate(boots, 1):
+        engine.observe(f"c{place + 1}", Boot([score], host))
+        if i % args.every and i < len(boots):
+            continue
+        if fit := engine.refit():
+            _print(i, engine, fit, args.json)
+
+
+def _print(boot: int, engine: PosteriorEngine, fit: Fit, as_json: bool) -> None:
+    trend = fit.trend
+    top = engine.posterior.top()
+    swing = trend.swing
+    row = {
+        "boot": boot,
+        "sigma": round(fit.sigma, 4),
+        "walk_sigmas": round(trend.model.walk / fit.sigma, 3),
+        "slope": trend.model.slope,
+        "jumps": trend.jumps,
+        "level_now": round(math.expm1(trend.at(boot)[0]) if engine.log else trend.at(boot)[0], 4),
+        "swing_phi": swing.phi if swing else None,
+        "swing_share": round(swing.var / swing.total, 2) if swing else None,
+        "top": top.commit,
+        "p": round(top.p, 4),
+    }
+    if as_json:
+        print(json.dumps(row), flush=True)
+    else:
+        print(" ".join(f"{k}={v}" for k, v in row.items()), flush=True)
+
+
+if __name__ == "__main__":
+    main()
