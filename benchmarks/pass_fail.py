@@ -27,7 +27,6 @@ from kbisect.contract import DEFAULT_MAX_BOOTS, FLAKY_BOOTS_FACTOR, MAX_COMMIT_B
 from kbisect.workflows.engine import Answer, EngineConfig
 from kbisect.workflows.evidence import Boot
 from kbisect.workflows.flaky_engine import FlakyEngine
-from kbisect.workflows.strategy import Graph
 
 CELLS = ("0:100", "1:30", "1:10", "0:5", "aa:1")
 SYZBOT_RUNS = 10  # pkg/bisect's runs of the reproducer on each commit
