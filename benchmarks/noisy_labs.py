@@ -62,6 +62,9 @@ class Run:
     # (-1 the old endpoint), score, VM host], to replay offline (benchmarks.replay_lab).
     # Rows from before it have none.
     boots_in_order: list[tuple[int, int, float, str]] = field(default_factory=list)
+    # The places of the commits judged the same kernel as their parent (touching no file
+    # the config compiles): a replay must know them, or their neighbours stay apart.
+    same_kernel: list[int] = field(default_factory=list)
 
     @property
     def job(self) -> Job:
@@ -147,7 +150,7 @@ def _load(path: Path | None) -> dict[Job, Run]:
     names = {f.name for f in fields(Run)}
     done: dict[Job, Run] = {}
     for row in read_rows(path):
-        if not names - {"boots_in_order"} <= set(row) <= names:
+        if not names - {"boots_in_order", "same_kernel"} <= set(row) <= names:
             print(f"{path}: a row not of this benchmark, run again", file=sys.stderr)
             continue
         run = Run(**row)
@@ -199,6 +202,7 @@ def _bisect(lab: Path, job: Job, good: str, truth: str | None) -> Run:
         slowdown=job.slowdown,
         drift=job.drift,
         boots_in_order=in_order(steps),
+        same_kernel=sorted(s["index"] for s in steps if s.get("source") == "same-kernel"),
     )
 
 

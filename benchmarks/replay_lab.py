@@ -2,7 +2,8 @@
 
 `benchmarks.noisy_labs` keeps each job's boots in order (boot number, the commit's place
 in the range, score, VM host). This feeds them, in that order, into the engine of a
-revision on the lab's linear range and prints what it made of them every few boots: one
+revision on the lab's linear range (its commits that the job judged the same kernel as
+their parent told as such) and prints what it made of them every few boots: one
 boot's noise, the host's level and how it may move, the swing, the leading commit. It
 shows why a real job took the boots it took, and what another revision would have made of
 the same boots, without an hour on the host. The engine gets each boot's score as one
@@ -46,6 +47,8 @@ def main(argv: list[str] | None = None) -> None:
     size = max(place for _, place, _, _ in boots) + 1
     graph = linear(size)
     engine = PosteriorEngine(graph, graph.order[0], ["c0"], EngineConfig(), args.revision)
+    for place in rows[-1].get("same_kernel", []):
+        engine.same_kernel(f"c{place + 1}", f"c{place}", "the job judged it its parent's kernel")
     for i, (_, place, score, host) in enumerate(boots, 1):
         engine.observe(f"c{place + 1}", Boot([score], host))
         if i % args.every and i < len(boots):

@@ -14,10 +14,12 @@ from kbisect.workflows.posterior_engine import PosteriorEngine
 
 
 def _job(culprit: int, seed: int) -> tuple[list[list[object]], str, float]:
-    """A simulated 32-commit job (one sample a boot, 5% noise, a 20% step at `culprit`):
-    its boots as noisy_labs keeps them, and the engine's answer and confidence."""
+    """A simulated 32-commit job (one sample a boot, 5% noise, a 20% step at `culprit`,
+    whose parent is its own parent's kernel): its boots as noisy_labs keeps them, and the
+    engine's answer and confidence."""
     rng, graph = random.Random(seed), linear(32)
     engine = PosteriorEngine(graph, graph.order[0], ["c0"], EngineConfig())
+    engine.same_kernel(f"c{culprit}", f"c{culprit - 1}", "touches no file the config compiles")
     boots: list[list[object]] = []
     while commits := engine.wants():
         for commit in commits:
@@ -37,7 +39,12 @@ def test_a_replay_reaches_the_job_s_answer(
     boots, named, confidence = _job(culprit, seed)
     assert named == f"c{culprit + 1}"
     rows = tmp_path / "runs.jsonl"
-    row = {"lab": "lab-1-slowdown20", "kind": "culprit", "boots_in_order": boots}
+    row = {
+        "lab": "lab-1-slowdown20",
+        "kind": "culprit",
+        "boots_in_order": boots,
+        "same_kernel": [culprit - 1],  # places: c{culprit} is place culprit - 1
+    }
     rows.write_text(json.dumps(row) + "\n")
     replay_lab.main([str(rows), "lab-1-slowdown20", "--every", "4", "--json"])
     printed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
