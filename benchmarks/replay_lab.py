@@ -41,13 +41,14 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
     rows = [r for r in read_rows(args.rows) if r["lab"] == args.lab and r["kind"] == args.kind]
-    if not rows or not rows[-1].get("boots_in_order"):
+    row = rows[-1] if rows else {}
+    if not row.get("boots_in_order"):
         raise SystemExit(f"{args.rows}: no {args.kind} job of {args.lab} with its boots in order")
-    boots = rows[-1]["boots_in_order"]
+    boots = row["boots_in_order"]
     size = max(place for _, place, _, _ in boots) + 1
     graph = linear(size)
     engine = PosteriorEngine(graph, graph.order[0], ["c0"], EngineConfig(), args.revision)
-    for place in rows[-1].get("same_kernel", []):
+    for place in row.get("same_kernel", []):
         engine.same_kernel(f"c{place + 1}", f"c{place}", "the job judged it its parent's kernel")
     for i, (_, place, score, host) in enumerate(boots, 1):
         engine.observe(f"c{place + 1}", Boot([score], host))

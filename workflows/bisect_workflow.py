@@ -570,9 +570,7 @@ class BisectWorkflow(Resumable):
             m = self._measured.get(step.commit)
             if m is None or not m.raw or step.source not in (StepSource.TEST, StepSource.ENDPOINT):
                 continue
-            step.boots, step.scores = len(m.raw), list(m.raw)
-            step.hosts, step.boot_numbers = list(m.hosts), list(m.boot_numbers)
-            step.value = engine_report.boot_value(m.raw)
+            engine_report.with_boots(step, m)
             d = engine.decisions.get(step.commit)
             if step.source == StepSource.TEST and d is not None and d.firm:
                 # the posterior engine weighs every boot again to the end: a verdict can turn

@@ -65,23 +65,30 @@ def boot_value(samples: list[float]) -> float:
     return statistics.median(samples)
 
 
+def with_boots(step: Step, m: Measured) -> Step:
+    """`step` with every boot of `m` so far: its value and its per-boot lists, which stay
+    aligned (each boot's score, host and number) however often a step is brought up to
+    date."""
+    step.boots, step.scores = len(m.raw), list(m.raw)
+    step.hosts, step.boot_numbers = list(m.hosts), list(m.boot_numbers)
+    if m.raw:
+        step.value = boot_value(m.raw)
+    return step
+
+
 def endpoint_step(engine: Engine, commit: str, subject: str, mode: Mode, m: Measured) -> Step:
     old = commit == engine.old_end
-    return Step(
+    step = Step(
         commit=commit,
         subject=subject,
         verdict=mode.old_word if old else mode.new_word,
         source=StepSource.ENDPOINT,
-        value=statistics.median(m.raw) if m.raw else None,
         values=m.last.values if m.last else {},
         position=0.0 if old else 1.0,
         build_seconds=m.build_seconds,
         test_seconds=m.test_seconds,
-        boots=len(m.raw),
-        scores=list(m.raw),
-        hosts=list(m.hosts),
-        boot_numbers=list(m.boot_numbers),
     )
+    return with_boots(step, m)
 
 
 def decision_step(
@@ -96,14 +103,10 @@ def decision_step(
         build_seconds=m.build_seconds,
         test_seconds=m.test_seconds,
         round=round_,
-        boots=len(m.raw),
-        scores=list(m.raw),
-        hosts=list(m.hosts),
-        boot_numbers=list(m.boot_numbers),
         confidence=d.confidence if d.state != State.SKIP and d.llr else None,
     )
+    with_boots(step, m)
     if m.raw:
-        step.value = statistics.median(m.raw)
         step.values = m.last.values if m.last else {}
         # none weighed: every boot ran on a VM host that booted no references (yet)
         if weighed := engine.scores(commit):

@@ -243,7 +243,6 @@ class PosteriorEngine(Engine):
 
     # --- driving ----------------------------------------------------------------------
     def wants(self) -> list[str]:
-        ends = (self.old_end, self.new_end)
         if self.gate is not None and self.gate.gate == Gate.SAME and self._exact is None:
             return []  # byte-identical endpoints: nothing to boot
         if short := self._first_boots():
@@ -253,7 +252,7 @@ class PosteriorEngine(Engine):
         if self._answer is not None:
             return []
         k = self.config.parallel if self.tuning.full_rounds else 1
-        if min(len(self.boots[c]) for c in ends) < FIRST_PAIRS:
+        if not self._first_blocks_in():
             return [c for _ in range(max(1, k // 2)) for c in self._reference_block()]
         self._refresh()
         probes = k - k // (REFERENCE_EVERY + 1) if k > 1 else self.config.parallel
@@ -787,11 +786,14 @@ class PosteriorEngine(Engine):
         """The models fitted to the boots so far, as wants() fits them each round, with
         no answer drawn (an offline replay: benchmarks.replay_lab); None before the
         endpoints' first blocks."""
-        ends = (self.old_end, self.new_end)
-        if self._exact or min(len(self.boots.get(c, [])) for c in ends) < FIRST_PAIRS:
+        if self._exact or not self._first_blocks_in():
             return None
         self._refresh()
         return self._fit
+
+    def _first_blocks_in(self) -> bool:
+        """Whether both endpoints have their first FIRST_PAIRS boots: the first noise figure."""
+        return min(len(self.boots.get(c, [])) for c in (self.old_end, self.new_end)) >= FIRST_PAIRS
 
     def level_adjusted(self, scores: list[float]) -> list[float]:  # type: ignore[override]
         if self._exact or self._fit is None:
