@@ -85,9 +85,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--aa-only", action="store_true", help="only the A/A ranges, on the labs already in --dir"
     )
     p.add_argument("--drift", action="store_true", help="a ramping CPU load beside each job")
-    p.add_argument("--drift-peak", type=float, default=40, help="its top, %% of one core (40)")
-    p.add_argument("--drift-ramp", type=float, default=30, help="minutes to reach it (30)")
-    p.add_argument("--drift-limit", type=float, default=3, help="hours before it ends itself (3)")
+    peak, ramp, limit = host_drift.PEAK * 100, host_drift.RAMP / 60, host_drift.LIMIT / 3600
+    p.add_argument(
+        "--drift-peak", type=float, default=peak, help=f"its top, %% of one core ({peak:g})"
+    )
+    p.add_argument("--drift-ramp", type=float, default=ramp, help=f"minutes to reach it ({ramp:g})")
+    p.add_argument(
+        "--drift-limit", type=float, default=limit, help=f"hours before it ends itself ({limit:g})"
+    )
     p.add_argument("--resume", type=Path, help="append each job here; skip the jobs already in it")
     return p.parse_args(argv)
 

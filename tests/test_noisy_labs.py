@@ -25,7 +25,7 @@ TICKS = os.sysconf("SC_CLK_TCK")
 def test_the_new_options_parse() -> None:
     args = noisy_labs.parse_args([])
     assert (args.slowdown, args.drift, args.resume) == ([25], False, None)
-    assert (args.drift_peak, args.drift_ramp, args.drift_limit) == (40, 30, 3)
+    assert (args.drift_peak, args.drift_ramp, args.drift_limit) == (50, 5, 3)
     args = noisy_labs.parse_args(["--slowdown", "10", "25", "--drift", "--resume", "r.jsonl"])
     assert (args.slowdown, args.drift, args.resume) == ([10, 25], True, Path("r.jsonl"))
 
@@ -183,11 +183,8 @@ def test_the_load_ramps_its_duty_cycle_and_is_gone_after_the_block() -> None:
     start = time.monotonic()
     with host_drift.load(peak=0.5, ramp=2.0, grace=2.0) as pid:
         assert _alive(pid)
-        # the child renices itself once it runs: wait for that, up to 5 s
-        deadline = time.monotonic() + 5
-        while _nice(pid) != str(host_drift.NICE) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert _nice(pid) == str(host_drift.NICE)
+        # at the priority of the jobs it is to slow: a niced load took nothing from a guest
+        assert _nice(pid) == _nice(os.getpid())
         early = _window(pid, start, 0.4, 1.2)  # duty ~0.05 to 0.3: ~0.1 s expected
         late = _window(pid, start, 2.2, 3.0)  # duty 0.5: ~0.4 s expected
     assert late > 1.5 * early, (early, late)
