@@ -234,6 +234,9 @@ class PosteriorEngine(Engine):
         self._capped: set[str] = set()
         self._fit: Fit | None = None
         self._spread = 0.0  # one repetition's stray from its boot's median (rep_mean)
+        # by commit, its boots' scores so far on the scale (log, spread) they were taken on:
+        # a boot is scored once until the scale changes, not every time a fit reads it
+        self._scored: dict[str, tuple[tuple[bool, float], list[float]]] = {}
         self._answer: EngineResult | None = None
         # next_for, by VM host: its next references (balanced blocks), how many are due now,
         # and its probe boots since its last one (weighed as wants() weighs them)
@@ -433,7 +436,7 @@ class PosteriorEngine(Engine):
         self.log = log_scale(every)
         if self.tuning.rep_mean:
             self._spread = within_spread(every, self.log)
-        raw = {c: [self._score(b) for b in bs] for c, bs in self.boots.items() if bs}
+        raw = {c: self._scores_of(c) for c, bs in self.boots.items() if bs}
         sides = self._sides()
         fit: Fit | None = None
         for _ in range(FIT_ROUNDS):
@@ -487,6 +490,16 @@ class PosteriorEngine(Engine):
         by_split, none = weighed
         self.posterior.weigh([by_split[k] for k in which], none)
         return True
+
+    def _scores_of(self, commit: str) -> list[float]:
+        """The commit's boots' scores on the job's scale now (a copy)."""
+        boots = self.boots.get(commit, [])
+        scale = (self.log, self._spread)
+        kept = self._scored.get(commit)
+        if kept is None or kept[0] != scale or len(kept[1]) > len(boots):
+            kept = self._scored[commit] = (scale, [])
+        kept[1].extend(self._score(b) for b in boots[len(kept[1]) :])
+        return list(kept[1])
 
     def _score(self, boot: Boot) -> float:
         if self.tuning.rep_mean:
@@ -684,7 +697,7 @@ class PosteriorEngine(Engine):
         """(score less its host's level, (host, clock)) of each boot of the commit on a
         host with references; a level nobody measured tells nothing (no models: all
         boots, as read)."""
-        scores = [self._score(b) for b in self.boots.get(commit, [])]
+        scores = self._scores_of(commit)
         where = self._where(commit)
         if fit is None:
             return list(zip(scores, where, strict=True))

@@ -135,7 +135,7 @@ def fit_trend(
     # A moving level must explain the references better by WALK_EVIDENCE than a still one
     # (and a slope by SLOPE_EVIDENCE): chance wiggles would cost every probe precision.
     def evidence(m: Model) -> float:
-        fit = _log_likelihood(_smooth(by_clock, sigma, clocks, m, set())[1])
+        fit = _log_likelihood(_forward(by_clock, sigma, clocks, m, set(), keep=False)[2])
         return fit - (WALK_EVIDENCE if m.walk else 0.0) - (SLOPE_EVIDENCE if m.slope else 0.0)
 
     scored = {m: evidence(m) for m in models}
@@ -199,38 +199,57 @@ def _swing_loglik(
 
 
 Matrix = tuple[float, float, float]  # a symmetric 2x2: (level, covariance, slope)
+State = tuple[tuple[float, float], Matrix]  # (level, slope) and its covariance
+Innovation = tuple[int, float, float]  # (clock, z, its variance)
 
 
-def _smooth(
-    by_clock: dict[int, list[float]], sigma: float, clocks: int, model: Model, jumps: set[int]
-) -> tuple[Trend, list[tuple[int, float, float]]]:
-    """Kalman forward and Rauch-Tung-Striebel back over the state (level, slope)."""
+def _forward(
+    by_clock: dict[int, list[float]],
+    sigma: float,
+    clocks: int,
+    model: Model,
+    jumps: set[int],
+    keep: bool = True,
+) -> tuple[list[State], list[State], list[Innovation]]:
+    """The Kalman filter's forward pass over the state (level, slope): its predictions and
+    filtered states by clock (empty unless `keep`: a model's evidence needs only the
+    innovations), and the innovations."""
     r = sigma * sigma
     q = model.walk**2
     # Without a slope its variance stays at a speck, so the algebra stays 2x2 throughout.
     slope_var = (SLOPE_SIGMAS * sigma / (clocks + 1)) ** 2 if model.slope else 1e-30
-    x: tuple[float, float] = (0.0, 0.0)
-    p: Matrix = ((START_SIGMAS * sigma) ** 2, 0.0, slope_var)
-    preds: list[tuple[tuple[float, float], Matrix]] = []
-    filts: list[tuple[tuple[float, float], Matrix]] = []
-    innovations: list[tuple[int, float, float]] = []  # (clock, z, its variance)
+    # Plain floats, not tuples: this loop is most of a bisection's decision time.
+    x0, x1 = 0.0, 0.0  # level, slope
+    a, b, c = (START_SIGMAS * sigma) ** 2, 0.0, slope_var  # their covariance
+    jump_var = (JUMP_SIGMAS * sigma) ** 2
+    preds: list[State] = []
+    filts: list[State] = []
+    innovations: list[Innovation] = []
     for t in range(clocks + 1):
         if t:
-            x = (x[0] + x[1], x[1])
-            a, b, c = p
-            extra = q + ((JUMP_SIGMAS * sigma) ** 2 if t in jumps else 0.0)
-            p = (a + 2 * b + c + extra, b + c, c)
-        preds.append((x, p))
+            x0 += x1
+            a, b = a + 2 * b + c + (q + (jump_var if t in jumps else 0.0)), b + c
+        if keep:
+            preds.append(((x0, x1), (a, b, c)))
         for y in by_clock.get(t, ()):
-            a, b, c = p
             s = a + r
-            z = (y - x[0]) / math.sqrt(s)
+            root = math.sqrt(s)
+            z = (y - x0) / root
             innovations.append((t, z, s))
             k0, k1 = a / s, b / s
-            e = max(-HUBER_Z, min(HUBER_Z, z)) * math.sqrt(s)
-            x = (x[0] + k0 * e, x[1] + k1 * e)
-            p = (a - k0 * a, b - k0 * b, c - k1 * b)
-        filts.append((x, p))
+            e = max(-HUBER_Z, min(HUBER_Z, z)) * root
+            x0, x1 = x0 + k0 * e, x1 + k1 * e
+            a, b, c = a - k0 * a, b - k0 * b, c - k1 * b
+        if keep:
+            filts.append(((x0, x1), (a, b, c)))
+    return preds, filts, innovations
+
+
+def _smooth(
+    by_clock: dict[int, list[float]], sigma: float, clocks: int, model: Model, jumps: set[int]
+) -> tuple[Trend, list[Innovation]]:
+    """Kalman forward and Rauch-Tung-Striebel back over the state (level, slope)."""
+    preds, filts, innovations = _forward(by_clock, sigma, clocks, model, jumps)
     level = [f[0][0] for f in filts]
     var = [f[1][0] for f in filts]
     xs, ps = filts[-1]
@@ -255,11 +274,11 @@ def _smooth(
     return Trend(level, var, sorted(jumps)), innovations
 
 
-def _log_likelihood(innovations: list[tuple[int, float, float]]) -> float:
+def _log_likelihood(innovations: list[Innovation]) -> float:
     return sum(-0.5 * (math.log(s) + z * z) for _, z, s in innovations)
 
 
-def _first_jump(innovations: list[tuple[int, float, float]], jumps: set[int]) -> int | None:
+def _first_jump(innovations: list[Innovation], jumps: set[int]) -> int | None:
     """The clock of the first of 2 or 3 innovations in a row that lean the same way,
     each by 1.5 sigmas or more, and together by JUMP_Z (their mean, in its own sigmas)."""
     for i, (t, _, _) in enumerate(innovations):
