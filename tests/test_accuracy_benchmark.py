@@ -7,7 +7,15 @@ from pathlib import Path
 import pytest
 
 from benchmarks import accuracy
-from benchmarks.accuracy import BINS, Cell, calibration, load_finished, run_cell, wilson
+from benchmarks.accuracy import (
+    BINS,
+    DECILES,
+    Cell,
+    calibration,
+    load_finished,
+    run_cell,
+    wilson,
+)
 from benchmarks.sim_policies import ks_p, mann_whitney_p
 
 
@@ -55,6 +63,9 @@ def test_calibration_bins_claims_and_brackets_each_rate() -> None:
     assert not bins[(0.9, 0.99)].inside  # claimed 0.95, right 0 of 1: interval 0-0.79
     for b in bins.values():
         assert b.interval[0] <= b.right <= b.interval[1]
+    # the deciles lump the top four bins together, 1.0 included
+    deciles = {(b.low, b.high): b.jobs for b in calibration(claims, DECILES)}
+    assert deciles == {(0.3, 0.4): 1, (0.6, 0.7): 1, (0.9, 1.0): 204}
 
 
 def test_wilson_interval_known_value() -> None:
