@@ -59,6 +59,15 @@ def _with_client(settings: Settings, args: argparse.Namespace, go: Handler) -> i
                 "stop it with 'kbisect down')"
             )
         started = log is not None
+    if not started:
+        from kbisect.jobs.service import stale_service
+
+        if (stale := stale_service(settings)) is not None:
+            note(
+                f"warning: the local kbisect service (pid {stale.pid}) started before "
+                "kbisect's code changed here, and a job it starts now may hang: once its "
+                "jobs are done, 'kbisect down' (its unfinished jobs go on when it is back)"
+            )
 
     async def run() -> int:
         client = await JobClient.connect(settings)

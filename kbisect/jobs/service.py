@@ -4,6 +4,7 @@ job command finds none, and the signal that stops it. `kbisect up` and `down` dr
 
 import asyncio
 import dataclasses
+import hashlib
 import json
 import os
 import signal
@@ -51,8 +52,10 @@ class ServiceProcess:
             )
         return None
 
-    def to_json(self) -> str:
-        return json.dumps({"pid": self.pid, "start_time": self.start_time, "boot_id": self.boot_id})
+    def to_json(self, code: str = "") -> str:
+        """The pid file's text; `code`: the code_digest() the service started on."""
+        fields = {"pid": self.pid, "start_time": self.start_time, "boot_id": self.boot_id}
+        return json.dumps({**fields, "code": code} if code else fields)
 
     def is_running(self) -> bool:
         """This very process runs still (not another one that got its pid)."""
@@ -79,11 +82,47 @@ def recorded(settings: Settings) -> ServiceProcess | None:
         return None
 
 
+def code_digest() -> str:
+    """kbisect's code as it is now: the names, sizes and change times of its Python files
+    (the package and the folders it links in), hashed. A worker imports its workflow
+    code once; a workflow started after the files changed re-imports part of it in the
+    sandbox, against the old rest, and its tasks fail without a word to the user."""
+    import kbisect
+
+    digest = hashlib.sha256()
+    root = Path(kbisect.__file__).parent
+    for folder, dirs, files in sorted(os.walk(root, followlinks=True)):
+        dirs.sort()
+        for name in sorted(f for f in files if f.endswith(".py")):
+            path = Path(folder, name)
+            st = path.stat()
+            digest.update(f"{path.relative_to(root)} {st.st_size} {st.st_mtime_ns}\n".encode())
+    return digest.hexdigest()
+
+
+def recorded_code(settings: Settings) -> str:
+    """The code_digest() the recorded service started on ("": not recorded)."""
+    try:
+        data = json.loads(pidfile(settings).read_text())
+    except (FileNotFoundError, ValueError):
+        return ""
+    code = data.get("code") if isinstance(data, dict) else None
+    return code if isinstance(code, str) else ""
+
+
+def stale_service(settings: Settings) -> ServiceProcess | None:
+    """The local service, running still, if kbisect's code changed after it started."""
+    running, code = recorded(settings), recorded_code(settings)
+    if running is None or not code or not running.is_running():
+        return None
+    return running if code != code_digest() else None
+
+
 def record(settings: Settings) -> ServiceProcess:
     me = ServiceProcess.current(os.getpid())
     assert me is not None
     tmp = pidfile(settings).with_suffix(".tmp")
-    tmp.write_text(me.to_json())
+    tmp.write_text(me.to_json(code_digest()))
     tmp.replace(pidfile(settings))
     return me
 

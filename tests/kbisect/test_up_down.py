@@ -48,6 +48,16 @@ def test_up_then_down(tmp_path: Path) -> None:
         time.sleep(2)  # workers connected
         status = subprocess.run([*cli, "status"], env=env, capture_output=True, text=True)
         assert status.returncode == 0 and "no bisection jobs yet" in status.stdout
+        assert "warning" not in status.stderr
+        # The service started on other code than this kbisect's (an upgrade, an edit of a
+        # checkout): a command says so, because the jobs it starts could hang.
+        pid_file = tmp_path / "service.pid"
+        record = json.loads(pid_file.read_text())
+        assert len(record["code"]) == 64
+        pid_file.write_text(json.dumps({**record, "code": "0" * 64}))
+        status = subprocess.run([*cli, "status"], env=env, capture_output=True, text=True)
+        assert status.returncode == 0 and "no bisection jobs yet" in status.stdout
+        assert f"service (pid {up.pid}) started before kbisect's code changed" in status.stderr
         down = subprocess.run([*cli, "down"], env=env, capture_output=True, text=True, timeout=90)
         assert down.returncode == 0, down.stderr
         assert up.wait(timeout=30) == 0
