@@ -33,6 +33,9 @@ KBISECT = [sys.executable, "-m", "kbisect"]
 TESTCASE = "nvme-snapshot-read"
 
 
+BootRow = tuple[int, int, float, str, list[float]]  # Run.boots_in_order's entries
+
+
 @dataclass(frozen=True)
 class Job:
     """What a row is about; a resumed file holds at most one row for each."""
@@ -59,9 +62,9 @@ class Run:
     slowdown: int
     drift: bool  # the job ran beside the host_drift load
     # Each boot of the job in its order: [boot number, the commit's place in the range
-    # (-1 the old endpoint), score, VM host], to replay offline (benchmarks.replay_lab).
-    # Rows from before it have none.
-    boots_in_order: list[tuple[int, int, float, str]] = field(default_factory=list)
+    # (-1 the old endpoint), score, VM host, its repetitions], to replay offline
+    # (benchmarks.replay_lab). Rows from before it have none, or no repetitions.
+    boots_in_order: list[BootRow] = field(default_factory=list)
     # The places of the commits judged the same kernel as their parent (touching no file
     # the config compiles): a replay must know them, or their neighbours stay apart.
     same_kernel: list[int] = field(default_factory=list)
@@ -211,12 +214,14 @@ def _bisect(lab: Path, job: Job, good: str, truth: str | None) -> Run:
     )
 
 
-def in_order(steps: list[dict[str, Any]]) -> list[tuple[int, int, float, str]]:
-    """Every boot of a report's steps as (boot number, place, score, host), in order."""
-    boots = []
+def in_order(steps: list[dict[str, Any]]) -> list[BootRow]:
+    """Every boot of a report's steps as (boot number, place, score, host, repetitions),
+    in order (no repetitions from a report that kept none)."""
+    boots: list[BootRow] = []
     for s in steps:
         at, scores, hosts = s.get("boot_numbers", []), s.get("scores", []), s.get("hosts", [])
-        boots += zip(at, [s["index"]] * len(at), scores, hosts, strict=True)
+        reps = s.get("repetitions") or [[] for _ in at]
+        boots += zip(at, [s["index"]] * len(at), scores, hosts, reps, strict=True)
     return sorted(boots)
 
 

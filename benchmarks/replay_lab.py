@@ -1,14 +1,14 @@
 """Benchmark tool: a real noisy-lab job's boots fed offline into the posterior engine.
 
 `benchmarks.noisy_labs` keeps each job's boots in order (boot number, the commit's place
-in the range, score, VM host). This feeds them, in that order, into the engine of a
+in the range, score, VM host, repetitions). This feeds them, in that order, into the engine of a
 revision on the lab's linear range (its commits that the job judged the same kernel as
 their parent told as such) and prints what it made of them every few boots: one
 boot's noise, the host's level and how it may move, the swing, the leading commit. It
 shows why a real job took the boots it took, and what another revision would have made of
-the same boots, without an hour on the host. The engine gets each boot's score as one
-sample (the report keeps no repetitions) and cannot choose what boots next, so a
-revision's own job would have gone elsewhere. Run:
+the same boots, without an hour on the host. The engine gets each boot's repetitions
+(its score as one sample from rows kept before reports had them) and cannot choose what
+boots next, so another revision's own job would have gone elsewhere. Run:
     .venv/bin/python -m benchmarks.replay_lab docs/data/noisy-labs-revision7.jsonl \\
         lab-103-slowdown25 [--revision 7] [--every 10]
 """
@@ -45,13 +45,14 @@ def main(argv: list[str] | None = None) -> None:
     if not row.get("boots_in_order"):
         raise SystemExit(f"{args.rows}: no {args.kind} job of {args.lab} with its boots in order")
     boots = row["boots_in_order"]
-    size = max(place for _, place, _, _ in boots) + 1
+    size = max(boot[1] for boot in boots) + 1
     graph = linear(size)
     engine = PosteriorEngine(graph, graph.order[0], ["c0"], EngineConfig(), args.revision)
     for place in row.get("same_kernel", []):
         engine.same_kernel(f"c{place + 1}", f"c{place}", "the job judged it its parent's kernel")
-    for i, (_, place, score, host) in enumerate(boots, 1):
-        engine.observe(f"c{place + 1}", Boot([score], host))
+    for i, (_, place, score, host, *repetitions) in enumerate(boots, 1):
+        samples = repetitions[0] if repetitions and repetitions[0] else [score]
+        engine.observe(f"c{place + 1}", Boot(samples, host))
         if i % args.every and i < len(boots):
             continue
         if fit := engine.refit():

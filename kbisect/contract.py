@@ -289,6 +289,9 @@ class Step:
     # when each boot ran, as scores: the job's count of boots so far (the host's level
     # moves with it; benchmarks.noisy_labs keeps them to replay a job offline)
     boot_numbers: list[int] = field(default_factory=list)
+    # each boot's repetitions of the primary metric, as scores (a boot's score is their
+    # median; the engine weighs them all: a replay needs them to decide as the job did)
+    repetitions: list[list[float]] = field(default_factory=list)
     confidence: float | None = None  # P(this verdict is right)
 
 

@@ -110,12 +110,13 @@ def test_a_row_keeps_the_job_s_boots_in_order_and_older_rows_load(tmp_path: Path
         {"index": 31, "scores": [62.0], "hosts": ["vm"], "boot_numbers": [5]},
         {"index": 20, "scores": [], "hosts": [], "boot_numbers": []},  # same kernel
     ]
+    steps[2]["repetitions"] = [[61.0, 62.0, 64.0]]  # the other steps from an older report
     assert noisy_labs.in_order(steps) == [
-        (1, -1, 80.0, "vm"),
-        (2, 63, 60.0, "vm"),
-        (3, 63, 61.0, "vm"),
-        (4, -1, 79.0, "vm"),
-        (5, 31, 62.0, "vm"),
+        (1, -1, 80.0, "vm", []),
+        (2, 63, 60.0, "vm", []),
+        (3, 63, 61.0, "vm", []),
+        (4, -1, 79.0, "vm", []),
+        (5, 31, 62.0, "vm", [61.0, 62.0, 64.0]),
     ]
     with pytest.raises(ValueError):  # a step whose lists disagree is no sequence
         noisy_labs.in_order([{"index": 3, "scores": [1.0], "hosts": [], "boot_numbers": [1]}])

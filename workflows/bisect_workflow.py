@@ -416,6 +416,7 @@ class BisectWorkflow(Resumable):
             return test.host if test else None
         samples = test.samples_of(state.job.primary)
         m.raw.append(engine_report.boot_value(samples))
+        m.repetitions.append(list(samples))
         m.hosts.append(test.host)
         m.last, m.test_seconds = test, m.test_seconds + test.seconds
         if test.bad and m.bad is None:

@@ -51,6 +51,7 @@ class Measured:
     """What one commit's boots gave, for display: raw per-boot values, seconds."""
 
     raw: list[float] = field(default_factory=list)  # each boot's median repetition
+    repetitions: list[list[float]] = field(default_factory=list)  # each boot's, as raw
     hosts: list[str] = field(default_factory=list)  # the VM host of each boot
     boot_numbers: list[int] = field(default_factory=list)  # the job's boots so far, at each
     last: TestResult | None = None
@@ -67,10 +68,11 @@ def boot_value(samples: list[float]) -> float:
 
 def with_boots(step: Step, m: Measured) -> Step:
     """`step` with every boot of `m` so far: its value and its per-boot lists, which stay
-    aligned (each boot's score, host and number) however often a step is brought up to
+    aligned (each boot's score, repetitions, host and number) however often a step is brought up to
     date."""
     step.boots, step.scores = len(m.raw), list(m.raw)
     step.hosts, step.boot_numbers = list(m.hosts), list(m.boot_numbers)
+    step.repetitions = [list(r) for r in m.repetitions]
     if m.raw:
         step.value = boot_value(m.raw)
     return step

@@ -2,6 +2,7 @@
 
 import json
 import random
+import statistics
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from kbisect.workflows.posterior_engine import PosteriorEngine
 
 
 def _job(culprit: int, seed: int) -> tuple[list[list[object]], str, float]:
-    """A simulated 32-commit job (one sample a boot, 5% noise, a 20% step at `culprit`,
+    """A simulated 32-commit job (three repetitions a boot, 5% noise, a 20% step at `culprit`,
     whose parent is its own parent's kernel): its boots as noisy_labs keeps them, and the
     engine's answer and confidence."""
     rng, graph = random.Random(seed), linear(32)
@@ -25,8 +26,9 @@ def _job(culprit: int, seed: int) -> tuple[list[list[object]], str, float]:
         for commit in commits:
             place = int(commit[1:]) - 1  # c0, the old endpoint, is place -1
             value = 100 * (0.8 if place >= culprit else 1.0) * rng.lognormvariate(0, 0.05)
-            engine.observe(commit, Boot([value], "vm"))
-            boots.append([len(boots) + 1, place, value, "vm"])
+            reps = [value * rng.lognormvariate(0, 0.03) for _ in range(3)]
+            engine.observe(commit, Boot(reps, "vm"))
+            boots.append([len(boots) + 1, place, statistics.median(reps), "vm", reps])
     result = engine.result()
     assert result.culprit is not None
     return boots, result.culprit, result.confidence
@@ -51,6 +53,13 @@ def test_a_replay_reaches_the_job_s_answer(
     assert printed[-1]["boot"] == len(boots)
     assert (printed[-1]["top"], printed[-1]["p"]) == (named, round(confidence, 4))
     assert [p["boot"] for p in printed[:-1]] == list(range(4, len(boots), 4))[-len(printed) + 1 :]
+    # a row kept before reports had repetitions: each boot's score is its one sample, and
+    # the replay no longer decides exactly as the job did
+    row["boots_in_order"] = [b[:4] for b in boots]
+    rows.write_text(json.dumps(row) + "\n")
+    replay_lab.main([str(rows), "lab-1-slowdown20", "--every", "1000", "--json"])
+    last = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert last["boot"] == len(boots) and last["p"] != round(confidence, 4)
 
 
 def test_a_row_without_its_boots_says_so(tmp_path: Path) -> None:

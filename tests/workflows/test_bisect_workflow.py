@@ -5,6 +5,7 @@ import contextlib
 import dataclasses
 import math
 import os
+import statistics
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -397,13 +398,17 @@ async def test_a_small_step_under_noise_is_found(env: WorkflowEnvironment) -> No
 
 
 async def test_each_boot_says_when_it_ran_and_where(env: WorkflowEnvironment) -> None:
-    # The report keeps each boot's place in the job and its VM host beside its score, the
-    # endpoints' re-measurements included, so a real job can be replayed offline.
+    # The report keeps each boot's place in the job, its VM host and its repetitions beside
+    # its score, the endpoints' re-measurements included, so a real job can be replayed
+    # offline as the engine saw it.
     scenario = Scenario(graph=linear(16), culprit="c6", noise=0.05, slow=fakes.FAST * 0.8)
     result, s = await bisect(env.client, scenario)
     tested = [st for st in result.steps if st.scores]
     for st in tested:
         assert len(st.boot_numbers) == len(st.hosts) == len(st.scores) == st.boots, st
+        assert len(st.repetitions) == st.boots, st
+        for score, repetitions in zip(st.scores, st.repetitions, strict=True):
+            assert len(repetitions) > 1 and statistics.median(repetitions) == score
     numbers = sorted(n for st in tested for n in st.boot_numbers)
     assert numbers == list(range(1, len(numbers) + 1))
     v = result.verification
