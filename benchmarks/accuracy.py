@@ -19,7 +19,7 @@ import os
 import random
 import statistics
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from functools import cache
@@ -45,6 +45,9 @@ class Cell:
     trials: int
     seed: int
     inert: int = 0  # percent of commits that cannot change the kernel (known to kbisect)
+    # kbisect's duets: each probe booted beside a reference at one moment, the two guests'
+    # between-boot noise correlated this much (the host's share); 0: one guest at a time
+    duet: float = 0.0
 
 
 @dataclass
@@ -58,6 +61,7 @@ class Row:
     seconds: float
     # (claimed confidence, right) of each trial that named a commit: the calibration's data
     claims: list[tuple[float, bool]] = field(default_factory=list)
+    moments: tuple[float, float] = (0.0, 0.0)  # duets: boot times, median and p90
 
     @property
     def misses(self) -> int:
@@ -76,7 +80,12 @@ class Row:
             confidence=data["confidence"],
             seconds=data["seconds"],
             claims=[(float(p), bool(r)) for p, r in data.get("claims", [])],
+            moments=_pair(data.get("moments", (0.0, 0.0))),
         )
+
+
+def _pair(values: Sequence[float]) -> tuple[float, float]:
+    return float(values[0]), float(values[1])
 
 
 @cache
@@ -122,14 +131,36 @@ class Machine:
         self.noise, self.step, self.rng, self.clock = noise, step, rng, 0
         self.inert: dict[str, str] = {}  # commit -> first parent: the same kernel
         self.host: float | None = None  # the host's swing, when the noise has one
+        self.duet = 0.0  # Cell.duet
+
+    def _level(self, commit: str) -> float:
+        anc = self.graph.ancestry.get(commit, 0)
+        return level_of(sum(1 for c in self.culprits if anc >> self.bit[c] & 1), self.step)
 
     def __call__(self, commit: str) -> list[float]:
-        anc = self.graph.ancestry.get(commit, 0)
-        below = sum(1 for c in self.culprits if anc >> self.bit[c] & 1)
         self.clock += 1
         if self.noise.swing:
             self.host = self.noise.swung(self.host, self.rng)
-        return self.noise.boot(level_of(below, self.step), self.rng, self.clock, self.host)
+        return self.noise.boot(self._level(commit), self.rng, self.clock, self.host)
+
+    def together(self, commits: Sequence[str]) -> list[list[float]]:
+        """Boots of these commits at one moment on one host (a duet): `duet` of each
+        one's between-boot noise is the host's, theirs alike."""
+        self.clock += 1
+        if self.noise.swing:
+            self.host = shared = self.noise.swung(self.host, self.rng)
+        else:
+            shared = self.rng.gauss(0, 1)
+        r = self.duet
+        return [
+            self.noise.boot(
+                self._level(c),
+                self.rng,
+                self.clock,
+                math.sqrt(r) * shared + math.sqrt(1 - r) * self.rng.gauss(0, 1),
+            )
+            for c in commits
+        ]
 
 
 def run_cell(cell: Cell) -> Row:
@@ -143,12 +174,14 @@ def run_cell(cell: Cell) -> Row:
         culprits = _culprits(graph, cell.step, rng)
         machine = Machine(graph, bit, culprits, noise, step, rng)
         machine.inert = _inert(graph, culprits, cell.inert, rng)
+        machine.duet = cell.duet if cell.policy == "kbisect" else 0.0
         runs.append((POLICIES[cell.policy](graph, OLD, machine), culprits))
     n = len(runs)
     exact = sum(1 for o, c in runs if (o.found in c if c else o.found is None)) / n
     false = sum(1 for o, c in runs if o.found is not None and o.found not in c) / n
     builds = sorted(o.builds for o, _ in runs)
     boots = sorted(o.boots for o, _ in runs)
+    moments = sorted(o.moments or o.boots for o, _ in runs)
     return Row(
         cell=cell,
         exact=exact,
@@ -158,6 +191,7 @@ def run_cell(cell: Cell) -> Row:
         confidence=statistics.fmean(o.confidence for o, _ in runs),
         seconds=time.monotonic() - started,
         claims=[(o.confidence, o.found in c) for o, c in runs if o.found is not None],
+        moments=(statistics.median(moments), moments[int(0.9 * (n - 1))]),
     )
 
 
@@ -248,8 +282,20 @@ def grid(args: argparse.Namespace) -> list[Cell]:
                 for step in args.steps:
                     for inert in args.inert:
                         for policy in args.policies:
-                            cell = Cell(size, cv, kind, step, policy, args.trials, args.seed, inert)
-                            cells.append(cell)
+                            for duet in args.duet if policy == "kbisect" else [0.0]:
+                                cells.append(
+                                    Cell(
+                                        size,
+                                        cv,
+                                        kind,
+                                        step,
+                                        policy,
+                                        args.trials,
+                                        args.seed,
+                                        inert,
+                                        duet,
+                                    )
+                                )
     return cells
 
 
@@ -277,6 +323,14 @@ def _parser() -> argparse.ArgumentParser:
         help="percent of commits that touch nothing the config compiles (kbisect skips them)",
     )
     p.add_argument("--policies", nargs="+", default=list(POLICIES), help="which policies")
+    p.add_argument(
+        "--duet",
+        type=float,
+        nargs="+",
+        default=[0.0],
+        help="kbisect in duets: each probe beside a reference at one moment, the two guests' "
+        "between-boot noise correlated this much (0: one guest at a time)",
+    )
     p.add_argument("--trials", type=int, default=300, help="trials per cell (300)")
     p.add_argument("--seed", type=int, default=1, help="seed of the whole run")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes")
@@ -317,6 +371,9 @@ def _print_row(row: Row) -> None:
             f"{row.builds[0]:g}/{row.builds[1]:g}",
             f"{row.boots[0]:g}/{row.boots[1]:g}",
             f"{row.confidence:.3f}" if c.policy == "kbisect" else "",
+        )
+        + (
+            f" duets {c.duet:g}: {row.moments[0]:g}/{row.moments[1]:g} boot times" if c.duet else ""
         ),
         flush=True,
     )

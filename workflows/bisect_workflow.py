@@ -85,6 +85,8 @@ SPLIT_PATCH = "split-weighed"  # revision 6: each hypothesis weighed on its spli
 SWING_PATCH = "host-swing"  # revision 7: a swing of the host's speed, where the boots
 # show one, makes a commit's boots close together count partly as one, and each
 # verification boot comes beside a boot of the endpoint it was made from
+SWING_MEAN_PATCH = "swing-mean"  # revision 8: each probe boot has the swing that the
+# references around it show taken off, and carries only what they left of it
 
 SA_TESTCASE = SearchAttributeKey.for_keyword(SA_TESTCASE_NAME)
 SA_STATUS = SearchAttributeKey.for_keyword(SA_STATUS_NAME)
@@ -224,6 +226,8 @@ class BisectWorkflow(Resumable):
             revision = 4 if workflow.patched(BOOT_MEAN_PATCH) else 3
             if revision == 4 and workflow.patched(SPLIT_PATCH):
                 revision = 7 if workflow.patched(SWING_PATCH) else 6
+                if revision == 7 and workflow.patched(SWING_MEAN_PATCH):
+                    revision = 8
         if state.job.pass_fail and state.job.flaky:  # no job before it: no marker of its own
             engine = FlakyEngine(graph, new, old, config, revision)
         elif not posterior:

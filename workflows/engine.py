@@ -210,7 +210,8 @@ class Engine:
         if not boot.samples:
             raise ValueError(f"a boot of {commit[:12]} with no samples")
         self.boots.setdefault(commit, []).append(boot)
-        self._clock += 1
+        if not boot.beside or not self._clock:
+            self._clock += 1
         self.times.setdefault(commit, []).append(self._clock)
         if commit not in (self.old_end, self.new_end):
             self._since_remeasure += 1

@@ -32,6 +32,9 @@ class Boot:
     # Exact by declaration: a deterministic pass/fail verdict (one run, 1 or 0) is as
     # exact as a counter whose repetitions agree.
     exact: bool = False
+    # Booted beside the boot observed just before it, at the same moment on the same VM
+    # host (a duet: two guests on separate reserved CPUs), so it shares that one's clock.
+    beside: bool = False
 
     @property
     def spread(self) -> float:

@@ -53,7 +53,7 @@ from kbisect.workflows.evidence import (
 from kbisect.workflows.posterior import NONE, Posterior
 from kbisect.workflows.stats import robust_mean, t_logpdf
 from kbisect.workflows.strategy import Graph, State
-from kbisect.workflows.trend import Trend, fit_swing, fit_trend
+from kbisect.workflows.trend import SWING_PHIS_MOMENT, Trend, fit_swing, fit_trend, swing_means
 
 NONE_PRIOR = 0.5  # "no culprit" before any boot: the user's word that they differ is half
 REFERENCE_EVERY = 3  # probe boots per reference boot
@@ -88,6 +88,9 @@ class Tuning:
     # units, or a fraction of the old mean): None, each commit's boots against the models.
     split_tau: float | None = None
     swing: bool = False  # a swing of the host's speed, where the boots show one
+    # each other boot has the swing the references around it show taken off it, and
+    # carries only the swing's variance they left (Trend.swing_at)
+    swing_mean: bool = False
 
 
 REVISIONS = {
@@ -133,6 +136,10 @@ REVISIONS[6] = replace(REVISIONS[5], slope=None)
 # show it, a commit's boots close together count partly as one
 # (docs/measurements.md, "A host that swings (revision 7)").
 REVISIONS[7] = replace(REVISIONS[6], swing=True)
+# Revision 7 that takes a swing as a mean where references show it, not only as noise: a
+# probe booted beside or between references is judged against what they read beyond
+# their side (docs/measurements.md, "The swing as a mean (revision 8)").
+REVISIONS[8] = replace(REVISIONS[7], swing_mean=True)
 LATEST = max(REVISIONS)
 
 
@@ -155,13 +162,14 @@ class Fit:
         """The level of the host with the most references (the report's)."""
         return max(self.trends.values(), key=lambda t: t.references)
 
-    def level_var(self, boots: list[tuple[str, int]]) -> float:
+    def level_var(self, boots: list[tuple[str, int]], left: bool = False) -> float:
         """The level's error over boots at these (host, clock)s, less the part every boot
         of a host shares: each side's mean is taken on the same levels, so that part
         cancels in a verdict; plus what a swinging host's boots close together share (a
         commit whose boots share much calls for references between them: _level_bound).
         Hosts' errors are independent. A boot on a host with no references yet is not
-        weighed at all (a farm's new host: benchmarks.farm)."""
+        weighed at all (a farm's new host: benchmarks.farm). `left`: boots that had the
+        swing's mean taken off (revision 8) share only what the references left of it."""
         boots = [(host, clock) for host, clock in boots if host in self.trends]
         clocks: dict[str, list[int]] = {}
         for host, clock in boots:
@@ -170,7 +178,7 @@ class Fit:
             (len(cs) / len(boots)) ** 2
             * (
                 max(0.0, self.trends[h].mean_var(cs) - self.shared.get(h, 0.0))
-                + self.trends[h].swing_var(cs)
+                + self.trends[h].swing_var(cs, left)
             )
             for h, cs in clocks.items()
         )
@@ -395,6 +403,12 @@ class PosteriorEngine(Engine):
             self._queue = self._reference_block()
         return self._queue.pop(0)
 
+    def duet_partner(self) -> str:
+        """The reference to boot beside a probe that has none (a duet): the next of the
+        balanced blocks, counted as a reference ahead of time."""
+        self._since_reference -= REFERENCE_EVERY
+        return self._next_reference()
+
     def observe(self, commit: str, boot: Boot | None) -> None:
         super().observe(commit, boot)
         if boot is None or self._exact:
@@ -479,9 +493,12 @@ class PosteriorEngine(Engine):
         names, commits = [], []
         for commit in self.boots:
             if known := self._known(commit, fit):
-                extra = 0.0 if commit in ends else fit.level_var([w for _, w in known])
+                left = self._conditioned(commit)
+                extra = 0.0 if commit in ends else fit.level_var([w for _, w in known], left)
                 names.append(commit)
-                commits.append(split_likelihood.Commit.of([sign * v for v, _ in known], extra))
+                values = [sign * v for v, _ in known]
+                scale = self._scale(commit, fit)
+                commits.append(split_likelihood.Commit.of(values, extra, scale))
         splits, which = self.posterior.splits(names)
         scale = tau if self.log else tau * abs(fit.old_mean)
         weighed = split_likelihood.split_loglik(commits, splits, least, scale)
@@ -534,14 +551,46 @@ class PosteriorEngine(Engine):
         show of every boot whose side is known (`means`: by commit, its side's mean): a
         settled commit's boots in a row show it as well as references do."""
         by_host: dict[str, list[tuple[int, float]]] = {}
+        refs: dict[str, list[tuple[int, float]]] = {}  # the endpoints' alone
         for c, mean in means.items():
             for v, t, h in zip(raw.get(c, []), self.times.get(c, []), self._hosts(c), strict=True):
                 if h in trends:
-                    by_host.setdefault(h, []).append((t, v - mean - trends[h].at(t)[0]))
-        return {
-            h: replace(trend, swing=fit_swing(sorted(by_host.get(h, []))))
-            for h, trend in trends.items()
-        }
+                    residual = (t, v - mean - trends[h].at(t)[0])
+                    by_host.setdefault(h, []).append(residual)
+                    if c in (self.old_end, self.new_end):
+                        refs.setdefault(h, []).append(residual)
+        if not self.tuning.swing_mean:
+            return {
+                h: replace(trend, swing=fit_swing(sorted(by_host.get(h, []))))
+                for h, trend in trends.items()
+            }
+        out = {}
+        for h, trend in trends.items():
+            swing = fit_swing(sorted(by_host.get(h, [])), SWING_PHIS_MOMENT)
+            out[h] = replace(trend, swing=swing)
+            if swing is not None:
+                means_, left = swing_means(refs.get(h, []), swing, self._clock)
+                out[h] = replace(out[h], swing_mean=means_, swing_left=left)
+        return out
+
+    def _conditioned(self, commit: str) -> bool:
+        """Whether the commit's boots have the references' swing taken off (revision 8)."""
+        return self.tuning.swing_mean and commit not in (self.old_end, self.new_end)
+
+    def _scale(self, commit: str, fit: Fit) -> float:
+        """A boot's noise variance in sigma^2, on average over the commit's boots: below 1
+        where the references showed the swing at its boots (revision 8)."""
+        if not self._conditioned(commit):
+            return 1.0
+        scales = []
+        for host, clock in self._where(commit):
+            trend = fit.trends.get(host)
+            swing = trend.swing if trend is not None else None
+            if trend is None or swing is None or swing.total <= 0:
+                scales.append(1.0)
+            else:
+                scales.append(1 - (swing.var - trend.swing_at(clock)[1]) / swing.total)
+        return statistics.fmean(scales) if scales else 1.0
 
     def _shared(self, fit: Fit) -> dict[str, float]:
         """By host, the part of its level's error that every boot shares, weighed by the
@@ -578,7 +627,7 @@ class PosteriorEngine(Engine):
         fit, times = self._fit, self.times.get(commit, [])
         if fit is None or not times:
             return False
-        shared = fit.level_var(self._where(commit)) + fit.sigma**2 / max(
+        shared = fit.level_var(self._where(commit), self._conditioned(commit)) + fit.sigma**2 / max(
             1, min(fit.n_old, fit.n_new)
         )
         # ... and only where that error is a noticeable part of the step
@@ -609,7 +658,9 @@ class PosteriorEngine(Engine):
         if not known:
             return None
         mean = robust_mean([v for v, _ in known])
-        return mean, fit.sigma**2 / len(known) + fit.level_var([w for _, w in known])
+        where = [w for _, w in known]
+        own = fit.sigma**2 * self._scale(commit, fit) / len(known)
+        return mean, own + fit.level_var(where, self._conditioned(commit))
 
     @property
     def _level(self) -> float:
@@ -701,8 +752,9 @@ class PosteriorEngine(Engine):
         where = self._where(commit)
         if fit is None:
             return list(zip(scores, where, strict=True))
+        off = self._conditioned(commit)
         return [
-            (v - fit.trends[h].at(t)[0], (h, t))
+            (v - fit.trends[h].at(t)[0] - (fit.trends[h].swing_at(t)[0] if off else 0.0), (h, t))
             for v, (h, t) in zip(scores, where, strict=True)
             if h in fit.trends
         ]

@@ -47,11 +47,15 @@ class Commit:
     mean: float
     rss: float  # about their own mean
     extra: float = 0.0  # variance its mean carries beyond the boots' noise
+    # a boot's noise variance in sigma^2 (below 1: what the references showed of the
+    # host's swing at its boots taken off them)
+    scale: float = 1.0
 
     @staticmethod
-    def of(values: Sequence[float], extra: float = 0.0) -> "Commit":
+    def of(values: Sequence[float], extra: float = 0.0, scale: float = 1.0) -> "Commit":
         mean = math.fsum(values) / len(values)
-        return Commit(len(values), mean, math.fsum((v - mean) ** 2 for v in values), extra)
+        rss = math.fsum((v - mean) ** 2 for v in values)
+        return Commit(len(values), mean, rss, extra, scale)
 
 
 def _logsumexp(terms: list[float]) -> float:
@@ -70,7 +74,7 @@ def split_loglik(
     n = sum(c.n for c in commits)
     if n < LEAST_BOOTS:
         return None
-    within = math.fsum(c.rss for c in commits)
+    within = math.fsum(c.rss / c.scale for c in commits)
     dof = n - len(commits)
     # log sigma's standard error is about 1/sqrt(2 df); each hypothesis integrates over a
     # grid of its own about its own residual (sums on one spacing: the same multiple of
@@ -88,7 +92,7 @@ def split_loglik(
         s2 = math.exp(2 * log_sigma)
         rows, log_var = [], 0.0
         for c in commits:
-            var = s2 / c.n + c.extra
+            var = s2 * c.scale / c.n + c.extra
             log_var += math.log(var)
             rows.append((1 / var, c.mean / var, c.mean * c.mean / var))
         return -dof * log_sigma - within / (2 * s2) - 0.5 * log_var, rows

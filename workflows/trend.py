@@ -59,6 +59,10 @@ class Trend:
     model: Model = Model(0.0)  # the motion the references chose
     references: int = 0  # how many it was fitted to
     swing: Swing | None = None  # the swing the boots showed (fit_swing), if any
+    # The swing at each clock as the references around it show it (swing_means), and the
+    # variance left about that; empty: not estimated (before revision 8)
+    swing_mean: list[float] = field(default_factory=list)
+    swing_left: list[float] = field(default_factory=list)
 
     def at(self, clock: int) -> tuple[float, float]:
         """The level at `clock` and its variance; after the last boot, the last level
@@ -85,17 +89,35 @@ class Trend:
             last = t
         return total / len(clocks) ** 2
 
-    def swing_var(self, clocks: Sequence[int]) -> float:
+    def swing_at(self, clock: int) -> tuple[float, float]:
+        """The swing's estimate at `clock` from the references and the variance left
+        about it; after the last boot it fades back to none as the swing forgets."""
+        swing = self.swing
+        if swing is None or not self.swing_mean:
+            return 0.0, swing.var if swing else 0.0
+        last = len(self.swing_mean) - 1
+        t = max(clock, 0)
+        if t <= last:
+            return self.swing_mean[t], self.swing_left[t]
+        fade = swing.phi ** (t - last)
+        known = swing.var - self.swing_left[last]
+        return self.swing_mean[last] * fade, swing.var - known * fade * fade
+
+    def swing_var(self, clocks: Sequence[int], left: bool = False) -> float:
         """What the swing adds to the variance of the mean of boots at these clocks,
-        beyond each boot's own noise: the covariance of every pair (phi ** apart)."""
+        beyond each boot's own noise: the covariance of every pair (phi ** apart); with
+        `left`, of what the references left unknown of it (the pairs' covariance taken
+        as phi ** apart of their variances left: no less than it is)."""
         swing = self.swing
         if swing is None or len(clocks) < 2:
             return 0.0
         pairs, carry, last = 0.0, 0.0, None
         for t in sorted(clocks):
+            scale = math.sqrt(self.swing_at(t)[1] / swing.var) if left and swing.var else 1.0
             if last is not None:
-                carry = (carry + 1.0) * swing.phi ** (t - last)
-                pairs += carry
+                carry *= swing.phi ** (t - last)
+                pairs += carry * scale
+            carry += scale
             last = t
         return 2 * swing.var * pairs / len(clocks) ** 2
 
@@ -104,6 +126,9 @@ class Trend:
 # residual variance that swings (the rest is each boot's own).
 SWING_PHIS = (0.5, 0.7, 0.85, 0.95)
 SWING_SHARES = (0.3, 0.6, 0.9)
+# Revision 8's also: a part that boots at one moment share (two guests side by side, a
+# duet) and no longer (phi 0: boots a moment apart are independent)
+SWING_PHIS_MOMENT = (0.0, *SWING_PHIS)
 SWING_EVIDENCE = 3.0  # log likelihood a swing must gain over independent boots
 SWING_LEAST = 8  # boots before a swing is looked for
 
@@ -160,8 +185,10 @@ def fit_trend(
     return replace(trend, memory=max(memory, 1.0), model=model, references=len(observations))
 
 
-def fit_swing(residuals: Sequence[tuple[int, float]]) -> Swing | None:
-    """The swing among SWING_PHIS x SWING_SHARES that explains these (clock, residual)s,
+def fit_swing(
+    residuals: Sequence[tuple[int, float]], phis: Sequence[float] = SWING_PHIS
+) -> Swing | None:
+    """The swing among `phis` x SWING_SHARES that explains these (clock, residual)s,
     in clock order, better than independent boots by SWING_EVIDENCE; None if none does.
     The residuals' own spread is the scale: the noise figure pools the spread within
     commits, and boots of one commit in a row share a swing, so it holds less of it."""
@@ -171,12 +198,43 @@ def fit_swing(residuals: Sequence[tuple[int, float]]) -> Swing | None:
     if total <= 0:
         return None
     best, most = None, _swing_loglik(residuals, 0.0, 0.0, total) + SWING_EVIDENCE
-    for phi in SWING_PHIS:
+    for phi in phis:
         for share in SWING_SHARES:
             fit = _swing_loglik(residuals, phi, share * total, total)
             if fit > most:
                 best, most = Swing(phi, share * total, total), fit
     return best
+
+
+def swing_means(
+    residuals: Sequence[tuple[int, float]], swing: Swing, clocks: int
+) -> tuple[list[float], list[float]]:
+    """The swing at every clock 0..`clocks` from these (clock, residual)s of references,
+    and the variance left about it: a Kalman filter and smoother over the AR(1), each
+    reference seeing it through its own noise (total - var)."""
+    phi, var = swing.phi, swing.var
+    own = max(swing.total - var, 1e-9 * swing.total)
+    by_clock: dict[int, list[float]] = {}
+    for clock, value in residuals:
+        by_clock.setdefault(clock, []).append(value)
+    m, p = 0.0, var
+    predicted: list[tuple[float, float]] = []
+    filtered: list[tuple[float, float]] = []
+    for t in range(clocks + 1):
+        if t:
+            m, p = phi * m, phi * phi * p + var * (1 - phi * phi)
+        predicted.append((m, p))
+        for r in by_clock.get(t, ()):
+            gain = p / (p + own)
+            m, p = m + gain * (r - m), p - gain * p
+        filtered.append((m, p))
+    means, left = [m for m, _ in filtered], [p for _, p in filtered]
+    for t in range(clocks - 1, -1, -1):
+        (fm, fp), (pm, pp) = filtered[t], predicted[t + 1]
+        back = fp * phi / pp if pp > 0 else 0.0
+        means[t] = fm + back * (means[t + 1] - pm)
+        left[t] = max(fp + back * back * (left[t + 1] - pp), 0.0)
+    return means, left
 
 
 def _swing_loglik(

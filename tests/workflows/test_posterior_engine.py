@@ -404,3 +404,38 @@ def test_revision_7_sees_a_host_that_swings_and_counts_boots_in_a_row_partly_as_
         assert steady[1][1]._fit.trend.swing is None, s  # type: ignore[attr-defined]
         assert not steady[1][1].pairs_verification(), s
         assert steady[0][2] == steady[1][2], s
+
+
+def test_revision_8_takes_off_a_probe_the_swing_the_references_around_it_read() -> None:
+    # Revision 7's swinging host (10%, 0.8 a boot). Revision 8 takes off each probe boot
+    # what the references around it read beyond their side, and weighs it with only the
+    # swing they left unknown: the same answers in fewer boots. A steady host shows no
+    # swing, and revision 8 decides as revision 7, boot for boot.
+    speeds = swinging_speeds(3, 0.8, 0.1, 1000)
+    boots = {7: 0, 8: 0}
+    for s in range(3):
+        for r in boots:
+            kind = functools.partial(PosteriorEngine, revision=r)
+            res, engine, _ = run(
+                32, step_at(21, 0.15), cv=0.03, seed=s, kind=kind, load=speeds.__getitem__
+            )  # type: ignore[arg-type]
+            assert res.culprit == "c21", (r, s, res.message)
+            boots[r] += res.boots
+            if r == 8:
+                assert isinstance(engine, PosteriorEngine) and engine._fit is not None
+                trend = engine._fit.trend
+                assert trend.swing is not None and trend.swing_mean, s
+    assert boots[8] < 0.9 * boots[7], boots
+    for s in range(2):
+        kinds = [functools.partial(PosteriorEngine, revision=r) for r in (7, 8)]
+        a, b = (run(64, step_at(12 + 7 * s, 0.1), cv=0.15, seed=s, kind=k) for k in kinds)  # type: ignore[arg-type]
+        assert a[2] == b[2], s
+
+
+def test_a_boot_beside_another_shares_its_moment() -> None:
+    # A duet: two guests at one moment on one host; the second boot keeps the clock.
+    engine = PosteriorEngine(linear(8), new="c8", old=["root"], config=EngineConfig())
+    engine.observe("root", Boot([100.0, 101.0, 99.0]))
+    engine.observe("c8", Boot([90.0, 91.0, 89.0], beside=True))
+    engine.observe("c8", Boot([90.0, 91.0, 89.0]))
+    assert (engine.times["root"], engine.times["c8"]) == ([1], [1, 2])

@@ -6,7 +6,14 @@ import random
 
 import pytest
 
-from kbisect.workflows.trend import Model, Swing, Trend, fit_swing, fit_trend
+from kbisect.workflows.trend import (
+    Model,
+    Swing,
+    Trend,
+    fit_swing,
+    fit_trend,
+    swing_means,
+)
 
 SIGMA = 0.1
 
@@ -114,3 +121,33 @@ def test_boots_close_together_on_a_swinging_host_count_partly_as_one() -> None:
     spread = trend.swing_var(list(range(10, 300, 30)))
     assert spread < together / 20
     assert Trend([0.0] * 301, [0.0] * 301).swing_var(list(range(100, 110))) == 0.0
+
+
+def test_the_swing_is_read_from_the_references_around_a_boot() -> None:
+    swing = Swing(0.7, 0.75 * SIGMA**2, SIGMA**2)
+    # one reference at clock 10 read 2 sigmas high: the swing there is its share of it
+    # (var / total), less further away as the swing forgets, both ways in time
+    means, left = swing_means([(10, 2 * SIGMA)], swing, 20)
+    assert means[10] == pytest.approx(0.75 * 2 * SIGMA)
+    assert left[10] == pytest.approx(0.75 * 0.25 * SIGMA**2)  # var * own / total
+    assert means[11] == pytest.approx(0.7 * means[10]) == means[9]
+    assert means[0] < 0.1 * means[10] and left[0] > 0.99 * swing.var
+    # a boot right between two references learns more of it than beside one
+    two = swing_means([(9, SIGMA), (11, SIGMA)], swing, 20)
+    one = swing_means([(9, SIGMA)], swing, 20)
+    assert two[1][10] < one[1][10] < swing.var
+    # a duet's part that lasts one moment: only the boot beside the reference learns it
+    moment = Swing(0.0, 0.5 * SIGMA**2, SIGMA**2)
+    means, left = swing_means([(5, SIGMA)], moment, 10)
+    assert means[5] == pytest.approx(0.5 * SIGMA) and means[4] == means[6] == 0.0
+    assert left[6] == moment.var
+
+
+def test_what_the_references_leave_of_a_swing_is_what_boots_share() -> None:
+    swing = Swing(0.7, 0.75 * SIGMA**2, SIGMA**2)
+    means, left = swing_means([(t, 0.0) for t in range(0, 200, 3)], swing, 200)
+    trend = Trend([0.0] * 201, [0.0] * 201, swing=swing, swing_mean=means, swing_left=left)
+    clocks = list(range(100, 106))
+    assert 0 < trend.swing_var(clocks, left=True) < 0.6 * trend.swing_var(clocks)
+    # after the last boot the swing fades back to unknown
+    assert trend.swing_at(200)[1] < trend.swing_at(210)[1] < swing.var
