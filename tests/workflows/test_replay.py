@@ -30,6 +30,7 @@ from kbisect.workflows.bisect_workflow import (
     ROUND_AT_ONCE_PATCH,
     SAME_KERNEL_PATCH,
     SPLIT_PATCH,
+    SWING_MEAN_PATCH,
     SWING_PATCH,
     TRACE_PATCH,
     BisectWorkflow,
@@ -87,6 +88,9 @@ REWEIGHED = {"small-step"}
 # swings; and small-step as revision 6 ran it, which revision 7 decides alike (the chain
 # of revisions in test_a_job_keeps_the_engine_revision_it_started_with starts there).
 SWUNG = {"host-swing", "small-step"}
+# The jobs revision 8 (swing-mean) decides otherwise than revision 7: the host that swings
+# (a steady host shows no swing, and revision 8 decides there as revision 7).
+SWING_MEANT = {"host-swing"}
 
 
 def test_histories_were_recorded() -> None:
@@ -99,13 +103,14 @@ def test_histories_were_recorded() -> None:
     # pre-bootmean-*: the same with a boot scored by its repetitions' median (revision 3);
     # pre-rolling-farm: the farm job in rounds, before picks as VM hosts free up;
     # pre-split-*: the jobs revision 6 decides otherwise, as revision 4 ran them;
-    # pre-swing-*: SWUNG, as revision 6 ran them.
+    # pre-swing-*: SWUNG, as revision 6 ran them;
+    # pre-swingmean-*: SWING_MEANT, as revision 7 ran them.
     # Every job replays the engine: the pre-engine code and its histories are gone.
     assert all(ENGINE_PATCH in _patches(p) for p in HISTORIES)
     pre_same = [p for p in HISTORIES if p.stem.startswith("pre-samekernel-")]
     pre_posterior = [p for p in HISTORIES if p.stem.startswith("pre-posterior-")]
     current = [p for p in HISTORIES if not p.stem.startswith("pre-")]
-    # host-swing came with revision 7: its only twin is revision 6's (pre-swing-)
+    # host-swing came with revision 7: its only twins are revisions 6's and 7's
     older = {p.stem for p in current} - {"host-swing"}
     assert len(pre_same) >= 5
     assert all(SAME_KERNEL_PATCH not in _patches(p) for p in pre_same)
@@ -138,6 +143,10 @@ def test_histories_were_recorded() -> None:
     assert {p.stem.removeprefix("pre-swing-") for p in pre_swing} == SWUNG
     assert all(SWING_PATCH not in _patches(p) for p in pre_swing)
     assert all(SPLIT_PATCH in _patches(p) for p in pre_swing)
+    pre_swing_mean = [p for p in HISTORIES if p.stem.startswith("pre-swingmean-")]
+    assert {p.stem.removeprefix("pre-swingmean-") for p in pre_swing_mean} == SWING_MEANT
+    assert all(SWING_MEAN_PATCH not in _patches(p) for p in pre_swing_mean)
+    assert all(SWING_PATCH in _patches(p) for p in pre_swing_mean)
     pre_rolling = [p for p in HISTORIES if p.stem.startswith("pre-rolling-")]
     assert [p.stem for p in pre_rolling] == ["pre-rolling-farm"]
     assert ROLLING_PATCH not in _patches(pre_rolling[0])
@@ -159,6 +168,7 @@ def test_histories_were_recorded() -> None:
     assert FAILED_STATUS_PATCH in now["failed"]
     engine = {ENGINE_PATCH, SAME_KERNEL_PATCH, HOST_CHECK_PATCH, CONTROLS_V2_PATCH, POSTERIOR_PATCH}
     engine |= {POSTERIOR_2_PATCH, ROUND_AT_ONCE_PATCH, BOOT_MEAN_PATCH, SPLIT_PATCH, SWING_PATCH}
+    engine.add(SWING_MEAN_PATCH)
     assert all(engine <= patches for patches in now.values()), now
     assert TRACE_PATCH in now["trace"]
     # rolling picks: a noisy --parallel job on a farm only
@@ -246,7 +256,8 @@ async def test_a_job_keeps_the_engine_revision_it_started_with(
     await apart(2, 1, "pre-roundatonce-small-step", "pre-posterior2-small-step")
     await apart(4, 3, "pre-split-small-step", "pre-bootmean-small-step")
     await apart(6, 4, "pre-swing-small-step", "pre-split-small-step")
-    await apart(7, 6, "host-swing", "pre-swing-host-swing")
+    await apart(7, 6, "pre-swingmean-host-swing", "pre-swing-host-swing")
+    await apart(8, 7, "host-swing", "pre-swingmean-host-swing")
 
 
 async def test_a_changed_flaky_engine_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
