@@ -32,6 +32,18 @@ def test_pinpoint_names_nothing_without_a_change() -> None:
     assert (row.exact, row.false) == (1.0, 0.0)
 
 
+def test_duets_boot_each_probe_beside_a_reference_in_half_the_boot_times() -> None:
+    # Two guests at one moment whose between-boot noise the host shares (0.8): each
+    # probe has a reference beside it, so a job's boot times are half its guest boots,
+    # and it names the culprit in fewer boot times than one guest at a time.
+    alone = run_cell(Cell(64, 15, "swing:0.7", "20", "kbisect", trials=6, seed=3))
+    duets = run_cell(Cell(64, 15, "swing:0.7", "20", "kbisect", trials=6, seed=3, duet=0.8))
+    assert (duets.exact, alone.exact) == (1.0, 1.0)
+    assert alone.moments == alone.boots  # one guest at a time: a boot is a boot time
+    assert duets.moments[0] == pytest.approx(duets.boots[0] / 2, abs=1)
+    assert duets.moments[0] < 0.75 * alone.boots[0], (duets.moments, alone.boots)
+
+
 def test_the_tests_p_values_match_pinpoints_implementation() -> None:
     # Pinpoint's own examples (compare.py): KS catches the spread, MWU the discrete shift.
     spread = (list(range(10, 30)), [*range(10), *range(30, 40)])
