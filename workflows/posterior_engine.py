@@ -493,11 +493,12 @@ class PosteriorEngine(Engine):
         names, commits = [], []
         for commit in self.boots:
             if known := self._known(commit, fit):
+                where = [w for _, w in known]
                 left = self._conditioned(commit)
-                extra = 0.0 if commit in ends else fit.level_var([w for _, w in known], left)
+                extra = 0.0 if commit in ends else fit.level_var(where, left)
                 names.append(commit)
                 values = [sign * v for v, _ in known]
-                scale = self._scale(commit, fit)
+                scale = self._scale(commit, fit, where)
                 commits.append(split_likelihood.Commit.of(values, extra, scale))
         splits, which = self.posterior.splits(names)
         scale = tau if self.log else tau * abs(fit.old_mean)
@@ -577,13 +578,13 @@ class PosteriorEngine(Engine):
         """Whether the commit's boots have the references' swing taken off (revision 8)."""
         return self.tuning.swing_mean and commit not in (self.old_end, self.new_end)
 
-    def _scale(self, commit: str, fit: Fit) -> float:
-        """A boot's noise variance in sigma^2, on average over the commit's boots: below 1
-        where the references showed the swing at its boots (revision 8)."""
+    def _scale(self, commit: str, fit: Fit, where: list[tuple[str, int]]) -> float:
+        """A boot's noise variance in sigma^2, on average over the commit's boots at these
+        (host, clock)s: below 1 where the references showed the swing (revision 8)."""
         if not self._conditioned(commit):
             return 1.0
         scales = []
-        for host, clock in self._where(commit):
+        for host, clock in where:
             trend = fit.trends.get(host)
             swing = trend.swing if trend is not None else None
             if trend is None or swing is None or swing.total <= 0:
@@ -659,7 +660,7 @@ class PosteriorEngine(Engine):
             return None
         mean = robust_mean([v for v, _ in known])
         where = [w for _, w in known]
-        own = fit.sigma**2 * self._scale(commit, fit) / len(known)
+        own = fit.sigma**2 * self._scale(commit, fit, where) / len(known)
         return mean, own + fit.level_var(where, self._conditioned(commit))
 
     @property

@@ -13,7 +13,8 @@ A host may also swing: its speed wanders for a minute or two and comes back (rea
 here: reference boots one apart correlate 0.3-0.8). That is no level: it is noise
 correlated from boot to boot, an AR(1) fitted to the residuals about the level of every
 boot whose side is known (fit_swing), so that boots of one commit booted close together
-count partly as one.
+count partly as one. Since revision 8 the swing at each moment is also read off the
+references around it (swing_means) and taken off the other boots there.
 """
 
 import math
