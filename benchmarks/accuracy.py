@@ -13,6 +13,7 @@ confidence they claimed, against how often they were right.
 """
 
 import argparse
+import itertools
 import json
 import math
 import os
@@ -174,7 +175,7 @@ def run_cell(cell: Cell) -> Row:
         culprits = _culprits(graph, cell.step, rng)
         machine = Machine(graph, bit, culprits, noise, step, rng)
         machine.inert = _inert(graph, culprits, cell.inert, rng)
-        machine.duet = cell.duet if cell.policy == "kbisect" else 0.0
+        machine.duet = cell.duet  # only kbisect boots duets (Machine.together)
         runs.append((POLICIES[cell.policy](graph, OLD, machine), culprits))
     n = len(runs)
     exact = sum(1 for o, c in runs if (o.found in c if c else o.found is None)) / n
@@ -274,28 +275,15 @@ def print_claims(claims: list[tuple[float, bool]], policy: str) -> None:
 
 def grid(args: argparse.Namespace) -> list[Cell]:
     cells = []
-    for size in args.sizes:
-        for cv in args.cv:
-            for kind in args.kinds:
-                if kind != "lognormal" and cv != 15:
-                    continue  # the scenarios run at the acceptance noise level only
-                for step in args.steps:
-                    for inert in args.inert:
-                        for policy in args.policies:
-                            for duet in args.duet if policy == "kbisect" else [0.0]:
-                                cells.append(
-                                    Cell(
-                                        size,
-                                        cv,
-                                        kind,
-                                        step,
-                                        policy,
-                                        args.trials,
-                                        args.seed,
-                                        inert,
-                                        duet,
-                                    )
-                                )
+    every = itertools.product(args.sizes, args.cv, args.kinds, args.steps, args.inert)
+    for size, cv, kind, step, inert in every:
+        if kind != "lognormal" and cv != 15:
+            continue  # the scenarios run at the acceptance noise level only
+        for policy in args.policies:
+            for duet in args.duet if policy == "kbisect" else [0.0]:
+                cells.append(
+                    Cell(size, cv, kind, step, policy, args.trials, args.seed, inert, duet)
+                )
     return cells
 
 

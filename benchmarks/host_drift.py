@@ -4,8 +4,8 @@ from 0 to a peak share of one core over a ramp time, then holds.
 The load is one process, so it never takes more than one core, and it runs at the guests'
 own priority: a niced one (nice 10) took nothing measurable from a 2-vCPU guest here
 (docs/measurements.md, "Real noisy labs"). It ends itself after a hard limit or as soon as
-the process that started it is gone. `load()` starts it
-for the length of a `with` block and stops it by its own process id. By hand:
+the process that started it is gone. `load()` starts it for the length of a `with` block
+and stops it by its own process id. By hand:
     .venv/bin/python -m benchmarks.host_drift --peak 0.5 --ramp 300 --limit 10800
 """
 

@@ -99,8 +99,7 @@ def kbisect(graph: Graph, old: str, boot: BootFn) -> Outcome:
 def _drive_duets(engine: PosteriorEngine, machine: Any) -> Outcome:
     """Each probe booted beside a reference at one moment (the engine's next one where
     its round has none), the round's other references two at a time."""
-    for commit, parent in getattr(machine, "inert", {}).items():
-        engine.same_kernel(commit, parent, "touches no file the config compiles")
+    _tell_inert(engine, machine)
     ends = (engine.old_end, engine.new_end)
     boots, moments, built = 0, 0, set[str]()
     while commits := engine.wants():
@@ -114,9 +113,7 @@ def _drive_duets(engine: PosteriorEngine, machine: Any) -> Outcome:
                 engine.observe(c, Boot(samples, beside=i > 0))
                 built.add(c)
             boots, moments = boots + len(pair), moments + 1
-    r = engine.result()
-    found = r.culprit if r.status == "found" else None
-    return Outcome(found, len(built), boots, r.confidence, moments)
+    return _outcome(engine, len(built), boots, moments)
 
 
 def v2(graph: Graph, old: str, boot: BootFn) -> Outcome:
@@ -127,14 +124,23 @@ def v2(graph: Graph, old: str, boot: BootFn) -> Outcome:
 
 def _drive(engine: Engine, boot: BootFn) -> Outcome:
     count = Counter(boot)
-    for commit, parent in getattr(boot, "inert", {}).items():
-        engine.same_kernel(commit, parent, "touches no file the config compiles")
+    _tell_inert(engine, boot)
     while commits := engine.wants():
         for c in commits:
             engine.observe(c, Boot(count(c)))
+    return _outcome(engine, len(count.built), count.boots)
+
+
+def _tell_inert(engine: Engine, machine: object) -> None:
+    """The commits the machine's config does not compile, as a build's files tell them."""
+    for commit, parent in getattr(machine, "inert", {}).items():
+        engine.same_kernel(commit, parent, "touches no file the config compiles")
+
+
+def _outcome(engine: Engine, builds: int, boots: int, moments: int = 0) -> Outcome:
     r = engine.result()
     found = r.culprit if r.status == "found" else None
-    return Outcome(found, len(count.built), count.boots, r.confidence)
+    return Outcome(found, builds, boots, r.confidence, moments)
 
 
 def _search(graph: Graph, old: str, verdict: Callable[[str], State]) -> str | None:

@@ -53,7 +53,14 @@ from kbisect.workflows.evidence import (
 from kbisect.workflows.posterior import NONE, Posterior
 from kbisect.workflows.stats import robust_mean, t_logpdf
 from kbisect.workflows.strategy import Graph, State
-from kbisect.workflows.trend import SWING_PHIS_MOMENT, Trend, fit_swing, fit_trend, swing_means
+from kbisect.workflows.trend import (
+    SWING_PHIS,
+    SWING_PHIS_MOMENT,
+    Trend,
+    fit_swing,
+    fit_trend,
+    swing_means,
+)
 
 NONE_PRIOR = 0.5  # "no culprit" before any boot: the user's word that they differ is half
 REFERENCE_EVERY = 3  # probe boots per reference boot
@@ -498,8 +505,8 @@ class PosteriorEngine(Engine):
                 extra = 0.0 if commit in ends else fit.level_var(where, left)
                 names.append(commit)
                 values = [sign * v for v, _ in known]
-                scale = self._scale(commit, fit, where)
-                commits.append(split_likelihood.Commit.of(values, extra, scale))
+                noise = self._scale(commit, fit, where)
+                commits.append(split_likelihood.Commit.of(values, extra, noise))
         splits, which = self.posterior.splits(names)
         scale = tau if self.log else tau * abs(fit.old_mean)
         weighed = split_likelihood.split_loglik(commits, splits, least, scale)
@@ -560,18 +567,14 @@ class PosteriorEngine(Engine):
                     by_host.setdefault(h, []).append(residual)
                     if c in (self.old_end, self.new_end):
                         refs.setdefault(h, []).append(residual)
-        if not self.tuning.swing_mean:
-            return {
-                h: replace(trend, swing=fit_swing(sorted(by_host.get(h, []))))
-                for h, trend in trends.items()
-            }
+        phis = SWING_PHIS_MOMENT if self.tuning.swing_mean else SWING_PHIS
         out = {}
         for h, trend in trends.items():
-            swing = fit_swing(sorted(by_host.get(h, [])), SWING_PHIS_MOMENT)
+            swing = fit_swing(sorted(by_host.get(h, [])), phis)
             out[h] = replace(trend, swing=swing)
-            if swing is not None:
-                means_, left = swing_means(refs.get(h, []), swing, self._clock)
-                out[h] = replace(out[h], swing_mean=means_, swing_left=left)
+            if swing is not None and self.tuning.swing_mean:
+                by_moment, left = swing_means(refs.get(h, []), swing, self._clock)
+                out[h] = replace(out[h], swing_mean=by_moment, swing_left=left)
         return out
 
     def _conditioned(self, commit: str) -> bool:
@@ -580,14 +583,15 @@ class PosteriorEngine(Engine):
 
     def _scale(self, commit: str, fit: Fit, where: list[tuple[str, int]]) -> float:
         """A boot's noise variance in sigma^2, on average over the commit's boots at these
-        (host, clock)s: below 1 where the references showed the swing (revision 8)."""
+        (host, clock)s, each on a host with references (_known): below 1 where the
+        references showed the swing (revision 8)."""
         if not self._conditioned(commit):
             return 1.0
         scales = []
         for host, clock in where:
-            trend = fit.trends.get(host)
-            swing = trend.swing if trend is not None else None
-            if trend is None or swing is None or swing.total <= 0:
+            trend = fit.trends[host]
+            swing = trend.swing
+            if swing is None or swing.total <= 0:
                 scales.append(1.0)
             else:
                 scales.append(1 - (swing.var - trend.swing_at(clock)[1]) / swing.total)

@@ -82,6 +82,16 @@ def recorded(settings: Settings) -> ServiceProcess | None:
         return None
 
 
+def _code_in(text: str) -> str:
+    """The code_digest() a pid file's text records ("": none, an older kbisect's)."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return ""
+    code = data.get("code") if isinstance(data, dict) else None
+    return code if isinstance(code, str) else ""
+
+
 def code_digest() -> str:
     """kbisect's code as it is now: the names, sizes and change times of its Python files
     (the package and the folders it links in), hashed. A worker imports its workflow
@@ -100,19 +110,13 @@ def code_digest() -> str:
     return digest.hexdigest()
 
 
-def recorded_code(settings: Settings) -> str:
-    """The code_digest() the recorded service started on ("": not recorded)."""
-    try:
-        data = json.loads(pidfile(settings).read_text())
-    except (FileNotFoundError, ValueError):
-        return ""
-    code = data.get("code") if isinstance(data, dict) else None
-    return code if isinstance(code, str) else ""
-
-
 def stale_service(settings: Settings) -> ServiceProcess | None:
     """The local service, running still, if kbisect's code changed after it started."""
-    running, code = recorded(settings), recorded_code(settings)
+    try:
+        text = pidfile(settings).read_text()
+    except FileNotFoundError:
+        return None
+    running, code = ServiceProcess.parse(text), _code_in(text)
     if running is None or not code or not running.is_running():
         return None
     return running if code != code_digest() else None
