@@ -87,6 +87,8 @@ SWING_PATCH = "host-swing"  # revision 7: a swing of the host's speed, where the
 # verification boot comes beside a boot of the endpoint it was made from
 SWING_MEAN_PATCH = "swing-mean"  # revision 8: each probe boot has the swing that the
 # references around it show taken off, and carries only what they left of it
+RIVAL_MOTIONS_PATCH = "rival-motions"  # revision 9: the posterior averaged over the
+# motions of the host's level that the references leave likely, not the likeliest alone
 
 SA_TESTCASE = SearchAttributeKey.for_keyword(SA_TESTCASE_NAME)
 SA_STATUS = SearchAttributeKey.for_keyword(SA_STATUS_NAME)
@@ -227,7 +229,7 @@ class BisectWorkflow(Resumable):
             if revision == 4 and workflow.patched(SPLIT_PATCH):
                 revision = 7 if workflow.patched(SWING_PATCH) else 6
                 if revision == 7 and workflow.patched(SWING_MEAN_PATCH):
-                    revision = 8
+                    revision = 9 if workflow.patched(RIVAL_MOTIONS_PATCH) else 8
         if state.job.pass_fail and state.job.flaky:  # no job before it: no marker of its own
             engine = FlakyEngine(graph, new, old, config, revision)
         elif not posterior:

@@ -56,6 +56,7 @@ from kbisect.workflows.strategy import Graph, State
 from kbisect.workflows.trend import (
     SWING_PHIS,
     SWING_PHIS_MOMENT,
+    Swing,
     Trend,
     fit_swing,
     fit_trend,
@@ -75,6 +76,9 @@ FIT_ROUNDS = 3  # model and trend refitted in turn
 # more often than they said.
 MARGIN = 4
 UNSPLIT = 1e-6  # a commit this sure of its side has nothing left to tell
+# Rival motions of the level are weighed (revision 9) once the likeliest one leaves a
+# hypothesis this sure: they move the answer, and cost a refit each
+RIVALS_FROM = 0.9
 APART = 12.0  # sigmas between the sides beyond which one boot settles a commit's side
 
 
@@ -98,6 +102,9 @@ class Tuning:
     # each other boot has the swing the references around it show taken off it, and
     # carries only the swing's variance they left (Trend.swing_at)
     swing_mean: bool = False
+    # the posterior averaged over the level's motions that the references leave likely
+    # (Trend.rivals), not taken from the likeliest alone
+    rival_trends: bool = False
 
 
 REVISIONS = {
@@ -147,6 +154,10 @@ REVISIONS[7] = replace(REVISIONS[6], swing=True)
 # probe booted beside or between references is judged against what they read beyond
 # their side (docs/measurements.md, "The swing as a mean (revision 8)").
 REVISIONS[8] = replace(REVISIONS[7], swing_mean=True)
+# Revision 8 unsure of the level's motion where the references are: a drift they cannot
+# yet tell from a still level no longer leaves probes judged against a still one as if
+# it were known (docs/measurements.md, "Rival motions (revision 9)").
+REVISIONS[9] = replace(REVISIONS[8], rival_trends=True)
 LATEST = max(REVISIONS)
 
 
@@ -480,21 +491,47 @@ class PosteriorEngine(Engine):
             )
             fit = replace(fit, shared=self._shared(fit))
         assert fit is not None
+        means = {c: new_mean if is_new else old_mean for c, is_new in sides.items()}
         if self.tuning.swing:
-            means = {c: new_mean if is_new else old_mean for c, is_new in sides.items()}
             fit = replace(fit, trends=self._swings(fit.trends, raw, means))
         self._fit = fit
-        if not self._weigh_splits(fit):
+        weighed = self._split_weights(fit)
+        if weighed is None:
             self.posterior.update({c: self._commit_llr(c, fit) for c in raw if c != self.old_end})
+            return
+        self.posterior.weigh(*weighed)
+        if self.tuning.rival_trends and self.posterior.top().p >= RIVALS_FROM:
+            self.posterior.weigh(*weighed, rivals=self._rivals(fit, raw, means))
 
-    def _weigh_splits(self, fit: Fit) -> bool:
-        """The posterior from each hypothesis's split of every level-adjusted boot
-        (revision 5); False: not this revision, or too few boots yet. A probe's mean
-        carries the level's error where it was booted; the endpoints' boots are the
-        level's own data."""
+    def _rivals(
+        self, fit: Fit, raw: dict[str, list[float]], means: dict[str, float]
+    ) -> list[tuple[float, list[float], float]]:
+        """(weight, each split's log likelihood, no culprit's) with each host's level
+        moving as each of its rival motions has it (revision 9), the rest as fitted."""
+        residuals = self._reference_residuals(raw, means[self.old_end], means[self.new_end])
+        out = []
+        for host, trend in fit.trends.items():
+            for model, weight in trend.rivals:
+                rival = fit_trend(
+                    residuals[host], fit.sigma, self._clock, walk=model.walk, slope=model.slope
+                )
+                trends = {host: replace(rival, swing=trend.swing)}
+                if trend.swing is not None:
+                    trends = self._swings(trends, raw, means, trend.swing)
+                other = replace(fit, trends={**fit.trends, **trends})
+                weighed = self._split_weights(replace(other, shared=self._shared(other)))
+                if weighed is not None:
+                    out.append((weight, *weighed))
+        return out
+
+    def _split_weights(self, fit: Fit) -> tuple[list[float], float] | None:
+        """Each hypothesis's log likelihood (by graph.order index) and no culprit's, from
+        its split of every level-adjusted boot (revision 5); None: not this revision, or
+        too few boots yet. A probe's mean carries the level's error where it was booted;
+        the endpoints' boots are the level's own data."""
         tau = self.tuning.split_tau
         if tau is None:
-            return False
+            return None
         least, sign = self._least(fit.old_mean)
         ends = (self.old_end, self.new_end)
         names, commits = [], []
@@ -511,10 +548,9 @@ class PosteriorEngine(Engine):
         scale = tau if self.log else tau * abs(fit.old_mean)
         weighed = split_likelihood.split_loglik(commits, splits, least, scale)
         if weighed is None:
-            return False
+            return None
         by_split, none = weighed
-        self.posterior.weigh([by_split[k] for k in which], none)
-        return True
+        return [by_split[k] for k in which], none
 
     def _scores_of(self, commit: str) -> list[float]:
         """The commit's boots' scores on the job's scale now (a copy)."""
@@ -544,20 +580,33 @@ class PosteriorEngine(Engine):
         """Each host's level, fitted to the references it booted. The trend follows the
         endpoints only: a probe's own boots in it would pull the level its way, and its
         verdict with it."""
+        by_host = self._reference_residuals(raw, old_mean, new_mean)
+        slope = self.tuning.slope
+        return {h: fit_trend(obs, sigma, self._clock, slope=slope) for h, obs in by_host.items()}
+
+    def _reference_residuals(
+        self, raw: dict[str, list[float]], old_mean: float, new_mean: float
+    ) -> dict[str, list[tuple[int, float]]]:
+        """By VM host, (clock, score less its side's mean) of each endpoint boot."""
         by_host: dict[str, list[tuple[int, float]]] = {}
         for c in (self.old_end, self.new_end):
             mean = new_mean if c == self.new_end else old_mean
             for v, t, h in zip(raw[c], self.times[c], self._hosts(c), strict=True):
                 by_host.setdefault(h, []).append((t, v - mean))
-        slope = self.tuning.slope
-        return {h: fit_trend(obs, sigma, self._clock, slope=slope) for h, obs in by_host.items()}
+        return by_host
 
     def _swings(
-        self, trends: dict[str, Trend], raw: dict[str, list[float]], means: dict[str, float]
+        self,
+        trends: dict[str, Trend],
+        raw: dict[str, list[float]],
+        means: dict[str, float],
+        fitted: Swing | None = None,
     ) -> dict[str, Trend]:
         """Each host's trend with the swing, if any, that the residuals about its level
         show of every boot whose side is known (`means`: by commit, its side's mean): a
-        settled commit's boots in a row show it as well as references do."""
+        settled commit's boots in a row show it as well as references do. `fitted`: the
+        swing already found about another level of the host (a rival's: its size barely
+        moves with the level, only where the references put it)."""
         by_host: dict[str, list[tuple[int, float]]] = {}
         refs: dict[str, list[tuple[int, float]]] = {}  # the endpoints' alone
         for c, mean in means.items():
@@ -570,7 +619,7 @@ class PosteriorEngine(Engine):
         phis = SWING_PHIS_MOMENT if self.tuning.swing_mean else SWING_PHIS
         out = {}
         for h, trend in trends.items():
-            swing = fit_swing(sorted(by_host.get(h, [])), phis)
+            swing = fitted or fit_swing(sorted(by_host.get(h, [])), phis)
             out[h] = replace(trend, swing=swing)
             if swing is not None and self.tuning.swing_mean:
                 by_moment, left = swing_means(refs.get(h, []), swing, self._clock)

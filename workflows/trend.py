@@ -64,6 +64,9 @@ class Trend:
     # variance left about that; empty: not estimated (before revision 8)
     swing_mean: list[float] = field(default_factory=list)
     swing_left: list[float] = field(default_factory=list)
+    # The other motions tried that the references leave likely (RIVAL_LEAST or more), each
+    # with its weight among all tried; the chosen motion holds the rest
+    rivals: tuple[tuple[Model, float], ...] = ()
 
     def at(self, clock: int) -> tuple[float, float]:
         """The level at `clock` and its variance; after the last boot, the last level
@@ -137,6 +140,9 @@ WALKS = (0.0, 0.01, 0.02, 0.04, 0.08)  # how fast the level may move, in sigmas 
 WALK_EVIDENCE = 3.0  # log likelihood a moving level must gain over a still one
 SLOPE_EVIDENCE = 3.0  # and a steady slope over none
 SLOPE_SIGMAS = 3.0  # a slope's prior: it may carry the level this many sigmas over the job
+# A motion weighed beside the chosen one where it holds this much of them all, the
+# evidence margins above taken as prior odds (revision 9: PosteriorEngine._with_rivals)
+RIVAL_LEAST = 0.01
 
 
 def fit_trend(
@@ -165,7 +171,8 @@ def fit_trend(
         return fit - (WALK_EVIDENCE if m.walk else 0.0) - (SLOPE_EVIDENCE if m.slope else 0.0)
 
     scored = {m: evidence(m) for m in models}
-    model = max((m for m in scored if slope in (None, m.slope)), key=scored.__getitem__)
+    allowed = [m for m in scored if slope in (None, m.slope)]
+    model = max(allowed, key=scored.__getitem__)
     # Jumps are found against the best level without a slope: early on, a slope's wide
     # prior makes every innovation look small, and a shift at boot 12 would pass for one.
     level_only = max((m for m in scored if not m.slope), key=scored.__getitem__)
@@ -183,7 +190,23 @@ def fit_trend(
         jumps.add(jump)
     if model.slope:
         trend = _smooth(by_clock, sigma, clocks, model, jumps)[0]
-    return replace(trend, memory=max(memory, 1.0), model=model, references=len(observations))
+    return replace(
+        trend,
+        memory=max(memory, 1.0),
+        model=model,
+        references=len(observations),
+        rivals=_rivals({m: scored[m] for m in allowed}, model),
+    )
+
+
+def _rivals(scored: dict[Model, float], chosen: Model) -> tuple[tuple[Model, float], ...]:
+    """The motions other than `chosen` that hold RIVAL_LEAST or more of the posterior
+    over all of `scored` (log evidence with the margins as prior odds), likeliest first."""
+    top = max(scored.values())
+    weights = {m: math.exp(v - top) for m, v in scored.items()}
+    total = math.fsum(weights.values())
+    held = [(m, w / total) for m, w in weights.items() if m != chosen and w / total >= RIVAL_LEAST]
+    return tuple(sorted(held, key=lambda mw: -mw[1]))
 
 
 def fit_swing(

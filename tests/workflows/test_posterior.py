@@ -123,6 +123,20 @@ def test_each_hypothesis_s_own_likelihood_weighs_as_its_commits_ratios_do() -> N
     assert own.p[own.graph.index["c4"]] == 0.0
 
 
+def test_rival_models_average_the_posterior_by_their_weights() -> None:
+    # The same boots under two models of the host's level: weighed with the second at
+    # 0.25, each hypothesis holds 0.75 of its first posterior and 0.25 of its second.
+    first, second = [0.0, 1.0, 3.0, 0.5, 0.0, -1.0, 2.0], [2.0, 0.0, -1.0, 0.5, 1.0, 0.0, 0.0]
+    alone, other, both = (Posterior(merged(), none_prior=0.3) for _ in range(3))
+    alone.weigh(first, 0.5)
+    other.weigh(second, -0.5)
+    both.weigh(first, 0.5, rivals=[(0.25, second, -0.5)])
+    mixed = [0.75 * a + 0.25 * b for a, b in zip(alone.p, other.p, strict=True)]
+    assert both.p == pytest.approx(mixed)
+    assert both.p_none == pytest.approx(0.75 * alone.p_none + 0.25 * other.p_none)
+    assert both.top().p < alone.top().p
+
+
 @pytest.mark.parametrize("k", [1, 2, 3])
 def test_k_picks_are_the_k_quantiles(k: int) -> None:
     post = Posterior(linear(63), none_prior=0.0)

@@ -7,6 +7,7 @@ import random
 import pytest
 
 from kbisect.workflows.trend import (
+    RIVAL_LEAST,
     Model,
     Swing,
     Trend,
@@ -67,6 +68,20 @@ def test_boots_spread_in_time_share_less_level_error_than_boots_together() -> No
     together = trend.mean_var(list(range(100, 120)))
     spread = trend.mean_var(list(range(10, 300, 15)))
     assert spread < together / 2
+
+
+def test_a_drift_the_references_cannot_yet_show_stays_a_rival() -> None:
+    # 0.1% a boot seen by 20 references: a still level is likeliest, but a moving one is
+    # not ruled out, and it says so with its weight. 100 references make it the choice.
+    drift = 0.001
+    few = fit_trend(references(lambda t: drift * t, n=60), SIGMA, 60)
+    assert not few.model.walk and not few.model.slope
+    moving = sum(w for m, w in few.rivals if m.walk or m.slope)
+    assert 0.05 < moving < 0.5, few.rivals
+    assert all(m != few.model and w >= RIVAL_LEAST for m, w in few.rivals)
+    many = fit_trend(references(lambda t: drift * t), SIGMA, 300)
+    assert many.model.walk or many.model.slope
+    assert all(w < 0.5 for _, w in many.rivals)
 
 
 def test_a_steady_slope_is_fitted_as_one() -> None:
