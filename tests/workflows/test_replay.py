@@ -31,6 +31,7 @@ from kbisect.workflows.bisect_workflow import (
     SAME_KERNEL_PATCH,
     SPLIT_PATCH,
     SWING_MEAN_PATCH,
+    RIVAL_MOTIONS_PATCH,
     SWING_PATCH,
     TRACE_PATCH,
     BisectWorkflow,
@@ -91,6 +92,9 @@ SWUNG = {"host-swing", "small-step"}
 # The jobs revision 8 (swing-mean) decides otherwise than revision 7: the host that swings
 # (a steady host shows no swing, and revision 8 decides there as revision 7).
 SWING_MEANT = {"host-swing"}
+# The jobs revision 9 (rival-motions) decides otherwise than revision 8: the host that
+# drifts (every other recorded job it decides alike).
+RIVALLED = {"host-drift"}
 
 
 def test_histories_were_recorded() -> None:
@@ -104,14 +108,16 @@ def test_histories_were_recorded() -> None:
     # pre-rolling-farm: the farm job in rounds, before picks as VM hosts free up;
     # pre-split-*: the jobs revision 6 decides otherwise, as revision 4 ran them;
     # pre-swing-*: SWUNG, as revision 6 ran them;
-    # pre-swingmean-*: SWING_MEANT, as revision 7 ran them.
+    # pre-swingmean-*: SWING_MEANT, as revision 7 ran them;
+    # pre-rivals-*: RIVALLED, as revision 8 ran them.
     # Every job replays the engine: the pre-engine code and its histories are gone.
     assert all(ENGINE_PATCH in _patches(p) for p in HISTORIES)
     pre_same = [p for p in HISTORIES if p.stem.startswith("pre-samekernel-")]
     pre_posterior = [p for p in HISTORIES if p.stem.startswith("pre-posterior-")]
     current = [p for p in HISTORIES if not p.stem.startswith("pre-")]
-    # host-swing came with revision 7: its only twins are revisions 6's and 7's
-    older = {p.stem for p in current} - {"host-swing"}
+    # host-swing came with revision 7: its only twins are revisions 6's and 7's; host-drift
+    # with revision 9, and its only twin is revision 8's
+    older = {p.stem for p in current} - {"host-swing", *RIVALLED}
     assert len(pre_same) >= 5
     assert all(SAME_KERNEL_PATCH not in _patches(p) for p in pre_same)
     pre_revision_2 = [p for p in HISTORIES if p.stem.startswith("pre-posterior2-")]
@@ -147,6 +153,10 @@ def test_histories_were_recorded() -> None:
     assert {p.stem.removeprefix("pre-swingmean-") for p in pre_swing_mean} == SWING_MEANT
     assert all(SWING_MEAN_PATCH not in _patches(p) for p in pre_swing_mean)
     assert all(SWING_PATCH in _patches(p) for p in pre_swing_mean)
+    pre_rivals = [p for p in HISTORIES if p.stem.startswith("pre-rivals-")]
+    assert {p.stem.removeprefix("pre-rivals-") for p in pre_rivals} == RIVALLED
+    assert all(RIVAL_MOTIONS_PATCH not in _patches(p) for p in pre_rivals)
+    assert all(SWING_MEAN_PATCH in _patches(p) for p in pre_rivals)
     pre_rolling = [p for p in HISTORIES if p.stem.startswith("pre-rolling-")]
     assert [p.stem for p in pre_rolling] == ["pre-rolling-farm"]
     assert ROLLING_PATCH not in _patches(pre_rolling[0])
@@ -168,7 +178,7 @@ def test_histories_were_recorded() -> None:
     assert FAILED_STATUS_PATCH in now["failed"]
     engine = {ENGINE_PATCH, SAME_KERNEL_PATCH, HOST_CHECK_PATCH, CONTROLS_V2_PATCH, POSTERIOR_PATCH}
     engine |= {POSTERIOR_2_PATCH, ROUND_AT_ONCE_PATCH, BOOT_MEAN_PATCH, SPLIT_PATCH, SWING_PATCH}
-    engine.add(SWING_MEAN_PATCH)
+    engine |= {SWING_MEAN_PATCH, RIVAL_MOTIONS_PATCH}
     assert all(engine <= patches for patches in now.values()), now
     assert TRACE_PATCH in now["trace"]
     # rolling picks: a noisy --parallel job on a farm only
@@ -257,7 +267,9 @@ async def test_a_job_keeps_the_engine_revision_it_started_with(
     await apart(4, 3, "pre-split-small-step", "pre-bootmean-small-step")
     await apart(6, 4, "pre-swing-small-step", "pre-split-small-step")
     await apart(7, 6, "pre-swingmean-host-swing", "pre-swing-host-swing")
-    await apart(8, 7, "host-swing", "pre-swingmean-host-swing")
+    # host-swing is recorded under revision 9 now, which decides it as revision 8 does
+    await apart(9, 7, "host-swing", "pre-swingmean-host-swing")
+    await apart(9, 8, "host-drift", "pre-rivals-host-drift")
 
 
 async def test_a_changed_flaky_engine_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
