@@ -110,6 +110,7 @@ PASSTHROUGH = (
     "kbisect.workflows.endpoints",
     "kbisect.workflows.engine",
     "kbisect.workflows.posterior",
+    "kbisect.workflows.split_likelihood",
     "kbisect.workflows.trend",
     "kbisect.workflows.posterior_engine",
     "kbisect.workflows.flaky_engine",
