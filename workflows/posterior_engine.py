@@ -154,9 +154,10 @@ REVISIONS[7] = replace(REVISIONS[6], swing=True)
 # probe booted beside or between references is judged against what they read beyond
 # their side (docs/measurements.md, "The swing as a mean (revision 8)").
 REVISIONS[8] = replace(REVISIONS[7], swing_mean=True)
-# Revision 8 unsure of the level's motion where the references are: a drift they cannot
-# yet tell from a still level no longer leaves probes judged against a still one as if
-# it were known (docs/measurements.md, "Rival motions (revision 9)").
+# Revision 8 that weighs every motion of the level the references leave likely, not the
+# likeliest alone: a drift they cannot yet tell from a still level no longer has probes
+# judged against a still one as if it were known (docs/measurements.md, "Rival motions
+# (revision 9)").
 REVISIONS[9] = replace(REVISIONS[8], rival_trends=True)
 LATEST = max(REVISIONS)
 
