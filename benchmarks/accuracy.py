@@ -31,6 +31,7 @@ from benchmarks.dags import random_dag
 from benchmarks.results_file import append_row, read_rows
 from benchmarks.sim_noise import Noise, level_of
 from benchmarks.sim_policies import POLICIES
+from kbisect.contract import DEFAULT_MIN_EFFECT
 from kbisect.workflows.strategy import Graph
 
 OLD = "c0"
@@ -49,6 +50,8 @@ class Cell:
     # kbisect's duets: each probe booted beside a reference at one moment, the two guests'
     # between-boot noise correlated this much (the host's share); 0: one guest at a time
     duet: float = 0.0
+    # kbisect's --min-effect, percent: endpoints closer than this are "no difference"
+    min_effect: float = DEFAULT_MIN_EFFECT * 100
 
 
 @dataclass
@@ -133,6 +136,7 @@ class Machine:
         self.inert: dict[str, str] = {}  # commit -> first parent: the same kernel
         self.host: float | None = None  # the host's swing, when the noise has one
         self.duet = 0.0  # Cell.duet
+        self.min_effect = DEFAULT_MIN_EFFECT  # Cell.min_effect, a fraction
 
     def _level(self, commit: str) -> float:
         anc = self.graph.ancestry.get(commit, 0)
@@ -176,6 +180,7 @@ def run_cell(cell: Cell) -> Row:
         machine = Machine(graph, bit, culprits, noise, step, rng)
         machine.inert = _inert(graph, culprits, cell.inert, rng)
         machine.duet = cell.duet  # only kbisect boots duets (Machine.together)
+        machine.min_effect = cell.min_effect / 100  # and only kbisect reads it
         runs.append((POLICIES[cell.policy](graph, OLD, machine), culprits))
     n = len(runs)
     exact = sum(1 for o, c in runs if (o.found in c if c else o.found is None)) / n
@@ -282,7 +287,18 @@ def grid(args: argparse.Namespace) -> list[Cell]:
         for policy in args.policies:
             for duet in args.duet if policy == "kbisect" else [0.0]:
                 cells.append(
-                    Cell(size, cv, kind, step, policy, args.trials, args.seed, inert, duet)
+                    Cell(
+                        size,
+                        cv,
+                        kind,
+                        step,
+                        policy,
+                        args.trials,
+                        args.seed,
+                        inert,
+                        duet,
+                        args.min_effect,
+                    )
                 )
     return cells
 
@@ -318,6 +334,14 @@ def _parser() -> argparse.ArgumentParser:
         default=[0.0],
         help="kbisect in duets: each probe beside a reference at one moment, the two guests' "
         "between-boot noise correlated this much (0: one guest at a time)",
+    )
+    p.add_argument(
+        "--min-effect",
+        type=float,
+        default=DEFAULT_MIN_EFFECT * 100,
+        metavar="PCT",
+        help="kbisect's --min-effect: endpoints closer than this percentage are no difference "
+        f"(default {DEFAULT_MIN_EFFECT * 100:g}; a step this small is as likely called none)",
     )
     p.add_argument("--trials", type=int, default=300, help="trials per cell (300)")
     p.add_argument("--seed", type=int, default=1, help="seed of the whole run")
@@ -360,9 +384,8 @@ def _print_row(row: Row) -> None:
             f"{row.boots[0]:g}/{row.boots[1]:g}",
             f"{row.confidence:.3f}" if c.policy == "kbisect" else "",
         )
-        + (
-            f" duets {c.duet:g}: {row.moments[0]:g}/{row.moments[1]:g} boot times" if c.duet else ""
-        ),
+        + (f" duets {c.duet:g}: {row.moments[0]:g}/{row.moments[1]:g} boot times" if c.duet else "")
+        + (f" min effect {c.min_effect:g}%" if c.min_effect != DEFAULT_MIN_EFFECT * 100 else ""),
         flush=True,
     )
 

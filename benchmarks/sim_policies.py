@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kbisect.contract import DEFAULT_MIN_EFFECT
 from kbisect.workflows.engine import Engine, EngineConfig
 from kbisect.workflows.evidence import Boot
 from kbisect.workflows.posterior import NONE, Posterior
@@ -90,7 +91,9 @@ class Counter:
 def kbisect(graph: Graph, old: str, boot: BootFn) -> Outcome:
     """The posterior engine, as a job started today runs it; in duets where the machine
     boots two guests at once (a host with room for both: accuracy.Cell.duet)."""
-    engine = PosteriorEngine(graph, new=graph.order[0], old=[old], config=EngineConfig())
+    least = getattr(boot, "min_effect", DEFAULT_MIN_EFFECT)
+    config = EngineConfig(min_effect=least)
+    engine = PosteriorEngine(graph, new=graph.order[0], old=[old], config=config)
     if getattr(boot, "duet", 0.0):
         return _drive_duets(engine, boot)
     return _drive(engine, boot)

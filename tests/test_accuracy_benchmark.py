@@ -2,11 +2,13 @@
 table and --resume."""
 
 import json
+from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from benchmarks import accuracy
+from benchmarks import accuracy, sim_policies
 from benchmarks.accuracy import (
     BINS,
     DECILES,
@@ -17,6 +19,8 @@ from benchmarks.accuracy import (
     wilson,
 )
 from benchmarks.sim_policies import ks_p, mann_whitney_p
+from kbisect.contract import DEFAULT_MIN_EFFECT
+from kbisect.workflows.engine import EngineConfig
 
 
 @pytest.mark.parametrize("policy", ["pinpoint", "facf"])
@@ -123,3 +127,21 @@ def test_a_line_cut_short_is_skipped_and_the_next_starts_afresh(tmp_path: Path) 
     assert len(load_finished(path)) == 1
     accuracy.main(_argv(path, "50", "aa"))
     assert {c.step for c in load_finished(path)} == {"50", "aa"}
+
+
+def test_a_cell_s_min_effect_is_kbisect_s(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A 5% step is the default floor of "no difference": its cells run kbisect with a
+    # lower --min-effect, as a user hunting one would, and older rows load at the default.
+    seen: list[float] = []
+    engine = sim_policies.PosteriorEngine
+
+    def spy(*args: Any, config: EngineConfig, **kwargs: Any) -> Any:
+        seen.append(config.min_effect)
+        return engine(*args, config=config, **kwargs)
+
+    monkeypatch.setattr(sim_policies, "PosteriorEngine", spy)
+    run_cell(Cell(64, 2.0, "lognormal", "30", "kbisect", trials=2, seed=1, min_effect=2.5))
+    assert seen == [0.025, 0.025]
+    row = {k: v for k, v in asdict(Cell(64, 15, "lognormal", "10", "kbisect", 3, 1)).items()}
+    del row["min_effect"]
+    assert Cell(**row).min_effect == DEFAULT_MIN_EFFECT * 100
