@@ -865,7 +865,8 @@ class PosteriorEngine(Engine):
             Gate.UNDECIDED,
             effect,
             f"cannot decide after {len(olds) + len(news)} endpoint boots: {effect.describe()}, "
-            f"P(no culprit) {p_none:.0%}",
+            f"P(no culprit) {p_none:.0%}; a change under the {self.config.min_effect:.1%} "
+            "minimum effect counts as none",
         )
 
     def _settle_decisions(self) -> None:

@@ -40,6 +40,9 @@ def test_no_change_is_never_a_culprit_and_says_how_sure() -> None:
     assert all(r.answer in (Answer.NO_DIFFERENCE, Answer.UNDECIDED) for r in results)
     assert all(r.culprit is None and "P(no culprit)" in r.message for r in results)
     assert any(r.answer == Answer.NO_DIFFERENCE for r in results)
+    # ... and one that cannot decide names the floor it could not rule out
+    undecided = [r for r in results if r.answer == Answer.UNDECIDED]
+    assert undecided and all("under the 5.0% minimum effect" in r.message for r in undecided)
 
 
 def test_the_better_way_is_no_difference_that_says_which_mode_finds_it() -> None:
