@@ -13,7 +13,9 @@ Driven like workflows.engine.Engine (wants, observe, result) and a drop-in for i
    random order (old-new or new-old blocks, one reference every REFERENCE_EVERY probe
    boots). The host's level is a trend fitted to the references (workflows.trend), and
    each probe boot is judged against the level at its time: slow drift, a level shift
-   and a disturbed stretch are all the trend's motion, not separate rules.
+   and a disturbed stretch are all the trend's motion, not separate rules. Since
+   revision 9, near an answer, the posterior is averaged over every motion of the level
+   that the references leave likely, not taken from the likeliest alone.
 4. The next commit is where P(new-like) crosses one half; with --parallel K, the K
    quantiles (revision 3: K boots a round, its references among them; on a farm the
    build hosts build ahead where the next picks will likely fall). While "no culprit"

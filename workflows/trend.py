@@ -15,6 +15,10 @@ correlated from boot to boot, an AR(1) fitted to the residuals about the level o
 boot whose side is known (fit_swing), so that boots of one commit booted close together
 count partly as one. Since revision 8 the swing at each moment is also read off the
 references around it (swing_means) and taken off the other boots there.
+
+The motion (still, a walk, a slope) is chosen by evidence, and early in a job a drift
+reads like a still level; since revision 9 the trend also keeps the other motions the
+references leave likely, with their weights (Trend.rivals), for the engine to weigh.
 """
 
 import math
@@ -141,7 +145,7 @@ WALK_EVIDENCE = 3.0  # log likelihood a moving level must gain over a still one
 SLOPE_EVIDENCE = 3.0  # and a steady slope over none
 SLOPE_SIGMAS = 3.0  # a slope's prior: it may carry the level this many sigmas over the job
 # A motion weighed beside the chosen one where it holds this much of them all, the
-# evidence margins above taken as prior odds (revision 9: PosteriorEngine._with_rivals)
+# evidence margins above taken as prior odds (revision 9: PosteriorEngine._rivals)
 RIVAL_LEAST = 0.01
 
 
