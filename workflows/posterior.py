@@ -83,29 +83,30 @@ class Posterior:
         which = [distinct.setdefault(tuple(m), len(distinct)) for m in members]
         return list(distinct), which
 
-    def weigh(
-        self,
-        loglik: Sequence[float],
-        none_loglik: float = 0.0,
-        rivals: Sequence[tuple[float, Sequence[float], float]] = (),
-    ) -> None:
+    def weigh(self, loglik: Sequence[float], none_loglik: float = 0.0) -> None:
         """The posterior from each hypothesis's log likelihood of every observation (by
         graph.order index) and that of "no culprit", on one scale; the priors, the
-        impossible commits and people's marks applied. `rivals`: (weight, loglik,
-        none_loglik) under other models of the same boots, the posterior averaged over
-        them (the first model holds what their weights leave; rivals that change different
-        VM hosts' levels are each taken as a change from the first)."""
-        base, base_none = self._normalised(loglik, none_loglik)
+        impossible commits and people's marks applied."""
+        self.p, self.p_none = self._normalised(loglik, none_loglik)
+        self._planes = []
+        self._p_new = []
+
+    def average(self, rivals: Sequence[tuple[float, Sequence[float], float]]) -> None:
+        """The posterior weighed last, averaged with the same boots under other models:
+        (weight, loglik, none_loglik) each; the first model holds what their weights
+        leave (rivals that change different VM hosts' levels are each taken as a change
+        from the first, and the whole renormalised)."""
+        if not rivals:
+            return
+        base, base_none = self.p, self.p_none
         p, p_none = list(base), base_none
         for weight, other, other_none in rivals:
             q, q_none = self._normalised(other, other_none)
             p = [a + weight * (b - c) for a, b, c in zip(p, q, base, strict=True)]
             p_none += weight * (q_none - base_none)
-        if rivals:  # several hosts' rivals may weigh more than one in all
-            p, p_none = [max(a, 0.0) for a in p], max(p_none, 0.0)
-            total = math.fsum(p) + p_none
-            p, p_none = [a / total for a in p], p_none / total
-        self.p, self.p_none = p, p_none
+        p, p_none = [max(a, 0.0) for a in p], max(p_none, 0.0)
+        total = math.fsum(p) + p_none
+        self.p, self.p_none = [a / total for a in p], p_none / total
         self._planes = []
         self._p_new = []
 

@@ -504,7 +504,7 @@ class PosteriorEngine(Engine):
             return
         self.posterior.weigh(*weighed)
         if self.tuning.rival_trends and self.posterior.top().p >= RIVALS_FROM:
-            self.posterior.weigh(*weighed, rivals=self._rivals(fit, raw, means))
+            self.posterior.average(self._rivals(fit, raw, means))
 
     def _rivals(
         self, fit: Fit, raw: dict[str, list[float]], means: dict[str, float]

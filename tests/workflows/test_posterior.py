@@ -130,7 +130,8 @@ def test_rival_models_average_the_posterior_by_their_weights() -> None:
     alone, other, both = (Posterior(merged(), none_prior=0.3) for _ in range(3))
     alone.weigh(first, 0.5)
     other.weigh(second, -0.5)
-    both.weigh(first, 0.5, rivals=[(0.25, second, -0.5)])
+    both.weigh(first, 0.5)
+    both.average([(0.25, second, -0.5)])
     mixed = [0.75 * a + 0.25 * b for a, b in zip(alone.p, other.p, strict=True)]
     assert both.p == pytest.approx(mixed)
     assert both.p_none == pytest.approx(0.75 * alone.p_none + 0.25 * other.p_none)

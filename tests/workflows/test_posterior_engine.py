@@ -440,24 +440,31 @@ def test_revision_9_is_not_sure_of_a_still_level_the_references_cannot_tell_from
     # tell that from a still level; revision 8 took the still level as known and named a
     # wrong commit in these seeded jobs at its stop level. Revision 9 weighs the moving
     # levels the references leave likely beside it, and names the culprit.
-    rev8, rev9 = (functools.partial(PosteriorEngine, revision=r) for r in (8, 9))
+    class Recorded(PosteriorEngine):  # revision 8, keeping its boots to feed revision 9
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            super().__init__(*args, revision=8, **kwargs)  # type: ignore[arg-type]
+            self.seen: list[tuple[str, Boot | None]] = []
+
+        def observe(self, commit: str, boot: Boot | None) -> None:
+            self.seen.append((commit, boot))
+            super().observe(commit, boot)
+
+    rev9 = functools.partial(PosteriorEngine, revision=9)
     for s in (51, 52):
         culprit = 12 + 7 * (s % 7)
         runs = [
             run(64, step_at(culprit, 0.1), cv=0.15, seed=s, kind=k, load=lambda n: 1 + 0.001 * n)  # type: ignore[arg-type]
-            for k in (rev8, rev9)
+            for k in (Recorded, rev9)
         ]
-        (fooled, _, booted), (named, engine, _) = runs
+        (fooled, recorded, _), (named, engine, _) = runs
         assert fooled.culprit != f"c{culprit}" and fooled.confidence > 0.995, (s, fooled)
         assert named.culprit == f"c{culprit}", (s, named.message)
         assert isinstance(engine, PosteriorEngine) and engine._fit is not None
         # revision 8's boots up to its stop, weighed by revision 9: not sure yet
         again = PosteriorEngine(linear(64), "c64", ["root"], EngineConfig(), 9)
-        replay = random.Random(s)
-        sigma = math.sqrt(math.log1p(0.15**2) / 2)
-        for n, c in enumerate(booted, 1):
-            b = step_at(culprit, 0.1)(c) * (1 + 0.001 * n) * math.exp(replay.gauss(0, sigma))
-            again.observe(c, Boot([b * math.exp(replay.gauss(0, sigma)) for _ in range(3)]))
+        assert isinstance(recorded, Recorded)
+        for commit, boot in recorded.seen:
+            again.observe(commit, boot)
         assert again.refit() is not None
         assert again.posterior.top().p < 1 - EngineConfig().error / MARGIN, s
 
