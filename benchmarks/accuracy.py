@@ -31,7 +31,7 @@ from benchmarks.dags import random_dag
 from benchmarks.results_file import append_row, read_rows
 from benchmarks.sim_noise import Noise, level_of
 from benchmarks.sim_policies import POLICIES
-from kbisect.contract import DEFAULT_MIN_EFFECT
+from kbisect.contract import DEFAULT_MAX_BOOTS, DEFAULT_MIN_EFFECT
 from kbisect.workflows.strategy import Graph
 
 OLD = "c0"
@@ -52,6 +52,7 @@ class Cell:
     duet: float = 0.0
     # kbisect's --min-effect, percent: endpoints closer than this are "no difference"
     min_effect: float = DEFAULT_MIN_EFFECT * 100
+    max_boots: int = DEFAULT_MAX_BOOTS  # kbisect's --max-boots (per endpoint)
 
 
 @dataclass
@@ -137,6 +138,7 @@ class Machine:
         self.host: float | None = None  # the host's swing, when the noise has one
         self.duet = 0.0  # Cell.duet
         self.min_effect = DEFAULT_MIN_EFFECT  # Cell.min_effect, a fraction
+        self.max_boots = DEFAULT_MAX_BOOTS  # Cell.max_boots
 
     def _level(self, commit: str) -> float:
         anc = self.graph.ancestry.get(commit, 0)
@@ -181,6 +183,7 @@ def run_cell(cell: Cell) -> Row:
         machine.inert = _inert(graph, culprits, cell.inert, rng)
         machine.duet = cell.duet  # only kbisect boots duets (Machine.together)
         machine.min_effect = cell.min_effect / 100  # and only kbisect reads it
+        machine.max_boots = cell.max_boots
         runs.append((POLICIES[cell.policy](graph, OLD, machine), culprits))
     n = len(runs)
     exact = sum(1 for o, c in runs if (o.found in c if c else o.found is None)) / n
@@ -298,6 +301,7 @@ def grid(args: argparse.Namespace) -> list[Cell]:
                         inert,
                         duet,
                         args.min_effect,
+                        args.max_boots,
                     )
                 )
     return cells
@@ -343,6 +347,14 @@ def _parser() -> argparse.ArgumentParser:
         help="kbisect's --min-effect: endpoints closer than this percentage are no difference "
         f"(default {DEFAULT_MIN_EFFECT * 100:g}; a step this small is as likely called none)",
     )
+    p.add_argument(
+        "--max-boots",
+        type=int,
+        default=DEFAULT_MAX_BOOTS,
+        metavar="N",
+        help=f"kbisect's --max-boots: boots per endpoint before cannot decide (default "
+        f"{DEFAULT_MAX_BOOTS}); a commit's cap rises in proportion",
+    )
     p.add_argument("--trials", type=int, default=300, help="trials per cell (300)")
     p.add_argument("--seed", type=int, default=1, help="seed of the whole run")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes")
@@ -385,7 +397,8 @@ def _print_row(row: Row) -> None:
             f"{row.confidence:.3f}" if c.policy == "kbisect" else "",
         )
         + (f" duets {c.duet:g}: {row.moments[0]:g}/{row.moments[1]:g} boot times" if c.duet else "")
-        + (f" min effect {c.min_effect:g}%" if c.min_effect != DEFAULT_MIN_EFFECT * 100 else ""),
+        + (f" min effect {c.min_effect:g}%" if c.min_effect != DEFAULT_MIN_EFFECT * 100 else "")
+        + (f" max boots {c.max_boots}" if c.max_boots != DEFAULT_MAX_BOOTS else ""),
         flush=True,
     )
 

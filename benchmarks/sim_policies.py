@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kbisect.contract import DEFAULT_MIN_EFFECT
+from kbisect.contract import DEFAULT_MAX_BOOTS, DEFAULT_MIN_EFFECT, commit_boots_cap
 from kbisect.workflows.engine import Engine, EngineConfig
 from kbisect.workflows.evidence import Boot
 from kbisect.workflows.posterior import NONE, Posterior
@@ -92,7 +92,10 @@ def kbisect(graph: Graph, old: str, boot: BootFn) -> Outcome:
     """The posterior engine, as a job started today runs it; in duets where the machine
     boots two guests at once (a host with room for both: accuracy.Cell.duet)."""
     least = getattr(boot, "min_effect", DEFAULT_MIN_EFFECT)
-    config = EngineConfig(min_effect=least)
+    cap = getattr(boot, "max_boots", DEFAULT_MAX_BOOTS)
+    config = EngineConfig(
+        min_effect=least, max_endpoint_boots=cap, max_commit_boots=commit_boots_cap(cap)
+    )
     engine = PosteriorEngine(graph, new=graph.order[0], old=[old], config=config)
     if getattr(boot, "duet", 0.0):
         return _drive_duets(engine, boot)

@@ -62,6 +62,15 @@ DEFAULT_MIN_EFFECT = 0.05  # smaller differences between the endpoints are "none
 DEFAULT_MIN_RATE_STEP = 0.03
 DEFAULT_MAX_BOOTS = 96  # per endpoint before "cannot decide"
 MAX_COMMIT_BOOTS = 120  # a commit's boots before its verdict is left undecided
+
+
+def commit_boots_cap(max_boots: int) -> int:
+    """A commit's cap under --max-boots N: MAX_COMMIT_BOOTS, or more in proportion when N
+    is above the default (a hunt for a small step raises both, or the culprit's parent
+    stops at 120 boots, short of what a 5% step under 15% noise needs)."""
+    return max(MAX_COMMIT_BOOTS, -(-max_boots * MAX_COMMIT_BOOTS // DEFAULT_MAX_BOOTS))
+
+
 # A flaky pass/fail job's caps are this many times those: a boot of its says less (at a
 # 1% -> 10% change, 66 of 100 simulated jobs named the culprit within the plain caps, 50
 # of 50 within four times them; benchmarks.pass_fail), and it is seconds, not a timing.

@@ -2,7 +2,7 @@
 table and --resume."""
 
 import json
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,7 @@ from benchmarks.accuracy import (
     wilson,
 )
 from benchmarks.sim_policies import ks_p, mann_whitney_p
-from kbisect.contract import DEFAULT_MIN_EFFECT
+from kbisect.contract import DEFAULT_MAX_BOOTS, DEFAULT_MIN_EFFECT, MAX_COMMIT_BOOTS
 from kbisect.workflows.engine import EngineConfig
 
 
@@ -129,19 +129,25 @@ def test_a_line_cut_short_is_skipped_and_the_next_starts_afresh(tmp_path: Path) 
     assert {c.step for c in load_finished(path)} == {"50", "aa"}
 
 
-def test_a_cell_s_min_effect_is_kbisect_s(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_cell_s_min_effect_and_caps_are_kbisect_s(monkeypatch: pytest.MonkeyPatch) -> None:
     # A 5% step is the default floor of "no difference": its cells run kbisect with a
     # lower --min-effect, as a user hunting one would, and older rows load at the default.
-    seen: list[float] = []
+    # Its caps rise with --max-boots, a commit's in proportion (or the culprit's parent
+    # stops at 120 boots, short of what a 5% step needs).
+    seen: list[tuple[float, int, int]] = []
     engine = sim_policies.PosteriorEngine
 
     def spy(*args: Any, config: EngineConfig, **kwargs: Any) -> Any:
-        seen.append(config.min_effect)
+        seen.append((config.min_effect, config.max_endpoint_boots, config.max_commit_boots))
         return engine(*args, config=config, **kwargs)
 
     monkeypatch.setattr(sim_policies, "PosteriorEngine", spy)
-    run_cell(Cell(64, 2.0, "lognormal", "30", "kbisect", trials=2, seed=1, min_effect=2.5))
-    assert seen == [0.025, 0.025]
+    cell = Cell(64, 2.0, "lognormal", "30", "kbisect", trials=2, seed=1, min_effect=2.5)
+    run_cell(cell)
+    run_cell(replace(cell, max_boots=384))
+    default = (0.025, DEFAULT_MAX_BOOTS, MAX_COMMIT_BOOTS)
+    assert seen == [default, default, (0.025, 384, 480), (0.025, 384, 480)]
     row = {k: v for k, v in asdict(Cell(64, 15, "lognormal", "10", "kbisect", 3, 1)).items()}
-    del row["min_effect"]
+    del row["min_effect"], row["max_boots"]
     assert Cell(**row).min_effect == DEFAULT_MIN_EFFECT * 100
+    assert Cell(**row).max_boots == DEFAULT_MAX_BOOTS

@@ -16,6 +16,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 with workflow.unsafe.imports_passed_through():
     from kbisect.contract import (
+        DEFAULT_MAX_BOOTS,
         SA_CULPRIT_NAME,
         SA_STATUS_NAME,
         SA_TESTCASE_NAME,
@@ -89,6 +90,7 @@ SWING_MEAN_PATCH = "swing-mean"  # revision 8: each probe boot has the swing tha
 # references around it show taken off, and carries only what they left of it
 RIVAL_MOTIONS_PATCH = "rival-motions"  # revision 9: the posterior averaged over the
 # motions of the host's level that the references leave likely, not the likeliest alone
+COMMIT_CAP_PATCH = "commit-cap-follows"  # a commit's cap rises with --max-boots
 
 SA_TESTCASE = SearchAttributeKey.for_keyword(SA_TESTCASE_NAME)
 SA_STATUS = SearchAttributeKey.for_keyword(SA_STATUS_NAME)
@@ -219,7 +221,11 @@ class BisectWorkflow(Resumable):
         return True, workflow.patched(CONTROLS_V2_PATCH)
 
     def _start_engine(self, state: JobState) -> Engine:
-        config = engine_report.config_of(state.req, state.job, *self._host_checks())
+        # the marker only where it changes something: a job at the default caps has none
+        follows = state.req.max_boots > DEFAULT_MAX_BOOTS and workflow.patched(COMMIT_CAP_PATCH)
+        config = engine_report.config_of(
+            state.req, state.job, *self._host_checks(), commit_cap_follows=follows
+        )
         graph, new, old = state.search.graph, state.job.new, state.job.old
         engine: Engine
         posterior = workflow.patched(POSTERIOR_PATCH)

@@ -19,6 +19,7 @@ from kbisect.contract import (
     ValidatedJob,
     Verification,
     VerificationStatus,
+    commit_boots_cap,
 )
 from kbisect.workflows.endpoints import Gate, boots
 from kbisect.workflows.engine import Decision, Engine, EngineConfig
@@ -28,18 +29,26 @@ from kbisect.workflows.verdict import verdict_for
 
 
 def config_of(
-    req: BisectRequest, job: ValidatedJob, check_host: bool = False, controls_v2: bool = False
+    req: BisectRequest,
+    job: ValidatedJob,
+    check_host: bool = False,
+    controls_v2: bool = False,
+    commit_cap_follows: bool = False,
 ) -> EngineConfig:
+    """`commit_cap_follows`: a commit's cap rises with --max-boots (commit_boots_cap); a
+    job from before that keeps MAX_COMMIT_BOOTS."""
+    commit_cap = commit_boots_cap(req.max_boots) if commit_cap_follows else MAX_COMMIT_BOOTS
     fields: dict[str, object] = {
         "mode": req.mode,
         "better": job.better,
         "parallel": max(1, req.parallel),
         "min_effect": req.min_effect,
         "max_endpoint_boots": req.max_boots,
+        "max_commit_boots": commit_cap,
     }
     if job.pass_fail and job.flaky:
         fields["max_endpoint_boots"] = req.max_boots * FLAKY_BOOTS_FACTOR
-        fields["max_commit_boots"] = MAX_COMMIT_BOOTS * FLAKY_BOOTS_FACTOR
+        fields["max_commit_boots"] = commit_cap * FLAKY_BOOTS_FACTOR
         fields["min_rate_step"] = req.min_rate_step
     if check_host:
         return EngineConfig.checked(follow_shifts=controls_v2, regate=controls_v2, **fields)

@@ -391,8 +391,8 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
         default=DEFAULT_MAX_BOOTS,
         metavar="N",
         help="boots per endpoint before giving up on a noisy metric "
-        f"(default {DEFAULT_MAX_BOOTS}); a commit gets at most {MAX_COMMIT_BOOTS}; a --flaky "
-        f"job {FLAKY_BOOTS_FACTOR} times both",
+        f"(default {DEFAULT_MAX_BOOTS}); a commit gets at most {MAX_COMMIT_BOOTS}, or more in "
+        f"proportion to a higher N; a --flaky job {FLAKY_BOOTS_FACTOR} times both",
     )
     b.add_argument(
         "--signature",

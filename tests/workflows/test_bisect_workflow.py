@@ -26,15 +26,28 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from benchmarks.dags import hex_names, linear, random_dag
-from kbisect.contract import BisectRequest, BisectResult, MarkRequest, Progress
+from kbisect.contract import (
+    DEFAULT_MAX_BOOTS,
+    FLAKY_BOOTS_FACTOR,
+    MAX_COMMIT_BOOTS,
+    BisectRequest,
+    BisectResult,
+    MarkRequest,
+    Progress,
+    ValidatedJob,
+    commit_boots_cap,
+)
 from kbisect.workflows import activity_calls
 from kbisect.workflows.bisect_workflow import (
+    COMMIT_CAP_PATCH,
     SA_STATUS,
     BisectWorkflow,
     sandbox_runner,
 )
+from kbisect.workflows.engine_report import config_of
 from tests.workflows import fakes
 from tests.workflows.fakes import SCENARIOS, Scenario
+from tests.workflows.test_replay import recorded_patches
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 HISTORIES = Path(__file__).parent / "histories"
@@ -386,6 +399,28 @@ async def test_noisy_scores_still_name_the_culprit(env: WorkflowEnvironment) -> 
         assert result.culprit == f"c{k}", [(st.commit, st.value) for st in result.steps]
         endpoint = result.steps[0]
         assert endpoint.value != fakes.FAST  # the noise really reached the verdicts
+
+
+async def test_a_higher_max_boots_raises_a_commit_s_cap_in_jobs_that_start_now(
+    env: WorkflowEnvironment,
+) -> None:
+    # A hunt for a small step raises --max-boots: a commit's cap follows it, behind a
+    # marker that only such a job records (a running job keeps the cap it started with).
+    marked = {}
+    for cap in (DEFAULT_MAX_BOOTS, 2 * DEFAULT_MAX_BOOTS):
+        async with running(env.client, Scenario(graph=linear(8), culprit="c3"), max_boots=cap) as h:
+            assert (await h.result()).culprit == "c3"
+            marked[cap] = COMMIT_CAP_PATCH in recorded_patches((await h.fetch_history()).to_json())
+    assert marked == {DEFAULT_MAX_BOOTS: False, 2 * DEFAULT_MAX_BOOTS: True}
+    job = ValidatedJob(["a"], "b", "t", "score", "MB/s", "higher", "fast", 1, 60.0)
+    req = BisectRequest(repo="r", good=["a"], bad="b", testcase="t", max_boots=192)
+    assert config_of(req, job).max_commit_boots == MAX_COMMIT_BOOTS
+    assert config_of(req, job, commit_cap_follows=True).max_commit_boots == 240
+    flaky = dataclasses.replace(job, pass_fail=True, flaky=True)
+    caps = config_of(req, flaky, commit_cap_follows=True)
+    factor = FLAKY_BOOTS_FACTOR
+    assert (caps.max_endpoint_boots, caps.max_commit_boots) == (192 * factor, 240 * factor)
+    assert commit_boots_cap(48) == MAX_COMMIT_BOOTS  # a lower N leaves a commit's cap
 
 
 async def test_a_small_step_under_noise_is_found(env: WorkflowEnvironment) -> None:

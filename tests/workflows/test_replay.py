@@ -47,9 +47,13 @@ def _history(path: Path) -> WorkflowHistory:
 
 
 def _patches(path: Path) -> set[str]:
+    return recorded_patches(path.read_text())
+
+
+def recorded_patches(history_json: str) -> set[str]:
     """The patch ids a history recorded (marker payloads are base64 JSON)."""
     found = set()
-    for token in re.findall(r'"data":\s*"([A-Za-z0-9+/=]+)"', path.read_text()):
+    for token in re.findall(r'"data":\s*"([A-Za-z0-9+/=]+)"', history_json):
         with contextlib.suppress(ValueError, UnicodeDecodeError):
             found.update(re.findall(r'"id":"([a-z0-9-]+)"', base64.b64decode(token).decode()))
     return found
