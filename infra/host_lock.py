@@ -69,6 +69,19 @@ def taskset(cpus: Sequence[int]) -> list[str]:
     return ["taskset", "--cpu-list", _text(cpus)] if cpus else []
 
 
+def duet_halves(pinned: Sequence[int], guest_cpus: int) -> tuple[tuple[int, ...], ...]:
+    """The reserved CPUs split for a duet, one half a guest (so the two share no core);
+    a UserError when they cannot hold two guests of `guest_cpus` vCPUs."""
+    half = len(pinned) // 2
+    if half < guest_cpus:
+        raise UserError(
+            f"--duets needs a VM worker whose --measure-cpus hold two guests of {guest_cpus} "
+            f"vCPUs ({2 * guest_cpus} CPUs); this one reserves {_text(pinned) or 'none'}: "
+            "start it with a larger --measure-cpus, or submit the job without --duets"
+        )
+    return tuple(pinned[:half]), tuple(pinned[half : 2 * half])
+
+
 def _text(cpus: Sequence[int]) -> str:
     return ",".join(str(c) for c in cpus)
 

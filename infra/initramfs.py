@@ -14,6 +14,7 @@ from pathlib import Path
 
 from kbisect import settings
 from kbisect.errors import InfraError
+from kbisect.infra import atomic_write
 from kbisect.model import GuestImage
 
 BUSYBOX = Path("/bin/busybox")
@@ -165,9 +166,7 @@ def build_image(
         os.utime(out)  # used now: `kbisect gc` removes images no boot used for a while
     except FileNotFoundError:
         out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_suffix(".tmp")
-        tmp.write_bytes(_newc(entries))
-        os.replace(tmp, out)
+        atomic_write.write_bytes(out, _newc(entries))
     except OSError:
         pass  # not ours to touch: the mark is only a hint
     return GuestImage(

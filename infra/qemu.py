@@ -25,7 +25,7 @@ from typing import BinaryIO
 
 from kbisect import settings
 from kbisect.errors import InfraError
-from kbisect.infra import host_lock
+from kbisect.infra import atomic_write, host_lock
 from kbisect.infra.procs import die_with_parent
 from kbisect.model import Artifact, DeviceProfile, Disk, GuestImage, GuestRun, Outcome
 
@@ -432,5 +432,5 @@ class QemuMachine:
                         accel = "kvm"
                 except InfraError:
                     pass  # seen here: QEMU aborts in kvm_buf_set_msrs; others hang
-        cache.write_text(json.dumps({"boot_id": boot_id, "accel": accel}))
+        atomic_write.write_bytes(cache, json.dumps({"boot_id": boot_id, "accel": accel}).encode())
         return accel

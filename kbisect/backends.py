@@ -22,6 +22,7 @@ class Builder(Protocol):
 class Machine(Protocol):
     name: str
     pin: tuple[int, ...]  # host CPUs its guests are pinned to; () = any
+    cpus: int  # each guest's vCPUs
     host: str  # the machine its guests run on: a timing is judged against that host's level
 
     def run(

@@ -17,6 +17,7 @@ VALIDATE = "validate_job"
 BUILD = "build_kernel"
 TEST = "run_testcase"
 TRACE = "trace_testcase"
+DUET = "run_duet"  # two guests at one moment on one VM host's reserved CPUs
 PREPARE_VERIFY = "prepare_verify"
 CLASSIFY = "classify_commits"
 VALIDATE_SWEEP = "validate_sweep"
@@ -45,6 +46,7 @@ ACTIVITY_QUEUE: dict[str, QueueKind] = {
     SERIES_PLAN: QueueKind.BUILD,  # the host that has the trees and apt keeps the results
     SERIES_RECORD: QueueKind.BUILD,
     TEST: QueueKind.VM,
+    DUET: QueueKind.VM,
     TRACE: QueueKind.VM,
 }
 # Task queue names unless KBISECT_CONTROL_QUEUE, _BUILD_QUEUE or _VM_QUEUE say otherwise.
@@ -189,6 +191,9 @@ class BisectRequest:
     # a commit (also when the testcase says so)
     flaky: bool = False
     min_rate_step: float = DEFAULT_MIN_RATE_STEP  # a flaky job's --min-effect
+    # a noisy metric's probes each booted beside a reference at one moment (a duet), on a
+    # VM worker whose --measure-cpus hold two guests
+    duets: bool = False
     build_queue: str = DEFAULT_QUEUE[QueueKind.BUILD]
     vm_queue: str = DEFAULT_QUEUE[QueueKind.VM]
 
@@ -275,6 +280,19 @@ class TestResult:
 
     def samples_of(self, metric: str) -> list[float]:
         return self.metric_samples.get(metric) or self.samples
+
+
+@dataclass
+class DuetRequest:
+    """Two boots at one moment on one VM host, each guest on its half of the reserved
+    CPUs: the host's state then reaches both alike."""
+
+    tests: list[TestRequest]
+
+
+@dataclass
+class DuetResult:
+    results: list[TestResult]  # in the order of DuetRequest.tests
 
 
 @dataclass

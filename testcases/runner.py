@@ -1,5 +1,6 @@
 """Run a testcase on a built kernel: guest image, disks with a device profile, boot, score."""
 
+import contextlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -84,11 +85,13 @@ def run_testcase(
     progress: Callable[[str], None] = lambda _: None,
     exact: bool = False,
     signature: str = "",
+    held: bool = False,
 ) -> TestcaseRun:
     """Score of the testcase on this kernel. `exact`: the caller judges an exact metric
     (a count), so the boot runs no warm-up and need not have the host to itself. A
     pass/fail testcase's score is `passed`, 1 or 0 (testcases.pass_fail); `signature`
-    narrows its bad boots to those whose console shows it.
+    narrows its bad boots to those whose console shows it. `held`: the caller holds the
+    host lock for this guest (a duet holds it for both of its guests).
 
     BootError: the kernel panicked or hung (the commit is skipped);
     TestcaseFailedError: it booted but the testcase script failed, or could not test.
@@ -107,7 +110,8 @@ def run_testcase(
     )
     disks = [Disk(d.name, d.size_mib, prof) for d in manifest.disks]
     progress(f"booting {artifact.commit[:12]} ({prof.name}, {plural(reps, 'repetition')})")
-    with host_lock.for_guest(manifest.exclusive and not exact, machine.pin, progress):
+    alone = manifest.exclusive and not exact
+    with contextlib.nullcontext() if held else host_lock.for_guest(alone, machine.pin, progress):
         run = machine.run(artifact, image, disks, manifest.timeout_for(runs), progress=progress)
     if manifest.pass_fail:
         console, _ = read_tail(Path(run.console), CONSOLE_CAP)

@@ -10,6 +10,7 @@ see why a commit was skipped.
 
 import concurrent.futures
 import contextlib
+import copy
 import dataclasses
 import functools
 import threading
@@ -27,6 +28,7 @@ from kbisect.builders.verify_commit import make_verify_commit
 from kbisect.contract import (
     BUILD,
     CLASSIFY,
+    DUET,
     PREPARE_VERIFY,
     TEST,
     TRACE,
@@ -37,6 +39,8 @@ from kbisect.contract import (
     BuildResult,
     ClassifyRequest,
     ClassifyResult,
+    DuetRequest,
+    DuetResult,
     ErrorType,
     SweepJob,
     SweepRequest,
@@ -50,6 +54,7 @@ from kbisect.contract import (
     VerifyRequest,
 )
 from kbisect.errors import BootError, InfraError, KernelBuildError, TestcaseFailedError, UserError
+from kbisect.infra import host_lock
 from kbisect.infra.git import Git
 from kbisect.model import Artifact
 from kbisect.settings import Settings
@@ -258,21 +263,61 @@ class VmActivities:
         artifact_cache.check_before_boot(req.artifact)  # a changed image: retried, no verdict
         return with_heartbeats(lambda report: self._run(req, manifest, report))
 
+    @activity.defn(name=DUET)
+    @typed_failures
+    def run_duet(self, req: DuetRequest) -> DuetResult:
+        """Both boots at one moment: the reserved CPUs held for the two, each guest pinned
+        to its half, so what the host does meanwhile reaches both."""
+        halves = host_lock.duet_halves(self.machine.pin, self.machine.cpus)
+        manifest = manifests.load(req.tests[0].testcase)
+        tests = [dataclasses.replace(t, artifact=self._here(t.artifact)) for t in req.tests]
+        for t in tests:
+            artifact_cache.check_before_boot(t.artifact)
+        activity.logger.info(
+            "duet %s: %s on CPUs %s of %s",
+            " beside ".join(t.commit[:12] for t in tests),
+            manifest.name,
+            " and ".join(",".join(map(str, h)) for h in halves),
+            self.machine.name,
+        )
+        machines = [copy.copy(self.machine) for _ in halves]
+        for machine, half in zip(machines, halves, strict=True):
+            machine.pin = half
+
+        def both(report: Callable[[str], None]) -> DuetResult:
+            with host_lock.for_guest(True, self.machine.pin, report):
+                with concurrent.futures.ThreadPoolExecutor(max_workers=len(tests)) as pool:
+                    runs = [
+                        pool.submit(self._run, t, manifest, report, m, held=True)
+                        for t, m in zip(tests, machines, strict=True)
+                    ]
+                    return DuetResult([r.result() for r in runs])
+
+        return with_heartbeats(both)
+
     def _run(
-        self, req: TestRequest, manifest: manifests.Manifest, report: Callable[[str], None]
+        self,
+        req: TestRequest,
+        manifest: manifests.Manifest,
+        report: Callable[[str], None],
+        machine: Machine | None = None,
+        held: bool = False,
     ) -> TestResult:
+        """One boot on `machine` (this worker's); `held`: the caller holds its lock."""
+        machine = machine or self.machine
         try:
             spec = manifest.metrics.get(req.metric)
             exact = spec is not None and spec.exact
             r = run_testcase(
                 manifest,
                 req.artifact,
-                self.machine,
+                machine,
                 req.profile,
                 req.repetitions,
                 report,
                 exact,
                 req.signature,
+                held,
             )
         except (BootError, TestcaseFailedError) as exc:
             status = (
@@ -295,7 +340,7 @@ class VmActivities:
             warmup=list(r.score.primary_metric.warmup),
             console=r.run.console,
             seconds=r.run.seconds,
-            host=self.machine.host,
+            host=machine.host,
             bad=r.bad,
             excerpt=r.excerpt,
         )

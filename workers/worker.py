@@ -92,7 +92,7 @@ def make_workers(
             Worker(
                 client,
                 task_queue=queues.vm,
-                activities=[v.run_test, v.run_trace],
+                activities=[v.run_test, v.run_duet, v.run_trace],
                 activity_executor=ThreadPoolExecutor(vms),
                 graceful_shutdown_timeout=SHUTDOWN_GRACE,
                 max_concurrent_activities=vms,

@@ -18,6 +18,7 @@ from kbisect.contract import (
     ACTIVITY_QUEUE,
     BUILD,
     CLASSIFY,
+    DUET,
     PREPARE_VERIFY,
     SERIES_PLAN,
     SERIES_RECORD,
@@ -30,6 +31,8 @@ from kbisect.contract import (
     BuildResult,
     ClassifyRequest,
     ClassifyResult,
+    DuetRequest,
+    DuetResult,
     ErrorType,
     QueueKind,
     SeriesPlan,
@@ -219,7 +222,23 @@ class JobActivities:
     ) -> TestResult:
         # job.test_timeout is for job.repetitions; a retest runs more.
         scale = max(1.0, repetitions / max(1, job.repetitions))
-        request = TestRequest(
+        request = self._test_request(job, commit, artifact, repetitions)
+        what = f"testing {commit[:12]}"
+        return await self._boot(what, TEST, request, TestResult, job.test_timeout * scale)
+
+    async def duet(
+        self, job: ValidatedJob, kernels: list[tuple[str, Artifact]]
+    ) -> list[TestResult]:
+        """Boots of these kernels at one moment on one VM host (DuetRequest)."""
+        tests = [self._test_request(job, c, a, job.repetitions) for c, a in kernels]
+        what = "testing " + " beside ".join(c[:12] for c, _ in kernels)
+        result = await self._boot(what, DUET, DuetRequest(tests), DuetResult, job.test_timeout)
+        return result.results
+
+    def _test_request(
+        self, job: ValidatedJob, commit: str, artifact: Artifact, repetitions: int
+    ) -> TestRequest:
+        return TestRequest(
             repo=self.req.repo,
             commit=commit,
             testcase=job.testcase,
@@ -229,8 +248,6 @@ class JobActivities:
             metric=job.primary,
             signature=job.signature,
         )
-        what = f"testing {commit[:12]}"
-        return await self._boot(what, TEST, request, TestResult, job.test_timeout * scale)
 
     async def trace(self, job: ValidatedJob, commit: str, artifact: Artifact) -> TraceResult:
         """A traced boot for the report (one repetition under blktrace)."""

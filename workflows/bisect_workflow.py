@@ -262,6 +262,10 @@ class BisectWorkflow(Resumable):
             await asyncio.gather(*(self._build_once(state, calls, c) for c in commits))
             if same_kernel:
                 await self._same_kernels(state, calls, engine, commits)
+            if self._in_duets(state, engine):
+                assert isinstance(engine, PosteriorEngine)
+                await self._duets(state, calls, engine, commits)
+                commits = []
             if self._at_once:  # each VM host's lock still times one guest at a time
                 self._build_ahead(state, calls, engine)
                 gated = engine.gate is not None and engine.gate.gate == Gate.SAME
@@ -288,10 +292,18 @@ class BisectWorkflow(Resumable):
             self._record_endpoints(state)
             self._set_status(JobStatus.BISECTING, f"{state.job.primary} {engine.gate.message}")
 
+    @staticmethod
+    def _in_duets(state: JobState, engine: Engine) -> bool:
+        """--duets, where they mean something: a metric the posterior weighs (a pass/fail
+        boot is not a timing)."""
+        return state.req.duets and isinstance(engine, PosteriorEngine) and not state.job.pass_fail
+
     def _rolls(self, state: JobState, engine: Engine) -> bool:
         """Whether the rest of the search picks a boot for each VM host as it frees up: a
         noisy metric (known once both endpoints booted) at --parallel 2 or more, on a
         farm. On one host rounds stay: all of a round's builds go before its boots."""
+        if self._in_duets(state, engine):
+            return False  # a duet's pair goes out together, round by round
         noisy = isinstance(engine, PosteriorEngine) and engine.noisy
         farm = self._at_once and state.req.parallel > 1 and self._apart()
         if self._rolling is None and noisy and farm:
@@ -413,10 +425,62 @@ class BisectWorkflow(Resumable):
     async def _boot(self, state: JobState, calls: JobActivities, commit: str) -> str | None:
         """One boot of `commit` (built once), its samples given to the engine. The VM host
         that ran it (None: no test ran)."""
+        build, test = await self._built_and_tested(state, calls, commit)
+        return self._take(state, commit, build, test)
+
+    async def _duets(
+        self, state: JobState, calls: JobActivities, engine: PosteriorEngine, commits: list[str]
+    ) -> None:
+        """A round in duets (--duets): each probe booted beside a reference at one moment
+        on one VM host, the round's other references two at a time (benchmarks.accuracy
+        --duet simulates this driver)."""
+        if engine.gate is not None and engine.gate.gate == Gate.SAME:
+            return
+        ends = (engine.old_end, engine.new_end)
+        boots = [c for c in commits if c not in engine.search.same_as]
+        refs = [c for c in boots if c in ends]
+        pairs = [
+            (refs.pop(0) if refs else engine.duet_partner(), c) for c in boots if c not in ends
+        ]
+        if len(refs) % 2:  # a reference alone would be timed as no other is: its twin too
+            refs.append(ends[1] if refs[-1] == ends[0] else ends[0])
+        pairs += [(refs[i], refs[i + 1]) for i in range(0, len(refs), 2)]
+        if self._at_once:  # each VM host takes one duet at a time
+            await asyncio.gather(*(self._duet(state, calls, p) for p in pairs))
+            return
+        for pair in pairs:
+            await self._duet(state, calls, pair)
+
+    async def _duet(self, state: JobState, calls: JobActivities, pair: tuple[str, str]) -> None:
+        """Both kernels booted at one moment, the second's boot beside the first's. A
+        kernel that does not build or boot is skipped as ever; its partner's boot is
+        dropped (it ran beside no guest, or one that died, so at another level)."""
+        builds = [await self._build_once(state, calls, c) for c in pair]
+        if not all(b.ok and b.artifact is not None for b in builds):
+            for commit, build in zip(pair, builds, strict=True):
+                if not build.ok:
+                    self._take(state, commit, build, None)
+            return
+        kernels = [(c, b.artifact) for c, b in zip(pair, builds, strict=True) if b.artifact]
+        tests = await calls.duet(state.job, kernels)
+        both = all(t.status == TestStatus.OK for t in tests)
+        for i, (commit, build, test) in enumerate(zip(pair, builds, tests, strict=True)):
+            if both or test.status != TestStatus.OK:
+                self._take(state, commit, build, test, beside=i > 0)
+
+    def _take(
+        self,
+        state: JobState,
+        commit: str,
+        build: BuildResult,
+        test: TestResult | None,
+        beside: bool = False,
+    ) -> str | None:
+        """A boot's outcome given to the engine (`beside`: the boot taken just before this
+        one ran at the same moment, a duet). The VM host that ran it (None: none ran)."""
         engine = self._engine
         assert engine is not None
         m = self._measured.setdefault(commit, Measured())
-        build, test = await self._built_and_tested(state, calls, commit)
         m.build_seconds = build.seconds
         if commit in (engine.old_end, engine.new_end):
             word = state.mode.old_word if commit == engine.old_end else state.mode.new_word
@@ -435,7 +499,7 @@ class BisectWorkflow(Resumable):
         if test.bad and m.bad is None:
             m.bad = test
         exact = state.job.pass_fail and not state.job.flaky
-        engine.observe(commit, Boot(samples, test.host, exact=exact))
+        engine.observe(commit, Boot(samples, test.host, exact=exact, beside=beside))
         self._progress.boots += 1
         m.boot_numbers.append(self._progress.boots)
         said = (

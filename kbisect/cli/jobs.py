@@ -100,6 +100,7 @@ def _options(args: argparse.Namespace) -> JobOptions:
         config=args.config,
         signature=args.signature or "",
         flaky=args.flaky,
+        duets=args.duets,
     )
 
 
@@ -405,6 +406,13 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
         action="store_true",
         help="pass/fail testcases: the failure comes and goes (one boot in ten); commits "
         "are booted until a posterior over the culprit decides, not once each",
+    )
+    b.add_argument(
+        "--duets",
+        action="store_true",
+        help="boot each probe beside a reference at one moment, each guest on half of the VM "
+        "worker's --measure-cpus (which must hold two guests), so the host's drift reaches "
+        "both alike; off by default: not yet measured on a host with room",
     )
     b.add_argument(
         "--no-verify",

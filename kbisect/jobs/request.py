@@ -43,6 +43,7 @@ class JobOptions:
     config: str | None = None  # a path to the user's kernel config (--config)
     signature: str = ""  # a pass/fail job's bad boots show this console pattern
     flaky: bool = False  # a pass/fail job's failure comes and goes
+    duets: bool = False  # probes booted beside references at one moment (BisectRequest)
 
 
 def repository(opts: JobOptions, settings: Settings) -> Path:
@@ -84,6 +85,8 @@ def checked_request(opts: JobOptions, settings: Settings) -> BisectRequest:
     profile(opts.profile or manifest.profile)
     manifests.job_signature(manifest, opts.signature)
     flaky = manifests.job_flaky(manifest, opts.flaky)
+    if opts.duets and manifest.pass_fail:
+        raise UserError(f"--duets pairs timings, and {manifest.name} is pass/fail: drop --duets")
     min_effect, min_rate_step = least_changes(manifest, flaky, opts.min_effect_pct)
     check_tuning(manifest, opts.metric, min_effect, opts.max_boots, opts.trace)
     if opts.repetitions is not None:
@@ -119,4 +122,5 @@ def checked_request(opts: JobOptions, settings: Settings) -> BisectRequest:
         tree=opts.tree,
         signature=opts.signature,
         flaky=opts.flaky,
+        duets=opts.duets,
     )

@@ -1,7 +1,9 @@
 """The activities as classes over fake backends, run in Temporal's ActivityEnvironment
 (no server): typed failures, heartbeats, and how each outcome becomes a result."""
 
+import dataclasses
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -10,7 +12,14 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from kbisect.backends import Progress
-from kbisect.contract import BisectRequest, BuildRequest, ErrorType, TestRequest, TestStatus
+from kbisect.contract import (
+    BisectRequest,
+    BuildRequest,
+    DuetRequest,
+    ErrorType,
+    TestRequest,
+    TestStatus,
+)
 from kbisect.errors import DiskFullError, KernelBuildError
 from kbisect.infra.git import LAB_IDENTITY
 from kbisect.model import Artifact, BuildSpec, Disk, GuestImage, GuestRun, Outcome
@@ -38,9 +47,12 @@ class FakeMachine:
     name = "fake"
     host = "fake-host"
     pin: tuple[int, ...] = ()
+    cpus = 1
 
-    def __init__(self, run: GuestRun) -> None:
+    def __init__(self, run: GuestRun, together: threading.Barrier | None = None) -> None:
         self.result = run
+        self.together = together  # each run waits here for the other guest of a duet
+        self.pins: list[tuple[int, ...]] = []  # shared by copies: each run's CPUs
 
     def run(
         self,
@@ -51,6 +63,9 @@ class FakeMachine:
         cmdline: str = "",
         progress: Progress = lambda _: None,
     ) -> GuestRun:
+        self.pins.append(self.pin)
+        if self.together is not None:
+            self.together.wait()  # both guests of the duet run at once, or this times out
         return self.result
 
 
@@ -220,3 +235,49 @@ def test_a_job_judging_an_exact_metric_boots_without_warm_up_or_the_host_alone(
     result = ActivityEnvironment().run(_vm(tmp_path, run).run_test, req)
     assert result.warmup == warmup and result.samples_of("throughput") == samples
     assert locks == [alone]
+
+
+def _scored_run() -> GuestRun:
+    records: list[dict[str, object]] = [
+        {"event": "metric", "rep": r, "name": n, "value": v}
+        for r, v in ((1, 4.0), (2, 8.0), (3, 10.0))
+        for n in ("avg_read_sectors", "throughput")
+    ]
+    return GuestRun(Outcome.SUCCESS, [*records, {"event": "done", "status": 0}], "/c", 4.0, "tcg")
+
+
+def test_a_duet_boots_both_kernels_at_once_each_on_half_the_reserved_cpus(
+    cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from contextlib import nullcontext
+
+    locks: list[tuple[bool, tuple[int, ...]]] = []
+
+    def for_guest(exclusive: bool, pinned: tuple[int, ...], *_: object) -> "nullcontext[None]":
+        locks.append((exclusive, tuple(pinned)))
+        return nullcontext()
+
+    monkeypatch.setattr(activities.host_lock, "for_guest", for_guest)
+    machine = FakeMachine(_scored_run(), threading.Barrier(2, timeout=10))
+    machine.pin = (0, 1, 2, 3)
+    tests = [dataclasses.replace(_request(), commit=c * 40, metric="throughput") for c in "ab"]
+    vm = VmActivities(_settings(tmp_path), machine)
+    results = ActivityEnvironment().run(vm.run_duet, DuetRequest(tests)).results
+    assert [r.commit for r in results] == ["a" * 40, "b" * 40]
+    assert [(r.status, r.error) for r in results] == [(TestStatus.OK, "")] * 2
+    assert [r.samples_of("throughput") for r in results] == [[8.0, 10.0]] * 2
+    assert sorted(machine.pins) == [(0, 1), (2, 3)]  # a half each, never the same core
+    assert locks == [(True, (0, 1, 2, 3))]  # the reserved CPUs held once, for both guests
+
+
+def test_a_duet_on_a_worker_without_room_for_two_guests_fails_the_job(
+    cache: Path, tmp_path: Path
+) -> None:
+    machine = FakeMachine(_scored_run())
+    machine.pin = (1,)  # --measure-cpus 1: one guest's worth
+    vm = VmActivities(_settings(tmp_path), machine)
+    with pytest.raises(ApplicationError) as err:
+        ActivityEnvironment().run(vm.run_duet, DuetRequest([_request(), _request()]))
+    assert err.value.type == ErrorType.USER and err.value.non_retryable
+    assert "--duets needs a VM worker whose --measure-cpus hold two guests" in err.value.message
+    assert machine.pins == []  # nothing booted

@@ -19,6 +19,7 @@ from benchmarks.dags import culprit_is_in, validated_job
 from kbisect.contract import (
     BUILD,
     CLASSIFY,
+    DUET,
     PREPARE_VERIFY,
     TEST,
     TRACE,
@@ -29,6 +30,8 @@ from kbisect.contract import (
     BuildResult,
     ClassifyRequest,
     ClassifyResult,
+    DuetRequest,
+    DuetResult,
     SweepJob,
     SweepRequest,
     SweepTestcase,
@@ -73,6 +76,7 @@ class Scenario:
     revert_restores: bool = True
     large: bool = False
     traces: list[str] = field(default_factory=list)  # commits traced, in order
+    duets: list[tuple[str, ...]] = field(default_factory=list)  # each duet's commits, in order
     broken_trace: set[str] = field(default_factory=set)
     noisy: dict[str, list[float]] = field(default_factory=dict)  # values of successive tests
     host_failures: Counter[str] = field(default_factory=Counter)  # builds failing on the host
@@ -203,6 +207,21 @@ def _image_of(s: Scenario, commit: str) -> str:
 
 @activity.defn(name=TEST)
 async def run_test(req: TestRequest) -> TestResult:
+    return await _boot(req)
+
+
+@activity.defn(name=DUET)
+async def run_duet(req: DuetRequest) -> DuetResult:
+    """The kernels at one moment: the host's speed (`speeds`) reaches both alike, each
+    guest's own noise is its own."""
+    s = SCENARIOS[req.tests[0].repo]
+    s.duets.append(tuple(t.commit for t in req.tests))
+    moment = sum(s.tests.values()) + 1
+    return DuetResult([await _boot(t, moment) for t in req.tests])
+
+
+async def _boot(req: TestRequest, moment: int | None = None) -> TestResult:
+    """A boot; `moment`: the job's boot count the host is at (None: this boot's own)."""
     s = SCENARIOS[req.repo]
     s.tests[req.commit] += 1
     s.in_flight += 1
@@ -246,10 +265,11 @@ async def run_test(req: TestRequest) -> TestResult:
             bad="panic" if bad else "",
             excerpt=f"Kernel panic - not syncing: lab ({req.commit})" if bad else "",
         )
-    if s.shift_after and sum(s.tests.values()) > s.shift_after:
+    moment = sum(s.tests.values()) if moment is None else moment
+    if s.shift_after and moment > s.shift_after:
         v *= s.shift
     if s.speeds:
-        v *= s.speeds[sum(s.tests.values()) % len(s.speeds)]
+        v *= s.speeds[moment % len(s.speeds)]
     samples = [v] * req.repetitions
     if s.noise:
         rng = random.Random(f"{req.commit}-{s.tests[req.commit]}")  # reproducible
@@ -330,6 +350,7 @@ FAKES = [
     validate_sweep,
     build_kernel,
     run_test,
+    run_duet,
     prepare_verify,
     classify_commits,
     trace_testcase,

@@ -494,6 +494,29 @@ async def test_a_host_that_drifts_is_named_against_the_references_near_each_boot
     assert result.culprit == "c21", [(st.commit, st.value) for st in result.steps]
 
 
+async def test_in_duets_each_probe_boots_beside_a_reference_at_one_moment(
+    env: WorkflowEnvironment,
+) -> None:
+    # --duets on the drifting host: both guests of a duet see the host's speed of that
+    # moment (the fake's `speeds`), so each probe is judged beside a reference.
+    speeds = tuple(1 + 0.002 * n for n in range(1000))
+    scenario = Scenario(
+        graph=linear(32), culprit="c21", noise=0.10, slow=fakes.FAST * 0.9, speeds=speeds
+    )
+    result, s = await bisect(env.client, scenario, record="duets", duets=True)
+    assert result.culprit == "c21", [(st.commit, st.value) for st in result.steps]
+    ends = {"root", "c32"}
+    assert s.duets and all(len(d) == 2 and d[0] in ends for d in s.duets), s.duets
+    probes = [d[1] for d in s.duets if d[1] not in ends]
+    assert len(set(probes)) >= 4  # a bisection's worth of commits, each beside a reference
+    # every boot of the search was in a duet: only the verification's boots ran alone
+    alone = sum(s.tests.values()) - 2 * len(s.duets)
+    verify = sum(n for c, n in s.tests.items() if c.startswith(fakes.VERIFY_PREFIX))
+    assert 0 < verify <= alone <= 2 * verify
+    # the references' own duets pair the old endpoint with the new (a balanced block)
+    assert all(set(d) == ends for d in s.duets if d[1] in ends)
+
+
 async def test_a_difference_of_nothing_is_undone_by_re_measuring(env: WorkflowEnvironment) -> None:
     # No commit changes anything, but the new endpoint's first boots read 6% low: about
     # three sigmas each, so the first boots say the endpoints differ.

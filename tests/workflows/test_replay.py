@@ -16,7 +16,7 @@ from temporalio.common import SearchAttributeUpdate
 from temporalio.worker import Replayer
 from temporalio.workflow import NondeterminismError
 
-from kbisect.contract import BUILD
+from kbisect.contract import BUILD, DUET
 from kbisect.workflows import strategy
 from kbisect.workflows.bisect_workflow import (
     BOOT_MEAN_PATCH,
@@ -120,8 +120,8 @@ def test_histories_were_recorded() -> None:
     pre_posterior = [p for p in HISTORIES if p.stem.startswith("pre-posterior-")]
     current = [p for p in HISTORIES if not p.stem.startswith("pre-")]
     # host-swing came with revision 7: its only twins are revisions 6's and 7's; host-drift
-    # with revision 9, and its only twin is revision 8's
-    older = {p.stem for p in current} - {"host-swing", *RIVALLED}
+    # with revision 9, and its only twin is revision 8's; duets came after revision 9
+    older = {p.stem for p in current} - {"host-swing", "duets", *RIVALLED}
     assert len(pre_same) >= 5
     assert all(SAME_KERNEL_PATCH not in _patches(p) for p in pre_same)
     pre_revision_2 = [p for p in HISTORIES if p.stem.startswith("pre-posterior2-")]
@@ -169,8 +169,10 @@ def test_histories_were_recorded() -> None:
     assert {"linear-64", "fix-64", "merges", "skips", "engine-retest", "small-step"} <= set(now)
     assert PASS_FAIL <= set(now)
     # ... and every way a job is steered or ends: a person's mark, a resume after a block,
-    # rounds of several commits, a cancel and a failure (each test says what it records).
-    assert {"mark", "resume", "parallel", "cancel", "failed", "farm"} <= set(now), sorted(now)
+    # rounds of several commits, a cancel, a failure, boots in duets (each test says what
+    # it records).
+    assert {"mark", "resume", "parallel", "cancel", "failed", "farm", "duets"} <= set(now)
+    assert DUET in (HISTORIES[0].parent / "duets.json").read_text()
     by_name = {p.stem: _history(p) for p in current}
     assert _updates(by_name["mark"]) == ["mark"]
     assert _updates(by_name["resume"]) == ["resume"]
