@@ -196,6 +196,7 @@ def no_service(monkeypatch: pytest.MonkeyPatch) -> None:
         (["--repetitions", "1000"], "--repetitions"),
         (["--parallel", "0"], "--parallel"),
         (["--testcase", "sched-pipe", "--trace"], "has no disks to trace"),
+        (["--testcase", "boots", "--duets"], "--duets pairs timings, and boots is pass/fail"),
         (["--good", "lab-bad"], "the same commit"),
         (["--bad", "lab-bad^{commit}", "--good", "lab-bad"], "the same commit"),
     ],
