@@ -5,7 +5,7 @@ grammar's, an unknown key, a bad value or a revision that starts with '-' is ref
 one line that says what to write instead.
 
     bisect tree=NAME good=REV bad=REV testcase=NAME [mode=fix] [profile=P]
-           [repetitions=N] [parallel=K] [metric=M]
+           [repetitions=N] [parallel=K] [metric=M] [flaky=yes] [duets=yes]
     status [JOB] | cancel JOB | report JOB | sru JOB [series=S] [bug=N] [branch=B]
     mark JOB REV good|bad|skip | testcases | help
 """
@@ -26,14 +26,15 @@ MAX_LENGTH = 1000
 MAX_COMMANDS = 5  # in one note or message: one note must not make hundreds of replies
 
 BISECT_KEYS = ("tree", "good", "bad", "testcase", "mode", "profile", "repetitions", "parallel")
-BISECT_EXTRA = ("metric", "flaky")
+SWITCHES = ("flaky", "duets")  # yes or no
+BISECT_EXTRA = ("metric", *SWITCHES)
 YES, NO = ("yes", "true"), ("no", "false")
 SRU_KEYS = ("series", "bug", "branch")
 NUMBER_KEYS = {"repetitions", "parallel", "bug"}
 REPEATABLE = {"good"}
 USAGE = {
     "bisect": "bisect tree=NAME good=REV bad=REV testcase=NAME [mode=fix] [profile=P] "
-    "[repetitions=N] [parallel=K] [metric=M] [flaky=yes]",
+    "[repetitions=N] [parallel=K] [metric=M] [flaky=yes] [duets=yes]",
     "status": "status [JOB]",
     "cancel": "cancel JOB",
     "report": "report JOB",
@@ -69,8 +70,12 @@ class Command:
             repetitions=_int(self.one("repetitions")),
             parallel=_int(self.one("parallel")) or 1,
             metric=self.one("metric"),
-            flaky=(self.one("flaky") or "no").lower() in YES,
+            flaky=self.switch("flaky"),
+            duets=self.switch("duets"),
         )
+
+    def switch(self, key: str) -> bool:
+        return (self.one(key) or "no").lower() in YES
 
 
 def _int(value: str | None) -> int | None:
@@ -180,7 +185,8 @@ def _bisect(positional: list[str], pairs: list[str]) -> Command:
     mode = keys.get("mode", [Mode.REGRESSION.value])[-1]
     if mode not in tuple(Mode):
         raise UserError(f"refused: mode={mode}: write mode=regression or mode=fix")
-    flaky = keys.get("flaky", ["no"])[-1].lower()
-    if flaky not in YES + NO:
-        raise UserError(f"refused: flaky={flaky[:20]}: write flaky=yes or flaky=no")
+    for key in SWITCHES:
+        value = keys.get(key, ["no"])[-1].lower()
+        if value not in YES + NO:
+            raise UserError(f"refused: {key}={value[:20]}: write {key}=yes or {key}=no")
     return Command(verb="bisect", keys=keys)

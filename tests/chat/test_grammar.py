@@ -16,11 +16,13 @@ def test_bisect_becomes_the_clis_job_options() -> None:
     assert (opts.repetitions, opts.parallel, opts.metric) == (3, 2, "throughput")
 
 
-def test_a_flaky_pass_fail_job_from_chat() -> None:
-    assert parse(f"{BISECT} flaky=yes").options().flaky
-    assert not parse(BISECT).options().flaky and not parse(f"{BISECT} flaky=no").options().flaky
-    with pytest.raises(UserError, match="write flaky=yes or flaky=no"):
-        parse(f"{BISECT} flaky=maybe")
+@pytest.mark.parametrize("key", ["flaky", "duets"])
+def test_a_flaky_pass_fail_job_or_one_in_duets_from_chat(key: str) -> None:
+    assert getattr(parse(f"{BISECT} {key}=yes").options(), key)
+    assert not getattr(parse(BISECT).options(), key)
+    assert not getattr(parse(f"{BISECT} {key}=no").options(), key)
+    with pytest.raises(UserError, match=f"write {key}=yes or {key}=no"):
+        parse(f"{BISECT} {key}=maybe")
 
 
 def test_several_goods_and_git_revision_syntax() -> None:
