@@ -10,7 +10,6 @@ see why a commit was skipped.
 
 import concurrent.futures
 import contextlib
-import copy
 import dataclasses
 import functools
 import threading
@@ -54,10 +53,10 @@ from kbisect.contract import (
     VerifyRequest,
 )
 from kbisect.errors import BootError, InfraError, KernelBuildError, TestcaseFailedError, UserError
-from kbisect.infra import host_lock
 from kbisect.infra.git import Git
 from kbisect.model import Artifact
 from kbisect.settings import Settings
+from kbisect.testcases import duet
 from kbisect.testcases import manifest as manifests
 from kbisect.testcases.runner import build_spec, run_testcase
 from kbisect.testcases.trace_run import trace_testcase
@@ -268,7 +267,7 @@ class VmActivities:
     def run_duet(self, req: DuetRequest) -> DuetResult:
         """Both boots at one moment: the reserved CPUs held for the two, each guest pinned
         to its half, so what the host does meanwhile reaches both."""
-        halves = host_lock.duet_halves(self.machine.pin, self.machine.cpus)
+        pair = duet.pinned_pair(self.machine)
         manifest = manifests.load(req.tests[0].testcase)
         tests = [dataclasses.replace(t, artifact=self._here(t.artifact)) for t in req.tests]
         for t in tests:
@@ -277,21 +276,13 @@ class VmActivities:
             "duet %s: %s on CPUs %s of %s",
             " beside ".join(t.commit[:12] for t in tests),
             manifest.name,
-            " and ".join(",".join(map(str, h)) for h in halves),
+            " and ".join(",".join(map(str, m.pin)) for m in pair),
             self.machine.name,
         )
-        machines = [copy.copy(self.machine) for _ in halves]
-        for machine, half in zip(machines, halves, strict=True):
-            machine.pin = half
 
         def both(report: Callable[[str], None]) -> DuetResult:
-            with host_lock.for_guest(True, self.machine.pin, report):
-                with concurrent.futures.ThreadPoolExecutor(max_workers=len(tests)) as pool:
-                    runs = [
-                        pool.submit(self._run, t, manifest, report, m, held=True)
-                        for t, m in zip(tests, machines, strict=True)
-                    ]
-                    return DuetResult([r.result() for r in runs])
+            runs = [functools.partial(self._run, t, manifest, report, held=True) for t in tests]
+            return DuetResult(duet.at_once(self.machine, pair, runs, report))
 
         return with_heartbeats(both)
 
@@ -303,7 +294,7 @@ class VmActivities:
         machine: Machine | None = None,
         held: bool = False,
     ) -> TestResult:
-        """One boot on `machine` (this worker's); `held`: the caller holds its lock."""
+        """One boot on `machine` (None: this worker's); `held`: the caller holds its lock."""
         machine = machine or self.machine
         try:
             spec = manifest.metrics.get(req.metric)

@@ -137,6 +137,7 @@ class BisectWorkflow(Resumable):
         self._blocking = Blocking(self._on_blocked, self._on_clear)
         self._engine: Engine | None = None
         self._at_once = False  # a round's boots go out together (ROUND_AT_ONCE_PATCH)
+        self._duets_asked = 0  # duets started (--duets): which half the probe takes
         self._rolling: bool | None = None  # picks as hosts free up (ROLLING_PATCH); None: not asked
         self._building: dict[str, asyncio.Task[BuildResult]] = {}  # builds under way
         self._ahead: dict[str, asyncio.Task[BuildResult]] = {}  # builds no round asked for
@@ -456,13 +457,19 @@ class BisectWorkflow(Resumable):
         kernel that does not build or boot is skipped as ever; its partner's boot is
         dropped (it ran beside no guest, or one that died, so at another level)."""
         builds = [await self._build_once(state, calls, c) for c in pair]
-        if not all(b.ok and b.artifact is not None for b in builds):
+        arts = [b.artifact for b in builds if b.ok and b.artifact is not None]
+        if len(arts) < len(pair):
             for commit, build in zip(pair, builds, strict=True):
                 if not build.ok:
                     self._take(state, commit, build, None)
             return
-        kernels = [(c, b.artifact) for c, b in zip(pair, builds, strict=True) if b.artifact]
-        tests = await calls.duet(state.job, kernels)
+        # The halves of the host may differ (one takes the interrupts): the probe takes
+        # the first half in every other duet, so that cancels instead of leaning one way.
+        self._duets_asked += 1
+        order = [1, 0] if self._duets_asked % 2 == 0 else [0, 1]
+        kernels = [(pair[i], arts[i]) for i in order]
+        by_half = await calls.duet(state.job, kernels)
+        tests = [by_half[order.index(i)] for i in range(len(pair))]
         both = all(t.status == TestStatus.OK for t in tests)
         for i, (commit, build, test) in enumerate(zip(pair, builds, tests, strict=True)):
             if both or test.status != TestStatus.OK:

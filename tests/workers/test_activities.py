@@ -24,6 +24,7 @@ from kbisect.errors import DiskFullError, KernelBuildError
 from kbisect.infra.git import LAB_IDENTITY
 from kbisect.model import Artifact, BuildSpec, Disk, GuestImage, GuestRun, Outcome
 from kbisect.settings import Settings
+from kbisect.testcases import duet
 from kbisect.workers import activities
 from kbisect.workers.activities import BuildActivities, VmActivities
 
@@ -257,7 +258,7 @@ def test_a_duet_boots_both_kernels_at_once_each_on_half_the_reserved_cpus(
         locks.append((exclusive, tuple(pinned)))
         return nullcontext()
 
-    monkeypatch.setattr(activities.host_lock, "for_guest", for_guest)
+    monkeypatch.setattr(duet.host_lock, "for_guest", for_guest)
     machine = FakeMachine(_scored_run(), threading.Barrier(2, timeout=10))
     machine.pin = (0, 1, 2, 3)
     tests = [dataclasses.replace(_request(), commit=c * 40, metric="throughput") for c in "ab"]
