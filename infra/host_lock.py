@@ -38,8 +38,10 @@ POLL = 0.5  # seconds between tries: waiting reports progress, so it can be canc
 Progress = Callable[[str], None]
 
 
-def parse_cpus(text: str) -> tuple[int, ...]:
-    """'1', '2-3' or '1,3' -> the CPUs, checked against this host's."""
+def parse_cpus(text: str, keep_one: bool = True) -> tuple[int, ...]:
+    """'1', '2-3' or '1,3' -> the CPUs, checked against this host's; `keep_one`: one
+    must stay out for builds (a worker's; a benchmark that builds nothing meanwhile may
+    take them all)."""
     cpus: set[int] = set()
     try:
         for part in text.split(","):
@@ -52,7 +54,7 @@ def parse_cpus(text: str) -> tuple[int, ...]:
         raise UserError(
             f"--measure-cpus {text!r}: this host has CPUs {_text(sorted(have))}; give some of them"
         )
-    if cpus == have:
+    if keep_one and cpus == have:
         raise UserError(
             f"--measure-cpus {text!r} leaves no CPU for builds: keep at least one out of it"
         )

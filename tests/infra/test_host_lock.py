@@ -125,6 +125,16 @@ def test_measure_cpus_are_checked() -> None:
         assert host_lock.others((have[-1],)) == tuple(have[:-1])
     assert host_lock.taskset((1, 3)) == ["taskset", "--cpu-list", "1,3"]
     assert host_lock.taskset(()) == []
+    # a benchmark that builds nothing meanwhile may take every CPU
+    assert host_lock.parse_cpus(",".join(map(str, have)), keep_one=False) == tuple(have)
+
+
+def test_a_duet_splits_the_reserved_cpus_into_halves_that_hold_a_guest_each() -> None:
+    assert host_lock.duet_halves((2, 3, 4, 5), 2) == ((2, 3), (4, 5))
+    assert host_lock.duet_halves((0, 1, 2), 1) == ((0,), (1,))  # the odd one stays idle
+    for pinned in ((2, 3, 4), (), (1,)):
+        with pytest.raises(UserError, match="--duets needs a VM worker whose --measure-cpus"):
+            host_lock.duet_halves(pinned, 2)
 
 
 # The lock folder is shared by every user on the host: nothing in it may be followed,
