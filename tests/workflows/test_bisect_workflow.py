@@ -481,16 +481,20 @@ async def test_a_host_whose_speed_swings_is_seen_to_swing(env: WorkflowEnvironme
     assert s.tests["c32"] == in_job + v.boots, (s.tests["c32"], in_job, v.boots)
 
 
+def _drifting_host() -> Scenario:
+    """A 10% step at c21 of 32, a noise of 10% a sample, the host 0.2% faster each boot."""
+    speeds = tuple(1 + 0.002 * n for n in range(1000))
+    return Scenario(
+        graph=linear(32), culprit="c21", noise=0.10, slow=fakes.FAST * 0.9, speeds=speeds
+    )
+
+
 async def test_a_host_that_drifts_is_named_against_the_references_near_each_boot(
     env: WorkflowEnvironment,
 ) -> None:
     # The host 0.2% faster each boot, a 10% step at a noise of 10% a sample: early on the
     # references cannot tell the drift from a still level, and revision 9 weighs both.
-    speeds = tuple(1 + 0.002 * n for n in range(1000))
-    scenario = Scenario(
-        graph=linear(32), culprit="c21", noise=0.10, slow=fakes.FAST * 0.9, speeds=speeds
-    )
-    result, _ = await bisect(env.client, scenario, record="host-drift")
+    result, _ = await bisect(env.client, _drifting_host(), record="host-drift")
     assert result.culprit == "c21", [(st.commit, st.value) for st in result.steps]
 
 
@@ -499,11 +503,7 @@ async def test_in_duets_each_probe_boots_beside_a_reference_at_one_moment(
 ) -> None:
     # --duets on the drifting host: both guests of a duet see the host's speed of that
     # moment (the fake's `speeds`), so each probe is judged beside a reference.
-    speeds = tuple(1 + 0.002 * n for n in range(1000))
-    scenario = Scenario(
-        graph=linear(32), culprit="c21", noise=0.10, slow=fakes.FAST * 0.9, speeds=speeds
-    )
-    result, s = await bisect(env.client, scenario, record="duets", duets=True)
+    result, s = await bisect(env.client, _drifting_host(), record="duets", duets=True)
     assert result.culprit == "c21", [(st.commit, st.value) for st in result.steps]
     ends = {"root", "c32"}
     assert s.duets and all(len(d) == 2 and set(d) & ends for d in s.duets), s.duets
