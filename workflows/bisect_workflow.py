@@ -295,9 +295,10 @@ class BisectWorkflow(Resumable):
 
     @staticmethod
     def _in_duets(state: JobState, engine: Engine) -> bool:
-        """--duets, where they mean something: a metric the posterior weighs (a pass/fail
-        boot is not a timing)."""
-        return state.req.duets and isinstance(engine, PosteriorEngine) and not state.job.pass_fail
+        """--duets, where they mean something: a timing (a pass/fail boot is none, and a
+        counter's one boot a commit needs no reference beside it)."""
+        timing = isinstance(engine, PosteriorEngine) and not engine.counter
+        return state.req.duets and timing and not state.job.pass_fail
 
     def _rolls(self, state: JobState, engine: Engine) -> bool:
         """Whether the rest of the search picks a boot for each VM host as it frees up: a

@@ -382,6 +382,11 @@ class PosteriorEngine(Engine):
         """Both endpoints booted, and the metric is not a counter."""
         return not self._first_boots() and self._exact is False
 
+    @property
+    def counter(self) -> bool:
+        """Both endpoints booted, and the metric is a counter (one boot a commit)."""
+        return self._exact is True
+
     def _first_boots(self) -> list[str]:
         """The endpoints still to boot a first time; once both have, whether the metric
         is a counter (self._exact) is settled."""

@@ -521,6 +521,15 @@ async def test_in_duets_each_probe_boots_beside_a_reference_at_one_moment(
     assert all(d[0] != d[1] for d in s.duets if set(d) <= ends)
 
 
+async def test_a_counter_in_duets_still_boots_each_commit_once(env: WorkflowEnvironment) -> None:
+    # The seed's exact metric: once the endpoints' first boots (a duet) show a counter,
+    # a commit needs no reference beside it.
+    result, s = await bisect(env.client, Scenario(graph=linear(16), culprit="c5"), duets=True)
+    assert result.culprit == "c5"
+    assert s.duets == [("root", "c16")]
+    assert all(n == 1 for c, n in s.tests.items() if c not in {"root", "c16"}), s.tests
+
+
 async def test_a_difference_of_nothing_is_undone_by_re_measuring(env: WorkflowEnvironment) -> None:
     # No commit changes anything, but the new endpoint's first boots read 6% low: about
     # three sigmas each, so the first boots say the endpoints differ.
