@@ -957,12 +957,17 @@ class PosteriorEngine(Engine):
         fit = self._fit
         if fit is None:
             return notes
-        probes = self._clock - sum(len(self.boots[c]) for c in (self.old_end, self.new_end))
-        ends = self._clock - probes
+        boots = [b for some in self.boots.values() for b in some]
+        ends = sum(len(self.boots[c]) for c in (self.old_end, self.new_end))
         notes.append(
-            f"{ends} boots of the endpoints interleaved with {probes} of other commits "
-            f"(references, {ends / max(self._clock, 1):.0%} of the boots)"
+            f"{ends} boots of the endpoints interleaved with {len(boots) - ends} of other "
+            f"commits (references, {ends / max(len(boots), 1):.0%} of the boots)"
         )
+        if beside := sum(b.beside for b in boots):
+            notes.append(
+                f"{len(boots)} boots at {len(boots) - beside} moments: {beside} duets, two "
+                "guests booted at once on one VM host (--duets)"
+            )
         levels = [fit.trend.at(t)[0] for t in range(1, self._clock + 1)]
         if levels:
             low, high = min(levels), max(levels)

@@ -519,6 +519,10 @@ async def test_in_duets_each_probe_boots_beside_a_reference_at_one_moment(
     assert 0 < verify <= alone <= 2 * verify
     # the references' own duets pair the old endpoint with the new (a balanced block)
     assert all(d[0] != d[1] for d in s.duets if set(d) <= ends)
+    search = 2 * len(s.duets)
+    said = f"{search} boots at {len(s.duets)} moments: {len(s.duets)} duets"
+    assert any(said in note for note in result.notes), result.notes
+    assert any(f"interleaved with {len(probes)} of other commits" in n for n in result.notes)
 
 
 async def test_a_counter_in_duets_still_boots_each_commit_once(env: WorkflowEnvironment) -> None:
