@@ -12,6 +12,7 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import functools
+import inspect
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -356,3 +357,14 @@ class VmActivities:
         req = dataclasses.replace(req, artifact=self._here(req.artifact))
         artifact_cache.check_before_boot(req.artifact)
         return with_heartbeats(traced)
+
+
+def defined(*objects: object) -> list[Callable[..., object]]:
+    """Every activity these objects define, bound: what a worker registers, so one added
+    to a class is served without a second list to keep."""
+    found = []
+    for obj in objects:
+        for name, fn in inspect.getmembers(type(obj), inspect.isfunction):
+            if activity._Definition.from_callable(fn) is not None:
+                found.append(getattr(obj, name))
+    return found

@@ -19,7 +19,7 @@ from kbisect.builders.kernel_list import KernelListBuilder
 from kbisect.infra import host_lock
 from kbisect.infra.machines import make_machine
 from kbisect.settings import Queues, Settings
-from kbisect.workers.activities import BuildActivities, VmActivities
+from kbisect.workers.activities import BuildActivities, VmActivities, defined
 from kbisect.workers.series_activities import SeriesActivities
 from kbisect.workflows.bisect_workflow import BisectWorkflow, sandbox_runner
 from kbisect.workflows.series_workflow import SeriesTickWorkflow
@@ -70,15 +70,7 @@ def make_workers(
             Worker(
                 client,
                 task_queue=queues.build,
-                activities=[
-                    b.validate_job,
-                    b.validate_sweep,
-                    b.build_kernel,
-                    b.prepare_verify,
-                    b.classify_commits,
-                    series.series_plan,
-                    series.series_record,
-                ],
+                activities=defined(b, series),
                 activity_executor=ThreadPoolExecutor(builds + 1),
                 graceful_shutdown_timeout=SHUTDOWN_GRACE,
                 max_concurrent_activities=builds + 1,
@@ -92,7 +84,7 @@ def make_workers(
             Worker(
                 client,
                 task_queue=queues.vm,
-                activities=[v.run_test, v.run_duet, v.run_trace],
+                activities=defined(v),
                 activity_executor=ThreadPoolExecutor(vms),
                 graceful_shutdown_timeout=SHUTDOWN_GRACE,
                 max_concurrent_activities=vms,

@@ -2,14 +2,16 @@
 check knows each one (a long trace must never read as "no worker")."""
 
 import inspect
+from pathlib import Path
 
 from temporalio import activity
 
 from kbisect import contract
 from kbisect.contract import ACTIVITY_QUEUE, QueueKind
+from kbisect.infra.qemu import QemuMachine
 from kbisect.jobs import client
-from kbisect.settings import Queues
-from kbisect.workers.activities import BuildActivities, VmActivities
+from kbisect.settings import Queues, Settings
+from kbisect.workers.activities import BuildActivities, VmActivities, defined
 from kbisect.workers.series_activities import SeriesActivities
 
 
@@ -41,3 +43,12 @@ def test_a_running_trace_counts_as_a_busy_vm_worker() -> None:
     assert client.queue_kind(contract.TRACE) == QueueKind.VM
     assert client.queue_kind(contract.CLASSIFY) == QueueKind.BUILD
     assert Queues().name(QueueKind.VM) == Queues().vm
+
+
+def test_a_worker_serves_every_activity_its_objects_define(tmp_path: Path) -> None:
+    # worker.py registers activities.defined(...): a new activity needs no second list.
+    settings = Settings(cache=tmp_path / "cache", data=tmp_path / "data")
+    served = defined(VmActivities(settings, QemuMachine()), SeriesActivities(settings))
+    names = {activity._Definition.must_from_callable(fn).name for fn in served}
+    assert names == _registered(VmActivities) | _registered(SeriesActivities)
+    assert contract.DUET in names
