@@ -19,6 +19,7 @@ import math
 import os
 import random
 import statistics
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -170,13 +171,24 @@ class Machine:
         ]
 
 
+PROGRESS_EVERY = 60.0  # seconds between a running cell's progress lines
+
+
+def _label(c: Cell) -> str:
+    return f"{c.size} {c.cv:g}% {c.kind} {c.step} {c.policy}"
+
+
 def run_cell(cell: Cell) -> Row:
     graph = history(cell.size)
     noise = Noise(cell.cv / 100, cell.kind)
     step = 0.0 if cell.step == "aa" else float(cell.step.removeprefix("two")) / 100
     bit = {c: i for i, c in enumerate(graph.order)}
     started, runs = time.monotonic(), []
+    said = started
     for t in range(cell.trials):
+        if time.monotonic() - said >= PROGRESS_EVERY:  # a long cell shows it is moving
+            said = time.monotonic()
+            print(f"{_label(cell)}: {t} of {cell.trials} trials", file=sys.stderr, flush=True)
         rng = random.Random(cell.seed * 1_000_003 + t)
         culprits = _culprits(graph, cell.step, rng)
         machine = Machine(graph, bit, culprits, noise, step, rng)

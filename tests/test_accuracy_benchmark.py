@@ -151,3 +151,12 @@ def test_a_cell_s_min_effect_and_caps_are_kbisect_s(monkeypatch: pytest.MonkeyPa
     del row["min_effect"], row["max_boots"]
     assert Cell(**row).min_effect == DEFAULT_MIN_EFFECT * 100
     assert Cell(**row).max_boots == DEFAULT_MAX_BOOTS
+
+
+def test_a_long_cell_says_how_far_it_is(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(accuracy, "PROGRESS_EVERY", 0.0)
+    run_cell(Cell(64, 2.0, "lognormal", "30", "kbisect", trials=3, seed=1))
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == [f"64 2% lognormal 30 kbisect: {t} of 3 trials" for t in range(3)]
