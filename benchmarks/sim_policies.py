@@ -103,18 +103,11 @@ def kbisect(graph: Graph, old: str, boot: BootFn) -> Outcome:
 
 
 def _drive_duets(engine: PosteriorEngine, machine: Any) -> Outcome:
-    """Each probe booted beside a reference at one moment (the engine's next one where
-    its round has none), the round's other references two at a time."""
+    """The workflow's duets (PosteriorEngine.duet_pairs), each pair at one moment."""
     _tell_inert(engine, machine)
-    ends = (engine.old_end, engine.new_end)
     boots, moments, built = 0, 0, set[str]()
     while commits := engine.wants():
-        refs = [c for c in commits if c in ends]
-        pairs: list[tuple[str, ...]] = [
-            (refs.pop(0) if refs else engine.duet_partner(), c) for c in commits if c not in ends
-        ]
-        pairs += [tuple(refs[i : i + 2]) for i in range(0, len(refs), 2)]
-        for pair in pairs:
+        for pair in engine.duet_pairs(commits):
             for i, (c, samples) in enumerate(zip(pair, machine.together(pair), strict=True)):
                 engine.observe(c, Boot(samples, beside=i > 0))
                 built.add(c)

@@ -433,20 +433,11 @@ class BisectWorkflow(Resumable):
     async def _duets(
         self, state: JobState, calls: JobActivities, engine: PosteriorEngine, commits: list[str]
     ) -> None:
-        """A round in duets (--duets): each probe booted beside a reference at one moment
-        on one VM host, the round's other references two at a time (benchmarks.accuracy
-        --duet simulates this driver)."""
+        """A round in duets (--duets), paired by the engine (duet_pairs), each pair at one
+        moment on one VM host (benchmarks.accuracy --duet simulates this driver)."""
         if engine.gate is not None and engine.gate.gate == Gate.SAME:
             return
-        ends = (engine.old_end, engine.new_end)
-        boots = [c for c in commits if c not in engine.search.same_as]
-        refs = [c for c in boots if c in ends]
-        pairs = [
-            (refs.pop(0) if refs else engine.duet_partner(), c) for c in boots if c not in ends
-        ]
-        if len(refs) % 2:  # a reference alone would be timed as no other is: its twin too
-            refs.append(ends[1] if refs[-1] == ends[0] else ends[0])
-        pairs += [(refs[i], refs[i + 1]) for i in range(0, len(refs), 2)]
+        pairs = engine.duet_pairs(commits)
         if self._at_once:  # each VM host takes one duet at a time
             await asyncio.gather(*(self._duet(state, calls, p) for p in pairs))
             return

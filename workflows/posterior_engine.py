@@ -429,6 +429,20 @@ class PosteriorEngine(Engine):
             self._queue = self._reference_block()
         return self._queue.pop(0)
 
+    def duet_pairs(self, commits: Sequence[str]) -> list[tuple[str, str]]:
+        """A round's boots (wants()) as duets, the second of each booted beside the
+        first: each probe beside a reference (the round's own, else duet_partner's), the
+        round's other references two at a time, a lone one with its twin (alone it would
+        be timed at another level than every other boot). A commit judged the same kernel
+        as another boots nothing."""
+        ends = (self.old_end, self.new_end)
+        boots = [c for c in commits if c not in self.search.same_as]
+        refs = [c for c in boots if c in ends]
+        pairs = [(refs.pop(0) if refs else self.duet_partner(), c) for c in boots if c not in ends]
+        if len(refs) % 2:
+            refs.append(ends[1] if refs[-1] == ends[0] else ends[0])
+        return pairs + list(zip(refs[::2], refs[1::2], strict=True))
+
     def duet_partner(self) -> str:
         """The reference to boot beside a probe that has none (a duet): the next of the
         balanced blocks, counted as a reference ahead of time."""

@@ -476,3 +476,14 @@ def test_a_boot_beside_another_shares_its_moment() -> None:
     engine.observe("c8", Boot([90.0, 91.0, 89.0], beside=True))
     engine.observe("c8", Boot([90.0, 91.0, 89.0]))
     assert (engine.times["root"], engine.times["c8"]) == ([1], [1, 2])
+
+
+def test_a_round_in_duets_pairs_each_probe_with_a_reference_and_no_reference_alone() -> None:
+    engine = PosteriorEngine(linear(8), "c8", ["root"], EngineConfig(), 9)
+    # the round's own reference goes beside the probe; the other one takes its twin
+    assert engine.duet_pairs(["c3", "root", "c8"]) == [("root", "c3"), ("c8", "root")]
+    # a probe alone in its round is given the next reference of the balanced blocks
+    (partner, probe), *more = engine.duet_pairs(["c5"])
+    assert partner in ("root", "c8") and probe == "c5" and not more
+    engine.same_kernel("c6", "c5", "touches no file the config compiles")
+    assert engine.duet_pairs(["c6", "root", "c8"]) == [("root", "c8")]
