@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from kbisect.errors import BootError, TestcaseFailedError
 from kbisect.model import Outcome
 from kbisect.testcases.manifest import FAILS, HANG, PANIC, Manifest
+from kbisect.testcases.signature import Pattern, compile_signature
 
 BAD_WORD = {Outcome.TESTCASE_FAILED: FAILS, Outcome.PANIC: PANIC, Outcome.HANG: HANG}
 # Where a kernel's report of its own failure starts and ends on the console.
@@ -46,16 +47,16 @@ def judge(
         raise skip(f"{detail} (testcase {manifest.name} counts only {', '.join(manifest.bad)})")
     lines = [line[:LINE_CAP] for line in console.splitlines()]
     if signature:
-        pattern = re.compile(signature)
+        pattern = compile_signature(signature)  # RE2: linear in each line, never a freeze
         if not any(pattern.search(line) for line in lines):
             raise skip(f"{detail} (not the signature {signature!r}: another failure)")
-    return Judged(word, excerpt(lines, word, signature))
+        return Judged(word, excerpt(lines, word, pattern))
+    return Judged(word, excerpt(lines, word))
 
 
-def excerpt(lines: list[str], word: str, signature: str = "") -> str:
+def excerpt(lines: list[str], word: str, pattern: Pattern | None = None) -> str:
     """The kernel's own report (from its first line, or the signature's, to its end
     marker), else the last lines before the script's end (a failed script, a hang)."""
-    pattern = re.compile(signature) if signature else None
     start = next(
         (
             i

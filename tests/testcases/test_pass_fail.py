@@ -176,3 +176,72 @@ def test_check_reports_a_pass_fail_verdict_and_a_bad_boot_is_no_fault_of_the_tes
         m, scoring.passed(m, [], 0, good=False), check.CheckReport("mine"), "panic"
     )
     assert "verdict: bad (panic)" in bad.notes and bad.ok
+
+
+# A pattern that backtracks exponentially in Python's `re`: 6.8 s on a 51-character line.
+HOSTILE = r"(\w+\s?)+:$"
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        (r"(BUG) \1", "invalid escape sequence"),  # a backreference
+        (r"BUG(?= at)", "invalid perl operator"),  # lookahead
+        (r"(?<!soft )lockup", "invalid perl operator"),  # lookbehind
+    ],
+)
+def test_a_signature_re2_cannot_match_in_linear_time_is_refused_at_submit(
+    given: str, message: str
+) -> None:
+    from kbisect.errors import UserError
+
+    refused = f"--signature is not a regular expression in RE2.*{message}"
+    with pytest.raises(UserError, match=refused):
+        manifest.job_signature(manifest.load("boots"), given)
+
+
+@pytest.mark.parametrize("words", [8, 190], ids=["a-51-character-line", "a-whole-console"])
+def test_a_hostile_signature_leaves_the_worker_s_other_threads_running(words: int) -> None:
+    """The judge of one job's boot (a hostile signature over console lines it backtracks
+    on: one line of 51 characters, which took `re` 6.8 s, or a whole capped console of
+    long ones) runs while another job's boot, in another thread of the same worker
+    process, goes on and finishes."""
+    import threading
+    import time
+
+    from kbisect.testcases.runner import CONSOLE_CAP
+
+    boots = manifest.load("boots")
+    line = "[    1.20] " + "word " * words  # no colon at the end: `re` tries every split
+    console = line if words < 10 else (line + "\n") * (CONSOLE_CAP // (len(line) + 1))
+    other_boot_started, other_boot_done = threading.Event(), threading.Event()
+    gaps: list[float] = []
+
+    def other_boot() -> None:  # a second job's boot: short steps that each need the GIL
+        last = time.monotonic()
+        for _ in range(50):
+            other_boot_started.set()
+            time.sleep(0.01)
+            now = time.monotonic()
+            gaps.append(now - last)
+            last = now
+        other_boot_done.set()
+
+    judged: list[BaseException] = []
+
+    def judge() -> None:
+        try:
+            pass_fail.judge(boots, Outcome.PANIC, "panic", console, HOSTILE)
+        except BaseException as exc:  # a skip: not the signature
+            judged.append(exc)
+
+    matcher = threading.Thread(target=judge, daemon=True)
+    booter = threading.Thread(target=other_boot, daemon=True)
+    booter.start()
+    other_boot_started.wait()
+    matcher.start()
+    assert other_boot_done.wait(timeout=20), "the other boot stopped while a signature was matched"
+    matcher.join(timeout=20)
+    assert not matcher.is_alive(), "the signature's match did not end"
+    assert isinstance(judged[0], BootError) and "not the signature" in str(judged[0])
+    assert max(gaps) < 2.0, f"the other boot stalled {max(gaps):.1f} s"
