@@ -11,11 +11,13 @@ kbisect, a moved cache) or damaged (a file no longer matches the sha256 stored w
 is a miss: rebuilt, never trusted, never a crash, never a verdict.
 """
 
+import errno
 import hashlib
 import json
 import logging
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -73,7 +75,7 @@ def lookup(tree: str, config_hash: str, commit: str) -> Artifact | None:
     damage = _damage(adir, art, meta.get("digests", {}))
     if damage:
         log.warning("%s: %s: evicted, rebuilding", adir.name, damage)
-        _evict(adir)
+        evict(adir)
         return None
     _touch(adir)
     return Artifact(**{**asdict(art), "commit": commit, "cached": True, "seconds": 0.0})
@@ -151,12 +153,13 @@ def inside(name: object) -> bool:
     )
 
 
-def _digest(path: Path) -> str:
+def _digest(path: Path, follow: bool = False) -> str:
     """A file's sha256; a folder's: each file's relative path and sha256, each symlink's
-    target, in a fixed order (symlinks are not followed)."""
+    target, in a fixed order. Symlinks are not followed (`follow`: the last one is, for
+    the user's own kernel outside the cache); a FIFO or a device is an OSError, never
+    read (one would hang the worker, or feed it without end)."""
     if not path.is_dir() or path.is_symlink():
-        with open(path, "rb") as fh:
-            return hashlib.file_digest(fh, "sha256").hexdigest()
+        return file_sha256(path, follow)
     h = hashlib.sha256()
     for dirpath, dirnames, filenames in os.walk(path):
         dirnames.sort()
@@ -170,7 +173,27 @@ def _digest(path: Path) -> str:
     return h.hexdigest()
 
 
-def _evict(adir: Path) -> None:
+def file_sha256(path: Path, follow: bool = False) -> str:
+    """A regular file's sha256, opened without following a symlink unless `follow`;
+    OSError for anything else."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
+    with os.fdopen(os.open(path, flags), "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        return hashlib.file_digest(fh, "sha256").hexdigest()
+
+
+def check_entry(adir: Path, tree: str, config_hash: str) -> str:
+    """Why the folder is not a whole, undamaged entry of these inputs ('' when it is):
+    what lookup checks, for an entry not yet in place (one fetched from the store)."""
+    meta = _read_meta(adir / "meta.json")
+    art = None if meta is None else _artifact(meta, adir, tree, config_hash)
+    if meta is None or art is None:
+        return "its meta.json is torn or foreign"
+    return _damage(adir, art, meta.get("digests", {}))
+
+
+def evict(adir: Path) -> None:
     """The entry is no longer one (its meta.json goes): the next build of it is a miss
     and replaces its files; `kbisect gc` removes what stays behind."""
     with suppress(OSError):
@@ -188,13 +211,13 @@ def check_before_boot(art: Artifact) -> None:
     holder = _holder(image)
     redo = "cancel the job and start it again: that kernel is rebuilt, the others are cached"
     try:
-        got = _digest(image)
+        got = _digest(image, follow=holder is None)  # in the cache, a symlink is not ours
     except OSError as exc:
         raise InfraError(f"the kernel image {image} is gone or unreadable: {redo}") from exc
     if got != art.image_sha256:
         log.warning("%s does not match its sha256 (damaged on disk): evicted", image)
         if holder is not None and holder.parent.name == "artifacts":
-            _evict(holder)
+            evict(holder)
         raise InfraError(f"the kernel image {image} does not match its sha256 (damaged): {redo}")
     if holder is not None:
         with suppress(OSError):  # only a hint for gc, as _touch
@@ -270,13 +293,15 @@ def keep(src: Path, artifact_dir: Path, name: str) -> str:
 
 def keep_tree(src: Path, artifact_dir: Path, name: str) -> str:
     """Copy the folder src into the entry as name/<src's name>, replacing an older one
-    whole (a reader sees the old folder or the new, never half of one)."""
+    whole (a reader sees the old folder or the new, never half of one). Its symlinks are
+    left out (a modules folder's `build` and `source` point into the build host's tree):
+    an entry holds files and folders only, so no host follows a link out of it."""
     parent = artifact_dir / name
     parent.mkdir(parents=True, exist_ok=True)
     dst = parent / src.name
     tmp = Path(tempfile.mkdtemp(dir=parent, prefix=f".{src.name}.")) / "t"
     try:
-        shutil.copytree(src, tmp, symlinks=True)
+        shutil.copytree(src, tmp, symlinks=True, ignore=_symlinks)
         _sync_tree(tmp)
         old = dst.with_name(f".{src.name}.old")
         if dst.exists():
@@ -287,6 +312,10 @@ def keep_tree(src: Path, artifact_dir: Path, name: str) -> str:
     finally:
         shutil.rmtree(tmp.parent, ignore_errors=True)
     return str(dst)
+
+
+def _symlinks(folder: str, names: list[str]) -> list[str]:
+    return [n for n in names if os.path.islink(os.path.join(folder, n))]
 
 
 def keep_text(text: str, artifact_dir: Path, name: str) -> str:

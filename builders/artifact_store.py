@@ -2,19 +2,32 @@
 
 A build host puts each artifact cache entry into an object store under the entry's own
 name (its tree and config hashes: a content key): every file, then a listing of them
-(with the symlinks a modules folder holds), then meta.json last, so an entry with a
-meta.json is whole. A VM host that lacks the kernel a boot needs fetches the entry into
-its own cache, under a temporary name renamed into place, and artifact_cache.lookup
-checks every file's sha256 against meta.json before the boot, as it does for an entry
-built on the host. The store is file://, http(s):// (WebDAV: PUT and GET) or s3://
-(credentials from the AWS_* variables), through obstore.
+with each one's size and sha256, then meta.json last, so an entry with a meta.json is
+whole. With a key the hosts share (KBISECT_STORE_KEY_FILE) the listing is signed (an
+HMAC over it and meta.json's sha256).
+
+A VM host that lacks the kernel a boot needs fetches the entry: each file streamed to a
+temporary folder of its cache, hashed as it comes, capped at its listed size; then the
+whole entry is checked as artifact_cache.lookup checks one (every sha256 in meta.json),
+its image against the sha256 the job's history carries (which no writer to the store can
+rewrite), and only then renamed into place. An entry holds regular files only: a listed
+symlink is refused. Anything wrong is an InfraError (a host fault, never a verdict) and
+leaves nothing in the cache.
+
+The store is file://, http(s):// (WebDAV: PUT and GET) or s3:// (credentials from the
+AWS_* variables), through obstore, with a timeout on each request.
 """
 
+import hashlib
+import hmac
 import json
 import logging
 import os
 import shutil
+import stat
 import tempfile
+from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,87 +37,181 @@ from obstore.store import ObjectStore, from_url
 
 from kbisect import settings
 from kbisect.builders import artifact_cache
-from kbisect.errors import InfraError
+from kbisect.contract import (
+    STORE_CONNECT_SECONDS,
+    STORE_ENTRY_MAX_BYTES,
+    STORE_FILE_MAX_BYTES,
+    STORE_LISTING_MAX_BYTES,
+    STORE_REQUEST_SECONDS,
+    STORE_RETRIES,
+    STORE_STALL_SECONDS,
+)
+from kbisect.errors import InfraError, UserError
 from kbisect.model import Artifact
 
 if TYPE_CHECKING:
     from obstore.store import ClientConfig  # a TypedDict of the stubs only
 
 log = logging.getLogger(__name__)
-LISTING = "store-files.json"  # the entry's files and symlinks, uploaded before meta.json
+LISTING = "store-files.json"  # the entry's files, sizes and sha256s, put before meta.json
+LISTING_VERSION = 2  # 1: paths only, with symlinks (refused now: rebuilt and put again)
 META = "meta.json"
+CHUNK = 1 << 20  # bytes of a fetch held in memory at once
 
 
 class ArtifactStore:
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, key: bytes = b"") -> None:
         self.url = url.rstrip("/")
+        self.key = key  # signs listings (publish) and is required of them (fetch)
         try:
             if url.startswith("file://"):
                 Path(url.removeprefix("file://")).mkdir(parents=True, exist_ok=True)
-            # plain http is for a store on a trusted network (the tests' WebDAV on
-            # 127.0.0.1); every file is checked by its sha256 on the VM host anyway
-            options: ClientConfig | None = (
-                {"allow_http": True} if url.startswith("http://") else None
-            )
-            self._store: ObjectStore = from_url(self.url, client_options=options)
+                self._store: ObjectStore = from_url(self.url)
+            else:
+                self._store = from_url(
+                    self.url, client_options=_client_options(url), retry_config=_RETRIES
+                )
         except (OSError, ValueError, obstore.exceptions.BaseError) as exc:
             raise InfraError(f"KBISECT_STORE={url}: cannot open it ({exc})") from exc
 
     # --- a build host ------------------------------------------------------------------
     def publish(self, art: Artifact) -> bool:
-        """Put the artifact's cache entry into the store, unless it is there already;
-        whether it was put now."""
+        """Put the artifact's cache entry into the store, unless it is there already and
+        listed as this kbisect lists (and signs) one; whether it was put now."""
         adir = artifact_cache.entry_dir(art.tree, art.config_hash)
         meta = (adir / META).read_bytes()
         name = adir.name
-        if self._get(f"{name}/{META}") == meta:
-            return False
         files, links = _walk(adir)
-        for rel in files:
-            if rel != META:
-                self._put(f"{name}/{rel}", adir / rel)
-        listing = {"files": [r for r in files if r != META], "links": links}
-        self._put(f"{name}/{LISTING}", json.dumps(listing).encode())
+        if links:  # an entry cached by an older kbisect: rebuild it without them
+            artifact_cache.evict(adir)
+            raise InfraError(
+                f"cache entry {name} holds symlinks ({', '.join(sorted(links)[:3])}), which "
+                "the store refuses: evicted, the kernel is rebuilt on the next try"
+            )
+        listed = {
+            rel: {"size": (adir / rel).stat().st_size, "sha256": _sha256(adir / rel)}
+            for rel in files
+            if rel != META
+        }
+        listing = self._signed({"version": LISTING_VERSION, "files": listed}, meta)
+        if self._get(f"{name}/{META}") == meta and self._get(f"{name}/{LISTING}") == listing:
+            return False
+        for rel in listed:
+            self._put(f"{name}/{rel}", adir / rel)
+        self._put(f"{name}/{LISTING}", listing)
         self._put(f"{name}/{META}", meta)  # last: the entry is whole from here on
-        log.info("store: put %s (%d files)", name, len(files))
+        log.info("store: put %s (%d files)", name, len(listed))
         return True
 
+    def _signed(self, listing: dict[str, Any], meta: bytes) -> bytes:
+        """The listing as stored: with meta.json's sha256, and signed when there is a key."""
+        body = {**listing, "meta_sha256": hashlib.sha256(meta).hexdigest()}
+        if self.key:
+            body["hmac"] = _mac(self.key, body)
+        return json.dumps(body, sort_keys=True).encode()
+
     # --- a VM host ---------------------------------------------------------------------
-    def fetch(self, art: Artifact) -> Artifact | None:
+    def fetch(
+        self, art: Artifact, progress: Callable[[str], None] = lambda _: None
+    ) -> Artifact | None:
         """The artifact in this host's cache, fetched from the store if missing; None when
-        the store has no such entry. Its files are checked (sha256) by the lookup."""
+        the store has no such entry. InfraError for an entry that is not the one built:
+        its image is not the job's, a file is not as listed, or its listing is unsigned,
+        foreign or torn. Nothing that fails a check is left in the cache."""
         local = artifact_cache.lookup(art.tree, art.config_hash, art.commit)
         if local is not None:
-            return local
+            return _the_jobs(local, art, artifact_cache.entry_dir(art.tree, art.config_hash))
         adir = artifact_cache.entry_dir(art.tree, art.config_hash)
         name = adir.name
-        meta = self._get(f"{name}/{META}")
-        raw_listing = self._get(f"{name}/{LISTING}")
+        meta = self._get(f"{name}/{META}", artifact_cache.MAX_META_BYTES)
+        raw_listing = self._get(f"{name}/{LISTING}", STORE_LISTING_MAX_BYTES)
         if meta is None or raw_listing is None:
             return None
-        files, links = _listing(raw_listing, name)
+        files = self._listing(raw_listing, meta, name)
         adir.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".fetch-{name}-", dir=adir.parent))
         try:
-            for rel in files:  # every file first: no write can pass through a symlink
-                data = self._get(f"{name}/{rel}")
-                if data is None:
-                    raise InfraError(f"store: {name}/{rel} is listed but missing: rebuild it")
-                target = tmp / rel
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(data)
-            for rel, to in links.items():
-                (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
-                os.symlink(to, tmp / rel)
+            for n, (rel, (size, sha)) in enumerate(sorted(files.items()), 1):
+                progress(f"fetching {art.commit[:12]} from the store: file {n} of {len(files)}")
+                self._download(f"{name}/{rel}", tmp / rel, size, sha)
             (tmp / META).write_bytes(meta)
+            why = artifact_cache.check_entry(tmp, art.tree, art.config_hash)
+            if why:
+                raise InfraError(f"store: {name}: {why}: rebuild it")
+            _the_jobs(_meta_image(meta), art, None)  # refused before it is in place
             self._place(tmp, art)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-        fetched = artifact_cache.lookup(art.tree, art.config_hash, art.commit)
-        if fetched is None:
+        placed = artifact_cache.lookup(art.tree, art.config_hash, art.commit)
+        if placed is None:
             raise InfraError(f"store: {name} does not match its sha256s: rebuild it")
         log.info("kernel %s fetched from the store, sha256 checked (%s)", art.commit[:12], name)
-        return fetched
+        return _the_jobs(placed, art, adir)
+
+    def _listing(self, raw: bytes, meta: bytes, name: str) -> dict[str, tuple[int, str]]:
+        """The store's listing, read, not trusted: signed with our key when we have one,
+        of this meta.json, every path inside the entry, every size within the caps."""
+        torn = InfraError(f"store: {name}/{LISTING} is torn or foreign: rebuild the kernel")
+        try:
+            data: Any = json.loads(raw)
+            if not isinstance(data, dict) or data.get("version") != LISTING_VERSION:
+                raise torn
+            files = data["files"]
+            entries = {
+                rel: (int(f["size"]), str(f["sha256"]))
+                for rel, f in files.items()
+                if artifact_cache.inside(rel) and rel != META and isinstance(f["size"], int)
+            }
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise torn from exc
+        if len(entries) != len(files) or set(data) - {"version", "files", "meta_sha256", "hmac"}:
+            raise torn
+        if self.key:
+            given = data.get("hmac")
+            body = {k: v for k, v in data.items() if k != "hmac"}
+            if not isinstance(given, str) or not hmac.compare_digest(given, _mac(self.key, body)):
+                raise InfraError(
+                    f"store: {name}/{LISTING} is not signed with this host's "
+                    "KBISECT_STORE_KEY_FILE key: a foreign writer, or build hosts with "
+                    "another key (give every host the same key file)"
+                )
+        if data.get("meta_sha256") != hashlib.sha256(meta).hexdigest():
+            raise InfraError(f"store: {name}: meta.json is not the one listed: rebuild it")
+        sizes = [size for size, _ in entries.values()]
+        if any(not 0 <= s <= STORE_FILE_MAX_BYTES for s in sizes) or (
+            sum(sizes) > STORE_ENTRY_MAX_BYTES
+        ):
+            raise InfraError(
+                f"store: {name} lists a file over {STORE_FILE_MAX_BYTES >> 20} MiB or "
+                f"{STORE_ENTRY_MAX_BYTES >> 20} MiB in all: refused"
+            )
+        return entries
+
+    def _download(self, path: str, dst: Path, size: int, sha256: str) -> None:
+        """Stream one file to dst (a new regular file), hashing as it comes; InfraError
+        when it is longer or shorter than listed, or not its sha256."""
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        h, got = hashlib.sha256(), 0
+        try:
+            self._regular(path)
+            result = obstore.get(self._store, path)
+            with open(dst, "xb") as out:
+                for chunk in result.stream(min_chunk_size=CHUNK):
+                    got += len(chunk)
+                    if got > size:
+                        break
+                    h.update(chunk)
+                    out.write(chunk)
+        except (NotFoundError, FileNotFoundError) as exc:
+            raise InfraError(f"store: {path} is listed but missing: rebuild it") from exc
+        except InfraError:
+            raise
+        except OSError as exc:
+            raise InfraError(f"store: cannot write {dst} ({exc.strerror})") from exc
+        except Exception as exc:  # obstore's errors have no one base across its versions
+            raise InfraError(f"store {self.redacted}: cannot read {path}: {exc}") from exc
+        if got != size or h.hexdigest() != sha256:
+            raise InfraError(f"store: {path} is not the file listed (size or sha256): refused")
 
     @staticmethod
     def _place(tmp: Path, art: Artifact) -> None:
@@ -122,49 +229,133 @@ class ArtifactStore:
                 raise
 
     # --- the object store ----------------------------------------------------------------
-    def _get(self, path: str) -> bytes | None:
+    @property
+    def redacted(self) -> str:
+        """The URL without its credentials (http://user:password@host/...)."""
+        return redact_url(self.url)
+
+    def _get(self, path: str, limit: int = STORE_FILE_MAX_BYTES) -> bytes | None:
+        """A small object whole (at most limit bytes), or None when there is none."""
         try:
-            return bytes(obstore.get(self._store, path).bytes())
+            self._regular(path)
+            result = obstore.get(self._store, path)
+            if int(result.meta["size"]) > limit:
+                raise InfraError(f"store: {path} is over {limit >> 10} KiB: refused")
+            return bytes(result.bytes())
         except (NotFoundError, FileNotFoundError):
             return None
+        except InfraError:
+            raise
         except Exception as exc:  # obstore's errors have no one base across its versions
-            raise InfraError(f"store {self.url}: cannot read {path}: {exc}") from exc
+            raise InfraError(f"store {self.redacted}: cannot read {path}: {exc}") from exc
+
+    def _regular(self, path: str) -> None:
+        """In a file:// store, the object is a regular file, not a link, a FIFO or a
+        device (obstore would follow a link, and block for good opening a FIFO)."""
+        if not self.url.startswith("file://"):
+            return
+        try:
+            mode = os.lstat(Path(self.url.removeprefix("file://"), path)).st_mode
+        except FileNotFoundError:
+            return  # obstore says it is missing
+        if not stat.S_ISREG(mode):
+            raise InfraError(f"store {self.url}: {path} is not a regular file: refused")
 
     def _put(self, path: str, data: bytes | Path) -> None:
         try:
             obstore.put(self._store, path, data)
         except Exception as exc:
-            raise InfraError(f"store {self.url}: cannot write {path}: {exc}") from exc
+            raise InfraError(f"store {self.redacted}: cannot write {path}: {exc}") from exc
 
 
-def _walk(adir: Path) -> tuple[list[str], dict[str, str]]:
-    """The entry's files and its symlinks (relative path: target), symlinks not followed."""
-    files, links = [], {}
+_RETRIES: Any = {
+    "max_retries": STORE_RETRIES,
+    "retry_timeout": timedelta(seconds=STORE_REQUEST_SECONDS),
+    "backoff": {"init_backoff": timedelta(seconds=1), "max_backoff": timedelta(seconds=10)},
+}
+
+
+def _client_options(url: str) -> "ClientConfig":
+    # plain http is for a store on a trusted network (the tests' WebDAV on 127.0.0.1);
+    # every file is checked by its sha256 on the VM host anyway
+    options: ClientConfig = {
+        "connect_timeout": timedelta(seconds=STORE_CONNECT_SECONDS),
+        "read_timeout": timedelta(seconds=STORE_STALL_SECONDS),
+        "timeout": timedelta(seconds=STORE_REQUEST_SECONDS),
+    }
+    # obstore reads AWS_ALLOW_HTTP itself only when given no client options
+    if url.startswith("http://") or os.environ.get("AWS_ALLOW_HTTP", "").lower() == "true":
+        options["allow_http"] = True
+    return options
+
+
+def redact_url(url: str) -> str:
+    """A URL as it may be shown or logged: user and password replaced by '***'."""
+    scheme, sep, rest = url.partition("://")
+    authority, slash, path = rest.partition("/")
+    if sep and "@" in authority:
+        return f"{scheme}://***@{authority.rpartition('@')[2]}{slash}{path}"
+    return url
+
+
+def _the_jobs(found: Artifact, art: Artifact, adir: Path | None) -> Artifact:
+    """found, if its image is the one the job's history names (a store entry's meta.json
+    could name any image, with a sha256 to match); else InfraError, and the cached copy
+    (adir) evicted."""
+    if art.image_sha256 and found.image_sha256 != art.image_sha256:
+        if adir is not None:
+            artifact_cache.evict(adir)
+        raise InfraError(
+            f"the kernel of {art.commit[:12]} in the store is not the image its build made "
+            f"(sha256 {found.image_sha256[:12]}, the job's {art.image_sha256[:12]}): "
+            "refused; a writer to the store other than the build hosts?"
+        )
+    return found
+
+
+def _meta_image(meta: bytes) -> Artifact:
+    """The artifact meta.json names (checked whole by artifact_cache.check_entry)."""
+    return Artifact(**{"modules": "", **json.loads(meta)["artifact"]})
+
+
+def _mac(key: bytes, body: dict[str, Any]) -> str:
+    return hmac.new(key, json.dumps(body, sort_keys=True).encode(), "sha256").hexdigest()
+
+
+def _sha256(path: Path) -> str:
+    return artifact_cache.file_sha256(path)
+
+
+def _walk(adir: Path) -> tuple[list[str], list[str]]:
+    """The entry's regular files, and anything else in it (symlinks, FIFOs, devices), as
+    paths relative to it; symlinks not followed."""
+    files, others = [], []
     for dirpath, dirnames, filenames in os.walk(adir):
         for name in [*dirnames, *filenames]:
             full = Path(dirpath, name)
             rel = str(full.relative_to(adir))
-            if full.is_symlink():
-                links[rel] = os.readlink(full)
-            elif full.is_file():
+            if full.is_symlink() or not (full.is_file() or full.is_dir()):
+                others.append(rel)
+            elif full.is_file() and not name.startswith("."):  # not a writer's temp file
                 files.append(rel)
-    return sorted(files), links
-
-
-def _listing(raw: bytes, name: str) -> tuple[list[str], dict[str, str]]:
-    """The store's listing, read, not trusted: every path stays inside the entry."""
-    try:
-        data: Any = json.loads(raw)
-        files, links = data["files"], data["links"]
-        ok = isinstance(files, list) and isinstance(links, dict)
-        ok = ok and all(artifact_cache.inside(r) and r != META for r in [*files, *links])
-        ok = ok and all(isinstance(t, str) for t in links.values())
-    except (ValueError, KeyError, TypeError):
-        ok = False
-    if not ok:
-        raise InfraError(f"store: {name}/{LISTING} is torn or foreign: rebuild the kernel")
-    return files, links
+    return sorted(files), others
 
 
 def from_settings(s: "settings.Settings") -> ArtifactStore | None:
-    return ArtifactStore(s.store) if s.store else None
+    if not s.store:
+        return None
+    key = b""
+    if s.store_key_file is not None:
+        try:
+            key = settings.read_small_file(s.store_key_file).strip()
+        except OSError as exc:
+            raise UserError(
+                f"KBISECT_STORE_KEY_FILE={s.store_key_file}: cannot read it ({exc.strerror}): "
+                "fix the path or unset it"
+            ) from exc
+        if len(key) < 16:
+            raise UserError(
+                f"KBISECT_STORE_KEY_FILE={s.store_key_file} holds under 16 bytes: make one "
+                "with `openssl rand -hex 32 > FILE` and give every host the same file"
+            )
+    return ArtifactStore(s.store, key)

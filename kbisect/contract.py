@@ -86,6 +86,16 @@ MAX_SWEEP_KERNELS = 50  # a series longer than this is a bisection, or a typo
 SERIES_SCHEDULE_PREFIX = "kbisect-series-"
 DEFAULT_SERIES_EVERY_MINUTES = 360
 
+# The kernel store (KBISECT_STORE): what one entry may hold, and how long a request may
+# take. A distro kernel's entry is about 500 MiB with its modules; a build log tens of MiB.
+STORE_FILE_MAX_BYTES = 1 << 30  # one file of an entry
+STORE_ENTRY_MAX_BYTES = 4 << 30  # all of an entry's files
+STORE_LISTING_MAX_BYTES = 8 << 20  # its listing (a modules folder has thousands of files)
+STORE_CONNECT_SECONDS = 10
+STORE_STALL_SECONDS = 30  # no byte for this long: the request is retried
+STORE_REQUEST_SECONDS = 900  # one whole file
+STORE_RETRIES = 2
+
 # Search attributes the workflow keeps up to date (Keyword each).
 SA_TESTCASE_NAME = "KbisectTestcase"
 SA_STATUS_NAME = "KbisectStatus"

@@ -7,6 +7,7 @@ A process builds `Settings.from_env()` at start and passes it down; nothing else
 import os
 import re
 import socket
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -96,6 +97,10 @@ class Settings:
     # Kernels shared through an object store instead of a shared cache folder
     # (builders/artifact_store.py): file:///..., http(s)://... (WebDAV) or s3://bucket/...
     store: str = ""
+    # A file holding the key the hosts share to sign and check the store's entries
+    # (KBISECT_STORE_KEY_FILE): what the job's history does not carry (modules, config,
+    # logs) is then the build host's, not whatever a writer to the store put there.
+    store_key_file: Path | None = None
     # ccache's remote storage, shared by the build hosts (CCACHE_REMOTE_STORAGE's syntax:
     # http://host/path for WebDAV, redis://host; ccache 4.7 has no S3)
     ccache_remote: str = ""
@@ -136,6 +141,7 @@ class Settings:
                 STORE_SCHEMES,
                 "file:///path, http(s)://host/path (WebDAV) or s3://bucket/path",
             ),
+            store_key_file=_path(env, "KBISECT_STORE_KEY_FILE"),
             ccache_remote=_url(
                 env,
                 "KBISECT_CCACHE_REMOTE",
@@ -196,6 +202,11 @@ def _host_name(env: Mapping[str, str]) -> str:
     return text
 
 
+def _path(env: Mapping[str, str], name: str) -> Path | None:
+    text = env.get(name, "").strip()
+    return Path(text) if text else None
+
+
 def _url(env: Mapping[str, str], name: str, schemes: tuple[str, ...], examples: str) -> str:
     text = env.get(name, "").strip()
     scheme, _, rest = text.partition("://")
@@ -221,6 +232,23 @@ def _tls(env: Mapping[str, str]) -> Tls | None:
     if on == "no" or (on is None and server_name is None and not any(paths.values())):
         return None
     return Tls(paths["CA"], paths["CERT"], paths["KEY"], server_name)
+
+
+SMALL_FILE_BYTES = 1 << 20  # a key, a certificate, a password or a token: far less
+
+
+def read_small_file(path: Path, limit: int = SMALL_FILE_BYTES) -> bytes:
+    """A small regular file's bytes. OSError (with a strerror) for a path that cannot be
+    read, and for a FIFO, a device or a file over `limit` bytes: never a hang on a FIFO,
+    never all of /dev/zero in memory."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(0, "not a regular file", str(path))
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise OSError(0, f"over {limit >> 10} KiB, too big for what it should hold", str(path))
+    return data
 
 
 def private_dir(path: Path) -> Path:

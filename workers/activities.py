@@ -233,19 +233,22 @@ class VmActivities:
         self.machine = machine
         self.store = artifact_store.from_settings(settings)
 
-    def _here(self, art: Artifact) -> Artifact:
-        """With a store, the artifact in this host's own cache (never the build host's
-        paths, even when they are on this machine): fetched from the store when missing,
-        its sha256s checked."""
-        if self.store is None:
-            return art  # one cache folder for every host (or one host)
-        local = self.store.fetch(art)  # this host's own entry, else the store's
-        if local is None:
-            raise InfraError(
-                f"the kernel of {art.commit[:12]} is neither in this host's cache nor in "
-                f"the store {self.store.url}: give the build hosts the same KBISECT_STORE"
-            )
-        return local
+    def _here(self, art: Artifact, progress: Callable[[str], None]) -> Artifact:
+        """The artifact ready to boot, its image checked against its build's sha256. With a
+        store, the one in this host's own cache (never the build host's paths, even when
+        they are on this machine): fetched from the store when missing, its sha256s
+        checked. Called under with_heartbeats: a long fetch heartbeats."""
+        if self.store is not None:
+            local = self.store.fetch(art, progress)  # this host's own entry, else the store's
+            if local is None:
+                raise InfraError(
+                    f"the kernel of {art.commit[:12]} is neither in this host's cache nor in "
+                    f"the store {self.store.redacted}: give the build hosts the same "
+                    "KBISECT_STORE"
+                )
+            art = local
+        artifact_cache.check_before_boot(art)  # a changed image: retried, no verdict
+        return art
 
     @activity.defn(name=TEST)
     @typed_failures
@@ -259,9 +262,12 @@ class VmActivities:
             req.repetitions,
             self.machine.name,
         )
-        req = dataclasses.replace(req, artifact=self._here(req.artifact))
-        artifact_cache.check_before_boot(req.artifact)  # a changed image: retried, no verdict
-        return with_heartbeats(lambda report: self._run(req, manifest, report))
+
+        def fetched_then_run(report: Callable[[str], None]) -> TestResult:
+            here = dataclasses.replace(req, artifact=self._here(req.artifact, report))
+            return self._run(here, manifest, report)
+
+        return with_heartbeats(fetched_then_run)
 
     @activity.defn(name=DUET)
     @typed_failures
@@ -270,18 +276,18 @@ class VmActivities:
         to its half, so what the host does meanwhile reaches both."""
         pair = duet.pinned_pair(self.machine)
         manifest = manifests.load(req.tests[0].testcase)
-        tests = [dataclasses.replace(t, artifact=self._here(t.artifact)) for t in req.tests]
-        for t in tests:
-            artifact_cache.check_before_boot(t.artifact)
         activity.logger.info(
             "duet %s: %s on CPUs %s of %s",
-            " beside ".join(t.commit[:12] for t in tests),
+            " beside ".join(t.commit[:12] for t in req.tests),
             manifest.name,
             " and ".join(",".join(map(str, m.pin)) for m in pair),
             self.machine.name,
         )
 
         def both(report: Callable[[str], None]) -> DuetResult:
+            tests = [
+                dataclasses.replace(t, artifact=self._here(t.artifact, report)) for t in req.tests
+            ]
             runs = [functools.partial(self._run, t, manifest, report, held=True) for t in tests]
             return DuetResult(duet.at_once(self.machine, pair, runs, report))
 
@@ -347,15 +353,14 @@ class VmActivities:
         )
 
         def traced(report: Callable[[str], None]) -> TraceResult:
+            art = self._here(req.artifact, report)
             try:
-                d = trace_testcase(manifest, req.artifact, self.machine, req.profile, report)
+                d = trace_testcase(manifest, art, self.machine, req.profile, report)
             except (BootError, TestcaseFailedError, UserError) as exc:
                 activity.logger.info("trace %s: none: %s", req.commit[:12], exc)
                 return TraceResult(commit=req.commit, error=str(exc))
             return TraceResult(commit=req.commit, diagnostics=d.to_json())
 
-        req = dataclasses.replace(req, artifact=self._here(req.artifact))
-        artifact_cache.check_before_boot(req.artifact)
         return with_heartbeats(traced)
 
 
