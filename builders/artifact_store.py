@@ -263,7 +263,8 @@ class ArtifactStore:
 
     def _put(self, path: str, data: bytes | Path) -> None:
         try:
-            obstore.put(self._store, path, data)
+            # WebDAV has no multipart upload, which obstore uses for a file over 5 MiB
+            obstore.put(self._store, path, data, use_multipart=not self.url.startswith("http"))
         except Exception as exc:
             raise InfraError(f"store {self.redacted}: cannot write {path}: {exc}") from exc
 
