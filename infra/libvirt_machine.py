@@ -169,10 +169,14 @@ class LibvirtConnection:
             raise InfraError(f"libvirt could not start domain {name}: {_message(e)}") from None
 
     def wait(
-        self, name: str, timeout: float, progress: Callable[[str], None]
+        self,
+        name: str,
+        timeout: float,
+        progress: Callable[[str], None],
+        flooding: Callable[[], bool] = lambda: False,
     ) -> tuple[int, int] | None:
         """The stop reason and who asked for it (SHUTDOWN_*, NO_SHUTDOWN) once the domain
-        stops; None when `timeout` passes first."""
+        stops; None when `timeout` passes first, or the guest floods its console."""
         began = time.monotonic()
         vanished = 0.0
         while True:
@@ -183,7 +187,7 @@ class LibvirtConnection:
                 if name in self._stopped:
                     return self._stopped.pop(name), self._asked.pop(name, NO_SHUTDOWN)
             now = time.monotonic()
-            if now - began > timeout:
+            if now - began > timeout or flooding():
                 return None
             progress(f"guest running {now - began:.0f}s")
             if not vanished and not self._exists(name):
@@ -435,7 +439,7 @@ class LibvirtMachine:
                 hv.start(spec.name, xml)
             except InfraError as e:
                 raise InfraError(f"{e} (run dir {run_dir})") from None
-            reason = hv.wait(spec.name, timeout, progress)
+            reason = hv.wait(spec.name, timeout, progress, lambda: qemu.flooding(run_dir))
         finally:
             hv.destroy(spec.name)  # on timeout, on error, on Ctrl-C: no domain left running
             seconds = time.monotonic() - began

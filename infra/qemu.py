@@ -9,6 +9,7 @@ a power off, but says so on stderr) or exiting with an error, with no panic seen
 host's failure: InfraError.
 """
 
+import contextlib
 import json
 import os
 import re
@@ -41,6 +42,11 @@ PANIC_MARKERS = ("Kernel panic", "BUG: kernel NULL pointer", "kernel BUG at")
 # the start of the result channel holds its records.
 CONSOLE_CAP = 4 << 20
 RESULTS_CAP = 8 << 20
+# A guest whose console or result channel grows past this is stopped as flooding it (the
+# seed's testcase writes under 100 KiB), so no guest fills the host's disk; what is kept
+# of its console is then its first MiB and its last CONSOLE_CAP bytes.
+FLOOD_BYTES = 64 << 20
+FLOOD_HEAD = 1 << 20
 DETAIL_CAP = 300  # characters of a console or stderr line quoted in a detail
 # QEMU catches SIGINT, SIGHUP and SIGTERM (a host shutdown, a kill), prints this and
 # exits 0, as when the guest powers off: the line tells a stop from outside from the
@@ -225,6 +231,7 @@ def classify_run(
     run_dir: str = "",
     failed: str = "",
     signal_line: bool = True,
+    flooded: bool = False,
 ) -> tuple[Outcome, str]:
     """Pure: the outcome from what came back. `exited` is False when we had to kill QEMU.
 
@@ -251,6 +258,8 @@ def classify_run(
     panic = _panic_line(console)
     if panic:
         return Outcome.PANIC, panic
+    if flooded:  # stopped as a hang is: bad for a pass/fail testcase, else a skip
+        return Outcome.HANG, f"guest floods its console (over {_mib(FLOOD_BYTES)}): stopped"
     if not exited:
         booted = any(r.get("event") == "booted" for r in records)
         return Outcome.HANG, "guest hung" + (" during the testcase" if booted else " before init")
@@ -277,7 +286,10 @@ def collect(
     signal_line: bool = True,
 ) -> tuple[Outcome, str, list[dict[str, object]]]:
     """Read what came back, capped: a guest that floods its console or its result
-    channel must not make the worker read gigabytes."""
+    channel must not make the worker read gigabytes (one stopped for it: `flooded`)."""
+    flooded = flooding(run_dir)
+    if flooded:
+        trim_console(run_dir / "console.log")
     console, console_cut = read_tail(run_dir / "console.log", CONSOLE_CAP)
     channel, channel_cut = read_head(run_dir / "results.log", RESULTS_CAP)
     stderr, _ = read_tail(run_dir / "qemu.stderr", DETAIL_CAP * 16)
@@ -291,6 +303,7 @@ def collect(
         run_dir=str(run_dir),
         failed=failed,
         signal_line=signal_line,
+        flooded=flooded,
     )
     notes = [detail] if detail else []
     if console_cut:
@@ -298,6 +311,28 @@ def collect(
     if channel_cut:
         notes.append(f"results.log truncated: read its first {_mib(RESULTS_CAP)}")
     return outcome, "; ".join(notes), records
+
+
+def flooding(run_dir: Path) -> bool:
+    """Whether the guest has written more than FLOOD_BYTES to its console or channel."""
+    for name in ("console.log", "results.log"):
+        with contextlib.suppress(OSError):
+            if (run_dir / name).stat().st_size > FLOOD_BYTES:
+                return True
+    return False
+
+
+def trim_console(path: Path) -> None:
+    """Keep a flooded console's first FLOOD_HEAD bytes (the boot, the first oops) and
+    its last CONSOLE_CAP (how it ended), with a line that says what was cut."""
+    head, _ = read_head(path, FLOOD_HEAD)
+    tail, cut = read_tail(path, CONSOLE_CAP)
+    if not cut:
+        return
+    marker = f"\n[kbisect: console flooded; {_mib(FLOOD_BYTES)}+ cut here, its end follows]\n"
+    tmp = path.with_name(path.name + ".trim")
+    tmp.write_text(head + marker + tail, errors="replace")
+    os.replace(tmp, path)
 
 
 def start(argv: list[str], log: BinaryIO) -> subprocess.Popen[bytes]:
@@ -313,12 +348,18 @@ def start(argv: list[str], log: BinaryIO) -> subprocess.Popen[bytes]:
     )
 
 
-def _wait(proc: subprocess.Popen[bytes], timeout: float, progress: Callable[[str], None]) -> bool:
-    """Wait for QEMU up to `timeout`; False when it had to be killed."""
+def _wait(
+    proc: subprocess.Popen[bytes],
+    timeout: float,
+    progress: Callable[[str], None],
+    run_dir: Path,
+) -> bool:
+    """Wait for QEMU up to `timeout`; False when it had to be killed (the time is up, or
+    the guest floods its console)."""
     start_time = time.monotonic()
     try:
         while proc.poll() is None:
-            if time.monotonic() - start_time > timeout:
+            if time.monotonic() - start_time > timeout or flooding(run_dir):
                 proc.kill()
                 return False
             time.sleep(0.5)
@@ -391,7 +432,7 @@ class QemuMachine:
         try:
             with open(run_dir / "qemu.stderr", "wb") as err:
                 proc = start(argv, err)
-                exited = _wait(proc, timeout, progress)
+                exited = _wait(proc, timeout, progress, run_dir)
         finally:
             for image in scratch:
                 image.unlink(missing_ok=True)

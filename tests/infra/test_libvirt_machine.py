@@ -48,12 +48,18 @@ class FakeHypervisor:
         self.running.add(name)
 
     def wait(
-        self, name: str, timeout: float, progress: Callable[[str], None]
+        self,
+        name: str,
+        timeout: float,
+        progress: Callable[[str], None],
+        flooding: Callable[[], bool] = lambda: False,
     ) -> tuple[int, int] | None:
         serials = [
             s.find("source").get("path") for s in ET.fromstring(self.xml).findall("devices/serial")
         ]  # type: ignore[union-attr]
         reason = self.guest(Path(str(serials[0])), Path(str(serials[1])))
+        if flooding():  # the real one polls it while the domain runs: stopped, as a timeout
+            return None
         if reason is not None:
             self.running.discard(name)
         return reason
@@ -126,6 +132,17 @@ def test_a_timeout_destroys_the_domain_and_is_a_hang(tmp_path: Path) -> None:
     hv = FakeHypervisor(_guest(channel='KBISECT {"event":"booted"}\n', reason=None))
     run = _run(tmp_path, hv)
     assert run.outcome is Outcome.HANG and "during the testcase" in run.detail
+    assert hv.destroyed and not hv.running
+
+
+def test_a_guest_that_floods_its_console_is_destroyed_as_a_hang(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(lm.qemu, "FLOOD_BYTES", 1 << 20)
+    flood = "WARNING: storm\n" * (100_000)  # 1.5 MiB, and the domain still running
+    hv = FakeHypervisor(_guest(console=flood, channel='KBISECT {"event":"booted"}\n', reason=1))
+    run = _run(tmp_path, hv)
+    assert run.outcome is Outcome.HANG and "floods its console" in run.detail, run.detail
     assert hv.destroyed and not hv.running
 
 

@@ -279,6 +279,7 @@ def test_a_flooded_console_is_read_from_its_tail_only(
     fake_qemu: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(qemu, "CONSOLE_CAP", 1 << 20, raising=False)
+    monkeypatch.setattr(qemu, "FLOOD_BYTES", 1 << 30)  # what is read, not the flood guard
     # 64 MiB of holes, then the panic: the panic is found, the rest never read.
     monkeypatch.setenv(
         "KB_FAKE",
@@ -295,6 +296,7 @@ def test_a_flooded_result_channel_is_read_from_its_head_only(
     fake_qemu: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(qemu, "RESULTS_CAP", 1 << 20, raising=False)
+    monkeypatch.setattr(qemu, "FLOOD_BYTES", 1 << 30)
     monkeypatch.setenv(
         "KB_FAKE",
         'echo \'KBISECT {"event":"booted"}\' >"$results"; truncate -s 64M "$results"; '
@@ -304,6 +306,29 @@ def test_a_flooded_result_channel_is_read_from_its_head_only(
     assert run.records == [BOOTED]
     assert run.outcome is Outcome.PANIC  # its "done" was beyond what we read
     assert "results" in run.detail and "first 1 MiB" in run.detail, run.detail
+
+
+def test_a_guest_that_floods_its_console_is_stopped_and_its_console_trimmed(
+    fake_qemu: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(qemu, "FLOOD_BYTES", 8 << 20)
+    monkeypatch.setattr(qemu, "CONSOLE_CAP", 1 << 20)
+    monkeypatch.setattr(qemu, "FLOOD_HEAD", 64 << 10)
+    # It boots, then writes without end, as a WARN storm in a loop does.
+    monkeypatch.setenv(
+        "KB_FAKE",
+        'echo \'KBISECT {"event":"booted"}\' >"$results"; echo "Linux version 6.1" >"$console"; '
+        'yes "WARNING: CPU: 0 PID: 1 at fs/x.c:1 storm" >>"$console"',
+    )
+    began = time.monotonic()
+    run = _run(fake_qemu, timeout=120)
+    assert time.monotonic() - began < 60, "the flood ran until the timeout"
+    assert run.outcome is Outcome.HANG and "floods its console" in run.detail, run.detail
+    console = Path(run.console)
+    assert console.stat().st_size <= (64 << 10) + (1 << 20) + 200  # its head and its tail
+    text = console.read_text()
+    assert text.startswith("Linux version 6.1") and "console flooded" in text
+    assert text.rstrip().endswith("storm") or text.endswith("sto") or "storm" in text[-200:]
 
 
 def test_read_capped_reports_truncation(tmp_path: Path) -> None:
