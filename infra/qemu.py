@@ -360,15 +360,22 @@ def _wait(
     try:
         while proc.poll() is None:
             if time.monotonic() - start_time > timeout or flooding(run_dir):
-                proc.kill()
+                _kill_group(proc)
                 return False
             time.sleep(0.5)
             progress(f"guest running {time.monotonic() - start_time:.0f}s")
         return True
     finally:
         if proc.poll() is None:
-            proc.kill()
+            _kill_group(proc)
         proc.wait()
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """QEMU and anything it started (its own process group: `start`), so nothing of the
+    guest's goes on writing its console."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
 
 
 class QemuMachine:

@@ -81,6 +81,9 @@ FLAKY_BOOTS_FACTOR = 4
 # its last look; a 25% step under 15% noise is "changed" by 6.
 DEFAULT_SWEEP_BOOTS = 12
 MAX_SWEEP_KERNELS = 50  # a series longer than this is a bisection, or a typo
+# A job's boots per endpoint (--max-boots), or a sweep's or watch's per kernel and
+# testcase (--boots): from the gate's first look to more than a week of 20 s boots.
+MIN_BOOTS, MAX_BOOTS = 3, 5000
 # A series watch is a Temporal Schedule of this id prefix and the watch's name; it looks
 # for new kernels this often unless `--every` says otherwise.
 SERIES_SCHEDULE_PREFIX = "kbisect-series-"

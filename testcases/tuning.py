@@ -1,7 +1,7 @@
 """A job's knobs checked against its testcase: the CLI and the doors check them before a
 job starts, the worker again when it validates the job."""
 
-from kbisect.contract import DEFAULT_MIN_EFFECT, DEFAULT_MIN_RATE_STEP
+from kbisect.contract import DEFAULT_MIN_EFFECT, DEFAULT_MIN_RATE_STEP, MAX_BOOTS, MIN_BOOTS
 from kbisect.errors import UserError
 from kbisect.testcases.manifest import Manifest
 from kbisect.testcases.trace_run import check_traceable
@@ -24,11 +24,16 @@ def check_tuning(
     for least in (min_effect, min_rate_step):
         if not 0 < least < 1:
             raise UserError(f"--min-effect {least * 100:g}: give a percentage under 100, e.g. 5")
-    if max_boots < 3:
-        raise UserError(f"--max-boots {max_boots}: give 3 or more")
+    check_boots(max_boots, "--max-boots")
     if trace:
         check_traceable(manifest)
     return primary
+
+
+def check_boots(boots: int, option: str) -> None:
+    """A boot budget within the contract's bounds (UserError naming the option)."""
+    if not MIN_BOOTS <= boots <= MAX_BOOTS:
+        raise UserError(f"{option} {boots}: give {MIN_BOOTS} to {MAX_BOOTS}")
 
 
 def least_changes(manifest: "Manifest", flaky: bool, pct: float | None) -> tuple[float, float]:

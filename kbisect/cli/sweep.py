@@ -18,6 +18,7 @@ from kbisect.cli.output import note, out
 from kbisect.contract import (
     DEFAULT_MIN_EFFECT,
     DEFAULT_SWEEP_BOOTS,
+    MAX_SWEEP_KERNELS,
     SweepProgress,
     SweepRequest,
     SweepResult,
@@ -43,10 +44,16 @@ def sweep_request(
         raise UserError("--kernels is the whole series: drop the revisions")
     if not args.kernels and not args.revs:
         raise UserError("give the series: --repo DIR REV REV... or --kernels K1,K2,...")
+    items = kernel_list.parse(args.kernels) if args.kernels else []
+    count = len(items) or len(args.revs)
+    if not 2 <= count <= MAX_SWEEP_KERNELS:  # before any revision is resolved or fetched
+        raise UserError(
+            f"a sweep takes 2 to {MAX_SWEEP_KERNELS} kernels, oldest first ({count} given)"
+        )
+    min_effect = checked_measure(args)
     opts = JobOptions(good=[], bad="", testcase="", repo=args.repo, tree=args.tree)
     sources = None
     if args.kernels:
-        items = kernel_list.parse(args.kernels)
         revs = [rev for _, rev in items if rev]
         if revs and (len(revs) != len(items) or not (args.repo or args.tree)):
             raise UserError("--kernels K=REV: map every kernel to its revision, and give --repo")
@@ -63,10 +70,7 @@ def sweep_request(
         git = Git(repo)
         git.check_repo()
         commits, names = [git.resolve(r) for r in args.revs], list(args.revs)
-        if len(commits) < 2:
-            raise UserError("a sweep needs two kernels or more, oldest first")
         sources = Sources(str(repo), commits)
-    min_effect = checked_measure(args)
     if args.bisect and sources is None:
         raise UserError(
             "--bisect over prebuilt kernels needs their source revisions: "
@@ -90,13 +94,18 @@ def checked_measure(args: argparse.Namespace) -> float:
     """The testcases, metric and budget checked (measure_options); the least effect as a
     fraction."""
     from kbisect.testcases import manifest as manifests
-    from kbisect.testcases.tuning import check_tuning
+    from kbisect.testcases.tuning import check_boots, check_tuning
 
-    if args.boots < 3:
-        raise UserError(f"--boots {args.boots}: give 3 or more (the gate's first look)")
+    check_boots(args.boots, "--boots")
     min_effect: float = DEFAULT_MIN_EFFECT if args.min_effect is None else args.min_effect / 100
     for name in args.testcase:
-        check_tuning(manifests.load(name), args.metric, min_effect, args.boots, args.trace)
+        manifest = manifests.load(name)
+        if manifest.pass_fail:
+            raise UserError(
+                f"{manifest.name} passes or fails: a sweep compares scores; find where it "
+                "began to fail with 'kbisect bisect'"
+            )
+        check_tuning(manifest, args.metric, min_effect, args.boots, args.trace)
     return min_effect
 
 

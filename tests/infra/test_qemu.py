@@ -318,7 +318,7 @@ def test_a_guest_that_floods_its_console_is_stopped_and_its_console_trimmed(
     monkeypatch.setenv(
         "KB_FAKE",
         'echo \'KBISECT {"event":"booted"}\' >"$results"; echo "Linux version 6.1" >"$console"; '
-        'yes "WARNING: CPU: 0 PID: 1 at fs/x.c:1 storm" >>"$console"',
+        'exec yes "WARNING: CPU: 0 PID: 1 at fs/x.c:1 storm" >>"$console"',
     )
     began = time.monotonic()
     run = _run(fake_qemu, timeout=120)
