@@ -48,6 +48,7 @@ from kbisect.contract import (
 )
 from kbisect.errors import InfraError, UserError
 from kbisect.model import Artifact
+from kbisect.settings import hide_credentials, redact_url
 
 if TYPE_CHECKING:
     from obstore.store import ClientConfig  # a TypedDict of the stubs only
@@ -72,7 +73,8 @@ class ArtifactStore:
                     self.url, client_options=_client_options(url), retry_config=_RETRIES
                 )
         except (OSError, ValueError, obstore.exceptions.BaseError) as exc:
-            raise InfraError(f"KBISECT_STORE={url}: cannot open it ({exc})") from exc
+            said = hide_credentials(str(exc), url)
+            raise InfraError(f"KBISECT_STORE={redact_url(url)}: cannot open it ({said})") from exc
 
     # --- a build host ------------------------------------------------------------------
     def publish(self, art: Artifact) -> bool:
@@ -209,7 +211,7 @@ class ArtifactStore:
         except OSError as exc:
             raise InfraError(f"store: cannot write {dst} ({exc.strerror})") from exc
         except Exception as exc:  # obstore's errors have no one base across its versions
-            raise InfraError(f"store {self.redacted}: cannot read {path}: {exc}") from exc
+            raise self._failed("read", path, exc) from exc
         if got != size or h.hexdigest() != sha256:
             raise InfraError(f"store: {path} is not the file listed (size or sha256): refused")
 
@@ -234,6 +236,11 @@ class ArtifactStore:
         """The URL without its credentials (http://user:password@host/...)."""
         return redact_url(self.url)
 
+    def _failed(self, verb: str, path: str, exc: Exception) -> InfraError:
+        """A request's failure, with the URL's credentials (if obstore quotes them) hidden."""
+        said = hide_credentials(str(exc), self.url)
+        return InfraError(f"store {self.redacted}: cannot {verb} {path}: {said}")
+
     def _get(self, path: str, limit: int = STORE_FILE_MAX_BYTES) -> bytes | None:
         """A small object whole (at most limit bytes), or None when there is none."""
         try:
@@ -247,7 +254,7 @@ class ArtifactStore:
         except InfraError:
             raise
         except Exception as exc:  # obstore's errors have no one base across its versions
-            raise InfraError(f"store {self.redacted}: cannot read {path}: {exc}") from exc
+            raise self._failed("read", path, exc) from exc
 
     def _regular(self, path: str) -> None:
         """In a file:// store, the object is a regular file, not a link, a FIFO or a
@@ -259,14 +266,14 @@ class ArtifactStore:
         except FileNotFoundError:
             return  # obstore says it is missing
         if not stat.S_ISREG(mode):
-            raise InfraError(f"store {self.url}: {path} is not a regular file: refused")
+            raise InfraError(f"store {self.redacted}: {path} is not a regular file: refused")
 
     def _put(self, path: str, data: bytes | Path) -> None:
         try:
             # WebDAV has no multipart upload, which obstore uses for a file over 5 MiB
             obstore.put(self._store, path, data, use_multipart=not self.url.startswith("http"))
         except Exception as exc:
-            raise InfraError(f"store {self.redacted}: cannot write {path}: {exc}") from exc
+            raise self._failed("write", path, exc) from exc
 
 
 _RETRIES: Any = {
@@ -288,15 +295,6 @@ def _client_options(url: str) -> "ClientConfig":
     if url.startswith("http://") or os.environ.get("AWS_ALLOW_HTTP", "").lower() == "true":
         options["allow_http"] = True
     return options
-
-
-def redact_url(url: str) -> str:
-    """A URL as it may be shown or logged: user and password replaced by '***'."""
-    scheme, sep, rest = url.partition("://")
-    authority, slash, path = rest.partition("/")
-    if sep and "@" in authority:
-        return f"{scheme}://***@{authority.rpartition('@')[2]}{slash}{path}"
-    return url
 
 
 def _the_jobs(found: Artifact, art: Artifact, adir: Path | None) -> Artifact:

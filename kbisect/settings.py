@@ -211,8 +211,25 @@ def _url(env: Mapping[str, str], name: str, schemes: tuple[str, ...], examples: 
     text = env.get(name, "").strip()
     scheme, _, rest = text.partition("://")
     if text and (scheme not in schemes or not rest.strip("/") or any(c.isspace() for c in text)):
-        raise UserError(f"{name}={text[:80]!r} must be a URL: {examples}: fix or unset it")
+        shown = redact_url(text)[:80]
+        raise UserError(f"{name}={shown!r} must be a URL: {examples}: fix or unset it")
     return text
+
+
+def redact_url(url: str) -> str:
+    """A URL as it may be shown or logged: its user and password replaced by '***'."""
+    scheme, sep, rest = url.partition("://")
+    authority, slash, path = rest.partition("/")
+    if sep and "@" in authority:
+        return f"{scheme}://***@{authority.rpartition('@')[2]}{slash}{path}"
+    return url
+
+
+def hide_credentials(text: str, url: str) -> str:
+    """text with url's user and password (wherever it quotes them) replaced by '***'."""
+    authority = url.partition("://")[2].partition("/")[0]
+    userinfo = authority.rpartition("@")[0]
+    return text.replace(userinfo + "@", "***@") if userinfo else text
 
 
 def _tls(env: Mapping[str, str]) -> Tls | None:

@@ -180,7 +180,7 @@ class BuildActivities:
                 art = prebuilt.as_cache_entry(art)  # VM hosts lack the package or file
             if self.store is not None and self.store.publish(art):
                 activity.logger.info(
-                    "build %s: put in the store %s", req.commit[:12], self.store.url
+                    "build %s: put in the store %s", req.commit[:12], self.store.redacted
                 )
             return BuildResult(
                 commit=req.commit,

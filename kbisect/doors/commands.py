@@ -11,7 +11,7 @@ from pathlib import Path
 
 from kbisect.errors import UserError
 from kbisect.infra.logs import service_logging
-from kbisect.settings import Settings
+from kbisect.settings import Settings, read_small_file
 
 
 def note(text: str) -> None:
@@ -49,7 +49,7 @@ def _is_ip(host: str) -> bool:
 def read_secret(path: str, what: str) -> str:
     """A password or token from a file (never from the command line, where ps shows it)."""
     try:
-        secret = Path(path).read_text().strip()
+        secret = read_small_file(Path(path)).decode(errors="replace").strip()
     except OSError as exc:
         raise UserError(f"cannot read the {what} file {path}: {exc.strerror}") from exc
     if not secret or "\n" in secret:

@@ -9,7 +9,7 @@ from temporalio.client import Client
 from temporalio.service import TLSConfig
 
 from kbisect.errors import InfraError, UserError
-from kbisect.settings import Endpoint, Tls
+from kbisect.settings import Endpoint, Tls, read_small_file
 
 HTTP_STATUS = re.compile(r"response with status: ([0-9]{3} [A-Za-z ]+)")
 BAD_CERTIFICATE = re.compile(r"InvalidCertificate\((\w+)")
@@ -40,7 +40,7 @@ def _read(part: str, path: Path | None) -> bytes | None:
     if path is None:
         return None
     try:
-        data = path.read_bytes()
+        data = read_small_file(path)  # not a FIFO, a device or a huge file
     except OSError as exc:
         raise UserError(
             f"KBISECT_TEMPORAL_TLS_{part}={path}: cannot read it ({exc.strerror}): "

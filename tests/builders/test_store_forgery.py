@@ -13,11 +13,11 @@ import pytest
 from temporalio.testing import ActivityEnvironment
 
 from kbisect.builders import artifact_cache
-from kbisect.builders.artifact_store import LISTING, ArtifactStore, from_settings, redact_url
+from kbisect.builders.artifact_store import LISTING, ArtifactStore, from_settings
 from kbisect.contract import TestRequest, TestStatus
 from kbisect.errors import InfraError, UserError
 from kbisect.model import GuestRun, Outcome
-from kbisect.settings import Settings
+from kbisect.settings import Settings, redact_url
 from kbisect.workers import activities
 from kbisect.workers.activities import VmActivities
 from tests.builders.test_artifact_store import CFG, IMAGE, TREE, _built
@@ -209,6 +209,26 @@ def test_the_key_file_is_read_as_a_small_regular_file(tmp_path: Path) -> None:
     assert from_settings(s).key == KEY  # type: ignore[union-attr]
 
 
-def test_a_store_url_s_credentials_are_never_shown() -> None:
+def test_a_store_url_s_credentials_are_never_shown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     assert redact_url("http://alice:pw@farm:8080/kb") == "http://***@farm:8080/kb"
     assert redact_url("s3://bucket/kb") == "s3://bucket/kb"
+    with pytest.raises(UserError) as bad:  # a malformed one, refused by the settings
+        Settings.from_env({"KBISECT_STORE": "ftp://alice:pw@farm/kb"})
+    assert "pw" not in str(bad.value) and "***@farm" in str(bad.value)
+    # A store that does not answer: the error names it without the password.
+    store = ArtifactStore(f"http://alice:pw@127.0.0.1:{_closed_port()}/kb")
+    art = _built(tmp_path / "build-host", monkeypatch)
+    monkeypatch.setenv("KBISECT_CACHE", str(tmp_path / "vm-host"))
+    with pytest.raises(InfraError) as down:
+        store.fetch(art)
+    assert "pw" not in str(down.value) and "***@127.0.0.1" in str(down.value), down.value
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

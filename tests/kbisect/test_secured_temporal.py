@@ -163,12 +163,18 @@ def test_a_worker_and_a_job_go_through_tls(
             "KBISECT_TEMPORAL_TLS_CA=/nonexistent",
         ),
         ({"KBISECT_TEMPORAL_TLS_CA": "{tmp}/not-pem"}, "is not a PEM file"),
+        # A FIFO would block the read for good, /dev/zero would fill the memory.
+        ({"KBISECT_TEMPORAL_TLS_CA": "{tmp}/fifo"}, "cannot read it (not a regular file)"),
+        ({"KBISECT_TEMPORAL_TLS_CA": "/dev/zero"}, "cannot read it (not a regular file)"),
+        ({"KBISECT_TEMPORAL_TLS_CA": "{tmp}/huge"}, "cannot read it (over 1024 KiB"),
     ],
 )
 def test_a_tls_setting_that_cannot_be_used_is_one_line(
     tmp_path: Path, settings: dict[str, str], expected: str
 ) -> None:
     (tmp_path / "not-pem").write_text("hello")
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "huge").write_bytes(b"-----BEGIN " + b"x" * (2 << 20))
     env = {k: v for k, v in os.environ.items() if not k.startswith("KBISECT_TEMPORAL_")}
     env.update({k: v.format(tmp=tmp_path) for k, v in settings.items()})
     env["KBISECT_TEMPORAL_ADDRESS"] = f"127.0.0.1:{free_port()}"
@@ -176,3 +182,15 @@ def test_a_tls_setting_that_cannot_be_used_is_one_line(
     errors = [line for line in proc.stderr.splitlines() if line.startswith("kbisect: error")]
     assert proc.returncode == 2 and len(errors) == 1, proc.stderr
     assert expected in errors[0], errors[0]
+
+
+def test_a_door_s_password_or_token_file_is_read_as_a_small_regular_file(tmp_path: Path) -> None:
+    from kbisect.doors.commands import read_secret
+    from kbisect.errors import UserError
+
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "token").write_text("s3cret\n")
+    assert read_secret(str(tmp_path / "token"), "token") == "s3cret"
+    for path, words in [(tmp_path / "fifo", "not a regular file"), ("/dev/zero", "not a regular")]:
+        with pytest.raises(UserError, match=f"cannot read the token file {path}: {words}"):
+            read_secret(str(path), "token")
