@@ -59,6 +59,8 @@ def test_a_job_runs_over_hosts_that_share_no_files_through_a_vm_host_kill(
     server = temporal_server.start(port=port, ui_port=ui_port, db=tmp_path / "t.db")
     tag = uuid.uuid4().hex[:6]
     hosts: dict[str, subprocess.Popen[bytes]] = {}
+    key = tmp_path / "store.key"  # every host signs and checks the store's entries with it
+    key.write_text(uuid.uuid4().hex * 2 + "\n")
     with nginx.webdav(tmp_path / "store") as store:
         env = {
             **os.environ,
@@ -67,6 +69,7 @@ def test_a_job_runs_over_hosts_that_share_no_files_through_a_vm_host_kill(
             "KBISECT_BUILD_QUEUE": f"kb-build-{tag}",
             "KBISECT_VM_QUEUE": f"kb-vm-{tag}",
             "KBISECT_STORE": store,
+            "KBISECT_STORE_KEY_FILE": str(key),
         }
         try:
             hosts["build"] = _host(env, tmp_path / "build", "--builds", "1", "--vms", "0")
