@@ -16,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 from contextlib import nullcontext
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from benchmarks import nginx
@@ -52,15 +52,10 @@ def _entry(cache: Path, mib: int) -> dict[str, object]:
         line = b"  CC      drivers/nvme/host/core.o\n" * 1024
         for _ in range(mib * (1 << 20) // len(line)):
             log.write(line)
-    art = Artifact(
-        commit="1" * 40,
-        tree=TREE,
-        config_hash=CFG,
-        kernel=str(adir / "bzImage"),
-        config=str(adir / "config"),
-        build_log=str(adir / "build.log"),
-        image_sha256=hashlib.sha256(image).hexdigest(),
-    )
+    paths = {"kernel": "bzImage", "config": "config", "build_log": "build.log"}
+    sha = hashlib.sha256(image).hexdigest()
+    art = Artifact("1" * 40, TREE, CFG, **{k: str(adir / v) for k, v in paths.items()})
+    art = replace(art, image_sha256=sha)
     artifact_cache.store(adir, art)
     return asdict(art)
 
