@@ -14,7 +14,10 @@ from kbisect.settings import Settings
 
 def cmd_gc(args: argparse.Namespace, settings: Settings) -> int:
     from kbisect.builders.cache_gc import collect
+    from kbisect.infra.git import Git
 
+    for repo in args.repo:  # a folder that is no git repository has no refs to prune
+        Git(Path(repo)).check_repo()
     report = collect(
         settings,
         _days(args.older_than),

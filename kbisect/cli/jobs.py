@@ -12,6 +12,7 @@ from rich.live import Live
 
 from kbisect.cli import output
 from kbisect.cli.output import EventLines, note, out, progress_view
+from kbisect.cli.output_files import checked_output, writing
 from kbisect.contract import (
     DEFAULT_MAX_BOOTS,
     DEFAULT_MIN_EFFECT,
@@ -246,6 +247,10 @@ def cmd_cancel(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
     check_job_id(args.id)
+    plot = checked_output(args.plot, "--plot")
+    log = checked_output(args.bisect_log, "--bisect-log")
+    if args.bug is not None and args.bug < 1:
+        raise UserError(f"--bug {args.bug}: give a Launchpad bug number, 1 or more")
 
     async def go(client: JobClient, args: argparse.Namespace) -> int:
         if (await client.describe(args.id)).workflow_type == SWEEP_WORKFLOW:
@@ -263,13 +268,15 @@ def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
         if args.sru:
             out(sru_note(result, args.id, bug=args.bug, series=args.series))
             return 0
-        if args.bisect_log:
-            Path(args.bisect_log).write_text(bisect_log(result))
+        if log is not None:
+            with writing(log, "--bisect-log"):
+                log.write_text(bisect_log(result))
         text = markdown(result, args.id)
-        if args.plot:
+        if plot is not None:
             from kbisect.reports.plot import plot_scores
 
-            png = plot_scores(result, Path(args.plot))
+            with writing(plot, "--plot"):
+                png = plot_scores(result, plot)
             text += f"\n![scores across commits]({png})\n"
         out(text)
         return 0

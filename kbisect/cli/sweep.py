@@ -15,6 +15,7 @@ from kbisect.cli import output
 from kbisect.cli.jobs import POLL_SECONDS, PROFILE_HELP, _with_client, job_output_options
 from kbisect.cli.jobs import _follow_result as follow_bisection
 from kbisect.cli.output import note, out
+from kbisect.cli.output_files import checked_output, writing
 from kbisect.contract import (
     DEFAULT_MIN_EFFECT,
     DEFAULT_SWEEP_BOOTS,
@@ -110,6 +111,7 @@ def checked_measure(args: argparse.Namespace) -> float:
 
 
 def cmd_sweep(args: argparse.Namespace, settings: Settings) -> int:
+    checked_output(args.plot, "--plot")  # before the sweep, not after it
     req, sources = sweep_request(args, settings)
 
     async def go(client: JobClient, args: argparse.Namespace) -> int:
@@ -179,7 +181,8 @@ def show_result(result: SweepResult, job_id: str, args: argparse.Namespace) -> N
     if getattr(args, "plot", None):
         from kbisect.reports.sweep_plot import plot_sweep
 
-        note(f"plot: {plot_sweep(result, Path(args.plot))}")
+        with writing(Path(args.plot), "--plot"):
+            note(f"plot: {plot_sweep(result, Path(args.plot))}")
     if args.json:
         out(json.dumps(sweep_report.to_json(result, job_id), indent=2))
     elif getattr(args, "markdown", False):

@@ -334,3 +334,39 @@ def test_every_option_has_help_and_every_table_has_json() -> None:
         )
         if prog.split()[-1] in tables:
             assert any("--json" in a.option_strings for a in p._actions), prog
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["report", "--plot", "/proc/x.png"], "--plot /proc/x.png: cannot write in /proc"),
+        (["report", "--plot", "/dev/full"], "--plot /dev/full is not a regular file"),
+        (["report", "--bisect-log", "/proc/x"], "--bisect-log /proc/x: cannot write in /proc"),
+        (["report", "--bisect-log", "{tmp}"], "is a folder: give a file name"),
+        (["report", "--plot", "{tmp}/no/such/x.png"], "there is no folder"),
+        (["report", "--sru", "--bug", "-5"], "--bug -5: give a Launchpad bug number"),
+    ],
+)
+def test_report_checks_where_it_writes_before_a_service(
+    no_service: None,
+    tmp_path: Path,
+    args: list[str],
+    expected: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    command = [a.format(tmp=tmp_path) for a in args] + ["bisect-x-12345678"]
+    assert main(command) == 2
+    assert expected in _error_line(capsys)
+
+
+def test_sweep_checks_its_plot_path_before_the_sweep(
+    lab: Path, no_service: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    command = ["sweep", "--repo", str(lab), "lab-good", "lab-bad", "--testcase", "sched-pipe"]
+    assert main([*command, "--plot", "/proc/x.png"]) == 2
+    assert "--plot /proc/x.png: cannot write in /proc" in _error_line(capsys)
+
+
+def test_gc_refuses_a_repo_that_is_not_one(cache: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["gc", "--dry-run", "--repo", "/proc"]) == 2
+    assert "/proc is not a git repository" in _error_line(capsys)
