@@ -103,6 +103,9 @@ class LabOptions:
     replace: bool = False  # remove an existing lab (and only a lab) at the destination
 
 
+LAB_MARK = "kbisect.lab"  # git config of a lab's repository, set when kbisect makes it
+
+
 def truth_path(lab: Path) -> Path:
     lab = Path(lab).resolve()
     return lab.with_name(lab.name + ".truth.json")
@@ -345,15 +348,17 @@ def _check_destination(given: Path, dest: Path, replace: bool) -> None:
         raise UserError(f"{given} exists and is not a directory: pick a new directory for the lab")
     if not dest.exists() or not any(dest.iterdir()):
         return
-    is_lab = truth_path(dest).exists()
+    is_lab = _is_lab(dest)
     unfinished = (
         not is_lab
         and (dest / "HEAD").is_file()
+        and Git(dest).ok("config", "--get", LAB_MARK)  # only kbisect marks one
         and Git(dest).ok("rev-parse", "--verify", "-q", "refs/heads/import")
     )
     if replace and not (is_lab or unfinished):
         raise UserError(
-            f"{given} is not a kbisect lab (no {truth_path(dest).name}): not replacing it"
+            f"{given} is not a kbisect lab (its {truth_path(dest).name} and its lab-good and "
+            "lab-bad tags do not agree): not replacing it"
         )
     if unfinished and not replace:
         raise UserError(
@@ -364,6 +369,24 @@ def _check_destination(given: Path, dest: Path, replace: bool) -> None:
             f"{given} exists and is not empty: pick a new directory for the lab "
             "(or --replace, for a lab)"
         )
+
+
+def _is_lab(dest: Path) -> bool:
+    """A lab kbisect made: a git repository whose lab-good and lab-bad tags are the
+    endpoints its truth file (beside it) names. Another folder with a stray truth file, or
+    a repository with an `import` branch, is not one, and --replace leaves it alone."""
+    try:
+        truth = json.loads(truth_path(dest).read_text())
+        want = [str(truth["good"]), str(truth["bad"])]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    git = Git(dest)
+    tags = ("lab-good", "lab-bad")
+    got = [
+        git.run("rev-parse", "--verify", "-q", f"refs/tags/{t}^{{commit}}", check=False).strip()
+        for t in tags
+    ]
+    return (dest / "HEAD").is_file() and got == want
 
 
 def _make(
@@ -386,6 +409,7 @@ def _make(
         err = out.stderr.decode(errors="replace").strip().splitlines()
         raise InfraError(f"git clone of the lab base failed: {err[-1] if err else '?'}")
     git = Git(repo)
+    git.run("config", LAB_MARK, "true")
     with tempfile.TemporaryDirectory(prefix="kbisect-lab-") as tmp:
         hashes = _write_history(git, plan, import_commit, options, Path(tmp), seed, progress)
     git.run("update-ref", "refs/heads/master", hashes[plan.commits[-1].pos])

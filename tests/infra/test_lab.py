@@ -158,10 +158,31 @@ def test_a_half_made_lab_from_an_older_run_can_be_replaced(
         ["git", "clone", "-q", "--bare", str(tmp_path / "full"), str(lab_dir)], check=True
     )
     git(lab_dir, "update-ref", "refs/heads/import", "HEAD")
+    git(lab_dir, "config", "kbisect.lab", "true")  # kbisect marks a lab before it writes it
     with pytest.raises(UserError, match="--replace"):
         create_lab(tmp_path / "lab", LabOptions(commits=4, seed=1))
     truth = create_lab(tmp_path / "lab", LabOptions(commits=4, seed=1, replace=True))
     assert git(tmp_path / "lab", "rev-parse", "HEAD").strip() == truth["bad"]
+
+
+def test_replace_leaves_alone_what_only_looks_like_a_lab(
+    tmp_path: Path, tiny_tarball: Path
+) -> None:
+    # Any bare repository with an `import` branch, and any folder beside an X.truth.json.
+    create_lab(tmp_path / "full", LabOptions(commits=4, seed=1))
+    theirs = tmp_path / "theirs.git"
+    subprocess.run(
+        ["git", "clone", "-q", "--bare", str(tmp_path / "full"), str(theirs)], check=True
+    )
+    git(theirs, "update-ref", "refs/heads/import", "HEAD")
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    (folder / "precious").write_text("x")
+    (tmp_path / "folder.truth.json").write_text('{"good": "a", "bad": "b"}')
+    for dest in (theirs, folder):
+        with pytest.raises(UserError, match="not a kbisect lab"):
+            create_lab(dest, LabOptions(commits=4, seed=1, replace=True))
+    assert (folder / "precious").read_text() == "x" and (theirs / "HEAD").is_file()
 
 
 @pytest.mark.parametrize("where", ["file", "/proc/x", "/proc/self/status/lab"])
