@@ -258,6 +258,13 @@ def _size(path: Path) -> int:
 
 
 def _remove(path: Path, report: GcReport) -> None:
-    report.bytes_freed += _size(path)
+    size = _size(path)
     if not report.dry_run:
         shutil.rmtree(path, ignore_errors=True)
+        if path.exists() or path.is_symlink():  # say only what went
+            report.kept.append(f"{path}: could not be removed")
+            for found in (report.runs, report.slots, report.artifacts):
+                if path in found:
+                    found.remove(path)
+            return
+    report.bytes_freed += size

@@ -71,6 +71,8 @@ def orphan_slots(root: Path | None = None) -> list[Path]:
     lab): 1.5 GB of worktree each."""
     found = []
     for slot in sorted((root or slots_root()).glob("*-*")):
+        if slot.is_symlink() or not slot.is_dir():
+            continue  # not a slot kbisect made: never written through, never removed
         owner = slot / "repo"
         try:
             if owner.is_file() and not Path(owner.read_text()).exists():

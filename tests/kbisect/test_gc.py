@@ -78,6 +78,20 @@ def _repo(path: Path) -> tuple[Git, dict[str, str]]:
     return Git(path), c
 
 
+def test_a_symlinked_slot_is_neither_written_through_nor_reported_removed(
+    settings: Settings, cache: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "repo").write_text(str(tmp_path / "gone"))  # looks like an orphan's
+    slots = cache / "slots"
+    slots.mkdir(parents=True, exist_ok=True)
+    (slots / "abc-0").symlink_to(outside)
+    report = gc.collect(settings, older_than_days=30, dry_run=False)
+    assert not (outside / "lock").exists()  # no lock file made through the link
+    assert report.slots == [] and (slots / "abc-0").is_symlink() and outside.exists()
+
+
 def test_slots_of_deleted_repositories_go_unless_in_use(
     settings: Settings, cache: Path, tmp_path: Path
 ) -> None:
