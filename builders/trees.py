@@ -115,7 +115,8 @@ class Trees:
         names = sorted(p.name.removesuffix(".git") for p in self.root.glob("*.git"))
         return [self.get(n) for n in names if NAME.fullmatch(n)]
 
-    def add(self, name: str, url: str, branch: str | None = None) -> Tree:
+    def check_new(self, name: str, url: str, branch: str | None = None) -> None:
+        """What `add` refuses, before anything is fetched (UserError)."""
         path = self.path(name)
         check_url(url)
         if branch is not None:
@@ -125,6 +126,10 @@ class Trees:
                 f"tree {name!r} exists ({self.get(name).shown_url}): 'kbisect tree fetch {name}' "
                 "updates it"
             )
+
+    def add(self, name: str, url: str, branch: str | None = None) -> Tree:
+        self.check_new(name, url, branch)
+        path = self.path(name)
         (private_dir(self.root.parent) / self.root.name).mkdir(exist_ok=True)  # cache 0700
         partial = self.root / f".{name}.adding"
         subprocess.run(["rm", "-rf", "--", str(partial)], check=True)

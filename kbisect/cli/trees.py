@@ -11,9 +11,11 @@ from kbisect.settings import Settings
 
 
 def cmd_add(args: argparse.Namespace, settings: Settings) -> int:
+    trees = Trees(settings)
+    trees.check_new(args.name, args.url, args.branch)  # refused before "fetching"
     url = redact(args.url)  # fetched with its credentials, printed without
     note(f"fetching {url} into tree {args.name} (a whole kernel history takes a while)")
-    tree = Trees(settings).add(args.name, args.url, args.branch)
+    tree = trees.add(args.name, args.url, args.branch)
     branch = tree.branch or "all branches"
     out(f"added tree {tree.name}: {tree.shown_url} ({branch}) at {tree.path}")
     return 0

@@ -189,3 +189,22 @@ def test_a_urls_credentials_are_never_printed(
     text = printed.out + printed.err
     assert "SECRET123" not in text and "kb:" not in text, text
     assert text.count("http://***@127.0.0.1:") == 5, text  # list, json, fetch, add (2)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["Lab", "/x"],
+        ["lab", "ext::sh -c id"],
+        ["lab", "relative/path"],
+        ["lab", "/x", "--branch=--upload-pack=x"],
+    ],
+)
+def test_tree_add_refuses_bad_input_before_it_says_fetching(
+    settings: Settings, args: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from kbisect.main import main
+
+    assert main(["tree", "add", *args]) == 2
+    err = capsys.readouterr().err
+    assert "fetching" not in err and err.count("\n") == 1, err
