@@ -244,16 +244,23 @@ def resolve(
 ) -> Prebuilt:
     """A prebuilt kernel from what the user wrote: a .deb file, a kernel image file, or a
     Debian package name (fetched with the host's apt)."""
+    check_spec(spec)
+    path = Path(spec)
+    if spec.endswith(".deb"):
+        return from_deb(path.resolve(), settings, progress)
+    if path.is_file():
+        return from_image(path.resolve(), modules)
+    return from_deb(download(spec, settings, progress), settings, progress)
+
+
+def check_spec(spec: str) -> None:
+    """What resolve refuses, before anything is fetched or unpacked (UserError)."""
     path = Path(spec)
     if spec.endswith(".deb"):
         if not path.is_file():
             raise UserError(f"--kernel {spec}: no such file")
-        return from_deb(path.resolve(), settings, progress)
-    if path.is_file():
-        return from_image(path.resolve(), modules)
-    if PACKAGE_RE.match(spec):
-        return from_deb(download(spec, settings, progress), settings, progress)
-    raise UserError(
-        f"--kernel {spec!r} is not a file and not a Debian package name: give a "
-        "linux-image-* package (e.g. linux-image-6.1.0-47-cloud-amd64), a .deb or a vmlinuz"
-    )
+    elif not path.is_file() and not PACKAGE_RE.match(spec):
+        raise UserError(
+            f"--kernel {spec!r} is not a file and not a Debian package name: give a "
+            "linux-image-* package (e.g. linux-image-6.1.0-47-cloud-amd64), a .deb or a vmlinuz"
+        )

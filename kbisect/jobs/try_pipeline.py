@@ -69,6 +69,7 @@ def try_kernel(
 ) -> TryResult:
     """`kbisect try --kernel`: the testcase on a prebuilt kernel, with its own modules."""
     manifest = opts.testcase(testcase)
+    prebuilt.check_spec(kernel)  # refused before it says it fetches
     opts.on_stage(f"fetching {kernel}")
     settings = opts.settings or Settings.from_env()
     pre = prebuilt.resolve(kernel, settings, modules, opts.on_detail)

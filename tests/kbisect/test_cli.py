@@ -370,3 +370,18 @@ def test_sweep_checks_its_plot_path_before_the_sweep(
 def test_gc_refuses_a_repo_that_is_not_one(cache: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["gc", "--dry-run", "--repo", "/proc"]) == 2
     assert "/proc is not a git repository" in _error_line(capsys)
+
+
+@pytest.mark.parametrize(
+    ("kernel", "expected"),
+    [
+        ("nope.deb", "--kernel nope.deb: no such file"),
+        ("bad name!", "is not a file and not a Debian package name"),
+    ],
+)
+def test_try_kernel_refuses_bad_input_before_it_says_fetching(
+    cache: Path, kernel: str, expected: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["try", "--kernel", kernel, "--testcase", "boots"]) == 2
+    err = capsys.readouterr().err
+    assert "fetching" not in err and err.count("\n") == 1 and expected in err, err
