@@ -87,6 +87,7 @@ MIN_BOOTS, MAX_BOOTS = 3, 5000
 # A series watch is a Temporal Schedule of this id prefix and the watch's name; it looks
 # for new kernels this often unless `--every` says otherwise.
 SERIES_SCHEDULE_PREFIX = "kbisect-series-"
+SERIES_SWEEP_SUFFIX = "-sweep"  # a tick's sweep is the tick's id plus this: one a tick
 DEFAULT_SERIES_EVERY_MINUTES = 360
 
 # The kernel store (KBISECT_STORE): what one entry may hold, and how long a request may

@@ -12,6 +12,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from kbisect.contract import (
+        SERIES_SWEEP_SUFFIX,
         SERIES_WORKFLOW,
         SWEEP_WORKFLOW,
         SeriesRecord,
@@ -21,8 +22,6 @@ with workflow.unsafe.imports_passed_through():
         SweepResult,
     )
     from kbisect.workflows.activity_calls import series_plan, series_record
-
-SWEEP_SUFFIX = "-sweep"  # a tick's sweep is its id plus this: one sweep a tick
 
 
 @workflow.defn(name=SERIES_WORKFLOW)
@@ -54,7 +53,7 @@ class SeriesTickWorkflow:
             vm_queue=watch.vm_queue,
             trace=watch.trace,
         )
-        sweep = workflow.info().workflow_id + SWEEP_SUFFIX
+        sweep = workflow.info().workflow_id + SERIES_SWEEP_SUFFIX
         self._status = f"{plan.message}: sweeping ({sweep})"
         result = await workflow.execute_child_workflow(
             SWEEP_WORKFLOW, req, id=sweep, result_type=SweepResult

@@ -148,7 +148,7 @@ def _show_json(
 def cmd_check(args: argparse.Namespace, settings: Settings) -> int:
     async def go(client: JobClient, args: argparse.Namespace) -> int:
         await series_client.trigger(client, args.name)
-        out(f"watch {args.name}: looking now (skipped if a look is under way)")
+        out(f"watch {args.name}: looking now (after the look under way, if one is)")
         return 0
 
     return _with_client(settings, args, go)

@@ -144,13 +144,20 @@ class GitLabDoor:
             for job, j in raw.get("jobs", {}).items()
         }
         self.alerts: list[str] = list(raw.get("alerts", []))  # series alerts posted, by key
+        # per watch, where its ticks are read from next (series_client.News.since)
+        self.series_since: dict[str, str] = dict(raw.get("series_since", {}))
         self.lock = asyncio.Lock()
         self.tasks: set[asyncio.Task[None]] = set()
         self.me = ""
 
     def _save(self) -> None:
         jobs = {k: asdict(v) for k, v in self.followed.items()}
-        state = {"handled": sorted(self.handled), "jobs": jobs, "alerts": self.alerts}
+        state = {
+            "handled": sorted(self.handled),
+            "jobs": jobs,
+            "alerts": self.alerts,
+            "series_since": self.series_since,
+        }
         state_file.save(self.config.state, state)
 
     async def start(self) -> None:
@@ -330,14 +337,22 @@ class GitLabDoor:
 
     # --- series watches' alerts ----------------------------------------------------
     async def _follow_series(self, where: SeriesIssue) -> None:
-        """Each alert of the watch, oldest first, once (by its key) as a note on the issue,
-        looked for every ALERT_POLL_SECONDS. GitLab notes take no idempotency key: a crash
+        """Each alert of the watch, and each tick blocked on the host, oldest first, once
+        (by its key) as a note on the issue, looked for every ALERT_POLL_SECONDS from the
+        last tick read, however long ago. GitLab notes take no idempotency key: a crash
         between a note and the state file's save would post that one alert again."""
         while True:
             try:
-                for alert in await series_client.alerts(self.jobs, where.watch):
+                since = self.series_since.get(where.watch, "")
+                news = await series_client.news(self.jobs, where.watch, since)
+                for alert in news.alerts:
                     if alert.key not in self.alerts:
                         await self._post_alert(where, alert)
+                for blocked in news.blocked:
+                    if blocked.key not in self.alerts:
+                        await self._series_note(where, f"- {blocked.line()}", blocked.key)
+                self.series_since[where.watch] = news.since
+                self._save()
             except (KbisectError, gitlab.GitlabError) as exc:
                 log.warning("series %s: %s; looking again", where.watch, exc)
             except Exception:  # not foreseen: the receiver serves on
@@ -355,16 +370,17 @@ class GitLabDoor:
         png.unlink(missing_ok=True)
         lines = alert_lines(alert, result)
         body = "\n".join(f"- {line}" for line in lines) + f"\n\n{upload['markdown']}"
+        await self._series_note(where, body, alert.key)
+
+    async def _series_note(self, where: SeriesIssue, body: str, key: str) -> None:
+        """A watch's note on its issue, its key then kept as posted."""
+        project = self.gl.projects.get(where.project, lazy=True)
         issue = project.issues.get(where.issue, lazy=True)
         await asyncio.to_thread(issue.notes.create, {"body": _safe(body)})
-        self.alerts.append(alert.key)
+        self.alerts.append(key)
         self._save()
         log.info(
-            "series %s: alert %s posted on %s#%d",
-            where.watch,
-            alert.key,
-            where.project,
-            where.issue,
+            "series %s: alert %s posted on %s#%d", where.watch, key, where.project, where.issue
         )
 
     def _signoff(self) -> str | None:

@@ -81,6 +81,8 @@ class State:
     access_token: str = ""
     jobs: dict[str, JobThread] = field(default_factory=dict)
     alerts: list[str] = field(default_factory=list)  # series alerts posted, by key
+    # per watch, where its ticks are read from next (series_client.News.since)
+    series_since: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def load(cls, path: Path) -> "State":
@@ -94,6 +96,7 @@ class State:
                 access_token=raw.get("access_token", ""),
                 jobs=jobs,
                 alerts=list(raw.get("alerts", [])),
+                series_since=dict(raw.get("series_since", {})),
             )
         except TypeError as exc:
             raise UserError(f"{path} is not a kbisect Matrix state file: move it away") from exc
@@ -105,6 +108,7 @@ class State:
             "access_token": self.access_token,
             "jobs": {k: vars(v) for k, v in self.jobs.items()},
             "alerts": self.alerts,
+            "series_since": self.series_since,
         }
         state_file.save(self.path, data)
 
@@ -326,18 +330,27 @@ class MatrixBot:
 
     # --- series watches' alerts ------------------------------------------------------
     async def _follow_series(self, watch: str) -> None:
-        """Each alert of the watch's ticks, oldest first, posted once (by its key) in the
-        first room; looked for every ALERT_POLL_SECONDS while the bot runs."""
+        """Each alert of the watch's ticks, and each tick blocked on the host, oldest
+        first, posted once (by its key) in the first room; looked for every
+        ALERT_POLL_SECONDS while the bot runs, from the last tick read, however long ago."""
         assert self.jobs is not None
         first = True
         while True:
             try:
-                alerts = await series_client.alerts(self.jobs, watch)
-                new = [a for a in alerts if a.key not in self.state.alerts]
+                since = self.state.series_since.get(watch, "")
+                news = await series_client.news(self.jobs, watch, since)
+                new = [a for a in news.alerts if a.key not in self.state.alerts]
                 for alert in new:
                     await self._post_alert(self.config.rooms[0], alert)
+                for blocked in news.blocked:
+                    if blocked.key not in self.state.alerts:
+                        await self._post_blocked(self.config.rooms[0], blocked)
                 if first or new:
-                    log.info("series %s: %d alert(s), %d posted now", watch, len(alerts), len(new))
+                    log.info(
+                        "series %s: %d alert(s), %d posted now", watch, len(news.alerts), len(new)
+                    )
+                self.state.series_since[watch] = news.since
+                self.state.save()
                 first = False
             except KbisectError as exc:  # the server away, or the watch not made yet
                 log.warning("series %s: %s; looking again", watch, exc)
@@ -360,6 +373,13 @@ class MatrixBot:
         plot = (plot_sweep, result, f"{alert.sweep}: each kernel's level")
         await self._post_image(room, root, plot, tx + "-plot")
         self.state.alerts.append(alert.key)
+        self.state.save()
+
+    async def _post_blocked(self, room: str, blocked: series_client.Blocked) -> None:
+        tx = "kbisect-alert-" + hashlib.sha256(blocked.key.encode()).hexdigest()[:32]
+        if await self._send(room, _notice(blocked.line(), {}), tx_id=tx) is None:
+            raise InfraError(f"could not post the alert {blocked.key}")
+        self.state.alerts.append(blocked.key)
         self.state.save()
 
     async def _post_image(

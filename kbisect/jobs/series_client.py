@@ -2,8 +2,8 @@
 their ticks found (the doors post the alerts from here).
 
 A watch is the Schedule `kbisect-series-NAME`; its action starts a SeriesTickWorkflow
-with the watch, skipping a tick while the last one runs. Its ticks are the workflows the
-Schedule started (TemporalScheduledById), newest first.
+with the watch; a tick that comes while the last one runs waits for it (one at most).
+Its ticks are the workflows the Schedule started (TemporalScheduledById), newest first.
 """
 
 import dataclasses
@@ -29,6 +29,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from kbisect.contract import (
     SERIES_SCHEDULE_PREFIX,
+    SERIES_SWEEP_SUFFIX,
     SERIES_WORKFLOW,
     SeriesAlert,
     SeriesTick,
@@ -80,6 +81,34 @@ class Tick:
     started: datetime | None
     result: SeriesTick | None  # a completed tick's
     error: str = ""
+    blocked: str = ""  # a running tick whose sweep waits on a host problem: the problem
+
+
+@dataclass(frozen=True)
+class Blocked:
+    """A watch's tick whose sweep is blocked: an alert of its own (while it waits, the
+    watch looks at nothing new), posted once by its key."""
+
+    key: str
+    watch: str
+    sweep: str
+    why: str
+
+    def line(self) -> str:
+        return (
+            f"kbisect alert: the watch {self.watch} is blocked: {self.why} "
+            f"(sweep {self.sweep}: fix the host, then 'kbisect resume {self.sweep}')"
+        )
+
+
+@dataclass
+class News:
+    """What a door has to post of a watch: its ticks' alerts and blocked ticks, oldest
+    first, and where to read from next time (`since`, kept in the door's state file)."""
+
+    alerts: list[SeriesAlert]
+    blocked: list[Blocked]
+    since: str  # an ISO time: the oldest tick not finished, else the newest tick
 
 
 async def create(jobs: JobClient, watch: SeriesWatch, every: timedelta) -> str:
@@ -101,7 +130,9 @@ async def create(jobs: JobClient, watch: SeriesWatch, every: timedelta) -> str:
     schedule = Schedule(
         action=action,
         spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=every)]),
-        policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP),
+        # A tick that comes while the last one runs (a long sweep, or one blocked on the
+        # host) waits for it, once: it looks at everything new since, so none is lost.
+        policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.BUFFER_ONE),
     )
     try:
         await jobs.temporal.create_schedule(sid, schedule, trigger_immediately=True)
@@ -157,9 +188,9 @@ async def watches(jobs: JobClient) -> list[WatchSummary]:
 
 
 async def trigger(jobs: JobClient, name: str) -> None:
-    """A look now (skipped while a tick runs)."""
+    """A look now (after the tick that runs, if one does)."""
     try:
-        await _handle(jobs, name).trigger(overlap=ScheduleOverlapPolicy.SKIP)
+        await _handle(jobs, name).trigger(overlap=ScheduleOverlapPolicy.BUFFER_ONE)
     except RPCError as exc:
         raise _missing(name, exc) from exc
 
@@ -173,9 +204,12 @@ async def remove(jobs: JobClient, name: str) -> None:
         raise _missing(name, exc) from exc
 
 
-async def ticks(jobs: JobClient, name: str, limit: int = 20) -> list[Tick]:
-    """The watch's ticks the server still has, newest first, with completed ones' results."""
+async def ticks(jobs: JobClient, name: str, limit: int | None = 20, since: str = "") -> list[Tick]:
+    """The watch's ticks the server still has (all, or `limit`; those started at `since`
+    or later), newest first, with completed ones' results and running ones' blocks."""
     query = f"TemporalScheduledById = '{schedule_id(name)}'"
+    if since:
+        query += f" AND StartTime >= '{_iso(since)}'"
     found = []
     try:
         async for wf in jobs.temporal.list_workflows(query, limit=limit):
@@ -185,7 +219,9 @@ async def ticks(jobs: JobClient, name: str, limit: int = 20) -> list[Tick]:
             )
             if wf.status == WorkflowExecutionStatus.COMPLETED:
                 tick.result = await handle.result()
-            elif wf.status != WorkflowExecutionStatus.RUNNING:
+            elif wf.status == WorkflowExecutionStatus.RUNNING:
+                tick.blocked = await _blocked(jobs, wf.id)
+            else:
                 tick.error = await _why(handle)
             found.append(tick)
     except RPCError as exc:
@@ -193,11 +229,41 @@ async def ticks(jobs: JobClient, name: str, limit: int = 20) -> list[Tick]:
     return found
 
 
-async def alerts(jobs: JobClient, name: str) -> list[SeriesAlert]:
-    """The alerts of the watch's ticks the server still has, oldest first (the doors post
-    those whose keys they have not posted)."""
-    found = reversed(await ticks(jobs, name))
-    return [a for t in found for a in (t.result.alerts if t.result else [])]
+async def news(jobs: JobClient, name: str, since: str, limit: int | None = None) -> News:
+    """Every tick's alerts and blocks from `since` on (however far back: a door that was
+    down for days loses nothing the server still has), oldest first; and the next since."""
+    found = list(reversed(await ticks(jobs, name, limit, since)))
+    unfinished = [t for t in found if t.state == "running" and t.started is not None]
+    newest = [t for t in found if t.started is not None][-1:]
+    mark = (unfinished or newest)[0].started if (unfinished or newest) else None
+    return News(
+        alerts=[a for t in found for a in (t.result.alerts if t.result else [])],
+        blocked=[
+            Blocked(f"{t.id}/blocked", name, t.id + SERIES_SWEEP_SUFFIX, t.blocked)
+            for t in found
+            if t.blocked
+        ],
+        since=mark.isoformat() if mark is not None else since,
+    )
+
+
+def _iso(text: str) -> str:
+    """A time as the visibility query takes it (RFC 3339); UserError for no time at all
+    (it comes from a door's state file, never from a chat)."""
+    try:
+        return datetime.fromisoformat(text).isoformat()
+    except ValueError as exc:
+        raise UserError(f"{text!r} is not a time: move the door's state file away") from exc
+
+
+async def _blocked(jobs: JobClient, tick: str) -> str:
+    """The host problem a running tick's sweep waits on ('' when it does not, or when it
+    has no sweep yet)."""
+    try:
+        progress = await jobs.sweep_progress(tick + SERIES_SWEEP_SUFFIX)
+    except (InfraError, UserError):
+        return ""
+    return progress.message if progress.status == "blocked" else ""
 
 
 async def _why(handle: WorkflowHandle[object, SeriesTick]) -> str:

@@ -2,7 +2,8 @@
 real SweepWorkflow and SeriesTickWorkflow, the real sweep validation and series
 activities (git, the named tree, the kept file), and fake build and boot activities. A
 boot reads its truth from the commit itself: a tree holding a file `slow` reads
-8-sector requests (the seed's bug), any other 512. A process of its own, so the test can
+8-sector requests (the seed's bug), any other 512; one holding `host-fails` fails as a
+host does (the sweep blocks). A process of its own, so the test can
 stop it with the server and start it again.
 Run: python -m tests.chat.series_worker ADDRESS QUEUE   (KBISECT_CACHE, _DATA from env)
 """
@@ -18,6 +19,7 @@ from temporalio.worker import Worker
 
 from kbisect.builders.kernel_build import KernelBuilder
 from kbisect.contract import BUILD, TEST, BuildRequest, BuildResult, TestRequest, TestResult
+from kbisect.errors import InfraError
 from kbisect.infra.git import Git
 from kbisect.model import Artifact
 from kbisect.settings import Settings
@@ -36,6 +38,8 @@ async def build(req: BuildRequest) -> BuildResult:
 
 @activity.defn(name=TEST)
 def boot(req: TestRequest) -> TestResult:
+    if Git(Path(req.repo)).ok("cat-file", "-e", f"{req.commit}:host-fails"):
+        raise InfraError("the VM host's disk is full")  # retried, then the sweep blocks
     slow = Git(Path(req.repo)).ok("cat-file", "-e", f"{req.commit}:slow")
     value = 8.0 if slow else 512.0
     return TestResult(req.commit, "ok", {req.metric: value}, [value] * 3, host="vm-a")

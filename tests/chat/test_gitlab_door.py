@@ -684,19 +684,23 @@ async def test_series_alerts_are_one_note_each_on_their_issue_whatever_restarts(
     boots = [SweepBoot("t", k, v, [v]) for k, v in ((0, 512.0), (1, 8.0)) for _ in range(3)]
     result = SweepResult("r", ["a", "b"], ["v1", "v2"], ["v1", "v2"], [tc], [pair], boots, 12)
 
+    blocked = series_client.Blocked("series-w-2/blocked", "w", "series-w-2-sweep", "disk full")
+    mark = "2026-11-28T09:00:00+00:00"
     looks = [0]  # the door's looks for alerts, counted
+    sinces: list[str] = []  # where each look read from
 
-    async def alerts(jobs: object, watch: str) -> list[SeriesAlert]:
+    async def news(jobs: object, watch: str, since: str) -> series_client.News:
         assert watch == "w"
         looks[0] += 1
-        return [alert]
+        sinces.append(since)
+        return series_client.News([alert], [blocked], mark)
 
     class Sweeps:
         async def sweep_result(self, job_id: str) -> SweepResult:
             assert job_id == alert.sweep
             return result
 
-    monkeypatch.setattr(series_client, "alerts", alerts)
+    monkeypatch.setattr(series_client, "news", news)
     monkeypatch.setattr(series_client, "ALERT_POLL_SECONDS", 0.01)
     settings = Settings.from_env({"KBISECT_DATA": str(tmp_path / "d")})
     calls = Calls()
@@ -722,7 +726,14 @@ async def test_series_alerts_are_one_note_each_on_their_issue_whatever_restarts(
             for task in list(door.tasks):
                 task.cancel()
     notes = calls.of("POST", rf"/projects/{PROJECT}/issues/3/notes")
-    assert len(notes) == 1, notes
+    assert len(notes) == 2, notes  # the alert, and the blocked tick: once each
+    assert notes[1]["body"] == (
+        "- kbisect alert: the watch w is blocked: disk full (sweep series-w-2-sweep: fix the "
+        "host, then 'kbisect resume series-w-2-sweep')"
+    )
+    # The first look reads from the start; every later one, the restarted receiver's
+    # first included, from the mark the last look left in the state file.
+    assert sinces[0] == "" and set(sinces[1:]) == {mark}
     lines = notes[0]["body"].splitlines()
     assert lines[0] == (
         "- kbisect alert: w: t m: v1 -> v2: changed (worse), -50.0% (-60.0% to -40.0%), "

@@ -194,3 +194,47 @@ def test_a_new_slow_tag_gives_one_alert_with_its_plot_and_none_after_restarts(
     assert [(w["name"], w["tags"], w["every_minutes"]) for w in listed] == [(WATCH, "v*", 1440.0)]
     kbisect(service, "series", "remove", WATCH, "--no-start")
     assert json.loads(kbisect(service, "series", "list", "--json", "--no-start")) == []
+
+
+def test_a_blocked_look_is_an_alert_and_the_next_look_waits_for_it(
+    synapse: Synapse, service: Service, tmp_path: Path
+) -> None:
+    upstream = tmp_path / "upstream"
+    upstream.mkdir()
+    git(upstream, "init", "-q", "-b", "master")
+    _commit(upstream, "one", "v1")
+    kbisect(service, "tree", "add", "lab", f"file://{upstream}")
+    kbisect(
+        service,
+        "series", "watch", WATCH, "--tree", "lab", "--tags", "v*",
+        "--testcase", "nvme-snapshot-read", "--every", "1d", "--no-start",
+    )  # fmt: skip
+    until(lambda: looks_done(service) == 1, "the first look")
+    tag = uuid.uuid4().hex[:6]
+    bot, alice = (synapse.register(f"{n}{tag}") for n in ("bot", "alice"))
+    room = alice.create_room()
+    bot_env = {**service.env, "KBISECT_DATA": str(tmp_path / "bot-data")}
+    bot_proc = start_bot(
+        synapse, bot, room, [alice.user_id], bot_env, tmp_path, ("--series", WATCH)
+    )
+    try:
+        _commit(upstream, "host-fails", "v2")  # its boots fail as a broken host's do
+        kbisect(service, "series", "check", WATCH, "--no-start")
+        wait_for(lambda: len(bot_posts(alice, room, bot)) >= 1, 180, "the alert", bot_proc)
+        checked = kbisect(service, "series", "check", WATCH, "--no-start")  # while it waits
+        assert "after the look under way" in checked
+        time.sleep(3)
+        posts = [p["content"]["body"] for p in bot_posts(alice, room, bot)]
+        assert len(posts) == 1, posts  # once, however many looks the bot makes
+        sweep = f"{ticks(service)[0]['id']}-sweep"
+        assert posts[0] == (
+            f"kbisect alert: the watch {WATCH} is blocked: "
+            f"{posts[0].split(' is blocked: ', 1)[1].split(' (sweep ')[0]} "
+            f"(sweep {sweep}: fix the host, then 'kbisect resume {sweep}')"
+        )
+        assert "disk is full" in posts[0]
+        states = [t["state"] for t in ticks(service)]
+        assert states == ["running", "completed"], states  # the check waits, not skipped
+    finally:
+        bot_proc.terminate()
+        bot_proc.wait(timeout=30)
