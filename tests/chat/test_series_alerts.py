@@ -119,9 +119,9 @@ def _commit(repo: Path, name: str, tag: str) -> str:
     return git(repo, "rev-parse", "HEAD").strip()
 
 
-def test_a_new_slow_tag_gives_one_alert_with_its_plot_and_none_after_restarts(
-    synapse: Synapse, service: Service, tmp_path: Path
-) -> None:
+def _watched(service: Service, tmp_path: Path) -> tuple[Path, str]:
+    """An upstream tree with tag v1, the watch of its tags after its first look: (the
+    upstream, what `series watch` printed)."""
     upstream = tmp_path / "upstream"
     upstream.mkdir()
     git(upstream, "init", "-q", "-b", "master")
@@ -132,8 +132,15 @@ def test_a_new_slow_tag_gives_one_alert_with_its_plot_and_none_after_restarts(
         "series", "watch", WATCH, "--tree", "lab", "--tags", "v*",
         "--testcase", "nvme-snapshot-read", "--every", "1d", "--no-start",
     )  # fmt: skip
-    assert f"watch {WATCH} (kbisect-series-{WATCH}): tree lab tags v*, every 1d" in made
     until(lambda: looks_done(service) == 1, "the first look")
+    return upstream, made
+
+
+def test_a_new_slow_tag_gives_one_alert_with_its_plot_and_none_after_restarts(
+    synapse: Synapse, service: Service, tmp_path: Path
+) -> None:
+    upstream, made = _watched(service, tmp_path)
+    assert f"watch {WATCH} (kbisect-series-{WATCH}): tree lab tags v*, every 1d" in made
     assert ticks(service)[0]["message"] == "baseline v1: newer kernels are swept against it"
 
     tag = uuid.uuid4().hex[:6]
@@ -199,17 +206,7 @@ def test_a_new_slow_tag_gives_one_alert_with_its_plot_and_none_after_restarts(
 def test_a_blocked_look_is_an_alert_and_the_next_look_waits_for_it(
     synapse: Synapse, service: Service, tmp_path: Path
 ) -> None:
-    upstream = tmp_path / "upstream"
-    upstream.mkdir()
-    git(upstream, "init", "-q", "-b", "master")
-    _commit(upstream, "one", "v1")
-    kbisect(service, "tree", "add", "lab", f"file://{upstream}")
-    kbisect(
-        service,
-        "series", "watch", WATCH, "--tree", "lab", "--tags", "v*",
-        "--testcase", "nvme-snapshot-read", "--every", "1d", "--no-start",
-    )  # fmt: skip
-    until(lambda: looks_done(service) == 1, "the first look")
+    upstream, _ = _watched(service, tmp_path)
     tag = uuid.uuid4().hex[:6]
     bot, alice = (synapse.register(f"{n}{tag}") for n in ("bot", "alice"))
     room = alice.create_room()
