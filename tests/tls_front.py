@@ -11,6 +11,7 @@ from pathlib import Path
 from benchmarks.nginx import nginx
 
 API_KEY = "kb-test-key-1"
+SERVER_EXTENSIONS = "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n"
 
 
 @dataclass(frozen=True)
@@ -19,6 +20,8 @@ class Certs:
     server: tuple[Path, Path]  # certificate, key
     client: tuple[Path, Path]  # signed by ca
     stranger: tuple[Path, Path]  # signed by another CA
+    expired: tuple[Path, Path]  # signed by ca, valid for one day in 2020
+    expired_server: tuple[Path, Path]  # the same, a server's
 
 
 def _openssl(*args: str) -> None:
@@ -48,18 +51,45 @@ def _signed(folder: Path, name: str, ca: tuple[Path, Path], extensions: str) -> 
     return cert, key
 
 
+def _expired(folder: Path, name: str, ca: tuple[Path, Path], usage: str) -> tuple[Path, Path]:
+    """A certificate of ca's that expired long ago (`openssl ca` takes dates); `usage`:
+    its extensions' lines."""
+    cert, key, csr, db = (
+        folder / f"{name}.pem",
+        folder / f"{name}.key",
+        folder / f"{name}.csr",
+        folder / f"{name}-db",
+    )
+    db.mkdir()
+    (db / "index.txt").write_text("")
+    (db / "serial").write_text("01\n")
+    conf = folder / f"{name}.cnf"
+    conf.write_text(
+        f"[ca]\ndefault_ca = x\n[x]\ndatabase = {db}/index.txt\nserial = {db}/serial\n"
+        f"new_certs_dir = {db}\ndefault_md = sha256\npolicy = p\nunique_subject = no\n"
+        f"x509_extensions = e\n[e]\n{usage}[p]\ncommonName = supplied\n"
+    )
+    _openssl(
+        *("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"),
+        *("-keyout", str(key), "-out", str(csr), "-subj", f"/CN={name}"),
+    )
+    _openssl(
+        *("ca", "-batch", "-config", str(conf), "-cert", str(ca[0]), "-keyfile", str(ca[1])),
+        *("-in", str(csr), "-out", str(cert), "-notext"),
+        *("-startdate", "20200101000000Z", "-enddate", "20200102000000Z"),
+    )
+    return cert, key
+
+
 def make_certs(folder: Path) -> Certs:
     folder.mkdir(parents=True, exist_ok=True)
     ca, other = _ca(folder, "ca"), _ca(folder, "other-ca")
-    server = _signed(
-        folder,
-        "server",
-        ca,
-        "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n",
-    )
+    server = _signed(folder, "server", ca, SERVER_EXTENSIONS)
     client = _signed(folder, "client", ca, "extendedKeyUsage=clientAuth\n")
     stranger = _signed(folder, "stranger", other, "extendedKeyUsage=clientAuth\n")
-    return Certs(ca[0], server, client, stranger)
+    expired = _expired(folder, "expired", ca, "extendedKeyUsage = clientAuth\n")
+    old_server = _expired(folder, "expired-server", ca, SERVER_EXTENSIONS)
+    return Certs(ca[0], server, client, stranger, expired, old_server)
 
 
 def _server(port: int, upstream: str, certs: Certs) -> str:

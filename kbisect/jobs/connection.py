@@ -70,6 +70,16 @@ def refused(endpoint: Endpoint, error: str) -> str:
             f"({_last_words(error)}): if it takes TLS, set KBISECT_TEMPORAL_TLS=yes (and "
             "_CA, _CERT, _KEY as it needs); if it is starting, try again in a moment"
         )
+    if "fatal alert" in low:  # the server's TLS said no to this client's certificate
+        return (
+            f"Temporal at {where} refused this client's certificate ({_last_words(error)}): "
+            "set KBISECT_TEMPORAL_TLS_CERT and _KEY to a current one its CA signed"
+        )
+    if "expired" in low and "certificate" in low:  # rustls: InvalidCertificate(Expired)
+        return (
+            f"Temporal at {where}: its certificate has expired ({_last_words(error)}): "
+            "the server needs a new one"
+        )
     if "certificate" in low and ("unknown" in low or "verify" in low or "invalid" in low):
         return (
             f"Temporal at {where}: its certificate is not trusted ({_last_words(error)}): "

@@ -80,6 +80,7 @@ def test_status_goes_through_tls_with_a_certificate_and_the_key(
             "KBISECT_TEMPORAL_TLS_CERT",
         ),
         ((), {"stranger": "1"}, "KBISECT_TEMPORAL_TLS_CERT"),
+        ((), {"expired": "1"}, "KBISECT_TEMPORAL_TLS_CERT"),
         (("KBISECT_TEMPORAL_API_KEY",), {}, "KBISECT_TEMPORAL_API_KEY"),
         (("KBISECT_TEMPORAL_TLS_CA",), {}, "KBISECT_TEMPORAL_TLS_CA"),
         (
@@ -103,8 +104,10 @@ def test_a_client_short_of_a_setting_is_refused_in_one_line(
 ) -> None:
     address, certs = front
     env = _env(address, certs, drop)
-    if extra.get("stranger"):
-        env["KBISECT_TEMPORAL_TLS_CERT"], env["KBISECT_TEMPORAL_TLS_KEY"] = map(str, certs.stranger)
+    for which in ("stranger", "expired"):
+        if extra.get(which):
+            cert, key = getattr(certs, which)
+            env["KBISECT_TEMPORAL_TLS_CERT"], env["KBISECT_TEMPORAL_TLS_KEY"] = str(cert), str(key)
     proc = _kbisect(env, "status", "--no-start")
     errors = [line for line in proc.stderr.splitlines() if line.startswith("kbisect: error")]
     assert proc.returncode != 0 and len(errors) == 1, proc.stderr
@@ -194,3 +197,40 @@ def test_a_door_s_password_or_token_file_is_read_as_a_small_regular_file(tmp_pat
     for path, words in [(tmp_path / "fifo", "not a regular file"), ("/dev/zero", "not a regular")]:
         with pytest.raises(UserError, match=f"cannot read the token file {path}: {words}"):
             read_secret(str(path), "token")
+
+
+def test_a_server_whose_certificate_expired_is_named_as_such(
+    front: tuple[str, Certs], tmp_path: Path
+) -> None:
+    import dataclasses
+
+    _, certs = front
+    upstream = front[0]  # any address: the handshake fails before a byte reaches it
+    stale = dataclasses.replace(certs, server=certs.expired_server)
+    with tls_front(tmp_path / "nginx", upstream, stale) as address:
+        proc = _kbisect(_env(address, certs), "status", "--no-start")
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("kbisect: error")]
+    assert proc.returncode != 0 and len(errors) == 1, proc.stderr
+    assert "its certificate has expired" in errors[0] and "TLS_CA" not in errors[0], errors[0]
+
+
+@pytest.mark.parametrize(
+    ("error", "names"),
+    [
+        # A server that checks client certificates in its own TLS sends an alert.
+        ("transport error: received fatal alert: CertificateExpired", "_TLS_CERT and _KEY"),
+        ("transport error: received fatal alert: UnknownCA", "_TLS_CERT and _KEY"),
+        ("transport error: received fatal alert: CertificateRequired", "_TLS_CERT and _KEY"),
+        # nginx's answer (tested for real above: missing, foreign and expired certificates)
+        ("h2 protocol error: http2 error: response with status: 400 Bad Request", "_TLS_CERT"),
+        # This client checks the server's certificate.
+        ("invalid peer certificate: InvalidCertificate(UnknownIssuer)", "_TLS_CA"),
+        ("invalid peer certificate: InvalidCertificate(Expired)", "the server needs a new one"),
+    ],
+)
+def test_each_tls_refusal_names_the_setting_to_look_at(error: str, names: str) -> None:
+    from kbisect.jobs.connection import refused
+    from kbisect.settings import Endpoint, Tls
+
+    line = refused(Endpoint(address="t:7233", tls=Tls()), error)
+    assert names in line and "\n" not in line, line
