@@ -244,7 +244,7 @@ def resolve(
 ) -> Prebuilt:
     """A prebuilt kernel from what the user wrote: a .deb file, a kernel image file, or a
     Debian package name (fetched with the host's apt)."""
-    check_spec(spec)
+    check_spec(spec, modules)
     path = Path(spec)
     if spec.endswith(".deb"):
         return from_deb(path.resolve(), settings, progress)
@@ -253,8 +253,10 @@ def resolve(
     return from_deb(download(spec, settings, progress), settings, progress)
 
 
-def check_spec(spec: str) -> None:
+def check_spec(spec: str, modules: Path | None = None) -> None:
     """What resolve refuses, before anything is fetched or unpacked (UserError)."""
+    if modules is not None and not modules.is_dir():
+        raise UserError(f"--modules {modules} is not a folder: give lib/modules/RELEASE")
     path = Path(spec)
     if spec.endswith(".deb"):
         if not path.is_file():

@@ -30,6 +30,23 @@ def check_tuning(
     return primary
 
 
+# --repetitions above this many times the testcase's own count is almost surely a typo
+# (a job's test timeout grows with it); a manifest may set `max_repetitions`.
+REPETITIONS_FACTOR = 10
+
+
+def check_repetitions(manifest: "Manifest", repetitions: int | None) -> None:
+    """--repetitions (None: the testcase's own) within 1 and its cap (UserError)."""
+    if repetitions is None:
+        return
+    cap = int(getattr(manifest, "max_repetitions", 0) or REPETITIONS_FACTOR * manifest.repetitions)
+    if not 1 <= repetitions <= cap:
+        raise UserError(
+            f"--repetitions {repetitions}: give 1 to {cap} for {manifest.name} "
+            f"(its default is {manifest.repetitions})"
+        )
+
+
 def check_boots(boots: int, option: str) -> None:
     """A boot budget within the contract's bounds (UserError naming the option)."""
     if not MIN_BOOTS <= boots <= MAX_BOOTS:

@@ -10,14 +10,11 @@ from kbisect.contract import DEFAULT_MAX_BOOTS, BisectRequest, Mode
 from kbisect.errors import UserError
 from kbisect.infra.git import Git
 from kbisect.settings import Settings
-from kbisect.testcases.tuning import check_tuning, least_changes
+from kbisect.testcases.tuning import check_repetitions, check_tuning, least_changes
 
 if TYPE_CHECKING:
     pass
 
-# --repetitions above this many times the testcase's own count is almost surely a typo
-# (a job's test timeout grows with it); a manifest may set `max_repetitions`.
-REPETITIONS_FACTOR = 10
 # --parallel K starts K builds and VMs at once (and a local service with room for them):
 # beyond this it is a typo, or a door's user asking for a whole farm.
 MAX_PARALLEL = 32
@@ -89,15 +86,7 @@ def checked_request(opts: JobOptions, settings: Settings) -> BisectRequest:
         raise UserError(f"--duets pairs timings, and {manifest.name} is pass/fail: drop --duets")
     min_effect, min_rate_step = least_changes(manifest, flaky, opts.min_effect_pct)
     check_tuning(manifest, opts.metric, min_effect, opts.max_boots, opts.trace)
-    if opts.repetitions is not None:
-        cap = int(
-            getattr(manifest, "max_repetitions", 0) or REPETITIONS_FACTOR * manifest.repetitions
-        )
-        if not 1 <= opts.repetitions <= cap:
-            raise UserError(
-                f"--repetitions {opts.repetitions}: give 1 to {cap} for {manifest.name} "
-                f"(its default is {manifest.repetitions})"
-            )
+    check_repetitions(manifest, opts.repetitions)
     config = ""
     if opts.config:  # kept where the build hosts see it (the shared cache)
         from kbisect.builders import kconfig

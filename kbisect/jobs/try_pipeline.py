@@ -13,6 +13,7 @@ from kbisect.settings import Settings
 from kbisect.testcases import manifest as manifests
 from kbisect.testcases.runner import TestcaseRun, build_spec, profile, run_testcase
 from kbisect.testcases.trace_run import Diagnostics, check_traceable, trace_testcase
+from kbisect.testcases.tuning import check_repetitions
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,7 @@ class TryOptions:
     def testcase(self, name: str) -> manifests.Manifest:
         """The testcase, checked with these options before anything slow starts."""
         manifest = manifests.load(name)
+        check_repetitions(manifest, self.repetitions)
         if self.profile_name:
             profile(self.profile_name)
         if self.trace:
@@ -69,7 +71,7 @@ def try_kernel(
 ) -> TryResult:
     """`kbisect try --kernel`: the testcase on a prebuilt kernel, with its own modules."""
     manifest = opts.testcase(testcase)
-    prebuilt.check_spec(kernel)  # refused before it says it fetches
+    prebuilt.check_spec(kernel, modules)  # refused before it says it fetches
     opts.on_stage(f"fetching {kernel}")
     settings = opts.settings or Settings.from_env()
     pre = prebuilt.resolve(kernel, settings, modules, opts.on_detail)

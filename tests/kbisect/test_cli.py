@@ -375,13 +375,15 @@ def test_gc_refuses_a_repo_that_is_not_one(cache: Path, capsys: pytest.CaptureFi
 @pytest.mark.parametrize(
     ("kernel", "expected"),
     [
-        ("nope.deb", "--kernel nope.deb: no such file"),
-        ("bad name!", "is not a file and not a Debian package name"),
+        (["nope.deb"], "--kernel nope.deb: no such file"),
+        (["bad name!"], "is not a file and not a Debian package name"),
+        (["/etc/hostname", "--modules", "/nonexistent"], "--modules /nonexistent is not a folder"),
+        (["/etc/hostname", "--repetitions=-1"], "--repetitions -1: give 1 to"),
     ],
 )
 def test_try_kernel_refuses_bad_input_before_it_says_fetching(
-    cache: Path, kernel: str, expected: str, capsys: pytest.CaptureFixture[str]
+    cache: Path, kernel: list[str], expected: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["try", "--kernel", kernel, "--testcase", "boots"]) == 2
+    assert main(["try", "--kernel", *kernel, "--testcase", "boots"]) == 2
     err = capsys.readouterr().err
     assert "fetching" not in err and err.count("\n") == 1 and expected in err, err
