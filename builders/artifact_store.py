@@ -41,6 +41,7 @@ from kbisect.contract import (
     STORE_CONNECT_SECONDS,
     STORE_ENTRY_MAX_BYTES,
     STORE_FILE_MAX_BYTES,
+    STORE_KEY_MIN_BYTES,
     STORE_LISTING_MAX_BYTES,
     STORE_REQUEST_SECONDS,
     STORE_RETRIES,
@@ -48,7 +49,7 @@ from kbisect.contract import (
 )
 from kbisect.errors import InfraError, UserError
 from kbisect.model import Artifact
-from kbisect.settings import hide_credentials, redact_url
+from kbisect.settings import redact
 
 if TYPE_CHECKING:
     from obstore.store import ClientConfig  # a TypedDict of the stubs only
@@ -73,8 +74,7 @@ class ArtifactStore:
                     self.url, client_options=_client_options(url), retry_config=_RETRIES
                 )
         except (OSError, ValueError, obstore.exceptions.BaseError) as exc:
-            said = hide_credentials(str(exc), url)
-            raise InfraError(f"KBISECT_STORE={redact_url(url)}: cannot open it ({said})") from exc
+            raise InfraError(redact(f"KBISECT_STORE={url}: cannot open it ({exc})")) from exc
 
     # --- a build host ------------------------------------------------------------------
     def publish(self, art: Artifact) -> bool:
@@ -130,8 +130,12 @@ class ArtifactStore:
         if meta is None or raw_listing is None:
             return None
         files = self._listing(raw_listing, meta, name)
-        adir.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".fetch-{name}-", dir=adir.parent))
+        _the_jobs(_meta_image(meta, name), art, None)  # before a byte of it is fetched
+        try:
+            adir.parent.mkdir(parents=True, exist_ok=True)
+            tmp = Path(tempfile.mkdtemp(prefix=f".fetch-{name}-", dir=adir.parent))
+        except OSError as exc:
+            raise InfraError(f"store: cannot fetch into {adir.parent} ({exc.strerror})") from exc
         try:
             for n, (rel, (size, sha)) in enumerate(sorted(files.items()), 1):
                 progress(f"fetching {art.commit[:12]} from the store: file {n} of {len(files)}")
@@ -140,8 +144,9 @@ class ArtifactStore:
             why = artifact_cache.check_entry(tmp, art.tree, art.config_hash)
             if why:
                 raise InfraError(f"store: {name}: {why}: rebuild it")
-            _the_jobs(_meta_image(meta), art, None)  # refused before it is in place
             self._place(tmp, art)
+        except OSError as exc:  # the disk, or paths a listing made clash: a host fault
+            raise InfraError(f"store: cannot fetch {name} into {tmp} ({exc})") from exc
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         placed = artifact_cache.lookup(art.tree, art.config_hash, art.commit)
@@ -150,19 +155,31 @@ class ArtifactStore:
         log.info("kernel %s fetched from the store, sha256 checked (%s)", art.commit[:12], name)
         return _the_jobs(placed, art, adir)
 
-    def _listing(self, raw: bytes, meta: bytes, name: str) -> dict[str, tuple[int, str]]:
+    def _listing(
+        self, raw: bytes, meta: bytes, name: str
+    ) -> dict[str, tuple[int | None, str | None]]:
         """The store's listing, read, not trusted: signed with our key when we have one,
-        of this meta.json, every path inside the entry, every size within the caps."""
+        of this meta.json, every path inside the entry (no path both a file and another's
+        folder), every size within the caps. A listing of the first format (paths only,
+        put by a kbisect before this one) is taken without a key and without symlinks: its
+        files are checked by meta.json's sha256s and its image by the job's."""
         torn = InfraError(f"store: {name}/{LISTING} is torn or foreign: rebuild the kernel")
         try:
             data: Any = json.loads(raw)
-            if not isinstance(data, dict) or data.get("version") != LISTING_VERSION:
+            if not isinstance(data, dict):
+                raise torn
+            if "version" not in data and not self.key and data.get("links") == {}:
+                first: dict[str, tuple[int | None, str | None]] = {
+                    str(rel): (None, None) for rel in data["files"]
+                }
+                return _paths_inside(first, torn)
+            if data.get("version") != LISTING_VERSION:
                 raise torn
             files = data["files"]
-            entries = {
-                rel: (int(f["size"]), str(f["sha256"]))
+            entries: dict[str, tuple[int | None, str | None]] = {
+                rel: (f["size"], str(f["sha256"]))
                 for rel, f in files.items()
-                if artifact_cache.inside(rel) and rel != META and isinstance(f["size"], int)
+                if isinstance(f["size"], int) and not isinstance(f["size"], bool)
             }
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise torn from exc
@@ -179,7 +196,7 @@ class ArtifactStore:
                 )
         if data.get("meta_sha256") != hashlib.sha256(meta).hexdigest():
             raise InfraError(f"store: {name}: meta.json is not the one listed: rebuild it")
-        sizes = [size for size, _ in entries.values()]
+        sizes = [size or 0 for size, _ in entries.values()]
         if any(not 0 <= s <= STORE_FILE_MAX_BYTES for s in sizes) or (
             sum(sizes) > STORE_ENTRY_MAX_BYTES
         ):
@@ -187,12 +204,14 @@ class ArtifactStore:
                 f"store: {name} lists a file over {STORE_FILE_MAX_BYTES >> 20} MiB or "
                 f"{STORE_ENTRY_MAX_BYTES >> 20} MiB in all: refused"
             )
-        return entries
+        return _paths_inside(entries, torn)
 
-    def _download(self, path: str, dst: Path, size: int, sha256: str) -> None:
+    def _download(self, path: str, dst: Path, size: int | None, sha256: str | None) -> None:
         """Stream one file to dst (a new regular file), hashing as it comes; InfraError
-        when it is longer or shorter than listed, or not its sha256."""
+        when it is longer or shorter than listed, or not its sha256 (a first-format
+        listing gives neither: the file is capped, and meta.json's sha256s check it)."""
         dst.parent.mkdir(parents=True, exist_ok=True)
+        cap = STORE_FILE_MAX_BYTES if size is None else size
         h, got = hashlib.sha256(), 0
         try:
             self._regular(path)
@@ -200,7 +219,7 @@ class ArtifactStore:
             with open(dst, "xb") as out:
                 for chunk in result.stream(min_chunk_size=CHUNK):
                     got += len(chunk)
-                    if got > size:
+                    if got > cap:
                         break
                     h.update(chunk)
                     out.write(chunk)
@@ -212,7 +231,7 @@ class ArtifactStore:
             raise InfraError(f"store: cannot write {dst} ({exc.strerror})") from exc
         except Exception as exc:  # obstore's errors have no one base across its versions
             raise self._failed("read", path, exc) from exc
-        if got != size or h.hexdigest() != sha256:
+        if got > cap or (size is not None and (got != size or h.hexdigest() != sha256)):
             raise InfraError(f"store: {path} is not the file listed (size or sha256): refused")
 
     @staticmethod
@@ -234,12 +253,11 @@ class ArtifactStore:
     @property
     def redacted(self) -> str:
         """The URL without its credentials (http://user:password@host/...)."""
-        return redact_url(self.url)
+        return redact(self.url)
 
     def _failed(self, verb: str, path: str, exc: Exception) -> InfraError:
         """A request's failure, with the URL's credentials (if obstore quotes them) hidden."""
-        said = hide_credentials(str(exc), self.url)
-        return InfraError(f"store {self.redacted}: cannot {verb} {path}: {said}")
+        return InfraError(redact(f"store {self.url}: cannot {verb} {path}: {exc}"))
 
     def _get(self, path: str, limit: int = STORE_FILE_MAX_BYTES) -> bytes | None:
         """A small object whole (at most limit bytes), or None when there is none."""
@@ -305,16 +323,32 @@ def _the_jobs(found: Artifact, art: Artifact, adir: Path | None) -> Artifact:
         if adir is not None:
             artifact_cache.evict(adir)
         raise InfraError(
-            f"the kernel of {art.commit[:12]} in the store is not the image its build made "
+            f"the kernel of {art.commit[:12]} (here or in the store) is not the image its "
+            "build made "
             f"(sha256 {found.image_sha256[:12]}, the job's {art.image_sha256[:12]}): "
             "refused; a writer to the store other than the build hosts?"
         )
     return found
 
 
-def _meta_image(meta: bytes) -> Artifact:
-    """The artifact meta.json names (checked whole by artifact_cache.check_entry)."""
-    return Artifact(**{"modules": "", **json.loads(meta)["artifact"]})
+def _meta_image(meta: bytes, name: str) -> Artifact:
+    """The artifact meta.json names (checked whole later, by artifact_cache.check_entry)."""
+    try:
+        return Artifact(**{"modules": "", **json.loads(meta)["artifact"]})
+    except (ValueError, KeyError, TypeError) as exc:
+        raise InfraError(f"store: {name}/{META} is torn or foreign: rebuild the kernel") from exc
+
+
+def _paths_inside(
+    entries: dict[str, tuple[int | None, str | None]], torn: InfraError
+) -> dict[str, tuple[int | None, str | None]]:
+    """entries, if every path stays inside the entry, is not meta.json or under it, and
+    no path is both a file and another one's folder; else torn."""
+    folders = {str(p) for rel in entries for p in Path(rel).parents}
+    for rel in entries:
+        if not artifact_cache.inside(rel) or Path(rel).parts[0] == META or rel in folders:
+            raise torn
+    return entries
 
 
 def _mac(key: bytes, body: dict[str, Any]) -> str:
@@ -327,16 +361,22 @@ def _sha256(path: Path) -> str:
 
 def _walk(adir: Path) -> tuple[list[str], list[str]]:
     """The entry's regular files, and anything else in it (symlinks, FIFOs, devices), as
-    paths relative to it; symlinks not followed."""
+    paths relative to it; symlinks not followed. A writer's temporary names (a dot name at
+    the top, or directly in the modules folder) are not the entry's; inside a kernel's
+    modules every file is, as its sha256 in meta.json counts them all."""
     files, others = [], []
     for dirpath, dirnames, filenames in os.walk(adir):
+        here = Path(dirpath).relative_to(adir)
+        if here in (Path("."), Path(artifact_cache.MODULES)):
+            dirnames[:] = [d for d in dirnames if not d.startswith(".")]  # not walked
+            filenames = [f for f in filenames if not f.startswith(".")]
         for name in [*dirnames, *filenames]:
             full = Path(dirpath, name)
-            rel = str(full.relative_to(adir))
+            rel = full.relative_to(adir)
             if full.is_symlink() or not (full.is_file() or full.is_dir()):
-                others.append(rel)
-            elif full.is_file() and not name.startswith("."):  # not a writer's temp file
-                files.append(rel)
+                others.append(str(rel))
+            elif full.is_file():
+                files.append(str(rel))
     return sorted(files), others
 
 
@@ -352,9 +392,10 @@ def from_settings(s: "settings.Settings") -> ArtifactStore | None:
                 f"KBISECT_STORE_KEY_FILE={s.store_key_file}: cannot read it ({exc.strerror}): "
                 "fix the path or unset it"
             ) from exc
-        if len(key) < 16:
+        if len(key) < STORE_KEY_MIN_BYTES:
             raise UserError(
-                f"KBISECT_STORE_KEY_FILE={s.store_key_file} holds under 16 bytes: make one "
+                f"KBISECT_STORE_KEY_FILE={s.store_key_file} holds under "
+                f"{STORE_KEY_MIN_BYTES} bytes: make one "
                 "with `openssl rand -hex 32 > FILE` and give every host the same file"
             )
     return ArtifactStore(s.store, key)

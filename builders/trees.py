@@ -19,7 +19,7 @@ from pathlib import Path
 
 from kbisect.errors import InfraError, UserError
 from kbisect.infra.git import Git, git_argv, git_env
-from kbisect.settings import Settings, private_dir
+from kbisect.settings import Settings, private_dir, redact
 
 NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 # git's own ext:: and fd:: transports run commands; only these reach a server.
@@ -27,7 +27,6 @@ URL_SCHEMES = ("git://", "http://", "https://", "ssh://", "file://")
 SCP_LIKE = re.compile(r"[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[^-].*")
 BRANCH = re.compile(r"[A-Za-z0-9._/-]{1,200}")
 # A URL's userinfo: after "://", up to the last "@" before the path (a raw "@" may be in it).
-USERINFO = re.compile(r"(?<=://)[^/\s]*@")
 FETCH_TIMEOUT = 3600.0  # a first fetch of a whole kernel history takes a while
 JOB_FETCH_TIMEOUT = 480.0  # a job's fetch is incremental, inside a 10-minute activity
 # Transports a fetch may use: no ext::, fd:: or any remote helper a URL could name.
@@ -56,11 +55,6 @@ class Tree:
             "branch": self.branch,
             "path": str(self.path),
         }
-
-
-def redact(text: str) -> str:
-    """text with every URL's user and password (`https://user:token@host`) as `***`."""
-    return USERINFO.sub("***@", text)
 
 
 def check_name(name: str) -> str:

@@ -259,7 +259,9 @@ def classify_run(
     if panic:
         return Outcome.PANIC, panic
     if flooded:  # stopped as a hang is: bad for a pass/fail testcase, else a skip
-        return Outcome.HANG, f"guest floods its console (over {_mib(FLOOD_BYTES)}): stopped"
+        return Outcome.HANG, (
+            f"guest floods its console or result channel (over {_mib(FLOOD_BYTES)}): stopped"
+        )
     if not exited:
         booted = any(r.get("event") == "booted" for r in records)
         return Outcome.HANG, "guest hung" + (" during the testcase" if booted else " before init")
@@ -290,6 +292,7 @@ def collect(
     flooded = flooding(run_dir)
     if flooded:
         trim_console(run_dir / "console.log")
+        _trim_channel(run_dir / "results.log")
     console, console_cut = read_tail(run_dir / "console.log", CONSOLE_CAP)
     channel, channel_cut = read_head(run_dir / "results.log", RESULTS_CAP)
     stderr, _ = read_tail(run_dir / "qemu.stderr", DETAIL_CAP * 16)
@@ -333,6 +336,13 @@ def trim_console(path: Path) -> None:
     tmp = path.with_name(path.name + ".trim")
     tmp.write_text(head + marker + tail, errors="replace")
     os.replace(tmp, path)
+
+
+def _trim_channel(path: Path) -> None:
+    """A flooded result channel keeps what is read of it: its first RESULTS_CAP bytes."""
+    with contextlib.suppress(OSError):
+        if path.stat().st_size > RESULTS_CAP:
+            os.truncate(path, RESULTS_CAP)
 
 
 def start(argv: list[str], log: BinaryIO) -> subprocess.Popen[bytes]:

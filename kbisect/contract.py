@@ -99,6 +99,7 @@ STORE_CONNECT_SECONDS = 10
 STORE_STALL_SECONDS = 30  # no byte for this long: the request is retried
 STORE_REQUEST_SECONDS = 900  # one whole file
 STORE_RETRIES = 2
+STORE_KEY_MIN_BYTES = 16  # KBISECT_STORE_KEY_FILE's key, at least
 
 # Search attributes the workflow keeps up to date (Keyword each).
 SA_TESTCASE_NAME = "KbisectTestcase"

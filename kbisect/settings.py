@@ -20,6 +20,7 @@ from kbisect.errors import UserError
 DEFAULT_KERNEL_SOURCE = "/usr/src/linux-source-6.1.tar.xz"
 # Kept as a module attribute so tests can point the lab at a stand-in tarball.
 KERNEL_SOURCE_TARBALL = Path(os.environ.get("KBISECT_KERNEL_SOURCE", DEFAULT_KERNEL_SOURCE))
+USERINFO = re.compile(r"(?<=://)[^/\s]*@")  # a URL's user and password
 ADDRESS_RE = re.compile(r"^(?P<host>[A-Za-z0-9.\-]+|\[[0-9A-Fa-f:]+\]):(?P<port>[0-9]{1,5})$")
 ACCELS = ("kvm", "tcg")
 STORE_SCHEMES = ("file", "http", "https", "s3")  # KBISECT_STORE's
@@ -211,25 +212,15 @@ def _url(env: Mapping[str, str], name: str, schemes: tuple[str, ...], examples: 
     text = env.get(name, "").strip()
     scheme, _, rest = text.partition("://")
     if text and (scheme not in schemes or not rest.strip("/") or any(c.isspace() for c in text)):
-        shown = redact_url(text)[:80]
+        shown = redact(text)[:80]
         raise UserError(f"{name}={shown!r} must be a URL: {examples}: fix or unset it")
     return text
 
 
-def redact_url(url: str) -> str:
-    """A URL as it may be shown or logged: its user and password replaced by '***'."""
-    scheme, sep, rest = url.partition("://")
-    authority, slash, path = rest.partition("/")
-    if sep and "@" in authority:
-        return f"{scheme}://***@{authority.rpartition('@')[2]}{slash}{path}"
-    return url
-
-
-def hide_credentials(text: str, url: str) -> str:
-    """text with url's user and password (wherever it quotes them) replaced by '***'."""
-    authority = url.partition("://")[2].partition("/")[0]
-    userinfo = authority.rpartition("@")[0]
-    return text.replace(userinfo + "@", "***@") if userinfo else text
+def redact(text: str) -> str:
+    """text with every URL's user and password (`https://user:token@host`) as `***`: what
+    an error, a log line or a status may show of a tree's or a store's URL."""
+    return USERINFO.sub("***@", text)
 
 
 def _tls(env: Mapping[str, str]) -> Tls | None:

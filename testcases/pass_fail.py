@@ -10,10 +10,10 @@ into a bug: the oops or panic, or the failing script's last words.
 import re
 from dataclasses import dataclass
 
-from kbisect.errors import BootError, TestcaseFailedError
+from kbisect.errors import BootError, TestcaseFailedError, UserError
 from kbisect.model import Outcome
 from kbisect.testcases.manifest import FAILS, HANG, PANIC, Manifest
-from kbisect.testcases.signature import Pattern, compile_signature
+from kbisect.testcases.signature import Pattern, SignatureError, compile_signature
 
 BAD_WORD = {Outcome.TESTCASE_FAILED: FAILS, Outcome.PANIC: PANIC, Outcome.HANG: HANG}
 # Where a kernel's report of its own failure starts and ends on the console.
@@ -47,7 +47,12 @@ def judge(
         raise skip(f"{detail} (testcase {manifest.name} counts only {', '.join(manifest.bad)})")
     lines = [line[:LINE_CAP] for line in console.splitlines()]
     if signature:
-        pattern = compile_signature(signature)  # RE2: linear in each line, never a freeze
+        try:  # RE2: linear in each line, never a freeze
+            pattern = compile_signature(signature)
+        except SignatureError as exc:  # a job submitted before signatures were RE2's
+            raise UserError(
+                f"this job's signature {exc}: cancel it and submit it again with one RE2 takes"
+            ) from exc
         if not any(pattern.search(line) for line in lines):
             raise skip(f"{detail} (not the signature {signature!r}: another failure)")
         return Judged(word, excerpt(lines, word, pattern))

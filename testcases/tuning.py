@@ -1,7 +1,13 @@
 """A job's knobs checked against its testcase: the CLI and the doors check them before a
 job starts, the worker again when it validates the job."""
 
-from kbisect.contract import DEFAULT_MIN_EFFECT, DEFAULT_MIN_RATE_STEP, MAX_BOOTS, MIN_BOOTS
+from kbisect.contract import (
+    DEFAULT_MIN_EFFECT,
+    DEFAULT_MIN_RATE_STEP,
+    MAX_BOOTS,
+    MAX_SWEEP_KERNELS,
+    MIN_BOOTS,
+)
 from kbisect.errors import UserError
 from kbisect.testcases.manifest import Manifest
 from kbisect.testcases.trace_run import check_traceable
@@ -51,6 +57,19 @@ def check_boots(boots: int, option: str) -> None:
     """A boot budget within the contract's bounds (UserError naming the option)."""
     if not MIN_BOOTS <= boots <= MAX_BOOTS:
         raise UserError(f"{option} {boots}: give {MIN_BOOTS} to {MAX_BOOTS}")
+
+
+def check_sweep(manifest: "Manifest | None", kernels: int | None = None) -> None:
+    """A sweep's testcase (one scored, not pass/fail) and its number of kernels."""
+    if kernels is not None and not 2 <= kernels <= MAX_SWEEP_KERNELS:
+        raise UserError(
+            f"a sweep takes 2 to {MAX_SWEEP_KERNELS} kernels, oldest first ({kernels} given)"
+        )
+    if manifest is not None and manifest.pass_fail:
+        raise UserError(
+            f"{manifest.name} passes or fails: a sweep compares scores; find where it "
+            "began to fail with 'kbisect bisect'"
+        )
 
 
 def least_changes(manifest: "Manifest", flaky: bool, pct: float | None) -> tuple[float, float]:

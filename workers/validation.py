@@ -9,7 +9,6 @@ from pathlib import Path
 from kbisect.builders.kconfig import stored_config
 from kbisect.builders.trees import fetch_repo
 from kbisect.contract import (
-    MAX_SWEEP_KERNELS,
     BisectRequest,
     Mode,
     SweepJob,
@@ -21,7 +20,7 @@ from kbisect.errors import UserError
 from kbisect.infra.git import Git
 from kbisect.testcases import manifest as manifests
 from kbisect.testcases.runner import profile
-from kbisect.testcases.tuning import check_tuning
+from kbisect.testcases.tuning import check_sweep, check_tuning
 
 # Subjects of a larger range would take the job's first payload near Temporal's 2 MB limit.
 MAX_SUBJECTS = 5000
@@ -70,17 +69,12 @@ def validate_sweep(req: SweepRequest) -> SweepJob:
     """A sweep's kernels (full hashes, as given) and each testcase's metric and timing."""
     git = Git(Path(req.repo))
     git.check_repo()
-    if not 2 <= len(req.kernels) <= MAX_SWEEP_KERNELS:
-        raise UserError(f"a sweep takes 2 to {MAX_SWEEP_KERNELS} kernels, oldest first")
+    check_sweep(None, len(req.kernels))
     kernels = [git.resolve(k) for k in req.kernels]
     testcases = []
     for name in req.testcases:
         manifest = manifests.load(name)
-        if manifest.pass_fail:
-            raise UserError(
-                f"{manifest.name} passes or fails: a sweep compares scores; find where it "
-                "began to fail with 'kbisect bisect'"
-            )
+        check_sweep(manifest)
         primary = check_tuning(manifest, req.metric, req.min_effect, req.boots, False)
         repetitions = manifest.repetitions_for(primary)
         testcases.append(

@@ -248,7 +248,7 @@ def cmd_cancel(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
     check_job_id(args.id)
     plot = checked_output(args.plot, "--plot")
-    log = checked_output(args.bisect_log, "--bisect-log")
+    log = checked_output(args.bisect_log, "--bisect-log", streams=True)
     if args.bug is not None and args.bug < 1:
         raise UserError(f"--bug {args.bug}: give a Launchpad bug number, 1 or more")
 

@@ -10,15 +10,20 @@ from pathlib import Path
 from kbisect.errors import UserError
 
 
-def checked_output(text: str | None, option: str) -> Path | None:
-    """The path, if a regular file can be written there (None when not given)."""
+def checked_output(text: str | None, option: str, streams: bool = False) -> Path | None:
+    """The path, if a regular file can be written there (None when not given); with
+    `streams`, also /dev/stdout, /dev/null or a pipe (not for a plot: matplotlib says
+    nothing when such a write fails)."""
     if not text:
         return None
     path = Path(text)
     if path.is_dir():
         raise UserError(f"{option} {text} is a folder: give a file name")
-    if path.exists() and not path.is_file():
+    stream = streams and (path.is_char_device() or path.is_fifo())
+    if path.exists() and not (path.is_file() or stream):
         raise UserError(f"{option} {text} is not a regular file: give a file in a folder")
+    if stream:  # a write that fails (/dev/full) is one line: `writing`
+        return path
     if not path.parent.is_dir():
         raise UserError(f"{option} {text}: there is no folder {path.parent}: make it first")
     try:  # a file made and gone at once: a folder of /proc or a read-only disk says no here

@@ -19,7 +19,6 @@ from kbisect.cli.output_files import checked_output, writing
 from kbisect.contract import (
     DEFAULT_MIN_EFFECT,
     DEFAULT_SWEEP_BOOTS,
-    MAX_SWEEP_KERNELS,
     SweepProgress,
     SweepRequest,
     SweepResult,
@@ -46,11 +45,9 @@ def sweep_request(
     if not args.kernels and not args.revs:
         raise UserError("give the series: --repo DIR REV REV... or --kernels K1,K2,...")
     items = kernel_list.parse(args.kernels) if args.kernels else []
-    count = len(items) or len(args.revs)
-    if not 2 <= count <= MAX_SWEEP_KERNELS:  # before any revision is resolved or fetched
-        raise UserError(
-            f"a sweep takes 2 to {MAX_SWEEP_KERNELS} kernels, oldest first ({count} given)"
-        )
+    from kbisect.testcases.tuning import check_sweep
+
+    check_sweep(None, len(items) or len(args.revs))  # before any revision is resolved
     min_effect = checked_measure(args)
     opts = JobOptions(good=[], bad="", testcase="", repo=args.repo, tree=args.tree)
     sources = None
@@ -95,17 +92,13 @@ def checked_measure(args: argparse.Namespace) -> float:
     """The testcases, metric and budget checked (measure_options); the least effect as a
     fraction."""
     from kbisect.testcases import manifest as manifests
-    from kbisect.testcases.tuning import check_boots, check_tuning
+    from kbisect.testcases.tuning import check_boots, check_sweep, check_tuning
 
     check_boots(args.boots, "--boots")
     min_effect: float = DEFAULT_MIN_EFFECT if args.min_effect is None else args.min_effect / 100
     for name in args.testcase:
         manifest = manifests.load(name)
-        if manifest.pass_fail:
-            raise UserError(
-                f"{manifest.name} passes or fails: a sweep compares scores; find where it "
-                "began to fail with 'kbisect bisect'"
-            )
+        check_sweep(manifest)
         check_tuning(manifest, args.metric, min_effect, args.boots, args.trace)
     return min_effect
 

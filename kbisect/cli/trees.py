@@ -4,10 +4,10 @@ give as `--tree NAME` (or `tree=NAME` in chat) instead of a repository path."""
 import argparse
 import json
 
-from kbisect.builders.trees import Trees, redact
+from kbisect.builders.trees import Trees
 from kbisect.cli.output import note, out
 from kbisect.reports.lines import columns
-from kbisect.settings import Settings
+from kbisect.settings import Settings, redact
 
 
 def cmd_add(args: argparse.Namespace, settings: Settings) -> int:

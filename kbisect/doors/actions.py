@@ -40,7 +40,7 @@ async def off_loop(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
 
 def failure_text(exc: BaseException) -> str:
     """One line for a command that failed in a way kbisect did not foresee (no credentials)."""
-    from kbisect.builders.trees import redact
+    from kbisect.settings import redact
 
     return redact(" ".join(f"kbisect could not do that: {exc}".split()))
 

@@ -13,6 +13,12 @@ from kbisect.settings import Endpoint, Tls, read_small_file
 
 HTTP_STATUS = re.compile(r"response with status: ([0-9]{3} [A-Za-z ]+)")
 BAD_CERTIFICATE = re.compile(r"InvalidCertificate\((\w+)")
+# TLS alerts a server sends about the client's certificate (rustls names them so); other
+# alerts (HandshakeFailure, UnrecognisedName...) are not about it.
+CLIENT_CERTIFICATE_ALERT = re.compile(
+    r"fatal alert: (BadCertificate|CertificateExpired|CertificateRequired|"
+    r"CertificateUnknown|CertificateRevoked|UnknownCA|UnsupportedCertificate)"
+)
 
 
 async def connect(endpoint: Endpoint) -> Client:
@@ -70,7 +76,7 @@ def refused(endpoint: Endpoint, error: str) -> str:
             f"({_last_words(error)}): if it takes TLS, set KBISECT_TEMPORAL_TLS=yes (and "
             "_CA, _CERT, _KEY as it needs); if it is starting, try again in a moment"
         )
-    if "fatal alert" in low:  # the server's TLS said no to this client's certificate
+    if CLIENT_CERTIFICATE_ALERT.search(error):  # the server's TLS refused our certificate
         return (
             f"Temporal at {where} refused this client's certificate ({_last_words(error)}): "
             "set KBISECT_TEMPORAL_TLS_CERT and _KEY to a current one its CA signed"

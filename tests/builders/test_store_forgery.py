@@ -17,7 +17,7 @@ from kbisect.builders.artifact_store import LISTING, ArtifactStore, from_setting
 from kbisect.contract import TestRequest, TestStatus
 from kbisect.errors import InfraError, UserError
 from kbisect.model import GuestRun, Outcome
-from kbisect.settings import Settings, redact_url
+from kbisect.settings import Settings, redact
 from kbisect.workers import activities
 from kbisect.workers.activities import VmActivities
 from tests.builders.test_artifact_store import CFG, IMAGE, TREE, _built
@@ -212,8 +212,8 @@ def test_the_key_file_is_read_as_a_small_regular_file(tmp_path: Path) -> None:
 def test_a_store_url_s_credentials_are_never_shown(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert redact_url("http://alice:pw@farm:8080/kb") == "http://***@farm:8080/kb"
-    assert redact_url("s3://bucket/kb") == "s3://bucket/kb"
+    assert redact("http://alice:pw@farm:8080/kb") == "http://***@farm:8080/kb"
+    assert redact("s3://bucket/kb") == "s3://bucket/kb"
     with pytest.raises(UserError) as bad:  # a malformed one, refused by the settings
         Settings.from_env({"KBISECT_STORE": "ftp://alice:pw@farm/kb"})
     assert "pw" not in str(bad.value) and "***@farm" in str(bad.value)
@@ -232,3 +232,62 @@ def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def test_a_forged_image_is_refused_before_a_byte_of_the_entry_is_fetched(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, art, entry = _store(tmp_path, monkeypatch)
+    _rewrite(entry, "bzImage", FORGED)
+    fetched: list[str] = []
+    monkeypatch.setattr(ArtifactStore, "_download", lambda self, path, *_: fetched.append(path))
+    with pytest.raises(InfraError, match="not the image its build made"):
+        store.fetch(art)
+    assert fetched == []
+
+
+def test_a_listing_without_its_signature_or_with_clashing_paths_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, art, entry = _store(tmp_path, monkeypatch, KEY)
+    signed = json.loads((entry / LISTING).read_text())
+    unsigned = {k: v for k, v in signed.items() if k != "hmac"}
+    (entry / LISTING).write_text(json.dumps(unsigned))
+    with pytest.raises(InfraError, match="not signed"):
+        store.fetch(art)
+    for clash in ("config/x", "meta.json/x"):  # a file that is also a folder, or meta.json's
+        listing = {**unsigned, "files": {**unsigned["files"], clash: {"size": 1, "sha256": ""}}}
+        (entry / LISTING).write_text(json.dumps(listing))
+        with pytest.raises(InfraError, match="torn or foreign"):
+            ArtifactStore(store.url).fetch(art)
+    _nothing_cached(tmp_path)
+
+
+def test_an_entry_put_by_the_previous_kbisect_is_fetched_without_a_key_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Its listing named paths only ({"files": [...], "links": {...}}): a job that ran
+    # across the upgrade still boots it, checked by meta.json's sha256s and its history.
+    store, art, entry = _store(tmp_path, monkeypatch)
+    listing = json.loads((entry / LISTING).read_text())
+    (entry / LISTING).write_text(json.dumps({"files": sorted(listing["files"]), "links": {}}))
+    with pytest.raises(InfraError, match="torn or foreign"):
+        ArtifactStore(store.url, KEY).fetch(art)  # a farm with a key takes signed ones only
+    here = store.fetch(art)
+    assert here is not None and Path(here.kernel).read_bytes() == IMAGE
+
+
+def test_a_modules_folder_s_dot_files_go_through_the_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"file://{tmp_path / 'store'}"
+    art = _built(tmp_path / "build-host", monkeypatch)
+    adir = artifact_cache.entry_dir(TREE, CFG)
+    (Path(art.modules) / ".hidden").write_text("x")  # counted by the folder's sha256
+    artifact_cache.store(adir, art)  # meta.json again, with the folder's new sha256
+    (adir / ".meta.json.123.tmp").write_text("a writer's")  # not the entry's
+    assert ArtifactStore(url).publish(art)
+    monkeypatch.setenv("KBISECT_CACHE", str(tmp_path / "vm-host"))
+    here = ArtifactStore(url).fetch(art)
+    assert here is not None and (Path(here.modules) / ".hidden").read_text() == "x"
+    assert not (Path(here.kernel).parent / ".meta.json.123.tmp").exists()

@@ -4,6 +4,7 @@ file in the commit), a named tree made by the test, and the Matrix bot posting t
 Synapse room. A new tag that slows the kernel down gives one alert with its plot; after
 the server, the worker and the bot restart, nothing is swept or posted twice."""
 
+import asyncio
 import json
 import os
 import subprocess
@@ -119,6 +120,16 @@ def _commit(repo: Path, name: str, tag: str) -> str:
     return git(repo, "rev-parse", "HEAD").strip()
 
 
+async def _skipped(address: str) -> int:
+    """The looks the watch's Schedule skipped because one still ran (SKIP would count the
+    second check here; BUFFER_ONE holds it until the running look ends)."""
+    from temporalio.client import Client
+
+    client = await Client.connect(address)
+    desc = await client.get_schedule_handle(f"kbisect-series-{WATCH}").describe()
+    return desc.info.num_actions_skipped_overlap
+
+
 def _watched(service: Service, tmp_path: Path) -> tuple[Path, str]:
     """An upstream tree with tag v1, the watch of its tags after its first look: (the
     upstream, what `series watch` printed)."""
@@ -231,7 +242,8 @@ def test_a_blocked_look_is_an_alert_and_the_next_look_waits_for_it(
         )
         assert "disk is full" in posts[0]
         states = [t["state"] for t in ticks(service)]
-        assert states == ["running", "completed"], states  # the check waits, not skipped
+        assert states == ["running", "completed"], states
+        assert asyncio.run(_skipped(service.address)) == 0  # the check waits, not skipped
     finally:
         bot_proc.terminate()
         bot_proc.wait(timeout=30)

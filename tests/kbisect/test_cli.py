@@ -343,6 +343,7 @@ def test_every_option_has_help_and_every_table_has_json() -> None:
         (["report", "--plot", "/dev/full"], "--plot /dev/full is not a regular file"),
         (["report", "--bisect-log", "/proc/x"], "--bisect-log /proc/x: cannot write in /proc"),
         (["report", "--bisect-log", "{tmp}"], "is a folder: give a file name"),
+        (["report", "--plot", "/dev/null"], "--plot /dev/null is not a regular file"),
         (["report", "--plot", "{tmp}/no/such/x.png"], "there is no folder"),
         (["report", "--sru", "--bug", "-5"], "--bug -5: give a Launchpad bug number"),
     ],
@@ -387,3 +388,13 @@ def test_try_kernel_refuses_bad_input_before_it_says_fetching(
     assert main(["try", "--kernel", *kernel, "--testcase", "boots"]) == 2
     err = capsys.readouterr().err
     assert "fetching" not in err and err.count("\n") == 1 and expected in err, err
+
+
+def test_a_bisect_log_may_go_to_a_stream(tmp_path: Path) -> None:
+    from kbisect.cli.output_files import checked_output, writing
+    from kbisect.errors import UserError
+
+    assert checked_output("/dev/null", "--bisect-log", streams=True) == Path("/dev/null")
+    with pytest.raises(UserError, match="--bisect-log /dev/full: cannot write it"):
+        with writing(Path("/dev/full"), "--bisect-log"):
+            Path("/dev/full").write_text("x" * 100_000)

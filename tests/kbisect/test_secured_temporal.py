@@ -221,6 +221,8 @@ def test_a_server_whose_certificate_expired_is_named_as_such(
         ("transport error: received fatal alert: CertificateExpired", "_TLS_CERT and _KEY"),
         ("transport error: received fatal alert: UnknownCA", "_TLS_CERT and _KEY"),
         ("transport error: received fatal alert: CertificateRequired", "_TLS_CERT and _KEY"),
+        # ...and an alert that is not about it does not blame it.
+        ("transport error: received fatal alert: UnrecognisedName", "cannot connect"),
         # nginx's answer (tested for real above: missing, foreign and expired certificates)
         ("h2 protocol error: http2 error: response with status: 400 Bad Request", "_TLS_CERT"),
         # This client checks the server's certificate.

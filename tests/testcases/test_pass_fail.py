@@ -245,3 +245,12 @@ def test_a_hostile_signature_leaves_the_worker_s_other_threads_running(words: in
     assert not matcher.is_alive(), "the signature's match did not end"
     assert isinstance(judged[0], BootError) and "not the signature" in str(judged[0])
     assert max(gaps) < 2.0, f"the other boot stalled {max(gaps):.1f} s"
+
+
+def test_a_running_job_s_signature_re2_refuses_ends_the_job_in_one_line() -> None:
+    """A job submitted before signatures were RE2's may carry a lookahead: its boot is
+    bad input (the job fails with the reason), not a host fault retried for ever."""
+    from kbisect.errors import UserError
+
+    with pytest.raises(UserError, match="this job's signature is not a regular expression"):
+        pass_fail.judge(manifest.load("boots"), Outcome.PANIC, "panic", OOPS, "BUG(?= at)")
