@@ -21,7 +21,7 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
-from benchmarks.accuracy import print_claims
+from benchmarks.calibration import print_claims
 from benchmarks.dags import linear
 from kbisect.contract import DEFAULT_MAX_BOOTS, FLAKY_BOOTS_FACTOR, MAX_COMMIT_BOOTS
 from kbisect.workflows.engine import Answer, EngineConfig

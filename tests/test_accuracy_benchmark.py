@@ -9,15 +9,8 @@ from typing import Any
 import pytest
 
 from benchmarks import accuracy, sim_policies
-from benchmarks.accuracy import (
-    BINS,
-    DECILES,
-    Cell,
-    calibration,
-    load_finished,
-    run_cell,
-    wilson,
-)
+from benchmarks.accuracy import Cell, load_finished, run_cell
+from benchmarks.calibration import BINS, DECILES, calibration, wilson
 from benchmarks.sim_policies import ks_p, mann_whitney_p
 from kbisect.contract import DEFAULT_MAX_BOOTS, DEFAULT_MIN_EFFECT, MAX_COMMIT_BOOTS
 from kbisect.workflows.engine import EngineConfig
