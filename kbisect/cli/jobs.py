@@ -1,17 +1,17 @@
 """Jobs: bisect, watch, status, cancel, report, mark, resume (all through kbisect.jobs.client)."""
 
 import argparse
-import asyncio
 import json
-import time
-from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any
 
-from rich.live import Live
-
-from kbisect.cli import output
-from kbisect.cli.output import EventLines, note, out, progress_view
+from kbisect.cli.job_service import (
+    PROFILE_HELP,
+    follow_result,
+    job_output_options,
+    no_start,
+    with_client,
+)
+from kbisect.cli.output import note, out
 from kbisect.cli.output_files import checked_output, writing
 from kbisect.contract import (
     DEFAULT_MAX_BOOTS,
@@ -23,60 +23,16 @@ from kbisect.contract import (
     BisectRequest,
     BisectResult,
     Mode,
-    Progress,
 )
-from kbisect.errors import InfraError, UserError
+from kbisect.errors import UserError
 from kbisect.infra.git import Git
 from kbisect.jobs import kernel_phase
 from kbisect.jobs.client import WORKER_GRACE, JobClient, check_job_id
 from kbisect.jobs.request import JobOptions, checked_request
 from kbisect.reports.job_report import bisect_log, markdown, to_json
-from kbisect.reports.lines import columns, outcome_lines
+from kbisect.reports.lines import columns
 from kbisect.reports.sru_note import sru_note
 from kbisect.settings import Settings
-
-POLL_SECONDS = 2.0  # how often a watch asks the server
-# With nothing new for this long, a watch checks again that workers serve the job.
-STALL_SECONDS = 120.0
-Handler = Callable[[JobClient, argparse.Namespace], Coroutine[Any, Any, int]]
-
-
-PROFILE_HELP = "device profile: fast or ebs-gp2 (default: the testcase's)"
-STARTED_GRACE = 60.0  # a service just started needs a moment before its workers poll
-
-
-def _with_client(settings: Settings, args: argparse.Namespace, go: Handler) -> int:
-    """Run `go` with a client. With a local address and no server there, the local service
-    starts first (unless --no-start): the embedded default, so a job's commands work after
-    a reboot or 'kbisect down', and its unfinished jobs go on."""
-    started = False
-    if not args.no_start:
-        from kbisect.jobs.service import ensure_local_service
-
-        log = ensure_local_service(settings, getattr(args, "parallel", 1))
-        if log is not None:
-            note(
-                f"started the local kbisect service in the background (log {log}; "
-                "stop it with 'kbisect down')"
-            )
-        started = log is not None
-    if not started:
-        from kbisect.jobs.service import stale_service
-
-        if (stale := stale_service(settings)) is not None:
-            note(
-                f"warning: the local kbisect service (pid {stale.pid}) started before "
-                "kbisect's code changed here, and a job it starts now may hang: once its "
-                "jobs are done, 'kbisect down' (its unfinished jobs go on when it is back)"
-            )
-
-    async def run() -> int:
-        client = await JobClient.connect(settings)
-        if started:
-            await client.require_workers(client.needs(), grace=STARTED_GRACE)
-        return await go(client, args)
-
-    return asyncio.run(run())
 
 
 # --- bisect --------------------------------------------------------------------------
@@ -122,7 +78,7 @@ def cmd_bisect(args: argparse.Namespace, settings: Settings) -> int:
         note(f"bisecting the commits between them: {second.bad} vs {' '.join(second.good)}")
         return (await _start_and_follow(client, checked_request(second, settings), args))[0]
 
-    return _with_client(settings, args, go)
+    return with_client(settings, args, go)
 
 
 async def _start_and_follow(
@@ -134,7 +90,7 @@ async def _start_and_follow(
     if args.detach:
         out(job_id)
         return 0, None
-    return await _follow_result(client, job_id, args.json)
+    return await follow_result(client, job_id, args.json)
 
 
 # --- watch ---------------------------------------------------------------------------
@@ -148,60 +104,11 @@ def cmd_watch(args: argparse.Namespace, settings: Settings) -> int:
             return (await follow_sweep(client, args.id, args))[0]
         return await _follow(client, args.id, args.json)
 
-    return _with_client(settings, args, go)
+    return with_client(settings, args, go)
 
 
 async def _follow(client: JobClient, job_id: str, as_json: bool) -> int:
-    return (await _follow_result(client, job_id, as_json))[0]
-
-
-async def _follow_result(
-    client: JobClient, job_id: str, as_json: bool
-) -> tuple[int, BisectResult | None]:
-    """Progress until the job ends; Ctrl-C stops watching, not the job. Says so, and
-    stops, when no worker serves the job: at the start, and after a while without news."""
-    events = None if output.interactive() else EventLines()
-    try:
-        if await client.running(job_id):
-            await client.require_workers(await client.job_queues(job_id), job_id, WORKER_GRACE)
-            if events is not None:
-                await _poll(client, job_id, events.update)
-            else:
-                console = output.stderr_console()
-                with Live(console=console, refresh_per_second=2, transient=False) as live:
-                    await _poll(client, job_id, lambda p: live.update(progress_view(p)))
-    except (KeyboardInterrupt, asyncio.CancelledError):
-        note(f"stopped watching; the job goes on: kbisect watch {job_id}")
-        return 130, None
-    except InfraError as exc:
-        raise InfraError(f"{exc} (job {job_id} waits for it)") from exc
-    result = await client.result(job_id)
-    if events is not None:  # the steps that ended between two looks, or all of them
-        events.finish(result.steps, result.metric)
-    if as_json:
-        out(json.dumps(to_json(result), indent=2))
-    else:
-        for line in outcome_lines(result):
-            out(line)
-    return (0 if result.status in ("found", "ambiguous") else 1), result
-
-
-async def _poll(client: JobClient, job_id: str, show: Callable[[Progress], None]) -> None:
-    last: Progress | None = None
-    changed = time.monotonic()
-    while await client.running(job_id):
-        progress: Progress | None
-        try:
-            progress = await client.progress(job_id)
-        except InfraError:
-            progress = last  # no workflow worker answered: nothing new
-        if progress is not None and progress != last:
-            show(progress)
-            last, changed = progress, time.monotonic()
-        elif time.monotonic() - changed > STALL_SECONDS:
-            await client.require_workers(await client.job_queues(job_id), job_id)
-            changed = time.monotonic()
-        await asyncio.sleep(POLL_SECONDS)
+    return (await follow_result(client, job_id, as_json))[0]
 
 
 # --- the others ----------------------------------------------------------------------
@@ -231,7 +138,7 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
             out(columns(header, rows))
         return 0
 
-    return _with_client(settings, args, go)
+    return with_client(settings, args, go)
 
 
 def cmd_cancel(args: argparse.Namespace, settings: Settings) -> int:
@@ -242,7 +149,7 @@ def cmd_cancel(args: argparse.Namespace, settings: Settings) -> int:
         out(f"asked {args.id} to stop")
         return 0
 
-    return _with_client(settings, args, go)
+    return with_client(settings, args, go)
 
 
 def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
@@ -281,7 +188,7 @@ def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
         out(text)
         return 0
 
-    return _with_client(settings, args, go)
+    return with_client(settings, args, go)
 
 
 def _sru_patch(result: BisectResult, args: argparse.Namespace) -> int:
@@ -315,7 +222,7 @@ def cmd_mark(args: argparse.Namespace, settings: Settings) -> int:
         out(await client.mark(args.id, commit, args.verdict))
         return 0
 
-    return _with_client(settings, args, go)
+    return with_client(settings, args, go)
 
 
 def cmd_resume(args: argparse.Namespace, settings: Settings) -> int:
@@ -325,7 +232,7 @@ def cmd_resume(args: argparse.Namespace, settings: Settings) -> int:
         out(await client.resume(args.id))
         return 0
 
-    return _with_client(settings, args, go)
+    return with_client(settings, args, go)
 
 
 # --- the parser ----------------------------------------------------------------------
@@ -438,38 +345,22 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
     _add_job_commands(sub)
 
 
-def job_output_options(p: argparse.ArgumentParser) -> None:
-    """What a command that starts a job takes: --detach, --no-start, --json."""
-    p.add_argument("--detach", action="store_true", help="print the job id and return")
-    _no_start(p)
-    p.add_argument("--json", action="store_true", help="the result as JSON on stdout")
-
-
-def _no_start(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--no-start",
-        action="store_true",
-        help="never start the local service (by default it starts in the background when "
-        "the address is local and nothing answers there)",
-    )
-
-
 def _add_job_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     w = sub.add_parser("watch", help="follow a job until it ends")
     w.add_argument("id", help="the job id")
     w.add_argument("--json", action="store_true", help="the result as JSON on stdout")
-    _no_start(w)
+    no_start(w)
     w.set_defaults(func=cmd_watch)
 
     st = sub.add_parser("status", help="list the newest jobs")
     st.add_argument("--limit", type=int, default=20, help="at most this many (default 20)")
     st.add_argument("--json", action="store_true", help="a JSON list on stdout")
-    _no_start(st)
+    no_start(st)
     st.set_defaults(func=cmd_status)
 
     c = sub.add_parser("cancel", help="stop a job")
     c.add_argument("id", help="the job id")
-    _no_start(c)
+    no_start(c)
     c.set_defaults(func=cmd_cancel)
 
     r = sub.add_parser("report", help="a finished job as markdown (or --json)")
@@ -496,17 +387,17 @@ def _add_job_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]"
         help="the branch the patch must apply to (default: the branch holding the endpoint the "
         "job tested it on, and for a backport not the fix; else that endpoint)",
     )
-    _no_start(r)
+    no_start(r)
     r.set_defaults(func=cmd_report)
 
     m = sub.add_parser("mark", help="tell a running job that a commit is good, bad or skip")
     m.add_argument("id", help="the job id")
     m.add_argument("rev", help="the revision (in the job's repository)")
     m.add_argument("verdict", choices=("good", "bad", "skip"), help="good, bad or skip")
-    _no_start(m)
+    no_start(m)
     m.set_defaults(func=cmd_mark)
 
     rs = sub.add_parser("resume", help="go on with a job blocked on a host problem, once fixed")
     rs.add_argument("id", help="the job id")
-    _no_start(rs)
+    no_start(rs)
     rs.set_defaults(func=cmd_resume)

@@ -11,7 +11,7 @@ from datetime import timedelta
 
 from kbisect.builders.new_kernels import check_source
 from kbisect.builders.trees import Trees
-from kbisect.cli.jobs import _no_start, _with_client
+from kbisect.cli.job_service import no_start, with_client
 from kbisect.cli.output import note, out
 from kbisect.cli.sweep import checked_measure, measure_options
 from kbisect.contract import DEFAULT_SERIES_EVERY_MINUTES, SeriesWatch
@@ -75,7 +75,7 @@ def cmd_watch(args: argparse.Namespace, settings: Settings) -> int:
         note(f"see it with 'kbisect series show {watch.name}'")
         return 0
 
-    return _with_client(settings, args, go)
+    return with_client(settings, args, go)
 
 
 def cmd_list(args: argparse.Namespace, settings: Settings) -> int:
@@ -101,7 +101,7 @@ def cmd_list(args: argparse.Namespace, settings: Settings) -> int:
             out(columns(header, rows))
         return 0
 
-    return _with_client(settings, args, go)
+    return with_client(settings, args, go)
 
 
 def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
@@ -124,7 +124,7 @@ def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
             out(f"kept {kernel}: {boots}")
         return 0
 
-    return _with_client(settings, args, go)
+    return with_client(settings, args, go)
 
 
 def _show_json(
@@ -151,7 +151,7 @@ def cmd_check(args: argparse.Namespace, settings: Settings) -> int:
         out(f"watch {args.name}: looking now (after the look under way, if one is)")
         return 0
 
-    return _with_client(settings, args, go)
+    return with_client(settings, args, go)
 
 
 def cmd_remove(args: argparse.Namespace, settings: Settings) -> int:
@@ -160,7 +160,7 @@ def cmd_remove(args: argparse.Namespace, settings: Settings) -> int:
         out(f"removed watch {args.name} (what it measured is kept on the build host)")
         return 0
 
-    return _with_client(settings, args, go)
+    return with_client(settings, args, go)
 
 
 def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -183,26 +183,26 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
         help=f"how often to look: 30m, 6h, 1d ({DEFAULT_SERIES_EVERY_MINUTES // 60}h)",
     )
     w.add_argument("--json", action="store_true", help="the watch as JSON on stdout")
-    _no_start(w)
+    no_start(w)
     w.set_defaults(func=cmd_watch)
 
     ls = ssub.add_parser("list", help="the watches, their sources and next looks")
     ls.add_argument("--json", action="store_true", help="a JSON list on stdout")
-    _no_start(ls)
+    no_start(ls)
     ls.set_defaults(func=cmd_list)
 
     sh = ssub.add_parser("show", help="a watch's looks, alerts and what it kept")
     sh.add_argument("name", help="the watch's name")
     sh.add_argument("--json", action="store_true", help="the watch and its ticks as JSON")
-    _no_start(sh)
+    no_start(sh)
     sh.set_defaults(func=cmd_show)
 
     c = ssub.add_parser("check", help="look for new kernels now")
     c.add_argument("name", help="the watch's name")
-    _no_start(c)
+    no_start(c)
     c.set_defaults(func=cmd_check)
 
     r = ssub.add_parser("remove", help="stop a watch (what it measured stays kept)")
     r.add_argument("name", help="the watch's name")
-    _no_start(r)
+    no_start(r)
     r.set_defaults(func=cmd_remove)

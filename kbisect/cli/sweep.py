@@ -12,8 +12,13 @@ from rich.progress import Progress as RichProgress
 
 from kbisect.builders import kernel_list
 from kbisect.cli import output
-from kbisect.cli.jobs import POLL_SECONDS, PROFILE_HELP, _with_client, job_output_options
-from kbisect.cli.jobs import _follow_result as follow_bisection
+from kbisect.cli.job_service import (
+    POLL_SECONDS,
+    PROFILE_HELP,
+    follow_result,
+    job_output_options,
+    with_client,
+)
 from kbisect.cli.output import note, out
 from kbisect.cli.output_files import checked_output, writing
 from kbisect.contract import (
@@ -120,7 +125,7 @@ def cmd_sweep(args: argparse.Namespace, settings: Settings) -> int:
             return code
         return await _bisect_changes(client, result, sources, req, args, settings)
 
-    return _with_client(settings, args, go)
+    return with_client(settings, args, go)
 
 
 async def _bisect_changes(
@@ -145,7 +150,7 @@ async def _bisect_changes(
         return 0
     code = 0
     for job_id in jobs:
-        code = max(code, (await follow_bisection(client, job_id, False))[0])
+        code = max(code, (await follow_result(client, job_id, False))[0])
     return code
 
 

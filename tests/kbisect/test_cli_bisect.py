@@ -212,10 +212,10 @@ async def test_watch_notices_when_the_workers_go(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from kbisect.cli import jobs
+    from kbisect.cli import job_service
     from kbisect.jobs import client as job_client
 
-    monkeypatch.setattr(jobs, "STALL_SECONDS", 1.0)  # "nothing changed for a while"
+    monkeypatch.setattr(job_service, "STALL_SECONDS", 1.0)  # "nothing changed for a while"
     monkeypatch.setattr(job_client, "POLLER_WINDOW", 6.0)  # a poller older is gone
     monkeypatch.setenv("KBISECT_TEMPORAL_ADDRESS", env.client.service_client.config.target_host)
     queue = f"q-{uuid.uuid4().hex[:6]}"

@@ -312,7 +312,7 @@ def finished_fix_job_sru(
     the result through Temporal's data converter, the client's result() answering it."""
     from temporalio.converter import DataConverter
 
-    import kbisect.cli.jobs as cli_jobs
+    from kbisect.jobs.client import JobClient
     from kbisect.main import main
 
     old, new, fix = str(truth["old"]), str(truth["new"]), str(truth["culprit"])
@@ -361,7 +361,7 @@ def finished_fix_job_sru(
     async def connect(settings: object) -> Finished:
         return Finished()
 
-    monkeypatch.setattr(cli_jobs.JobClient, "connect", connect)
+    monkeypatch.setattr(JobClient, "connect", connect)
     code = main(
         [
             "report",

@@ -1,0 +1,130 @@
+"""What every command that talks to jobs shares: a client to the service (starting the
+local one when nothing answers), following a bisection to its end, and the options that
+say how (--detach, --no-start, --json). The job commands (kbisect.cli.jobs), sweeps and
+series watches import it; it imports none of them."""
+
+import argparse
+import asyncio
+import json
+import time
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from rich.live import Live
+
+from kbisect.cli import output
+from kbisect.cli.output import EventLines, note, out, progress_view
+from kbisect.contract import BisectResult, Progress
+from kbisect.errors import InfraError
+from kbisect.jobs.client import WORKER_GRACE, JobClient
+from kbisect.reports.job_report import to_json
+from kbisect.reports.lines import outcome_lines
+from kbisect.settings import Settings
+
+POLL_SECONDS = 2.0  # how often a watch asks the server
+# With nothing new for this long, a watch checks again that workers serve the job.
+STALL_SECONDS = 120.0
+Handler = Callable[[JobClient, argparse.Namespace], Coroutine[Any, Any, int]]
+
+
+PROFILE_HELP = "device profile: fast or ebs-gp2 (default: the testcase's)"
+STARTED_GRACE = 60.0  # a service just started needs a moment before its workers poll
+
+
+def with_client(settings: Settings, args: argparse.Namespace, go: Handler) -> int:
+    """Run `go` with a client. With a local address and no server there, the local service
+    starts first (unless --no-start): the embedded default, so a job's commands work after
+    a reboot or 'kbisect down', and its unfinished jobs go on."""
+    started = False
+    if not args.no_start:
+        from kbisect.jobs.service import ensure_local_service
+
+        log = ensure_local_service(settings, getattr(args, "parallel", 1))
+        if log is not None:
+            note(
+                f"started the local kbisect service in the background (log {log}; "
+                "stop it with 'kbisect down')"
+            )
+        started = log is not None
+    if not started:
+        from kbisect.jobs.service import stale_service
+
+        if (stale := stale_service(settings)) is not None:
+            note(
+                f"warning: the local kbisect service (pid {stale.pid}) started before "
+                "kbisect's code changed here, and a job it starts now may hang: once its "
+                "jobs are done, 'kbisect down' (its unfinished jobs go on when it is back)"
+            )
+
+    async def run() -> int:
+        client = await JobClient.connect(settings)
+        if started:
+            await client.require_workers(client.needs(), grace=STARTED_GRACE)
+        return await go(client, args)
+
+    return asyncio.run(run())
+
+
+async def follow_result(
+    client: JobClient, job_id: str, as_json: bool
+) -> tuple[int, BisectResult | None]:
+    """Progress until the job ends; Ctrl-C stops watching, not the job. Says so, and
+    stops, when no worker serves the job: at the start, and after a while without news."""
+    events = None if output.interactive() else EventLines()
+    try:
+        if await client.running(job_id):
+            await client.require_workers(await client.job_queues(job_id), job_id, WORKER_GRACE)
+            if events is not None:
+                await _poll(client, job_id, events.update)
+            else:
+                console = output.stderr_console()
+                with Live(console=console, refresh_per_second=2, transient=False) as live:
+                    await _poll(client, job_id, lambda p: live.update(progress_view(p)))
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        note(f"stopped watching; the job goes on: kbisect watch {job_id}")
+        return 130, None
+    except InfraError as exc:
+        raise InfraError(f"{exc} (job {job_id} waits for it)") from exc
+    result = await client.result(job_id)
+    if events is not None:  # the steps that ended between two looks, or all of them
+        events.finish(result.steps, result.metric)
+    if as_json:
+        out(json.dumps(to_json(result), indent=2))
+    else:
+        for line in outcome_lines(result):
+            out(line)
+    return (0 if result.status in ("found", "ambiguous") else 1), result
+
+
+async def _poll(client: JobClient, job_id: str, show: Callable[[Progress], None]) -> None:
+    last: Progress | None = None
+    changed = time.monotonic()
+    while await client.running(job_id):
+        progress: Progress | None
+        try:
+            progress = await client.progress(job_id)
+        except InfraError:
+            progress = last  # no workflow worker answered: nothing new
+        if progress is not None and progress != last:
+            show(progress)
+            last, changed = progress, time.monotonic()
+        elif time.monotonic() - changed > STALL_SECONDS:
+            await client.require_workers(await client.job_queues(job_id), job_id)
+            changed = time.monotonic()
+        await asyncio.sleep(POLL_SECONDS)
+
+
+def job_output_options(p: argparse.ArgumentParser) -> None:
+    """What a command that starts a job takes: --detach, --no-start, --json."""
+    p.add_argument("--detach", action="store_true", help="print the job id and return")
+    no_start(p)
+    p.add_argument("--json", action="store_true", help="the result as JSON on stdout")
+
+
+def no_start(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--no-start",
+        action="store_true",
+        help="never start the local service (by default it starts in the background when "
+        "the address is local and nothing answers there)",
+    )
