@@ -21,6 +21,7 @@ from benchmarks.nginx import free_port
 from kbisect import settings
 from kbisect.builders.worktree import repo_key
 from kbisect.infra import temporal_server
+from kbisect.infra.git import Git
 from tests.e2e.service import watch_job
 
 pytestmark = pytest.mark.e2e
@@ -37,6 +38,17 @@ def _worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
             stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
+
+
+def _uncache_between_endpoints(lab: Path) -> None:
+    """Every kernel the bisection may build after its endpoints is built for real: the
+    e2e cache, warm from earlier runs (a lab's trees recur from seed to seed), would
+    otherwise hold them all, and no build would be there to kill."""
+    inside = Git(lab).run("rev-list", "--ancestry-path", "lab-good..lab-bad^").split()
+    artifacts = settings.cache_dir() / "artifacts"
+    for commit in inside:
+        for entry in artifacts.glob(f"{Git(lab).tree_of(commit)[:20]}-*"):
+            (entry / "meta.json").unlink(missing_ok=True)  # a miss: rebuilt (gc tidies)
 
 
 def _wait_for(cond: "object", timeout: float, what: str) -> None:
@@ -86,6 +98,7 @@ def test_bisection_names_the_culprit_through_a_worker_kill_and_a_server_restart(
     real_lab: tuple[Path, dict[str, object]], tmp_path: Path
 ) -> None:
     lab, truth = real_lab
+    _uncache_between_endpoints(lab)
     port, ui_port = free_port(), free_port()
     db = tmp_path / "temporal.db"
     server = temporal_server.start(port=port, ui_port=ui_port, db=db, log=tmp_path / "server.log")
