@@ -90,19 +90,34 @@ class ArtifactStore:
                 f"cache entry {name} holds symlinks ({', '.join(sorted(links)[:3])}), which "
                 "the store refuses: evicted, the kernel is rebuilt on the next try"
             )
+        if self._get(f"{name}/{META}") == meta and self._current(name, meta):
+            return False  # no file hashed again: a cached build's publish costs two GETs
         listed = {
-            rel: {"size": (adir / rel).stat().st_size, "sha256": _sha256(adir / rel)}
+            rel: {
+                "size": (adir / rel).stat().st_size,
+                "sha256": artifact_cache.file_sha256(adir / rel),
+            }
             for rel in files
             if rel != META
         }
         listing = self._signed({"version": LISTING_VERSION, "files": listed}, meta)
-        if self._get(f"{name}/{META}") == meta and self._get(f"{name}/{LISTING}") == listing:
-            return False
         for rel in listed:
             self._put(f"{name}/{rel}", adir / rel)
         self._put(f"{name}/{LISTING}", listing)
         self._put(f"{name}/{META}", meta)  # last: the entry is whole from here on
         log.info("store: put %s (%d files)", name, len(listed))
+        return True
+
+    def _current(self, name: str, meta: bytes) -> bool:
+        """Whether the store's listing of this meta.json is this kbisect's kind, and signed
+        with our key when we have one (else the entry is put again)."""
+        raw = self._get(f"{name}/{LISTING}", STORE_LISTING_MAX_BYTES)
+        try:
+            if raw is None or json.loads(raw).get("version") != LISTING_VERSION:
+                return False
+            self._listing(raw, meta, name)
+        except (InfraError, ValueError, AttributeError):
+            return False
         return True
 
     def _signed(self, listing: dict[str, Any], meta: bytes) -> bytes:
@@ -353,10 +368,6 @@ def _paths_inside(
 
 def _mac(key: bytes, body: dict[str, Any]) -> str:
     return hmac.new(key, json.dumps(body, sort_keys=True).encode(), "sha256").hexdigest()
-
-
-def _sha256(path: Path) -> str:
-    return artifact_cache.file_sha256(path)
 
 
 def _walk(adir: Path) -> tuple[list[str], list[str]]:

@@ -229,10 +229,10 @@ async def ticks(jobs: JobClient, name: str, limit: int | None = 20, since: str =
     return found
 
 
-async def news(jobs: JobClient, name: str, since: str, limit: int | None = None) -> News:
+async def news(jobs: JobClient, name: str, since: str) -> News:
     """Every tick's alerts and blocks from `since` on (however far back: a door that was
     down for days loses nothing the server still has), oldest first; and the next since."""
-    found = list(reversed(await ticks(jobs, name, limit, since)))
+    found = list(reversed(await ticks(jobs, name, None, since)))
     unfinished = [t for t in found if t.state == "running" and t.started is not None]
     newest = [t for t in found if t.started is not None][-1:]
     mark = (unfinished or newest)[0].started if (unfinished or newest) else None

@@ -291,3 +291,16 @@ def test_a_modules_folder_s_dot_files_go_through_the_store(
     here = ArtifactStore(url).fetch(art)
     assert here is not None and (Path(here.modules) / ".hidden").read_text() == "x"
     assert not (Path(here.kernel).parent / ".meta.json.123.tmp").exists()
+
+
+def test_a_publish_puts_again_only_what_is_not_listed_as_this_host_would(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"file://{tmp_path / 'store'}"
+    art = _built(tmp_path / "build-host", monkeypatch)
+    assert ArtifactStore(url, KEY).publish(art)
+    hashed: list[Path] = []
+    real = artifact_cache.file_sha256
+    monkeypatch.setattr(artifact_cache, "file_sha256", lambda p, *a: hashed.append(p) or real(p))
+    assert not ArtifactStore(url, KEY).publish(art) and hashed == []  # nothing hashed again
+    assert ArtifactStore(url, b"y" * 32).publish(art)  # another key's listing: put again
