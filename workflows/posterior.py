@@ -11,7 +11,7 @@ boots with a flake rate). Then
 and "none" gets only its prior. A likelihood that weighs all the observations under each
 hypothesis at once (workflows.split_likelihood) gives each hypothesis its own log
 likelihood instead (weigh), from the split it makes of the observed commits (splits).
-Commits that cannot be the culprit (they make the same kernel as their parent) get a
+Commits that cannot be the culprit (an ancestor of theirs makes the same kernel) get a
 prior of zero; a person's mark rules out the hypotheses it contradicts. The next commit
 to test is where P(new-like) crosses one half (the weighted median, as Henderson et al.'s
 flake-aware culprit finding tests); K at once are the K quantiles.
@@ -52,7 +52,7 @@ class Posterior:
 
     # --- evidence ------------------------------------------------------------------------
     def impossible(self, commit: str) -> None:
-        """`commit` cannot be the culprit (it makes its parent's kernel)."""
+        """`commit` cannot be the culprit (an ancestor of it makes its kernel)."""
         self._impossible.add(commit)
 
     def mark(self, commit: str, new: bool) -> None:

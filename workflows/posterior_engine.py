@@ -465,7 +465,8 @@ class PosteriorEngine(Engine):
     def same_kernel(self, commit: str, of: str, why: str) -> None:
         super().same_kernel(commit, of, why)
         if commit in self.search.same_as:
-            self.posterior.impossible(commit)
+            for later in self.search.remade(commit):
+                self.posterior.impossible(later)
 
     # --- the models -------------------------------------------------------------------
     def _sides(self) -> dict[str, bool]:

@@ -70,6 +70,37 @@ class Search:
             self.same_as[commit] = of
             self.settle()
 
+    def remade(self, commit: str) -> list[str]:
+        """After twin(commit, of): the commits of their kernel that cannot be the culprit,
+        each having another of them among its ancestors (that one made the kernel
+        first); all of them when the kernel is made below the range. A byte-identical
+        image first built at a later commit so leaves the earliest of them in."""
+        anc, index = self.graph.ancestry, self.graph.index
+        of = self.same_as.get(commit)
+        if of is None or commit not in anc:
+            return []
+        if of not in anc or anc[commit] >> index[of] & 1:
+            return [commit]  # the usual case: the kernel was made at or below its ancestor
+        roots: dict[str, str] = {}
+
+        def root(c: str) -> str:
+            path = []
+            while c in self.same_as and c not in roots:
+                path.append(c)
+                c = self.same_as[c]
+            top = roots.get(c, c)
+            roots.update(dict.fromkeys(path, top))
+            return top
+
+        kernel = root(commit)
+        makers = [c for c in (kernel, *self.same_as) if c in anc and root(c) == kernel]
+        if kernel not in anc:
+            return makers
+        mask = 0
+        for c in makers:
+            mask |= 1 << index[c]
+        return [c for c in makers if anc[c] & mask & ~(1 << index[c])]
+
     def settle(self) -> None:
         """Give every twin whose kernel's verdict is known that verdict."""
         changed = True
@@ -141,8 +172,8 @@ def candidates(search: Search) -> list[str]:
 def _weights(search: Search) -> tuple[int, list[tuple[int, int, str]]]:
     """The live candidates' count, and (weight, index, commit) of each testable commit:
     weight is how many candidates it has among its ancestors (itself included)."""
-    # Twins are never tested and never the answer (their kernel's commit is): the halving
-    # counts the others only.
+    # Twins are never tested (their kernel's verdict is theirs): the halving counts the
+    # others only.
     live = _live(search) & ~_twin_mask(search)
     anc = search.graph.ancestry
     rows = [

@@ -162,6 +162,28 @@ def test_commits_that_cannot_change_the_kernel_are_never_booted_nor_named() -> N
     assert {c for c in booted if c not in ("root", "c32")} <= {f"c{i}" for i in range(4, 32, 4)}
 
 
+def test_an_image_first_built_at_a_later_commit_leaves_the_earliest_twin_the_culprit() -> None:
+    # Fix lab seed 566661072: c9 and c11 touch nothing the config compiles, and the fix
+    # (c10), built after the new end, came out byte-identical to it. The later commits of
+    # one kernel cannot be the culprit (their kernel was made before them); the earliest can.
+    engine = PosteriorEngine(linear(12), new="c12", old=["root"], config=EngineConfig())
+    engine.same_kernel("c9", "c8", "touches no file the config compiles")
+    engine.same_kernel("c11", "c10", "touches no file the config compiles")
+    rng, booted = random.Random(3), []
+    while commits := engine.wants():
+        if "c12" in booted and "c10" not in engine.search.same_as:  # built in round one
+            engine.same_kernel("c10", "c12", "its image is byte-identical")
+        for c in commits:
+            if c in engine.search.same_as:
+                continue
+            booted.append(c)
+            level = 80.0 if index(c) >= 10 else 100.0
+            engine.observe(c, Boot([level * math.exp(rng.gauss(0, 0.05)) for _ in range(3)]))
+    res = engine.result()
+    assert (res.answer, res.culprit) == (Answer.FOUND, "c10"), res.message
+    assert not {"c9", "c10", "c11"} & set(booted), booted
+
+
 def test_the_same_boots_give_the_same_job() -> None:
     a = run(64, step_at(30, 0.1), cv=0.15, seed=9, **V3)
     b = run(64, step_at(30, 0.1), cv=0.15, seed=9, **V3)

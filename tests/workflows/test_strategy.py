@@ -105,3 +105,16 @@ def test_ancestry_is_fast_on_a_release_sized_history() -> None:
     graph = random_dag(15000, merges=300, seed=1)
     search = Search(graph=graph, new=graph.order[0])
     assert len(next_commits(search)) == 1
+
+
+def test_of_the_commits_that_make_one_kernel_only_the_earliest_can_be_the_culprit() -> None:
+    search = Search(graph=linear(12), new="c12")
+    search.twin("c3", "c2")  # touches nothing compiled: its parent's kernel
+    assert search.remade("c3") == ["c3"]
+    search.twin("c11", "c10")
+    search.twin("c10", "c12")  # built after the new end, byte-identical to it
+    assert sorted(search.remade("c10")) == ["c11", "c12"]
+    search.twin("c9", "c12")  # and an earlier one, later still
+    assert sorted(search.remade("c9")) == ["c10", "c11", "c12"]
+    search.twin("c1", "root")  # the kernel of a commit below the range
+    assert search.remade("c1") == ["c1"]
