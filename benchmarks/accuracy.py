@@ -34,7 +34,7 @@ from benchmarks.results_file import append_row, read_rows
 from benchmarks.sim_noise import Noise, level_of
 from benchmarks.sim_policies import POLICIES
 from kbisect.contract import DEFAULT_MAX_BOOTS, DEFAULT_MIN_EFFECT
-from kbisect.workflows.strategy import Graph
+from kbisect.decide.strategy import Graph
 
 OLD = "c0"
 

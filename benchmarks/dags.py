@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 from kbisect.contract import ValidatedJob
-from kbisect.workflows.strategy import Graph
+from kbisect.decide.strategy import Graph
 
 
 def random_dag(n: int, merges: int, seed: int) -> Graph:

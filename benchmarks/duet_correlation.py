@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from kbisect.builders.kernel_build import KernelBuilder
+from kbisect.decide.engine_report import boot_value
 from kbisect.infra import host_lock
 from kbisect.infra.git import Git
 from kbisect.infra.qemu import QemuMachine
@@ -30,7 +31,6 @@ from kbisect.settings import Settings
 from kbisect.testcases import duet
 from kbisect.testcases import manifest as manifests
 from kbisect.testcases.runner import build_spec, run_testcase
-from kbisect.workflows.engine_report import boot_value
 
 Z95 = 1.96
 

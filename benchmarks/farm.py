@@ -33,10 +33,10 @@ from dataclasses import dataclass
 
 from benchmarks.dags import culprit_is_in, linear
 from benchmarks.sim_noise import Noise, level_of
-from kbisect.workflows.engine import EngineConfig
-from kbisect.workflows.evidence import Boot
-from kbisect.workflows.posterior_engine import LATEST, PosteriorEngine
-from kbisect.workflows.strategy import Graph
+from kbisect.decide.engine import EngineConfig
+from kbisect.decide.evidence import Boot
+from kbisect.decide.posterior_engine import LATEST, PosteriorEngine
+from kbisect.decide.strategy import Graph
 
 # Seconds of lab builds on this host (flaky and panic labs of 2026-11-24/25: incremental
 # builds in a slot with a warm ccache, and a few full ones).

@@ -6,7 +6,7 @@ while machine time follows tests. Prints figures; no assertions. Run:
 """
 
 from benchmarks.dags import culprit_is_in, linear, random_dag
-from kbisect.workflows.strategy import Graph, Search, State, spread_commits
+from kbisect.decide.strategy import Graph, Search, State, spread_commits
 
 
 def rounds_and_tests(graph: Graph, culprit: str, parallel: int) -> tuple[int, int]:

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from benchmarks.calibration import print_claims
 from benchmarks.dags import linear
 from kbisect.contract import DEFAULT_MAX_BOOTS, FLAKY_BOOTS_FACTOR, MAX_COMMIT_BOOTS
-from kbisect.workflows.engine import Answer, EngineConfig
-from kbisect.workflows.evidence import Boot
-from kbisect.workflows.flaky_engine import FlakyEngine
+from kbisect.decide.engine import Answer, EngineConfig
+from kbisect.decide.evidence import Boot
+from kbisect.decide.flaky_engine import FlakyEngine
 
 CELLS = ("0:100", "1:30", "1:10", "0:5", "aa:1")
 SYZBOT_RUNS = 10  # pkg/bisect's runs of the reproducer on each commit

@@ -20,9 +20,9 @@ from pathlib import Path
 
 from benchmarks.dags import linear
 from benchmarks.results_file import read_rows
-from kbisect.workflows.engine import EngineConfig
-from kbisect.workflows.evidence import Boot
-from kbisect.workflows.posterior_engine import LATEST, REVISIONS, Fit, PosteriorEngine
+from kbisect.decide.engine import EngineConfig
+from kbisect.decide.evidence import Boot
+from kbisect.decide.posterior_engine import LATEST, REVISIONS, Fit, PosteriorEngine
 
 
 def _parser() -> argparse.ArgumentParser:

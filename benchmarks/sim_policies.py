@@ -25,12 +25,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from kbisect.contract import DEFAULT_MAX_BOOTS, DEFAULT_MIN_EFFECT, commit_boots_cap
-from kbisect.workflows.engine import Engine, EngineConfig
-from kbisect.workflows.evidence import Boot
-from kbisect.workflows.posterior import NONE, Posterior
-from kbisect.workflows.posterior_engine import PosteriorEngine
-from kbisect.workflows.stats import t_sf2
-from kbisect.workflows.strategy import Graph, Search, State, next_commits, outcome
+from kbisect.decide.engine import Engine, EngineConfig
+from kbisect.decide.evidence import Boot
+from kbisect.decide.posterior import NONE, Posterior
+from kbisect.decide.posterior_engine import PosteriorEngine
+from kbisect.decide.stats import t_sf2
+from kbisect.decide.strategy import Graph, Search, State, next_commits, outcome
 
 BootFn = Callable[[str], list[float]]
 

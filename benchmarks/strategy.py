@@ -11,8 +11,8 @@ import tracemalloc
 from temporalio.converter import DataConverter
 
 from benchmarks.dags import hex_names, random_dag, validated_job
+from kbisect.decide.strategy import Graph, Search, State, next_commits
 from kbisect.workers.validation import MAX_SUBJECTS
-from kbisect.workflows.strategy import Graph, Search, State, next_commits
 
 
 def payload_mib(graph: Graph) -> float:

@@ -13,7 +13,7 @@ from benchmarks.accuracy import Cell, load_finished, run_cell
 from benchmarks.calibration import BINS, DECILES, calibration, wilson
 from benchmarks.sim_policies import ks_p, mann_whitney_p
 from kbisect.contract import DEFAULT_MAX_BOOTS, DEFAULT_MIN_EFFECT, MAX_COMMIT_BOOTS
-from kbisect.workflows.engine import EngineConfig
+from kbisect.decide.engine import EngineConfig
 
 
 @pytest.mark.parametrize("policy", ["pinpoint", "facf"])

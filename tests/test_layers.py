@@ -7,7 +7,8 @@ vocabulary only, and no backend imports them.
     application   kbisect.jobs, kbisect.reports
     workers       kbisect.workers
     backends      kbisect.testcases > kbisect.builders > kbisect.infra
-    decisions     kbisect.workflows             (the vocabulary only: deterministic)
+    workflows     kbisect.workflows             (sandboxed: the decisions and vocabulary only)
+    decisions     kbisect.decide                (the vocabulary only: pure, no Temporal)
     vocabulary    kbisect.contract, settings, errors, model, words, backends
 
 A module no layer names fails too: a new module gets placed on purpose.
@@ -26,7 +27,8 @@ LAYERS = (
     ("kbisect.model", 0, "vocabulary"),
     ("kbisect.words", 0, "vocabulary"),
     ("kbisect.backends", 0, "vocabulary"),
-    ("kbisect.workflows", 1, "decisions"),
+    ("kbisect.decide", 1, "decisions"),
+    ("kbisect.workflows", 1, "workflows"),
     ("kbisect.infra", 1, "infra"),
     ("kbisect.builders", 2, "builders"),
     ("kbisect.testcases", 3, "testcases"),
@@ -99,10 +101,12 @@ def wrong_way(all_modules: dict[str, Path]) -> list[str]:
             if theirs is None or target == name or target == "kbisect":
                 continue
             doors_cross = {mine[1], theirs[1]} == {"cli", "doors"} and mine[1] != theirs[1]
-            # Workflow code is deterministic and sandboxed: plain data and rules only.
-            decisions = (mine[1] == "decisions") != (theirs[1] == "decisions") and (
-                (mine[1] == "decisions" and theirs[1] != "vocabulary") or mine[1] in BACKENDS
-            )
+            # Workflow code is deterministic and sandboxed: plain data and rules only; the
+            # decisions are pure, below it.
+            allowed = {"decisions": {"vocabulary"}, "workflows": {"vocabulary", "decisions"}}
+            decisions = (
+                mine[1] in allowed and theirs[1] != mine[1] and theirs[1] not in allowed[mine[1]]
+            ) or (mine[1] in BACKENDS and theirs[1] in allowed)
             if theirs[0] > mine[0] or doors_cross or decisions:
                 problems.append(f"{name} ({mine[1]}) imports {target} ({theirs[1]})")
     return problems
@@ -116,16 +120,21 @@ def test_a_planted_wrong_way_import_is_caught(tmp_path: Path) -> None:
     planted = tmp_path / "engine.py"
     planted.write_text("from kbisect.cli import main\n")
     found = wrong_way(
-        {"kbisect.workflows.engine": planted, "kbisect.cli": ROOT / "kbisect/cli/__init__.py"}
+        {"kbisect.decide.engine": planted, "kbisect.cli": ROOT / "kbisect/cli/__init__.py"}
     )
-    assert found == ["kbisect.workflows.engine (decisions) imports kbisect.cli (cli)"]
+    assert found == ["kbisect.decide.engine (decisions) imports kbisect.cli (cli)"]
     planted.write_text("from kbisect.infra.git import Git\n")
-    found = wrong_way({"kbisect.workflows.engine": planted, "kbisect.infra.git": planted})
-    assert found == ["kbisect.workflows.engine (decisions) imports kbisect.infra.git (infra)"]
+    found = wrong_way({"kbisect.decide.engine": planted, "kbisect.infra.git": planted})
+    assert found == ["kbisect.decide.engine (decisions) imports kbisect.infra.git (infra)"]
     backend = tmp_path / "qemu.py"
-    backend.write_text("from kbisect.workflows import engine\n")
-    found = wrong_way({"kbisect.infra.qemu": backend, "kbisect.workflows.engine": planted})
-    assert "kbisect.infra.qemu (infra) imports kbisect.workflows.engine (decisions)" in found
+    backend.write_text("from kbisect.decide import engine\n")
+    found = wrong_way({"kbisect.infra.qemu": backend, "kbisect.decide.engine": planted})
+    assert "kbisect.infra.qemu (infra) imports kbisect.decide.engine (decisions)" in found
+    planted.write_text("from kbisect.workflows.job_state import JobState\n")
+    found = wrong_way({"kbisect.decide.engine": planted, "kbisect.workflows.job_state": backend})
+    assert (
+        "kbisect.decide.engine (decisions) imports kbisect.workflows.job_state (workflows)" in found
+    )
     planted.write_text("def f() -> None:\n    from kbisect.doors import matrix\n")
     found = wrong_way({"kbisect.cli.chat": planted, "kbisect.doors.matrix": planted})
     assert "kbisect.cli.chat (cli) imports kbisect.doors.matrix (doors)" in found
@@ -142,3 +151,13 @@ def test_benchmarks_never_import_tests() -> None:
             else:
                 continue
             assert not any(n == "tests" or n.startswith("tests.") for n in names), path
+
+
+def test_the_decisions_never_import_temporal() -> None:
+    # Replays read the recorded decisions; the code that makes them runs outside the sandbox.
+    for name, path in modules().items():
+        if name.startswith("kbisect.decide"):
+            tree = ast.parse(path.read_text())
+            names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+            names += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+            assert not [n for n in names if n.split(".")[0] == "temporalio"], name

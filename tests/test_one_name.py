@@ -29,4 +29,4 @@ def test_every_module_is_loaded_under_kbisect_only() -> None:
 
     bare = sorted(m for m in sys.modules if m.split(".")[0] in FOLDERS)
     assert bare == []
-    assert sys.modules["kbisect.workflows.engine"].__name__ == "kbisect.workflows.engine"
+    assert sys.modules["kbisect.decide.engine"].__name__ == "kbisect.decide.engine"

@@ -37,7 +37,15 @@ with workflow.unsafe.imports_passed_through():
         Verification,
         VerificationStatus,
     )
-    from kbisect.workflows import engine_report, strategy
+    from kbisect.decide import engine_report, strategy
+    from kbisect.decide.endpoints import Gate, boots, endpoint_problem
+    from kbisect.decide.engine import Engine
+    from kbisect.decide.engine_report import Measured
+    from kbisect.decide.evidence import Boot
+    from kbisect.decide.flaky_engine import FlakyEngine
+    from kbisect.decide.posterior_engine import PosteriorEngine
+    from kbisect.decide.strategy import State
+    from kbisect.decide.verdict import state_for, verdict_for
     from kbisect.workflows.activity_calls import (
         Blocking,
         JobActivities,
@@ -46,15 +54,7 @@ with workflow.unsafe.imports_passed_through():
         cause,
     )
     from kbisect.workflows.details import details_markdown
-    from kbisect.workflows.endpoints import Gate, boots, endpoint_problem
-    from kbisect.workflows.engine import Engine
-    from kbisect.workflows.engine_report import Measured
-    from kbisect.workflows.evidence import Boot
-    from kbisect.workflows.flaky_engine import FlakyEngine
     from kbisect.workflows.job_state import JobState
-    from kbisect.workflows.posterior_engine import PosteriorEngine
-    from kbisect.workflows.strategy import State
-    from kbisect.workflows.verdict import state_for, verdict_for
 
 # Patch markers: Temporal's lifecycle is patched() (old and new branch), then
 # deprecate_patch() once the old branch is gone (both kinds of history still replay), then
@@ -102,22 +102,22 @@ SEARCH_ATTRIBUTES = (SA_TESTCASE, SA_STATUS, SA_CULPRIT)
 PASSTHROUGH = (
     "kbisect.contract",
     "kbisect.model",
-    "kbisect.workflows.strategy",
-    "kbisect.workflows.verdict",
+    "kbisect.decide.strategy",
+    "kbisect.decide.verdict",
     "kbisect.workflows.details",
     "kbisect.workflows.job_state",
     "kbisect.workflows.activity_calls",  # stateless; its timeouts can be tuned in tests
-    "kbisect.workflows.stats",
-    "kbisect.workflows.evidence",
-    "kbisect.workflows.endpoints",
-    "kbisect.workflows.engine",
-    "kbisect.workflows.posterior",
-    "kbisect.workflows.split_likelihood",
-    "kbisect.workflows.trend",
-    "kbisect.workflows.posterior_engine",
-    "kbisect.workflows.flaky_engine",
-    "kbisect.workflows.engine_report",
-    "kbisect.workflows.sweep",
+    "kbisect.decide.stats",
+    "kbisect.decide.evidence",
+    "kbisect.decide.endpoints",
+    "kbisect.decide.engine",
+    "kbisect.decide.posterior",
+    "kbisect.decide.split_likelihood",
+    "kbisect.decide.trend",
+    "kbisect.decide.posterior_engine",
+    "kbisect.decide.flaky_engine",
+    "kbisect.decide.engine_report",
+    "kbisect.decide.sweep",
 )
 
 

@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 
 from kbisect.contract import BisectRequest, Mode, ValidatedJob
-from kbisect.workflows.strategy import Graph, Search
+from kbisect.decide.strategy import Graph, Search
 
 
 @dataclass

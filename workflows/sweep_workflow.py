@@ -33,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
         TestStatus,
         ValidatedJob,
     )
+    from kbisect.decide.sweep import Sweep
     from kbisect.workflows.activity_calls import (
         Blocking,
         JobActivities,
@@ -41,7 +42,6 @@ with workflow.unsafe.imports_passed_through():
         cause,
         validate_sweep,
     )
-    from kbisect.workflows.sweep import Sweep
 
 
 # `kbisect status` lists sweeps beside bisections by these (where the cluster has them).

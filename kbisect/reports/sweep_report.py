@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kbisect.contract import PairWord, SeriesAlert, SweepPair, SweepResult
+from kbisect.decide.stats import robust_mean, t_quantile, trimmed, winsorized_ss
 from kbisect.testcases.blocktrace import compare, traces_of
-from kbisect.workflows.stats import robust_mean, t_quantile, trimmed, winsorized_ss
 
 
 @dataclass(frozen=True)

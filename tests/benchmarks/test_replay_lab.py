@@ -9,9 +9,9 @@ import pytest
 
 from benchmarks import replay_lab
 from benchmarks.dags import linear
-from kbisect.workflows.engine import EngineConfig
-from kbisect.workflows.evidence import Boot
-from kbisect.workflows.posterior_engine import PosteriorEngine
+from kbisect.decide.engine import EngineConfig
+from kbisect.decide.evidence import Boot
+from kbisect.decide.posterior_engine import PosteriorEngine
 
 
 def _job(culprit: int, seed: int) -> tuple[list[list[object]], str, float]:

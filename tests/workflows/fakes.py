@@ -43,9 +43,9 @@ from kbisect.contract import (
     VerifyCommit,
     VerifyRequest,
 )
+from kbisect.decide.strategy import Graph
 from kbisect.model import Artifact
 from kbisect.testcases.manifest import PASSED
-from kbisect.workflows.strategy import Graph
 
 FAST, SLOW = 512.0, 8.0
 

@@ -37,6 +37,7 @@ from kbisect.contract import (
     ValidatedJob,
     commit_boots_cap,
 )
+from kbisect.decide.engine_report import config_of
 from kbisect.workflows import activity_calls
 from kbisect.workflows.bisect_workflow import (
     COMMIT_CAP_PATCH,
@@ -44,7 +45,6 @@ from kbisect.workflows.bisect_workflow import (
     BisectWorkflow,
     sandbox_runner,
 )
-from kbisect.workflows.engine_report import config_of
 from tests.workflows import fakes
 from tests.workflows.fakes import SCENARIOS, Scenario
 from tests.workflows.test_replay import recorded_patches

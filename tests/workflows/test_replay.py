@@ -17,7 +17,8 @@ from temporalio.worker import Replayer
 from temporalio.workflow import NondeterminismError
 
 from kbisect.contract import BUILD, DUET
-from kbisect.workflows import strategy
+from kbisect.decide import strategy
+from kbisect.decide.engine import Engine
 from kbisect.workflows.bisect_workflow import (
     BOOT_MEAN_PATCH,
     CONTROLS_V2_PATCH,
@@ -37,7 +38,6 @@ from kbisect.workflows.bisect_workflow import (
     BisectWorkflow,
     sandbox_runner,
 )
-from kbisect.workflows.engine import Engine
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 
@@ -240,7 +240,7 @@ async def test_a_mark_that_is_ignored_is_caught(monkeypatch: pytest.MonkeyPatch)
 async def test_a_changed_posterior_engine_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     # host-shift.json ran the posterior engine on a noisy metric: references at another
     # rate boot other commits than it recorded.
-    from kbisect.workflows import posterior_engine
+    from kbisect.decide import posterior_engine
 
     assert await _replay_failure("host-shift") is None
     monkeypatch.setattr(posterior_engine, "REFERENCE_EVERY", 1)
@@ -252,7 +252,7 @@ async def test_a_job_keeps_the_engine_revision_it_started_with(
 ) -> None:
     # The same noisy small-step job, recorded under each marker that changed the engine's
     # revision: each replays only with its own revision's tuning, not its neighbour's.
-    from kbisect.workflows import posterior_engine
+    from kbisect.decide import posterior_engine
 
     revisions = dict(posterior_engine.REVISIONS)
 
@@ -281,7 +281,7 @@ async def test_a_job_keeps_the_engine_revision_it_started_with(
 async def test_a_changed_flaky_engine_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     # pass-fail-flaky.json weighed pass/fail boots with the learned failure rates: another
     # least step between the rates boots other commits (or other counts) than recorded.
-    from kbisect.workflows import flaky_engine
+    from kbisect.decide import flaky_engine
 
     assert await _replay_failure("pass-fail-flaky") is None
     monkeypatch.setattr(flaky_engine, "RATE_FACTOR", 8.0)
@@ -293,7 +293,7 @@ async def test_a_farm_job_that_builds_nothing_ahead_is_caught(
 ) -> None:
     # farm.json's build host built likely picks while its rounds booted: without those
     # builds the job gives other commands than it recorded.
-    from kbisect.workflows import posterior_engine
+    from kbisect.decide import posterior_engine
 
     assert await _replay_failure("farm") is None
     monkeypatch.setattr(posterior_engine.PosteriorEngine, "ahead", lambda self, n: [])
@@ -305,7 +305,7 @@ async def test_a_farm_job_keeps_its_rolling_picks(monkeypatch: pytest.MonkeyPatc
     # pre-rolling twin) replays only without them.
     assert await _replay_failure("farm") is None
     assert await _replay_failure("pre-rolling-farm") is None
-    from kbisect.workflows.posterior_engine import PosteriorEngine
+    from kbisect.decide.posterior_engine import PosteriorEngine
 
     monkeypatch.setattr(PosteriorEngine, "noisy", property(lambda self: False))  # rounds
     assert isinstance(await _replay_failure("farm"), NondeterminismError)

@@ -59,7 +59,7 @@ async def test_a_noisy_series_is_changed_at_the_culprit_s_pair_only(
 ) -> None:
     # 2% noise: a false "changed" would need 5% (the least effect), out of this noise's
     # reach, so the test never flakes; the false-alert rate under 15% noise is measured by
-    # simulation (tests/workflows/test_sweep.py).
+    # simulation (tests/decide/test_sweep.py).
     scenario = Scenario(graph=linear(16), culprit="c9", noise=NOISE, slow=fakes.FAST * 0.7)
     kernels = ["c2", "c5", "c8", "c9", "c12"]
     result, progress = await sweep(env, scenario, kernels)

@@ -8,13 +8,13 @@ import statistics
 import pytest
 
 from kbisect.contract import Mode
-from kbisect.workflows.engine import Answer, Decision, EngineConfig
-from kbisect.workflows.engine_report import Measured, decision_step
-from kbisect.workflows.evidence import Boot
-from kbisect.workflows.posterior_engine import MARGIN, REFERENCE_EVERY, PosteriorEngine
-from kbisect.workflows.strategy import State
+from kbisect.decide.engine import Answer, Decision, EngineConfig
+from kbisect.decide.engine_report import Measured, decision_step
+from kbisect.decide.evidence import Boot
+from kbisect.decide.posterior_engine import MARGIN, REFERENCE_EVERY, PosteriorEngine
+from kbisect.decide.strategy import State
+from tests.decide.test_engine import index, linear, run, step_at
 from tests.workflows.fakes import swinging_speeds
-from tests.workflows.test_engine import index, linear, run, step_at
 
 V3 = {"kind": PosteriorEngine}
 
@@ -191,7 +191,7 @@ def test_the_same_boots_give_the_same_job() -> None:
 
 
 def test_a_boot_tells_most_at_even_odds_and_more_the_further_apart_the_sides() -> None:
-    from kbisect.workflows.posterior_engine import information
+    from kbisect.decide.posterior_engine import information
 
     for separation in (0.8, 1.75, 3.0):
         values = [information(q, separation) for q in (0.5, 0.75, 0.9, 0.99)]

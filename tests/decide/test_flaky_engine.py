@@ -2,10 +2,10 @@
 
 import random
 
-from kbisect.workflows.engine import Answer, EngineConfig, EngineResult
-from kbisect.workflows.evidence import Boot
-from kbisect.workflows.flaky_engine import FlakyEngine, Rates, information
-from tests.workflows.test_engine import index, linear
+from kbisect.decide.engine import Answer, EngineConfig, EngineResult
+from kbisect.decide.evidence import Boot
+from kbisect.decide.flaky_engine import FlakyEngine, Rates, information
+from tests.decide.test_engine import index, linear
 
 
 def run(

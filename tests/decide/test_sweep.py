@@ -6,7 +6,7 @@ import random
 from collections.abc import Callable
 
 from kbisect.contract import PairWord, SweepPair, SweepTestcase
-from kbisect.workflows.sweep import Sweep
+from kbisect.decide.sweep import Sweep
 
 THROUGHPUT = SweepTestcase("t", "throughput", "MB/s", "higher", "fast", 3, 60.0)
 SECTORS = SweepTestcase("t", "avg_read_sectors", "sectors", "higher", "fast", 3, 60.0)

@@ -1,7 +1,7 @@
 """The user's words for the search's states: in fix mode the old behaviour is the bad one."""
 
 from kbisect.contract import Mode, Verdict
-from kbisect.workflows.strategy import State
+from kbisect.decide.strategy import State
 
 
 def verdict_for(state: State, mode: str) -> Verdict:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from kbisect.workflows.stats import robust_mean, t_quantile, t_sf2, winsorized_ss
+from kbisect.decide.stats import robust_mean, t_quantile, t_sf2, winsorized_ss
 
 
 @pytest.mark.parametrize(

@@ -21,11 +21,11 @@ from kbisect.contract import (
     VerificationStatus,
     commit_boots_cap,
 )
-from kbisect.workflows.endpoints import Gate, boots
-from kbisect.workflows.engine import Decision, Engine, EngineConfig
-from kbisect.workflows.flaky_engine import FlakyEngine
-from kbisect.workflows.strategy import State
-from kbisect.workflows.verdict import verdict_for
+from kbisect.decide.endpoints import Gate, boots
+from kbisect.decide.engine import Decision, Engine, EngineConfig
+from kbisect.decide.flaky_engine import FlakyEngine
+from kbisect.decide.strategy import State
+from kbisect.decide.verdict import verdict_for
 
 
 def config_of(

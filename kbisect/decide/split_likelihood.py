@@ -28,7 +28,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kbisect.workflows.stats import log_phi
+from kbisect.decide.stats import log_phi
 
 SIGMA_POINTS = 16  # the noise grid's points
 SIGMA_SPAN = 6.0  # the grid spans this many of log sigma's standard errors either side
@@ -79,7 +79,7 @@ def split_loglik(
     # log sigma's standard error is about 1/sqrt(2 df); each hypothesis integrates over a
     # grid of its own about its own residual (sums on one spacing: the same multiple of
     # the integral), as one grid about the best split cut off the others' noise and
-    # favoured the best by up to 0.6 nats (tests/workflows/test_split_likelihood.py)
+    # favoured the best by up to 0.6 nats (tests/decide/test_split_likelihood.py)
     # the grids are windows on one lattice of log sigma, so the splits share its points
     width = SIGMA_SPAN / math.sqrt(2 * (n - 2))
     spacing = 2 * width / (SIGMA_POINTS - 1)

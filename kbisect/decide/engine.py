@@ -45,17 +45,17 @@ from kbisect.contract import (
     MAX_COMMIT_BOOTS,
     Mode,
 )
-from kbisect.workflows import strategy
-from kbisect.workflows.endpoints import (
+from kbisect.decide import strategy
+from kbisect.decide.endpoints import (
     Effect,
     EndpointVerdict,
     Gate,
     compare_scores,
     noise_free,
 )
-from kbisect.workflows.evidence import Boot, Model, log_scale, relative, score
-from kbisect.workflows.stats import robust_mean
-from kbisect.workflows.strategy import Graph, Search, State
+from kbisect.decide.evidence import Boot, Model, log_scale, relative, score
+from kbisect.decide.stats import robust_mean
+from kbisect.decide.strategy import Graph, Search, State
 
 MIN_NOISY_ENDPOINT_BOOTS = 6  # fewer say little about a noisy metric's spread
 DISTURBED_Z = 2.5  # the controls' joint deviation, in sigmas, that says "disturbed"
@@ -89,7 +89,7 @@ class EngineConfig:
 
     @classmethod
     def checked(cls, **kw: object) -> "EngineConfig":
-        """With controls every 6 probe boots. Simulated (tests/workflows/test_engine.py):
+        """With controls every 6 probe boots. Simulated (tests/decide/test_engine.py):
         with boots 14-29 of 64-commit jobs 25% low, 1 wrong culprit in 60 (about 30
         without controls); on a clean host about 15% more boots."""
         return cls(check_host=True, remeasure_every=6, **kw)  # type: ignore[arg-type]

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.dags import as_git_repo, culprit_is_in, linear, random_dag
-from kbisect.workflows.strategy import Graph, Search, State, candidates, next_commits, outcome
+from kbisect.decide.strategy import Graph, Search, State, candidates, next_commits, outcome
 
 
 def run_bisection(

@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from kbisect.workflows.posterior import NONE, Posterior
-from kbisect.workflows.strategy import Graph
+from kbisect.decide.posterior import NONE, Posterior
+from kbisect.decide.strategy import Graph
 
 
 def linear(n: int) -> Graph:

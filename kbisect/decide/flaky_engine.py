@@ -29,11 +29,11 @@ import math
 from dataclasses import dataclass
 
 from kbisect.contract import Mode
-from kbisect.workflows.endpoints import Effect, EndpointVerdict, Gate
-from kbisect.workflows.engine import Decision
-from kbisect.workflows.evidence import Model
-from kbisect.workflows.posterior_engine import UNSPLIT, PosteriorEngine
-from kbisect.workflows.strategy import State
+from kbisect.decide.endpoints import Effect, EndpointVerdict, Gate
+from kbisect.decide.engine import Decision
+from kbisect.decide.evidence import Model
+from kbisect.decide.posterior_engine import UNSPLIT, PosteriorEngine
+from kbisect.decide.strategy import State
 
 PRIOR = 0.5  # Beta(1/2, 1/2): Jeffreys' prior on each side's failure rate
 # The least change in failure rate that counts: RATE_FACTOR times the rate (a regression;

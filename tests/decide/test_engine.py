@@ -4,9 +4,9 @@ import math
 import random
 from collections.abc import Callable
 
-from kbisect.workflows.engine import Answer, Engine, EngineConfig, EngineResult
-from kbisect.workflows.evidence import Boot
-from kbisect.workflows.strategy import Graph, State
+from kbisect.decide.engine import Answer, Engine, EngineConfig, EngineResult
+from kbisect.decide.evidence import Boot
+from kbisect.decide.strategy import Graph, State
 
 
 def linear(n: int) -> Graph:

@@ -14,8 +14,8 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from kbisect.contract import BuildResult, TestResult, TestStatus
-from kbisect.workflows.evidence import Boot, relative
-from kbisect.workflows.stats import robust_mean, t_quantile, t_sf2, trimmed, winsorized_ss
+from kbisect.decide.evidence import Boot, relative
+from kbisect.decide.stats import robust_mean, t_quantile, t_sf2, trimmed, winsorized_ss
 
 LOOKS = (3, 6, 12, 24, 48, 96)  # boots per endpoint at which the test is read; then doubling
 ALPHA = 0.01  # per look; the culprit's own verdicts guard A/A ranges too

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from kbisect.workflows.trend import (
+from kbisect.decide.trend import (
     RIVAL_LEAST,
     Model,
     Swing,

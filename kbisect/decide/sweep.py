@@ -14,7 +14,7 @@ import random
 from dataclasses import dataclass, field
 
 from kbisect.contract import PairWord, SweepPair, SweepTestcase
-from kbisect.workflows.endpoints import (
+from kbisect.decide.endpoints import (
     ALPHA,
     LOOKS,
     EndpointVerdict,
@@ -23,7 +23,7 @@ from kbisect.workflows.endpoints import (
     compare_scores,
     noise_free,
 )
-from kbisect.workflows.evidence import Boot, log_scale, mean_score, within_spread
+from kbisect.decide.evidence import Boot, log_scale, mean_score, within_spread
 
 # A kernel whose first boots all fail this many times is given up on (its pairs cannot
 # tell); fewer failures are retried within the budget.

@@ -12,7 +12,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kbisect.workflows.stats import robust_mean, t_logpdf
+from kbisect.decide.stats import robust_mean, t_logpdf
 
 LIKELIHOOD_DF = 5.0  # the t likelihood's degrees of freedom: robust, still efficient
 # A noise-free metric still gets a scale, a small fraction of the step, so that one boot

@@ -7,8 +7,8 @@ import random
 import numpy as np
 import pytest
 
-from kbisect.workflows.split_likelihood import STEP_SCALES, Commit, split_loglik
-from kbisect.workflows.stats import log_phi
+from kbisect.decide.split_likelihood import STEP_SCALES, Commit, split_loglik
+from kbisect.decide.stats import log_phi
 
 LEAST, TAU = 0.05, 0.15
 

@@ -3,8 +3,8 @@
 import pytest
 
 from kbisect.contract import Verdict
-from kbisect.workflows.strategy import State
-from kbisect.workflows.verdict import state_for, verdict_for
+from kbisect.decide.strategy import State
+from kbisect.decide.verdict import state_for, verdict_for
 
 
 @pytest.mark.parametrize(

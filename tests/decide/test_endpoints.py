@@ -6,9 +6,9 @@ import random
 import pytest
 
 from kbisect.contract import BuildResult, TestResult, TestStatus, Verdict
+from kbisect.decide.endpoints import Gate, compare_scores, endpoint_problem, noise_free
+from kbisect.decide.evidence import Boot, score
 from kbisect.model import Artifact
-from kbisect.workflows.endpoints import Gate, compare_scores, endpoint_problem, noise_free
-from kbisect.workflows.evidence import Boot, score
 
 
 def boots(value: float, n: int, cv: float = 0.0, seed: int = 1, reps: int = 3) -> list[Boot]:

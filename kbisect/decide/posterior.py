@@ -24,7 +24,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from kbisect.workflows.strategy import Graph
+from kbisect.decide.strategy import Graph
 
 NONE = ""  # the "no culprit" hypothesis
 PLANES = 40  # fixed-point bits of probability: 1e-12 resolution

@@ -33,16 +33,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from kbisect.contract import Mode
-from kbisect.workflows import split_likelihood
-from kbisect.workflows.endpoints import (
+from kbisect.decide import split_likelihood
+from kbisect.decide.endpoints import (
     Effect,
     EndpointVerdict,
     Gate,
     effect_of,
     noise_free,
 )
-from kbisect.workflows.engine import Answer, Decision, Engine, EngineConfig, EngineResult
-from kbisect.workflows.evidence import (
+from kbisect.decide.engine import Answer, Decision, Engine, EngineConfig, EngineResult
+from kbisect.decide.evidence import (
     Boot,
     Model,
     log_scale,
@@ -52,10 +52,10 @@ from kbisect.workflows.evidence import (
     score,
     within_spread,
 )
-from kbisect.workflows.posterior import NONE, Posterior
-from kbisect.workflows.stats import robust_mean, t_logpdf
-from kbisect.workflows.strategy import Graph, State
-from kbisect.workflows.trend import (
+from kbisect.decide.posterior import NONE, Posterior
+from kbisect.decide.stats import robust_mean, t_logpdf
+from kbisect.decide.strategy import Graph, State
+from kbisect.decide.trend import (
     SWING_PHIS,
     SWING_PHIS_MOMENT,
     Swing,

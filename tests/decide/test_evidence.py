@@ -4,7 +4,7 @@ import math
 import random
 import statistics
 
-from kbisect.workflows.evidence import CLIP_SPREADS, Boot, mean_score, score, within_spread
+from kbisect.decide.evidence import CLIP_SPREADS, Boot, mean_score, score, within_spread
 
 
 def _boots(n: int, seed: int, sd: float = 0.1) -> list[Boot]:
