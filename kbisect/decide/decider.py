@@ -1,0 +1,155 @@
+"""decide(record) -> Plan: each decision of a job, from its record alone.
+
+The engine is a state machine; the record holds every fact and every question in order,
+so replaying it rebuilds the engine exactly. A Decider keeps each job's engine between
+calls (the record only grows) and replays only the new events; a record it has not seen
+(a worker restarted mid-job, or another worker's job) is replayed whole. The cache is
+only a cache: the record rebuilds it, and the answers are the same either way.
+"""
+
+import statistics
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from kbisect.decide import strategy
+from kbisect.decide.engine import Engine
+from kbisect.decide.flaky_engine import FlakyEngine
+from kbisect.decide.plan import Judged, Plan, Verifying
+from kbisect.decide.posterior_engine import PosteriorEngine
+from kbisect.decide.record import QUESTIONS, Event, Kind, Record, Setup
+from kbisect.decide.strategy import State
+
+CACHED_JOBS = 32  # engines kept in memory, the least recently asked dropped first
+
+
+def engine_of(setup: Setup) -> PosteriorEngine:
+    """A new job's engine: the posterior engine at its latest tuning (flaky pass/fail:
+    Bernoulli boots); a counter or a deterministic pass/fail job takes its exact path."""
+    kind = FlakyEngine if setup.flaky else PosteriorEngine
+    return kind(setup.graph(), setup.new, list(setup.old), setup.config)
+
+
+def decide(record: Record) -> Plan:
+    """The answer to the record's last event (a question) from the record alone."""
+    return Decider().decide(record)
+
+
+@dataclass
+class _Job:
+    setup: Setup
+    engine: PosteriorEngine
+    events: list[Event]
+    plan: Plan
+
+
+class Decider:
+    """decide() with each job's engine kept between calls (thread-safe)."""
+
+    def __init__(self, jobs: int = CACHED_JOBS) -> None:
+        self._jobs: OrderedDict[str, _Job] = OrderedDict()
+        self._size = jobs
+        self._lock = threading.Lock()
+        self.rebuilt = 0  # records replayed from their start: a cache that missed
+
+    def decide(self, record: Record) -> Plan:
+        if not record.events or record.events[-1].kind not in QUESTIONS:
+            raise ValueError("a record ends with a question (wants, look, result...)")
+        with self._lock:
+            job = self._jobs.pop(record.setup.job, None)
+        n = len(record.events)
+        if job is None or not _extends(record, job):
+            self.rebuilt += 1
+            engine = engine_of(record.setup)
+            job = _Job(record.setup, engine, [], Plan())
+        for event in record.events[len(job.events) : n]:
+            job.plan = _apply(job.engine, event)
+            job.events.append(event)
+        with self._lock:
+            self._jobs[record.setup.job] = job
+            while len(self._jobs) > self._size:
+                self._jobs.popitem(last=False)
+        return job.plan
+
+
+def _extends(record: Record, job: _Job) -> bool:
+    """Whether the record is the cached one and more (a reset job's is not)."""
+    seen = len(job.events)
+    return record.setup == job.setup and record.events[:seen] == job.events
+
+
+def _apply(engine: PosteriorEngine, event: Event) -> Plan:
+    """One event given to the engine; a question's answer with the view after it (every
+    question is answered, and the view read, in a replay too: reading the engine settles
+    some of its state, such as whether the metric is a counter)."""
+    kind = event.kind
+    if kind == Kind.BOOT:
+        engine.observe(event.commit, event.boot())
+    elif kind == Kind.FAILED:
+        engine.observe(event.commit, None)
+    elif kind == Kind.MARK:
+        engine.mark(event.commit, State(event.of))
+    elif kind == Kind.TWIN:
+        engine.same_kernel(event.commit, event.of, event.why)
+    elif kind == Kind.IDENTICAL:
+        engine.identical_endpoints()
+    elif kind == Kind.BUILT_AHEAD:
+        engine.built_ahead(event.commit)
+    if kind not in QUESTIONS:
+        return Plan()
+    plan = Plan()
+    if kind == Kind.WANTS:
+        plan.commits = engine.wants()
+    elif kind == Kind.NEXT_FOR:
+        pick = engine.next_for(event.host, event.commits)
+        plan.commits = [pick] if pick is not None else []
+    elif kind == Kind.PAIRS:
+        plan.pairs = [list(p) for p in engine.duet_pairs(event.commits)]
+    elif kind == Kind.AHEAD:
+        plan.commits = engine.ahead(event.n)
+    elif kind == Kind.JUDGE:
+        plan.verifying = _judge(engine, event)
+    elif kind == Kind.RESULT:
+        plan.result = engine.result()
+    _view(engine, plan)
+    return plan
+
+
+def _judge(engine: Engine, event: Event) -> Verifying:
+    """A verification's boots: each scored (less what the swing gave it, read off a
+    boot of its base kernel beside it), then the engine's sequential test."""
+    scores = []
+    for run in event.runs:
+        own = engine.boot_score(list(run.samples))
+        if run.beside:
+            own = engine.paired(own, engine.boot_score(list(run.beside)), event.new_side)
+        scores.append(own)
+    position = engine.model().position(statistics.fmean(scores))
+    return Verifying(scores, position, engine.judge(engine.level_adjusted(scores)))
+
+
+def _view(engine: PosteriorEngine, plan: Plan) -> None:
+    search = engine.search
+    plan.gate = engine.gate
+    plan.decisions = {c: _judged(engine, c) for c in engine.decisions}
+    plan.same_as = dict(search.same_as)
+    plan.candidates = len(strategy.candidates(search))
+    plan.steps_left = strategy.steps_left(search)
+    plan.noisy, plan.counter = engine.noisy, engine.counter
+    plan.pairs_verification = engine.pairs_verification()
+    if isinstance(engine, FlakyEngine):
+        plan.rates = engine.rates_line()
+    ends = (engine.old_end, engine.new_end)
+    plan.failing_ends = [
+        c for c in ends if any(s <= 0 for b in engine.boots.get(c, []) for s in b.samples)
+    ]
+
+
+def _judged(engine: Engine, commit: str) -> Judged:
+    decision = engine.decisions[commit]
+    position = None
+    if engine.boots.get(commit) and (weighed := engine.scores(commit)):
+        position = engine.model().position(statistics.fmean(weighed))
+    # the posterior weighs a firm verdict's boots again to the end; others stay as given
+    certainty = engine.certainty(commit) if decision.firm else decision.confidence
+    return Judged(decision, certainty, position)
