@@ -23,6 +23,7 @@ CLASSIFY = "classify_commits"
 VALIDATE_SWEEP = "validate_sweep"
 SERIES_PLAN = "series_plan"
 SERIES_RECORD = "series_record"
+DECIDE = "decide"  # a local activity: the job's next decision, run by its workflow worker
 WORKFLOW = "BisectWorkflow"
 SWEEP_WORKFLOW = "SweepWorkflow"
 SERIES_WORKFLOW = "SeriesTickWorkflow"

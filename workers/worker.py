@@ -20,6 +20,7 @@ from kbisect.infra import host_lock
 from kbisect.infra.machines import make_machine
 from kbisect.settings import Queues, Settings
 from kbisect.workers.activities import BuildActivities, VmActivities, defined
+from kbisect.workers.decisions import DECIDE_THREADS, decide
 from kbisect.workers.series_activities import SeriesActivities
 from kbisect.workflows.bisect_workflow import BisectWorkflow, sandbox_runner
 from kbisect.workflows.series_workflow import SeriesTickWorkflow
@@ -56,6 +57,8 @@ def make_workers(
                 task_queue=queues.control,
                 workflows=[BisectWorkflow, SweepWorkflow, SeriesTickWorkflow],
                 workflow_runner=sandbox_runner(),
+                activities=[decide],  # local: each job's decisions, into its history
+                activity_executor=ThreadPoolExecutor(DECIDE_THREADS),
             )
         )
     if builds > 0:

@@ -1,9 +1,11 @@
 """BisectWorkflow: validate the range, search it with the evidence engine, conclude.
 
-Deterministic: what to boot next and what the boots mean are pure (workflows.engine,
-strategy, endpoints); the activities that touch git, make and QEMU are called through
-workflows.activity_calls. Every behaviour change goes behind a patch marker (the table
-below), and recorded histories replay in tests/workflows/test_replay.py.
+Each decision (what to boot next, what the boots say, the answer) is asked of
+kbisect.decide through a local activity (workflows.job_decisions): the history records it
+and a replay never runs decision code, so a better rule needs no marker. The activities
+that touch git, make and QEMU are called through workflows.activity_calls. A change to
+the workflow's own steps goes behind a patch marker (the table below); recorded histories
+replay in tests/workflows/test_replay.py.
 """
 
 import asyncio
@@ -16,7 +18,6 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 with workflow.unsafe.imports_passed_through():
     from kbisect.contract import (
-        DEFAULT_MAX_BOOTS,
         SA_CULPRIT_NAME,
         SA_STATUS_NAME,
         SA_TESTCASE_NAME,
@@ -38,12 +39,10 @@ with workflow.unsafe.imports_passed_through():
         VerificationStatus,
     )
     from kbisect.decide import engine_report, strategy
-    from kbisect.decide.endpoints import Gate, boots, endpoint_problem
-    from kbisect.decide.engine import Engine
+    from kbisect.decide.endpoints import boots, endpoint_problem
     from kbisect.decide.engine_report import Measured
     from kbisect.decide.evidence import Boot
-    from kbisect.decide.flaky_engine import FlakyEngine
-    from kbisect.decide.posterior_engine import PosteriorEngine
+    from kbisect.decide.record import Run, Setup
     from kbisect.decide.strategy import State
     from kbisect.decide.verdict import state_for, verdict_for
     from kbisect.workflows.activity_calls import (
@@ -54,43 +53,31 @@ with workflow.unsafe.imports_passed_through():
         cause,
     )
     from kbisect.workflows.details import details_markdown
+    from kbisect.workflows.job_decisions import JobDecisions
     from kbisect.workflows.job_state import JobState
 
-# Patch markers: Temporal's lifecycle is patched() (old and new branch), then
-# deprecate_patch() once the old branch is gone (both kinds of history still replay), then
-# nothing once no job started before the deprecation can still be running. Upgrading
-# across a removal needs those jobs finished or cancelled (docs/development.md).
-# Deprecated: every job since the engine takes its branch; the pre-engine code is gone.
+# Patch markers, for the workflow's own steps only (the decisions are recorded, not
+# re-run): Temporal's lifecycle is patched() (old and new branch), then deprecate_patch()
+# once the old branch is gone (both kinds of history still replay), then nothing once no
+# job started before the deprecation can still be running. Upgrading across a removal
+# needs those jobs finished or cancelled (docs/development.md).
+# Deprecated: every job takes the new branch; the old code is gone.
 ENGINE_PATCH = "noisy-engine"  # boots until the evidence decides
 FAILED_STATUS_PATCH = "status-on-failure"  # a failed job's KbisectStatus says failed
-# Patched: the engine histories recorded before each (pre-samekernel-*.json) replay the old way.
 SAME_KERNEL_PATCH = "same-kernel"  # inert commits unbuilt, one verdict per image
 TRACE_PATCH = "trace-named-commit"  # --trace: traced boots of the endpoints and culprit
-HOST_CHECK_PATCH = "host-check"  # endpoint re-measurements are controls; a disturbed
-# window's boots are set aside (engine check_host)
-CONTROLS_V2_PATCH = "controls-v2"  # two dirty controls leaning the same way: a new host
-# level, boots kept and judged relative to it; a clean control asks the gate again
-# (engine follow_shifts, regate)
-POSTERIOR_PATCH = "posterior-engine"  # a noisy metric: one posterior over the culprit plus
-# "no culprit", endpoint references interleaved all job long, a trend of the host's level
-# (workflows.posterior_engine); a counter still takes Engine's exact path
-POSTERIOR_2_PATCH = "posterior-engine-2"  # its revision 2 (posterior_engine.REVISIONS):
-# the level's shared error cancels, the new endpoint needs no build, a build costs 4 boots
 ROUND_AT_ONCE_PATCH = "round-at-once"  # a round's boots go out together, one to each VM
-# host with room (each host's lock still times one guest at a time); the engine's revision 3
-BOOT_MEAN_PATCH = "boot-mean"  # revision 4: a boot scores its repetitions' clipped mean
-ROLLING_PATCH = "rolling-picks"  # a noisy --parallel K job: once the endpoints' first boots
-# are in, a pick for each VM host as it frees up (engine.next_for), not rounds
-SPLIT_PATCH = "split-weighed"  # revision 6: each hypothesis weighed on its split of every
-# boot, the noise integrated out; the level's slope only where the references show one
-SWING_PATCH = "host-swing"  # revision 7: a swing of the host's speed, where the boots
-# show one, makes a commit's boots close together count partly as one, and each
-# verification boot comes beside a boot of the endpoint it was made from
-SWING_MEAN_PATCH = "swing-mean"  # revision 8: each probe boot has the swing that the
-# references around it show taken off, and carries only what they left of it
-RIVAL_MOTIONS_PATCH = "rival-motions"  # revision 9: the posterior averaged over the
-# motions of the host's level that the references leave likely, not the likeliest alone
-COMMIT_CAP_PATCH = "commit-cap-follows"  # a commit's cap rises with --max-boots
+# host with room (each host's lock still times one guest at a time)
+ROLLING_PATCH = "rolling-picks"  # a noisy --parallel K job on a farm: once the endpoints'
+# first boots are in, a pick for each VM host as it frees up, not rounds
+DEPRECATED = (
+    ENGINE_PATCH,
+    FAILED_STATUS_PATCH,
+    SAME_KERNEL_PATCH,
+    TRACE_PATCH,
+    ROUND_AT_ONCE_PATCH,
+    ROLLING_PATCH,
+)
 
 SA_TESTCASE = SearchAttributeKey.for_keyword(SA_TESTCASE_NAME)
 SA_STATUS = SearchAttributeKey.for_keyword(SA_STATUS_NAME)
@@ -118,6 +105,8 @@ PASSTHROUGH = (
     "kbisect.decide.flaky_engine",
     "kbisect.decide.engine_report",
     "kbisect.decide.sweep",
+    "kbisect.decide.record",
+    "kbisect.decide.plan",
 )
 
 
@@ -135,10 +124,9 @@ class BisectWorkflow(Resumable):
         self._sa = True
         self._unblocked = ("", "")  # status and message to go back to after a block
         self._blocking = Blocking(self._on_blocked, self._on_clear)
-        self._engine: Engine | None = None
-        self._at_once = False  # a round's boots go out together (ROUND_AT_ONCE_PATCH)
+        self._d: JobDecisions | None = None
         self._duets_asked = 0  # duets started (--duets): which half the probe takes
-        self._rolling: bool | None = None  # picks as hosts free up (ROLLING_PATCH); None: not asked
+        self._rolling = False  # picks as hosts free up (ROLLING_PATCH)
         self._building: dict[str, asyncio.Task[BuildResult]] = {}  # builds under way
         self._ahead: dict[str, asyncio.Task[BuildResult]] = {}  # builds no round asked for
         self._measured: dict[str, Measured] = {}
@@ -147,6 +135,7 @@ class BisectWorkflow(Resumable):
         self._classified = False
         self._recorded: set[str] = set()
         self._marked_meanwhile: set[str] = set()  # by a person while under test
+        self._kept: list[str] = []  # booted after a person marked them: a step each to add
 
     # --- watching and steering -------------------------------------------------------
     @workflow.query(name="progress")
@@ -172,7 +161,7 @@ class BisectWorkflow(Resumable):
 
     @mark.validator
     def _validate_mark(self, req: MarkRequest) -> None:
-        if self._state is None or self._engine is None:
+        if self._state is None or self._d is None:
             raise ValueError("the job is still validating: mark once it is bisecting")
         if req.verdict not in tuple(Verdict):
             raise ValueError(f"verdict must be good, bad or skip, not {req.verdict!r}")
@@ -190,12 +179,12 @@ class BisectWorkflow(Resumable):
         calls = JobActivities(req, self._blocking)
         try:
             state = await self._validate(req, calls)
-            workflow.deprecate_patch(ENGINE_PATCH)
-            engine = self._start_engine(state)
-            await self._search(state, calls, engine)
-            return await self._conclude(state, calls, engine)
+            for patch in DEPRECATED:
+                workflow.deprecate_patch(patch)
+            d = self._start_decisions(state)
+            await self._search(state, calls, d)
+            return await self._conclude(state, calls, d)
         except JobFailed as err:
-            workflow.deprecate_patch(FAILED_STATUS_PATCH)
             self._set_status(JobStatus.FAILED, err.message)
             raise
 
@@ -214,115 +203,79 @@ class BisectWorkflow(Resumable):
         return state
 
     # --- the search -----------------------------------------------------------------
-    @staticmethod
-    def _host_checks() -> tuple[bool, bool]:
-        """(controls, controls v2): what the engine of this history does about the host."""
-        if not workflow.patched(HOST_CHECK_PATCH):
-            return False, False
-        return True, workflow.patched(CONTROLS_V2_PATCH)
-
-    def _start_engine(self, state: JobState) -> Engine:
-        # the marker only where it changes something: a job at the default caps has none
-        follows = state.req.max_boots > DEFAULT_MAX_BOOTS and workflow.patched(COMMIT_CAP_PATCH)
-        config = engine_report.config_of(
-            state.req, state.job, *self._host_checks(), commit_cap_follows=follows
-        )
+    def _start_decisions(self, state: JobState) -> JobDecisions:
+        config = engine_report.config_of(state.req, state.job)
+        flaky = state.job.pass_fail and state.job.flaky
         graph, new, old = state.search.graph, state.job.new, state.job.old
-        engine: Engine
-        posterior = workflow.patched(POSTERIOR_PATCH)
-        revision = 2 if posterior and workflow.patched(POSTERIOR_2_PATCH) else 1
-        self._at_once = workflow.patched(ROUND_AT_ONCE_PATCH)
-        if revision == 2 and self._at_once:
-            revision = 4 if workflow.patched(BOOT_MEAN_PATCH) else 3
-            if revision == 4 and workflow.patched(SPLIT_PATCH):
-                revision = 7 if workflow.patched(SWING_PATCH) else 6
-                if revision == 7 and workflow.patched(SWING_MEAN_PATCH):
-                    revision = 9 if workflow.patched(RIVAL_MOTIONS_PATCH) else 8
-        if state.job.pass_fail and state.job.flaky:  # no job before it: no marker of its own
-            engine = FlakyEngine(graph, new, old, config, revision)
-        elif not posterior:
-            engine = Engine(graph, new, old, config)
-        else:
-            engine = PosteriorEngine(graph, new, old, config, revision)
-        self._engine, state.search = engine, engine.search
-        return engine
+        job = workflow.info().workflow_id
+        self._d = JobDecisions(Setup.of(job, graph, new, list(old), config, flaky))
+        return self._d
 
-    async def _search(self, state: JobState, calls: JobActivities, engine: Engine) -> None:
+    async def _search(self, state: JobState, calls: JobActivities, d: JobDecisions) -> None:
         """Boot what the engine wants, a round at a time, until it has decided."""
         self._set_status(JobStatus.CALIBRATING, "booting both endpoints until they differ")
-        same_kernel = workflow.patched(SAME_KERNEL_PATCH)
         round_ = 0
-        while commits := engine.wants():
+        while commits := await d.wants():
             self._record_decisions(state, round_)
-            self._started_bisecting(state, engine)
+            self._started_bisecting(state)
             round_ += 1
             self._progress.current = list(commits)
             self._refresh()
             # All of a round's builds first: a build never shares the host with a boot
             # of the same job (a timing would be disturbed).
             await asyncio.gather(*(self._build_once(state, calls, c) for c in commits))
-            if same_kernel:
-                await self._same_kernels(state, calls, engine, commits)
-            if self._in_duets(state, engine):
-                assert isinstance(engine, PosteriorEngine)
-                await self._duets(state, calls, engine, commits)
+            await self._same_kernels(state, calls, commits)
+            if self._in_duets(state):
+                await self._duets(state, calls, commits)
                 commits = []
-            if self._at_once:  # each VM host's lock still times one guest at a time
-                self._build_ahead(state, calls, engine)
-                gated = engine.gate is not None and engine.gate.gate == Gate.SAME
-                boots = [c for c in commits if c not in engine.search.same_as and not gated]
-                await asyncio.gather(*(self._boot(state, calls, c) for c in boots))
-                commits = []
-            for c in commits:  # one at a time: two guests would disturb each other too
-                if c in engine.search.same_as or (engine.gate and engine.gate.gate == Gate.SAME):
-                    continue  # its kernel is another's: that one's boots decide
-                await self._boot(state, calls, c)
+            await self._build_ahead(state, calls)
+            # each VM host's lock still times one guest at a time
+            boots = [c for c in commits if c not in d.plan.same_as and not d.gated_same]
+            await asyncio.gather(*(self._boot(state, calls, c) for c in boots))
             self._progress.current = []
-            if self._rolls(state, engine):
-                assert isinstance(engine, PosteriorEngine)
-                round_ = await self._roll(state, calls, engine, round_)
+            if await self._rolls(state):
+                round_ = await self._roll(state, calls, round_)
                 break
         self._stop_ahead()
         self._record_decisions(state, round_)
         if self._progress.status == JobStatus.CALIBRATING:
             self._record_endpoints(state)
 
-    def _started_bisecting(self, state: JobState, engine: Engine) -> None:
+    def _started_bisecting(self, state: JobState) -> None:
         """Calibrating ends once the gate says the endpoints differ."""
-        if engine.gate and engine.bisecting and self._progress.status == JobStatus.CALIBRATING:
+        d = self._d
+        assert d is not None
+        gate = d.plan.gate
+        if gate and d.bisecting and self._progress.status == JobStatus.CALIBRATING:
             self._record_endpoints(state)
-            self._set_status(JobStatus.BISECTING, f"{state.job.primary} {engine.gate.message}")
+            self._set_status(JobStatus.BISECTING, f"{state.job.primary} {gate.message}")
 
-    @staticmethod
-    def _in_duets(state: JobState, engine: Engine) -> bool:
+    def _in_duets(self, state: JobState) -> bool:
         """--duets, where they mean something: a timing (a pass/fail boot is none, and a
         counter's one boot a commit needs no reference beside it)."""
-        timing = isinstance(engine, PosteriorEngine) and not engine.counter
-        return state.req.duets and timing and not state.job.pass_fail
+        assert self._d is not None
+        return state.req.duets and not self._d.plan.counter and not state.job.pass_fail
 
-    def _rolls(self, state: JobState, engine: Engine) -> bool:
+    async def _rolls(self, state: JobState) -> bool:
         """Whether the rest of the search picks a boot for each VM host as it frees up: a
         noisy metric (known once both endpoints booted) at --parallel 2 or more, on a
         farm. On one host rounds stay: all of a round's builds go before its boots."""
-        if self._in_duets(state, engine):
+        assert self._d is not None
+        if self._in_duets(state):
             return False  # a duet's pair goes out together, round by round
-        noisy = isinstance(engine, PosteriorEngine) and engine.noisy
-        farm = self._at_once and state.req.parallel > 1 and self._apart()
-        if self._rolling is None and noisy and farm:
-            self._rolling = workflow.patched(ROLLING_PATCH)
-        return bool(self._rolling)
+        if not self._rolling and state.req.parallel > 1 and self._apart():
+            self._rolling = (await self._d.fresh()).noisy
+        return self._rolling
 
-    async def _roll(
-        self, state: JobState, calls: JobActivities, engine: PosteriorEngine, picks: int
-    ) -> int:
+    async def _roll(self, state: JobState, calls: JobActivities, picks: int) -> int:
         """Keep --parallel K boots in flight; as each ends, the host that ran it is handed
-        the next (engine.next_for), so no round waits for its slowest boot or its last
-        build (benchmarks.farm --rolling). A VM worker takes one guest at a time, so the
-        freed host is the one polling for it; a boot that lands elsewhere is still judged
-        against the references of the host it ran on. Returns the picks made."""
+        the next (the engine's next_for), so no round waits for its slowest boot or its
+        last build (benchmarks.farm --rolling). A VM worker takes one guest at a time, so
+        the freed host is the one polling for it; a boot that lands elsewhere is still
+        judged against the references of the host it ran on. Returns the picks made."""
         running: dict[asyncio.Task[str | None], str] = {}
         try:
-            return await self._rolling_picks(state, calls, engine, picks, running)
+            return await self._rolling_picks(state, calls, picks, running)
         finally:  # a job cancelled or failed stops its other boots too, as a round would
             for task in running:
                 task.cancel()
@@ -331,24 +284,25 @@ class BisectWorkflow(Resumable):
         self,
         state: JobState,
         calls: JobActivities,
-        engine: PosteriorEngine,
         picks: int,
         running: dict[asyncio.Task[str | None], str],
     ) -> int:
+        d = self._d
+        assert d is not None
         hosts: list[str | None] = [None] * state.req.parallel  # hosts not known yet
         while True:
             idle = []
             for host in hosts:  # every free slot asks; one with nothing now waits
-                commit = engine.next_for(host, list(running.values()))
+                commit = await d.next_for(host, list(running.values()))
                 if commit is None:
                     idle.append(host)
                     continue
                 picks += 1
                 self._record_decisions(state, picks)
-                self._started_bisecting(state, engine)
-                task = asyncio.ensure_future(self._pick_booted(state, calls, engine, commit))
+                self._started_bisecting(state)
+                task = asyncio.ensure_future(self._pick_booted(state, calls, commit))
                 running[task] = commit
-                self._build_ahead(state, calls, engine)
+                await self._build_ahead(state, calls)
             self._progress.current = list(running.values())
             self._refresh()
             if not running:
@@ -359,28 +313,29 @@ class BisectWorkflow(Resumable):
                 running.pop(task)
             hosts = idle + [task.result() for task in ended]
 
-    async def _pick_booted(
-        self, state: JobState, calls: JobActivities, engine: Engine, commit: str
-    ) -> str | None:
+    async def _pick_booted(self, state: JobState, calls: JobActivities, commit: str) -> str | None:
         """A rolling pick: built, classified, booted. The VM host that ran it (None: it
         did not boot)."""
+        assert self._d is not None
         await self._build_once(state, calls, commit)
-        await self._same_kernels(state, calls, engine, [commit])
-        if commit in engine.search.same_as:
+        await self._same_kernels(state, calls, [commit])
+        if commit in self._d.plan.same_as:
             return None  # its kernel is another's: that one's boots decide
         return await self._boot(state, calls, commit)
 
-    def _build_ahead(self, state: JobState, calls: JobActivities, engine: Engine) -> None:
+    async def _build_ahead(self, state: JobState, calls: JobActivities) -> None:
         """On a farm (builds and boots on different hosts) with --parallel K, each build
         host builds one commit the next rounds will likely pick while this round boots: a
         round that waits for its builds is most of a farm's lost time (benchmarks.farm).
         More would delay the builds a round needs. On one host a build would hold the
         guests back: none then."""
-        if not self._apart() or state.req.parallel < 2 or not isinstance(engine, PosteriorEngine):
+        assert self._d is not None
+        if not self._apart() or state.req.parallel < 2:
             return
         pending = sum(not t.done() for t in self._ahead.values())
-        for commit in engine.ahead(len(self._build_hosts()) - pending):
-            engine.built_ahead(commit)
+        room = len(self._build_hosts()) - pending
+        for commit in await self._d.ahead(room) if room > 0 else []:
+            self._d.built_ahead(commit)
             self._ahead[commit] = asyncio.ensure_future(self._build_once(state, calls, commit))
 
     def _build_hosts(self) -> set[str]:
@@ -401,28 +356,34 @@ class BisectWorkflow(Resumable):
                 self._building.pop(commit, None)
 
     async def _same_kernels(
-        self, state: JobState, calls: JobActivities, engine: Engine, commits: list[str]
+        self, state: JobState, calls: JobActivities, commits: list[str]
     ) -> None:
         """Kernels known to be another's take its verdict: commits that change no file the
         config compiles (once both endpoints are built), and byte-identical images."""
-        ends = [self._builds.get(c) for c in (engine.old_end, engine.new_end)]
+        d = self._d
+        assert d is not None
+        told = len(d.record.events)
+        ends = [self._builds.get(c) for c in (d.old_end, d.new_end)]
         arts = [b.artifact for b in ends if b is not None and b.artifact is not None]
         if not self._classified and len(arts) == 2:
             self._classified = True
             if arts[0].image_sha256 and arts[0].image_sha256 == arts[1].image_sha256:
-                engine.identical_endpoints()
+                d.identical()
+                await d.fresh()
                 return
             if all(a.sources for a in arts):
-                in_range = list(engine.search.graph.order)
+                in_range = list(state.search.graph.order)
                 found = await calls.classify(in_range, [a.sources for a in arts])
                 for commit, parent in found.inert.items():
-                    engine.same_kernel(commit, parent, "touches no file the config compiles")
+                    d.twin(commit, parent, "touches no file the config compiles")
         for c in commits:
             art = self._builds[c].artifact
             if art is not None and art.image_sha256:
                 first = self._images.setdefault(art.image_sha256, c)
                 if first != c:
-                    engine.same_kernel(c, first, "its image is byte-identical")
+                    d.twin(c, first, "its image is byte-identical")
+        if len(d.record.events) > told:
+            await d.fresh()
 
     async def _boot(self, state: JobState, calls: JobActivities, commit: str) -> str | None:
         """One boot of `commit` (built once), its samples given to the engine. The VM host
@@ -430,19 +391,15 @@ class BisectWorkflow(Resumable):
         build, test = await self._built_and_tested(state, calls, commit)
         return self._take(state, commit, build, test)
 
-    async def _duets(
-        self, state: JobState, calls: JobActivities, engine: PosteriorEngine, commits: list[str]
-    ) -> None:
-        """A round in duets (--duets), paired by the engine (duet_pairs), each pair at one
-        moment on one VM host (benchmarks.accuracy --duet simulates this driver)."""
-        if engine.gate is not None and engine.gate.gate == Gate.SAME:
+    async def _duets(self, state: JobState, calls: JobActivities, commits: list[str]) -> None:
+        """A round in duets (--duets), paired by the engine (its duet_pairs), each pair at
+        one moment on one VM host (benchmarks.accuracy --duet simulates this driver)."""
+        assert self._d is not None
+        if self._d.gated_same:
             return
-        pairs = engine.duet_pairs(commits)
-        if self._at_once:  # each VM host takes one duet at a time
-            await asyncio.gather(*(self._duet(state, calls, p) for p in pairs))
-            return
-        for pair in pairs:
-            await self._duet(state, calls, pair)
+        pairs = await self._d.pairs(commits)
+        # each VM host takes one duet at a time
+        await asyncio.gather(*(self._duet(state, calls, p) for p in pairs))
 
     async def _duet(self, state: JobState, calls: JobActivities, pair: tuple[str, str]) -> None:
         """Both kernels booted at one moment, the second's boot beside the first's. A
@@ -477,18 +434,18 @@ class BisectWorkflow(Resumable):
     ) -> str | None:
         """A boot's outcome given to the engine (`beside`: the boot taken just before this
         one ran at the same moment, a duet). The VM host that ran it (None: none ran)."""
-        engine = self._engine
-        assert engine is not None
+        d = self._d
+        assert d is not None
         m = self._measured.setdefault(commit, Measured())
         m.build_seconds = build.seconds
-        if commit in (engine.old_end, engine.new_end):
-            word = state.mode.old_word if commit == engine.old_end else state.mode.new_word
+        if commit in (d.old_end, d.new_end):
+            word = state.mode.old_word if commit == d.old_end else state.mode.new_word
             if problem := endpoint_problem(word, commit, build, test):
                 raise JobFailed(problem)
         if test is None or test.status != TestStatus.OK:
             m.failed = StepSource(test.status) if test else StepSource.BUILD_FAILED
             m.failure = test.error if test else build.error
-            engine.observe(commit, None)
+            d.failed(commit)
             return test.host if test else None
         samples = test.samples_of(state.job.primary)
         m.raw.append(engine_report.boot_value(samples))
@@ -498,7 +455,7 @@ class BisectWorkflow(Resumable):
         if test.bad and m.bad is None:
             m.bad = test
         exact = state.job.pass_fail and not state.job.flaky
-        engine.observe(commit, Boot(samples, test.host, exact=exact, beside=beside))
+        d.boot(commit, Boot(samples, test.host, exact=exact, beside=beside))
         self._progress.boots += 1
         m.boot_numbers.append(self._progress.boots)
         said = (
@@ -508,20 +465,9 @@ class BisectWorkflow(Resumable):
         )
         self._progress.last_boot = f"{commit[:12]} boot {len(m.raw)}: {said}"
         self._refresh()
-        if commit in self._marked_meanwhile and (mark := state.search.marks.get(commit)):
+        if commit in self._marked_meanwhile:  # its step once the engine has the boot
             self._marked_meanwhile.discard(commit)
-            kept = engine_report.decision_step(
-                engine,
-                commit,
-                state.subjects.get(commit, ""),
-                state.mode,
-                engine.decisions[commit],
-                m,
-                0,
-            )
-            kept.source = StepSource.TEST
-            kept.note = f"a person marked it {verdict_for(mark, state.mode)} meanwhile; kept"
-            self._record(kept)
+            self._kept.append(commit)
         return test.host
 
     async def _build_once(self, state: JobState, calls: JobActivities, commit: str) -> BuildResult:
@@ -549,11 +495,11 @@ class BisectWorkflow(Resumable):
         return build, await calls.test(state.job, commit, build.artifact, state.job.repetitions)
 
     def _record_endpoints(self, state: JobState) -> None:
-        assert self._engine is not None
-        for commit in (self._engine.old_end, self._engine.new_end):
+        assert self._d is not None
+        for commit in (self._d.old_end, self._d.new_end):
             self._record(
                 engine_report.endpoint_step(
-                    self._engine,
+                    commit == self._d.old_end,
                     commit,
                     state.subjects.get(commit, ""),
                     state.mode,
@@ -562,25 +508,42 @@ class BisectWorkflow(Resumable):
             )
 
     def _record_decisions(self, state: JobState, round_: int) -> None:
-        assert self._engine is not None
-        for commit, d in self._engine.decisions.items():
+        assert self._d is not None
+        decisions = self._d.plan.decisions
+        for commit, judged in decisions.items():
             if commit in self._recorded:
                 continue
             self._recorded.add(commit)
             m = self._measured.get(commit, Measured())
             subject = state.subjects.get(commit, "")
             self._record(
-                engine_report.decision_step(self._engine, commit, subject, state.mode, d, m, round_)
+                engine_report.decision_step(judged, commit, subject, state.mode, m, round_)
             )
+        self._record_kept(state)
+
+    def _record_kept(self, state: JobState) -> None:
+        """A step for each commit booted after a person marked it, its boot taken in."""
+        assert self._d is not None
+        decisions = self._d.plan.decisions
+        for commit in self._kept:
+            judged = decisions[commit]
+            m, subject = self._measured[commit], state.subjects.get(commit, "")
+            kept = engine_report.decision_step(judged, commit, subject, state.mode, m, 0)
+            kept.source = StepSource.TEST
+            said = verdict_for(judged.decision.state, state.mode)
+            kept.note = f"a person marked it {said} meanwhile; kept"
+            self._record(kept)
+        self._kept = []
 
     async def _conclude(
-        self, state: JobState, calls: JobActivities, engine: Engine
+        self, state: JobState, calls: JobActivities, d: JobDecisions
     ) -> BisectResult:
-        res = engine.result()
-        self._update_steps(engine)
+        res = await d.result()
+        self._record_kept(state)
+        self._update_steps()
         extra: dict[str, object] = {"effect": res.effect, "boots": res.boots, "notes": res.notes}
         ended = engine_report.gate_outcome(
-            engine, state.mode, state.job.primary, state.job.pass_fail
+            d.plan, d.record.setup.flaky, state.mode, state.job.primary, state.job.pass_fail
         )
         if ended:
             return self._finish(ended[0], None, [], ended[1], extra)
@@ -589,7 +552,7 @@ class BisectWorkflow(Resumable):
             return self._finish(JobStatus.AMBIGUOUS, None, res.candidates, message, extra)
         subject = state.subjects.get(res.culprit, "")
         effect = (
-            engine_report.pass_fail_effect(engine, self._measured)
+            engine_report.pass_fail_effect(d.plan, d.new_end, d.old_end, self._measured)
             if state.job.pass_fail
             else f"{state.job.primary} {res.effect}"
         )
@@ -598,35 +561,36 @@ class BisectWorkflow(Resumable):
             f"({res.confidence:.1%} sure; {effect})"
         )
         if state.req.verify:
-            v = await self._verify(state, calls, engine, res.culprit)
+            v = await self._verify(state, calls, res.culprit)
             self._progress.verification = v
             message += f"; {v.status}: {v.message}"
-        if state.req.trace and workflow.patched(TRACE_PATCH):
-            extra["diagnostics"] = await self._trace(state, calls, engine, res.culprit)
+        if state.req.trace:
+            extra["diagnostics"] = await self._trace(state, calls, res.culprit)
         extra["confidence"] = res.confidence
         if state.job.pass_fail:
-            extra["bad_boot"] = self._bad_boot(res.culprit, engine)
+            extra["bad_boot"] = self._bad_boot(res.culprit, d)
         return self._finish(JobStatus.FOUND, res.culprit, res.candidates, message, extra)
 
-    def _bad_boot(self, culprit: str, engine: Engine) -> BadBoot | None:
+    def _bad_boot(self, culprit: str, d: JobDecisions) -> BadBoot | None:
         """The console of a bad boot for the report: the culprit's own (regression), else
         the nearest bad kernel booted (in fix mode the culprit is good: the old endpoint).
         A culprit named through its twin (a byte-identical image) shows its twin's boot."""
-        kernel = culprit
-        while kernel not in self._measured and kernel in engine.search.same_as:
-            kernel = engine.search.same_as[kernel]
-        for commit in (kernel, engine.new_end, engine.old_end):
+        kernel, same_as = culprit, d.plan.same_as
+        while kernel not in self._measured and kernel in same_as:
+            kernel = same_as[kernel]
+        for commit in (kernel, d.new_end, d.old_end):
             m = self._measured.get(commit)
             if m is not None and m.bad is not None:
                 return BadBoot(commit, m.bad.bad, m.bad.excerpt)
         return None
 
     async def _trace(
-        self, state: JobState, calls: JobActivities, engine: Engine, culprit: str
+        self, state: JobState, calls: JobActivities, culprit: str
     ) -> dict[str, dict[str, Any]]:
         """A traced boot of each endpoint and of the named commit, one after another."""
+        assert self._d is not None
         found: dict[str, dict[str, Any]] = {}
-        for commit in dict.fromkeys((engine.old_end, engine.new_end, culprit)):
+        for commit in dict.fromkeys((self._d.old_end, self._d.new_end, culprit)):
             self._set_status(JobStatus.VERIFYING, f"tracing {commit[:12]} (blktrace)")
             build = await self._build_once(state, calls, commit)
             if not build.ok or build.artifact is None:
@@ -640,25 +604,25 @@ class BisectWorkflow(Resumable):
             found[commit] = traced.diagnostics or {"error": traced.error}
         return found
 
-    def _update_steps(self, engine: Engine) -> None:
+    def _update_steps(self) -> None:
         """Steps recorded when a verdict was first reached, with the boots since (endpoint
         re-measurements, the culprit's rechecks)."""
+        assert self._d is not None
+        decisions = self._d.plan.decisions
         for step in self._progress.steps:
             m = self._measured.get(step.commit)
             if m is None or not m.raw or step.source not in (StepSource.TEST, StepSource.ENDPOINT):
                 continue
             engine_report.with_boots(step, m)
-            d = engine.decisions.get(step.commit)
-            if step.source == StepSource.TEST and d is not None and d.firm:
+            judged = decisions.get(step.commit)
+            if step.source == StepSource.TEST and judged is not None and judged.decision.firm:
                 # the posterior engine weighs every boot again to the end: a verdict can turn
                 assert self._state is not None
-                step.verdict = verdict_for(d.state, self._state.mode)
-                step.confidence = engine.certainty(step.commit)
+                step.verdict = verdict_for(judged.decision.state, self._state.mode)
+                step.confidence = judged.certainty
                 step.note = f"{boots(step.boots)}, {step.confidence:.1%} sure"
 
-    async def _verify(
-        self, state: JobState, calls: JobActivities, engine: Engine, culprit: str
-    ) -> Verification:
+    async def _verify(self, state: JobState, calls: JobActivities, culprit: str) -> Verification:
         """Revert the culprit on the new endpoint (or apply the fix to the old one) and boot
         that: it must behave like the old endpoint (or like the new one)."""
         revert = state.req.mode == Mode.REGRESSION
@@ -680,7 +644,7 @@ class BisectWorkflow(Resumable):
                 return v
             self._progress.current = [made.commit]
             self._refresh()
-            return await self._verify_boots(state, calls, engine, v, made.commit, where)
+            return await self._verify_boots(state, calls, v, made.commit, where)
         except ActivityError as err:  # the bisection's answer stands without it
             v.message = f"could not verify: {cause(err)}"
             return v
@@ -688,29 +652,23 @@ class BisectWorkflow(Resumable):
             self._progress.current = []
 
     async def _verify_boots(
-        self,
-        state: JobState,
-        calls: JobActivities,
-        engine: Engine,
-        v: Verification,
-        commit: str,
-        where: str,
+        self, state: JobState, calls: JobActivities, v: Verification, commit: str, where: str
     ) -> Verification:
         """Boots of the verification kernel until the engine's test decides, or its cap."""
+        d = self._d
+        assert d is not None
         raw: list[float] = []
-        scores: list[float] = []
-        decision = None
+        runs: list[Run] = []
         # On a host that swings, a boot of the kernel it was made from (v.onto, an
         # endpoint) before each boot: what that one reads beyond its side, the next
-        # shares (engine.paired)
-        beside = v.onto if engine.pairs_verification() else None
-        new_side = beside == engine.new_end
-        while decision is None:
-            base = None
+        # shares (the engine's paired)
+        beside = v.onto if d.plan.pairs_verification else None
+        while True:
+            base: list[float] = []
             if beside is not None:
                 _, before = await self._built_and_tested(state, calls, beside)
                 if before is not None and before.status == TestStatus.OK:
-                    base = engine.boot_score(before.samples_of(state.job.primary))
+                    base = list(before.samples_of(state.job.primary))
             build, test = await self._built_and_tested(state, calls, commit)
             if not build.ok or test is None or test.status != TestStatus.OK:
                 why = build.error if not build.ok else test.error if test else "no test ran"
@@ -719,10 +677,11 @@ class BisectWorkflow(Resumable):
             v.values = test.values
             samples = test.samples_of(state.job.primary)
             raw.append(engine_report.boot_value(samples))
-            own = engine.boot_score(samples)
-            scores.append(own if base is None else engine.paired(own, base, new_side))
-            decision = engine.judge(engine.level_adjusted(scores))
-        v = engine_report.verification_of(v, engine, raw, scores, decision)
+            runs.append(Run(list(samples), base))
+            verifying = await d.judge(runs, new_side=beside == d.new_end)
+            if verifying.decision is not None:
+                break
+        v = engine_report.verification_of(v, raw, verifying)
         if beside is not None:
             v.message += f"; each boot beside one of {beside[:12]}, as the host swings"
         if state.job.pass_fail and not state.job.flaky and v.status != VerificationStatus.CONFIRMED:
@@ -736,17 +695,21 @@ class BisectWorkflow(Resumable):
         self._refresh()
 
     def _apply(self, commit: str, state: State, step: Step) -> None:
-        assert self._engine is not None
-        self._engine.mark(commit, state)
+        assert self._d is not None
+        self._d.mark(commit, state)
         self._recorded.add(commit)
         self._marked_meanwhile.add(commit)
         self._record(step)
 
     def _refresh(self) -> None:
         subjects: dict[str, str] = {}
-        if self._state is not None:
+        if self._d is not None and self._d.asked:
+            self._progress.candidates = self._d.plan.candidates
+            self._progress.steps_left = self._d.plan.steps_left
+        elif self._state is not None:  # nothing asked yet: the whole range
             self._progress.candidates = len(strategy.candidates(self._state.search))
             self._progress.steps_left = strategy.steps_left(self._state.search)
+        if self._state is not None:
             subjects = self._state.subjects
         workflow.set_current_details(details_markdown(self._progress, subjects))
 

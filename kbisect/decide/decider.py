@@ -131,7 +131,7 @@ def _judge(engine: Engine, event: Event) -> Verifying:
 def _view(engine: PosteriorEngine, plan: Plan) -> None:
     search = engine.search
     plan.gate = engine.gate
-    plan.decisions = {c: _judged(engine, c) for c in engine.decisions}
+    plan.decisions = {c: judged(engine, c) for c in engine.decisions}
     plan.same_as = dict(search.same_as)
     plan.candidates = len(strategy.candidates(search))
     plan.steps_left = strategy.steps_left(search)
@@ -139,13 +139,14 @@ def _view(engine: PosteriorEngine, plan: Plan) -> None:
     plan.pairs_verification = engine.pairs_verification()
     if isinstance(engine, FlakyEngine):
         plan.rates = engine.rates_line()
-    ends = (engine.old_end, engine.new_end)
-    plan.failing_ends = [
-        c for c in ends if any(s <= 0 for b in engine.boots.get(c, []) for s in b.samples)
-    ]
+    plan.old_passes, plan.new_passes = (
+        all(s > 0 for b in engine.boots.get(c, []) for s in b.samples)
+        for c in (engine.old_end, engine.new_end)
+    )
 
 
-def _judged(engine: Engine, commit: str) -> Judged:
+def judged(engine: Engine, commit: str) -> Judged:
+    """A commit's verdict with its certainty and where its boots sit."""
     decision = engine.decisions[commit]
     position = None
     if engine.boots.get(commit) and (weighed := engine.scores(commit)):

@@ -1,7 +1,7 @@
 """The engine's state in the job's words: steps for the table, messages, the outcome.
 
 Pure: the workflow passes what it measured (raw per-boot values, the last test's other
-metrics) and the engine; these shape it into contract types.
+metrics) and the latest plan (kbisect.decide.plan); these shape it into contract types.
 """
 
 import statistics
@@ -9,7 +9,6 @@ from dataclasses import dataclass, field, replace
 
 from kbisect.contract import (
     FLAKY_BOOTS_FACTOR,
-    MAX_COMMIT_BOOTS,
     BisectRequest,
     JobStatus,
     Mode,
@@ -22,22 +21,15 @@ from kbisect.contract import (
     commit_boots_cap,
 )
 from kbisect.decide.endpoints import Gate, boots
-from kbisect.decide.engine import Decision, Engine, EngineConfig
-from kbisect.decide.flaky_engine import FlakyEngine
+from kbisect.decide.engine import Decision, EngineConfig
+from kbisect.decide.plan import Judged, Plan, Verifying
 from kbisect.decide.strategy import State
 from kbisect.decide.verdict import verdict_for
 
 
-def config_of(
-    req: BisectRequest,
-    job: ValidatedJob,
-    check_host: bool = False,
-    controls_v2: bool = False,
-    commit_cap_follows: bool = False,
-) -> EngineConfig:
-    """`commit_cap_follows`: a commit's cap rises with --max-boots (commit_boots_cap); a
-    job from before that keeps MAX_COMMIT_BOOTS."""
-    commit_cap = commit_boots_cap(req.max_boots) if commit_cap_follows else MAX_COMMIT_BOOTS
+def config_of(req: BisectRequest, job: ValidatedJob) -> EngineConfig:
+    """The job's engine settings; a commit's cap rises with --max-boots (commit_boots_cap)."""
+    commit_cap = commit_boots_cap(req.max_boots)
     fields: dict[str, object] = {
         "mode": req.mode,
         "better": job.better,
@@ -50,9 +42,7 @@ def config_of(
         fields["max_endpoint_boots"] = req.max_boots * FLAKY_BOOTS_FACTOR
         fields["max_commit_boots"] = commit_cap * FLAKY_BOOTS_FACTOR
         fields["min_rate_step"] = req.min_rate_step
-    if check_host:
-        return EngineConfig.checked(follow_shifts=controls_v2, regate=controls_v2, **fields)
-    return EngineConfig(**fields)  # type: ignore[arg-type]
+    return EngineConfig.checked(follow_shifts=True, regate=True, **fields)
 
 
 @dataclass
@@ -87,8 +77,7 @@ def with_boots(step: Step, m: Measured) -> Step:
     return step
 
 
-def endpoint_step(engine: Engine, commit: str, subject: str, mode: Mode, m: Measured) -> Step:
-    old = commit == engine.old_end
+def endpoint_step(old: bool, commit: str, subject: str, mode: Mode, m: Measured) -> Step:
     step = Step(
         commit=commit,
         subject=subject,
@@ -103,8 +92,9 @@ def endpoint_step(engine: Engine, commit: str, subject: str, mode: Mode, m: Meas
 
 
 def decision_step(
-    engine: Engine, commit: str, subject: str, mode: Mode, d: Decision, m: Measured, round_: int
+    judged: Judged, commit: str, subject: str, mode: Mode, m: Measured, round_: int
 ) -> Step:
+    d = judged.decision
     step = Step(
         commit=commit,
         subject=subject,
@@ -119,9 +109,8 @@ def decision_step(
     with_boots(step, m)
     if m.raw:
         step.values = m.last.values if m.last else {}
-        # none weighed: every boot ran on a VM host that booted no references (yet)
-        if weighed := engine.scores(commit):
-            step.position = engine.model().position(statistics.fmean(weighed))
+        # None: every boot ran on a VM host that booted no references (yet)
+        step.position = judged.position
         if not step.note and step.confidence is not None:
             step.note = f"{boots(len(m.raw))}, {step.confidence:.1%} sure"
     return step
@@ -134,17 +123,17 @@ def _source(d: Decision) -> StepSource:
 
 
 def gate_outcome(
-    engine: Engine, mode: Mode, metric: str, pass_fail: bool = False
+    plan: Plan, flaky: bool, mode: Mode, metric: str, pass_fail: bool = False
 ) -> tuple[JobStatus, str] | None:
     """The job's end when the endpoints do not allow a bisection, else None."""
-    gate = engine.gate
+    gate = plan.gate
     assert gate is not None
     if gate.gate == Gate.DIFFERENT:
         return None
-    if isinstance(engine, FlakyEngine):  # its gate's message says it in failure rates
+    if flaky:  # its gate's message says it in failure rates
         return JobStatus.NO_DIFFERENCE, gate.message
     if pass_fail and gate.gate in (Gate.SAME, Gate.WRONG_WAY) and gate.effect.boots_old:
-        return JobStatus.NO_DIFFERENCE, _pass_fail_ends(engine, mode)
+        return JobStatus.NO_DIFFERENCE, _pass_fail_ends(plan, mode)
     if gate.gate == Gate.WRONG_WAY:
         other = Mode.FIX if mode == Mode.REGRESSION else Mode.REGRESSION
         better = "better" if mode == Mode.REGRESSION else "worse"
@@ -159,13 +148,9 @@ def gate_outcome(
     return JobStatus.NO_DIFFERENCE, f"endpoints do not differ: {metric} {gate.message}"
 
 
-def _passes(engine: Engine, commit: str) -> bool:
-    return all(s > 0 for b in engine.boots.get(commit, []) for s in b.samples)
-
-
-def _pass_fail_ends(engine: Engine, mode: Mode) -> str:
+def _pass_fail_ends(plan: Plan, mode: Mode) -> str:
     """Why a pass/fail job has nothing to bisect, in its endpoints' words."""
-    old, new = _passes(engine, engine.old_end), _passes(engine, engine.new_end)
+    old, new = plan.old_passes, plan.new_passes
     if old == new:
         both = "pass" if old else "fail"
         must = f"the {mode.new_word} one must fail" if old else f"the {mode.old_word} one must pass"
@@ -180,27 +165,25 @@ def _pass_fail_ends(engine: Engine, mode: Mode) -> str:
     )
 
 
-def pass_fail_effect(engine: Engine, measured: dict[str, Measured]) -> str:
+def pass_fail_effect(plan: Plan, new_end: str, old_end: str, measured: dict[str, Measured]) -> str:
     """The endpoints' difference in a pass/fail job's words: what the bad side does."""
-    if isinstance(engine, FlakyEngine):
-        return engine.rates_line()
-    bad_end = engine.new_end if not _passes(engine, engine.new_end) else engine.old_end
+    if plan.rates:  # a flaky job: the endpoints' failure rates
+        return plan.rates
+    bad_end = new_end if not plan.new_passes else old_end
     m = measured.get(bad_end)
     how = m.bad.bad if m is not None and m.bad is not None else "fails"
     return f"good boots pass, bad ones {'fail' if how == 'fails' else how}"
 
 
-def verification_of(
-    base: Verification, engine: Engine, raw: list[float], scores: list[float], d: Decision | None
-) -> Verification:
+def verification_of(base: Verification, raw: list[float], verifying: Verifying) -> Verification:
     """The culprit reverted on new must behave like old (regression); applied to old,
     like new (fix). A lean short of the test's threshold is inconclusive. `raw`: each
-    boot's value, `scores`: the same boots as the engine scored them."""
+    boot's value; `verifying`: the same boots as the engine's test read them."""
     revert = base.kind == "revert"
     where = "reverted on the new endpoint" if revert else "applied to the old endpoint"
     value = statistics.median(raw)
-    position = engine.model().position(statistics.fmean(scores))
-    done = replace(base, value=value, position=position, boots=len(raw))
+    d = verifying.decision
+    done = replace(base, value=value, position=verifying.position, boots=len(raw))
     if d is None or d.state == State.SKIP:
         done.message = f"{where}, it stays between the endpoints after {len(raw)} boots"
         return done

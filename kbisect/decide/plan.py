@@ -41,4 +41,5 @@ class Plan:
     counter: bool = False  # both endpoints booted, and the metric is a counter
     pairs_verification: bool = False  # each verification boot wants one of its base beside
     rates: str = ""  # a flaky job: the endpoints' failures in words
-    failing_ends: list[str] = field(default_factory=list)  # pass/fail: endpoints that failed
+    old_passes: bool = True  # pass/fail: no boot of the old endpoint failed
+    new_passes: bool = True

@@ -73,17 +73,26 @@ class Setup:
     """What the job's engine is made of: its range and its rules."""
 
     job: str  # the workflow's id: the decider's cache is kept per job
-    parents: dict[str, list[str]]
-    order: list[str]  # newest first, as Graph.order
+    order: list[str]  # the range, newest first (Graph.order)
+    parent_index: list[list[int]]  # each commit's parents in the range, as places in order
     new: str
     old: list[str]
     config: EngineConfig
     flaky: bool = False  # a flaky pass/fail job: boots are pass or fail
 
+    @classmethod
+    def of(
+        cls, job: str, graph: Graph, new: str, old: list[str], config: EngineConfig, flaky: bool
+    ) -> "Setup":
+        at = graph.index
+        parents = [[at[p] for p in graph.parents[c]] for c in graph.order]
+        return cls(job, list(graph.order), parents, new, list(old), config, flaky)
+
     def graph(self) -> Graph:
-        return Graph(
-            parents={c: tuple(p) for c, p in self.parents.items()}, order=tuple(self.order)
-        )
+        order = tuple(self.order)
+        pairs = zip(order, self.parent_index, strict=True)
+        parents = {c: tuple(order[i] for i in idx) for c, idx in pairs}
+        return Graph(parents=parents, order=order)
 
 
 @dataclass

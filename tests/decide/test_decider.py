@@ -16,9 +16,7 @@ from tests.decide.test_engine import index, linear
 
 
 def setup(n: int, job: str = "job") -> Setup:
-    graph = linear(n)
-    parents = {c: list(p) for c, p in graph.parents.items()}
-    return Setup(job, parents, list(graph.order), f"c{n}", ["root"], EngineConfig())
+    return Setup.of(job, linear(n), f"c{n}", ["root"], EngineConfig(), flaky=False)
 
 
 def boot_of(rng: random.Random, commit: str, culprit: int, cv: float) -> list[float]:

@@ -8,6 +8,7 @@ import statistics
 import pytest
 
 from kbisect.contract import Mode
+from kbisect.decide.decider import judged
 from kbisect.decide.engine import Answer, Decision, EngineConfig
 from kbisect.decide.engine_report import Measured, decision_step
 from kbisect.decide.evidence import Boot
@@ -360,8 +361,8 @@ def test_a_commit_booted_only_where_no_reference_ran_is_reported_unplaced() -> N
     engine.wants()
     assert engine.scores("c20") == []
     m = Measured(raw=[300.0], hosts=["c"])
-    d = Decision(State.OLD, 1, -1.0, firm=True)
-    step = decision_step(engine, "c20", "", Mode.REGRESSION, d, m, 1)
+    engine.decisions["c20"] = Decision(State.OLD, 1, -1.0, firm=True)
+    step = decision_step(judged(engine, "c20"), "c20", "", Mode.REGRESSION, m, 1)
     assert step.value == 300.0 and step.position is None
 
 

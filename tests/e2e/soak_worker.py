@@ -8,11 +8,13 @@ Run: python -m tests.e2e.soak_worker ADDRESS ROLE QUEUE   (ROLE: control, build 
 
 import asyncio
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 from temporalio.client import Client
 from temporalio.worker import Worker
 
 from benchmarks.dags import linear
+from kbisect.workers.decisions import decide
 from kbisect.workflows.bisect_workflow import BisectWorkflow, sandbox_runner
 from tests.workflows import fakes
 from tests.workflows.fakes import Scenario
@@ -44,7 +46,8 @@ async def main(address: str, role: str, queue: str) -> None:
     client = await Client.connect(address)
     # by the queue each activity runs on (contract.ACTIVITY_QUEUE)
     build = [fakes.validate_job, fakes.build_kernel, fakes.prepare_verify, fakes.classify_commits]
-    activities = {"build": build, "vm": [fakes.run_test, fakes.trace_testcase]}.get(role, [])
+    vm = [fakes.run_test, fakes.trace_testcase]
+    activities = {"build": build, "vm": vm, "control": [decide]}.get(role, [])
     worker = Worker(
         client,
         task_queue=queue,
@@ -52,6 +55,7 @@ async def main(address: str, role: str, queue: str) -> None:
         activities=activities,
         workflow_runner=sandbox_runner(),
         max_concurrent_activities=4,
+        activity_executor=ThreadPoolExecutor(2),
     )
     print(f"soak worker {role} on {queue}", flush=True)
     await worker.run()

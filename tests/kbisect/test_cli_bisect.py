@@ -19,6 +19,7 @@ from kbisect.infra.lab import LabOptions, create_lab
 from kbisect.main import main
 from kbisect.settings import Settings
 from kbisect.workers.activities import BuildActivities
+from kbisect.workers.decisions import decide
 from kbisect.workflows.bisect_workflow import BisectWorkflow, sandbox_runner
 from tests.conftest import one_queue_env
 from tests.workflows import fakes
@@ -36,7 +37,7 @@ async def _kbisect(
         env.client,
         task_queue=queue,
         workflows=[BisectWorkflow],
-        activities=[BuildActivities(Settings.from_env(), KernelBuilder()).validate_job],
+        activities=[BuildActivities(Settings.from_env(), KernelBuilder()).validate_job, decide],
         workflow_runner=sandbox_runner(),
         activity_executor=ThreadPoolExecutor(2),
     ):
@@ -179,6 +180,7 @@ def _fake_worker(env: WorkflowEnvironment, queue: str) -> Worker:
         workflows=[BisectWorkflow],
         activities=fakes.FAKES,
         workflow_runner=sandbox_runner(),
+        activity_executor=ThreadPoolExecutor(2),
     )
 
 

@@ -46,6 +46,7 @@ from kbisect.contract import (
 from kbisect.decide.strategy import Graph
 from kbisect.model import Artifact
 from kbisect.testcases.manifest import PASSED
+from kbisect.workers.decisions import decide
 
 FAST, SLOW = 512.0, 8.0
 
@@ -346,6 +347,7 @@ async def trace_testcase(req: TraceRequest) -> TraceResult:
 
 
 FAKES = [
+    decide,  # the real decisions: the workflow worker's own local activity
     validate_job,
     validate_sweep,
     build_kernel,

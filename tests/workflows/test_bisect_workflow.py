@@ -9,6 +9,7 @@ import statistics
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
 
@@ -40,14 +41,12 @@ from kbisect.contract import (
 from kbisect.decide.engine_report import config_of
 from kbisect.workflows import activity_calls
 from kbisect.workflows.bisect_workflow import (
-    COMMIT_CAP_PATCH,
     SA_STATUS,
     BisectWorkflow,
     sandbox_runner,
 )
 from tests.workflows import fakes
 from tests.workflows.fakes import SCENARIOS, Scenario
-from tests.workflows.test_replay import recorded_patches
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 HISTORIES = Path(__file__).parent / "histories"
@@ -75,6 +74,7 @@ async def running(client: Client, scenario: Scenario, **kw: object) -> AsyncIter
         workflows=[BisectWorkflow],
         activities=fakes.FAKES,
         workflow_runner=sandbox_runner(),
+        activity_executor=ThreadPoolExecutor(2),
     ):
         yield await client.start_workflow(BisectWorkflow.run, req, id=f"wf-{key}", task_queue=queue)
 
@@ -401,23 +401,15 @@ async def test_noisy_scores_still_name_the_culprit(env: WorkflowEnvironment) -> 
         assert endpoint.value != fakes.FAST  # the noise really reached the verdicts
 
 
-async def test_a_higher_max_boots_raises_a_commit_s_cap_in_jobs_that_start_now(
-    env: WorkflowEnvironment,
-) -> None:
-    # A hunt for a small step raises --max-boots: a commit's cap follows it, behind a
-    # marker that only such a job records (a running job keeps the cap it started with).
-    marked = {}
-    for cap in (DEFAULT_MAX_BOOTS, 2 * DEFAULT_MAX_BOOTS):
-        async with running(env.client, Scenario(graph=linear(8), culprit="c3"), max_boots=cap) as h:
-            assert (await h.result()).culprit == "c3"
-            marked[cap] = COMMIT_CAP_PATCH in recorded_patches((await h.fetch_history()).to_json())
-    assert marked == {DEFAULT_MAX_BOOTS: False, 2 * DEFAULT_MAX_BOOTS: True}
+async def test_a_higher_max_boots_raises_a_commit_s_cap() -> None:
+    # A hunt for a small step raises --max-boots: a commit's cap follows it.
     job = ValidatedJob(["a"], "b", "t", "score", "MB/s", "higher", "fast", 1, 60.0)
     req = BisectRequest(repo="r", good=["a"], bad="b", testcase="t", max_boots=192)
-    assert config_of(req, job).max_commit_boots == MAX_COMMIT_BOOTS
-    assert config_of(req, job, commit_cap_follows=True).max_commit_boots == 240
+    default = dataclasses.replace(req, max_boots=DEFAULT_MAX_BOOTS)
+    assert config_of(default, job).max_commit_boots == MAX_COMMIT_BOOTS
+    assert config_of(req, job).max_commit_boots == 240
     flaky = dataclasses.replace(job, pass_fail=True, flaky=True)
-    caps = config_of(req, flaky, commit_cap_follows=True)
+    caps = config_of(req, flaky)
     factor = FLAKY_BOOTS_FACTOR
     assert (caps.max_endpoint_boots, caps.max_commit_boots) == (192 * factor, 240 * factor)
     assert commit_boots_cap(48) == MAX_COMMIT_BOOTS  # a lower N leaves a commit's cap
