@@ -10,6 +10,7 @@ only a cache: the record rebuilds it, and the answers are the same either way.
 import statistics
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from kbisect.decide import strategy
@@ -46,7 +47,10 @@ class _Job:
 class Decider:
     """decide() with each job's engine kept between calls (thread-safe)."""
 
-    def __init__(self, jobs: int = CACHED_JOBS) -> None:
+    def __init__(
+        self, jobs: int = CACHED_JOBS, make: Callable[[Setup], PosteriorEngine] = engine_of
+    ) -> None:
+        self._make = make  # the rule: a test may give another
         self._jobs: OrderedDict[str, _Job] = OrderedDict()
         self._size = jobs
         self._lock = threading.Lock()
@@ -60,7 +64,7 @@ class Decider:
         n = len(record.events)
         if job is None or not _extends(record, job):
             self.rebuilt += 1
-            engine = engine_of(record.setup)
+            engine = self._make(record.setup)
             job = _Job(record.setup, engine, [], Plan())
         for event in record.events[len(job.events) : n]:
             job.plan = _apply(job.engine, event)

@@ -14,6 +14,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from temporalio import activity
 from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
@@ -24,10 +25,11 @@ from temporalio.client import (
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
+from temporalio.worker import Replayer, Worker
 
 from benchmarks.dags import hex_names, linear, random_dag
 from kbisect.contract import (
+    DECIDE,
     DEFAULT_MAX_BOOTS,
     FLAKY_BOOTS_FACTOR,
     MAX_COMMIT_BOOTS,
@@ -38,7 +40,11 @@ from kbisect.contract import (
     ValidatedJob,
     commit_boots_cap,
 )
+from kbisect.decide.decider import Decider
 from kbisect.decide.engine_report import config_of
+from kbisect.decide.plan import Plan
+from kbisect.decide.posterior_engine import PosteriorEngine
+from kbisect.decide.record import Record, Setup
 from kbisect.workflows import activity_calls
 from kbisect.workflows.bisect_workflow import (
     SA_STATUS,
@@ -639,6 +645,63 @@ async def test_a_mark_while_the_commit_is_tested_is_kept(env: WorkflowEnvironmen
         ("marked", "good", "marked by a person"),
         ("test", "good", "a person marked it good meanwhile; kept"),
     ]
+
+
+async def test_a_job_running_during_an_upgrade_takes_the_new_rule_at_its_next_decision(
+    env: WorkflowEnvironment,
+) -> None:
+    # Worker A decides with today's rule and stops halfway (the upgrade); worker B, whose
+    # rule differs (a stricter error, a test-only rule), takes the job over from its
+    # history. Its decisions are read back, not re-run: no NondeterminismError, B rebuilds
+    # the engine from the record once and decides the rest, and the history replays.
+    def stricter(setup: Setup) -> PosteriorEngine:
+        config = dataclasses.replace(setup.config, error=0.001)
+        return PosteriorEngine(setup.graph(), setup.new, list(setup.old), config)
+
+    rules = {"a": Decider(), "b": Decider(make=stricter)}
+    asked = Counter[str]()
+
+    def worker(rule: str, queue: str) -> Worker:
+        @activity.defn(name=DECIDE)
+        def decide(record: Record) -> Plan:
+            asked[rule] += 1
+            return rules[rule].decide(record)
+
+        others = [a for a in fakes.FAKES if a is not fakes.decide]
+        return Worker(
+            env.client,
+            task_queue=queue,
+            workflows=[BisectWorkflow],
+            activities=[decide, *others],
+            workflow_runner=sandbox_runner(),
+            activity_executor=ThreadPoolExecutor(2),
+        )
+
+    key, queue = f"upgrade-{uuid.uuid4().hex[:8]}", f"q-{uuid.uuid4().hex[:8]}"
+    SCENARIOS[key] = Scenario(graph=linear(32), culprit="c19", noise=0.05)
+    req = BisectRequest(
+        repo=key,
+        good=["root"],
+        bad="tip",
+        testcase="nvme-snapshot-read",
+        build_queue=queue,
+        vm_queue=queue,
+    )
+    async with worker("a", queue):
+        handle = await env.client.start_workflow(
+            BisectWorkflow.run, req, id=f"wf-{key}", task_queue=queue
+        )
+        while (await handle.query("progress", result_type=Progress)).boots < 12:
+            await asyncio.sleep(0.05)
+    halfway = asked["a"]
+    async with worker("b", queue):
+        result = await handle.result()
+    assert result.culprit == "c19", result.message
+    assert asked["a"] == halfway and asked["b"] > 0
+    assert rules["b"].rebuilt == 1  # from nothing: the record, not a cache, rebuilt it
+    await Replayer(workflows=[BisectWorkflow], workflow_runner=sandbox_runner()).replay_workflow(
+        await handle.fetch_history()
+    )
 
 
 async def test_a_host_problem_blocks_the_job_until_resumed(env: WorkflowEnvironment) -> None:
