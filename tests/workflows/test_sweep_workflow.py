@@ -1,6 +1,7 @@
 """SweepWorkflow on a real local Temporal dev server, with fake activities."""
 
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from temporalio.client import WorkflowFailureError
@@ -37,6 +38,7 @@ async def sweep(
         workflows=[SweepWorkflow],
         activities=fakes.FAKES,
         workflow_runner=sandbox_runner(),
+        activity_executor=ThreadPoolExecutor(2),
     ):
         handle = await env.client.start_workflow(
             SweepWorkflow.run, req, id=f"sweep-{key}", task_queue=queue
