@@ -14,7 +14,7 @@ from temporalio.worker import Worker
 
 from benchmarks.dags import linear
 from kbisect.builders.kernel_build import KernelBuilder
-from kbisect.contract import WORKFLOW, BisectRequest, BisectResult
+from kbisect.contract import WORKFLOW, BisectResult
 from kbisect.infra.lab import LabOptions, create_lab
 from kbisect.main import main
 from kbisect.settings import Settings
@@ -23,7 +23,7 @@ from kbisect.workers.decisions import decide
 from kbisect.workflows.bisect_workflow import BisectWorkflow, sandbox_runner
 from tests.conftest import one_queue_env
 from tests.workflows import fakes
-from tests.workflows.fakes import SCENARIOS, Scenario
+from tests.workflows.fakes import Scenario
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -158,16 +158,7 @@ async def test_an_unknown_job_is_one_line(env: WorkflowEnvironment, command: str
 
 async def _start_job(env: WorkflowEnvironment, queue: str, scenario: Scenario | None = None) -> str:
     """A job over a fake scenario (tests.workflows.fakes), on its own queue."""
-    key = f"scenario-{uuid.uuid4().hex[:8]}"
-    SCENARIOS[key] = scenario or Scenario(graph=linear(8), culprit="c5")
-    req = BisectRequest(
-        repo=key,
-        good=["root"],
-        bad="tip",
-        testcase="nvme-snapshot-read",
-        build_queue=queue,
-        vm_queue=queue,
-    )
+    req = fakes.request(scenario or Scenario(graph=linear(8), culprit="c5"), queue)
     job_id = f"bisect-test-{uuid.uuid4().hex[:8]}"
     await env.client.start_workflow(WORKFLOW, req, id=job_id, task_queue=queue)
     return job_id

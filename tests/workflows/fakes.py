@@ -9,6 +9,7 @@ import dataclasses
 import math
 import random
 import statistics
+import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -136,6 +137,22 @@ class Scenario:
 
 SCENARIOS: dict[str, Scenario] = {}
 VERIFY_PREFIX = "verify:"
+
+
+def request(scenario: Scenario, queue: str, **kw: object) -> BisectRequest:
+    """A job over the scenario on its own queue (SCENARIOS holds it under a fresh key)."""
+    key = f"scenario-{uuid.uuid4().hex[:8]}"
+    SCENARIOS[key] = scenario
+    return BisectRequest(
+        repo=key,
+        good=["root"],
+        bad="tip",
+        testcase="nvme-snapshot-read",
+        mode=scenario.mode,
+        build_queue=queue,
+        vm_queue=queue,
+        **kw,  # type: ignore[arg-type]
+    )
 
 
 @activity.defn(name=VALIDATE)

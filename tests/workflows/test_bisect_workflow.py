@@ -52,7 +52,7 @@ from kbisect.workflows.bisect_workflow import (
     sandbox_runner,
 )
 from tests.workflows import fakes
-from tests.workflows.fakes import SCENARIOS, Scenario
+from tests.workflows.fakes import Scenario
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 HISTORIES = Path(__file__).parent / "histories"
@@ -61,19 +61,9 @@ HISTORIES = Path(__file__).parent / "histories"
 @contextlib.asynccontextmanager
 async def running(client: Client, scenario: Scenario, **kw: object) -> AsyncIterator["Job"]:
     """A job over the scenario, with a worker of the real workflow and fake activities."""
-    key = f"scenario-{uuid.uuid4().hex[:8]}"
-    SCENARIOS[key] = scenario
     queue = f"q-{uuid.uuid4().hex[:8]}"
-    req = BisectRequest(
-        repo=key,
-        good=["root"],
-        bad="tip",
-        testcase="nvme-snapshot-read",
-        mode=scenario.mode,
-        build_queue=queue,
-        vm_queue=queue,
-        **kw,
-    )  # type: ignore[arg-type]
+    req = fakes.request(scenario, queue, **kw)
+    key = req.repo
     async with Worker(
         client,
         task_queue=queue,
@@ -677,19 +667,11 @@ async def test_a_job_running_during_an_upgrade_takes_the_new_rule_at_its_next_de
             activity_executor=ThreadPoolExecutor(2),
         )
 
-    key, queue = f"upgrade-{uuid.uuid4().hex[:8]}", f"q-{uuid.uuid4().hex[:8]}"
-    SCENARIOS[key] = Scenario(graph=linear(32), culprit="c19", noise=0.05)
-    req = BisectRequest(
-        repo=key,
-        good=["root"],
-        bad="tip",
-        testcase="nvme-snapshot-read",
-        build_queue=queue,
-        vm_queue=queue,
-    )
+    queue = f"q-{uuid.uuid4().hex[:8]}"
+    req = fakes.request(Scenario(graph=linear(32), culprit="c19", noise=0.05), queue)
     async with worker("a", queue):
         handle = await env.client.start_workflow(
-            BisectWorkflow.run, req, id=f"wf-{key}", task_queue=queue
+            BisectWorkflow.run, req, id=f"wf-{req.repo}", task_queue=queue
         )
         while (await handle.query("progress", result_type=Progress)).boots < 12:
             await asyncio.sleep(0.05)
