@@ -55,6 +55,7 @@ with workflow.unsafe.imports_passed_through():
     from kbisect.workflows.details import details_markdown
     from kbisect.workflows.job_decisions import JobDecisions
     from kbisect.workflows.job_state import JobState
+    from kbisect.workflows.kernels import Kernels
 
 # Patch markers, for the workflow's own steps only (the decisions are recorded, not
 # re-run): Temporal's lifecycle is patched() (old and new branch), then deprecate_patch()
@@ -127,12 +128,8 @@ class BisectWorkflow(Resumable):
         self._d: JobDecisions | None = None
         self._duets_asked = 0  # duets started (--duets): which half the probe takes
         self._rolling = False  # picks as hosts free up (ROLLING_PATCH)
-        self._building: dict[str, asyncio.Task[BuildResult]] = {}  # builds under way
-        self._ahead: dict[str, asyncio.Task[BuildResult]] = {}  # builds no round asked for
+        self._kernels: Kernels | None = None
         self._measured: dict[str, Measured] = {}
-        self._builds: dict[str, BuildResult] = {}
-        self._images: dict[str, str] = {}  # image sha256 -> the first commit that built it
-        self._classified = False
         self._recorded: set[str] = set()
         self._marked_meanwhile: set[str] = set()  # by a person while under test
         self._kept: list[str] = []  # booted after a person marked them: a step each to add
@@ -182,6 +179,7 @@ class BisectWorkflow(Resumable):
             for patch in DEPRECATED:
                 workflow.deprecate_patch(patch)
             d = self._start_decisions(state)
+            self._kernels = Kernels(state, calls)
             await self._search(state, calls, d)
             return await self._conclude(state, calls, d)
         except JobFailed as err:
@@ -203,6 +201,11 @@ class BisectWorkflow(Resumable):
         return state
 
     # --- the search -----------------------------------------------------------------
+    @property
+    def kernels(self) -> Kernels:
+        assert self._kernels is not None, "no kernels before the job is validated"
+        return self._kernels
+
     def _start_decisions(self, state: JobState) -> JobDecisions:
         config = engine_report.config_of(state.req, state.job)
         flaky = state.job.pass_fail and state.job.flaky
@@ -223,20 +226,19 @@ class BisectWorkflow(Resumable):
             self._refresh()
             # All of a round's builds first: a build never shares the host with a boot
             # of the same job (a timing would be disturbed).
-            await asyncio.gather(*(self._build_once(state, calls, c) for c in commits))
-            await self._same_kernels(state, calls, commits)
+            await asyncio.gather(*(self.kernels.build(c) for c in commits))
+            await self.kernels.same_kernels(d, commits)
             if self._in_duets(state):
                 await self._duets(state, calls, commits)
                 commits = []
-            await self._build_ahead(state, calls)
+            await self._build_ahead(state)
             # each VM host's lock still times one guest at a time
             boots = [c for c in commits if c not in d.plan.same_as and not d.gated_same]
             await asyncio.gather(*(self._boot(state, calls, c) for c in boots))
             self._progress.current = []
-            if await self._rolls(state):
+            if await self._rolls(state):  # until no host has a pick; then wants() ends it
                 round_ = await self._roll(state, calls, round_)
-                break
-        self._stop_ahead()
+        self.kernels.stop_ahead()
         self._record_decisions(state, round_)
         if self._progress.status == JobStatus.CALIBRATING:
             self._record_endpoints(state)
@@ -302,7 +304,7 @@ class BisectWorkflow(Resumable):
                 self._started_bisecting(state)
                 task = asyncio.ensure_future(self._pick_booted(state, calls, commit))
                 running[task] = commit
-                await self._build_ahead(state, calls)
+                await self._build_ahead(state)
             self._progress.current = list(running.values())
             self._refresh()
             if not running:
@@ -317,78 +319,32 @@ class BisectWorkflow(Resumable):
         """A rolling pick: built, classified, booted. The VM host that ran it (None: it
         did not boot)."""
         assert self._d is not None
-        await self._build_once(state, calls, commit)
-        await self._same_kernels(state, calls, [commit])
+        await self.kernels.build(commit)
+        await self.kernels.same_kernels(self._d, [commit])
         if commit in self._d.plan.same_as:
             return None  # its kernel is another's: that one's boots decide
         return await self._boot(state, calls, commit)
 
-    async def _build_ahead(self, state: JobState, calls: JobActivities) -> None:
+    async def _build_ahead(self, state: JobState) -> None:
         """On a farm (builds and boots on different hosts) with --parallel K, each build
         host builds one commit the next rounds will likely pick while this round boots: a
         round that waits for its builds is most of a farm's lost time (benchmarks.farm).
         More would delay the builds a round needs. On one host a build would hold the
         guests back: none then."""
         assert self._d is not None
-        if not self._apart() or state.req.parallel < 2:
-            return
-        pending = sum(not t.done() for t in self._ahead.values())
-        room = len(self._build_hosts()) - pending
-        for commit in await self._d.ahead(room) if room > 0 else []:
-            self._d.built_ahead(commit)
-            self._ahead[commit] = asyncio.ensure_future(self._build_once(state, calls, commit))
-
-    def _build_hosts(self) -> set[str]:
-        return {b.host for b in self._builds.values() if b.host}
+        if self._apart() and state.req.parallel >= 2:
+            await self.kernels.build_ahead(self._d)
 
     def _apart(self) -> bool:
         """Whether the job's builds and boots have run on different hosts (a farm)."""
         vm_hosts = {h for m in self._measured.values() for h in m.hosts}
-        build_hosts = self._build_hosts()
+        build_hosts = self.kernels.build_hosts()
         return bool(vm_hosts and build_hosts) and not vm_hosts & build_hosts
-
-    def _stop_ahead(self) -> None:
-        """The search is over: builds made ahead for rounds that will not come stop (a
-        build host's slot is worth more to the next job)."""
-        for commit, task in self._ahead.items():
-            if not task.done():
-                task.cancel()
-                self._building.pop(commit, None)
-
-    async def _same_kernels(
-        self, state: JobState, calls: JobActivities, commits: list[str]
-    ) -> None:
-        """Kernels known to be another's take its verdict: commits that change no file the
-        config compiles (once both endpoints are built), and byte-identical images."""
-        d = self._d
-        assert d is not None
-        told = len(d.record.events)
-        ends = [self._builds.get(c) for c in (d.old_end, d.new_end)]
-        arts = [b.artifact for b in ends if b is not None and b.artifact is not None]
-        if not self._classified and len(arts) == 2:
-            self._classified = True
-            if arts[0].image_sha256 and arts[0].image_sha256 == arts[1].image_sha256:
-                d.identical()
-                await d.fresh()
-                return
-            if all(a.sources for a in arts):
-                in_range = list(state.search.graph.order)
-                found = await calls.classify(in_range, [a.sources for a in arts])
-                for commit, parent in found.inert.items():
-                    d.twin(commit, parent, "touches no file the config compiles")
-        for c in commits:
-            art = self._builds[c].artifact
-            if art is not None and art.image_sha256:
-                first = self._images.setdefault(art.image_sha256, c)
-                if first != c:
-                    d.twin(c, first, "its image is byte-identical")
-        if len(d.record.events) > told:
-            await d.fresh()
 
     async def _boot(self, state: JobState, calls: JobActivities, commit: str) -> str | None:
         """One boot of `commit` (built once), its samples given to the engine. The VM host
         that ran it (None: no test ran)."""
-        build, test = await self._built_and_tested(state, calls, commit)
+        build, test = await self.kernels.built_and_tested(commit)
         return self._take(state, commit, build, test)
 
     async def _duets(self, state: JobState, calls: JobActivities, commits: list[str]) -> None:
@@ -405,7 +361,7 @@ class BisectWorkflow(Resumable):
         """Both kernels booted at one moment, the second's boot beside the first's. A
         kernel that does not build or boot is skipped as ever; its partner's boot is
         dropped (it ran beside no guest, or one that died, so at another level)."""
-        builds = [await self._build_once(state, calls, c) for c in pair]
+        builds = [await self.kernels.build(c) for c in pair]
         arts = [b.artifact for b in builds if b.ok and b.artifact is not None]
         if len(arts) < len(pair):
             for commit, build in zip(pair, builds, strict=True):
@@ -470,30 +426,6 @@ class BisectWorkflow(Resumable):
             self._kept.append(commit)
         return test.host
 
-    async def _build_once(self, state: JobState, calls: JobActivities, commit: str) -> BuildResult:
-        """Each commit is built once per job: a second caller waits for the first's build."""
-        build = self._builds.get(commit)
-        if build is None:
-            if commit not in self._building:
-                self._building[commit] = asyncio.ensure_future(
-                    calls.build(commit, state.job.testcase)
-                )
-            build = await self._building[commit]
-        if build.subject:
-            state.subjects.setdefault(commit, build.subject)
-        self._builds[commit] = build
-        return build
-
-    async def _built_and_tested(
-        self, state: JobState, calls: JobActivities, commit: str
-    ) -> tuple[BuildResult, TestResult | None]:
-        """The commit's build (made once) and one more boot of it."""
-        build = await self._build_once(state, calls, commit)
-        if not build.ok:
-            return build, None
-        assert build.artifact is not None
-        return build, await calls.test(state.job, commit, build.artifact, state.job.repetitions)
-
     def _record_endpoints(self, state: JobState) -> None:
         assert self._d is not None
         for commit in (self._d.old_end, self._d.new_end):
@@ -538,7 +470,7 @@ class BisectWorkflow(Resumable):
     async def _conclude(
         self, state: JobState, calls: JobActivities, d: JobDecisions
     ) -> BisectResult:
-        res = await d.result()
+        res = d.result
         self._record_kept(state)
         self._update_steps()
         extra: dict[str, object] = {"effect": res.effect, "boots": res.boots, "notes": res.notes}
@@ -592,7 +524,7 @@ class BisectWorkflow(Resumable):
         found: dict[str, dict[str, Any]] = {}
         for commit in dict.fromkeys((self._d.old_end, self._d.new_end, culprit)):
             self._set_status(JobStatus.VERIFYING, f"tracing {commit[:12]} (blktrace)")
-            build = await self._build_once(state, calls, commit)
+            build = await self.kernels.build(commit)
             if not build.ok or build.artifact is None:
                 found[commit] = {"error": f"does not build: {build.error}"}
                 continue
@@ -666,10 +598,10 @@ class BisectWorkflow(Resumable):
         while True:
             base: list[float] = []
             if beside is not None:
-                _, before = await self._built_and_tested(state, calls, beside)
+                _, before = await self.kernels.built_and_tested(beside)
                 if before is not None and before.status == TestStatus.OK:
                     base = list(before.samples_of(state.job.primary))
-            build, test = await self._built_and_tested(state, calls, commit)
+            build, test = await self.kernels.built_and_tested(commit)
             if not build.ok or test is None or test.status != TestStatus.OK:
                 why = build.error if not build.ok else test.error if test else "no test ran"
                 v.message = f"{where}, it does not build or run: {why}"

@@ -61,7 +61,13 @@ class JobDecisions:
 
     # --- questions --------------------------------------------------------------------
     async def wants(self) -> list[str]:
+        """The next round's boots; none: the search is over and `result` holds the answer."""
         return (await self._ask(Event(Kind.WANTS))).commits
+
+    @property
+    def result(self) -> EngineResult:
+        assert self.plan.result is not None, "the result before the search ended"
+        return self.plan.result
 
     async def next_for(self, host: str | None, in_flight: list[str]) -> str | None:
         picks = (await self._ask(Event(Kind.NEXT_FOR, host=host, commits=in_flight))).commits
@@ -78,11 +84,6 @@ class JobDecisions:
         plan = await self._ask(Event(Kind.JUDGE, runs=list(runs), new_side=new_side))
         assert plan.verifying is not None
         return plan.verifying
-
-    async def result(self) -> EngineResult:
-        plan = await self._ask(Event(Kind.RESULT))
-        assert plan.result is not None
-        return plan.result
 
     async def fresh(self) -> Plan:
         """The view with every fact so far (asks only if one came since the last)."""

@@ -103,7 +103,11 @@ def _apply(engine: PosteriorEngine, event: Event) -> Plan:
         return Plan()
     plan = Plan()
     if kind == Kind.WANTS:
+        # the answer comes with the question that ends the search: a worker with another
+        # rule (an upgrade) may not have ended it, and then the search goes on
         plan.commits = engine.wants()
+        if not plan.commits:
+            plan.result = engine.result()
     elif kind == Kind.NEXT_FOR:
         pick = engine.next_for(event.host, event.commits)
         plan.commits = [pick] if pick is not None else []
@@ -113,8 +117,6 @@ def _apply(engine: PosteriorEngine, event: Event) -> Plan:
         plan.commits = engine.ahead(event.n)
     elif kind == Kind.JUDGE:
         plan.verifying = _judge(engine, event)
-    elif kind == Kind.RESULT:
-        plan.result = engine.result()
     _view(engine, plan)
     return plan
 

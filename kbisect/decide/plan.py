@@ -31,7 +31,7 @@ class Plan:
     commits: list[str] = field(default_factory=list)  # WANTS, AHEAD; NEXT_FOR: 0 or 1
     pairs: list[list[str]] = field(default_factory=list)  # PAIRS
     verifying: Verifying | None = None  # JUDGE
-    result: EngineResult | None = None  # RESULT: the answer
+    result: EngineResult | None = None  # WANTS when it wants nothing more: the answer
     gate: EndpointVerdict | None = None
     decisions: dict[str, Judged] = field(default_factory=dict)
     same_as: dict[str, str] = field(default_factory=dict)  # commit -> whose kernel it makes

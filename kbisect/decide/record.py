@@ -26,18 +26,15 @@ class Kind(StrEnum):
     IDENTICAL = "identical"  # the endpoints' images are byte-identical
     BUILT_AHEAD = "built-ahead"  # commit: built before a round asked for it
     # questions
-    WANTS = "wants"  # the next round's boots
+    WANTS = "wants"  # the next round's boots; none: the answer
     NEXT_FOR = "next-for"  # one boot for `host` (may be ""), `commits` in flight
     PAIRS = "pairs"  # `commits` paired for duets
     AHEAD = "ahead"  # up to `n` commits worth building now
     LOOK = "look"  # nothing asked: the view as the facts so far leave it
     JUDGE = "judge"  # a verification's boots (`runs`), as the engine's test reads them
-    RESULT = "result"  # the answer, once nothing more is wanted
 
 
-QUESTIONS = frozenset(
-    {Kind.WANTS, Kind.NEXT_FOR, Kind.PAIRS, Kind.AHEAD, Kind.LOOK, Kind.JUDGE, Kind.RESULT}
-)
+QUESTIONS = frozenset({Kind.WANTS, Kind.NEXT_FOR, Kind.PAIRS, Kind.AHEAD, Kind.LOOK, Kind.JUDGE})
 
 
 @dataclass(frozen=True)

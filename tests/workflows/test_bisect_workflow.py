@@ -668,7 +668,9 @@ async def test_a_job_running_during_an_upgrade_takes_the_new_rule_at_its_next_de
         )
 
     queue = f"q-{uuid.uuid4().hex[:8]}"
-    req = fakes.request(Scenario(graph=linear(32), culprit="c19", noise=0.05), queue)
+    # a small step under noise: several boots a commit, so the job is far from done
+    scenario = Scenario(graph=linear(32), culprit="c19", noise=0.08, slow=fakes.FAST * 0.85)
+    req = fakes.request(scenario, queue)
     async with worker("a", queue):
         handle = await env.client.start_workflow(
             BisectWorkflow.run, req, id=f"wf-{req.repo}", task_queue=queue
