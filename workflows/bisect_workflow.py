@@ -9,7 +9,6 @@ replay in tests/workflows/test_replay.py.
 """
 
 import asyncio
-from typing import Any
 
 from temporalio import workflow
 from temporalio.common import SearchAttributeKey
@@ -28,23 +27,21 @@ with workflow.unsafe.imports_passed_through():
         BuildResult,
         JobStatus,
         MarkRequest,
-        Mode,
         Progress,
         Step,
         StepSource,
         TestResult,
         TestStatus,
         Verdict,
-        Verification,
-        VerificationStatus,
     )
     from kbisect.decide import engine_report, strategy
     from kbisect.decide.endpoints import boots, endpoint_problem
     from kbisect.decide.engine_report import Measured
     from kbisect.decide.evidence import Boot
-    from kbisect.decide.record import Run, Setup
+    from kbisect.decide.record import Setup
     from kbisect.decide.strategy import State
     from kbisect.decide.verdict import state_for, verdict_for
+    from kbisect.workflows import verification
     from kbisect.workflows.activity_calls import (
         Blocking,
         JobActivities,
@@ -493,11 +490,15 @@ class BisectWorkflow(Resumable):
             f"({res.confidence:.1%} sure; {effect})"
         )
         if state.req.verify:
-            v = await self._verify(state, calls, res.culprit)
+            v = await verification.verify(
+                state, calls, self.kernels, d, res.culprit, self._verifying, self._showing
+            )
             self._progress.verification = v
             message += f"; {v.status}: {v.message}"
         if state.req.trace:
-            extra["diagnostics"] = await self._trace(state, calls, res.culprit)
+            extra["diagnostics"] = await verification.trace(
+                state, calls, self.kernels, d, res.culprit, self._verifying
+            )
         extra["confidence"] = res.confidence
         if state.job.pass_fail:
             extra["bad_boot"] = self._bad_boot(res.culprit, d)
@@ -515,26 +516,6 @@ class BisectWorkflow(Resumable):
             if m is not None and m.bad is not None:
                 return BadBoot(commit, m.bad.bad, m.bad.excerpt)
         return None
-
-    async def _trace(
-        self, state: JobState, calls: JobActivities, culprit: str
-    ) -> dict[str, dict[str, Any]]:
-        """A traced boot of each endpoint and of the named commit, one after another."""
-        assert self._d is not None
-        found: dict[str, dict[str, Any]] = {}
-        for commit in dict.fromkeys((self._d.old_end, self._d.new_end, culprit)):
-            self._set_status(JobStatus.VERIFYING, f"tracing {commit[:12]} (blktrace)")
-            build = await self.kernels.build(commit)
-            if not build.ok or build.artifact is None:
-                found[commit] = {"error": f"does not build: {build.error}"}
-                continue
-            try:
-                traced = await calls.trace(state.job, commit, build.artifact)
-            except ActivityError as err:  # the answer stands without its trace
-                found[commit] = {"error": cause(err)}
-                continue
-            found[commit] = traced.diagnostics or {"error": traced.error}
-        return found
 
     def _update_steps(self) -> None:
         """Steps recorded when a verdict was first reached, with the boots since (endpoint
@@ -554,73 +535,14 @@ class BisectWorkflow(Resumable):
                 step.confidence = judged.certainty
                 step.note = f"{boots(step.boots)}, {step.confidence:.1%} sure"
 
-    async def _verify(self, state: JobState, calls: JobActivities, culprit: str) -> Verification:
-        """Revert the culprit on the new endpoint (or apply the fix to the old one) and boot
-        that: it must behave like the old endpoint (or like the new one)."""
-        revert = state.req.mode == Mode.REGRESSION
-        onto = state.job.new if revert else state.job.old[0]
-        v = Verification(
-            kind="revert" if revert else "backport",
-            change=culprit,
-            onto=onto,
-            status=VerificationStatus.INCONCLUSIVE,
-            message="",
-        )
-        where = "reverted on the new endpoint" if revert else "applied to the old endpoint"
-        self._set_status(JobStatus.VERIFYING, f"testing {culprit[:12]} {where}")
-        try:
-            made = await calls.prepare_verify(culprit, onto, revert)
-            v.commit, v.subject = made.commit, made.subject
-            if made.commit is None:
-                v.message = made.error
-                return v
-            self._progress.current = [made.commit]
-            self._refresh()
-            return await self._verify_boots(state, calls, v, made.commit, where)
-        except ActivityError as err:  # the bisection's answer stands without it
-            v.message = f"could not verify: {cause(err)}"
-            return v
-        finally:
-            self._progress.current = []
-
-    async def _verify_boots(
-        self, state: JobState, calls: JobActivities, v: Verification, commit: str, where: str
-    ) -> Verification:
-        """Boots of the verification kernel until the engine's test decides, or its cap."""
-        d = self._d
-        assert d is not None
-        raw: list[float] = []
-        runs: list[Run] = []
-        # On a host that swings, a boot of the kernel it was made from (v.onto, an
-        # endpoint) before each boot: what that one reads beyond its side, the next
-        # shares (the engine's paired)
-        beside = v.onto if d.plan.pairs_verification else None
-        while True:
-            base: list[float] = []
-            if beside is not None:
-                _, before = await self.kernels.built_and_tested(beside)
-                if before is not None and before.status == TestStatus.OK:
-                    base = list(before.samples_of(state.job.primary))
-            build, test = await self.kernels.built_and_tested(commit)
-            if not build.ok or test is None or test.status != TestStatus.OK:
-                why = build.error if not build.ok else test.error if test else "no test ran"
-                v.message = f"{where}, it does not build or run: {why}"
-                return v
-            v.values = test.values
-            samples = test.samples_of(state.job.primary)
-            raw.append(engine_report.boot_value(samples))
-            runs.append(Run(list(samples), base))
-            verifying = await d.judge(runs, new_side=beside == d.new_end)
-            if verifying.decision is not None:
-                break
-        v = engine_report.verification_of(v, raw, verifying)
-        if beside is not None:
-            v.message += f"; each boot beside one of {beside[:12]}, as the host swings"
-        if state.job.pass_fail and not state.job.flaky and v.status != VerificationStatus.CONFIRMED:
-            v.message += "; if the failure comes and goes, bisect again with --flaky"
-        return v
-
     # --- state and display -----------------------------------------------------------
+    def _verifying(self, message: str) -> None:
+        self._set_status(JobStatus.VERIFYING, message)
+
+    def _showing(self, commits: list[str]) -> None:
+        self._progress.current = commits
+        self._refresh()
+
     def _record(self, step: Step) -> None:
         step.index = self._state.index(step.commit) if self._state else -1
         self._progress.steps.append(step)
