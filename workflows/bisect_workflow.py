@@ -35,13 +35,13 @@ with workflow.unsafe.imports_passed_through():
         Verdict,
     )
     from kbisect.decide import engine_report, strategy
-    from kbisect.decide.endpoints import boots, endpoint_problem
+    from kbisect.decide.endpoints import endpoint_problem
     from kbisect.decide.engine_report import Measured
     from kbisect.decide.evidence import Boot
     from kbisect.decide.record import Setup
     from kbisect.decide.strategy import State
-    from kbisect.decide.verdict import state_for, verdict_for
-    from kbisect.workflows import verification
+    from kbisect.decide.verdict import state_for
+    from kbisect.workflows import job_report, verification
     from kbisect.workflows.activity_calls import (
         Blocking,
         JobActivities,
@@ -438,38 +438,20 @@ class BisectWorkflow(Resumable):
 
     def _record_decisions(self, state: JobState, round_: int) -> None:
         assert self._d is not None
-        decisions = self._d.plan.decisions
-        for commit, judged in decisions.items():
-            if commit in self._recorded:
-                continue
-            self._recorded.add(commit)
-            m = self._measured.get(commit, Measured())
-            subject = state.subjects.get(commit, "")
-            self._record(
-                engine_report.decision_step(judged, commit, subject, state.mode, m, round_)
-            )
-        self._record_kept(state)
-
-    def _record_kept(self, state: JobState) -> None:
-        """A step for each commit booted after a person marked it, its boot taken in."""
-        assert self._d is not None
-        decisions = self._d.plan.decisions
-        for commit in self._kept:
-            judged = decisions[commit]
-            m, subject = self._measured[commit], state.subjects.get(commit, "")
-            kept = engine_report.decision_step(judged, commit, subject, state.mode, m, 0)
-            kept.source = StepSource.TEST
-            said = verdict_for(judged.decision.state, state.mode)
-            kept.note = f"a person marked it {said} meanwhile; kept"
-            self._record(kept)
+        plan, subjects = self._d.plan, state.subjects
+        recorded, kept, measured = self._recorded, self._kept, self._measured
+        for step in engine_report.new_steps(
+            plan, recorded, kept, measured, subjects, state.mode, round_
+        ):
+            self._record(step)
         self._kept = []
 
     async def _conclude(
         self, state: JobState, calls: JobActivities, d: JobDecisions
     ) -> BisectResult:
         res = d.result
-        self._record_kept(state)
-        self._update_steps()
+        self._record_decisions(state, 0)  # a step still to add for a kept boot
+        engine_report.bring_up_to_date(self._progress.steps, self._measured, d.plan, state.mode)
         extra: dict[str, object] = {"effect": res.effect, "boots": res.boots, "notes": res.notes}
         ended = engine_report.gate_outcome(
             d.plan, d.record.setup.flaky, state.mode, state.job.primary, state.job.pass_fail
@@ -516,24 +498,6 @@ class BisectWorkflow(Resumable):
             if m is not None and m.bad is not None:
                 return BadBoot(commit, m.bad.bad, m.bad.excerpt)
         return None
-
-    def _update_steps(self) -> None:
-        """Steps recorded when a verdict was first reached, with the boots since (endpoint
-        re-measurements, the culprit's rechecks)."""
-        assert self._d is not None
-        decisions = self._d.plan.decisions
-        for step in self._progress.steps:
-            m = self._measured.get(step.commit)
-            if m is None or not m.raw or step.source not in (StepSource.TEST, StepSource.ENDPOINT):
-                continue
-            engine_report.with_boots(step, m)
-            judged = decisions.get(step.commit)
-            if step.source == StepSource.TEST and judged is not None and judged.decision.firm:
-                # the posterior engine weighs every boot again to the end: a verdict can turn
-                assert self._state is not None
-                step.verdict = verdict_for(judged.decision.state, self._state.mode)
-                step.confidence = judged.certainty
-                step.note = f"{boots(step.boots)}, {step.confidence:.1%} sure"
 
     # --- state and display -----------------------------------------------------------
     def _verifying(self, message: str) -> None:
@@ -596,31 +560,18 @@ class BisectWorkflow(Resumable):
         extra: dict[str, object] | None = None,
     ) -> BisectResult:
         assert self._state is not None
-        req, job, subjects = self._state.req, self._state.job, self._state.subjects
         self._progress.current = []
         self._set_status(status, message)
         if culprit:
             self._upsert(SA_CULPRIT.value_set(culprit))
-        steps = self._progress.steps
-        return BisectResult(
-            status=status,
-            mode=req.mode,
-            testcase=req.testcase,
-            repo=req.repo,
-            old=job.old,
-            new=job.new,
-            culprit=culprit,
-            candidates=candidates,
-            steps=steps,
-            message=message,
-            metric=job.primary,
-            unit=job.unit,
-            verification=self._progress.verification,
-            profile=job.profile,
-            repetitions=job.repetitions,
-            pass_fail=job.pass_fail,
-            subjects={
-                c: subjects.get(c, "") for c in sorted({*candidates, *(s.commit for s in steps)})
-            },
-            **(extra or {}),  # type: ignore[arg-type]
+        progress = self._progress
+        return job_report.result_of(
+            self._state,
+            status,
+            culprit,
+            candidates,
+            progress.steps,
+            message,
+            progress.verification,
+            extra or {},
         )

@@ -116,6 +116,50 @@ def decision_step(
     return step
 
 
+def new_steps(
+    plan: Plan,
+    recorded: set[str],
+    kept: list[str],
+    measured: dict[str, Measured],
+    subjects: dict[str, str],
+    mode: Mode,
+    round_: int,
+) -> list[Step]:
+    """A step for each verdict not shown yet (added to `recorded`), then one for each
+    commit in `kept`: booted after a person marked it, its boot taken in."""
+    steps = []
+    for commit, judged in plan.decisions.items():
+        if commit not in recorded:
+            recorded.add(commit)
+            m, subject = measured.get(commit, Measured()), subjects.get(commit, "")
+            steps.append(decision_step(judged, commit, subject, mode, m, round_))
+    for commit in kept:
+        judged = plan.decisions[commit]
+        step = decision_step(judged, commit, subjects.get(commit, ""), mode, measured[commit], 0)
+        step.source = StepSource.TEST
+        step.note = f"a person marked it {verdict_for(judged.decision.state, mode)} meanwhile; kept"
+        steps.append(step)
+    return steps
+
+
+def bring_up_to_date(
+    steps: list[Step], measured: dict[str, Measured], plan: Plan, mode: Mode
+) -> None:
+    """Steps recorded when a verdict was first reached, with the boots since (endpoint
+    re-measurements, the culprit's rechecks) and the verdict as the engine has it now (the
+    posterior engine weighs every boot again to the end: a verdict can turn)."""
+    for step in steps:
+        m = measured.get(step.commit)
+        if m is None or not m.raw or step.source not in (StepSource.TEST, StepSource.ENDPOINT):
+            continue
+        with_boots(step, m)
+        judged = plan.decisions.get(step.commit)
+        if step.source == StepSource.TEST and judged is not None and judged.decision.firm:
+            step.verdict = verdict_for(judged.decision.state, mode)
+            step.confidence = judged.certainty
+            step.note = f"{boots(step.boots)}, {step.confidence:.1%} sure"
+
+
 def _source(d: Decision) -> StepSource:
     if d.twin:
         return StepSource.SAME_KERNEL
