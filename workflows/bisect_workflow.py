@@ -471,16 +471,13 @@ class BisectWorkflow(Resumable):
             f"{state.mode.culprit_word} commit: {res.culprit} {subject} "
             f"({res.confidence:.1%} sure; {effect})"
         )
+        after = verification.Ended(state, calls, self.kernels, d, self._verifying)
         if state.req.verify:
-            v = await verification.verify(
-                state, calls, self.kernels, d, res.culprit, self._verifying, self._showing
-            )
+            v = await verification.verify(after, res.culprit, self._showing)
             self._progress.verification = v
             message += f"; {v.status}: {v.message}"
         if state.req.trace:
-            extra["diagnostics"] = await verification.trace(
-                state, calls, self.kernels, d, res.culprit, self._verifying
-            )
+            extra["diagnostics"] = await verification.trace(after, res.culprit)
         extra["confidence"] = res.confidence
         if state.job.pass_fail:
             extra["bad_boot"] = self._bad_boot(res.culprit, d)

@@ -5,6 +5,7 @@ Workflow code only. `say` sets the job's status line; `showing` the commits unde
 """
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from temporalio.exceptions import ActivityError
@@ -18,17 +19,21 @@ from kbisect.workflows.job_state import JobState
 from kbisect.workflows.kernels import Kernels
 
 
-async def verify(
-    state: JobState,
-    calls: JobActivities,
-    kernels: Kernels,
-    d: JobDecisions,
-    culprit: str,
-    say: Callable[[str], None],
-    showing: Callable[[list[str]], None],
-) -> Verification:
+@dataclass(frozen=True)
+class Ended:
+    """A job whose search has ended, and its status line (`say`)."""
+
+    state: JobState
+    calls: JobActivities
+    kernels: Kernels
+    d: JobDecisions
+    say: Callable[[str], None]
+
+
+async def verify(job: Ended, culprit: str, showing: Callable[[list[str]], None]) -> Verification:
     """Revert the culprit on the new endpoint (or apply the fix to the old one) and boot
     that: it must behave like the old endpoint (or like the new one)."""
+    state, calls, say = job.state, job.calls, job.say
     revert = state.req.mode == Mode.REGRESSION
     onto = state.job.new if revert else state.job.old[0]
     v = Verification(
@@ -47,7 +52,7 @@ async def verify(
             v.message = made.error
             return v
         showing([made.commit])
-        return await _boots(state, kernels, d, v, made.commit, where)
+        return await _boots(state, job.kernels, job.d, v, made.commit, where)
     except ActivityError as err:  # the bisection's answer stands without it
         v.message = f"could not verify: {cause(err)}"
         return v
@@ -90,24 +95,17 @@ async def _boots(
     return v
 
 
-async def trace(
-    state: JobState,
-    calls: JobActivities,
-    kernels: Kernels,
-    d: JobDecisions,
-    culprit: str,
-    say: Callable[[str], None],
-) -> dict[str, dict[str, Any]]:
+async def trace(job: Ended, culprit: str) -> dict[str, dict[str, Any]]:
     """A traced boot of each endpoint and of the named commit, one after another."""
     found: dict[str, dict[str, Any]] = {}
-    for commit in dict.fromkeys((d.old_end, d.new_end, culprit)):
-        say(f"tracing {commit[:12]} (blktrace)")
-        build = await kernels.build(commit)
+    for commit in dict.fromkeys((job.d.old_end, job.d.new_end, culprit)):
+        job.say(f"tracing {commit[:12]} (blktrace)")
+        build = await job.kernels.build(commit)
         if not build.ok or build.artifact is None:
             found[commit] = {"error": f"does not build: {build.error}"}
             continue
         try:
-            traced = await calls.trace(state.job, commit, build.artifact)
+            traced = await job.calls.trace(job.state.job, commit, build.artifact)
         except ActivityError as err:  # the answer stands without its trace
             found[commit] = {"error": cause(err)}
             continue
