@@ -59,6 +59,8 @@ def make_workers(
                 workflow_runner=sandbox_runner(),
                 activities=[decide],  # local: each job's decisions, into its history
                 activity_executor=ThreadPoolExecutor(DECIDE_THREADS),
+                # the queue may be the build or VM workers' too: their tasks are theirs
+                no_remote_activities=True,
             )
         )
     if builds > 0:

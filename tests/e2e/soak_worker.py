@@ -56,6 +56,7 @@ async def main(address: str, role: str, queue: str) -> None:
         workflow_runner=sandbox_runner(),
         max_concurrent_activities=4,
         activity_executor=ThreadPoolExecutor(2),
+        no_remote_activities=role == "control",  # decide is a local activity
     )
     print(f"soak worker {role} on {queue}", flush=True)
     await worker.run()
