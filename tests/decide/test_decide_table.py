@@ -1,0 +1,133 @@
+"""decide(record) -> Plan as a table (syzkaller's style): a record of a job on eight
+commits (root old, c8 new) in a few words, and what the plan must say."""
+
+from dataclasses import dataclass
+
+import pytest
+
+from kbisect.decide.decider import decide
+from kbisect.decide.endpoints import Gate
+from kbisect.decide.engine import Answer, EngineConfig
+from kbisect.decide.record import Event, Kind, Record, Run, Setup
+from kbisect.decide.strategy import State
+from tests.decide.test_engine import linear
+
+OLD, NEW = 512.0, 8.0  # a counter's two values (the seed's avg_read_sectors)
+
+
+def boot(commit: str, value: float) -> Event:
+    return Event(Kind.BOOT, commit=commit, samples=[value] * 3)
+
+
+ENDS = [Event(Kind.WANTS), boot("root", OLD), boot("c8", NEW)]
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    events: list[Event]
+    commits: list[str] | None = None  # the plan's commits, in order (None: not checked)
+    verdicts: dict[str, State] | None = None
+    answer: Answer | None = None
+    culprit: str | None = None
+    gate: Gate | None = None
+    counter: bool | None = None
+
+
+ROWS = [
+    Row("a new job boots both endpoints first", [Event(Kind.WANTS)], commits=["root", "c8"]),
+    Row("a counter halves the range", [*ENDS, Event(Kind.WANTS)], ["c4"], counter=True),
+    Row(
+        "a new-like probe halves what is below it",
+        [*ENDS, Event(Kind.WANTS), boot("c4", NEW), Event(Kind.WANTS)],
+        ["c2"],
+        verdicts={"c4": State.NEW},
+    ),
+    Row(
+        "an old-like probe halves what is above it",
+        [*ENDS, Event(Kind.WANTS), boot("c4", OLD), Event(Kind.WANTS)],
+        ["c6"],
+        verdicts={"c4": State.OLD},
+    ),
+    Row(
+        "a person's mark is final and asks for no boot",
+        [*ENDS, Event(Kind.MARK, commit="c4", of="new"), Event(Kind.WANTS)],
+        ["c2"],
+        verdicts={"c4": State.NEW},
+    ),
+    Row(
+        "a commit that makes its parent's kernel is never booted, and the halving skips it",
+        [*ENDS, Event(Kind.TWIN, commit="c4", of="c3", why="touches nothing"), Event(Kind.WANTS)],
+        ["c5"],
+    ),
+    Row(
+        "and it takes its kernel's verdict once that follows from the others",
+        [
+            *ENDS,
+            Event(Kind.TWIN, commit="c4", of="c3", why="touches nothing compiled"),
+            *(e for c in ("c5", "c2") for e in (Event(Kind.WANTS), boot(c, NEW))),
+            Event(Kind.WANTS),
+        ],
+        ["c1"],
+        verdicts={"c2": State.NEW, "c4": State.NEW},
+    ),
+    Row(
+        "a commit that does not build is skipped and its neighbour tried",
+        [*ENDS, Event(Kind.WANTS), Event(Kind.FAILED, commit="c4"), Event(Kind.WANTS)],
+        ["c5"],
+        verdicts={"c4": State.SKIP},
+    ),
+    Row(
+        "byte-identical endpoints: no difference, with no boot",
+        [Event(Kind.IDENTICAL), Event(Kind.WANTS)],
+        commits=[],
+        answer=Answer.NO_DIFFERENCE,
+        gate=Gate.SAME,
+    ),
+    Row(
+        "endpoints that agree: no difference",
+        [Event(Kind.WANTS), boot("root", OLD), boot("c8", OLD), Event(Kind.WANTS)],
+        commits=[],
+        answer=Answer.NO_DIFFERENCE,
+    ),
+    Row(
+        "the answer comes with the last wants",
+        [
+            *ENDS,
+            *(
+                e
+                for c, v in (("c4", NEW), ("c2", OLD), ("c3", NEW))
+                for e in (Event(Kind.WANTS), boot(c, v))
+            ),
+            Event(Kind.WANTS),
+        ],
+        commits=[],
+        answer=Answer.FOUND,
+        culprit="c3",
+    ),
+]
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[r.name for r in ROWS])
+def test_a_record_gives_its_plan(row: Row) -> None:
+    setup = Setup.of("table", linear(8), "c8", ["root"], EngineConfig(), flaky=False)
+    plan = decide(Record(setup, list(row.events)))
+    if row.commits is not None:
+        assert plan.commits == row.commits
+    for commit, state in (row.verdicts or {}).items():
+        assert plan.decisions[commit].decision.state == state, commit
+    if row.answer is not None:
+        assert plan.result is not None and plan.result.answer == row.answer
+        assert plan.result.culprit == row.culprit
+    if row.gate is not None:
+        assert plan.gate is not None and plan.gate.gate == row.gate
+    if row.counter is not None:
+        assert plan.counter == row.counter
+
+
+def test_a_verification_boot_is_read_by_the_job_s_model() -> None:
+    setup = Setup.of("table", linear(8), "c8", ["root"], EngineConfig(), flaky=False)
+    record = Record(setup, [*ENDS, Event(Kind.JUDGE, runs=[Run([OLD] * 3)])])
+    verifying = decide(record).verifying
+    assert verifying is not None and verifying.decision is not None
+    assert verifying.decision.state == State.OLD and verifying.position == pytest.approx(0.0)
