@@ -19,7 +19,6 @@ from kbisect.decide.flaky_engine import FlakyEngine
 from kbisect.decide.plan import Judged, Plan, Verifying
 from kbisect.decide.posterior_engine import PosteriorEngine
 from kbisect.decide.record import QUESTIONS, Event, Kind, Record, Setup
-from kbisect.decide.strategy import State
 
 CACHED_JOBS = 32  # engines kept in memory, the least recently asked dropped first
 
@@ -58,7 +57,7 @@ class Decider:
 
     def decide(self, record: Record) -> Plan:
         if not record.events or record.events[-1].kind not in QUESTIONS:
-            raise ValueError("a record ends with a question (wants, look, result...)")
+            raise ValueError("a record ends with a question (wants, next-for, look...)")
         with self._lock:
             job = self._jobs.pop(record.setup.job, None)
         n = len(record.events)
@@ -66,9 +65,9 @@ class Decider:
             self.rebuilt += 1
             engine = self._make(record.setup)
             job = _Job(record.setup, engine, [], Plan())
-        for event in record.events[len(job.events) : n]:
-            job.plan = _apply(job.engine, event)
-            job.events.append(event)
+        for i in range(len(job.events), n):
+            job.plan = _apply(job.engine, record.events[i], last=i == n - 1)
+            job.events.append(record.events[i])
         with self._lock:
             self._jobs[record.setup.job] = job
             while len(self._jobs) > self._size:
@@ -82,17 +81,17 @@ def _extends(record: Record, job: _Job) -> bool:
     return record.setup == job.setup and record.events[:seen] == job.events
 
 
-def _apply(engine: PosteriorEngine, event: Event) -> Plan:
-    """One event given to the engine; a question's answer with the view after it (every
-    question is answered, and the view read, in a replay too: reading the engine settles
-    some of its state, such as whether the metric is a counter)."""
+def _apply(engine: PosteriorEngine, event: Event, last: bool) -> Plan:
+    """One event given to the engine; a question's answer, with the view after it when it
+    is the record's `last` (a replay answers every earlier question too, and reads what
+    settles state at that moment: whether the metric is a counter)."""
     kind = event.kind
     if kind == Kind.BOOT:
         engine.observe(event.commit, event.boot())
     elif kind == Kind.FAILED:
         engine.observe(event.commit, None)
-    elif kind == Kind.MARK:
-        engine.mark(event.commit, State(event.of))
+    elif kind == Kind.MARK and event.state is not None:
+        engine.mark(event.commit, event.state)
     elif kind == Kind.TWIN:
         engine.same_kernel(event.commit, event.of, event.why)
     elif kind == Kind.IDENTICAL:
@@ -117,7 +116,10 @@ def _apply(engine: PosteriorEngine, event: Event) -> Plan:
         plan.commits = engine.ahead(event.n)
     elif kind == Kind.JUDGE:
         plan.verifying = _judge(engine, event)
-    _view(engine, plan)
+    if last:
+        _view(engine, plan)
+    else:
+        _ = engine.noisy  # settles whether the metric is a counter, as the view did
     return plan
 
 

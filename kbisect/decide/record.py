@@ -14,7 +14,7 @@ from enum import StrEnum
 
 from kbisect.decide.engine import EngineConfig
 from kbisect.decide.evidence import Boot
-from kbisect.decide.strategy import Graph
+from kbisect.decide.strategy import Graph, State
 
 
 class Kind(StrEnum):
@@ -54,8 +54,9 @@ class Event:
     host: str | None = None  # BOOT: its VM host; NEXT_FOR: the free one (None: not known)
     exact: bool = False
     beside: bool = False
-    of: str = ""  # TWIN: the commit whose kernel it is; MARK: the state
+    of: str = ""  # TWIN: the commit whose kernel it is
     why: str = ""
+    state: State | None = None  # MARK: the person's verdict
     commits: list[str] = field(default_factory=list)
     n: int = 0
     runs: list[Run] = field(default_factory=list)

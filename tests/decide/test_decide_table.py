@@ -51,7 +51,7 @@ ROWS = [
     ),
     Row(
         "a person's mark is final and asks for no boot",
-        [*ENDS, Event(Kind.MARK, commit="c4", of="new"), Event(Kind.WANTS)],
+        [*ENDS, Event(Kind.MARK, commit="c4", state=State.NEW), Event(Kind.WANTS)],
         ["c2"],
         verdicts={"c4": State.NEW},
     ),
