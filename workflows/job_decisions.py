@@ -27,7 +27,6 @@ class JobDecisions:
     def __init__(self, setup: Setup) -> None:
         self.record = Record(setup)
         self.plan = Plan()  # the latest answer's view
-        self.asked = False
         self.old_end, self.new_end = setup.old[0], setup.new
         self._told = 0  # events when the plan was made: later facts make it stale
 
@@ -48,7 +47,7 @@ class JobDecisions:
         self._add(Event(Kind.FAILED, commit=commit))
 
     def mark(self, commit: str, state: State) -> None:
-        self._add(Event(Kind.MARK, commit=commit, of=state.value))
+        self._add(Event(Kind.MARK, commit=commit, state=state))
 
     def twin(self, commit: str, of: str, why: str) -> None:
         self._add(Event(Kind.TWIN, commit=commit, of=of, why=why))
@@ -93,6 +92,11 @@ class JobDecisions:
 
     # --- the view ---------------------------------------------------------------------
     @property
+    def asked(self) -> bool:
+        """Whether the plan is an answer yet (before the first, it is empty)."""
+        return self._told > 0
+
+    @property
     def gated_same(self) -> bool:
         """The endpoints do not differ: nothing between them is booted."""
         return self.plan.gate is not None and self.plan.gate.gate == Gate.SAME
@@ -113,5 +117,5 @@ class JobDecisions:
             DECIDE, snapshot, result_type=Plan, start_to_close_timeout=DECIDE_TIMEOUT
         )
         if told >= self._told:  # answers to questions asked together: the latest stays
-            self.plan, self._told, self.asked = plan, told, True
+            self.plan, self._told = plan, told
         return plan
