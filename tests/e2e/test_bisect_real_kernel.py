@@ -19,6 +19,7 @@ from temporalio.client import Client
 
 from benchmarks.nginx import free_port
 from kbisect import settings
+from kbisect.builders import artifact_cache
 from kbisect.builders.worktree import repo_key
 from kbisect.infra import temporal_server
 from kbisect.infra.git import Git
@@ -44,11 +45,11 @@ def _uncache_between_endpoints(lab: Path) -> None:
     """Every kernel the bisection may build after its endpoints is built for real: the
     e2e cache, warm from earlier runs (a lab's trees recur from seed to seed), would
     otherwise hold them all, and no build would be there to kill."""
-    inside = Git(lab).run("rev-list", "--ancestry-path", "lab-good..lab-bad^").split()
-    artifacts = settings.cache_dir() / "artifacts"
-    for commit in inside:
-        for entry in artifacts.glob(f"{Git(lab).tree_of(commit)[:20]}-*"):
-            (entry / "meta.json").unlink(missing_ok=True)  # a miss: rebuilt (gc tidies)
+    git = Git(lab)
+    for commit in git.run("rev-list", "--ancestry-path", "lab-good..lab-bad^").split():
+        any_config = artifact_cache.entry_dir(git.tree_of(commit), "*")
+        for entry in any_config.parent.glob(any_config.name):
+            artifact_cache.evict(entry)  # a miss: rebuilt (gc tidies)
 
 
 def _wait_for(cond: "object", timeout: float, what: str) -> None:
