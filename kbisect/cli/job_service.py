@@ -7,7 +7,7 @@ import argparse
 import asyncio
 import json
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from rich.live import Live
@@ -65,28 +65,46 @@ def with_client(settings: Settings, args: argparse.Namespace, go: Handler) -> in
     return asyncio.run(run())
 
 
-async def follow_result(
-    client: JobClient, job_id: str, as_json: bool
-) -> tuple[int, BisectResult | None]:
-    """Progress until the job ends; Ctrl-C stops watching, not the job. Says so, and
-    stops, when no worker serves the job: at the start, and after a while without news."""
-    events = None if output.interactive() else EventLines()
+async def until_done(
+    client: JobClient,
+    job_id: str,
+    what: str,
+    terminal: Callable[[], Awaitable[None]],
+    piped: Callable[[], Awaitable[None]],
+) -> bool:
+    """Show a job (`terminal` on a terminal, `piped` else) until it ends. False: Ctrl-C
+    stopped the watching, not the job (said so). Stops with an error when no worker
+    serves the job: at the start, and after a while without news."""
     try:
         if await client.running(job_id):
             await client.require_workers(await client.job_queues(job_id), job_id, WORKER_GRACE)
-            if events is not None:
-                await _poll(client, job_id, events.update)
-            else:
-                console = output.stderr_console()
-                with Live(console=console, refresh_per_second=2, transient=False) as live:
-                    await _poll(client, job_id, lambda p: live.update(progress_view(p)))
+            await (terminal() if output.interactive() else piped())
     except (KeyboardInterrupt, asyncio.CancelledError):
-        note(f"stopped watching; the job goes on: kbisect watch {job_id}")
-        return 130, None
+        note(f"stopped watching; the {what} goes on: kbisect watch {job_id}")
+        return False
     except InfraError as exc:
         raise InfraError(f"{exc} (job {job_id} waits for it)") from exc
+    return True
+
+
+async def follow_result(
+    client: JobClient, job_id: str, as_json: bool
+) -> tuple[int, BisectResult | None]:
+    """Progress until the job ends, then its outcome (see until_done)."""
+    events = EventLines()
+
+    async def live() -> None:
+        console = output.stderr_console()
+        with Live(console=console, refresh_per_second=2, transient=False) as view:
+            await _poll(client, job_id, lambda p: view.update(progress_view(p)))
+
+    async def lines() -> None:
+        await _poll(client, job_id, events.update)
+
+    if not await until_done(client, job_id, "job", live, lines):
+        return 130, None
     result = await client.result(job_id)
-    if events is not None:  # the steps that ended between two looks, or all of them
+    if not output.interactive():  # the steps that ended between two looks, or all of them
         events.finish(result.steps, result.metric)
     if as_json:
         out(json.dumps(to_json(result), indent=2))

@@ -17,6 +17,7 @@ from kbisect.cli.job_service import (
     PROFILE_HELP,
     follow_result,
     job_output_options,
+    until_done,
     with_client,
 )
 from kbisect.cli.output import note, out
@@ -158,18 +159,12 @@ async def follow_sweep(
     client: JobClient, job_id: str, args: argparse.Namespace
 ) -> tuple[int, SweepResult | None]:
     """Boots as they end (a bar on a terminal, a line each when piped), then the pairs."""
-    try:
-        if await client.running(job_id):
-            await client.require_workers(await client.job_queues(job_id), job_id, WORKER_GRACE)
-            if output.interactive():
-                await _bar(client, job_id)
-            else:
-                await _poll(client, job_id, _lines())
-    except (KeyboardInterrupt, asyncio.CancelledError):
-        note(f"stopped watching; the sweep goes on: kbisect watch {job_id}")
+
+    async def lines() -> None:
+        await _poll(client, job_id, _lines())
+
+    if not await until_done(client, job_id, "sweep", lambda: _bar(client, job_id), lines):
         return 130, None
-    except InfraError as exc:
-        raise InfraError(f"{exc} (job {job_id} waits for it)") from exc
     result = await client.sweep_result(job_id)
     show_result(result, job_id, args)
     return 0, result
