@@ -8,8 +8,11 @@ A simulator over the real decision code (workflows.engine) and five baselines
     .venv/bin/python -m benchmarks.accuracy --sizes 64 1024 --cv 15 --steps 10 20 aa
     .venv/bin/python -m benchmarks.accuracy --resume grid.jsonl   # finish it across sessions
     .venv/bin/python -m benchmarks.accuracy --pass-fail --sizes 64 1024   # pass/fail cells
+    .venv/bin/python -m benchmarks.accuracy --quick --trials-out trials.jsonl   # each trial
 After the grid, a calibration table: the kbisect jobs that named a commit, by the
 confidence they claimed, against how often they were right.
+With --trials-out, each trial's outcome as a JSON line; benchmarks.same_decisions compares
+two such files (a change to the engine that should decide the same, trial by trial).
 """
 
 import argparse
@@ -23,16 +26,16 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from benchmarks.calibration import print_claims
 from benchmarks.dags import random_dag
-from benchmarks.results_file import append_row, read_rows
+from benchmarks.results_file import append_row, append_rows, read_rows
 from benchmarks.sim_noise import Noise, level_of
-from benchmarks.sim_policies import POLICIES
+from benchmarks.sim_policies import POLICIES, Outcome
 from kbisect.contract import DEFAULT_MAX_BOOTS, DEFAULT_MIN_EFFECT
 from kbisect.decide.strategy import Graph
 
@@ -69,6 +72,8 @@ class Row:
     # (claimed confidence, right) of each trial that named a commit: the calibration's data
     claims: list[tuple[float, bool]] = field(default_factory=list)
     moments: tuple[float, float] = (0.0, 0.0)  # duets: boot times, median and p90
+    # each trial's outcome, in order (--trials-out); never in the rows' JSON (as_json)
+    outcomes: list[Outcome] = field(default_factory=list, repr=False, compare=False)
 
     @property
     def misses(self) -> int:
@@ -89,6 +94,30 @@ class Row:
             claims=[(float(p), bool(r)) for p, r in data.get("claims", [])],
             moments=_pair(data.get("moments", (0.0, 0.0))),
         )
+
+
+def as_json(row: Row) -> dict[str, Any]:
+    """The row as --json and --resume keep it: without its trials' outcomes."""
+    data = asdict(replace(row, outcomes=[]))
+    del data["outcomes"]
+    return data
+
+
+def trial_lines(row: Row) -> list[dict[str, Any]]:
+    """The row's trials as --trials-out writes them, one JSON object each."""
+    cell = asdict(row.cell)
+    return [
+        {
+            "cell": cell,
+            "trial": t,
+            "found": o.found,
+            "boots": o.boots,
+            "builds": o.builds,
+            "moments": o.moments,
+            "confidence": round(o.confidence, 9),
+        }
+        for t, o in enumerate(row.outcomes)
+    ]
 
 
 def _pair(values: Sequence[float]) -> tuple[float, float]:
@@ -214,6 +243,7 @@ def run_cell(cell: Cell) -> Row:
         seconds=time.monotonic() - started,
         claims=[(o.confidence, o.found in c) for o, c in runs if o.found is not None],
         moments=(statistics.median(moments), moments[int(0.9 * (n - 1))]),
+        outcomes=[o for o, _ in runs],
     )
 
 
@@ -311,7 +341,16 @@ def _parser() -> argparse.ArgumentParser:
         "--pass-fail",
         action="store_true",
         help="the pass/fail cells instead (failure rates before and after the culprit; "
-        "benchmarks.pass_fail with these --sizes, --trials, --seed and --jobs)",
+        "benchmarks.pass_fail with these --sizes, --trials, --seed, --jobs and --trials-out)",
+    )
+    p.add_argument(
+        "--trials-out",
+        metavar="FILE",
+        type=Path,
+        help="also add each trial's outcome to FILE, one JSON line (the cell, the trial, the "
+        "commit found, boots, builds, moments, confidence), as each cell finishes; cells "
+        "taken from --resume are not run again, so not added (compare two such files with "
+        "benchmarks.same_decisions)",
     )
     return p
 
@@ -368,7 +407,14 @@ def _appender(path: Path | None) -> Callable[[Row], None]:
     """Adds each finished row to the --resume file at once, one JSON line."""
     if path is None:
         return lambda row: None
-    return lambda row: append_row(path, asdict(row))
+    return lambda row: append_row(path, as_json(row))
+
+
+def _trials_appender(path: Path | None) -> Callable[[Row], None]:
+    """Adds each finished row's trials to the --trials-out file at once, a line each."""
+    if path is None:
+        return lambda row: None
+    return lambda row: append_rows(path, trial_lines(row))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -378,6 +424,8 @@ def main(argv: list[str] | None = None) -> None:
 
         sizes = [str(s) for s in args.sizes]
         tuning = ["--trials", str(args.trials), "--seed", str(args.seed), "--jobs", str(args.jobs)]
+        if args.trials_out:
+            tuning += ["--trials-out", str(args.trials_out)]
         pass_fail.main(["--sizes", *sizes, *tuning])
         return
     if args.quick:
@@ -397,8 +445,10 @@ def main(argv: list[str] | None = None) -> None:
     for row in rows:
         _print_row(row)
     append, todo = _appender(args.resume), [c for c in cells if c not in done]
+    append_trials = _trials_appender(args.trials_out)
     for row in _run(todo, args.jobs):
         append(row)
+        append_trials(row)
         rows.append(row)
         _print_row(row)
     print(
@@ -409,7 +459,7 @@ def main(argv: list[str] | None = None) -> None:
     print_calibration(rows)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump([asdict(r) for r in rows], f, indent=1)
+            json.dump([as_json(r) for r in rows], f, indent=1)
 
 
 if __name__ == "__main__":

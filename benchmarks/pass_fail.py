@@ -11,6 +11,9 @@ After the grid, the calibration of the P(culprit) kbisect claimed, over every ce
 Prints figures; no assertions. Run:
     .venv/bin/python -m benchmarks.pass_fail                     # 64 commits, 100 trials
     .venv/bin/python -m benchmarks.pass_fail --sizes 64 1024 --trials 300
+    .venv/bin/python -m benchmarks.pass_fail --policies kbisect --trials-out trials.jsonl
+With --trials-out, each trial's outcome as a JSON line; benchmarks.same_decisions compares
+two such files (a change to the engine that should decide the same, trial by trial).
 """
 
 import argparse
@@ -20,9 +23,12 @@ import statistics
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from benchmarks.calibration import print_claims
 from benchmarks.dags import linear
+from benchmarks.results_file import append_rows
 from kbisect.contract import DEFAULT_MAX_BOOTS, FLAKY_BOOTS_FACTOR, MAX_COMMIT_BOOTS
 from kbisect.decide.engine import Answer, EngineConfig
 from kbisect.decide.evidence import Boot
@@ -137,16 +143,19 @@ def _failing(
     return fails
 
 
-def run_cell(n: int, cell: str, policy: str, trials: int, seed: int) -> dict[str, object]:
+def run_cell(n: int, cell: str, policy: str, trials: int, seed: int) -> dict[str, Any]:
     r_old, r_new = rates(cell)
     aa = cell.startswith("aa")
     right = wrong = same = 0
     builds, boots = [], []
     claims: list[tuple[float, bool]] = []  # (claimed P(culprit), right) of jobs that named one
+    where = {"size": n, "cell": cell, "policy": policy, "trials": trials, "seed": seed}
+    outcomes: list[dict[str, Any]] = []  # each trial's, as --trials-out writes them
     for t in range(trials):
         rng = random.Random(f"{seed}-{n}-{cell}-{t}")
         culprit = None if aa else rng.randrange(1, n + 1)
         out = POLICIES[policy](n, _failing(rng, culprit, r_old, r_new))
+        outcomes.append(_trial_line(where, t, out))
         same += out.no_difference
         builds.append(out.builds)
         boots.append(out.boots)
@@ -168,6 +177,21 @@ def run_cell(n: int, cell: str, policy: str, trials: int, seed: int) -> dict[str
         "boots": statistics.median(boots),
         "boots_p90": sorted(boots)[int(0.9 * (len(boots) - 1))],
         "claims": claims,
+        "outcomes": outcomes,
+    }
+
+
+def _trial_line(where: dict[str, Any], t: int, out: Outcome) -> dict[str, Any]:
+    """One trial as --trials-out writes it (pass/fail jobs have no duets: no moments)."""
+    confidence = None if out.confidence is None else round(out.confidence, 9)
+    return {
+        "cell": where,
+        "trial": t,
+        "found": out.named,
+        "boots": out.boots,
+        "builds": out.builds,
+        "no_difference": out.no_difference,
+        "confidence": confidence,
     }
 
 
@@ -178,6 +202,21 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--trials", type=int, default=100, help="trials per cell (100)")
     p.add_argument("--seed", type=int, default=1, help="seed of the whole run")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes")
+    p.add_argument(
+        "--policies",
+        nargs="+",
+        choices=list(POLICIES),
+        default=list(POLICIES),
+        help="which policies run (default: all, " + ", ".join(POLICIES) + ")",
+    )
+    p.add_argument(
+        "--trials-out",
+        metavar="FILE",
+        type=Path,
+        help="also add each trial's outcome to FILE, one JSON line (the cell, the trial, the "
+        "commit named, boots, builds, no difference, confidence), as each cell finishes "
+        "(compare two such files with benchmarks.same_decisions)",
+    )
     args = p.parse_args(argv)
     print("size  cell    policy   named  wrong  no-diff  builds  boots (median, p90)")
     todo = [
@@ -185,11 +224,14 @@ def main(argv: list[str] | None = None) -> None:
         for n in args.sizes
         for c in args.cells
         for pol in POLICIES
+        if pol in args.policies
     ]
     claims: list[tuple[float, bool]] = []
     with ProcessPoolExecutor(args.jobs) as pool:
         for row in pool.map(run_cell, *zip(*todo, strict=True)):
-            claims += row["claims"]  # type: ignore[operator]
+            claims += row["claims"]
+            if args.trials_out:
+                append_rows(args.trials_out, row["outcomes"])
             print(
                 f"{row['size']:<5} {row['cell']:<7} {row['policy']:<8} {row['named']:>5}  "
                 f"{row['wrong']:>5}  {row['no_difference']:>7}  {row['builds']:>6}  "
