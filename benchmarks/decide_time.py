@@ -20,8 +20,8 @@ from temporalio.converter import DataConverter
 
 from benchmarks.dags import linear
 from kbisect.decide.decider import Decider
-from kbisect.decide.engine import EngineConfig
 from kbisect.decide.record import Event, Kind, Record, Setup
+from kbisect.decide.terms import EngineConfig
 
 
 def simulated(boots: int, seed: int) -> tuple[Record, list[float]]:

@@ -1,6 +1,6 @@
 """Benchmark: a noisy job's wall time on a farm of N build hosts and M VM hosts.
 
-The real engine (workflows.posterior_engine, `--parallel M`) picks the boots; a discrete
+The real engine (kbisect.decide.engine, `--parallel M`) picks the boots; a discrete
 event simulation runs them. What makes a farm slower than M times one host is modelled:
 - each VM host has its own level (a 5% spread between hosts) and speed (boots 0.8x to
   1.25x as long): the engine judges a boot against references the same host booted, so a
@@ -33,10 +33,10 @@ from dataclasses import dataclass
 
 from benchmarks.dags import culprit_is_in, linear
 from benchmarks.sim_noise import Noise, level_of
-from kbisect.decide.engine import EngineConfig
+from kbisect.decide.engine import Engine
 from kbisect.decide.evidence import Boot
-from kbisect.decide.posterior_engine import LATEST, PosteriorEngine
 from kbisect.decide.strategy import Graph
+from kbisect.decide.terms import EngineConfig
 
 # Seconds of lab builds on this host (flaky and panic labs of 2026-11-24/25: incremental
 # builds in a slot with a warm ccache, and a few full ones).
@@ -59,7 +59,6 @@ class Farm:
     builders: int
     vms: int
     lose_at: float = 0.0  # seconds into the job one VM host is lost (0: never)
-    revision: int = LATEST  # the engine's (posterior_engine.REVISIONS)
     ahead: bool = True  # build hosts build likely picks while the boots run
     rolling: bool = False  # a pick for each host as it frees up (engine.next_for)
 
@@ -74,7 +73,7 @@ class Run:
 
 def _job(
     n: int, farm: Farm, seed: str, parallel: int
-) -> tuple[random.Random, Graph, str, list[float], list[float], PosteriorEngine]:
+) -> tuple[random.Random, Graph, str, list[float], list[float], Engine]:
     """A seeded job's history, culprit, VM hosts' levels and speeds, and its engine."""
     rng = random.Random(seed)
     graph = linear(n)
@@ -82,7 +81,7 @@ def _job(
     levels = [rng.gauss(1.0, HOST_LEVEL_SPREAD) for _ in range(farm.vms)]
     speeds = [rng.uniform(*HOST_SPEEDS) for _ in range(farm.vms)]
     config = EngineConfig(parallel=parallel)
-    engine = PosteriorEngine(graph, graph.order[0], [OLD], config, farm.revision)
+    engine = Engine(graph, graph.order[0], [OLD], config)
     return rng, graph, culprit, levels, speeds, engine
 
 
@@ -185,12 +184,11 @@ def cell(
     builders: int,
     trials: int,
     lose: float,
-    revision: int,
     ahead: bool,
     rolling: bool,
 ) -> list[Run]:
     """One cell's jobs; the same seeds in every cell of a size and step."""
-    farm = Farm(builders, vms, lose * 60, revision, ahead, rolling)
+    farm = Farm(builders, vms, lose * 60, ahead, rolling)
     return [simulate(n, step, farm, f"{n}-{step}-{t}") for t in range(trials)]
 
 
@@ -206,12 +204,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument(
         "--lose", type=float, default=0.0, metavar="MIN", help="lose a VM host MIN minutes in"
     )
-    p.add_argument("--revision", type=int, default=LATEST, help=f"the engine's revision ({LATEST})")
     p.add_argument("--no-ahead", action="store_true", help="no builds ahead of the engine's picks")
     p.add_argument("--rolling", action="store_true", help="a pick for each VM host as it frees up")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes")
     args = p.parse_args(argv)
-    how = (args.builders, args.trials, args.lose, args.revision, not args.no_ahead, args.rolling)
+    how = (args.builders, args.trials, args.lose, not args.no_ahead, args.rolling)
     todo = [(n, s / 100, m, *how) for n in args.sizes for s in args.steps for m in args.hosts]
     print("size  step  VM hosts  wall (min)  vs one host  efficiency  boots  named")
     one: dict[tuple[int, float], float] = {}

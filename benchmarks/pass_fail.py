@@ -30,9 +30,9 @@ from benchmarks.calibration import print_claims
 from benchmarks.dags import linear
 from benchmarks.results_file import append_rows
 from kbisect.contract import DEFAULT_MAX_BOOTS, FLAKY_BOOTS_FACTOR, MAX_COMMIT_BOOTS
-from kbisect.decide.engine import Answer, EngineConfig
+from kbisect.decide.engine import Engine
 from kbisect.decide.evidence import Boot
-from kbisect.decide.flaky_engine import FlakyEngine
+from kbisect.decide.terms import Answer, EngineConfig
 
 CELLS = ("0:100", "1:30", "1:10", "0:5", "aa:1")
 SYZBOT_RUNS = 10  # pkg/bisect's runs of the reproducer on each commit
@@ -63,7 +63,7 @@ def kbisect(n: int, fails: Callable[[str], bool]) -> Outcome:
         max_endpoint_boots=DEFAULT_MAX_BOOTS * FLAKY_BOOTS_FACTOR,
         max_commit_boots=MAX_COMMIT_BOOTS * FLAKY_BOOTS_FACTOR,
     )
-    engine = FlakyEngine(linear(n), f"c{n}", ["c0"], config)
+    engine = Engine(linear(n), f"c{n}", ["c0"], config, flaky=True)
     while commits := engine.wants():
         for c in commits:
             engine.observe(c, Boot([0.0 if fails(c) else 1.0], "h"))

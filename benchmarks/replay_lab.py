@@ -1,16 +1,16 @@
 """Benchmark tool: a real noisy-lab job's boots fed offline into the posterior engine.
 
 `benchmarks.noisy_labs` keeps each job's boots in order (boot number, the commit's place
-in the range, score, VM host, repetitions). This feeds them, in that order, into the engine of a
-revision on the lab's linear range (its commits that the job judged the same kernel as
+in the range, score, VM host, repetitions). This feeds them, in that order, into today's engine
+on the lab's linear range (its commits that the job judged the same kernel as
 their parent told as such) and prints what it made of them every few boots: one
 boot's noise, the host's level and how it may move, the swing, the leading commit. It
-shows why a real job took the boots it took, and what another revision would have made of
-the same boots, without an hour on the host. The engine gets each boot's repetitions
-(its score as one sample from rows kept before reports had them) and cannot choose what
-boots next, so another revision's own job would have gone elsewhere. Run:
+shows why a real job took the boots it took, and what today's rules make of the same
+boots, without an hour on the host. The engine gets each boot's repetitions (its score as
+one sample from rows kept before reports had them) and cannot choose what boots next, so
+its own job would have gone elsewhere. Run:
     .venv/bin/python -m benchmarks.replay_lab docs/data/noisy-labs-revision7.jsonl \\
-        lab-103-slowdown25 [--revision 7] [--every 10]
+        lab-103-slowdown25 [--every 10]
 """
 
 import argparse
@@ -20,9 +20,10 @@ from pathlib import Path
 
 from benchmarks.dags import linear
 from benchmarks.results_file import read_rows
-from kbisect.decide.engine import EngineConfig
+from kbisect.decide.engine import Engine
 from kbisect.decide.evidence import Boot
-from kbisect.decide.posterior_engine import LATEST, REVISIONS, Fit, PosteriorEngine
+from kbisect.decide.levels import Fit, Levels
+from kbisect.decide.terms import EngineConfig
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -30,9 +31,6 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("rows", type=Path, help="a noisy_labs --resume file")
     p.add_argument("lab", help="the lab's name in it, e.g. lab-103-slowdown25")
     p.add_argument("--kind", default="culprit", help="the job: culprit or A/A (culprit)")
-    p.add_argument(
-        "--revision", type=int, default=LATEST, choices=sorted(REVISIONS), help="engine revision"
-    )
     p.add_argument("--every", type=int, default=10, help="print every this many boots (10)")
     p.add_argument("--json", action="store_true", help="one JSON object a printed boot")
     return p
@@ -47,7 +45,8 @@ def main(argv: list[str] | None = None) -> None:
     boots = row["boots_in_order"]
     size = max(boot[1] for boot in boots) + 1
     graph = linear(size)
-    engine = PosteriorEngine(graph, graph.order[0], ["c0"], EngineConfig(), args.revision)
+    engine = Engine(graph, graph.order[0], ["c0"], EngineConfig())
+    assert isinstance(engine.weigh, Levels)  # a timing's lab
     for place in row.get("same_kernel", []):
         engine.same_kernel(f"c{place + 1}", f"c{place}", "the job judged it its parent's kernel")
     for i, (_, place, score, host, *repetitions) in enumerate(boots, 1):
@@ -55,11 +54,11 @@ def main(argv: list[str] | None = None) -> None:
         engine.observe(f"c{place + 1}", Boot(samples, host))
         if i % args.every and i < len(boots):
             continue
-        if fit := engine.refit():
+        if fit := engine.weigh.refit():
             _print(i, engine, fit, args.json)
 
 
-def _print(boot: int, engine: PosteriorEngine, fit: Fit, as_json: bool) -> None:
+def _print(boot: int, engine: Engine, fit: Fit, as_json: bool) -> None:
     trend = fit.trend
     top = engine.posterior.top()
     swing = trend.swing

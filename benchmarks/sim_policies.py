@@ -24,13 +24,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from benchmarks.sequential_engine import Engine as Sequential
+from benchmarks.sequential_engine import SequentialConfig
 from kbisect.contract import DEFAULT_MAX_BOOTS, DEFAULT_MIN_EFFECT, commit_boots_cap
-from kbisect.decide.engine import Engine, EngineConfig
+from kbisect.decide.engine import Engine
 from kbisect.decide.evidence import Boot
 from kbisect.decide.posterior import NONE, Posterior
-from kbisect.decide.posterior_engine import PosteriorEngine
 from kbisect.decide.stats import t_sf2
 from kbisect.decide.strategy import Graph, Search, State, next_commits, outcome
+from kbisect.decide.terms import EngineConfig
 
 BootFn = Callable[[str], list[float]]
 
@@ -96,14 +98,14 @@ def kbisect(graph: Graph, old: str, boot: BootFn) -> Outcome:
     config = EngineConfig(
         min_effect=least, max_endpoint_boots=cap, max_commit_boots=commit_boots_cap(cap)
     )
-    engine = PosteriorEngine(graph, new=graph.order[0], old=[old], config=config)
+    engine = Engine(graph, new=graph.order[0], old=[old], config=config)
     if getattr(boot, "duet", 0.0):
         return _drive_duets(engine, boot)
     return _drive(engine, boot)
 
 
-def _drive_duets(engine: PosteriorEngine, machine: Any) -> Outcome:
-    """The workflow's duets (PosteriorEngine.duet_pairs), each pair at one moment."""
+def _drive_duets(engine: Engine, machine: Any) -> Outcome:
+    """The workflow's duets (Engine.duet_pairs), each pair at one moment."""
     _tell_inert(engine, machine)
     boots, moments, built = 0, 0, set[str]()
     while commits := engine.wants():
@@ -117,11 +119,11 @@ def _drive_duets(engine: PosteriorEngine, machine: Any) -> Outcome:
 
 def v2(graph: Graph, old: str, boot: BootFn) -> Outcome:
     """The engine before the posterior: a sequential test per commit, controls."""
-    config = EngineConfig.checked(follow_shifts=True, regate=True)
-    return _drive(Engine(graph, new=graph.order[0], old=[old], config=config), boot)
+    config = SequentialConfig.checked(follow_shifts=True, regate=True)
+    return _drive(Sequential(graph, new=graph.order[0], old=[old], config=config), boot)
 
 
-def _drive(engine: Engine, boot: BootFn) -> Outcome:
+def _drive(engine: Engine | Sequential, boot: BootFn) -> Outcome:
     count = Counter(boot)
     _tell_inert(engine, boot)
     while commits := engine.wants():
@@ -130,13 +132,13 @@ def _drive(engine: Engine, boot: BootFn) -> Outcome:
     return _outcome(engine, len(count.built), count.boots)
 
 
-def _tell_inert(engine: Engine, machine: object) -> None:
+def _tell_inert(engine: Engine | Sequential, machine: object) -> None:
     """The commits the machine's config does not compile, as a build's files tell them."""
     for commit, parent in getattr(machine, "inert", {}).items():
         engine.same_kernel(commit, parent, "touches no file the config compiles")
 
 
-def _outcome(engine: Engine, builds: int, boots: int, moments: int = 0) -> Outcome:
+def _outcome(engine: Engine | Sequential, builds: int, boots: int, moments: int = 0) -> Outcome:
     r = engine.result()
     found = r.culprit if r.status == "found" else None
     return Outcome(found, builds, boots, r.confidence, moments)

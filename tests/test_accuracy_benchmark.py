@@ -13,7 +13,7 @@ from benchmarks.accuracy import Cell, load_finished, run_cell
 from benchmarks.calibration import BINS, DECILES, calibration, wilson
 from benchmarks.sim_policies import ks_p, mann_whitney_p
 from kbisect.contract import DEFAULT_MAX_BOOTS, DEFAULT_MIN_EFFECT, MAX_COMMIT_BOOTS
-from kbisect.decide.engine import EngineConfig
+from kbisect.decide.terms import EngineConfig
 
 
 @pytest.mark.parametrize("policy", ["pinpoint", "facf"])
@@ -128,13 +128,13 @@ def test_a_cell_s_min_effect_and_caps_are_kbisect_s(monkeypatch: pytest.MonkeyPa
     # Its caps rise with --max-boots, a commit's in proportion (or the culprit's parent
     # stops at 120 boots, short of what a 5% step needs).
     seen: list[tuple[float, int, int]] = []
-    engine = sim_policies.PosteriorEngine
+    engine = sim_policies.Engine
 
     def spy(*args: Any, config: EngineConfig, **kwargs: Any) -> Any:
         seen.append((config.min_effect, config.max_endpoint_boots, config.max_commit_boots))
         return engine(*args, config=config, **kwargs)
 
-    monkeypatch.setattr(sim_policies, "PosteriorEngine", spy)
+    monkeypatch.setattr(sim_policies, "Engine", spy)
     cell = Cell(64, 2.0, "lognormal", "30", "kbisect", trials=2, seed=1, min_effect=2.5)
     run_cell(cell)
     run_cell(replace(cell, max_boots=384))

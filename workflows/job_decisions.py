@@ -12,11 +12,11 @@ from temporalio import workflow
 
 from kbisect.contract import DECIDE
 from kbisect.decide.endpoints import Gate
-from kbisect.decide.engine import EngineResult
 from kbisect.decide.evidence import Boot
 from kbisect.decide.plan import Plan, Verifying
 from kbisect.decide.record import Event, Kind, Record, Run, Setup
 from kbisect.decide.strategy import State
+from kbisect.decide.terms import EngineResult
 
 # A decision over a 1,000-boot record from nothing (a restarted worker) takes seconds
 # (docs/measurements.md); the cache makes the usual one milliseconds.

@@ -15,19 +15,16 @@ from dataclasses import dataclass
 
 from kbisect.decide import strategy
 from kbisect.decide.engine import Engine
-from kbisect.decide.flaky_engine import FlakyEngine
 from kbisect.decide.plan import Judged, Plan, Verifying
-from kbisect.decide.posterior_engine import PosteriorEngine
 from kbisect.decide.record import QUESTIONS, Event, Kind, Record, Setup
 
 CACHED_JOBS = 32  # engines kept in memory, the least recently asked dropped first
 
 
-def engine_of(setup: Setup) -> PosteriorEngine:
-    """A new job's engine: the posterior engine at its latest tuning (flaky pass/fail:
-    Bernoulli boots); a counter or a deterministic pass/fail job takes its exact path."""
-    kind = FlakyEngine if setup.flaky else PosteriorEngine
-    return kind(setup.graph(), setup.new, list(setup.old), setup.config)
+def engine_of(setup: Setup) -> Engine:
+    """A job's engine as the rules stand today (flaky pass/fail: failure rates); a counter
+    or a deterministic pass/fail job takes its exact path."""
+    return Engine(setup.graph(), setup.new, list(setup.old), setup.config, flaky=setup.flaky)
 
 
 def decide(record: Record) -> Plan:
@@ -38,7 +35,7 @@ def decide(record: Record) -> Plan:
 @dataclass
 class _Job:
     setup: Setup
-    engine: PosteriorEngine
+    engine: Engine
     events: list[Event]
     plan: Plan
 
@@ -47,7 +44,7 @@ class Decider:
     """decide() with each job's engine kept between calls (thread-safe)."""
 
     def __init__(
-        self, jobs: int = CACHED_JOBS, make: Callable[[Setup], PosteriorEngine] = engine_of
+        self, jobs: int = CACHED_JOBS, make: Callable[[Setup], Engine] = engine_of
     ) -> None:
         self._make = make  # the rule: a test may give another
         self._jobs: OrderedDict[str, _Job] = OrderedDict()
@@ -81,7 +78,7 @@ def _extends(record: Record, job: _Job) -> bool:
     return record.setup == job.setup and record.events[:seen] == job.events
 
 
-def _apply(engine: PosteriorEngine, event: Event, last: bool) -> Plan:
+def _apply(engine: Engine, event: Event, last: bool) -> Plan:
     """One event given to the engine; a question's answer, with the view after it when it
     is the record's `last` (a replay answers every earlier question too, and reads what
     settles state at that moment: whether the metric is a counter)."""
@@ -136,7 +133,7 @@ def _judge(engine: Engine, event: Event) -> Verifying:
     return Verifying(scores, position, engine.judge(engine.level_adjusted(scores)))
 
 
-def _view(engine: PosteriorEngine, plan: Plan) -> None:
+def _view(engine: Engine, plan: Plan) -> None:
     search = engine.search
     plan.gate = engine.gate
     plan.decisions = {c: judged(engine, c) for c in engine.decisions}
@@ -145,8 +142,7 @@ def _view(engine: PosteriorEngine, plan: Plan) -> None:
     plan.steps_left = strategy.steps_left(search)
     plan.noisy, plan.counter = engine.noisy, engine.counter
     plan.pairs_verification = engine.pairs_verification()
-    if isinstance(engine, FlakyEngine):
-        plan.rates = engine.rates_line()
+    plan.rates = engine.weigh.words()
     plan.old_passes, plan.new_passes = (
         all(s > 0 for b in engine.boots.get(c, []) for s in b.samples)
         for c in (engine.old_end, engine.new_end)

@@ -1,280 +1,520 @@
 """The decision engine: which commits to boot next, and what their boots mean. Pure.
 
-A state machine driven by whoever owns the boots (the workflow, the accuracy simulator):
+A state machine driven by whoever owns the boots (decide(), the simulators):
 
-    engine = Engine(graph, new, old, EngineConfig(...))
+    engine = Engine(graph, new, old, EngineConfig(...), flaky=False)
     while commits := engine.wants():        # boot each of these once
         for c in commits:
             engine.observe(c, Boot(samples) or None)   # None: did not build or boot
     engine.result()
 
-1. Endpoints: both are booted until the gate (workflows.endpoints) says different, same,
-   or cannot decide at the cap. A noise-free metric decides on one boot each.
-2. Bisection: each probed commit gets boots until a sequential probability ratio test
-   (Wald) between "behaves like old" and "behaves like new" passes its threshold; the
-   threshold spends the job's error budget over the ~log2(n) verdicts. A commit that
-   stays in between up to its cap is skipped. Probing follows the verdicts: the next
-   commits are the ones that best split what is left (K quantiles with --parallel K).
-3. Long noisy jobs boot both endpoints again every few boots: the model follows drift,
-   and the report shows it. With `check_host`, those boots are also a control: an
-   endpoint boot far outside its own spread (another job's load, a noisy neighbour) means
-   the host was disturbed since the last clean control, so the probe boots of that window
-   are dropped, the verdicts they made undone, and the endpoints booted again until clean.
-   No answer is given before the last probe boots have a clean control after them.
-   With `follow_shifts`, two dirty controls in a row that lean the same way are a lasting
-   change of the host's level (it sped up or slowed down for good), not a passing load:
-   the boots from the second one's window on are kept and judged relative to the
-   endpoints' level there, re-estimated at every clean control after it. With `regate`,
-   every clean control puts all the endpoints' boots to the gate again: a difference the
-   first boots showed by chance (1 in a few hundred A/A ranges) that more boots show to be
-   within the minimum effect ends the job as "no difference" instead of a search through
-   commits that all sit between the endpoints.
+1. Both endpoints boot once. A counter (every repetition and boot the same) or a
+   deterministic pass/fail verdict takes the exact path (kbisect.decide.exact): one
+   boot a commit, git's halving.
+2. Otherwise every boot updates one posterior (kbisect.decide.posterior) over "which
+   commit is the culprit", plus "no culprit". How a boot is weighed is the job's
+   likelihood: a metric's levels (kbisect.decide.levels) or a flaky job's failure rates
+   (kbisect.decide.rates).
+3. The endpoints keep booting as references, interleaved with the probes in a balanced
+   random order (old-new or new-old blocks, one reference every REFERENCE_EVERY probe
+   boots), so the likelihood can follow the host's level.
+4. The next commits are where P(new-like) crosses the K quantiles (--parallel K; K boots
+   a round, its references among them; on a farm the build hosts build ahead where the
+   next picks will likely fall, and each freed host gets the boot that tells most).
+   While "no culprit" still holds half the mass, that point is the new endpoint itself:
+   the endpoints are booted in pairs, which is the old gate.
+5. The job ends when one hypothesis holds 1 - error/MARGIN of the mass: a culprit with its
+   P(culprit), or "no difference"; or at the caps, "cannot decide".
 """
 
 import math
-import statistics
+import random
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
-from enum import StrEnum
+from dataclasses import replace
 
-from kbisect.contract import (
-    DEFAULT_MAX_BOOTS,
-    DEFAULT_MIN_EFFECT,
-    DEFAULT_MIN_RATE_STEP,
-    MAX_COMMIT_BOOTS,
-    Mode,
-)
-from kbisect.decide import strategy
-from kbisect.decide.endpoints import (
-    Effect,
-    EndpointVerdict,
-    Gate,
-    compare_scores,
-    noise_free,
-)
-from kbisect.decide.evidence import Boot, Model, log_scale, relative, score
-from kbisect.decide.stats import robust_mean
+from kbisect.contract import Mode
+from kbisect.decide.endpoints import Effect, EndpointVerdict, Gate, compare_scores, noise_free
+from kbisect.decide.evidence import Boot, Model, mean_score, score
+from kbisect.decide.exact import Exact
+from kbisect.decide.levels import Levels
+from kbisect.decide.posterior import NONE, Posterior
+from kbisect.decide.rates import Rates
 from kbisect.decide.strategy import Graph, Search, State
+from kbisect.decide.terms import Answer, Decision, EngineConfig, EngineResult
 
-MIN_NOISY_ENDPOINT_BOOTS = 6  # fewer say little about a noisy metric's spread
-DISTURBED_Z = 2.5  # the controls' joint deviation, in sigmas, that says "disturbed"
-CLEAN_AGAIN_Z = 1.5  # and within which a control says the disturbance is over
-MAX_DISTURBED_IN_A_ROW = 8  # then the load is the host's new normal: stop discarding
-RECHECK_BOOTS = 150  # a boundary verdict's boots, at most
-STEP_PRECISION = 0.25  # the endpoints' step must be known to this fraction to bisect
-
-
-class Answer(StrEnum):
-    FOUND = "found"
-    NO_DIFFERENCE = "no-difference"
-    UNDECIDED = "undecided"  # the endpoints' cap was reached without an answer
-    AMBIGUOUS = "ambiguous"  # skipped commits leave more than one candidate
-
-
-@dataclass(frozen=True)
-class EngineConfig:
-    mode: str = Mode.REGRESSION.value  # "fix": the new endpoint is the better one
-    better: str = "higher"
-    parallel: int = 1
-    min_effect: float = DEFAULT_MIN_EFFECT  # smaller changes are "no difference"
-    min_rate_step: float = DEFAULT_MIN_RATE_STEP  # a flaky pass/fail job's least change
-    max_endpoint_boots: int = DEFAULT_MAX_BOOTS  # per endpoint
-    max_commit_boots: int = MAX_COMMIT_BOOTS
-    error: float = 0.01  # the chance of a wrong verdict anywhere in the job
-    remeasure_every: int = 10  # probe boots between re-measurements of the endpoints
-    check_host: bool = False  # re-measurements are controls (see 3. above)
-    follow_shifts: bool = False  # and two dirty ones leaning the same way are a new level
-    regate: bool = False  # and each clean one asks the gate again: do they still differ?
-
-    @classmethod
-    def checked(cls, **kw: object) -> "EngineConfig":
-        """With controls every 6 probe boots. Simulated (tests/decide/test_engine.py):
-        with boots 14-29 of 64-commit jobs 25% low, 1 wrong culprit in 60 (about 30
-        without controls); on a clean host about 15% more boots."""
-        return cls(check_host=True, remeasure_every=6, **kw)  # type: ignore[arg-type]
-
-
-@dataclass(frozen=True)
-class Decision:
-    state: State
-    boots: int
-    llr: float  # log likelihood ratio new-like : old-like over its boots
-    note: str = ""
-    firm: bool = False  # the test crossed its threshold
-    twin: str = ""  # the commit whose kernel this one makes: its verdict, no boot
-
-    @property
-    def confidence(self) -> float:
-        """P(the verdict is right) with even odds before the boots."""
-        return 1.0 / (1.0 + math.exp(-abs(self.llr))) if self.state != State.SKIP else 0.0
-
-
-@dataclass
-class EngineResult:
-    answer: Answer
-    culprit: str | None
-    candidates: list[str]
-    confidence: float  # P(every verdict on the way is right): a floor for the culprit's
-    builds: int  # distinct commits booted (or failed), the endpoints included
-    boots: int
-    message: str
-    effect: str = ""  # the endpoints' difference with its interval
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def status(self) -> str:
-        return str(self.answer)
+NONE_PRIOR = 0.5  # "no culprit" before any boot: the user's word that they differ is half
+REFERENCE_EVERY = 3  # probe boots per reference boot
+BOUND_EVERY = 1  # and for a commit whose verdict waits on the level (Levels.level_bound)
+FIRST_PAIRS = 3  # old-new blocks before any probe: a first noise figure
+FIRM = 0.005  # a commit's side is settled beyond this (it then joins the models)
+BUILD_COST = 4.0  # a build, in boots: a distro config's warm build takes minutes
+# The answer waits for 1 - error/MARGIN: the models are fitted, not known. At 1 - error/2
+# an A/A range whose new endpoint's first 6 boots read 12% low named a culprit
+# (tests/workflows/test_bisect_workflow.py), and simulated claims at 0.995 were wrong
+# more often than they said.
+MARGIN = 4
+UNSPLIT = 1e-6  # a commit this sure of its side has nothing left to tell
 
 
 class Engine:
-    def __init__(self, graph: Graph, new: str, old: Sequence[str], config: EngineConfig) -> None:
+    def __init__(
+        self,
+        graph: Graph,
+        new: str,
+        old: Sequence[str],
+        config: EngineConfig,
+        flaky: bool = False,
+    ) -> None:
         self.config = config
         self.search = Search(graph=graph, new=new, old=set(old))
         self.old_end, self.new_end = old[0], new
+        self._olds = tuple(old)
         self.boots: dict[str, list[Boot]] = {}
+        self.times: dict[str, list[int]] = {}  # each boot's moment (self.clock then)
+        self.clock = 0  # boots so far (a duet's second shares the first's moment)
         self.failed: set[str] = set()
         self.decisions: dict[str, Decision] = {}
         self.gate: EndpointVerdict | None = None
-        self.active: list[str] = []
-        self.log = True
-        self._endpoint_target = 1
-        self._since_remeasure = 0
-        self._remeasures = 0
-        self._clock = 0  # boots so far, each boot's time
-        self.times: dict[str, list[int]] = {}
-        self._clean_until = 0  # the clock at the last clean control
-        self._control: tuple[int, int] | None = None  # endpoint boots before a control
-        self._disturbed: list[tuple[int, int, int]] = []  # (from, to, boots dropped)
-        self._disturbed_in_a_row = 0
-        self._lean = 0.0  # the last dirty control's signed deviation
-        self._levels: list[tuple[int, float]] = []  # (first boot, offset): a shifted host
+        self.log = True  # scores on a log scale (a positive metric: ratios)
         self._marked: set[str] = set()
-        self._dirty = True  # a verdict since the probes were chosen
-        decisions = max(1, math.ceil(math.log2(len(graph.order) + 1)))
-        self.threshold = math.log(decisions / config.error)
-        self.strong = self.threshold + math.log(10)  # for the verdicts that name the culprit
-        self._olds = tuple(old)
         self._twin_notes: dict[str, str] = {}
+        decisions = max(1, math.ceil(math.log2(len(graph.order) + 1)))
+        self.threshold = math.log(decisions / config.error)  # Wald's, for a counter's verdicts
+        self.strong = self.threshold + math.log(10)  # for a kernel outside the range
+        self.posterior = Posterior(graph, NONE_PRIOR)
+        self.weigh: Levels | Rates = Rates(self) if flaky else Levels(self)
+        self.exact: Exact | None = None  # a counter's path, once the first boots show one
+        self._counter: bool | None = None  # None until both endpoints booted
+        seed = int.from_bytes((new + self.old_end).encode()[:16].ljust(16, b"0"), "big")
+        self._rng = random.Random(seed)  # deterministic: a workflow replays it
+        self._queue: list[str] = []  # reference boots due, in order
+        self._since_reference = 0.0  # probe boots since the last reference, weighed
+        self._picked: set[str] = set()  # built already: a boot of one costs no build
+        self._capped: set[str] = set()
+        self._answer: EngineResult | None = None
+        # next_for, by VM host: its next references (balanced blocks), how many are due now,
+        # and its probe boots since its last one (weighed as wants() weighs them)
+        self._host_refs: dict[str, list[str]] = {}
+        self._host_due: dict[str, int] = {}
+        self._host_since: dict[str, float] = {}
 
-    # --- driving ----------------------------------------------------------------------
-    def wants(self) -> list[str]:
-        """The commits to boot once each now; [] when the job is decided."""
-        if self.gate is None or self.gate.gate == Gate.MORE:
-            return self._endpoint_wants()
-        if self.gate.gate != Gate.DIFFERENT:
-            return []
-        if self._noisy and self._since_remeasure >= self.config.remeasure_every:
-            return self._remeasure()
-        self._decide_active()
-        if self._dirty:  # a verdict since the probes were chosen: choose again
-            self._dirty = False
-            live = set(strategy.candidates(self.search))
-            twins = self.search.same_as
-            self.active = [c for c in self.active if c in live and c not in twins]
-            free = self.config.parallel - len(self.active)
-            if free > 0:
-                picks = strategy.spread_commits(self.search, self.config.parallel)
-                self.active += [c for c in picks if c not in self.active][:free]
-        picks = list(self.active) or self._recheck()
-        if not picks and self._checking and self._since_remeasure > 0:
-            return self._remeasure()  # the last probe boots get a control before an answer
-        if not picks and self.config.regate and self._noisy:
-            return self._confirm_endpoints()
-        return picks
-
-    @property
-    def _checking(self) -> bool:
-        return (
-            self.config.check_host
-            and self._noisy
-            and self._disturbed_in_a_row < MAX_DISTURBED_IN_A_ROW
-        )
-
-    def _remeasure(self) -> list[str]:
-        self._since_remeasure = 0
-        self._remeasures += 1
-        if self._checking:
-            ends = (self.old_end, self.new_end)
-            self._control = (len(self.boots[ends[0]]), len(self.boots[ends[1]]))
-        return [self.old_end, self.new_end]
-
+    # --- facts ------------------------------------------------------------------------
     def observe(self, commit: str, boot: Boot | None) -> None:
         """One boot of `commit`, or None when it did not build or boot."""
         if boot is None:
             if commit in (self.old_end, self.new_end):
                 raise ValueError(f"endpoint {commit[:12]} must build and boot")
             self.failed.add(commit)
-            self._decide(commit, Decision(State.SKIP, 0, 0.0, "does not build or boot"))
+            self.decide(commit, Decision(State.SKIP, 0, 0.0, "does not build or boot"))
             return
         if not boot.samples:
             raise ValueError(f"a boot of {commit[:12]} with no samples")
         self.boots.setdefault(commit, []).append(boot)
-        if not boot.beside or not self._clock:
-            self._clock += 1
-        self.times.setdefault(commit, []).append(self._clock)
-        if commit not in (self.old_end, self.new_end):
-            self._since_remeasure += 1
-        elif self._control is not None:
-            n_old, n_new = self._control
-            if len(self.boots[self.old_end]) > n_old and len(self.boots[self.new_end]) > n_new:
-                self._control = None
-                self._check_control(n_old, n_new)
+        if not boot.beside or not self.clock:
+            self.clock += 1
+        self.times.setdefault(commit, []).append(self.clock)
+        if self._counter:
+            return
+        n = len(self.boots[commit])
+        if commit not in (self.old_end, self.new_end) and n >= self.config.max_commit_boots:
+            self._capped.add(commit)
 
-    def _check_control(self, n_old: int, n_new: int) -> None:
-        """Both endpoints' control boots are in: clean, a new level of the host, or drop
-        the window since the last clean control (probe boots, the verdicts they made, the
-        control itself)."""
-        # A load on the host moves both endpoints the same way: their deviations (in
-        # sigmas, from each one's earlier boots) are summed, so one wild boot counts less.
-        m = self.model()
-        devs = []
-        for commit, n in ((self.old_end, n_old), (self.new_end, n_new)):
-            s = self.scores(commit)
-            spread = m.sigma * math.sqrt(1 + 1 / n)  # and the earlier boots' mean's error
-            devs += [(x - robust_mean(s[:n])) / spread for x in s[n:]]
-        z = sum(devs) / math.sqrt(len(devs))
-        # Hysteresis: after a disturbed control, the next must look plainly clean.
-        limit = CLEAN_AGAIN_Z if self._disturbed_in_a_row else DISTURBED_Z
-        if abs(z) <= limit:
-            self._clean_until, self._disturbed_in_a_row = self._clock, 0
-            if self._levels:
-                self._refit_level()
-            if self.config.regate:
-                self._regate()
+    def mark(self, commit: str, state: State, note: str = "marked by a person") -> None:
+        """A verdict from outside (a person): final, whatever the boots say."""
+        self._marked.add(commit)
+        self.decide(commit, Decision(state, len(self.boots.get(commit, [])), 0.0, note))
+        if state != State.SKIP:
+            self.posterior.mark(commit, state == State.NEW)
+
+    def same_kernel(self, commit: str, of: str, why: str) -> None:
+        """`commit` makes the same kernel as `of` (it touches nothing the config compiles,
+        or its image is byte-identical): it takes that kernel's verdict, with no boot; of
+        commits making one kernel, only the earliest can be the culprit."""
+        if commit not in (self.old_end, self.new_end) and commit not in self.decisions:
+            self._twin_notes[commit] = why
+            self.search.twin(commit, of)
+            self._changed(commit)
+            self._sync_twins()
+        if commit in self.search.same_as:
+            for later in self.search.remade(commit):
+                self.posterior.impossible(later)
+
+    def identical_endpoints(self) -> None:
+        """The endpoints' images are byte-identical: nothing between them can differ."""
+        none = Effect(0.0, 0.0, 0.0, 1.0, 0, 0)
+        message = "their kernels are byte-identical, so nothing between them can differ"
+        self.gate = EndpointVerdict(Gate.SAME, none, message)
+
+    def built_ahead(self, commit: str) -> None:
+        """The commit's kernel is built: a boot of it costs no build from now on."""
+        self._picked.add(commit)
+
+    def decide(self, commit: str, d: Decision) -> None:
+        self.decisions[commit] = d
+        self.search.mark(commit, d.state)
+        self._changed(commit)
+        self._sync_twins()
+
+    def _changed(self, commit: str) -> None:
+        if self.exact is not None:
+            self.exact.changed(commit)
+
+    def _sync_twins(self) -> None:
+        """Twins the search settled become decisions (never firm: no boots of their own)."""
+        for commit, state in self.search.marks.items():
+            if commit not in self.decisions and commit in self.search.same_as:
+                of = self.search.same_as[commit]
+                note = f"{self._twin_notes.get(commit, 'same kernel')}: the verdict of {of[:12]}"
+                self.decisions[commit] = Decision(state, 0, 0.0, note, twin=of)
+                self._changed(commit)
+
+    def _rebuild_search(self) -> None:
+        """The search again from every verdict (in place: callers hold it)."""
+        s = self.search
+        s.new, s.old, s.skipped, s.marks = self.new_end, set(self._olds), set(), {}
+        self.decisions = {c: d for c, d in self.decisions.items() if not d.twin}  # re-settled
+        for commit, d in self.decisions.items():
+            s.mark(commit, d.state)
+        s.settle()
+        self._sync_twins()
+        if self.exact is not None:
+            self.exact.active, self.exact.dirty = [], True
+
+    # --- driving ----------------------------------------------------------------------
+    def wants(self) -> list[str]:
+        """The commits to boot once each now; [] when the job is decided."""
+        if self.gate is not None and self.gate.gate == Gate.SAME and self._counter is None:
+            return []  # byte-identical endpoints: nothing to boot
+        if short := self._first_boots():
+            return short
+        if self.exact is not None:
+            return self.exact.wants()
+        if self._answer is not None:
+            return []
+        k = self.config.parallel
+        if not self.first_blocks_in():
+            return [c for _ in range(max(1, k // 2)) for c in self._reference_block()]
+        self.weigh.refresh()
+        probes = k - k // (REFERENCE_EVERY + 1) if k > 1 else k
+        picks = self._choose(probes)
+        if self._settled(picks):
+            return []
+        if k > 1:  # fewer commits split what is left: they boot again, in the same round
+            picks = [picks[i % len(picks)] for i in range(probes)]
+        out: list[str] = []
+        for pick in picks:
+            if pick == self.new_end:  # the gate's question: boot the endpoints in pairs
+                out += self._reference_block()
+            else:
+                out.append(pick)
+                self._picked.add(pick)
+                self._since_reference += self._reference_share(pick)
+        while self._since_reference >= REFERENCE_EVERY or len(out) < k:
+            self._since_reference -= REFERENCE_EVERY  # below 0: references ahead of time
+            out.append(self._next_reference())
+        return out
+
+    def next_for(self, host: str | None, in_flight: Sequence[str]) -> str | None:
+        """One boot for a VM host that just freed up, while `in_flight` boots run on the
+        others: picks as hosts free up, not rounds that wait for their slowest boot (the
+        workflow's rolling picks; benchmarks.farm --rolling). Each host boots its own
+        references, an old-new block first (less what it booted already) and then another
+        every REFERENCE_EVERY of its probe boots (weighed as wants() weighs them), so its
+        probes are judged against its own level. A probe is the commit one more boot tells
+        most about, the boots in flight counted (_most_told). host None: a slot whose
+        host is not known yet (the boot goes to whichever has room) takes the endpoint
+        booted least, as any host needs both. None: nothing to add now (the answer is
+        in, or a counter's picks are all running); boots still in flight may be
+        observed."""
+        ends = (self.old_end, self.new_end)
+        running = Counter(in_flight)
+        if host is not None and host not in self._host_refs:  # new to the job: references
+            booted = {c for c in ends if any(b.host == host for b in self.boots.get(c, []))}
+            self._host_refs[host] = [c for c in self._reference_block() if c not in booted]
+            self._host_due[host] = len(self._host_refs[host])
+        due = host is not None and self._host_due[host] > 0
+        least_booted = min(ends, key=lambda c: len(self.boots.get(c, [])) + running[c])
+        if self._first_boots():
+            return self._host_reference(host) if host is not None and due else least_booted
+        if self.exact is not None:
+            return next((c for c in self.exact.wants() if not running[c]), None)
+        if self._answer is not None:
+            return None
+        if host is None:
+            return least_booted
+        if due:
+            return self._host_reference(host)
+        if self._host_since.get(host, 0.0) >= REFERENCE_EVERY:
+            self._host_since[host] -= REFERENCE_EVERY
+            self._host_due[host] += 2
+            return self._host_reference(host)
+        self.weigh.refresh()
+        pick = self._most_told(running)
+        if self._settled([pick] if pick else []):
+            return None
+        assert pick is not None
+        if pick == self.new_end:  # the gate's question: a pair of this host's references
+            self._host_due[host] += 2
+            return self._host_reference(host)
+        self._picked.add(pick)
+        self._host_since[host] = self._host_since.get(host, 0.0) + self._reference_share(pick)
+        return pick
+
+    def _most_told(self, running: Counter[str]) -> str | None:
+        """The commit one more boot tells most about, given the boots of it running (a
+        commit not built yet tells its part over 1 + BUILD_COST boots). None: no commit
+        splits what is left. So a freed host doubles a boot in flight only where another
+        still tells the most (a small step), and spreads out where one boot nearly
+        settles a commit."""
+        built = self._built()
+        best, most = None, 0.0
+        for commit in self._splitting():
+            told = self.weigh.told(self.posterior.p_new(commit), running[commit])
+            told /= 1 if commit in built else 1 + BUILD_COST
+            if best is None or told > most:
+                best, most = commit, told
+        return best
+
+    def _host_reference(self, host: str) -> str:
+        """The host's next reference (balanced blocks of its own), one fewer due."""
+        refs = self._host_refs.setdefault(host, [])
+        if not refs:
+            refs += self._reference_block()
+        self._host_due[host] = max(0, self._host_due.get(host, 0) - 1)
+        return refs.pop(0)
+
+    def ahead(self, n: int) -> list[str]:
+        """Up to n commits worth building before any round picks them: where the next
+        rounds' picks are likely to fall (twice as fine quantiles of today's posterior),
+        not built yet. On a farm a build host would be idle meanwhile; a build a round
+        waits for is most of a farm's lost time (benchmarks.farm)."""
+        if self._counter is not False or self._answer is not None or n <= 0:
+            return []  # a counter's path, or the job is over
+        splitting = [c for c in self._splitting() if c not in self._picked]
+        likely = self.posterior.quantiles(2 * self.config.parallel + 1, splitting)
+        return likely[:n]
+
+    def duet_pairs(self, commits: Sequence[str]) -> list[tuple[str, str]]:
+        """A round's boots (wants()) as duets, the second of each booted beside the
+        first: each probe beside a reference (the round's own, else duet_partner's), the
+        round's other references two at a time, a lone one with its twin (alone it would
+        be timed at another level than every other boot). A commit judged the same kernel
+        as another boots nothing."""
+        ends = (self.old_end, self.new_end)
+        boots = [c for c in commits if c not in self.search.same_as]
+        refs = [c for c in boots if c in ends]
+        pairs = [(refs.pop(0) if refs else self.duet_partner(), c) for c in boots if c not in ends]
+        if len(refs) % 2:
+            refs.append(ends[1] if refs[-1] == ends[0] else ends[0])
+        return pairs + list(zip(refs[::2], refs[1::2], strict=True))
+
+    def duet_partner(self) -> str:
+        """The reference to boot beside a probe that has none (a duet): the next of the
+        balanced blocks, counted as a reference ahead of time."""
+        self._since_reference -= REFERENCE_EVERY
+        return self._next_reference()
+
+    def _first_boots(self) -> list[str]:
+        """The endpoints still to boot a first time; once both have, whether the metric
+        is a counter is settled."""
+        if self._counter is None:
+            ends = (self.old_end, self.new_end)
+            if short := [c for c in ends if not self.boots.get(c)]:
+                return short
+            self._counter = noise_free(self.boots[ends[0]]) and noise_free(self.boots[ends[1]])
+            if self._counter:
+                self.exact = Exact(self)
+        return []
+
+    def first_blocks_in(self) -> bool:
+        """Whether both endpoints have their first FIRST_PAIRS boots: the first noise figure."""
+        return min(len(self.boots.get(c, [])) for c in (self.old_end, self.new_end)) >= FIRST_PAIRS
+
+    def _reference_share(self, pick: str) -> float:
+        """The references a probe boot of `pick` calls for, in probe boots: a commit known
+        better than the level it is weighed against learns more from references near it
+        in time than from its own boots."""
+        return REFERENCE_EVERY / (BOUND_EVERY if self.weigh.level_bound(pick) else REFERENCE_EVERY)
+
+    def _reference_block(self) -> list[str]:
+        """Both endpoints, in a random order (old-new or new-old: balanced over blocks)."""
+        block = [self.old_end, self.new_end]
+        self._rng.shuffle(block)
+        return block
+
+    def _next_reference(self) -> str:
+        if not self._queue:
+            self._queue = self._reference_block()
+        return self._queue.pop(0)
+
+    # --- choosing ---------------------------------------------------------------------
+    def sides(self) -> dict[str, bool]:
+        """Commits whose side is settled (True: new-like), the endpoints included."""
+        sides = {self.old_end: False, self.new_end: True}
+        for commit in self.boots:
+            if commit in sides or commit in self.failed:
+                continue
+            if commit in self._marked:
+                state = self.decisions[commit].state
+                if state != State.SKIP:
+                    sides[commit] = state == State.NEW
+                continue
+            q = self.posterior.p_new(commit)
+            if q >= 1 - FIRM or q <= FIRM:
+                sides[commit] = q >= 1 - FIRM
+        return sides
+
+    def _testable(self) -> list[str]:
+        out = []
+        for commit in self.search.graph.order:
+            if commit in self.failed or commit in self._capped or commit in self._marked:
+                continue
+            if commit in self.search.same_as:
+                continue
+            if commit == self.new_end and len(self.boots[commit]) >= self.config.max_endpoint_boots:
+                continue
+            out.append(commit)
+        return out
+
+    def _choose(self, count: int) -> list[str]:
+        """Up to `count` commits to probe this round."""
+        splitting = self._splitting()
+        worth = self.weigh.worth() if splitting else None
+        if worth is None:
+            return []
+        return self.posterior.quantiles(
+            count, splitting, self._built(), worth=worth, build_cost=BUILD_COST
+        )
+
+    def _splitting(self) -> list[str]:
+        """The testable commits whose side is still open."""
+        p_new = self.posterior.p_new
+        return [c for c in self._testable() if UNSPLIT < p_new(c) < 1 - UNSPLIT]
+
+    def _built(self) -> set[str]:
+        """Commits a boot of which costs no build (the new endpoint's is booted in pairs)."""
+        return self._picked | {self.new_end}
+
+    @property
+    def level(self) -> float:
+        """The mass one hypothesis must hold to be the answer."""
+        return 1 - self.config.error / MARGIN
+
+    # --- answering --------------------------------------------------------------------
+    def _settled(self, picks: list[str]) -> bool:
+        """Whether the job has its answer (set in self._answer); `picks`: this round's."""
+        top = self.posterior.top()
+        ends = (self.old_end, self.new_end)
+        if self.gate is None or self.gate.gate != Gate.DIFFERENT:
+            if self.posterior.p_none < 0.5:
+                self.gate = self._different()
+        if top.p >= self.level:
+            self._finish(top.commit)
+            return True
+        if min(len(self.boots[c]) for c in ends) >= self.config.max_endpoint_boots:
+            if self.posterior.p_none >= 0.5:
+                self._finish(None)
+                return True
+        if not picks:  # nothing testable splits what is left
+            self._finish(top.commit if top.p >= 0.5 else None, ambiguous=True)
+            return True
+        return False
+
+    def _different(self) -> EndpointVerdict:
+        effect = self.weigh.effect()
+        return EndpointVerdict(Gate.DIFFERENT, effect, effect.describe())
+
+    def _finish(self, culprit: str | None, ambiguous: bool = False) -> None:
+        self._settle_decisions()
+        p_none = self.posterior.p_none
+        different = self._different()
+        base = self.no_culprit("", different.effect)
+        if culprit == NONE or (culprit is None and p_none >= 0.5):
+            self.gate = self.weigh.no_difference(p_none)
+            answer = Answer.NO_DIFFERENCE if self.gate.gate != Gate.UNDECIDED else Answer.UNDECIDED
+            self._answer = replace(base, answer=answer, message=self.gate.message)
             return
-        if self.config.follow_shifts and self._disturbed_in_a_row and z * self._lean > 0:
-            self._new_level()
+        self.gate = different
+        if culprit is not None and not ambiguous:
+            p = self.posterior.top().p
+            self._answer = replace(
+                base, answer=Answer.FOUND, culprit=culprit, candidates=[culprit], confidence=p
+            )
             return
-        self._lean = z
-        start, dropped = self._clean_until, 0
-        for commit in list(self.boots):
-            keep = [i for i, t in enumerate(self.times[commit]) if t <= start]
-            if commit in (self.old_end, self.new_end):
-                keep = list(range(n_old if commit == self.old_end else n_new))
-            dropped += len(self.boots[commit]) - len(keep)
-            if len(keep) < len(self.boots[commit]):
-                self.boots[commit] = [self.boots[commit][i] for i in keep]
-                self.times[commit] = [self.times[commit][i] for i in keep]
-                self._undecide(commit)
-        self._disturbed.append((start + 1, self._clock, dropped))
-        self._disturbed_in_a_row += 1
-        self._clean_until = self._clock
+        held = [c for c in self.posterior.credible(self.level) if c != NONE]
+        message = f"the boots leave {len(held)} candidates"
+        if held and self.posterior.top().commit != NONE and len(held) == 1:
+            p = self.posterior.top().p
+            self._answer = replace(
+                base, answer=Answer.FOUND, culprit=held[0], candidates=held, confidence=p
+            )
+            return
+        self._answer = replace(base, answer=Answer.AMBIGUOUS, candidates=held, message=message)
+
+    def _settle_decisions(self) -> None:
+        """Every booted commit's verdict as the posterior has it now."""
+        for commit in self.boots:
+            if commit in (self.old_end, self.new_end) or commit in self._marked:
+                continue
+            n = len(self.boots[commit])
+            q = self.posterior.p_new(commit)
+            sure = max(q, 1 - q)
+            logit = math.log(sure / (1 - sure)) if sure < 1 else 50.0
+            if commit in self._capped and 0.05 < q < 0.95:
+                d = Decision(State.SKIP, n, 0.0, f"between the endpoints after {n} boots")
+            else:
+                state = State.NEW if q >= 0.5 else State.OLD
+                d = Decision(state, n, logit if state == State.NEW else -logit, firm=True)
+            self.decisions[commit] = d
         self._rebuild_search()
-        self._since_remeasure = self.config.remeasure_every  # a control again, at once
 
-    def _gate_boots(
-        self, old: Sequence[Boot], new: Sequence[Boot], *, max_boots: int
-    ) -> EndpointVerdict:
+    def result(self) -> EngineResult:
+        if self.exact is not None:
+            return self.exact.result()
+        if self._answer is not None:
+            return self._answer
+        return self.gate_result()
+
+    def gate_result(self) -> EngineResult:
+        """The answer the endpoints' gate gives alone (no difference, cannot decide)."""
+        assert self.gate is not None, "result() before the endpoints were decided"
+        base = self.no_culprit(self.gate.message, self.gate.effect)
+        return replace(base, answer=Answer.UNDECIDED) if self.gate.gate == Gate.UNDECIDED else base
+
+    def no_culprit(self, message: str, effect: Effect) -> EngineResult:
+        """The job's figures with no culprit named (yet): what every answer starts from."""
+        return EngineResult(
+            answer=Answer.NO_DIFFERENCE,
+            culprit=None,
+            candidates=[],
+            confidence=0.0,
+            builds=len(set(self.boots) | self.failed),
+            boots=self.clock,
+            message=message,
+            effect=effect.describe(),
+            notes=self._notes(),
+        )
+
+    def _notes(self) -> list[str]:
+        notes = []
+        if self.exact is not None:
+            whys = Counter(self._twin_notes[c] for c, d in self.decisions.items() if d.twin)
+            for why, count in sorted(whys.items()):
+                notes.append(f"{count} commit(s) judged with no boot of their own: {why}")
+        return notes + self.weigh.notes()
+
+    # --- the endpoints' gate ----------------------------------------------------------
+    def gate_boots(self, old: Sequence[Boot], new: Sequence[Boot]) -> EndpointVerdict:
         """The gate on the endpoints' boots as read."""
-        return self._gate_scores(
+        return self.gate_scores(
             [score(b, self.log) for b in old],
             [score(b, self.log) for b in new],
             exact=noise_free(old) and noise_free(new),
-            max_boots=max_boots,
+            max_boots=self.config.max_endpoint_boots,
         )
 
-    def _gate_scores(
+    def gate_scores(
         self, old: Sequence[float], new: Sequence[float], *, exact: bool, max_boots: int
     ) -> EndpointVerdict:
         """The gate (endpoints.compare_scores) under this job's direction and minimum."""
@@ -290,343 +530,71 @@ class Engine:
             max_boots=max_boots,
         )
 
-    def _regate(self) -> EndpointVerdict:
-        """The gate again on all the endpoints' boots; a firm "same" ends the job."""
-        ends = (self.boots[self.old_end], self.boots[self.new_end])
-        again = self._gate_boots(*ends, max_boots=len(ends[0]) + len(ends[1]))
-        if again.gate == Gate.SAME:
-            message = f"endpoints re-measured during the job: {again.message}"
-            self.gate = EndpointVerdict(Gate.SAME, again.effect, message)
-        return again
-
-    def _confirm_endpoints(self) -> list[str]:
-        """Before an answer, all the endpoints' boots must still say they differ (an
-        unlucky first few can make a difference of nothing, and the search then ends at
-        an endpoint): else they are booted again until they do, are the same, or the cap."""
-        again = self._regate()
-        if again.gate in (Gate.DIFFERENT, Gate.SAME):
-            return []
-        if len(self.boots[self.old_end]) >= 2 * self.config.max_endpoint_boots:
-            message = f"the endpoints no longer differ after re-measuring: {again.message}"
-            self.gate = EndpointVerdict(Gate.UNDECIDED, again.effect, message)
-            return []
-        return self._remeasure()
-
-    def _undecide(self, commit: str) -> None:
-        if commit in self.decisions and commit not in self._marked:
-            del self.decisions[commit]  # its boots changed: it is judged again
-
-    def _new_level(self) -> None:
-        """Two dirty controls in a row lean the same way: the host changed for good. The
-        boots since the last one (this control's included) are kept, on the new level."""
-        first = self._clean_until + 1
-        self._levels.append((first, self._offset(first)))
-        self._refit_level()
-        for commit, times in self.times.items():
-            if times and times[-1] >= first:
-                self._undecide(commit)
-        self._clean_until, self._disturbed_in_a_row, self._lean = self._clock, 0, 0.0
-        self._rebuild_search()
-        self._since_remeasure = self.config.remeasure_every  # confirm the level at once
-
-    def _refit_level(self) -> None:
-        """The latest level's offset: the endpoints' boots on it against their boots
-        before it, weighed by how many are on it."""
-        first, _ = self._levels[-1]
-        gaps: list[tuple[float, int]] = []
-        for commit in (self.old_end, self.new_end):
-            pairs = list(zip(self.boots[commit], self.times[commit], strict=True))
-            before = [score(b, self.log) - self._offset(t) for b, t in pairs if t < first]
-            on = [score(b, self.log) for b, t in pairs if t >= first]
-            if before and on:
-                gaps.append((statistics.fmean(on) - robust_mean(before), len(on)))
-        if gaps:
-            offset = sum(g * n for g, n in gaps) / sum(n for _, n in gaps)
-            self._levels[-1] = (first, offset)
-
-    def mark(self, commit: str, state: State, note: str = "marked by a person") -> None:
-        """A verdict from outside (a person): final, whatever the boots say."""
-        self._marked.add(commit)
-        self._decide(commit, Decision(state, len(self.boots.get(commit, [])), 0.0, note))
-
-    def same_kernel(self, commit: str, of: str, why: str) -> None:
-        """`commit` makes the same kernel as `of` (it touches nothing the config compiles,
-        or its image is byte-identical): it takes that kernel's verdict, with no boot."""
-        if commit in (self.old_end, self.new_end) or commit in self.decisions:
-            return
-        self._twin_notes[commit] = why
-        self.search.twin(commit, of)
-        self._dirty = True
-        self._sync_twins()
-
-    def identical_endpoints(self) -> None:
-        """The endpoints' images are byte-identical: nothing between them can differ."""
-        none = Effect(0.0, 0.0, 0.0, 1.0, 0, 0)
-        message = "their kernels are byte-identical, so nothing between them can differ"
-        self.gate = EndpointVerdict(Gate.SAME, none, message)
-
     # --- reading ----------------------------------------------------------------------
+    @property
+    def noisy(self) -> bool:
+        """Both endpoints booted, and the metric is not a counter."""
+        return not self._first_boots() and self._counter is False
+
+    @property
+    def counter(self) -> bool:
+        """Both endpoints booted, and the metric is a counter (one boot a commit)."""
+        return self._counter is True
+
+    @property
+    def noisy_ends(self) -> bool:
+        """The endpoints' boots so far disagree: a timing, not a counter."""
+        ends = (self.boots.get(self.old_end, []), self.boots.get(self.new_end, []))
+        return not all(noise_free(b) for b in ends)
+
     @property
     def bisecting(self) -> bool:
         """The endpoints differ: past the gate."""
         return self.gate is not None and self.gate.gate == Gate.DIFFERENT
 
-    def model(self) -> Model:
-        """The endpoints' boots, joined by those of commits the test decided firmly (not
-        at the cap, not by a person): every verdict sharpens the next."""
-        old, new = [self.scores(self.old_end)], [self.scores(self.new_end)]
+    def raw_scores(self, commit: str) -> list[float]:
+        """Each boot's median repetition on the job's scale, as read."""
+        return [score(b, self.log) for b in self.boots.get(commit, [])]
+
+    def endpoint_model(self) -> Model:
+        """The endpoints' boots as read, joined by those of commits decided firmly."""
+        old, new = [self.raw_scores(self.old_end)], [self.raw_scores(self.new_end)]
         for commit, d in self.decisions.items():
-            if d.firm and self._noisy:  # a counter's endpoints are exact already
-                (new if d.state == State.NEW else old).append(self.scores(commit))
+            if d.firm and self.noisy_ends:  # a counter's endpoints are exact already
+                (new if d.state == State.NEW else old).append(self.raw_scores(commit))
         return Model.fit(old, new)
+
+    def model(self) -> Model:
+        """What old-like and new-like boots look like now."""
+        return self.weigh.model()
+
+    def scores(self, commit: str) -> list[float]:
+        """Each of the commit's boots as the likelihood reads it now (less the level)."""
+        return self.weigh.scores(commit)
+
+    def certainty(self, commit: str) -> float:
+        """P(the commit's verdict is right) on all its boots, weighed by today's model."""
+        return self.weigh.certainty(commit)
+
+    def judge(self, scores: list[float]) -> Decision | None:
+        """A sequential test on a kernel's boot scores so far: a verdict, or None for
+        another boot (a counter's commits; any job's kernels outside the range)."""
+        return self.weigh.judge(scores)
+
+    def level_adjusted(self, scores: list[float]) -> list[float]:
+        """Scores of boots run now (after the job: a verification) on the job's scale."""
+        return self.weigh.level_adjusted(scores)
 
     def boot_score(self, samples: list[float]) -> float:
         """One boot's score on the job's scale, as the engine scores its own boots."""
-        return score(Boot(samples), self.log)
-
-    def scores(self, commit: str) -> list[float]:
-        """Each boot's score, taken back to the job's first level when the host shifted."""
-        boots, times = self.boots.get(commit, []), self.times.get(commit, [])
-        return [score(b, self.log) - self._offset(t) for b, t in zip(boots, times, strict=True)]
+        return mean_score(Boot(samples), self.log, self.weigh.spread)
 
     def pairs_verification(self) -> bool:
         """Whether each verification boot wants a boot of the kernel it was made from
         beside it (see paired)."""
-        return False
+        return self.weigh.pairs_verification()
 
     def paired(self, score: float, beside: float, new_side: bool) -> float:
         """A verification boot's score, given the score of the boot beside it of the
         kernel it was made from (an endpoint: the new one when `new_side`)."""
-        return score
-
-    def level_adjusted(self, scores: Sequence[float]) -> list[float]:
-        """Scores of boots run now (after the job: a verification) on the job's scale."""
-        return [s - self._offset(self._clock + 1) for s in scores]
-
-    def _offset(self, clock: int) -> float:
-        offset = 0.0
-        for first, value in self._levels:
-            if clock >= first:
-                offset = value
-        return offset
-
-    def llr(self, commit: str) -> float:
-        m = self.model()
-        return sum(m.llr(s) for s in self.scores(commit))
-
-    def result(self) -> EngineResult:
-        assert self.gate is not None, "result() before the endpoints were decided"
-        base = self._no_culprit(self.gate.message, self.gate.effect)
-        if self.gate.gate != Gate.DIFFERENT:
-            undecided = self.gate.gate == Gate.UNDECIDED
-            return replace(base, answer=Answer.UNDECIDED) if undecided else base
-        out = strategy.outcome(self.search)
-        assert out is not None, "result() before the bisection ended"
-        if not out.culprit:
-            message = f"skipped commits leave {len(out.candidates)} candidates"
-            return replace(
-                base, answer=Answer.AMBIGUOUS, candidates=out.candidates, message=message
-            )
-        confidence = self._confidence(out.culprit)
-        return replace(
-            base,
-            answer=Answer.FOUND,
-            culprit=out.culprit,
-            candidates=out.candidates,
-            confidence=confidence,
-            message="",
-        )
-
-    def _no_culprit(self, message: str, effect: Effect) -> EngineResult:
-        """The job's figures with no culprit named (yet): what every answer starts from."""
-        return EngineResult(
-            answer=Answer.NO_DIFFERENCE,
-            culprit=None,
-            candidates=[],
-            confidence=0.0,
-            builds=len(set(self.boots) | self.failed),
-            boots=self._clock,  # every boot run, those a dirty control set aside too
-            message=message,
-            effect=effect.describe(),
-            notes=self._notes(),
-        )
-
-    # --- inside -----------------------------------------------------------------------
-    @property
-    def _noisy(self) -> bool:
-        ends = (self.boots.get(self.old_end, []), self.boots.get(self.new_end, []))
-        return not all(noise_free(b) for b in ends)
-
-    def _endpoint_wants(self) -> list[str]:
-        ends = (self.old_end, self.new_end)
-        short = [c for c in ends if len(self.boots.get(c, [])) < self._endpoint_target]
-        if short:
-            return short
-        self.log = log_scale(self.boots[self.old_end] + self.boots[self.new_end])
-        cfg = self.config
-        self.gate = self._gate_boots(
-            self.boots[self.old_end], self.boots[self.new_end], max_boots=cfg.max_endpoint_boots
-        )
-        if self.gate.gate == Gate.MORE:
-            self._endpoint_target = self.gate.want
-            return self._endpoint_wants()
-        if self.gate.gate == Gate.DIFFERENT and not self._precise():
-            # Verdicts weigh a commit against both means: a step known to +-25% or
-            # better, or the midpoint (and every verdict near it) is off.
-            self._endpoint_target = min(self._endpoint_target * 2, cfg.max_endpoint_boots)
-            self.gate = None
-            return self._endpoint_wants()
-        self._clean_until = self._clock  # the controls watch the boots from here on
-        return self.wants() if self.gate.gate == Gate.DIFFERENT else []
-
-    def _precise(self) -> bool:
-        m = self.model()
-        n = len(self.boots[self.old_end])
-        if not self._noisy or n >= self.config.max_endpoint_boots:
-            return True
-        if n < MIN_NOISY_ENDPOINT_BOOTS:
-            return False
-        se = m.sigma * math.sqrt(1 / m.n_old + 1 / m.n_new)
-        return se <= STEP_PRECISION * abs(m.new_mean - m.old_mean)
-
-    def _recheck(self) -> list[str]:
-        """Once a culprit stands, the verdicts that make it one (it new-like, its parents
-        old-like) get boots until they are strong; they need no new build. A verdict that
-        turns resumes the search from there."""
-        out = strategy.outcome(self.search)
-        if not self._noisy or out is None or out.culprit is None:
-            return []
-        for commit in self._evidence(out.culprit):
-            d = self.decisions.get(commit)
-            if d is None or not d.firm:
-                continue
-            llr, n = self.llr(commit), len(self.boots[commit])
-            turned = (llr > 0) != (d.state == State.NEW)
-            if turned and (abs(llr) >= self.threshold or n >= RECHECK_BOOTS):
-                state = State.SKIP if abs(llr) < self.threshold else State.OLD
-                if state != State.SKIP and llr > 0:
-                    state = State.NEW
-                self.decisions[commit] = Decision(state, n, llr, "turned on a recheck", firm=True)
-                self._rebuild_search()
-                return self.wants()
-            if abs(llr) < self.strong and n < RECHECK_BOOTS:
-                return [commit]
-        return []
-
-    def _rebuild_search(self) -> None:
-        """The search again from every verdict (in place: callers hold it)."""
-        s = self.search
-        s.new, s.old, s.skipped, s.marks = self.new_end, set(self._olds), set(), {}
-        self.decisions = {c: d for c, d in self.decisions.items() if not d.twin}  # re-settled
-        for commit, d in self.decisions.items():
-            s.mark(commit, d.state)
-        s.settle()
-        self._sync_twins()
-        self.active, self._dirty = [], True
-
-    def certainty(self, commit: str) -> float:
-        """P(the commit's verdict is right) on all its boots, weighed by today's model."""
-        return 1.0 / (1.0 + math.exp(-abs(self.llr(commit))))
-
-    def _confidence(self, culprit: str) -> float:
-        """P(the culprit's verdict and its parents' are right): they alone make it one."""
-        p = 1.0
-        for commit in self._evidence(culprit):
-            d = self.decisions.get(commit)
-            if d is not None and d.state != State.SKIP and d.firm:
-                p *= self.certainty(commit)
-        return p
-
-    def _evidence(self, culprit: str) -> list[str]:
-        """The commits whose boots make `culprit` one: it and its parents, each followed
-        to the commit whose kernel it makes (a twin has no boots of its own)."""
-        out = []
-        for commit in (culprit, *self.search.graph.parents.get(culprit, ())):
-            while commit in self.search.same_as:
-                commit = self.search.same_as[commit]
-            if commit not in out:
-                out.append(commit)
-        return out
-
-    def _decide_active(self) -> None:
-        for commit in list(self.active):
-            d = self._sequential(commit)
-            if d is not None:
-                self._decide(commit, d)
-
-    def _sequential(self, commit: str) -> Decision | None:
-        return self.judge(self.scores(commit))
-
-    def judge(self, scores: Sequence[float]) -> Decision | None:
-        """Wald's test on a commit's boot scores so far: a verdict, or None for another
-        boot. Also used on kernels outside the range (the culprit reverted)."""
-        if not scores:
-            return None
-        m = self.model()
-        llr = sum(m.llr(s) for s in scores)
-        n = len(scores)
-        if abs(llr) >= self.threshold:
-            return Decision(State.NEW if llr > 0 else State.OLD, n, llr, firm=True)
-        position = m.position(robust_mean(scores))
-        note = f"between the endpoints ({position:.2f}) after {n} boots"
-        if not self._noisy and n >= 2:  # a counter: more boots say nothing new
-            return Decision(State.SKIP, n, llr, note)
-        if n < self.config.max_commit_boots:
-            return None
-        if abs(llr) >= math.log(19):  # at the cap, a lean of 95:5 still counts
-            note = f"after {n} boots, at {1 / (1 + math.exp(-abs(llr))):.0%}"
-            return Decision(State.NEW if llr > 0 else State.OLD, n, llr, note)
-        return Decision(State.SKIP, n, llr, note)
-
-    def _decide(self, commit: str, d: Decision) -> None:
-        self.decisions[commit] = d
-        self.search.mark(commit, d.state)
-        self._dirty = True
-        if commit in self.active:
-            self.active.remove(commit)
-        self._sync_twins()
-
-    def _sync_twins(self) -> None:
-        """Twins the search settled become decisions (never firm: no boots of their own)."""
-        for commit, state in self.search.marks.items():
-            if commit not in self.decisions and commit in self.search.same_as:
-                of = self.search.same_as[commit]
-                note = f"{self._twin_notes.get(commit, 'same kernel')}: the verdict of {of[:12]}"
-                self.decisions[commit] = Decision(state, 0, 0.0, note, twin=of)
-                self._dirty = True
-                if commit in self.active:
-                    self.active.remove(commit)
-
-    def _notes(self) -> list[str]:
-        notes = []
-        whys = Counter(self._twin_notes[c] for c, d in self.decisions.items() if d.twin)
-        for why, count in sorted(whys.items()):
-            notes.append(f"{count} commit(s) judged with no boot of their own: {why}")
-        if self._remeasures:
-            notes.append(f"endpoints re-measured {self._remeasures} times during the job")
-        if self._disturbed:
-            start, end = self._disturbed[0][0], self._disturbed[-1][1]
-            notes.append(
-                f"host disturbed {len(self._disturbed)} time(s) between boots {start} and "
-                f"{end} (control boots of the endpoints fell outside their spread): "
-                f"{sum(d[2] for d in self._disturbed)} boots set aside, their verdicts "
-                "judged again"
-            )
-        if self._disturbed_in_a_row >= MAX_DISTURBED_IN_A_ROW:
-            notes.append("the host stayed disturbed: later boots were kept regardless")
-        base = robust_mean(self.scores(self.old_end)) if self.boots.get(self.old_end) else 0.0
-        for first, offset in self._levels:
-            shift = relative(offset, base, self.log)
-            notes.append(
-                f"host level shifted {shift:+.1%} from boot {first} on "
-                "(two controls in a row leaned the same way): later boots were judged "
-                "against the endpoints at that level"
-            )
-        for name, commit in (("old", self.old_end), ("new", self.new_end)):
-            s = self.scores(commit)
-            first = self._endpoint_target
-            if len(s) > first and first >= 2:
-                base = robust_mean(s[:first])
-                change = relative(robust_mean(s[first:]) - base, base, self.log)
-                notes.append(f"{name} endpoint drift: {change:+.1%} (later boots vs the first)")
-        return notes
+        return self.weigh.paired(score, beside, new_side)

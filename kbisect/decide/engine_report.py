@@ -21,9 +21,9 @@ from kbisect.contract import (
     commit_boots_cap,
 )
 from kbisect.decide.endpoints import Gate, boots
-from kbisect.decide.engine import Decision, EngineConfig
 from kbisect.decide.plan import Judged, Plan, Verifying
 from kbisect.decide.strategy import State
+from kbisect.decide.terms import Decision, EngineConfig
 from kbisect.decide.verdict import verdict_for
 
 
@@ -42,7 +42,7 @@ def config_of(req: BisectRequest, job: ValidatedJob) -> EngineConfig:
         fields["max_endpoint_boots"] = req.max_boots * FLAKY_BOOTS_FACTOR
         fields["max_commit_boots"] = commit_cap * FLAKY_BOOTS_FACTOR
         fields["min_rate_step"] = req.min_rate_step
-    return EngineConfig.checked(follow_shifts=True, regate=True, **fields)
+    return EngineConfig(**fields)  # type: ignore[arg-type]
 
 
 @dataclass

@@ -5,7 +5,7 @@ into the job's history."""
 from dataclasses import dataclass, field
 
 from kbisect.decide.endpoints import EndpointVerdict
-from kbisect.decide.engine import Decision, EngineResult
+from kbisect.decide.terms import Decision, EngineResult
 
 
 @dataclass(frozen=True)

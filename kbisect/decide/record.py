@@ -12,9 +12,9 @@ converter.
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from kbisect.decide.engine import EngineConfig
 from kbisect.decide.evidence import Boot
 from kbisect.decide.strategy import Graph, State
+from kbisect.decide.terms import EngineConfig
 
 
 class Kind(StrEnum):

@@ -1,5 +1,5 @@
 """Each culprit hypothesis weighed on the split it makes of every boot, the noise not
-known but integrated out. Pure (the engine's revision 5; workflows.posterior_engine).
+known but integrated out. Pure (kbisect.decide.levels weighs with it).
 
 Hypothesis c splits the booted commits into an old side (those that do not descend from
 c) and a new side (those that do). Under it each boot (less the host's level where it

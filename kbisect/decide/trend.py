@@ -145,7 +145,7 @@ WALK_EVIDENCE = 3.0  # log likelihood a moving level must gain over a still one
 SLOPE_EVIDENCE = 3.0  # and a steady slope over none
 SLOPE_SIGMAS = 3.0  # a slope's prior: it may carry the level this many sigmas over the job
 # A motion weighed beside the chosen one where it holds this much of them all, the
-# evidence margins above taken as prior odds (revision 9: PosteriorEngine._rivals)
+# evidence margins above taken as prior odds (Levels._rivals)
 RIVAL_LEAST = 0.01
 
 

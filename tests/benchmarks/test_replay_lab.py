@@ -9,9 +9,9 @@ import pytest
 
 from benchmarks import replay_lab
 from benchmarks.dags import linear
-from kbisect.decide.engine import EngineConfig
+from kbisect.decide.engine import Engine
 from kbisect.decide.evidence import Boot
-from kbisect.decide.posterior_engine import PosteriorEngine
+from kbisect.decide.terms import EngineConfig
 
 
 def _job(culprit: int, seed: int) -> tuple[list[list[object]], str, float]:
@@ -19,7 +19,7 @@ def _job(culprit: int, seed: int) -> tuple[list[list[object]], str, float]:
     whose parent is its own parent's kernel): its boots as noisy_labs keeps them, and the
     engine's answer and confidence."""
     rng, graph = random.Random(seed), linear(32)
-    engine = PosteriorEngine(graph, graph.order[0], ["c0"], EngineConfig())
+    engine = Engine(graph, graph.order[0], ["c0"], EngineConfig())
     engine.same_kernel(f"c{culprit}", f"c{culprit - 1}", "touches no file the config compiles")
     boots: list[list[object]] = []
     while commits := engine.wants():

@@ -10,7 +10,7 @@ from kbisect.decide.endpoints import Gate
 from kbisect.decide.engine import Answer, EngineConfig
 from kbisect.decide.record import Event, Kind, Record, Run, Setup
 from kbisect.decide.strategy import State
-from tests.decide.test_engine import linear
+from tests.decide.simulated import linear
 
 OLD, NEW = 512.0, 8.0  # a counter's two values (the seed's avg_read_sectors)
 

@@ -7,12 +7,12 @@ from collections.abc import Callable
 import pytest
 
 from kbisect.decide.decider import Decider, decide
-from kbisect.decide.engine import EngineConfig, EngineResult
+from kbisect.decide.engine import Engine
 from kbisect.decide.evidence import Boot
 from kbisect.decide.plan import Plan
-from kbisect.decide.posterior_engine import PosteriorEngine
 from kbisect.decide.record import Event, Kind, Record, Setup
-from tests.decide.test_engine import index, linear
+from kbisect.decide.terms import EngineConfig, EngineResult
+from tests.decide.simulated import index, linear
 
 
 def setup(n: int, job: str = "job") -> Setup:
@@ -28,7 +28,7 @@ def boot_of(rng: random.Random, commit: str, culprit: int, cv: float) -> list[fl
 def direct(n: int, culprit: int, cv: float, seed: int) -> tuple[list[str], EngineResult]:
     """The engine driven as the workflow drove it before decisions were recorded."""
     s, rng, booted = setup(n), random.Random(seed), []
-    engine = PosteriorEngine(s.graph(), s.new, s.old, s.config)
+    engine = Engine(s.graph(), s.new, s.old, s.config)
     while commits := engine.wants():
         for c in commits:
             booted.append(c)

@@ -41,9 +41,9 @@ from kbisect.contract import (
     commit_boots_cap,
 )
 from kbisect.decide.decider import Decider
+from kbisect.decide.engine import Engine
 from kbisect.decide.engine_report import config_of
 from kbisect.decide.plan import Plan
-from kbisect.decide.posterior_engine import PosteriorEngine
 from kbisect.decide.record import Record, Setup
 from kbisect.workflows import activity_calls
 from kbisect.workflows.bisect_workflow import (
@@ -644,9 +644,9 @@ async def test_a_job_running_during_an_upgrade_takes_the_new_rule_at_its_next_de
     # rule differs (a stricter error, a test-only rule), takes the job over from its
     # history. Its decisions are read back, not re-run: no NondeterminismError, B rebuilds
     # the engine from the record once and decides the rest, and the history replays.
-    def stricter(setup: Setup) -> PosteriorEngine:
+    def stricter(setup: Setup) -> Engine:
         config = dataclasses.replace(setup.config, error=0.001)
-        return PosteriorEngine(setup.graph(), setup.new, list(setup.old), config)
+        return Engine(setup.graph(), setup.new, list(setup.old), config)
 
     rules = {"a": Decider(), "b": Decider(make=stricter)}
     asked = Counter[str]()

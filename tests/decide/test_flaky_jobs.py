@@ -1,20 +1,25 @@
-"""The flaky engine driven by simulated pass/fail boots: the truth stays in the test."""
+"""Flaky pass/fail jobs driven by simulated boots: the truth stays in the test."""
 
+import itertools
+import math
 import random
 
-from kbisect.decide.engine import Answer, EngineConfig, EngineResult
+import pytest
+
+from kbisect.decide.engine import Engine
 from kbisect.decide.evidence import Boot
-from kbisect.decide.flaky_engine import FlakyEngine, Rates, information
-from tests.decide.test_engine import index, linear
+from kbisect.decide.rates import RateFit, information, information_of
+from kbisect.decide.terms import Answer, EngineConfig, EngineResult
+from tests.decide.simulated import index, linear
 
 
 def run(
     n: int, culprit: int, r_old: float, r_new: float, seed: int, **cfg: object
-) -> tuple[EngineResult, FlakyEngine, list[str]]:
+) -> tuple[EngineResult, Engine, list[str]]:
     """Boot what the engine wants: a commit from `culprit` on fails at r_new, one before
     at r_old (in fix mode the culprit brings r_new's passing)."""
     rng = random.Random(seed)
-    engine = FlakyEngine(linear(n), f"c{n}", ["root"], EngineConfig(**cfg))  # type: ignore[arg-type]
+    engine = Engine(linear(n), f"c{n}", ["root"], EngineConfig(**cfg), flaky=True)  # type: ignore[arg-type]
     booted: list[str] = []
     while commits := engine.wants():
         for c in commits:
@@ -26,7 +31,7 @@ def run(
 
 
 def test_a_bernoulli_boot_weighs_by_the_two_rates() -> None:
-    r = Rates(old=0.01, new=0.3, n_old=100, n_new=100, fails_old=1, fails_new=30)
+    r = RateFit(old=0.01, new=0.3, n_old=100, n_new=100, fails_old=1, fails_new=30)
     assert r.llr(1, 1) > 3.0  # a bad boot: 30 times likelier new-like
     assert -0.4 < r.llr(0, 1) < -0.3  # a good one leans old a little
     assert information(0.5, 0.0, 1.0) > information(0.5, 0.01, 0.3) > information(0.5, 0.1, 0.12)
@@ -38,7 +43,7 @@ def test_a_failure_in_three_boots_is_named_and_never_a_wrong_commit() -> None:
     named = [res.culprit for res, _, _ in jobs]
     assert named == [f"c{10 + 9 * s}" for s in range(6)], named
     assert all(res.confidence >= 0.99 for res, _, _ in jobs)
-    rates = [eng._rates for _, eng, _ in jobs]
+    rates = [eng.weigh.rates for _, eng, _ in jobs]
     assert all(r is not None and r.old < 0.08 and 0.15 < r.new < 0.5 for r in rates), rates
 
 
@@ -75,3 +80,31 @@ def test_min_effect_sets_the_least_change_in_failure_rate_that_counts() -> None:
     assert run(64, 30, 0.0, 0.1, seed=2, max_endpoint_boots=400)[0].culprit == "c30"
     small = run(64, 30, 0.0, 0.1, seed=2, max_endpoint_boots=400, min_rate_step=0.3)[0]
     assert (small.answer, small.culprit) == (Answer.NO_DIFFERENCE, None)
+
+
+def test_boots_in_flight_tell_less_each_and_one_tells_what_information_says() -> None:
+    assert information_of(0.5, 0.01, 0.3, 1) == pytest.approx(information(0.5, 0.01, 0.3))
+    told = [information_of(0.5, 0.01, 0.3, n) for n in range(5)]
+    gains = [b - a for a, b in itertools.pairwise(told)]
+    assert told[0] == 0.0 and all(g > 0 for g in gains)
+    assert gains == sorted(gains, reverse=True)  # each more boot tells less
+    assert told[-1] < math.log(2)  # never more than the side's one bit
+
+
+def test_a_flaky_job_on_a_farm_picks_a_boot_for_each_freed_host() -> None:
+    # Rolling picks (next_for) weigh what one more pass/fail boot tells: a flaky job on
+    # several VM hosts once stopped on "choosing before the models".
+    rng = random.Random(4)
+    engine = Engine(linear(32), "c32", ["root"], EngineConfig(), flaky=True)
+    running: list[str] = []
+    for _ in range(2000):
+        for host in "ab":
+            if (pick := engine.next_for(host, running)) is not None:
+                running.append(pick)
+        if not running:
+            break
+        commit = running.pop(rng.randrange(len(running)))
+        rate = 0.3 if index(commit) >= 11 else 0.0
+        engine.observe(commit, Boot([0.0 if rng.random() < rate else 1.0], "a"))
+    res = engine.result()
+    assert (res.answer, res.culprit) == (Answer.FOUND, "c11"), res.message
