@@ -1,5 +1,6 @@
 """decide(record) -> Plan as a table (syzkaller's style): a record of a job on eight
-commits (root old, c8 new) in a few words, and what the plan must say."""
+commits (root old, c8 new) in a few words, and what the plan must say: a counter, a
+timing, a flaky pass/fail job, duets, rolling picks and builds ahead."""
 
 from dataclasses import dataclass
 
@@ -7,9 +8,9 @@ import pytest
 
 from kbisect.decide.decider import decide
 from kbisect.decide.endpoints import Gate
-from kbisect.decide.engine import Answer, EngineConfig
 from kbisect.decide.record import Event, Kind, Record, Run, Setup
 from kbisect.decide.strategy import State
+from kbisect.decide.terms import Answer, EngineConfig
 from tests.decide.simulated import linear
 
 OLD, NEW = 512.0, 8.0  # a counter's two values (the seed's avg_read_sectors)
@@ -22,6 +23,32 @@ def boot(commit: str, value: float) -> Event:
 ENDS = [Event(Kind.WANTS), boot("root", OLD), boot("c8", NEW)]
 
 
+def timed(commit: str, value: float, i: int) -> Event:
+    """A timing's boot: repetitions that differ, and each boot a little off the last."""
+    level = value * (1 + 0.004 * i)
+    return Event(Kind.BOOT, commit=commit, samples=[level * 1.01, level, level * 0.993], host="h")
+
+
+def passed(commit: str, ok: bool) -> Event:
+    return Event(Kind.BOOT, commit=commit, samples=[1.0 if ok else 0.0], host="h")
+
+
+# a timing's first three old-new blocks, the new end 20% slower; a flaky job's, the new
+# end failing one boot in three
+BLOCKS = [
+    Event(Kind.WANTS),
+    *(e for i in range(3) for e in (Event(Kind.WANTS), timed("root", 100, i), timed("c8", 80, i))),
+]
+FLAKY = [
+    Event(Kind.WANTS),
+    *(
+        e
+        for i in range(12)
+        for e in (Event(Kind.WANTS), passed("root", True), passed("c8", i % 3 != 1))
+    ),
+]
+
+
 @dataclass(frozen=True)
 class Row:
     name: str
@@ -32,6 +59,10 @@ class Row:
     culprit: str | None = None
     gate: Gate | None = None
     counter: bool | None = None
+    pairs: list[list[str]] | None = None
+    rates: str | None = None
+    flaky: bool = False
+    parallel: int = 1
 
 
 ROWS = [
@@ -105,12 +136,77 @@ ROWS = [
         answer=Answer.FOUND,
         culprit="c3",
     ),
+    Row(
+        "a timing boots the endpoints in old-new blocks for a first noise figure",
+        [Event(Kind.WANTS), timed("root", 100, 1), timed("c8", 80, 1), Event(Kind.WANTS)],
+        ["root", "c8"],
+        counter=False,
+    ),
+    Row(
+        "a timing past its first blocks probes the posterior's median",
+        [*BLOCKS, Event(Kind.WANTS)],
+        ["c4"],
+        gate=Gate.DIFFERENT,
+    ),
+    Row(
+        "with --parallel 4: the posterior's quantiles and a reference, four boots",
+        [*BLOCKS, Event(Kind.WANTS)],
+        ["c2", "c4", "c6", "root"],
+        parallel=4,
+    ),
+    Row(
+        "on a farm, builds ahead where the next picks will likely fall",
+        [*BLOCKS, Event(Kind.WANTS), Event(Kind.AHEAD, n=2)],
+        ["c1", "c2"],
+        parallel=2,
+    ),
+    Row(
+        "duets: a probe beside the round's reference, the other reference beside its twin",
+        [*BLOCKS, Event(Kind.PAIRS, commits=["c4", "root", "c8"])],
+        pairs=[["root", "c4"], ["c8", "root"]],
+    ),
+    Row(
+        "duets: a probe alone in its round beside the next reference",
+        [*BLOCKS, Event(Kind.PAIRS, commits=["c4"])],
+        pairs=[["c8", "c4"]],
+    ),
+    Row(
+        "rolling: a slot whose host is unknown takes the endpoint booted least",
+        [*BLOCKS, Event(Kind.NEXT_FOR, host=None, commits=["root"])],
+        ["c8"],
+    ),
+    Row(
+        "rolling: a freed host that booted references gets the probe that tells most",
+        [*BLOCKS, Event(Kind.NEXT_FOR, host="h", commits=[])],
+        ["c4"],
+    ),
+    Row(
+        "rolling: a host new to the job boots its own references first",
+        [*BLOCKS, Event(Kind.NEXT_FOR, host="g", commits=[])],
+        ["c8"],
+    ),
+    Row(
+        "flaky: the endpoints in pairs while no culprit holds half the mass",
+        [*FLAKY[:10], Event(Kind.WANTS)],
+        ["c8", "root"],
+        rates="the new endpoint failed 1 of 3 boots, the old one 0 of 3",
+        flaky=True,
+    ),
+    Row(
+        "flaky: a new end failing one boot in three, and the middle is probed",
+        [*FLAKY, Event(Kind.WANTS)],
+        ["c4"],
+        gate=Gate.DIFFERENT,
+        rates="the new endpoint failed 4 of 12 boots, the old one 0 of 12",
+        flaky=True,
+    ),
 ]
 
 
 @pytest.mark.parametrize("row", ROWS, ids=[r.name for r in ROWS])
 def test_a_record_gives_its_plan(row: Row) -> None:
-    setup = Setup.of("table", linear(8), "c8", ["root"], EngineConfig(), flaky=False)
+    config = EngineConfig(parallel=row.parallel)
+    setup = Setup.of("table", linear(8), "c8", ["root"], config, flaky=row.flaky)
     plan = decide(Record(setup, list(row.events)))
     if row.commits is not None:
         assert plan.commits == row.commits
@@ -123,6 +219,10 @@ def test_a_record_gives_its_plan(row: Row) -> None:
         assert plan.gate is not None and plan.gate.gate == row.gate
     if row.counter is not None:
         assert plan.counter == row.counter
+    if row.pairs is not None:
+        assert plan.pairs == row.pairs
+    if row.rates is not None:
+        assert plan.rates == row.rates
 
 
 def test_a_verification_boot_is_read_by_the_job_s_model() -> None:
