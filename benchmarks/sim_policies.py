@@ -24,8 +24,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from benchmarks.sequential_engine import Engine as Sequential
-from benchmarks.sequential_engine import SequentialConfig
 from kbisect.contract import DEFAULT_MAX_BOOTS, DEFAULT_MIN_EFFECT, commit_boots_cap
 from kbisect.decide.engine import Engine
 from kbisect.decide.evidence import Boot
@@ -117,13 +115,7 @@ def _drive_duets(engine: Engine, machine: Any) -> Outcome:
     return _outcome(engine, len(built), boots, moments)
 
 
-def v2(graph: Graph, old: str, boot: BootFn) -> Outcome:
-    """The engine before the posterior: a sequential test per commit, controls."""
-    config = SequentialConfig.checked(follow_shifts=True, regate=True)
-    return _drive(Sequential(graph, new=graph.order[0], old=[old], config=config), boot)
-
-
-def _drive(engine: Engine | Sequential, boot: BootFn) -> Outcome:
+def _drive(engine: Engine, boot: BootFn) -> Outcome:
     count = Counter(boot)
     _tell_inert(engine, boot)
     while commits := engine.wants():
@@ -132,13 +124,13 @@ def _drive(engine: Engine | Sequential, boot: BootFn) -> Outcome:
     return _outcome(engine, len(count.built), count.boots)
 
 
-def _tell_inert(engine: Engine | Sequential, machine: object) -> None:
+def _tell_inert(engine: Engine, machine: object) -> None:
     """The commits the machine's config does not compile, as a build's files tell them."""
     for commit, parent in getattr(machine, "inert", {}).items():
         engine.same_kernel(commit, parent, "touches no file the config compiles")
 
 
-def _outcome(engine: Engine | Sequential, builds: int, boots: int, moments: int = 0) -> Outcome:
+def _outcome(engine: Engine, builds: int, boots: int, moments: int = 0) -> Outcome:
     r = engine.result()
     found = r.culprit if r.status == "found" else None
     return Outcome(found, builds, boots, r.confidence, moments)
@@ -350,7 +342,6 @@ def facf(graph: Graph, old: str, boot: BootFn) -> Outcome:
 
 POLICIES: dict[str, Callable[[Graph, str, BootFn], Outcome]] = {
     "kbisect": kbisect,
-    "v2": v2,
     "today": today,
     "lkp": lkp,
     "syzbot": syzbot,
