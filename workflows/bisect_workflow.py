@@ -3,9 +3,11 @@
 Each decision (what to boot next, what the boots say, the answer) is asked of
 kbisect.decide through a local activity (workflows.job_decisions): the history records it
 and a replay never runs decision code, so a better rule needs no marker. The activities
-that touch git, make and QEMU are called through workflows.activity_calls. A change to
-the workflow's own steps goes behind a patch marker (the table below); recorded histories
-replay in tests/workflows/test_replay.py.
+that touch git, make and QEMU are called through workflows.activity_calls; how a round's
+boots go out (one each, in duets, rolling picks) is workflows.boot_rounds, and each boot
+goes once into the record through workflows.boot_outcomes. A change to the workflow's own
+steps goes behind a patch marker (the table below); recorded histories replay in
+tests/workflows/test_replay.py.
 """
 
 import asyncio
@@ -24,20 +26,15 @@ with workflow.unsafe.imports_passed_through():
         BadBoot,
         BisectRequest,
         BisectResult,
-        BuildResult,
         JobStatus,
         MarkRequest,
         Progress,
         Step,
         StepSource,
-        TestResult,
-        TestStatus,
         Verdict,
     )
     from kbisect.decide import engine_report, strategy
-    from kbisect.decide.endpoints import endpoint_problem
-    from kbisect.decide.engine_report import Measured
-    from kbisect.decide.evidence import Boot
+    from kbisect.decide.engine_report import Seen
     from kbisect.decide.record import Setup
     from kbisect.decide.strategy import State
     from kbisect.decide.verdict import state_for
@@ -49,6 +46,8 @@ with workflow.unsafe.imports_passed_through():
         Resumable,
         cause,
     )
+    from kbisect.workflows.boot_outcomes import BootOutcomes
+    from kbisect.workflows.boot_rounds import BootRounds
     from kbisect.workflows.details import details_markdown
     from kbisect.workflows.job_decisions import JobDecisions
     from kbisect.workflows.job_state import JobState
@@ -125,13 +124,9 @@ class BisectWorkflow(Resumable):
         self._unblocked = ("", "")  # status and message to go back to after a block
         self._blocking = Blocking(self._on_blocked, self._on_clear)
         self._d: JobDecisions | None = None
-        self._duets_asked = 0  # duets started (--duets): which half the probe takes
-        self._rolling = False  # picks as hosts free up (ROLLING_PATCH)
+        self._outcomes: BootOutcomes | None = None
         self._kernels: Kernels | None = None
-        self._measured: dict[str, Measured] = {}
         self._recorded: set[str] = set()
-        self._marked_meanwhile: set[str] = set()  # by a person while under test
-        self._kept: list[str] = []  # booted after a person marked them: a step each to add
 
     # --- watching and steering -------------------------------------------------------
     @workflow.query(name="progress")
@@ -205,255 +200,96 @@ class BisectWorkflow(Resumable):
         assert self._kernels is not None, "no kernels before the job is validated"
         return self._kernels
 
+    @property
+    def outcomes(self) -> BootOutcomes:
+        assert self._outcomes is not None, "no boots before the decisions start"
+        return self._outcomes
+
     def _start_decisions(self, state: JobState) -> JobDecisions:
         config = engine_report.config_of(state.req, state.job)
         flaky = state.job.pass_fail and state.job.flaky
         graph, new, old = state.search.graph, state.job.new, state.job.old
         job = workflow.info().workflow_id
         self._d = JobDecisions(Setup.of(job, graph, new, list(old), config, flaky))
+        self._outcomes = BootOutcomes(state, self._d, self._progress, self._refresh)
         return self._d
 
     async def _search(self, state: JobState, calls: JobActivities, d: JobDecisions) -> None:
         """Boot what the engine wants, a round at a time, until it has decided."""
         self._set_status(JobStatus.CALIBRATING, "booting both endpoints until they differ")
+        rounds = BootRounds(
+            state,
+            calls,
+            self.kernels,
+            d,
+            self.outcomes,
+            lambda picks: self._decided(state, picks),
+            self._showing,
+        )
         round_ = 0
         while commits := await d.wants():
-            self._record_decisions(state, round_)
-            self._started_bisecting(state)
+            self._decided(state, round_)
             round_ += 1
-            self._progress.current = list(commits)
-            self._refresh()
+            self._showing(list(commits))
             # All of a round's builds first: a build never shares the host with a boot
             # of the same job (a timing would be disturbed).
             await asyncio.gather(*(self.kernels.build(c) for c in commits))
             await self.kernels.same_kernels(d, commits)
-            if self._in_duets(state):
-                await self._duets(state, calls, commits)
+            if rounds.in_duets():
+                await rounds.duets(commits)
                 commits = []
-            await self._build_ahead(state)
+            await rounds.build_ahead()
             # each VM host's lock still times one guest at a time
             boots = [c for c in commits if c not in d.plan.same_as and not d.gated_same]
-            await asyncio.gather(*(self._boot(state, calls, c) for c in boots))
+            await asyncio.gather(*(rounds.boot(c) for c in boots))
             self._progress.current = []
-            if await self._rolls(state):  # until no host has a pick; then wants() ends it
-                round_ = await self._roll(state, calls, round_)
+            if await rounds.rolls():  # until no host has a pick; then wants() ends it
+                round_ = await rounds.roll(round_)
         self.kernels.stop_ahead()
         self._record_decisions(state, round_)
         if self._progress.status == JobStatus.CALIBRATING:
             self._record_endpoints(state)
 
-    def _started_bisecting(self, state: JobState) -> None:
-        """Calibrating ends once the gate says the endpoints differ."""
+    def _decided(self, state: JobState, round_: int) -> None:
+        """Steps for the verdicts the engine has reached; calibrating ends once the gate
+        says the endpoints differ."""
         d = self._d
         assert d is not None
+        self._record_decisions(state, round_)
         gate = d.plan.gate
         if gate and d.bisecting and self._progress.status == JobStatus.CALIBRATING:
             self._record_endpoints(state)
             self._set_status(JobStatus.BISECTING, f"{state.job.primary} {gate.message}")
 
-    def _in_duets(self, state: JobState) -> bool:
-        """--duets, where they mean something: a timing (a pass/fail boot is none, and a
-        counter's one boot a commit needs no reference beside it)."""
-        assert self._d is not None
-        return state.req.duets and not self._d.plan.counter and not state.job.pass_fail
-
-    async def _rolls(self, state: JobState) -> bool:
-        """Whether the rest of the search picks a boot for each VM host as it frees up: a
-        noisy metric (known once both endpoints booted) at --parallel 2 or more, on a
-        farm. On one host rounds stay: all of a round's builds go before its boots."""
-        assert self._d is not None
-        if self._in_duets(state):
-            return False  # a duet's pair goes out together, round by round
-        if not self._rolling and state.req.parallel > 1 and self._apart():
-            self._rolling = (await self._d.fresh()).noisy
-        return self._rolling
-
-    async def _roll(self, state: JobState, calls: JobActivities, picks: int) -> int:
-        """Keep --parallel K boots in flight; as each ends, the host that ran it is handed
-        the next (the engine's next_for), so no round waits for its slowest boot or its
-        last build (benchmarks.farm --rolling). A VM worker takes one guest at a time, so
-        the freed host is the one polling for it; a boot that lands elsewhere is still
-        judged against the references of the host it ran on. Returns the picks made."""
-        running: dict[asyncio.Task[str | None], str] = {}
-        try:
-            return await self._rolling_picks(state, calls, picks, running)
-        finally:  # a job cancelled or failed stops its other boots too, as a round would
-            for task in running:
-                task.cancel()
-
-    async def _rolling_picks(
-        self,
-        state: JobState,
-        calls: JobActivities,
-        picks: int,
-        running: dict[asyncio.Task[str | None], str],
-    ) -> int:
-        d = self._d
-        assert d is not None
-        hosts: list[str | None] = [None] * state.req.parallel  # hosts not known yet
-        while True:
-            idle = []
-            for host in hosts:  # every free slot asks; one with nothing now waits
-                commit = await d.next_for(host, list(running.values()))
-                if commit is None:
-                    idle.append(host)
-                    continue
-                picks += 1
-                self._record_decisions(state, picks)
-                self._started_bisecting(state)
-                task = asyncio.ensure_future(self._pick_booted(state, calls, commit))
-                running[task] = commit
-                await self._build_ahead(state)
-            self._progress.current = list(running.values())
-            self._refresh()
-            if not running:
-                return picks
-            done, _ = await workflow.wait(list(running), return_when=asyncio.FIRST_COMPLETED)
-            ended = [t for t in running if t in done]  # in start order: deterministic
-            for task in ended:
-                running.pop(task)
-            hosts = idle + [task.result() for task in ended]
-
-    async def _pick_booted(self, state: JobState, calls: JobActivities, commit: str) -> str | None:
-        """A rolling pick: built, classified, booted. The VM host that ran it (None: it
-        did not boot)."""
-        assert self._d is not None
-        await self.kernels.build(commit)
-        await self.kernels.same_kernels(self._d, [commit])
-        if commit in self._d.plan.same_as:
-            return None  # its kernel is another's: that one's boots decide
-        return await self._boot(state, calls, commit)
-
-    async def _build_ahead(self, state: JobState) -> None:
-        """On a farm (builds and boots on different hosts) with --parallel K, each build
-        host builds one commit the next rounds will likely pick while this round boots: a
-        round that waits for its builds is most of a farm's lost time (benchmarks.farm).
-        More would delay the builds a round needs. On one host a build would hold the
-        guests back: none then."""
-        assert self._d is not None
-        if self._apart() and state.req.parallel >= 2:
-            await self.kernels.build_ahead(self._d)
-
-    def _apart(self) -> bool:
-        """Whether the job's builds and boots have run on different hosts (a farm)."""
-        vm_hosts = {h for m in self._measured.values() for h in m.hosts}
-        build_hosts = self.kernels.build_hosts()
-        return bool(vm_hosts and build_hosts) and not vm_hosts & build_hosts
-
-    async def _boot(self, state: JobState, calls: JobActivities, commit: str) -> str | None:
-        """One boot of `commit` (built once), its samples given to the engine. The VM host
-        that ran it (None: no test ran)."""
-        build, test = await self.kernels.built_and_tested(commit)
-        return self._take(state, commit, build, test)
-
-    async def _duets(self, state: JobState, calls: JobActivities, commits: list[str]) -> None:
-        """A round in duets (--duets), paired by the engine (its duet_pairs), each pair at
-        one moment on one VM host (benchmarks.accuracy --duet simulates this driver)."""
-        assert self._d is not None
-        if self._d.gated_same:
-            return
-        pairs = await self._d.pairs(commits)
-        # each VM host takes one duet at a time
-        await asyncio.gather(*(self._duet(state, calls, p) for p in pairs))
-
-    async def _duet(self, state: JobState, calls: JobActivities, pair: tuple[str, str]) -> None:
-        """Both kernels booted at one moment, the second's boot beside the first's. A
-        kernel that does not build or boot is skipped as ever; its partner's boot is
-        dropped (it ran beside no guest, or one that died, so at another level)."""
-        builds = [await self.kernels.build(c) for c in pair]
-        arts = [b.artifact for b in builds if b.ok and b.artifact is not None]
-        if len(arts) < len(pair):
-            for commit, build in zip(pair, builds, strict=True):
-                if not build.ok:
-                    self._take(state, commit, build, None)
-            return
-        # The halves of the host may differ (one takes the interrupts): the probe takes
-        # the first half in every other duet, so that cancels instead of leaning one way.
-        self._duets_asked += 1
-        order = [1, 0] if self._duets_asked % 2 == 0 else [0, 1]
-        kernels = [(pair[i], arts[i]) for i in order]
-        by_half = await calls.duet(state.job, kernels)
-        tests = [by_half[order.index(i)] for i in range(len(pair))]
-        both = all(t.status == TestStatus.OK for t in tests)
-        for i, (commit, build, test) in enumerate(zip(pair, builds, tests, strict=True)):
-            if both or test.status != TestStatus.OK:
-                self._take(state, commit, build, test, beside=i > 0)
-
-    def _take(
-        self,
-        state: JobState,
-        commit: str,
-        build: BuildResult,
-        test: TestResult | None,
-        beside: bool = False,
-    ) -> str | None:
-        """A boot's outcome given to the engine (`beside`: the boot taken just before this
-        one ran at the same moment, a duet). The VM host that ran it (None: none ran)."""
-        d = self._d
-        assert d is not None
-        m = self._measured.setdefault(commit, Measured())
-        m.build_seconds = build.seconds
-        if commit in (d.old_end, d.new_end):
-            word = state.mode.old_word if commit == d.old_end else state.mode.new_word
-            if problem := endpoint_problem(word, commit, build, test):
-                raise JobFailed(problem)
-        if test is None or test.status != TestStatus.OK:
-            m.failed = StepSource(test.status) if test else StepSource.BUILD_FAILED
-            m.failure = test.error if test else build.error
-            d.failed(commit)
-            return test.host if test else None
-        samples = test.samples_of(state.job.primary)
-        m.raw.append(engine_report.boot_value(samples))
-        m.repetitions.append(list(samples))
-        m.hosts.append(test.host)
-        m.last, m.test_seconds = test, m.test_seconds + test.seconds
-        if test.bad and m.bad is None:
-            m.bad = test
-        exact = state.job.pass_fail and not state.job.flaky
-        d.boot(commit, Boot(samples, test.host, exact=exact, beside=beside))
-        self._progress.boots += 1
-        m.boot_numbers.append(self._progress.boots)
-        said = (
-            (f"bad ({test.bad})" if test.bad else "good")
-            if state.job.pass_fail
-            else f"{state.job.primary} {m.raw[-1]:g}"
-        )
-        self._progress.last_boot = f"{commit[:12]} boot {len(m.raw)}: {said}"
-        self._refresh()
-        if commit in self._marked_meanwhile:  # its step once the engine has the boot
-            self._marked_meanwhile.discard(commit)
-            self._kept.append(commit)
-        return test.host
-
     def _record_endpoints(self, state: JobState) -> None:
         assert self._d is not None
-        for commit in (self._d.old_end, self._d.new_end):
+        ends = (self._d.old_end, self._d.new_end)
+        for commit in ends:  # an endpoint never booted (identical images) has its step too
+            self.outcomes.seen.setdefault(commit, Seen())
+        measured = self.outcomes.measured()
+        for commit in ends:
+            subject = state.subjects.get(commit, "")
+            old = commit == self._d.old_end
             self._record(
-                engine_report.endpoint_step(
-                    commit == self._d.old_end,
-                    commit,
-                    state.subjects.get(commit, ""),
-                    state.mode,
-                    self._measured.setdefault(commit, Measured()),
-                )
+                engine_report.endpoint_step(old, commit, subject, state.mode, measured[commit])
             )
 
     def _record_decisions(self, state: JobState, round_: int) -> None:
         assert self._d is not None
-        plan, subjects = self._d.plan, state.subjects
-        recorded, kept, measured = self._recorded, self._kept, self._measured
+        plan, subjects, kept = self._d.plan, state.subjects, self.outcomes.kept()
+        measured = self.outcomes.measured()
         for step in engine_report.new_steps(
-            plan, recorded, kept, measured, subjects, state.mode, round_
+            plan, self._recorded, kept, measured, subjects, state.mode, round_
         ):
             self._record(step)
-        self._kept = []
 
     async def _conclude(
         self, state: JobState, calls: JobActivities, d: JobDecisions
     ) -> BisectResult:
         res = d.result
         self._record_decisions(state, 0)  # a step still to add for a kept boot
-        engine_report.bring_up_to_date(self._progress.steps, self._measured, d.plan, state.mode)
+        measured = self.outcomes.measured()
+        engine_report.bring_up_to_date(self._progress.steps, measured, d.plan, state.mode)
         extra: dict[str, object] = {"effect": res.effect, "boots": res.boots, "notes": res.notes}
         ended = engine_report.gate_outcome(
             d.plan, d.record.setup.flaky, state.mode, state.job.primary, state.job.pass_fail
@@ -465,7 +301,7 @@ class BisectWorkflow(Resumable):
             return self._finish(JobStatus.AMBIGUOUS, None, res.candidates, message, extra)
         subject = state.subjects.get(res.culprit, "")
         effect = (
-            engine_report.pass_fail_effect(d.plan, d.new_end, d.old_end, self._measured)
+            engine_report.pass_fail_effect(d.plan, d.new_end, d.old_end, measured)
             if state.job.pass_fail
             else f"{state.job.primary} {res.effect}"
         )
@@ -489,11 +325,11 @@ class BisectWorkflow(Resumable):
         """The console of a bad boot for the report: the culprit's own (regression), else
         the nearest bad kernel booted (in fix mode the culprit is good: the old endpoint).
         A culprit named through its twin (a byte-identical image) shows its twin's boot."""
-        kernel, same_as = culprit, d.plan.same_as
-        while kernel not in self._measured and kernel in same_as:
+        kernel, same_as, seen = culprit, d.plan.same_as, self.outcomes.seen
+        while kernel not in seen and kernel in same_as:
             kernel = same_as[kernel]
         for commit in (kernel, d.new_end, d.old_end):
-            m = self._measured.get(commit)
+            m = seen.get(commit)
             if m is not None and m.bad is not None:
                 return BadBoot(commit, m.bad.bad, m.bad.excerpt)
         return None
@@ -515,7 +351,7 @@ class BisectWorkflow(Resumable):
         assert self._d is not None
         self._d.mark(commit, state)
         self._recorded.add(commit)
-        self._marked_meanwhile.add(commit)
+        self.outcomes.marked(commit)
         self._record(step)
 
     def _refresh(self) -> None:

@@ -105,6 +105,14 @@ class JobDecisions:
     def bisecting(self) -> bool:
         return self.plan.gate is not None and self.plan.gate.gate == Gate.DIFFERENT
 
+    def boots_of(self, commit: str) -> int:
+        """How often `commit` has booted so far."""
+        return sum(e.kind == Kind.BOOT and e.commit == commit for e in self.record.events)
+
+    def vm_hosts(self) -> set[str]:
+        """The VM hosts the job's boots ran on ("": one that did not say)."""
+        return {e.host or "" for e in self.record.events if e.kind == Kind.BOOT}
+
     def _add(self, event: Event) -> None:
         self.record.events.append(event)
 

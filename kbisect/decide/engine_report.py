@@ -1,7 +1,8 @@
 """The engine's state in the job's words: steps for the table, messages, the outcome.
 
-Pure: the workflow passes what it measured (raw per-boot values, the last test's other
-metrics) and the latest plan (kbisect.decide.plan); these shape it into contract types.
+Pure: the workflow passes the job's record (each boot's samples, host and number), what
+it saw of each commit besides (seconds, the last test's other metrics) and the latest plan
+(kbisect.decide.plan); these shape it into contract types.
 """
 
 import statistics
@@ -22,6 +23,7 @@ from kbisect.contract import (
 )
 from kbisect.decide.endpoints import Gate, boots
 from kbisect.decide.plan import Judged, Plan, Verifying
+from kbisect.decide.record import Kind, Record
 from kbisect.decide.strategy import State
 from kbisect.decide.terms import Decision, EngineConfig
 from kbisect.decide.verdict import verdict_for
@@ -46,13 +48,9 @@ def config_of(req: BisectRequest, job: ValidatedJob) -> EngineConfig:
 
 
 @dataclass
-class Measured:
-    """What one commit's boots gave, for display: raw per-boot values, seconds."""
+class Seen:
+    """What the workflow saw of one commit that the record does not keep: for display."""
 
-    raw: list[float] = field(default_factory=list)  # each boot's median repetition
-    repetitions: list[list[float]] = field(default_factory=list)  # each boot's, as raw
-    hosts: list[str] = field(default_factory=list)  # the VM host of each boot
-    boot_numbers: list[int] = field(default_factory=list)  # the job's boots so far, at each
     last: TestResult | None = None
     build_seconds: float = 0.0
     test_seconds: float = 0.0
@@ -61,8 +59,34 @@ class Measured:
     bad: TestResult | None = None  # a pass/fail job's first bad boot of the commit
 
 
+@dataclass
+class Measured(Seen):
+    """One commit's boots as the record has them, with what was seen of it besides."""
+
+    raw: list[float] = field(default_factory=list)  # each boot's median repetition
+    repetitions: list[list[float]] = field(default_factory=list)  # each boot's, as raw
+    hosts: list[str] = field(default_factory=list)  # the VM host of each boot
+    boot_numbers: list[int] = field(default_factory=list)  # the job's boots so far, at each
+
+
 def boot_value(samples: list[float]) -> float:
     return statistics.median(samples)
+
+
+def measured(record: Record, seen: dict[str, Seen]) -> dict[str, Measured]:
+    """Each commit seen, with its boots from the record: the job's boot k is the record's
+    k-th BOOT event (the workflow counts a boot as it records it)."""
+    found = {commit: Measured(**vars(s)) for commit, s in seen.items()}
+    number = 0
+    for event in record.events:
+        if event.kind == Kind.BOOT:
+            number += 1
+            m = found.setdefault(event.commit, Measured())
+            m.raw.append(boot_value(event.samples))
+            m.repetitions.append(list(event.samples))
+            m.hosts.append(event.host or "")
+            m.boot_numbers.append(number)
+    return found
 
 
 def with_boots(step: Step, m: Measured) -> Step:
