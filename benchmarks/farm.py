@@ -17,7 +17,9 @@ event simulation runs them. What makes a farm slower than M times one host is mo
 Boots of the metric are sim_noise's (CV 15%, lognormal), about 14 s each (this host's
 nvme-snapshot-read boots under TCG: 8.5-16 s measured). Prints, per size, step and M:
 median wall time, its ratio to one host's, host efficiency (boot seconds / M x wall),
-boots, and how often the true culprit was named. No assertions. Run:
+boots, how often the true culprit was named (A/A, `--steps 0`: none), the wrong commits
+named, the "no difference" and "cannot decide" answers, and the calibration of the
+claims. No assertions. Run:
     .venv/bin/python -m benchmarks.farm                      # 64 commits, 10 trials a cell
     .venv/bin/python -m benchmarks.farm --sizes 64 1024 --steps 10 25 --hosts 1 2 4 8 16
 """
@@ -31,12 +33,13 @@ import statistics
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
+from benchmarks.calibration import print_claims
 from benchmarks.dags import culprit_is_in, linear
 from benchmarks.sim_noise import Noise, level_of
 from kbisect.decide.engine import Engine
 from kbisect.decide.evidence import Boot
 from kbisect.decide.strategy import Graph
-from kbisect.decide.terms import EngineConfig
+from kbisect.decide.terms import Answer, EngineConfig
 
 # Seconds of lab builds on this host (flaky and panic labs of 2026-11-24/25: incremental
 # builds in a slot with a warm ccache, and a few full ones).
@@ -68,7 +71,10 @@ class Run:
     wall: float
     boot_seconds: float
     boots: int
-    right: bool
+    right: bool  # the true culprit named (A/A: none named)
+    named: str | None = None
+    confidence: float = 0.0
+    answer: str = ""
 
 
 def _job(
@@ -133,8 +139,7 @@ def simulate(n: int, step: float, farm: Farm, seed: str) -> Run:
             changed = commit != OLD and culprit_is_in(graph, culprit, commit)
             level = level_of(changed, step) * levels[h]
             engine.observe(commit, Boot(NOISE.boot(level, rng, boots), f"vm{h}"))
-    res = engine.result()
-    return Run(now, boot_seconds, boots, res.culprit == culprit)
+    return _run(now, boot_seconds, boots, engine, culprit if step else None)
 
 
 def simulate_rolling(n: int, step: float, farm: Farm, seed: str) -> Run:
@@ -174,7 +179,15 @@ def simulate_rolling(n: int, step: float, farm: Farm, seed: str) -> Run:
         running.append(commit)
         boot_seconds += seconds
         boots += 1
-    return Run(end, boot_seconds, boots, engine.result().culprit == culprit)
+    return _run(end, boot_seconds, boots, engine, culprit if step else None)
+
+
+def _run(wall: float, boot_seconds: float, boots: int, engine: Engine, truth: str | None) -> Run:
+    """A job's figures; `truth`: the culprit (None: an A/A range, where naming none is
+    right)."""
+    res = engine.result()
+    named = res.culprit if res.answer == Answer.FOUND else None
+    return Run(wall, boot_seconds, boots, named == truth, named, res.confidence, res.answer)
 
 
 def cell(
@@ -195,7 +208,9 @@ def cell(
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     p.add_argument("--sizes", type=int, nargs="+", default=[64], help="history sizes (64)")
-    p.add_argument("--steps", type=float, nargs="+", default=[10], help="steps, percent (10)")
+    p.add_argument(
+        "--steps", type=float, nargs="+", default=[10], help="steps, percent (10; 0: A/A)"
+    )
     p.add_argument(
         "--hosts", type=int, nargs="+", default=[1, 2, 4, 8, 16], help="VM hosts (1 2 4 8 16)"
     )
@@ -210,8 +225,12 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     how = (args.builders, args.trials, args.lose, not args.no_ahead, args.rolling)
     todo = [(n, s / 100, m, *how) for n in args.sizes for s in args.steps for m in args.hosts]
-    print("size  step  VM hosts  wall (min)  vs one host  efficiency  boots  named")
+    print(
+        "size  step  VM hosts  wall (min)  vs one host  efficiency  boots  right  "
+        "wrong commit  no-diff  undecided"
+    )
     one: dict[tuple[int, float], float] = {}
+    claims: list[tuple[float, bool]] = []
     with ProcessPoolExecutor(args.jobs) as pool:
         results = pool.map(cell, *zip(*todo, strict=True))
         for (n, step, m, *_), runs in zip(todo, results, strict=True):
@@ -222,9 +241,14 @@ def main(argv: list[str] | None = None) -> None:
                 f"{n:<5} {step:>4.0%}  {m:>8}  {wall / 60:>10.1f}  "
                 f"{wall / one[(n, step)]:>11.2f}  {eff:>10.2f}  "
                 f"{statistics.median(r.boots for r in runs):>5.0f}  "
-                f"{sum(r.right for r in runs)}/{len(runs)}",
+                f"{sum(r.right for r in runs):>3}/{len(runs)}  "
+                f"{sum(1 for r in runs if r.named and not r.right):>12}  "
+                f"{sum(1 for r in runs if r.answer == Answer.NO_DIFFERENCE):>7}  "
+                f"{sum(1 for r in runs if r.answer == Answer.UNDECIDED):>9}",
                 flush=True,
             )
+            claims += [(r.confidence, r.right) for r in runs if r.named]
+    print_claims(claims, "kbisect on the farm")
 
 
 if __name__ == "__main__":

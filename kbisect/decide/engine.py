@@ -249,6 +249,9 @@ class Engine:
             self._host_since[host] -= REFERENCE_EVERY
             self._host_due[host] += 2
             return self._host_reference(host)
+        if not self.first_blocks_in():  # no noise figure yet: another block of references
+            self._host_due[host] += 2
+            return self._host_reference(host)
         self.weigh.refresh()
         pick = self._most_told(running)
         if self._settled([pick] if pick else []):
@@ -328,8 +331,11 @@ class Engine:
         return []
 
     def first_blocks_in(self) -> bool:
-        """Whether both endpoints have their first FIRST_PAIRS boots: the first noise figure."""
-        return min(len(self.boots.get(c, [])) for c in (self.old_end, self.new_end)) >= FIRST_PAIRS
+        """Whether both endpoints have their first FIRST_PAIRS boots: the first noise
+        figure (on a farm, from hosts that booted both: Levels.ready)."""
+        ends = (self.old_end, self.new_end)
+        booted = min(len(self.boots.get(c, [])) for c in ends) >= FIRST_PAIRS
+        return booted and self.weigh.ready(FIRST_PAIRS)
 
     def _reference_share(self, pick: str) -> float:
         """The references a probe boot of `pick` calls for, in probe boots: a commit known
@@ -409,7 +415,8 @@ class Engine:
         if self.gate is None or self.gate.gate != Gate.DIFFERENT:
             if self.posterior.p_none < 0.5:
                 self.gate = self._different()
-        if top.p >= self.level:
+        # "no culprit" is the answer once its interval rules the minimum effect out
+        if top.p >= self.level and (top.commit != NONE or self.weigh.ruled_out()):
             self._finish(top.commit)
             return True
         if min(len(self.boots[c]) for c in ends) >= self.config.max_endpoint_boots:

@@ -26,7 +26,7 @@ from kbisect.decide.evidence import (
     relative,
     within_spread,
 )
-from kbisect.decide.stats import robust_mean, t_logpdf
+from kbisect.decide.stats import robust_mean, t_logpdf, t_quantile
 from kbisect.decide.strategy import State
 from kbisect.decide.terms import Decision
 from kbisect.decide.trend import SWING_PHIS_MOMENT, Swing, Trend, fit_swing, fit_trend, swing_means
@@ -88,13 +88,16 @@ class Fit:
         )
 
 
-def _noise(groups: list[list[float]], robust: float) -> float:
+def _noise(groups: list[list[float]], robust: float, levels: int = 0) -> float:
     """One boot's noise: the pooled standard deviation within commits (all its degrees
     of freedom count), but never under the robust figure (a few wild boots widen it,
-    never narrow it)."""
+    never narrow it). `levels`: host levels beyond the first fitted to these boots; each
+    took a degree of freedom from them, so both figures are scaled back up (8 hosts with
+    one old-new block each leave 7 of 14, and the noise read half as large)."""
     ss = sum(sum((v - statistics.fmean(g)) ** 2 for v in g) for g in groups if len(g) > 1)
     df = sum(len(g) - 1 for g in groups if len(g) > 1)
-    return max(math.sqrt(ss / df) if df else 0.0, robust)
+    left = max(df - levels, 1)
+    return max(math.sqrt(ss / left) if df else 0.0, robust * math.sqrt(max(df, 1) / left))
 
 
 def information(q: float, separation: float) -> float:
@@ -153,7 +156,8 @@ class Levels:
             flat_old = [v for g in old for v in g]
             flat_new = [v for g in new for v in g]
             old_mean, new_mean = robust_mean(flat_old), robust_mean(flat_new)
-            sigma = max(_noise([*old, *new], pooled_sigma([*old, *new])), 1e-9)
+            levels = max(0, len(fit.trends) - 1) if fit is not None else 0
+            sigma = max(_noise([*old, *new], pooled_sigma([*old, *new]), levels), 1e-9)
             fit = Fit(
                 old_mean,
                 self._model_step(new_mean - old_mean, old_mean),
@@ -161,7 +165,7 @@ class Levels:
                 len(flat_old),
                 len(flat_new),
                 self._host_levels(raw, old_mean, new_mean, sigma),
-                max(1.0, len(flat_old) + len(flat_new) - len(old) - len(new) - 1.0),
+                max(1.0, len(flat_old) + len(flat_new) - len(old) - len(new) - 1.0 - levels),
                 {},
             )
             fit = replace(fit, shared=self._shared(fit))
@@ -253,9 +257,31 @@ class Levels:
     ) -> dict[str, Trend]:
         """Each host's level, fitted to the references it booted. The trend follows the
         endpoints only: a probe's own boots in it would pull the level its way, and its
-        verdict with it."""
+        verdict with it. A host that has booted one endpoint only has no level yet: fitted
+        to that side's boots alone, it would take them exactly to their side's mean and
+        make them look noiseless (on a farm of 8, the first boot of each host did, and
+        a job said "no difference" after 8 boots); its boots wait until it boots both."""
         by_host = self._reference_residuals(raw, old_mean, new_mean)
-        return {h: fit_trend(obs, sigma, self.e.clock, slope=None) for h, obs in by_host.items()}
+        return {
+            h: fit_trend(obs, sigma, self.e.clock, slope=None)
+            for h, obs in by_host.items()
+            if h in self._two_sided()
+        }
+
+    def ready(self, pairs: int) -> bool:
+        """Whether the endpoints' boots on hosts that booted both give a first noise
+        figure: `pairs` boots of each, and as many degrees of freedom left after the
+        hosts' levels as `pairs` old-new blocks on one host leave."""
+        e = self.e
+        two = self._two_sided()
+        n = [sum(1 for h in self._hosts(c) if h in two) for c in (e.old_end, e.new_end)]
+        return min(n) >= pairs and n[0] + n[1] - 2 - (len(two) - 1) >= 2 * (pairs - 1)
+
+    def _two_sided(self) -> set[str]:
+        """The VM hosts that have booted both endpoints."""
+        e = self.e
+        old, new = (set(self._hosts(c)) for c in (e.old_end, e.new_end))
+        return old & new
 
     def _reference_residuals(
         self, raw: dict[str, list[float]], old_mean: float, new_mean: float
@@ -327,7 +353,8 @@ class Levels:
         refs: dict[str, list[int]] = {}
         for c in (e.old_end, e.new_end):
             for t, h in zip(e.times[c], self._hosts(c), strict=True):
-                refs.setdefault(h, []).append(t)
+                if h in fit.trends:  # the side means hold only these hosts' boots
+                    refs.setdefault(h, []).append(t)
         total = sum(len(ts) for ts in refs.values())
         return {h: fit.trends[h].mean_var(ts) * (len(ts) / total) for h, ts in refs.items()}
 
@@ -438,6 +465,22 @@ class Levels:
         """(host, clock) of each of the commit's boots."""
         return list(zip(self._hosts(commit), self.e.times.get(commit, []), strict=True))
 
+    def ruled_out(self) -> bool:
+        """Whether the endpoints' difference rules out a change of the minimum effect or
+        more the expected way: the far end of its 95% interval, taken with the noise the
+        hosts' levels leave (fit.sigma, fit.df), stops short of it. A "no difference"
+        that does not is no answer yet."""
+        e, fit = self.e, self.fit
+        if fit is None:
+            return False
+        olds, news = self.adjusted(e.old_end, fit), self.adjusted(e.new_end, fit)
+        if len(olds) < 2 or len(news) < 2:
+            return False
+        least, sign = self._least(fit.old_mean)
+        d = robust_mean(news) - robust_mean(olds)
+        se = fit.sigma * math.sqrt(1 / len(olds) + 1 / len(news))
+        return sign * d + t_quantile(0.975, fit.df) * se < least
+
     def no_difference(self, p_none: float) -> EndpointVerdict:
         e = self.e
         olds, news = self.adjusted(e.old_end, self.fit), self.adjusted(e.new_end, self.fit)
@@ -445,7 +488,7 @@ class Levels:
         effect = gate.effect
         if gate.gate == Gate.WRONG_WAY:
             return gate
-        if p_none >= e.level:
+        if p_none >= e.level and self.ruled_out():
             return EndpointVerdict(
                 Gate.SAME,
                 effect,

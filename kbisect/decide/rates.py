@@ -151,6 +151,12 @@ class Rates:
     def level_bound(self, commit: str) -> bool:
         return False  # no level: a failure rate does not drift with the host's speed
 
+    def ready(self, pairs: int) -> bool:
+        return True  # no level to fit: the endpoints' first blocks are enough
+
+    def ruled_out(self) -> bool:
+        return True  # the rates' floor is in the likelihood itself (RATE_FACTOR)
+
     # --- choosing ---------------------------------------------------------------------
     def worth(self) -> Callable[[float], float] | None:
         """What one boot of a commit new-like with probability q tells."""

@@ -415,3 +415,31 @@ def test_a_round_in_duets_pairs_each_probe_with_a_reference_and_no_reference_alo
     assert partner in ("root", "c8") and probe == "c5" and not more
     engine.same_kernel("c6", "c5", "touches no file the config compiles")
     assert engine.duet_pairs(["c6", "root", "c8"]) == [("root", "c8")]
+
+
+def test_hosts_whose_first_boots_are_of_one_endpoint_each_say_nothing_yet() -> None:
+    # Host b reads 11% faster than host a; the new endpoint is 10% slower. Its first boots
+    # all ran on b and the old one's on a, so they read alike: a level fitted to each
+    # host's own boots took them to their side's mean exactly and made them look
+    # noiseless, and the job said "no difference" (a farm of 8, 1 job in 6).
+    engine = Engine(linear(16), "c16", ["root"], EngineConfig())
+    for i in range(4):
+        engine.observe("root", Boot([100.0 + i, 101.0 + i, 99.5 + i], "a"))
+        engine.observe("c16", Boot([100.0 - i, 100.5 - i, 99.0 - i], "b"))
+    assert not engine.first_blocks_in()  # no host has booted both
+    assert sorted(engine.wants()) == ["c16", "root"]  # references, not an answer
+    assert engine.next_for("a", []) == "c16"  # host a owes the new endpoint
+    # once each host has booted both, the hosts' gap is theirs and the step shows
+    for i in range(4):
+        engine.observe("c16", Boot([90.0 + i, 90.5 + i, 89.5 + i], "a"))
+        engine.observe("root", Boot([111.0 - i, 111.5 - i, 110.5 - i], "b"))
+    assert engine.first_blocks_in()
+    engine.weigh.refresh()
+    assert engine.posterior.p_none < 0.5
+
+
+def test_a_rolling_job_on_hosts_a_level_apart_names_its_culprit() -> None:
+    for seed in range(3):
+        engine, _ = _rolling(seed, {"a": 1.0, "b": 1.1, "c": 0.93, "d": 1.04})
+        res = engine.result()
+        assert res.culprit == "c21", (seed, res.message)
