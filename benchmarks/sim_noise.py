@@ -26,6 +26,12 @@ SHIFT_FROM, SHIFT = 30, 0.15
 # The host slowing steadily from boot 20 to boot 80, then holding ("fall:P" says P%; seen
 # in the lab-103 run of revision 7, whose host lost 46% over the job).
 FALL_BOOTS = (20, 80)
+# Wild boots: a disturbed host (a cron job, a noisy neighbour) makes one boot read 3 to
+# 30 times slower (a real sched-pipe job here read 2,604 us/op against 97). "wild:P" in P%
+# of boots anywhere; "burst" in WILD_BURST boots in a row from boot WILD_BURST_AT (early:
+# the endpoints' first blocks, where one such boot stalled the real job).
+WILD_FACTOR = (3.0, 30.0)
+WILD_BURST_AT, WILD_BURST = 3, 3
 
 
 @dataclass(frozen=True)
@@ -33,7 +39,8 @@ class Noise:
     cv: float  # total, per repetition
     # or "outliers", "bimodal", "drift" (0.05% a boot; "drift:0.1" says 0.1%), "disturbed",
     # "shifted", "fall:P" (P% slower from boot 80 on, reached steadily from boot 20),
-    # "swing:R" (the between-boot half correlated R from one boot to the next)
+    # "swing:R" (the between-boot half correlated R from one boot to the next), "wild:P"
+    # (P% of boots 3-30 times slower), "burst" (3 such boots in a row, early)
     kind: str = "lognormal"
 
     @property
@@ -78,6 +85,11 @@ class Noise:
             start, end = FALL_BOOTS
             done = min(max(clock - start, 0), end - start) / (end - start)
             value *= 1 - float(self.kind.partition(":")[2]) / 100 * done
+        elif self.kind.startswith("wild:"):
+            if rng.random() < float(self.kind.partition(":")[2]) / 100:
+                value /= rng.uniform(*WILD_FACTOR)
+        elif self.kind == "burst" and WILD_BURST_AT <= clock < WILD_BURST_AT + WILD_BURST:
+            value /= rng.uniform(*WILD_FACTOR)
         return [value * math.exp(rng.gauss(0, s)) for _ in range(REPETITIONS)]
 
 

@@ -13,7 +13,7 @@ the level that the references leave likely, not the likeliest alone.
 import math
 import statistics
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from kbisect.contract import Mode
 from kbisect.decide import split_likelihood
@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 
     from kbisect.decide.engine import Engine
 
+T = TypeVar("T")
+
 BOUND_FRACTION = 0.1  # of the step: a level error smaller than this is not worth references
 FIT_ROUNDS = 3  # model and trend refitted in turn
 # The step's prior in the split likelihood: mostly a normal of this scale (log units, or a
@@ -45,6 +47,11 @@ SPLIT_TAU = 0.15
 # sure: they move the answer, and cost a refit each
 RIVALS_FROM = 0.9
 APART = 12.0  # sigmas between the sides beyond which one boot settles a commit's side
+# A boot this many sigmas (a robust figure) off its kernel's others is wild: a disturbed
+# host (a cron job, a noisy neighbour), set aside. Clean noise never reaches it (8 sigmas:
+# 1 in 10^15); a boot 3 times slower than its kernel's others does at a CV of 15%.
+WILD_SIGMAS = 8.0
+WILD_LEAST = 6  # boots' residuals needed before any is judged wild
 
 
 @dataclass(frozen=True)
@@ -135,6 +142,7 @@ class Levels:
         self.e = engine
         self.fit: Fit | None = None
         self.spread = 0.0  # one repetition's stray from its boot's median
+        self.wild: dict[str, set[int]] = {}  # by commit, its boots set aside (find_wild)
         # by commit, its boots' scores so far on the scale (log, spread) they were taken on:
         # a boot is scored once until the scale changes, not every time a fit reads it
         self._scored: dict[str, tuple[tuple[bool, float], list[float]]] = {}
@@ -146,6 +154,7 @@ class Levels:
         every = [b for bs in e.boots.values() for b in bs]
         e.log = log_scale(every)
         self.spread = within_spread(every, e.log)
+        self.find_wild()
         raw = {c: self.scores_of(c) for c, bs in e.boots.items() if bs}
         sides = e.sides()
         fit: Fit | None = None
@@ -238,8 +247,8 @@ class Levels:
         by_split, none = weighed
         return [by_split[k] for k in which], none
 
-    def scores_of(self, commit: str) -> list[float]:
-        """The commit's boots' scores on the job's scale now (a copy)."""
+    def _all_scores(self, commit: str) -> list[float]:
+        """Every boot's score on the job's scale now, the wild ones too (a copy)."""
         boots = self.e.boots.get(commit, [])
         scale = (self.e.log, self.spread)
         kept = self._scored.get(commit)
@@ -248,9 +257,49 @@ class Levels:
         kept[1].extend(mean_score(b, self.e.log, self.spread) for b in boots[len(kept[1]) :])
         return list(kept[1])
 
+    def _kept(self, commit: str, each: list[T]) -> list[T]:
+        """Of a list with one item a boot of the commit, those of boots not set aside."""
+        wild = self.wild.get(commit)
+        return [x for i, x in enumerate(each) if i not in wild] if wild else each
+
+    def scores_of(self, commit: str) -> list[float]:
+        """The commit's boots' scores on the job's scale now, its wild ones set aside."""
+        return self._kept(commit, self._all_scores(commit))
+
     def _hosts(self, commit: str) -> list[str]:
-        """The VM host of each of the commit's boots."""
-        return [b.host for b in self.e.boots.get(commit, [])]
+        """The VM host of each of the commit's boots (its wild ones set aside)."""
+        return self._kept(commit, [b.host for b in self.e.boots.get(commit, [])])
+
+    def _times(self, commit: str) -> list[int]:
+        """The moment of each of the commit's boots (its wild ones set aside)."""
+        return self._kept(commit, self.e.times.get(commit, []))
+
+    def find_wild(self) -> None:
+        """Set aside the boots that read WILD_SIGMAS or more off their kernel's others:
+        a commit's own median where it has three boots or more, else the nearer
+        endpoint's. The noise figure is robust (each boot's distance from its commit's
+        median), so the wild boots cannot hide each other. Judged afresh each time: a
+        boot is wild against what its kernel's boots read now."""
+        e = self.e
+        scores = {c: self._all_scores(c) for c, bs in e.boots.items() if bs}
+        centres = {c: statistics.median(vs) for c, vs in scores.items() if len(vs) >= 3}
+        residuals = [abs(v - centres[c]) for c in centres for v in scores[c]]
+        sigma = 1.4826 * statistics.median(residuals) if len(residuals) >= WILD_LEAST else 0.0
+        ends = [centres[c] for c in (e.old_end, e.new_end) if c in centres]
+        self.wild = {}
+        if sigma <= 0:
+            return
+        for commit, values in scores.items():
+            near = [centres[commit]] if commit in centres else ends
+            if not near:
+                continue
+            out = {
+                i
+                for i, v in enumerate(values)
+                if min(abs(v - c) for c in near) > WILD_SIGMAS * sigma
+            }
+            if out:
+                self.wild[commit] = out
 
     def _host_levels(
         self, raw: dict[str, list[float]], old_mean: float, new_mean: float, sigma: float
@@ -273,6 +322,7 @@ class Levels:
         figure: `pairs` boots of each, and as many degrees of freedom left after the
         hosts' levels as `pairs` old-new blocks on one host leave."""
         e = self.e
+        self.find_wild()
         two = self._two_sided()
         n = [sum(1 for h in self._hosts(c) if h in two) for c in (e.old_end, e.new_end)]
         return min(n) >= pairs and n[0] + n[1] - 2 - (len(two) - 1) >= 2 * (pairs - 1)
@@ -291,7 +341,7 @@ class Levels:
         by_host: dict[str, list[tuple[int, float]]] = {}
         for c in (e.old_end, e.new_end):
             mean = new_mean if c == e.new_end else old_mean
-            for v, t, h in zip(raw[c], e.times[c], self._hosts(c), strict=True):
+            for v, t, h in zip(raw[c], self._times(c), self._hosts(c), strict=True):
                 by_host.setdefault(h, []).append((t, v - mean))
         return by_host
 
@@ -311,7 +361,7 @@ class Levels:
         by_host: dict[str, list[tuple[int, float]]] = {}
         refs: dict[str, list[tuple[int, float]]] = {}  # the endpoints' alone
         for c, mean in means.items():
-            for v, t, h in zip(raw.get(c, []), e.times.get(c, []), self._hosts(c), strict=True):
+            for v, t, h in zip(raw.get(c, []), self._times(c), self._hosts(c), strict=True):
                 if h in trends:
                     residual = (t, v - mean - trends[h].at(t)[0])
                     by_host.setdefault(h, []).append(residual)
@@ -352,7 +402,7 @@ class Levels:
         e = self.e
         refs: dict[str, list[int]] = {}
         for c in (e.old_end, e.new_end):
-            for t, h in zip(e.times[c], self._hosts(c), strict=True):
+            for t, h in zip(self._times(c), self._hosts(c), strict=True):
                 if h in fit.trends:  # the side means hold only these hosts' boots
                     refs.setdefault(h, []).append(t)
         total = sum(len(ts) for ts in refs.values())
@@ -377,7 +427,7 @@ class Levels:
 
     def level_bound(self, commit: str) -> bool:
         """Whether the commit's verdict waits on the level more than on its own boots."""
-        fit, times = self.fit, self.e.times.get(commit, [])
+        fit, times = self.fit, self._times(commit)
         if fit is None or not times:
             return False
         shared = fit.level_var(self._where(commit), self._conditioned(commit)) + fit.sigma**2 / max(
@@ -463,7 +513,7 @@ class Levels:
 
     def _where(self, commit: str) -> list[tuple[str, int]]:
         """(host, clock) of each of the commit's boots."""
-        return list(zip(self._hosts(commit), self.e.times.get(commit, []), strict=True))
+        return list(zip(self._hosts(commit), self._times(commit), strict=True))
 
     def ruled_out(self) -> bool:
         """Whether the endpoints' difference rules out a change of the minimum effect or
@@ -606,5 +656,10 @@ class Levels:
         for t in fit.trend.jumps:
             notes.append(
                 f"host level jumped at boot {t} (two references in a row far off the same way)"
+            )
+        if wild := sum(len(out) for out in self.wild.values()):
+            notes.append(
+                f"{wild} boot(s) read more than {WILD_SIGMAS:g} sigmas off their kernel's "
+                "others, probably a disturbed host: set aside (shown, not weighed)"
             )
         return notes

@@ -443,3 +443,26 @@ def test_a_rolling_job_on_hosts_a_level_apart_names_its_culprit() -> None:
         engine, _ = _rolling(seed, {"a": 1.0, "b": 1.1, "c": 0.93, "d": 1.04})
         res = engine.result()
         assert res.culprit == "c21", (seed, res.message)
+
+
+# The real sched-pipe job of issue "One wild boot stalls a job" (usecs_per_op, lower is
+# better): its old endpoint's boots in order, the third while the host was swamped.
+SWAMPED_OLD = [129, 97, 2604, 98, 97, 94, 123, 96, 104, 93, 108, 116, 97, 95, 99]
+
+
+def test_one_wild_boot_is_set_aside_and_the_job_moves_on_to_the_range() -> None:
+    rng = random.Random(7)
+    engine = Engine(linear(32), "c32", ["root"], EngineConfig(better="lower"))
+    for i, old in enumerate(SWAMPED_OLD):
+        new = rng.gauss(118.6, 4.8)
+        for commit, value in (("root", float(old)), ("c32", new)):
+            reps = [value * (1 + rng.gauss(0, 0.01)) for _ in range(3)]
+            engine.observe(commit, Boot(reps))
+        assert engine.wants() if i >= 2 else True  # each round asked, as a job does
+    picks = engine.wants()
+    assert any(c not in ("root", "c32") for c in picks), picks  # on to the range
+    assert engine.gate is not None and engine.gate.gate == "different"
+    effect = engine.weigh.effect()  # all 30 boots'
+    assert 0.1 < effect.low < effect.value < effect.high < 0.4, effect  # excludes no change
+    assert engine.weigh.wild == {"root": {2}}
+    assert any("set aside" in n for n in engine.weigh.notes())
