@@ -336,6 +336,9 @@ class Step:
     # median; the engine weighs them all: a replay needs them to decide as the job did)
     repetitions: list[list[float]] = field(default_factory=list)
     confidence: float | None = None  # P(this verdict is right)
+    # the job's boot numbers (as boot_numbers) of boots set aside as wild: read far off
+    # the kernel's others (a disturbed host), shown but not weighed
+    set_aside: list[int] = field(default_factory=list)
 
 
 @dataclass

@@ -28,7 +28,7 @@ class BootOutcomes:
 
     def measured(self) -> dict[str, Measured]:
         """Each commit seen, with its boots as the record has them."""
-        return engine_report.measured(self._d.record, self.seen)
+        return engine_report.measured(self._d.record, self.seen, self._d.plan.set_aside)
 
     def marked(self, commit: str) -> None:
         """A person marked `commit`: a boot of it still under test gets a step of its own."""

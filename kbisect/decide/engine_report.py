@@ -67,15 +67,19 @@ class Measured(Seen):
     repetitions: list[list[float]] = field(default_factory=list)  # each boot's, as raw
     hosts: list[str] = field(default_factory=list)  # the VM host of each boot
     boot_numbers: list[int] = field(default_factory=list)  # the job's boots so far, at each
+    set_aside: list[int] = field(default_factory=list)  # boot numbers set aside as wild
 
 
 def boot_value(samples: list[float]) -> float:
     return statistics.median(samples)
 
 
-def measured(record: Record, seen: dict[str, Seen]) -> dict[str, Measured]:
+def measured(
+    record: Record, seen: dict[str, Seen], set_aside: dict[str, list[int]] | None = None
+) -> dict[str, Measured]:
     """Each commit seen, with its boots from the record: the job's boot k is the record's
-    k-th BOOT event (the workflow counts a boot as it records it)."""
+    k-th BOOT event (the workflow counts a boot as it records it); `set_aside`: by commit,
+    the places of its boots the engine set aside as wild (Plan.set_aside)."""
     found = {commit: Measured(**vars(s)) for commit, s in seen.items()}
     number = 0
     for event in record.events:
@@ -86,6 +90,10 @@ def measured(record: Record, seen: dict[str, Seen]) -> dict[str, Measured]:
             m.repetitions.append(list(event.samples))
             m.hosts.append(event.host or "")
             m.boot_numbers.append(number)
+    for commit, places in (set_aside or {}).items():
+        if (wild := found.get(commit)) is not None:
+            numbers = wild.boot_numbers
+            wild.set_aside = [numbers[i] for i in places if i < len(numbers)]
     return found
 
 
@@ -96,9 +104,21 @@ def with_boots(step: Step, m: Measured) -> Step:
     step.boots, step.scores = len(m.raw), list(m.raw)
     step.hosts, step.boot_numbers = list(m.hosts), list(m.boot_numbers)
     step.repetitions = [list(r) for r in m.repetitions]
+    step.set_aside = list(m.set_aside)
     if m.raw:
         step.value = boot_value(m.raw)
     return step
+
+
+def aside(step: Step) -> str:
+    """The step's note's end for its boots set aside as wild ("" when none)."""
+    if not step.set_aside:
+        return ""
+    which = ", ".join(str(n) for n in step.set_aside)
+    return (
+        f"; boot(s) {which} set aside: far off the kernel's others (a disturbed host?), "
+        "shown, not weighed"
+    )
 
 
 def endpoint_step(old: bool, commit: str, subject: str, mode: Mode, m: Measured) -> Step:
@@ -112,7 +132,9 @@ def endpoint_step(old: bool, commit: str, subject: str, mode: Mode, m: Measured)
         build_seconds=m.build_seconds,
         test_seconds=m.test_seconds,
     )
-    return with_boots(step, m)
+    with_boots(step, m)
+    step.note = aside(step).removeprefix("; ")
+    return step
 
 
 def decision_step(
@@ -137,6 +159,7 @@ def decision_step(
         step.position = judged.position
         if not step.note and step.confidence is not None:
             step.note = f"{boots(len(m.raw))}, {step.confidence:.1%} sure"
+    step.note += aside(step)
     return step
 
 
@@ -177,11 +200,13 @@ def bring_up_to_date(
         if m is None or not m.raw or step.source not in (StepSource.TEST, StepSource.ENDPOINT):
             continue
         with_boots(step, m)
+        if step.source == StepSource.ENDPOINT:
+            step.note = aside(step).removeprefix("; ")
         judged = plan.decisions.get(step.commit)
         if step.source == StepSource.TEST and judged is not None and judged.decision.firm:
             step.verdict = verdict_for(judged.decision.state, mode)
             step.confidence = judged.certainty
-            step.note = f"{boots(step.boots)}, {step.confidence:.1%} sure"
+            step.note = f"{boots(step.boots)}, {step.confidence:.1%} sure{aside(step)}"
 
 
 def _source(d: Decision) -> StepSource:

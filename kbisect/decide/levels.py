@@ -274,6 +274,10 @@ class Levels:
         """The moment of each of the commit's boots (its wild ones set aside)."""
         return self._kept(commit, self.e.times.get(commit, []))
 
+    def set_aside(self) -> dict[str, list[int]]:
+        """By commit, the places (0 its first boot) of its boots set aside as wild."""
+        return {c: sorted(out) for c, out in self.wild.items()}
+
     def find_wild(self) -> None:
         """Set aside the boots that read WILD_SIGMAS or more off their kernel's others:
         a commit's own median where it has three boots or more, else the nearer

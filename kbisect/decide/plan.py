@@ -42,4 +42,6 @@ class Plan:
     pairs_verification: bool = False  # each verification boot wants one of its base beside
     rates: str = ""  # a flaky job: the endpoints' failures in words
     old_passes: bool = True  # pass/fail: no boot of the old endpoint failed
+    # by commit, the places (0 its first boot) of its boots set aside as wild
+    set_aside: dict[str, list[int]] = field(default_factory=dict)
     new_passes: bool = True

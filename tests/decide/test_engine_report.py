@@ -1,10 +1,11 @@
 """The engine's state in the job's words: what the steps show of each commit's boots."""
 
-from kbisect.contract import StepSource
-from kbisect.decide.engine_report import Seen, measured
+from kbisect.contract import Mode, StepSource
+from kbisect.decide.engine_report import Seen, endpoint_step, measured
 from kbisect.decide.record import Event, Kind, Record, Setup
 from kbisect.decide.strategy import State
 from kbisect.decide.terms import EngineConfig
+from tests.decide.simulated import linear
 
 
 def test_each_boot_is_read_from_the_record_numbered_as_the_job_counted_it() -> None:
@@ -33,3 +34,15 @@ def test_each_boot_is_read_from_the_record_numbered_as_the_job_counted_it() -> N
     assert (new.raw, new.boot_numbers) == ([20.0], [2])
     assert (mid.raw, mid.failed, mid.failure) == ([], StepSource.BUILD_FAILED, "no rule")
     assert set(found) == set(seen) and seen["old"] == Seen(build_seconds=60.0, test_seconds=9.0)
+
+
+def test_a_boot_set_aside_as_wild_is_shown_in_its_step_and_said() -> None:
+    setup = Setup.of("t", linear(8), "c8", ["root"], EngineConfig(), flaky=False)
+    record = Record(
+        setup, [Event(Kind.BOOT, commit="root", samples=[float(v)]) for v in (97, 2604, 98)]
+    )
+    found = measured(record, {}, {"root": [1]})
+    assert found["root"].set_aside == [2]  # the job's boot 2
+    step = endpoint_step(True, "root", "", Mode.REGRESSION, found["root"])
+    assert step.set_aside == [2] and step.scores == [97, 2604, 98]
+    assert step.note.startswith("boot(s) 2 set aside")
