@@ -150,13 +150,17 @@ class Blocking:
                 if cause_type(err) == ErrorType.USER or isinstance(_root(err), CancelledError):
                     raise
                 problem = f"{what}: {cause(err)}"
-            seen = self._resumes
-            self.waiting.append(problem)
-            self._on_blocked(problem, len(self.waiting) == 1)
-            await workflow.wait_condition(lambda seen=seen: self._resumes > seen)  # type: ignore[misc]
-            self.waiting.remove(problem)
-            if not self.waiting:
-                self._on_clear()
+            await self.hold(problem)
+
+    async def hold(self, problem: str) -> None:
+        """Wait on `problem` until a person resumes the job."""
+        seen = self._resumes
+        self.waiting.append(problem)
+        self._on_blocked(problem, len(self.waiting) == 1)
+        await workflow.wait_condition(lambda: self._resumes > seen)
+        self.waiting.remove(problem)
+        if not self.waiting:
+            self._on_clear()
 
 
 class Resumable:

@@ -35,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from kbisect.decide import engine_report, strategy
     from kbisect.decide.engine_report import Seen
+    from kbisect.decide.levels import UNFIT_WILD
     from kbisect.decide.record import Setup
     from kbisect.decide.strategy import State
     from kbisect.decide.verdict import state_for
@@ -126,6 +127,7 @@ class BisectWorkflow(Resumable):
         self._d: JobDecisions | None = None
         self._outcomes: BootOutcomes | None = None
         self._kernels: Kernels | None = None
+        self._wild_at_hold = 0  # boots set aside as wild when the job last held for them
         self._recorded: set[str] = set()
 
     # --- watching and steering -------------------------------------------------------
@@ -214,6 +216,15 @@ class BisectWorkflow(Resumable):
         self._outcomes = BootOutcomes(state, self._d, self._progress, self._refresh)
         return self._d
 
+    async def _unless_unfit(self, d: JobDecisions) -> None:
+        """A host whose boots keep reading wild is unfit for timing: the job says so and
+        waits for `kbisect resume` (once the host is quiet) rather than boot on; again
+        after as many more wild boots."""
+        wild = sum(len(places) for places in d.plan.set_aside.values())
+        if d.plan.unfit and wild >= self._wild_at_hold + UNFIT_WILD:
+            self._wild_at_hold = wild
+            await self._blocking.hold(d.plan.unfit)
+
     async def _search(self, state: JobState, calls: JobActivities, d: JobDecisions) -> None:
         """Boot what the engine wants, a round at a time, until it has decided."""
         self._set_status(JobStatus.CALIBRATING, "booting both endpoints until they differ")
@@ -229,6 +240,7 @@ class BisectWorkflow(Resumable):
         round_ = 0
         while commits := await d.wants():
             self._decided(state, round_)
+            await self._unless_unfit(d)
             round_ += 1
             self._showing(list(commits))
             # All of a round's builds first: a build never shares the host with a boot

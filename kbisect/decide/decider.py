@@ -144,6 +144,7 @@ def _view(engine: Engine, plan: Plan) -> None:
     plan.pairs_verification = engine.pairs_verification()
     plan.rates = engine.weigh.words()
     plan.set_aside = engine.weigh.set_aside()
+    plan.unfit = engine.weigh.unfit()
     plan.old_passes, plan.new_passes = (
         all(s > 0 for b in engine.boots.get(c, []) for s in b.samples)
         for c in (engine.old_end, engine.new_end)

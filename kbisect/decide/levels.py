@@ -52,6 +52,9 @@ APART = 12.0  # sigmas between the sides beyond which one boot settles a commit'
 # 1 in 10^15); a boot 3 times slower than its kernel's others does at a CV of 15%.
 WILD_SIGMAS = 8.0
 WILD_LEAST = 6  # boots' residuals needed before any is judged wild
+# A host with this many boots set aside, a tenth of its boots or more, is unfit for timing:
+# the job says so and waits for a person (and again after as many more)
+UNFIT_WILD, UNFIT_SHARE = 5, 0.1
 
 
 @dataclass(frozen=True)
@@ -273,6 +276,18 @@ class Levels:
     def _times(self, commit: str) -> list[int]:
         """The moment of each of the commit's boots (its wild ones set aside)."""
         return self._kept(commit, self.e.times.get(commit, []))
+
+    def unfit(self) -> str:
+        """Why the host is unfit for timing ("" while it is not): its boots keep reading
+        wild."""
+        wild = sum(len(out) for out in self.wild.values())
+        booted = sum(len(bs) for bs in self.e.boots.values())
+        if wild < UNFIT_WILD or wild < UNFIT_SHARE * booted:
+            return ""
+        return (
+            f"{wild} of {booted} boots read far off their kernel's others: the host is "
+            "unfit for timing (another load on it?)"
+        )
 
     def set_aside(self) -> dict[str, list[int]]:
         """By commit, the places (0 its first boot) of its boots set aside as wild."""

@@ -44,4 +44,5 @@ class Plan:
     old_passes: bool = True  # pass/fail: no boot of the old endpoint failed
     # by commit, the places (0 its first boot) of its boots set aside as wild
     set_aside: dict[str, list[int]] = field(default_factory=dict)
+    unfit: str = ""  # why the host is unfit for timing (boots keep reading wild), if it is
     new_passes: bool = True

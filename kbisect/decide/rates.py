@@ -273,6 +273,9 @@ class Rates:
     def set_aside(self) -> dict[str, list[int]]:
         return {}  # a pass or a fail is never far off: nothing is set aside
 
+    def unfit(self) -> str:
+        return ""
+
     def paired(self, score: float, beside: float, new_side: bool) -> float:
         return score
 
