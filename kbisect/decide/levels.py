@@ -52,6 +52,9 @@ APART = 12.0  # sigmas between the sides beyond which one boot settles a commit'
 # 1 in 10^15); a boot 3 times slower than its kernel's others does at a CV of 15%.
 WILD_SIGMAS = 8.0
 WILD_LEAST = 6  # boots' residuals needed before any is judged wild
+# ... and at least this factor off (a quiet or coarse metric's robust noise figure can be
+# nearly 0: many boots reading alike would make every other one wild)
+WILD_FACTOR = 2.0
 # A host with this many boots set aside, a tenth of its boots or more, is unfit for timing:
 # the job says so and waits for a person (and again after as many more)
 UNFIT_WILD, UNFIT_SHARE = 5, 0.1
@@ -294,7 +297,8 @@ class Levels:
         return {c: sorted(out) for c, out in self.wild.items()}
 
     def find_wild(self) -> None:
-        """Set aside the boots that read WILD_SIGMAS or more off their kernel's others:
+        """Set aside the boots that read WILD_SIGMAS or more, and WILD_FACTOR or more, off
+        their kernel's others:
         a commit's own median where it has three boots or more, else the nearer
         endpoint's. The noise figure is robust (each boot's distance from its commit's
         median), so the wild boots cannot hide each other. Judged afresh each time: a
@@ -308,15 +312,16 @@ class Levels:
         self.wild = {}
         if sigma <= 0:
             return
+
+        def far(v: float, c: float) -> bool:
+            least = math.log(WILD_FACTOR) if e.log else (WILD_FACTOR - 1) * abs(c)
+            return abs(v - c) > max(WILD_SIGMAS * sigma, least)
+
         for commit, values in scores.items():
             near = [centres[commit]] if commit in centres else ends
             if not near:
                 continue
-            out = {
-                i
-                for i, v in enumerate(values)
-                if min(abs(v - c) for c in near) > WILD_SIGMAS * sigma
-            }
+            out = {i for i, v in enumerate(values) if all(far(v, c) for c in near)}
             if out:
                 self.wild[commit] = out
 
