@@ -630,7 +630,7 @@ class Levels:
     def pairs_verification(self) -> bool:
         """On a host that swings: a verification's boots in a row share a swing as a
         commit's do, and the boot beside each of its base kernel shows how far."""
-        return bool(self.e.exact is None and self.fit is not None and self.fit.trend.swing)
+        return bool(self.fit is not None and self.fit.trend.swing)  # a counter has no fit
 
     def paired(self, score: float, beside: float, new_side: bool) -> float:
         """The verification boot's score less what the swing gave it: the base kernel
