@@ -19,7 +19,7 @@ nvme-snapshot-read boots under TCG: 8.5-16 s measured). Prints, per size, step a
 median wall time, its ratio to one host's, host efficiency (boot seconds / M x wall),
 boots, how often the true culprit was named (A/A, `--steps 0`: none), the wrong commits
 named, the "no difference" and "cannot decide" answers, and the calibration of the
-claims. No assertions. Run:
+claims (--trials-out: each trial's outcome too, a JSON line). No assertions. Run:
     .venv/bin/python -m benchmarks.farm                      # 64 commits, 10 trials a cell
     .venv/bin/python -m benchmarks.farm --sizes 64 1024 --steps 10 25 --hosts 1 2 4 8 16
 """
@@ -32,9 +32,12 @@ import random
 import statistics
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from benchmarks.calibration import print_claims
 from benchmarks.dags import culprit_is_in, linear
+from benchmarks.results_file import append_rows
 from benchmarks.sim_noise import Noise, level_of
 from kbisect.decide.engine import Engine
 from kbisect.decide.evidence import Boot
@@ -190,19 +193,32 @@ def _run(wall: float, boot_seconds: float, boots: int, engine: Engine, truth: st
     return Run(wall, boot_seconds, boots, named == truth, named, res.confidence, res.answer)
 
 
-def cell(
+def trial(
     n: int,
     step: float,
     vms: int,
     builders: int,
-    trials: int,
     lose: float,
     ahead: bool,
     rolling: bool,
-) -> list[Run]:
-    """One cell's jobs; the same seeds in every cell of a size and step."""
-    farm = Farm(builders, vms, lose * 60, ahead, rolling)
-    return [simulate(n, step, farm, f"{n}-{step}-{t}") for t in range(trials)]
+    t: int,
+) -> Run:
+    """One job of a cell; trial t has the same seed in every cell of a size and step."""
+    return simulate(n, step, Farm(builders, vms, lose * 60, ahead, rolling), f"{n}-{step}-{t}")
+
+
+def trial_line(n: int, step: float, vms: int, t: int, run: Run) -> dict[str, Any]:
+    """One trial as --trials-out writes it."""
+    return {
+        "cell": {"size": n, "step": step, "hosts": vms},
+        "trial": t,
+        "answer": str(run.answer),
+        "named": run.named,
+        "right": run.right,
+        "boots": run.boots,
+        "wall": round(run.wall, 3),
+        "confidence": round(run.confidence, 9),
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -222,9 +238,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--no-ahead", action="store_true", help="no builds ahead of the engine's picks")
     p.add_argument("--rolling", action="store_true", help="a pick for each VM host as it frees up")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes")
+    p.add_argument(
+        "--trials-out", type=Path, help="append each trial's outcome to this file, a JSON line"
+    )
     args = p.parse_args(argv)
-    how = (args.builders, args.trials, args.lose, not args.no_ahead, args.rolling)
-    todo = [(n, s / 100, m, *how) for n in args.sizes for s in args.steps for m in args.hosts]
+    how = (args.builders, args.lose, not args.no_ahead, args.rolling)
+    cells = [(n, s / 100, m) for n in args.sizes for s in args.steps for m in args.hosts]
     print(
         "size  step  VM hosts  wall (min)  vs one host  efficiency  boots  right  "
         "wrong commit  no-diff  undecided"
@@ -232,8 +251,15 @@ def main(argv: list[str] | None = None) -> None:
     one: dict[tuple[int, float], float] = {}
     claims: list[tuple[float, bool]] = []
     with ProcessPoolExecutor(args.jobs) as pool:
-        results = pool.map(cell, *zip(*todo, strict=True))
-        for (n, step, m, *_), runs in zip(todo, results, strict=True):
+        # the trials, not the cells, share the processes: a cell of 16 hosts is slow
+        todo = [(*c, *how, t) for c in cells for t in range(args.trials)]
+        results = pool.map(trial, *zip(*todo, strict=True), chunksize=4)
+        for n, step, m in cells:
+            runs = [next(results) for _ in range(args.trials)]
+            if args.trials_out:
+                append_rows(
+                    args.trials_out, [trial_line(n, step, m, t, r) for t, r in enumerate(runs)]
+                )
             wall = statistics.median(r.wall for r in runs)
             one.setdefault((n, step), wall)  # the first M of each size and step
             eff = statistics.median(r.boot_seconds / (m * r.wall) for r in runs)

@@ -33,12 +33,16 @@ def duty(elapsed: float, peak: float, ramp: float) -> float:
 
 
 @contextmanager
-def load(peak: float, ramp: float, limit: float = LIMIT, grace: float = 5.0) -> Iterator[int]:
-    """Run the load for the `with` block; yields its process id."""
+def load(
+    peak: float, ramp: float, limit: float = LIMIT, grace: float = 5.0, delay: float = 0.0
+) -> Iterator[int]:
+    """Run the load for the `with` block (idle its first `delay` seconds); yields its
+    process id."""
     if not 0 < peak <= 1:
         raise ValueError(f"peak {peak} is not a share of one core in (0, 1]")
     argv = [sys.executable, "-m", "benchmarks.host_drift", "--peak", str(peak)]
     argv += ["--ramp", str(ramp), "--limit", str(limit), "--parent", str(os.getpid())]
+    argv += ["--delay", str(delay)]
     # Its own session: a Ctrl-C on the benchmark reaches us, and we stop it in `finally`.
     proc = subprocess.Popen(argv, cwd=ROOT, start_new_session=True)
     try:
@@ -57,9 +61,12 @@ def stop(proc: "subprocess.Popen[bytes]", grace: float) -> None:
         proc.wait()
 
 
-def run(peak: float, ramp: float, limit: float, parent: int) -> None:
-    """Busy for duty() of each period, idle for the rest, until the limit or an orphaning."""
-    start = time.monotonic()
+def run(peak: float, ramp: float, limit: float, parent: int, delay: float = 0.0) -> None:
+    """Idle `delay` seconds, then busy for duty() of each period and idle for the rest,
+    until the limit or an orphaning."""
+    start = time.monotonic() + delay
+    while time.monotonic() < start and os.getppid() == parent:
+        time.sleep(min(PERIOD, max(0.0, start - time.monotonic())))
     while (now := time.monotonic()) - start < limit and os.getppid() == parent:
         busy_until = now + PERIOD * duty(now - start, peak, ramp)
         while time.monotonic() < busy_until:
@@ -75,8 +82,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ramp", type=float, default=RAMP, help=f"seconds to reach it ({RAMP:g})")
     p.add_argument("--limit", type=float, default=LIMIT, help=f"seconds before it ends ({LIMIT:g})")
     p.add_argument("--parent", type=int, default=os.getppid(), help="end when this pid is gone")
+    p.add_argument("--delay", type=float, default=0.0, help="seconds idle before the load (0)")
     args = p.parse_args(argv)
-    run(min(1.0, max(0.0, args.peak)), args.ramp, args.limit, args.parent)
+    run(min(1.0, max(0.0, args.peak)), args.ramp, args.limit, args.parent, args.delay)
     return 0
 
 

@@ -7,21 +7,24 @@ first `--aa` labs, a range with no culprit: from the culprit itself to lab-bad (
 commits), which must come out as "no difference". The lab's truth is read only here, to
 score the answers and to pick the A/A range; the bisector never sees it. Nothing else
 should run on the host meanwhile, unless `--drift`: then each job runs beside a bounded CPU
-load that ramps up through it (benchmarks/host_drift.py), a real drift of the host.
+load that ramps up through it (benchmarks/host_drift.py), a real drift of the host; or
+`--burst S`: every core busy for S seconds from `--burst-at` seconds into each job (a cron
+job, a noisy neighbour: the wild boots of a disturbed host).
 Prints one line a job (culprit, right, boots, builds, wall time, confidence) and keeps
 each job's JSON report beside its lab (`lab-SEED-slowdownP.culprit.report.json`, `.aa.`,
 `.drift` added with --drift). With `--resume FILE` each finished job is appended to FILE
 and a rerun skips the jobs already there, so runs of hours finish across sessions. Run:
     .venv/bin/python -m benchmarks.noisy_labs [--seeds 101,102,103,104,105] [--aa 2]
-        [--slowdown 25 10] [--drift] [--resume runs.jsonl]
+        [--slowdown 25 10] [--drift | --burst 30] [--resume runs.jsonl]
 """
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -30,6 +33,7 @@ from benchmarks import host_drift
 from benchmarks.results_file import append_row, read_rows
 
 KBISECT = [sys.executable, "-m", "kbisect"]
+BURST_AT = 30.0  # seconds into a job its --burst starts: its endpoints boot by then
 TESTCASE = "nvme-snapshot-read"
 
 
@@ -44,6 +48,7 @@ class Job:
     slowdown: int
     drift: bool
     kind: str  # "culprit" or "A/A"
+    burst: float = 0.0  # seconds every core was busy early in the job (--burst)
 
 
 @dataclass
@@ -68,10 +73,11 @@ class Run:
     # The places of the commits judged the same kernel as their parent (touching no file
     # the config compiles): a replay must know them, or their neighbours stay apart.
     same_kernel: list[int] = field(default_factory=list)
+    burst: float = 0.0  # --burst (rows from before it have none)
 
     @property
     def job(self) -> Job:
-        return Job(self.seed, self.slowdown, self.drift, self.kind)
+        return Job(self.seed, self.slowdown, self.drift, self.kind, self.burst)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -96,6 +102,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--drift-limit", type=float, default=limit, help=f"hours before it ends itself ({limit:g})"
     )
+    p.add_argument(
+        "--burst", type=float, default=0.0, metavar="S", help="every core busy S seconds a job (0)"
+    )
+    p.add_argument(
+        "--burst-at",
+        type=float,
+        default=BURST_AT,
+        metavar="S",
+        help=f"... from S s in ({BURST_AT:g})",
+    )
     p.add_argument("--resume", type=Path, help="append each job here; skip the jobs already in it")
     return p.parse_args(argv)
 
@@ -104,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     runs = run_all(args)
     for slowdown in args.slowdown:
-        _summary([r for r in runs if r.slowdown == slowdown], slowdown, args.drift)
+        _summary([r for r in runs if r.slowdown == slowdown], slowdown, args.drift, args.burst)
     return 0
 
 
@@ -117,7 +133,7 @@ def run_all(args: argparse.Namespace) -> list[Run]:
         culprits = [] if args.aa_only else [("culprit", seeds)]
         for kind, some in [*culprits, ("A/A", seeds[: args.aa])]:
             for seed in some:
-                runs.append(_run(Job(seed, slowdown, args.drift, kind), args, done))
+                runs.append(_run(Job(seed, slowdown, args.drift, kind, args.burst), args, done))
     return runs
 
 
@@ -145,6 +161,11 @@ def _truth_file(lab: Path) -> Path:
 
 
 def _host(job: Job, args: argparse.Namespace) -> AbstractContextManager[object]:
+    if job.burst:
+        loads = ExitStack()
+        for _ in range(os.cpu_count() or 1):  # one process a core: each takes one at most
+            loads.enter_context(host_drift.load(1.0, 0.0, job.burst, delay=args.burst_at))
+        return loads
     if not job.drift:
         return nullcontext()
     limit = args.drift_limit * 3600
@@ -158,7 +179,7 @@ def _load(path: Path | None) -> dict[Job, Run]:
     names = {f.name for f in fields(Run)}
     done: dict[Job, Run] = {}
     for row in read_rows(path):
-        if not names - {"boots_in_order", "same_kernel"} <= set(row) <= names:
+        if not names - {"boots_in_order", "same_kernel", "burst"} <= set(row) <= names:
             print(f"{path}: a row not of this benchmark, run again", file=sys.stderr)
             continue
         run = Run(**row)
@@ -187,6 +208,7 @@ def _bisect(lab: Path, job: Job, good: str, truth: str | None) -> Run:
         raise SystemExit(f"kbisect gave no report:\n{out.stdout}{out.stderr}") from None
     # The whole report stays beside the lab: its steps, boots and effect, for a note.
     name = ("culprit" if truth else "aa") + (".drift" if job.drift else "")
+    name += f".burst{job.burst:g}" if job.burst else ""
     Path(f"{lab}.{name}.report.json").write_text(out.stdout)
     culprit = report.get("culprit")
     same = report.get("status") == "no-difference"
@@ -211,6 +233,7 @@ def _bisect(lab: Path, job: Job, good: str, truth: str | None) -> Run:
         drift=job.drift,
         boots_in_order=in_order(steps),
         same_kernel=sorted(s["index"] for s in steps if s.get("source") == "same-kernel"),
+        burst=job.burst,
     )
 
 
@@ -230,7 +253,7 @@ def _emit(run: Run, as_json: bool, resumed: bool = False) -> Run:
         print(json.dumps(asdict(run)), flush=True)
     else:
         conf = "-" if run.confidence is None else f"{run.confidence:.4f}"
-        host = " drift" if run.drift else ""
+        host = (" drift" if run.drift else "") + (f" burst {run.burst:g}s" if run.burst else "")
         print(
             f"{run.lab} {run.kind} slowdown={run.slowdown}%{host}: {run.answer} "
             f"right={run.right} boots={run.boots} builds={run.builds} wall={run.seconds:.0f}s "
@@ -240,13 +263,14 @@ def _emit(run: Run, as_json: bool, resumed: bool = False) -> Run:
     return run
 
 
-def _summary(runs: list[Run], slowdown: int, drift: bool) -> None:
+def _summary(runs: list[Run], slowdown: int, drift: bool, burst: float = 0.0) -> None:
     culprits = [r for r in runs if r.kind == "culprit"]
     right = sum(r.right for r in culprits)
     wrong = sum(not r.right and len(r.answer) == 40 for r in culprits)
     aa = [r for r in runs if r.kind == "A/A"]
     print(
-        f"slowdown {slowdown}%{' with drift' if drift else ''}: "
+        f"slowdown {slowdown}%{' with drift' if drift else ''}"
+        f"{f' with a {burst:g} s burst' if burst else ''}: "
         f"culprit named {right}/{len(culprits)}, wrong commit {wrong}; "
         f"A/A no difference {sum(r.right for r in aa)}/{len(aa)}; "
         f"boots {sum(r.boots for r in runs)}, wall {sum(r.seconds for r in runs) / 60:.0f} min"

@@ -37,6 +37,7 @@ class FakeLabs:
         self.made: list[str] = []
         self.bisected: list[tuple[Job, str]] = []
         self.drifts: list[tuple[float, float, float]] = []
+        self.delays: list[float] = []
         monkeypatch.setattr(noisy_labs, "_make_lab", self.make_lab)
         monkeypatch.setattr(noisy_labs, "_bisect", self.bisect)
         monkeypatch.setattr(host_drift, "load", self.load)
@@ -51,11 +52,12 @@ class FakeLabs:
         self.bisected.append((job, good))
         answer = truth or "no difference"
         run = Run(lab.name, job.kind, answer, answer, True, 8, 6, 60.0, 0.99, "{}", 0, 0, False)
-        return replace(run, seed=job.seed, slowdown=job.slowdown, drift=job.drift)
+        return replace(run, seed=job.seed, slowdown=job.slowdown, drift=job.drift, burst=job.burst)
 
     @contextmanager
-    def load(self, peak: float, ramp: float, limit: float) -> Iterator[int]:
+    def load(self, peak: float, ramp: float, limit: float, delay: float = 0.0) -> Iterator[int]:
         self.drifts.append((peak, ramp, limit))
+        self.delays.append(delay)
         yield 0
 
 
@@ -144,6 +146,31 @@ def test_drift_is_part_of_the_key_and_reaches_the_load(
     ]
     assert labs.drifts == [(0.5, 120, 3600)]
     assert runs[0].drift and " drift: " in capsys.readouterr().out.splitlines()[-1]
+
+
+def test_a_burst_is_part_of_the_key_and_takes_every_core_from_its_moment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    labs = FakeLabs(monkeypatch)
+    resume = tmp_path / "runs.jsonl"
+    argv = ["--seeds", "7", "--aa", "0", "--dir", str(tmp_path), "--resume", str(resume)]
+    noisy_labs.run_all(noisy_labs.parse_args(argv))
+    runs = noisy_labs.run_all(noisy_labs.parse_args([*argv, "--burst", "30", "--burst-at", "45"]))
+    assert [j for j, _ in labs.bisected] == [
+        Job(7, 25, False, "culprit"),
+        Job(7, 25, False, "culprit", 30.0),
+    ]
+    cores = os.cpu_count() or 1
+    assert (labs.drifts, labs.delays) == ([(1.0, 0.0, 30.0)] * cores, [45.0] * cores)
+    assert runs[0].burst == 30 and " burst 30s: " in capsys.readouterr().out.splitlines()[-1]
+
+
+def test_the_load_waits_its_delay_before_it_starts() -> None:
+    start = time.monotonic()
+    with host_drift.load(peak=1.0, ramp=0.0, limit=5.0, grace=2.0, delay=1.5) as pid:
+        idle = _window(pid, start, 0.5, 1.3)
+        busy = _window(pid, start, 1.8, 2.6)
+    assert idle < 0.2 < busy, (idle, busy)
 
 
 def _cpu(pid: int) -> float:

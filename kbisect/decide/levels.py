@@ -212,8 +212,11 @@ class Levels:
         moving as each of its rival motions has it, the rest as fitted."""
         e = self.e
         residuals = self._reference_residuals(raw, means[e.old_end], means[e.new_end])
+        fitted = {c: self._split_commit(c, fit) for c in e.boots}
         out = []
         for host, trend in fit.trends.items():
+            # a rival moves this host's level alone: the others' commits stand as fitted
+            same = {c: fitted[c] for c in e.boots if host not in self._hosts(c)}
             for model, weight in trend.rivals:
                 rival = fit_trend(
                     residuals[host], fit.sigma, e.clock, walk=model.walk, slope=model.slope
@@ -222,29 +225,25 @@ class Levels:
                 if trend.swing is not None:
                     trends = self._swings(trends, raw, means, trend.swing)
                 other = replace(fit, trends={**fit.trends, **trends})
-                weighed = self._split_weights(replace(other, shared=self._shared(other)))
+                weighed = self._split_weights(replace(other, shared=self._shared(other)), same)
                 if weighed is not None:
                     out.append((weight, *weighed))
         return out
 
-    def _split_weights(self, fit: Fit) -> tuple[list[float], float] | None:
+    def _split_weights(
+        self, fit: Fit, same: dict[str, split_likelihood.Commit | None] | None = None
+    ) -> tuple[list[float], float] | None:
         """Each hypothesis's log likelihood (by graph.order index) and no culprit's, from
-        its split of every level-adjusted boot; None: too few boots yet. A probe's mean
-        carries the level's error where it was booted; the endpoints' boots are the
-        level's own data."""
+        its split of every level-adjusted boot; None: too few boots yet. `same`: commits
+        whose boots this fit weighs as already done."""
         e = self.e
-        least, sign = self._least(fit.old_mean)
-        ends = (e.old_end, e.new_end)
+        least, _ = self._least(fit.old_mean)
         names, commits = [], []
         for commit in e.boots:
-            if known := self._known(commit, fit):
-                where = [w for _, w in known]
-                left = self._conditioned(commit)
-                extra = 0.0 if commit in ends else fit.level_var(where, left)
+            split = same[commit] if same and commit in same else self._split_commit(commit, fit)
+            if split is not None:
                 names.append(commit)
-                values = [sign * v for v, _ in known]
-                noise = self._scale(commit, fit, where)
-                commits.append(split_likelihood.Commit.of(values, extra, noise))
+                commits.append(split)
         splits, which = e.posterior.splits(names)
         scale = SPLIT_TAU if e.log else SPLIT_TAU * abs(fit.old_mean)
         weighed = split_likelihood.split_loglik(commits, splits, least, scale)
@@ -252,6 +251,21 @@ class Levels:
             return None
         by_split, none = weighed
         return [by_split[k] for k in which], none
+
+    def _split_commit(self, commit: str, fit: Fit) -> split_likelihood.Commit | None:
+        """The commit's level-adjusted boots as the split likelihood weighs them (None:
+        none on a host with references). A probe's mean carries the level's error where
+        it was booted; the endpoints' boots are the level's own data."""
+        known = self._known(commit, fit)
+        if not known:
+            return None
+        _, sign = self._least(fit.old_mean)
+        where = [w for _, w in known]
+        left = self._conditioned(commit)
+        ends = (self.e.old_end, self.e.new_end)
+        extra = 0.0 if commit in ends else fit.level_var(where, left)
+        values = [sign * v for v, _ in known]
+        return split_likelihood.Commit.of(values, extra, self._scale(commit, fit, where))
 
     def _all_scores(self, commit: str) -> list[float]:
         """Every boot's score on the job's scale now, the wild ones too (a copy)."""

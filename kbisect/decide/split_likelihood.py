@@ -83,19 +83,21 @@ def split_loglik(
     # the grids are windows on one lattice of log sigma, so the splits share its points
     width = SIGMA_SPAN / math.sqrt(2 * (n - 2))
     spacing = 2 * width / (SIGMA_POINTS - 1)
-    shared: dict[int, tuple[float, list[tuple[float, float, float]]]] = {}
+    Row = tuple[float, float, float]
+    shared: dict[int, tuple[float, list[Row], Row]] = {}
     scales = [(math.log(w), (tau * k) ** 2, log_phi(-least / (tau * k))) for w, k in STEP_SCALES]
 
-    def at(log_sigma: float) -> tuple[float, list[tuple[float, float, float]]]:
-        """The part every split shares at this sigma, and each commit's weight, weighted
-        mean and weighted square."""
+    def at(log_sigma: float) -> tuple[float, list[Row], Row]:
+        """The part every split shares at this sigma, each commit's weight, weighted mean
+        and weighted square, and their sums over all commits (every split reads them)."""
         s2 = math.exp(2 * log_sigma)
         rows, log_var = [], 0.0
         for c in commits:
             var = s2 * c.scale / c.n + c.extra
             log_var += math.log(var)
             rows.append((1 / var, c.mean / var, c.mean * c.mean / var))
-        return -dof * log_sigma - within / (2 * s2) - 0.5 * log_var, rows
+        w, s, q = (math.fsum(r[k] for r in rows) for k in range(3))
+        return -dof * log_sigma - within / (2 * s2) - 0.5 * log_var, rows, (w, s, q)
 
     def weighed(new: Sequence[int], grid_rss: float) -> float:
         terms = []
@@ -104,8 +106,7 @@ def split_loglik(
         for k in range(first, first + SIGMA_POINTS):
             if k not in shared:
                 shared[k] = at(k * spacing)
-            base, rows = shared[k]
-            w_all, s_all, q_all = (math.fsum(r[k] for r in rows) for k in range(3))
+            base, rows, (w_all, s_all, q_all) = shared[k]
             base -= 0.5 * math.log(w_all)
             if not new:  # "no culprit": one mean
                 terms.append(base - (q_all - s_all * s_all / w_all) / 2)
