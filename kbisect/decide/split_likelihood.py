@@ -66,16 +66,22 @@ def _logsumexp(terms: list[float]) -> float:
 
 
 def split_loglik(
-    commits: Sequence[Commit], splits: Sequence[Sequence[int]], least: float, tau: float
+    commits: Sequence[Commit],
+    splits: Sequence[Sequence[int]],
+    least: float,
+    tau: float,
+    lost: int = 0,
 ) -> tuple[list[float], float] | None:
     """Each split's log likelihood of all the boots (a split: the positions in `commits`
-    of those it puts on the new side), and that of "no culprit", on one scale. None: too
-    few boots."""
-    n = sum(c.n for c in commits)
+    of those it puts on the new side), and that of "no culprit", on one scale. `lost`:
+    degrees of freedom the boots' values already gave to levels fitted to them (a farm's
+    hosts beyond the first: each host's level took one from its references, whose spread
+    it shrank). None: too few boots."""
+    n = sum(c.n for c in commits) - lost  # the boots' worth of noise left in them
     if n < LEAST_BOOTS:
         return None
     within = math.fsum(c.rss / c.scale for c in commits)
-    dof = n - len(commits)
+    dof = max(n - len(commits), 0)
     # log sigma's standard error is about 1/sqrt(2 df); each hypothesis integrates over a
     # grid of its own about its own residual (sums on one spacing: the same multiple of
     # the integral), as one grid about the best split cut off the others' noise and

@@ -222,8 +222,9 @@ def test_each_host_is_judged_against_its_own_references() -> None:
         assert engine.result().culprit == "c13", seed
         fit = fit_of(engine)
         assert set(fit.trends) == {"a", "b"}
-        gaps = [fit.trends["b"].at(t)[0] - fit.trends["a"].at(t)[0] for t in range(engine.clock)]
-        assert sum(gaps) / len(gaps) == pytest.approx(math.log(1.2), abs=0.05), seed
+        # the hosts' gap as fitted, within 3 of its own standard errors of the truth
+        (level_a, var_a), (level_b, var_b) = (fit.trends[h].at(engine.clock) for h in "ab")
+        assert abs(level_b - level_a - math.log(1.2)) < 3 * math.sqrt(var_a + var_b), seed
 
 
 def test_a_boot_on_a_host_without_references_tells_nothing() -> None:
@@ -436,6 +437,34 @@ def test_hosts_whose_first_boots_are_of_one_endpoint_each_say_nothing_yet() -> N
     assert engine.first_blocks_in()
     engine.weigh.refresh()
     assert engine.posterior.p_none < 0.5
+
+
+def _two_hosts_alike(counts: tuple[tuple[int, int], tuple[int, int]]) -> Engine:
+    """Endpoints that read alike on hosts a and b, b 10% faster: (old, new) boots each."""
+    spread = [0.02, -0.02, 0.012, -0.012]
+    engine = Engine(linear(16), "c16", ["root"], EngineConfig())
+    for host, level, (n_old, n_new) in zip(("a", "b"), (100.0, 110.0), counts, strict=True):
+        for commit, n, sign in (("root", n_old, 1), ("c16", n_new, -1)):
+            for i in range(n):
+                v = level * (1 + sign * spread[i % len(spread)])
+                engine.observe(commit, Boot([v, v, v], host))
+    engine.weigh.refresh()
+    return engine
+
+
+def test_a_no_difference_on_two_hosts_rules_out_the_floor_with_their_levels_in_it() -> None:
+    # The same 9+9 endpoint boots: spread evenly over the hosts, each host's level cancels
+    # in its own old-new difference and the 5% floor is ruled out; 8 old boots on a and 8
+    # new ones on b tell mostly the hosts' gap, and the job boots on (the plain interval of
+    # the level-adjusted boots would have ruled the floor out).
+    even = _two_hosts_alike(((5, 4), (4, 5)))
+    said = even.weigh.no_difference(1.0)
+    assert even.weigh.ruled_out() and said.gate == "same"
+    assert "at most the expected way (each host's level taken out)" in said.message
+    lopsided = _two_hosts_alike(((8, 1), (1, 8)))
+    said = lopsided.weigh.no_difference(1.0)
+    assert not lopsided.weigh.ruled_out() and said.gate == "undecided"
+    assert said.effect.low > -0.05  # the plain interval stops short of the floor
 
 
 def test_a_rolling_job_on_hosts_a_level_apart_names_its_culprit() -> None:
