@@ -1,9 +1,10 @@
 """Benchmark check: do two runs make the same decisions, trial by trial?
 
-Compares two --trials-out files of benchmarks.accuracy or benchmarks.pass_fail (say one
-before a change to the engine, one after, with the same options): per cell, the trials
-both hold and those that differ (the commit found, boots, builds, moments and any other
-field must be equal; the confidence within 1e-6), the first few differences, and a total.
+Compares two --trials-out files of benchmarks.accuracy, benchmarks.pass_fail or
+benchmarks.farm (one before a change to the engine, one after, with the same options): per
+cell, the trials both hold and those that differ (the commit found, boots, builds, moments
+and any other field must be equal; the confidence within 1e-6), the first few
+differences, and a total.
 Prints figures; exits 0 either way. Run:
     .venv/bin/python -m benchmarks.same_decisions before.jsonl after.jsonl
 """

@@ -54,8 +54,10 @@ APART = 12.0  # sigmas between the sides beyond which one boot settles a commit'
 WILD_SIGMAS = 6.0
 WILD_LEAST = 6  # boots' residuals needed before any is judged wild
 # ... and at least this factor off (a quiet or coarse metric's robust noise figure can be
-# nearly 0: many boots reading alike would make every other one wild)
-WILD_FACTOR = 2.0
+# nearly 0: many boots reading alike would make every other one wild). At 2 a real
+# burst's boots 1.5 times slower on a metric of 5% noise counted, and cost a job 2.4
+# times its quiet boots (docs/measurements.md, "Wild boots")
+WILD_FACTOR = 1.25
 # A host with this many boots set aside, a tenth of its boots or more, is unfit for timing:
 # the job says so and waits for a person (and again after as many more)
 UNFIT_WILD, UNFIT_SHARE = 5, 0.1

@@ -494,5 +494,7 @@ def test_one_wild_boot_is_set_aside_and_the_job_moves_on_to_the_range() -> None:
     assert engine.gate is not None and engine.gate.gate == "different"
     effect = engine.weigh.effect()  # all 30 boots'
     assert 0.1 < effect.low < effect.value < effect.high < 0.4, effect  # excludes no change
-    assert engine.weigh.wild == {"root": {2}}
+    # the swamped boot, and the first (129: a third slower, 7 sigmas off, while the host
+    # was still busy)
+    assert engine.weigh.wild == {"root": {0, 2}}
     assert any("set aside" in n for n in engine.weigh.notes())
