@@ -320,10 +320,9 @@ class Levels:
         a commit's own median where it has three boots or more, else the nearer
         endpoint's. The noise figure is robust (each boot's distance from its commit's
         median), so the wild boots cannot hide each other. Judged afresh each time: a
-        boot is wild against what its kernel's boots read now, each less its host's level
-        then as the last fit has it (a host that drifts far over a job is no wild boot)."""
+        boot is wild against what its kernel's boots read now."""
         e = self.e
-        scores = {c: self._levelled(c) for c, bs in e.boots.items() if bs}
+        scores = {c: self._all_scores(c) for c, bs in e.boots.items() if bs}
         centres = {c: statistics.median(vs) for c, vs in scores.items() if len(vs) >= 3}
         residuals = [abs(v - centres[c]) for c in centres for v in scores[c]]
         sigma = 1.4826 * statistics.median(residuals) if len(residuals) >= WILD_LEAST else 0.0
@@ -343,20 +342,6 @@ class Levels:
             out = {i for i, v in enumerate(values) if all(far(v, c) for c in near)}
             if out:
                 self.wild[commit] = out
-
-    def _levelled(self, commit: str) -> list[float]:
-        """Every boot's score (the wild ones too) less its host's level at its moment in
-        the last fit (as read where there is none)."""
-        scores = self._all_scores(commit)
-        fit = self.fit
-        if fit is None:
-            return scores
-        times = self.e.times.get(commit, [])
-        hosts = [b.host for b in self.e.boots.get(commit, [])]
-        return [
-            v - fit.trends[h].at(t)[0] if h in fit.trends else v
-            for v, t, h in zip(scores, times, hosts, strict=True)
-        ]
 
     def _host_levels(
         self, raw: dict[str, list[float]], old_mean: float, new_mean: float, sigma: float
