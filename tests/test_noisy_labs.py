@@ -130,16 +130,23 @@ def test_a_row_keeps_the_job_s_boots_in_order_and_older_rows_load(tmp_path: Path
     assert noisy_labs._load(resume) == {run.job: run}
 
 
-def test_drift_is_part_of_the_key_and_reaches_the_load(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+def _quiet_then(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *options: str
+) -> tuple[FakeLabs, list[Run]]:
+    """Lab 7's job on a quiet host, then again with these options; the second's runs."""
     labs = FakeLabs(monkeypatch)
     resume = tmp_path / "runs.jsonl"
     argv = ["--seeds", "7", "--aa", "0", "--dir", str(tmp_path), "--resume", str(resume)]
     noisy_labs.run_all(noisy_labs.parse_args(argv))
     assert labs.drifts == []
-    drift = [*argv, "--drift", "--drift-peak", "50", "--drift-ramp", "2", "--drift-limit", "1"]
-    runs = noisy_labs.run_all(noisy_labs.parse_args(drift))
+    return labs, noisy_labs.run_all(noisy_labs.parse_args([*argv, *options]))
+
+
+def test_drift_is_part_of_the_key_and_reaches_the_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    drift = ["--drift", "--drift-peak", "50", "--drift-ramp", "2", "--drift-limit", "1"]
+    labs, runs = _quiet_then(tmp_path, monkeypatch, *drift)
     assert [j for j, _ in labs.bisected] == [
         Job(7, 25, False, "culprit"),
         Job(7, 25, True, "culprit"),
@@ -151,11 +158,7 @@ def test_drift_is_part_of_the_key_and_reaches_the_load(
 def test_a_burst_is_part_of_the_key_and_takes_every_core_from_its_moment(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    labs = FakeLabs(monkeypatch)
-    resume = tmp_path / "runs.jsonl"
-    argv = ["--seeds", "7", "--aa", "0", "--dir", str(tmp_path), "--resume", str(resume)]
-    noisy_labs.run_all(noisy_labs.parse_args(argv))
-    runs = noisy_labs.run_all(noisy_labs.parse_args([*argv, "--burst", "30", "--burst-at", "45"]))
+    labs, runs = _quiet_then(tmp_path, monkeypatch, "--burst", "30", "--burst-at", "45")
     assert [j for j, _ in labs.bisected] == [
         Job(7, 25, False, "culprit"),
         Job(7, 25, False, "culprit", 30.0),
