@@ -561,15 +561,18 @@ class Levels:
         """Whether the endpoints' difference rules out a change of the minimum effect or
         more the expected way: the far end of its 95% interval (_far_end) stops short of
         it. A "no difference" that does not is no answer yet."""
-        far = self._far_end()
-        if far is None:
-            return False
-        least, sign = self._least(far[1])
-        return sign * far[0] < least
+        return self._short_of_floor(self._far_end())
 
-    def _far_end(self) -> tuple[float, float] | None:
-        """The far end, the expected way, of the endpoints' difference's 95% interval,
-        and the old side's mean it is a change from. Each VM host's own old-new
+    def _short_of_floor(self, far: float | None) -> bool:
+        """Whether the far end (_far_end) stops short of the minimum effect."""
+        if far is None or self.fit is None:
+            return False
+        least, sign = self._least(self.fit.old_mean)
+        return sign * far < least
+
+    def _far_end(self) -> float | None:
+        """The far end, the expected way, of the endpoints' difference's 95% interval (a
+        change from fit.old_mean). Each VM host's own old-new
         difference (its level cancels in it) weighed by what it holds, with the noise the
         hosts' levels leave (fit.sigma, fit.df): a host that booted one side more than the
         other tells less (on one host: the plain difference). None: fewer than 2 boots a
@@ -592,8 +595,7 @@ class Levels:
         if not weight:
             return None
         _, sign = self._least(fit.old_mean)
-        far = total / weight + sign * t_quantile(0.975, fit.df) * fit.sigma / math.sqrt(weight)
-        return far, fit.old_mean
+        return total / weight + sign * t_quantile(0.975, fit.df) * fit.sigma / math.sqrt(weight)
 
     def no_difference(self, p_none: float) -> EndpointVerdict:
         e = self.e
@@ -602,8 +604,10 @@ class Levels:
         effect = gate.effect
         if gate.gate == Gate.WRONG_WAY:
             return gate
-        if p_none >= e.level and self.ruled_out() and (far := self._far_end()):
-            bound = relative(far[0], far[1], e.log)
+        far = self._far_end()  # once: ruled_out() would work it out again
+        if p_none >= e.level and far is not None and self._short_of_floor(far):
+            assert self.fit is not None  # a far end comes from a fit
+            bound = relative(far, self.fit.old_mean, e.log)
             return EndpointVerdict(
                 Gate.SAME,
                 effect,
