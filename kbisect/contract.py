@@ -85,6 +85,13 @@ MAX_SWEEP_KERNELS = 50  # a series longer than this is a bisection, or a typo
 # A job's boots per endpoint (--max-boots), or a sweep's or watch's per kernel and
 # testcase (--boots): from the gate's first look to more than a week of 20 s boots.
 MIN_BOOTS, MAX_BOOTS = 3, 5000
+# `kbisect explain`: boots of the culprit and of its parent each (a timing's boots are
+# noisy; a counter or a pass/fail repeats), the false-discovery rate of the statistics it
+# lists, and the least change it lists (percent of the parent's value; for a profile,
+# points of the samples): a real change smaller than that explains little.
+EXPLAIN_BOOTS_TIMING, EXPLAIN_BOOTS_EXACT = 5, 2
+EXPLAIN_FDR = 0.05
+EXPLAIN_LEAST_CHANGE, EXPLAIN_LEAST_POINTS = 10.0, 0.5
 # A series watch is a Temporal Schedule of this id prefix and the watch's name; it looks
 # for new kernels this often unless `--every` says otherwise.
 SERIES_SCHEDULE_PREFIX = "kbisect-series-"

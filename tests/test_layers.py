@@ -8,7 +8,7 @@ vocabulary only, and no backend imports them.
     workers       kbisect.workers
     backends      kbisect.testcases > kbisect.builders > kbisect.infra
     workflows     kbisect.workflows             (sandboxed: the decisions and vocabulary only)
-    decisions     kbisect.decide                (the vocabulary only: pure, no Temporal)
+    decisions     kbisect.decide, kbisect.explain  (the vocabulary only: pure, no Temporal)
     vocabulary    kbisect.contract, settings, errors, model, words, backends
 
 A module no layer names fails too: a new module gets placed on purpose.
@@ -28,6 +28,7 @@ LAYERS = (
     ("kbisect.words", 0, "vocabulary"),
     ("kbisect.backends", 0, "vocabulary"),
     ("kbisect.decide", 1, "decisions"),
+    ("kbisect.explain", 1, "decisions"),  # why a culprit changed the metric: pure figures
     ("kbisect.workflows", 1, "workflows"),
     ("kbisect.infra", 1, "infra"),
     ("kbisect.builders", 2, "builders"),

@@ -1,0 +1,99 @@
+"""The comparison of a parent's boots and a culprit's: what it lists, and what it must not."""
+
+import math
+import random
+
+import pytest
+
+from kbisect.explain.compare import Stats, benjamini_hochberg, compare
+
+
+def boots(rng: random.Random, statistics: int, n: int, shift: dict[int, float]) -> list[Stats]:
+    """n boots of a guest's statistics: lognormal figures of many sizes and noises,
+    Poisson-like counts, and constants; `shift` multiplies some of them."""
+    out = []
+    for _ in range(n):
+        b: Stats = {}
+        for i in range(statistics):
+            size = 10 ** (i % 7)
+            noise = 0.02 + 0.3 * ((i * 37) % 11) / 10
+            factor = shift.get(i, 1.0)
+            if i % 5 == 0:  # a small count
+                value = float(sum(rng.random() < 0.3 for _ in range(10 + i % 13)))
+            elif i % 5 == 1:  # a constant
+                value = float(size)
+            else:
+                value = size * math.exp(rng.gauss(0, noise))
+            b[("vmstat", f"s{i}")] = value * factor
+        out.append(b)
+    return out
+
+
+def test_an_aa_pair_lists_nothing_at_the_rate_asked_over_hundreds_of_statistics() -> None:
+    rng = random.Random(5)
+    listed, tested = 0, 0
+    for _ in range(200):
+        result = compare(boots(rng, 250, 5, {}), boots(rng, 250, 5, {}))
+        listed += bool(result.changes)
+        tested = result.tested
+    assert tested >= 190  # the constants are read, not tested
+    # Benjamini-Hochberg at 5% under no change at all: a listing in 5% of pairs at most
+    assert listed <= 0.08 * 200
+
+
+def test_real_changes_are_listed_largest_first_and_small_ones_are_not() -> None:
+    rng = random.Random(9)
+    # s3 (5% noise) halves, s6 (8% noise) grows 60%, the constant s1 grows 4%: a sure
+    # change, but below the least change worth listing
+    shift = {3: 0.5, 6: 1.6, 1: 1.04}
+    result = compare(boots(rng, 250, 5, {}), boots(rng, 250, 5, shift))
+    assert [c.name for c in result.changes] == ["s6", "s3"]
+    s3 = result.changes[1]
+    assert s3.change is not None and s3.low is not None and s3.high is not None
+    assert s3.low <= -50 <= s3.high and s3.change == pytest.approx(-50, abs=5)
+
+
+def test_a_deterministic_change_of_two_boots_a_side_is_listed() -> None:
+    # The seed's story: requests of 512 sectors became requests of 8, merges stopped
+    parent = [{("diskstats", "nvme0n1 rareq-sz sectors"): 512.0, ("diskstats", "m"): 64638.0}] * 2
+    culprit = [{("diskstats", "nvme0n1 rareq-sz sectors"): 8.0, ("diskstats", "m"): 0.0}] * 2
+    result = compare(parent, culprit)
+    by_name = {c.name: c for c in result.changes}
+    assert by_name["nvme0n1 rareq-sz sectors"].change == pytest.approx(-98.4375)
+    assert by_name["m"].change == -100
+
+
+def test_counts_a_unit_apart_are_not_a_certain_change() -> None:
+    parent = [{("interrupts", "nvme0q1"): 2.0}] * 2
+    culprit = [{("interrupts", "nvme0q1"): 3.0}] * 2
+    assert compare(parent, culprit).changes == []
+
+
+def test_a_function_with_no_samples_in_the_parent_reads_as_its_share_in_points() -> None:
+    parent = [{("profile", "memcpy"): 10.0 + d} for d in (0.1, -0.2, 0.1, 0.0, 0.2)]
+    culprit = [
+        {("profile", "memcpy"): 8.0 + d, ("profile", "nvme_pace_read"): 18.0 + d}
+        for d in (0.3, -0.1, 0.2, -0.3, 0.0)
+    ]
+    result = compare(parent, culprit)
+    pace = next(c for c in result.changes if c.name == "nvme_pace_read")
+    assert pace.parent == 0 and pace.change == pytest.approx(18.02)
+    assert pace.low is not None and pace.high is not None and pace.low < 18.02 < pace.high
+
+
+def test_benjamini_hochberg_cuts_at_the_largest_rank_under_its_line() -> None:
+    # ranks 1..5 against 0.05 * k / 5: 0.01, 0.02, 0.03, 0.04, 0.05; 0.025 misses its
+    # line at rank 2 but goes with 0.028, under its line at rank 3
+    assert benjamini_hochberg([0.025, 0.001, 0.2, 0.028, 0.5], 0.05) == [
+        True,
+        True,
+        False,
+        True,
+        False,
+    ]
+    assert benjamini_hochberg([0.3, 0.4], 0.05) == [False, False]
+
+
+def test_a_side_of_one_boot_is_refused() -> None:
+    with pytest.raises(ValueError, match="two boots"):
+        compare([{("stat", "user"): 1.0}], [{("stat", "user"): 2.0}] * 2)
