@@ -21,6 +21,11 @@ def host_userland_config() -> str:
     return (Path(__file__).parent / "host_userland.config").read_text()
 
 
+def diagnostics_config() -> str:
+    """What an explain boot reads of a kernel: perf events, symbols, schedstats."""
+    return (Path(__file__).parent / "diagnostics.config").read_text()
+
+
 def distro_config() -> str:
     """What a build over a distro's config changes (debug info, signing keys)."""
     return (Path(__file__).parent / "distro.config").read_text()

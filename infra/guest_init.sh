@@ -94,6 +94,8 @@ if [ -e /kbisect/host-root ]; then
 		kb_emit "{\"event\":\"started\",\"uptime\":$(kb_now)}"
 		if [ -e /kbisect/trace ]; then  # a traced boot: the script once, under blktrace
 			chroot /newroot /bin/sh -c "cd /tmp; . /kbisect/lib.sh; kb_trace_run"
+		elif [ -e /kbisect/explain ]; then  # statistics and a profile about the script
+			chroot /newroot /bin/sh -c "cd /tmp; . /kbisect/lib.sh; kb_explain_run"
 		else
 			chroot /newroot /bin/sh -e -c "cd /tmp; . /kbisect/lib.sh; . /kbisect/testcase.sh"
 		fi
@@ -109,6 +111,8 @@ else
 	if [ -e /kbisect/trace ]; then  # blktrace from the initramfs, into debugfs
 		mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null || true
 		sh -c ". /kbisect/lib.sh; kb_trace_run"
+	elif [ -e /kbisect/explain ]; then
+		sh -c ". /kbisect/lib.sh; kb_explain_run"
 	else
 		sh -e -c ". /kbisect/lib.sh; . /kbisect/testcase.sh"
 	fi

@@ -50,3 +50,37 @@ kb_trace_run() {
 	tar -cf "$KB_DISK_kbtrace" -C "$dir" .
 	return "$st"
 }
+# kb_proc_read DIR: the system statistics an explain boot compares, and the uptime.
+kb_proc_read() {
+	for f in vmstat diskstats schedstat softirqs interrupts stat meminfo; do
+		[ -e "/proc/$f" ] && cat "/proc/$f" > "$1/$f"
+	done
+	kb_now > "$1/uptime"
+}
+# kb_explain_run: the testcase (its usual repetitions) between two reads of the system's
+# statistics, under perf where the guest has it: `perf stat`'s software counters and a
+# `perf record` of the cpu-clock event (TCG guests have no PMU) with call graphs, its
+# samples written out by `perf script` against this kernel's symbols. All of it goes as a
+# tar onto the kbexplain disk for the host. Its status is the script's.
+kb_explain_run() {
+	dir=/tmp/kbexplain
+	mkdir -p "$dir/before" "$dir/after"
+	run=". /kbisect/lib.sh; . /kbisect/testcase.sh"
+	kb_proc_read "$dir/before"
+	if command -v perf > /dev/null; then
+		perf record -q -e cpu-clock -F 499 -a -g -o "$dir/perf.data" -- \
+			perf stat -x, -o "$dir/perf-stat.csv" -a \
+			-e "$(echo "$KB_PERF_EVENTS" | tr : ,)" -- \
+			sh -c "sh -e -c '$run'; echo \$? > $dir/status"
+	else
+		sh -c "sh -e -c '$run'; echo \$? > $dir/status"
+	fi
+	kb_proc_read "$dir/after"
+	if [ -e "$dir/perf.data" ]; then
+		perf script -i "$dir/perf.data" -F comm,ip,sym > "$dir/perf.script" 2> "$dir/perf.log"
+		rm -f "$dir/perf.data"
+		echo "kbisect: profiled: $(grep -c '^[^[:space:]]' "$dir/perf.script") samples"
+	fi
+	tar -cf "$KB_DISK_kbexplain" -C "$dir" .
+	return "$(cat "$dir/status" 2> /dev/null || echo 1)"
+}

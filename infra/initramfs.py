@@ -22,6 +22,8 @@ TOOL_DIRS = ("/usr/sbin", "/usr/bin", "/sbin", "/bin")
 # Debian package that provides each tool, for the error message.
 TOOL_PACKAGES = {"busybox": "busybox-static", "dmsetup": "dmsetup", "fio": "fio"}
 MODULES_DIR = "lib/modules/kbisect"  # the testcase's modules, whatever the kernel's release
+# Boots of other kinds than a scored one: the marker file in /kbisect/ that init reads
+BOOT_TRACE, BOOT_EXPLAIN = "trace", "explain"
 _LDD_PATH = re.compile(r"(/\S+) \(0x[0-9a-f]+\)")
 
 
@@ -67,7 +69,7 @@ def _tree(
     params: bytes,
     host_root: bool,
     extra: dict[str, bytes],
-    trace: bool = False,
+    mode: str = "",
     modules: dict[str, bytes] | None = None,
 ) -> dict[str, _Entry]:
     """Path in the guest -> entry; directories are implied. With the host's root the
@@ -91,8 +93,8 @@ def _tree(
         files[f"kbisect/{name}"] = _Entry(0o100644, data)
     if host_root:
         files["kbisect/host-root"] = _Entry(0o100644, b"")
-    if trace:
-        files["kbisect/trace"] = _Entry(0o100644, b"")
+    if mode:  # init runs the script as this kind of boot
+        files[f"kbisect/{mode}"] = _Entry(0o100644, b"")
     if modules:  # init insmods them in the listed order, before it looks for disks
         for name, data in modules.items():
             files[f"{MODULES_DIR}/{name}.ko"] = _Entry(0o100644, data)
@@ -144,19 +146,21 @@ def build_image(
     params: dict[str, str],
     host_root: bool = False,
     extra: dict[str, bytes] | None = None,
-    trace: bool = False,
+    mode: str = "",
     modules: dict[str, bytes] | None = None,
 ) -> GuestImage:
     """The cached initramfs for these tools, this testcase script and its parameters;
     `host_root`: the guest runs the script on the host's root filesystem; `extra`: the
-    testcase's other files, in /kbisect/; `trace`: the boot runs the script once under
-    blktrace (from the host root, or from the initramfs when the tools are in `tools`);
+    testcase's other files, in /kbisect/; `mode`: a boot of another kind, BOOT_TRACE
+    (the script once under blktrace, from the host root, or from the initramfs when the
+    tools are in `tools`) or BOOT_EXPLAIN (the script between reads of the system's
+    statistics, under perf where the guest has it);
     `modules`: kernel modules (name -> file) init loads first, in this order."""
     params_sh = "".join(
         f"export {k}='{_shell_quote_free(v)}'\n" for k, v in sorted(params.items())
     ).encode()
     entries = _tree(
-        sorted(set(tools)), testcase_script, params_sh, host_root, extra or {}, trace, modules
+        sorted(set(tools)), testcase_script, params_sh, host_root, extra or {}, mode, modules
     )
     h = hashlib.sha256()
     for path in sorted(entries):

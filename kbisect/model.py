@@ -112,6 +112,10 @@ class Metric:
     warmup: list[float] = field(default_factory=list)  # run first, reported, not scored
 
 
+# A boot's statistics by (source, name): the system's, iostat's, a profile's shares
+Stats = dict[tuple[str, str], float]
+
+
 @dataclass(frozen=True)
 class Score:
     testcase: str

@@ -17,7 +17,7 @@ from pathlib import Path
 from kbisect.backends import Machine
 from kbisect.errors import BootError, InfraError, TestcaseFailedError, UserError
 from kbisect.infra import host_lock
-from kbisect.infra.initramfs import build_image, find_tool
+from kbisect.infra.initramfs import BOOT_TRACE, build_image, find_tool
 from kbisect.model import Artifact, Disk, Outcome
 from kbisect.testcases import blocktrace
 from kbisect.testcases.manifest import Manifest
@@ -70,7 +70,7 @@ def trace_testcase(
         {**manifest.params, "KB_REPETITIONS": "1", "KB_NDISKS": str(len(manifest.disks) + 1)},
         host_root=host_root,
         extra=manifest.files,
-        trace=True,
+        mode=BOOT_TRACE,
         modules=guest_modules(manifest, artifact),
     )
     disks = [Disk(d.name, d.size_mib, prof) for d in manifest.disks]
@@ -86,7 +86,7 @@ def trace_testcase(
         if run.outcome is Outcome.TESTCASE_FAILED:
             raise TestcaseFailedError(f"traced run: {run.detail}", console_path=run.console)
         folder = run_dir / "trace"
-        _unpack(tar, folder, run.console)
+        unpack(tar, folder, run.console, "traced run", "trace")
     finally:
         tar.unlink(missing_ok=True)
     metrics = {
@@ -97,17 +97,18 @@ def trace_testcase(
     return Diagnostics(str(folder), blocktrace.summarize(folder), metrics, run.console)
 
 
-def _unpack(tar: Path, folder: Path, console: str) -> None:
-    """The guest's tar, read from the start of the disk image (zeros follow it)."""
+def unpack(tar: Path, folder: Path, console: str, boot: str, what: str) -> None:
+    """The guest's tar, read from the start of the disk image (zeros follow it); `boot`
+    and `what` name the boot and what it left, for the error."""
     folder.mkdir(exist_ok=True)
     try:
         with tarfile.open(tar, "r:") as tf:
             total = sum(m.size for m in tf.getmembers())
             if total > MAX_TRACE_BYTES:
-                raise InfraError(f"trace tar {tar} claims {total} bytes: not unpacked")
+                raise InfraError(f"{what} tar {tar} claims {total} bytes: not unpacked")
             tf.extractall(folder, filter="data")  # no links or paths out of the folder
     except tarfile.TarError as exc:  # e.g. a kernel without blktrace support
         raise TestcaseFailedError(
-            f"the traced run left no readable trace ({exc}): see the console",
+            f"the {boot} left no readable {what} ({exc}): see the console",
             console_path=console,
         ) from exc

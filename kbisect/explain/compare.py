@@ -15,8 +15,7 @@ from dataclasses import dataclass
 
 from kbisect.contract import EXPLAIN_FDR, EXPLAIN_LEAST_CHANGE, EXPLAIN_LEAST_POINTS
 from kbisect.decide.stats import t_quantile, t_sf2
-
-Stats = dict[tuple[str, str], float]
+from kbisect.model import Stats
 
 # Sources whose values are shares of the samples (percent): their change is the
 # difference in points, as "+18% of samples" reads, not a ratio of two shares

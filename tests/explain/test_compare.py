@@ -5,7 +5,8 @@ import random
 
 import pytest
 
-from kbisect.explain.compare import Stats, benjamini_hochberg, compare
+from kbisect.explain.compare import benjamini_hochberg, compare
+from kbisect.model import Stats
 
 
 def boots(rng: random.Random, statistics: int, n: int, shift: dict[int, float]) -> list[Stats]:

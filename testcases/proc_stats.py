@@ -9,7 +9,7 @@ reads, as `iostat -x` does: r/s, rkB/s, rrqm/s, the average request size, await,
 
 from collections.abc import Mapping
 
-Stats = dict[tuple[str, str], float]
+from kbisect.model import Stats
 
 # The /proc files an explain boot reads, by the source name the comparison gives them
 SOURCES = ("vmstat", "diskstats", "schedstat", "softirqs", "interrupts", "stat", "meminfo")
@@ -150,6 +150,22 @@ def delta(before: Stats, after: Stats, seconds: float) -> Stats:
     that did I/O in it."""
     out = {k: after[k] - before[k] for k in after if k in before and k[0] in _PARSERS}
     out.update(iostat(out, seconds))
+    return out
+
+
+# perf stat's software counters an explain boot reads (TCG guests have no PMU)
+PERF_EVENTS = ("context-switches", "cpu-migrations", "page-faults", "task-clock")
+
+
+def perf_stat(csv: str) -> Stats:
+    """`perf stat -x,`'s counters (value,unit,event,...); one not counted is left out."""
+    out: Stats = {}
+    for line in csv.splitlines():
+        fields = line.split(",")
+        if len(fields) >= 3 and not line.startswith("#"):
+            value = _number(fields[0])
+            if value is not None:
+                out[("perf-stat", fields[2])] = value
     return out
 
 

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from kbisect.explain import proc_stats
+from kbisect.testcases import proc_stats
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parent / "explain_data"
 # /proc/schedstat, version 15, of a guest of two CPUs (this host's kernel has none)
 SCHEDSTAT = """version 15
 timestamp 4295023456

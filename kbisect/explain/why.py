@@ -1,0 +1,63 @@
+"""The Why lines: the comparison's listed changes in the words a kernel engineer pastes
+into a bug ("nvme0n1 read request size: 512 -> 8 sectors (-98%, 95% CI ...)"). Pure."""
+
+from kbisect.explain.compare import SHARE_SOURCES, Change, Comparison
+
+# iostat's short names (proc_stats.iostat) as words; r and w read alike
+IOSTAT_WORDS = {
+    "/s": "{io}s/s",
+    "kB/s": "{io} kB/s",
+    "rqm/s": "{io} merges/s",
+    "areq-sz sectors": "{io} request size (sectors)",
+    "_await ms": "{io} await (ms)",
+    "rqm %": "{io}s merged (%)",
+}
+WHY_LINES = 8  # the report's Why section: the largest changes, the rest in --json
+
+
+def label(c: Change) -> str:
+    """The statistic in words."""
+    if c.source in SHARE_SOURCES:
+        fn, _, kind = c.name.rpartition(" (")
+        return f"self time in {fn}" if kind == "self)" else f"time in {fn} and its callees"
+    if c.source == "diskstats":
+        disk, _, short = c.name.partition(" ")
+        for io, word in (("r", "read"), ("w", "write")):
+            if short.startswith(io) and short[1:] in IOSTAT_WORDS:
+                return f"{disk} {IOSTAT_WORDS[short[1:]].format(io=word)}"
+        if short == "%util":
+            return f"{disk} utilization (%)"
+    return f"{c.source} {c.name}"
+
+
+def number(x: float) -> str:
+    """Counts with thousands' commas; other figures to three significant digits."""
+    if abs(x) >= 1000 or float(x).is_integer():
+        return f"{x:,.0f}"
+    return f"{x:.3g}"
+
+
+def line(c: Change) -> str:
+    if c.source in SHARE_SOURCES:
+        assert c.change is not None and c.low is not None and c.high is not None
+        return (
+            f"{label(c)}: {c.parent:.1f}% -> {c.culprit:.1f}% of samples "
+            f"({c.change:+.1f} points, 95% CI {c.low:+.1f} to {c.high:+.1f})"
+        )
+    head = f"{label(c)}: {number(c.parent)} -> {number(c.culprit)}"
+    if c.change is None or c.low is None or c.high is None:
+        return f"{head} (from none)"
+    return f"{head} ({c.change:+.0f}%, 95% CI {c.low:+.0f}% to {c.high:+.0f}%)"
+
+
+def why_lines(comparison: Comparison, top: int = WHY_LINES) -> list[str]:
+    """The largest listed changes, one a line, then how many statistics were tested."""
+    lines = [line(c) for c in comparison.changes[:top]]
+    more = len(comparison.changes) - top
+    if more > 0:
+        lines.append(f"... and {more} more (--json)")
+    lines.append(
+        f"{len(comparison.changes)} of {comparison.tested} statistics changed beyond their "
+        f"noise ({comparison.read} read)"
+    )
+    return lines

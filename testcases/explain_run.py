@@ -1,0 +1,129 @@
+"""An explain boot: the testcase, scored as usual, between two reads of the guest's system
+statistics and under perf, on a kernel built with the diagnostics fragment.
+
+The guest runs on the host's root filesystem whatever the testcase's own userland is:
+perf comes from there (the initramfs has no room for it and its 28 libraries), and so
+does everything else the script calls. The statistics and the samples travel as a tar on
+an extra disk, as a traced boot's do; the host folds the samples and takes the deltas.
+"""
+
+import dataclasses
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from kbisect.backends import Machine
+from kbisect.builders import kconfig
+from kbisect.errors import BootError, TestcaseFailedError
+from kbisect.infra import host_lock
+from kbisect.infra.initramfs import BOOT_EXPLAIN, build_image
+from kbisect.model import Artifact, BuildSpec, Disk, Outcome, Score, Stats
+from kbisect.testcases import cpu_profile, proc_stats, scoring
+from kbisect.testcases.manifest import Manifest
+from kbisect.testcases.runner import build_spec, guest_modules
+from kbisect.testcases.runner import profile as device_profile
+from kbisect.testcases.trace_run import TRACE_DISK_MIB, unpack
+
+EXPLAIN_DISK = "kbexplain"  # the guest's kb_explain_run writes to KB_DISK_kbexplain
+EXPLAIN_DISK_MIB = TRACE_DISK_MIB
+
+
+@dataclass
+class ExplainBoot:
+    """One explain boot: its score, each statistic's delta over the testcase (iostat's
+    figures and perf stat's counters among them), and its folded CPU samples."""
+
+    score: Score
+    stats: Stats
+    stacks: Counter[str]
+    folder: str
+    console: str
+
+
+def explain_manifest(manifest: Manifest) -> Manifest:
+    """The testcase as an explain boot runs it: on the host's root filesystem."""
+    return dataclasses.replace(manifest, userland="host")
+
+
+def explain_spec(manifest: Manifest, config: str = "") -> BuildSpec:
+    """The kernel an explain boot needs: the job's, with the diagnostics fragment (perf
+    events, kallsyms, schedstats, and the host userland's 9p) merged last."""
+    spec = build_spec(explain_manifest(manifest), config)
+    return dataclasses.replace(spec, fragments=(*spec.fragments, kconfig.diagnostics_config()))
+
+
+def explain_boot(
+    manifest: Manifest,
+    artifact: Artifact,
+    machine: Machine,
+    profile_name: str | None = None,
+    progress: Callable[[str], None] = lambda _: None,
+) -> ExplainBoot:
+    """BootError: the kernel panicked or hung; TestcaseFailedError: the script failed, or
+    the guest left no statistics."""
+    guest = explain_manifest(manifest)
+    prof = device_profile(profile_name or manifest.profile)
+    runs = manifest.repetitions + manifest.warmup
+    image = build_image(
+        guest.tools,
+        guest.script,
+        {
+            **guest.params,
+            "KB_REPETITIONS": str(runs),
+            "KB_NDISKS": str(len(guest.disks) + 1),
+            "KB_PERF_EVENTS": ":".join(proc_stats.PERF_EVENTS),
+        },
+        host_root=True,
+        extra=guest.files,
+        mode=BOOT_EXPLAIN,
+        modules=guest_modules(guest, artifact),
+    )
+    disks = [Disk(d.name, d.size_mib, prof) for d in guest.disks]
+    disks.append(Disk(EXPLAIN_DISK, EXPLAIN_DISK_MIB, device_profile("fast"), keep=True))
+    progress(f"explain boot of {artifact.commit[:12]} (statistics and a profile)")
+    with host_lock.for_guest(manifest.exclusive, machine.pin, progress):
+        run = machine.run(artifact, image, disks, manifest.timeout_for(runs + 1), progress=progress)
+    run_dir = Path(run.console).parent
+    tar = run_dir / f"{EXPLAIN_DISK}.img"
+    try:
+        if run.outcome in (Outcome.PANIC, Outcome.HANG):
+            raise BootError(f"{run.outcome.value}: {run.detail}", console_path=run.console)
+        if run.outcome in (Outcome.TESTCASE_FAILED, Outcome.CANNOT_TEST):
+            raise TestcaseFailedError(run.detail, console_path=run.console)
+        folder = run_dir / "explain"
+        unpack(tar, folder, run.console, "explain boot", "statistics")
+    finally:
+        tar.unlink(missing_ok=True)
+    return ExplainBoot(
+        scoring.score(manifest, run.records),
+        read_stats(folder),
+        read_stacks(folder),
+        str(folder),
+        run.console,
+    )
+
+
+def _files(folder: Path) -> dict[str, str]:
+    return {p.name: p.read_text() for p in folder.iterdir() if p.name in proc_stats.SOURCES}
+
+
+def read_stats(folder: Path) -> Stats:
+    """The statistics' deltas over the testcase, and perf stat's counters."""
+    before, after = folder / "before", folder / "after"
+    if not (before / "uptime").exists() or not (after / "uptime").exists():
+        raise TestcaseFailedError(f"the explain boot left no statistics in {folder}")
+    seconds = float((after / "uptime").read_text()) - float((before / "uptime").read_text())
+    stats = proc_stats.delta(
+        proc_stats.parse(_files(before)), proc_stats.parse(_files(after)), seconds
+    )
+    perf = folder / "perf-stat.csv"
+    if perf.exists():
+        stats.update(proc_stats.perf_stat(perf.read_text()))
+    return stats
+
+
+def read_stacks(folder: Path) -> Counter[str]:
+    """The boot's folded CPU samples (none where the guest had no perf)."""
+    script = folder / "perf.script"
+    return cpu_profile.fold(script.read_text(errors="replace")) if script.exists() else Counter()

@@ -1,0 +1,37 @@
+"""The Why lines read as a kernel engineer would write them."""
+
+from kbisect.explain.compare import compare
+from kbisect.explain.why import why_lines
+from kbisect.model import Stats
+
+
+def side(size: float, merges: float, await_ms: float, share: float) -> list[Stats]:
+    return [
+        {
+            ("diskstats", "nvme0n1 rareq-sz sectors"): size,
+            ("diskstats", "nvme0n1 rrqm/s"): merges,
+            ("diskstats", "nvme0n1 r_await ms"): await_ms * (1 + d),
+            ("profile", "nvme_pace_read (self)"): share + 10 * d,
+            ("vmstat", "pgfault"): 1000.0 + 10 * i,
+        }
+        for i, d in enumerate((0.01, -0.02, 0.01, 0.0, 0.015))
+    ]
+
+
+def test_the_seeds_story_in_the_words_of_its_engineer() -> None:
+    result = compare(side(512, 64638, 2.3, 0.0), side(8, 0, 15.9, 18.0))
+    lines = why_lines(result)
+    assert lines[0].startswith("nvme0n1 read await (ms): 2.31 -> 15.9 (+591%, 95% CI")
+    assert "nvme0n1 read merges/s: 64,638 -> 0 (-100%, 95% CI -100% to -100%)" in lines
+    assert "nvme0n1 read request size (sectors): 512 -> 8 (-98%, 95% CI -98% to -98%)" in lines
+    share = next(x for x in lines if x.startswith("self time in nvme_pace_read"))
+    assert share.startswith("self time in nvme_pace_read: 0.0% -> 18.0% of samples (+18.0 points")
+    assert lines[-1] == "4 of 5 statistics changed beyond their noise (5 read)"
+
+
+def test_a_long_list_is_cut_with_a_pointer_to_the_rest() -> None:
+    parent = [{("vmstat", f"s{i}"): 100.0 + d for i in range(12)} for d in (0, 1, 2)]
+    culprit = [{("vmstat", f"s{i}"): 200.0 + d for i in range(12)} for d in (0, 1, 2)]
+    lines = why_lines(compare(parent, culprit), top=3)
+    assert len(lines) == 5 and lines[3] == "... and 9 more (--json)"
+    assert lines[0].startswith("vmstat s0: 101 -> 201 (+99%")
