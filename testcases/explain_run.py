@@ -15,18 +15,16 @@ from pathlib import Path
 
 from kbisect.backends import Machine
 from kbisect.builders import kconfig
-from kbisect.errors import BootError, TestcaseFailedError
-from kbisect.infra import host_lock
+from kbisect.errors import TestcaseFailedError
 from kbisect.infra.initramfs import BOOT_EXPLAIN, build_image
-from kbisect.model import Artifact, BuildSpec, Disk, Outcome, Score, Stats
+from kbisect.model import Artifact, BuildSpec, Score, Stats
 from kbisect.testcases import cpu_profile, proc_stats, scoring
 from kbisect.testcases.manifest import Manifest
 from kbisect.testcases.runner import build_spec, guest_modules
 from kbisect.testcases.runner import profile as device_profile
-from kbisect.testcases.trace_run import TRACE_DISK_MIB, unpack
+from kbisect.testcases.trace_run import boot_leaving_tar
 
 EXPLAIN_DISK = "kbexplain"  # the guest's kb_explain_run writes to KB_DISK_kbexplain
-EXPLAIN_DISK_MIB = TRACE_DISK_MIB
 
 
 @dataclass
@@ -79,22 +77,11 @@ def explain_boot(
         mode=BOOT_EXPLAIN,
         modules=guest_modules(guest, artifact),
     )
-    disks = [Disk(d.name, d.size_mib, prof) for d in guest.disks]
-    disks.append(Disk(EXPLAIN_DISK, EXPLAIN_DISK_MIB, device_profile("fast"), keep=True))
     progress(f"explain boot of {artifact.commit[:12]} (statistics and a profile)")
-    with host_lock.for_guest(manifest.exclusive, machine.pin, progress):
-        run = machine.run(artifact, image, disks, manifest.timeout_for(runs + 1), progress=progress)
-    run_dir = Path(run.console).parent
-    tar = run_dir / f"{EXPLAIN_DISK}.img"
-    try:
-        if run.outcome in (Outcome.PANIC, Outcome.HANG):
-            raise BootError(f"{run.outcome.value}: {run.detail}", console_path=run.console)
-        if run.outcome in (Outcome.TESTCASE_FAILED, Outcome.CANNOT_TEST):
-            raise TestcaseFailedError(run.detail, console_path=run.console)
-        folder = run_dir / "explain"
-        unpack(tar, folder, run.console, "explain boot", "statistics")
-    finally:
-        tar.unlink(missing_ok=True)
+    run, folder = boot_leaving_tar(
+        guest, artifact, machine, image, prof, EXPLAIN_DISK, runs + 1, progress,
+        "explain boot", "explain",
+    )  # fmt: skip
     return ExplainBoot(
         scoring.score(manifest, run.records),
         read_stats(folder),

@@ -18,13 +18,13 @@ from kbisect.backends import Machine
 from kbisect.errors import BootError, InfraError, TestcaseFailedError, UserError
 from kbisect.infra import host_lock
 from kbisect.infra.initramfs import BOOT_TRACE, build_image, find_tool
-from kbisect.model import Artifact, Disk, Outcome
+from kbisect.model import Artifact, DeviceProfile, Disk, GuestImage, GuestRun, Outcome
 from kbisect.testcases import blocktrace
 from kbisect.testcases.manifest import Manifest
 from kbisect.testcases.runner import guest_modules, profile
 
 TRACE_DISK = "kbtrace"
-TRACE_DISK_MIB = 512
+TRACE_DISK_MIB = 512  # and an explain boot's disk (explain_run)
 TRACE_TOOLS = ("blktrace", "blkparse", "btt")
 MAX_TRACE_BYTES = TRACE_DISK_MIB << 20
 
@@ -73,28 +73,50 @@ def trace_testcase(
         mode=BOOT_TRACE,
         modules=guest_modules(manifest, artifact),
     )
-    disks = [Disk(d.name, d.size_mib, prof) for d in manifest.disks]
-    disks.append(Disk(TRACE_DISK, TRACE_DISK_MIB, profile("fast"), keep=True))
     progress(f"tracing {artifact.commit[:12]} (blktrace, one repetition)")
-    with host_lock.for_guest(manifest.exclusive, machine.pin, progress):
-        run = machine.run(artifact, image, disks, manifest.timeout_for(2), progress=progress)
-    run_dir = Path(run.console).parent
-    tar = run_dir / f"{TRACE_DISK}.img"
-    try:
-        if run.outcome in (Outcome.PANIC, Outcome.HANG):
-            raise BootError(f"{run.outcome.value}: {run.detail}", console_path=run.console)
-        if run.outcome is Outcome.TESTCASE_FAILED:
-            raise TestcaseFailedError(f"traced run: {run.detail}", console_path=run.console)
-        folder = run_dir / "trace"
-        unpack(tar, folder, run.console, "traced run", "trace")
-    finally:
-        tar.unlink(missing_ok=True)
+    run, folder = boot_leaving_tar(
+        manifest, artifact, machine, image, prof, TRACE_DISK, 2, progress, "traced run", "trace"
+    )
     metrics = {
         str(r["name"]): float(r["value"])  # type: ignore[arg-type]
         for r in run.records
         if r.get("event") == "traced-metric" and isinstance(r.get("value"), int | float)
     }
     return Diagnostics(str(folder), blocktrace.summarize(folder), metrics, run.console)
+
+
+def boot_leaving_tar(
+    manifest: Manifest,
+    artifact: Artifact,
+    machine: Machine,
+    image: GuestImage,
+    prof: DeviceProfile,
+    disk: str,
+    runs: int,
+    progress: Callable[[str], None],
+    boot: str,
+    what: str,
+) -> tuple[GuestRun, Path]:
+    """A boot of `image` (time for `runs` repetitions) with the testcase's disks and one
+    more, `disk`, onto which the guest writes a tar of what it leaves; the tar unpacked
+    into the run's folder as `what`. BootError: it panicked or hung; TestcaseFailedError:
+    the script failed, or left no readable tar."""
+    disks = [Disk(d.name, d.size_mib, prof) for d in manifest.disks]
+    disks.append(Disk(disk, TRACE_DISK_MIB, profile("fast"), keep=True))
+    with host_lock.for_guest(manifest.exclusive, machine.pin, progress):
+        run = machine.run(artifact, image, disks, manifest.timeout_for(runs), progress=progress)
+    run_dir = Path(run.console).parent
+    tar = run_dir / f"{disk}.img"
+    try:
+        if run.outcome in (Outcome.PANIC, Outcome.HANG):
+            raise BootError(f"{run.outcome.value}: {run.detail}", console_path=run.console)
+        if run.outcome in (Outcome.TESTCASE_FAILED, Outcome.CANNOT_TEST):
+            raise TestcaseFailedError(f"{boot}: {run.detail}", console_path=run.console)
+        folder = run_dir / what
+        unpack(tar, folder, run.console, boot, what)
+    finally:
+        tar.unlink(missing_ok=True)
+    return run, folder
 
 
 def unpack(tar: Path, folder: Path, console: str, boot: str, what: str) -> None:
@@ -109,6 +131,6 @@ def unpack(tar: Path, folder: Path, console: str, boot: str, what: str) -> None:
             tf.extractall(folder, filter="data")  # no links or paths out of the folder
     except tarfile.TarError as exc:  # e.g. a kernel without blktrace support
         raise TestcaseFailedError(
-            f"the {boot} left no readable {what} ({exc}): see the console",
+            f"the {boot} left no readable tar of its {what} ({exc}): see the console",
             console_path=console,
         ) from exc
