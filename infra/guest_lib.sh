@@ -66,6 +66,9 @@ kb_explain_run() {
 	dir=/tmp/kbexplain
 	mkdir -p "$dir/before" "$dir/after"
 	run=". /kbisect/lib.sh; . /kbisect/testcase.sh"
+	# schedstats' counters count only once switched on (a kernel built with them boots
+	# with them off)
+	[ -w /proc/sys/kernel/sched_schedstats ] && echo 1 > /proc/sys/kernel/sched_schedstats
 	kb_proc_read "$dir/before"
 	if command -v perf > /dev/null; then
 		perf record -q -e cpu-clock -F 499 -a -g -o "$dir/perf.data" -- \

@@ -63,6 +63,16 @@ def shares(stacks: Counter[str]) -> Stats:
     return out
 
 
+def read_folded(text: str) -> Counter[str]:
+    """folded_text() read back."""
+    stacks: Counter[str] = Counter()
+    for line in text.splitlines():
+        stack, _, count = line.rpartition(" ")
+        if stack and count.isdigit():
+            stacks[stack] += int(count)
+    return stacks
+
+
 def folded_text(stacks: Counter[str]) -> str:
     """The stacks as the flame graph tools read them, the most sampled first."""
     return "".join(f"{s} {n}\n" for s, n in stacks.most_common())

@@ -122,6 +122,18 @@ def _large(c: Change) -> bool:
     return abs(c.change) >= least
 
 
+def change_of(source: str, name: str, parent: Sequence[float], culprit: Sequence[float]) -> Change:
+    """One statistic's change with its 95% interval, tested alone (the job's own metric on
+    the explain kernels: do they still show its effect?)."""
+    return _Test.of(source, name, parent, culprit).change()
+
+
+def interleaved(boots: int) -> list[bool]:
+    """The explain boots' order, True for the culprit's: A B B A, A B B A, ... so that a
+    drift of the host through them weighs on both sides alike."""
+    return [(i % 4) in (1, 2) for i in range(2 * boots)]
+
+
 def benjamini_hochberg(ps: Sequence[float], q: float) -> list[bool]:
     """Which of the p-values are discoveries at false-discovery rate q."""
     order = sorted(range(len(ps)), key=lambda i: ps[i])

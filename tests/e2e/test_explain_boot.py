@@ -41,4 +41,6 @@ def test_an_explain_boot_reads_the_statistics_and_profile_of_a_context_switching
     # the guest's own kernel symbols name the scheduler's functions in its stacks
     scheduler = [n for (_, n), v in shares.items() if "schedule" in n and n.endswith("(total)")]
     assert scheduler and max(shares[("profile", n)] for n in scheduler) > 5
-    assert Path(boot.folder, "perf.script").exists()
+    folded = Path(boot.folder, "stacks.folded")  # kept for the flame graph, perf's text not
+    assert folded.exists() and not Path(boot.folder, "perf.script").exists()
+    assert cpu_profile.read_folded(folded.read_text()) == boot.stacks

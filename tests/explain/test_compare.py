@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from kbisect.explain.compare import benjamini_hochberg, compare
+from kbisect.explain.compare import benjamini_hochberg, change_of, compare, interleaved
 from kbisect.model import Stats
 
 
@@ -93,6 +93,19 @@ def test_benjamini_hochberg_cuts_at_the_largest_rank_under_its_line() -> None:
         False,
     ]
     assert benjamini_hochberg([0.3, 0.4], 0.05) == [False, False]
+
+
+def test_the_jobs_metric_on_the_explain_kernels_has_its_change_and_interval() -> None:
+    slower = change_of("metric", "throughput", [83.5, 84.0, 82.9], [69.3, 70.1, 68.8])
+    assert slower.change == pytest.approx(-16.85, abs=0.01)
+    assert slower.high is not None and slower.high < 0 and slower.p < 0.001
+    same = change_of("metric", "throughput", [83.5, 84.0, 82.9], [83.9, 82.7, 84.1])
+    assert same.low is not None and same.high is not None and same.low < 0 < same.high
+
+
+def test_the_boots_alternate_so_that_a_drift_weighs_on_both_sides_alike() -> None:
+    order = interleaved(5)
+    assert order[:4] == [False, True, True, False] and sum(order) == 5 and len(order) == 10
 
 
 def test_a_side_of_one_boot_is_refused() -> None:

@@ -40,6 +40,7 @@ def test_samples_fold_into_stacks_root_first_with_runs_of_unknown_frames_as_one(
         }
     )
     assert profile.folded_text(stacks).splitlines()[0].endswith("nvme_pace_read 2")
+    assert profile.read_folded(profile.folded_text(stacks)) == stacks
 
 
 def test_a_function_has_a_self_and_a_total_share_of_the_samples() -> None:
