@@ -50,9 +50,10 @@ kb_trace_run() {
 	tar -cf "$KB_DISK_kbtrace" -C "$dir" .
 	return "$st"
 }
-# kb_proc_read DIR: the system statistics an explain boot compares, and the uptime.
+# kb_proc_read DIR: the /proc files an explain boot compares (KB_PROC_FILES), and the
+# uptime.
 kb_proc_read() {
-	for f in vmstat diskstats schedstat softirqs interrupts stat meminfo; do
+	for f in $(echo "$KB_PROC_FILES" | tr : ' '); do
 		[ -e "/proc/$f" ] && cat "/proc/$f" > "$1/$f"
 	done
 	kb_now > "$1/uptime"

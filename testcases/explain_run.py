@@ -72,6 +72,7 @@ def explain_boot(
             "KB_REPETITIONS": str(runs),
             "KB_NDISKS": str(len(guest.disks) + 1),
             "KB_PERF_EVENTS": ":".join(proc_stats.PERF_EVENTS),
+            "KB_PROC_FILES": ":".join(proc_stats.SOURCES),
         },
         host_root=True,
         extra=guest.files,

@@ -148,7 +148,7 @@ def parse(files: Mapping[str, str]) -> Stats:
 def delta(before: Stats, after: Stats, seconds: float) -> Stats:
     """Each statistic's change over the testcase, and iostat's figures for each disk
     that did I/O in it."""
-    out = {k: after[k] - before[k] for k in after if k in before and k[0] in _PARSERS}
+    out = {k: after[k] - before[k] for k in after if k in before}
     out.update(iostat(out, seconds))
     return out
 

@@ -113,13 +113,13 @@ def boot_leaving_tar(
         if run.outcome in (Outcome.TESTCASE_FAILED, Outcome.CANNOT_TEST):
             raise TestcaseFailedError(f"{boot}: {run.detail}", console_path=run.console)
         folder = run_dir / what
-        unpack(tar, folder, run.console, boot, what)
+        _unpack(tar, folder, run.console, boot, what)
     finally:
         tar.unlink(missing_ok=True)
     return run, folder
 
 
-def unpack(tar: Path, folder: Path, console: str, boot: str, what: str) -> None:
+def _unpack(tar: Path, folder: Path, console: str, boot: str, what: str) -> None:
     """The guest's tar, read from the start of the disk image (zeros follow it); `boot`
     and `what` name the boot and what it left, for the error."""
     folder.mkdir(exist_ok=True)

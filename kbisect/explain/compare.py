@@ -9,6 +9,7 @@ over hundreds of statistics, not controlled. A listed change also has to be larg
 to explain something (EXPLAIN_LEAST_CHANGE).
 """
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -41,16 +42,7 @@ class Change:
     p: float
 
     def to_json(self) -> dict[str, object]:
-        return {
-            "source": self.source,
-            "name": self.name,
-            "parent": self.parent,
-            "culprit": self.culprit,
-            "change": self.change,
-            "low": self.low,
-            "high": self.high,
-            "p": self.p,
-        }
+        return dataclasses.asdict(self)
 
 
 @dataclass(frozen=True)
@@ -60,11 +52,7 @@ class Comparison:
     changes: list[Change]  # listed: beyond the noise and large enough, largest first
 
     def to_json(self) -> dict[str, object]:
-        return {
-            "read": self.read,
-            "tested": self.tested,
-            "changes": [c.to_json() for c in self.changes],
-        }
+        return dataclasses.asdict(self)  # the changes as Change.to_json has them
 
 
 def _mean_var(values: Sequence[float]) -> tuple[float, float]:
