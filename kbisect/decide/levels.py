@@ -52,7 +52,8 @@ APART = 12.0  # sigmas between the sides beyond which one boot settles a commit'
 # (6 sigmas: 1 in 10^9); a boot 3 times slower than its kernel's others does at a CV of
 # 15% (at 8 sigmas one did not, and a job named the wrong commit: docs/measurements.md)
 WILD_SIGMAS = 6.0
-WILD_LEAST = 6  # boots' residuals needed before any is judged wild
+WILD_LEAST = 6  # pairs of boots of one commit needed before any is judged wild
+PAIR_MEDIAN = 0.6745 * math.sqrt(2)  # the median of |a - b| for two normal draws, in sigma
 # ... and at least this factor off (a quiet or coarse metric's robust noise figure can be
 # nearly 0: many boots reading alike would make every other one wild). At 2 a real
 # burst's boots 1.5 times slower on a metric of 5% noise counted, and cost a job 2.4
@@ -324,8 +325,11 @@ class Levels:
         e = self.e
         scores = {c: self._all_scores(c) for c, bs in e.boots.items() if bs}
         centres = {c: statistics.median(vs) for c, vs in scores.items() if len(vs) >= 3}
-        residuals = [abs(v - centres[c]) for c in centres for v in scores[c]]
-        sigma = 1.4826 * statistics.median(residuals) if len(residuals) >= WILD_LEAST else 0.0
+        # one boot's noise from the differences of two boots of one commit (each a draw of
+        # twice the variance: median 0.954 sigma for a normal): distances from a median
+        # would count the median's own zero and read 3 boots' noise about half as large
+        pairs = [abs(a - b) for c in centres for i, a in enumerate(scores[c]) for b in scores[c][:i]]
+        sigma = statistics.median(pairs) / PAIR_MEDIAN if len(pairs) >= WILD_LEAST else 0.0
         ends = [centres[c] for c in (e.old_end, e.new_end) if c in centres]
         self.wild = {}
         if sigma <= 0:
