@@ -32,6 +32,9 @@ FALL_BOOTS = (20, 80)
 # the endpoints' first blocks, where one such boot stalled the real job).
 WILD_FACTOR = (3.0, 30.0)
 WILD_BURST_AT, WILD_BURST = 3, 3
+# "burst-edges": the burst's boots just before and after it read this many times slower
+# (real bursts here: a boot 1.15 times slow, under both wild bars, read halfway)
+EDGE_FACTOR = (1.15, 1.3)
 
 
 @dataclass(frozen=True)
@@ -40,7 +43,8 @@ class Noise:
     # or "outliers", "bimodal", "drift" (0.05% a boot; "drift:0.1" says 0.1%), "disturbed",
     # "shifted", "fall:P" (P% slower from boot 80 on, reached steadily from boot 20),
     # "swing:R" (the between-boot half correlated R from one boot to the next), "wild:P"
-    # (P% of boots 3-30 times slower), "burst" (3 such boots in a row, early)
+    # (P% of boots 3-30 times slower), "burst" (3 such boots in a row, early),
+    # "burst-edges" (the burst, and the boots either side of it 1.15-1.3 times slower)
     kind: str = "lognormal"
 
     @property
@@ -88,8 +92,14 @@ class Noise:
         elif self.kind.startswith("wild:"):
             if rng.random() < float(self.kind.partition(":")[2]) / 100:
                 value /= rng.uniform(*WILD_FACTOR)
-        elif self.kind == "burst" and WILD_BURST_AT <= clock < WILD_BURST_AT + WILD_BURST:
-            value /= rng.uniform(*WILD_FACTOR)
+        elif self.kind.startswith("burst"):
+            if WILD_BURST_AT <= clock < WILD_BURST_AT + WILD_BURST:
+                value /= rng.uniform(*WILD_FACTOR)
+            elif self.kind == "burst-edges" and clock in (
+                WILD_BURST_AT - 1,
+                WILD_BURST_AT + WILD_BURST,
+            ):
+                value /= rng.uniform(*EDGE_FACTOR)
         return [value * math.exp(rng.gauss(0, s)) for _ in range(REPETITIONS)]
 
 

@@ -37,3 +37,15 @@ def test_a_falling_host_slows_steadily_then_holds() -> None:
     assert speed(1) == speed(20) == 1.0
     assert speed(50) == pytest.approx(0.8)  # halfway through the fall
     assert speed(80) == speed(400) == pytest.approx(0.6)
+
+
+def test_a_burst_with_edges_reads_halfway_just_before_and_after_it() -> None:
+    quiet = Noise(0.0, "burst-edges")
+
+    def speed(clock: int) -> float:
+        return quiet.boot(100.0, random.Random(1), clock)[0] / 100.0
+
+    assert speed(1) == speed(7) == 1.0
+    assert 1 / 1.3 <= speed(2) <= 1 / 1.15 and 1 / 1.3 <= speed(6) <= 1 / 1.15
+    assert all(speed(c) <= 1 / 3 for c in (3, 4, 5))  # the burst itself
+    assert Noise(0.0, "burst").boot(100.0, random.Random(1), 2) == [100.0] * 3

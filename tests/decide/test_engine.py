@@ -498,3 +498,28 @@ def test_one_wild_boot_is_set_aside_and_the_job_moves_on_to_the_range() -> None:
     # was still busy)
     assert engine.weigh.wild == {"root": {0, 2}}
     assert any("set aside" in n for n in engine.weigh.notes())
+    # ... with the new endpoint's boots just before and after them on the one host
+    assert engine.weigh.beside == {"c32": {0, 1, 2}}
+
+
+def test_the_boots_beside_a_wild_one_on_its_host_are_set_aside_with_it() -> None:
+    # A burst's edges read halfway (a real one here: 176.6 between sides of 205 and 150);
+    # under both bars, they are set aside for standing next to the wild boot, on its host
+    # only, and do not count towards an unfit host.
+    engine = Engine(linear(16), "c16", ["root"], EngineConfig())
+    rng = random.Random(3)
+    for k in range(8):
+        for commit, level in (("root", 100.0), ("c16", 90.0)):
+            for host in ("a", "b"):
+                v = level * (1 + rng.gauss(0, 0.02))
+                if host == "a" and k == 4:  # the burst on host a: its edges halfway
+                    v = level / 3 if commit == "root" else level * 0.9
+                engine.observe(commit, Boot([v, v, v], host))
+    engine.weigh.refresh()
+    assert engine.weigh.wild == {"root": {8}}
+    # each round boots root on a, root on b, c16 on a, c16 on b: host a's boots before and
+    # after root's boot 8 are c16's 6 and 8 (b's in between are not a's)
+    assert engine.weigh.beside == {"c16": {6, 8}}
+    assert engine.weigh.set_aside() == {"root": [8], "c16": [6, 8]}
+    assert not engine.weigh.unfit()
+    assert any("with 2 boot(s) just before or after" in n for n in engine.weigh.notes())
