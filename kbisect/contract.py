@@ -17,6 +17,7 @@ VALIDATE = "validate_job"
 BUILD = "build_kernel"
 TEST = "run_testcase"
 TRACE = "trace_testcase"
+EXPLAIN = "explain_testcase"  # a boot under statistics and a CPU profile (kbisect explain)
 DUET = "run_duet"  # two guests at one moment on one VM host's reserved CPUs
 PREPARE_VERIFY = "prepare_verify"
 CLASSIFY = "classify_commits"
@@ -27,6 +28,7 @@ DECIDE = "decide"  # a local activity: the job's next decision, run by its workf
 WORKFLOW = "BisectWorkflow"
 SWEEP_WORKFLOW = "SweepWorkflow"
 SERIES_WORKFLOW = "SeriesTickWorkflow"
+EXPLAIN_WORKFLOW = "ExplainWorkflow"
 
 
 class QueueKind(StrEnum):
@@ -49,6 +51,7 @@ ACTIVITY_QUEUE: dict[str, QueueKind] = {
     TEST: QueueKind.VM,
     DUET: QueueKind.VM,
     TRACE: QueueKind.VM,
+    EXPLAIN: QueueKind.VM,
 }
 # Task queue names unless KBISECT_CONTROL_QUEUE, _BUILD_QUEUE or _VM_QUEUE say otherwise.
 DEFAULT_QUEUE = {
@@ -92,6 +95,9 @@ MIN_BOOTS, MAX_BOOTS = 3, 5000
 EXPLAIN_BOOTS_TIMING, EXPLAIN_BOOTS_EXACT = 5, 2
 EXPLAIN_FDR = 0.05
 EXPLAIN_LEAST_CHANGE, EXPLAIN_LEAST_POINTS = 10.0, 0.5
+# An explain boot's folded CPU stacks kept in its result, the most sampled first (a
+# Temporal payload stays under 2 MB; sched-pipe's boots fold to about 3,000 stacks)
+EXPLAIN_STACKS = 1000
 # A series watch is a Temporal Schedule of this id prefix and the watch's name; it looks
 # for new kernels this often unless `--every` says otherwise.
 SERIES_SCHEDULE_PREFIX = "kbisect-series-"
@@ -252,6 +258,7 @@ class BuildRequest:
     commit: str
     testcase: str
     config: str = ""  # the job's --config (a path in the shared cache); "": tinyconfig
+    explain: bool = False  # with the diagnostics fragment merged last (an explain boot's)
 
 
 @dataclass
@@ -513,6 +520,7 @@ class SweepTestcase:
     profile: str
     repetitions: int
     test_timeout: float
+    exact: bool = False  # a counter: its boots repeat
 
 
 @dataclass
@@ -655,4 +663,84 @@ class SeriesTick:
     series: list[SeriesKernel] = field(default_factory=list)
     alerts: list[SeriesAlert] = field(default_factory=list)
     kept: dict[str, dict[str, int]] = field(default_factory=dict)  # kernel: testcase: boots
+    message: str = ""
+
+
+# --- explain: why the culprit changed the metric ----------------------------------------
+@dataclass
+class ExplainRequest:
+    """The culprit and its parent, booted in turn on kernels with the diagnostics
+    fragment, each boot under statistics and a CPU profile."""
+
+    repo: str
+    parent: str  # a revision ("<culprit>^" is resolved by the validating activity)
+    culprit: str
+    testcase: str
+    job: str = ""  # the bisection it explains ("": a pair given by hand)
+    metric: str | None = None  # default: the testcase's primary
+    profile: str | None = None
+    config: str = ""  # the bisection's --config (a path in the shared cache)
+    boots: int = 0  # of each side; 0: EXPLAIN_BOOTS_TIMING, or _EXACT for a counter
+    search_attributes: bool = True
+    build_queue: str = DEFAULT_QUEUE[QueueKind.BUILD]
+    vm_queue: str = DEFAULT_QUEUE[QueueKind.VM]
+
+
+@dataclass
+class ExplainBootRequest:
+    repo: str
+    commit: str
+    testcase: str
+    profile: str
+    artifact: Artifact
+    metric: str
+
+
+@dataclass
+class ExplainBootResult:
+    commit: str
+    status: str  # TestStatus
+    samples: list[float] = field(default_factory=list)  # the metric's scored samples
+    # each statistic's delta over the testcase, by source then name; "profile": shares of
+    # the CPU samples (testcases.cpu_profile.shares)
+    stats: dict[str, dict[str, float]] = field(default_factory=dict)
+    stacks: dict[str, int] = field(default_factory=dict)  # folded, EXPLAIN_STACKS at most
+    samples_total: int = 0  # CPU samples in all, those not kept among them
+    folder: str = ""  # on the VM host: the boot's statistics, folded stacks and console
+    host: str = ""
+    error: str = ""
+
+
+@dataclass
+class ExplainProgress:
+    status: str  # validating, building, booting, comparing, done, failed
+    parent: str = ""
+    culprit: str = ""
+    testcase: str = ""
+    planned: int = 0  # explain boots in all
+    boots: list[str] = field(default_factory=list)  # each boot as a line, in order
+    message: str = ""
+
+
+@dataclass
+class ExplainResult:
+    # explained: statistics changed; unexplained: the effect shows, no statistic moved
+    # beyond its noise; no-effect: the explain kernels do not show the job's change
+    status: str
+    repo: str
+    testcase: str
+    metric: str
+    unit: str
+    better: str
+    parent: str
+    culprit: str
+    subjects: list[str]  # the parent's and the culprit's
+    job: str = ""
+    effect: dict[str, Any] = field(default_factory=dict)  # compare.Change.to_json()
+    comparison: dict[str, Any] = field(default_factory=dict)  # compare.Comparison.to_json()
+    why: list[str] = field(default_factory=list)  # the Why lines
+    boots: int = 0  # of each side that ran
+    failed: list[str] = field(default_factory=list)  # boots that did not run: why
+    stacks: dict[str, dict[str, int]] = field(default_factory=dict)  # "parent"/"culprit"
+    folders: list[str] = field(default_factory=list)  # each boot's, on its VM host
     message: str = ""

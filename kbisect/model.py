@@ -116,6 +116,19 @@ class Metric:
 Stats = dict[tuple[str, str], float]
 
 
+def stats_by_source(stats: Stats) -> dict[str, dict[str, float]]:
+    """The statistics as JSON carries them (its keys are strings): by source, then name."""
+    out: dict[str, dict[str, float]] = {}
+    for (source, name), value in stats.items():
+        out.setdefault(source, {})[name] = value
+    return out
+
+
+def stats_of(by_source: dict[str, dict[str, float]]) -> Stats:
+    """stats_by_source() read back."""
+    return {(s, n): v for s, names in by_source.items() for n, v in names.items()}
+
+
 @dataclass(frozen=True)
 class Score:
     testcase: str

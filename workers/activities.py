@@ -29,6 +29,8 @@ from kbisect.contract import (
     BUILD,
     CLASSIFY,
     DUET,
+    EXPLAIN,
+    EXPLAIN_STACKS,
     PREPARE_VERIFY,
     TEST,
     TRACE,
@@ -42,6 +44,8 @@ from kbisect.contract import (
     DuetRequest,
     DuetResult,
     ErrorType,
+    ExplainBootRequest,
+    ExplainBootResult,
     SweepJob,
     SweepRequest,
     TestRequest,
@@ -55,10 +59,11 @@ from kbisect.contract import (
 )
 from kbisect.errors import BootError, InfraError, KernelBuildError, TestcaseFailedError, UserError
 from kbisect.infra.git import Git
-from kbisect.model import Artifact
+from kbisect.model import Artifact, stats_by_source
 from kbisect.settings import Settings
-from kbisect.testcases import duet
+from kbisect.testcases import cpu_profile, duet
 from kbisect.testcases import manifest as manifests
+from kbisect.testcases.explain_run import explain_boot, explain_spec
 from kbisect.testcases.runner import build_spec, run_testcase
 from kbisect.testcases.trace_run import trace_testcase
 from kbisect.workers.validation import validate, validate_sweep
@@ -157,7 +162,8 @@ class BuildActivities:
     @activity.defn(name=BUILD)
     @typed_failures
     def build_kernel(self, req: BuildRequest) -> BuildResult:
-        spec = build_spec(manifests.load(req.testcase), kconfig.stored_config(req.config))
+        spec_of = explain_spec if req.explain else build_spec
+        spec = spec_of(manifests.load(req.testcase), kconfig.stored_config(req.config))
         subject = Git(Path(req.repo)).commit_info(req.commit).subject
         activity.logger.info("build %s %s: start", req.commit[:12], subject)
 
@@ -362,6 +368,42 @@ class VmActivities:
             return TraceResult(commit=req.commit, diagnostics=d.to_json())
 
         return with_heartbeats(traced)
+
+    @activity.defn(name=EXPLAIN)
+    @typed_failures
+    def run_explain(self, req: ExplainBootRequest) -> ExplainBootResult:
+        """An explain boot: the metric, the statistics' deltas, the CPU profile. A kernel
+        that does not boot or a testcase that fails is an answer, as a test's is."""
+        manifest = manifests.load(req.testcase)
+        activity.logger.info(
+            "explain %s: %s on %s", req.commit[:12], manifest.name, self.machine.name
+        )
+
+        def explained(report: Callable[[str], None]) -> ExplainBootResult:
+            art = self._here(req.artifact, report)
+            try:
+                b = explain_boot(manifest, art, self.machine, req.profile, report)
+            except (BootError, TestcaseFailedError) as exc:
+                status = (
+                    TestStatus.BOOT_FAILED
+                    if isinstance(exc, BootError)
+                    else TestStatus.TESTCASE_FAILED
+                )
+                activity.logger.info("explain %s: %s: %s", req.commit[:12], status, exc)
+                return ExplainBootResult(commit=req.commit, status=status, error=str(exc))
+            metric = b.score.metrics.get(req.metric) or b.score.primary_metric
+            return ExplainBootResult(
+                commit=req.commit,
+                status=TestStatus.OK,
+                samples=list(metric.samples),
+                stats=stats_by_source({**b.stats, **cpu_profile.shares(b.stacks)}),
+                stacks=dict(b.stacks.most_common(EXPLAIN_STACKS)),
+                samples_total=sum(b.stacks.values()),
+                folder=b.folder,
+                host=self.machine.host,
+            )
+
+        return with_heartbeats(explained)
 
 
 def defined(*objects: object) -> list[Callable[..., object]]:

@@ -86,6 +86,7 @@ def validate_sweep(req: SweepRequest) -> SweepJob:
                 profile=profile(req.profile or manifest.profile).name,
                 repetitions=repetitions,
                 test_timeout=manifest.timeout_for(repetitions),
+                exact=manifest.metrics[primary].exact,
             )
         )
     if not testcases:

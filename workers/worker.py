@@ -23,6 +23,7 @@ from kbisect.workers.activities import BuildActivities, VmActivities, defined
 from kbisect.workers.decisions import DECIDE_THREADS, decide
 from kbisect.workers.series_activities import SeriesActivities
 from kbisect.workflows.bisect_workflow import BisectWorkflow, sandbox_runner
+from kbisect.workflows.explain_workflow import ExplainWorkflow
 from kbisect.workflows.series_workflow import SeriesTickWorkflow
 from kbisect.workflows.sweep_workflow import SweepWorkflow
 
@@ -55,7 +56,7 @@ def make_workers(
             Worker(
                 client,
                 task_queue=queues.control,
-                workflows=[BisectWorkflow, SweepWorkflow, SeriesTickWorkflow],
+                workflows=[BisectWorkflow, SweepWorkflow, SeriesTickWorkflow, ExplainWorkflow],
                 workflow_runner=sandbox_runner(),
                 activities=[decide],  # local: each job's decisions, into its history
                 activity_executor=ThreadPoolExecutor(DECIDE_THREADS),

@@ -19,6 +19,7 @@ from kbisect.contract import (
     BUILD,
     CLASSIFY,
     DUET,
+    EXPLAIN,
     PREPARE_VERIFY,
     SERIES_PLAN,
     SERIES_RECORD,
@@ -34,6 +35,8 @@ from kbisect.contract import (
     DuetRequest,
     DuetResult,
     ErrorType,
+    ExplainBootRequest,
+    ExplainBootResult,
     QueueKind,
     SeriesPlan,
     SeriesRecord,
@@ -41,6 +44,7 @@ from kbisect.contract import (
     SeriesWatch,
     SweepJob,
     SweepRequest,
+    SweepTestcase,
     TestRequest,
     TestResult,
     TraceRequest,
@@ -125,6 +129,22 @@ async def series_record(rec: SeriesRecord, build_queue: str) -> SeriesTick:
     return tick
 
 
+def testcase_job(tc: SweepTestcase) -> ValidatedJob:
+    """What a boot activity needs of a testcase resolved by validate_sweep, in the
+    bisection's words."""
+    return ValidatedJob(
+        old=[],
+        new="",
+        testcase=tc.name,
+        primary=tc.metric,
+        unit=tc.unit,
+        better=tc.better,
+        profile=tc.profile,
+        repetitions=tc.repetitions,
+        test_timeout=tc.test_timeout,
+    )
+
+
 class Blocking:
     """Steps waiting on a host problem, and the resume that releases them."""
 
@@ -204,14 +224,13 @@ class JobActivities:
         )
         return job
 
-    async def build(self, commit: str, testcase: str) -> BuildResult:
+    async def build(self, commit: str, testcase: str, explain: bool = False) -> BuildResult:
+        """`explain`: the kernel an explain boot needs (the diagnostics fragment too)."""
         result: BuildResult = await self.blocking.until_done(
             f"building {commit[:12]}",
             lambda: workflow.execute_activity(
                 BUILD,
-                BuildRequest(
-                    repo=self.req.repo, commit=commit, testcase=testcase, config=self.req.config
-                ),
+                BuildRequest(self.req.repo, commit, testcase, self.req.config, explain),
                 result_type=BuildResult,
                 task_queue=self._queue(BUILD),
                 start_to_close_timeout=BUILD_TIMEOUT,
@@ -258,6 +277,17 @@ class JobActivities:
         request = TraceRequest(self.req.repo, commit, job.testcase, job.profile, artifact)
         what = f"tracing {commit[:12]}"
         return await self._boot(what, TRACE, request, TraceResult, job.test_timeout * 2)
+
+    async def explain(
+        self, job: ValidatedJob, commit: str, artifact: Artifact
+    ) -> ExplainBootResult:
+        """An explain boot (statistics and a CPU profile about the testcase's repetitions);
+        perf's sampling slows the guest, so it gets twice a test's time."""
+        request = ExplainBootRequest(
+            self.req.repo, commit, job.testcase, job.profile, artifact, job.primary
+        )
+        what = f"explaining {commit[:12]}"
+        return await self._boot(what, EXPLAIN, request, ExplainBootResult, job.test_timeout * 2)
 
     async def _boot(
         self, what: str, name: str, request: object, result_type: type[R], seconds: float

@@ -31,7 +31,6 @@ with workflow.unsafe.imports_passed_through():
         SweepTestcase,
         SweepTrace,
         TestStatus,
-        ValidatedJob,
     )
     from kbisect.decide.sweep import Sweep
     from kbisect.workflows.activity_calls import (
@@ -40,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
         JobFailed,
         Resumable,
         cause,
+        testcase_job,
         validate_sweep,
     )
 
@@ -47,21 +47,6 @@ with workflow.unsafe.imports_passed_through():
 # `kbisect status` lists sweeps beside bisections by these (where the cluster has them).
 SA_TESTCASE = SearchAttributeKey.for_keyword(SA_TESTCASE_NAME)
 SA_STATUS = SearchAttributeKey.for_keyword(SA_STATUS_NAME)
-
-
-def _as_job(tc: SweepTestcase) -> ValidatedJob:
-    """What a test activity needs of a testcase, in the bisection's words."""
-    return ValidatedJob(
-        old=[],
-        new="",
-        testcase=tc.name,
-        primary=tc.metric,
-        unit=tc.unit,
-        better=tc.better,
-        profile=tc.profile,
-        repetitions=tc.repetitions,
-        test_timeout=tc.test_timeout,
-    )
 
 
 @workflow.defn(name=SWEEP_WORKFLOW)
@@ -177,7 +162,7 @@ class SweepWorkflow(Resumable):
             art = builds[name, commit].artifact
             assert art is not None  # a changed pair's kernels were built and booted
             try:
-                traced = await calls.trace(_as_job(tc), commit, art)
+                traced = await calls.trace(testcase_job(tc), commit, art)
                 found = traced.diagnostics or {"error": traced.error}
             except ActivityError as err:
                 found = {"error": cause(err)}
@@ -196,7 +181,7 @@ class SweepWorkflow(Resumable):
         tc, commit = job.testcases[t], job.kernels[k]
         art = builds[tc.name, commit].artifact
         assert art is not None
-        test = await calls.test(_as_job(tc), commit, art, tc.repetitions)
+        test = await calls.test(testcase_job(tc), commit, art, tc.repetitions)
         boot = SweepBoot(testcase=tc.name, kernel=k, value=None, host=test.host)
         if test.status == TestStatus.OK and (samples := test.samples_of(tc.metric)):
             boot.samples, boot.value = samples, sum(samples) / len(samples)

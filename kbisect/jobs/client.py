@@ -31,6 +31,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from kbisect.contract import (
     ACTIVITY_QUEUE,
+    EXPLAIN_WORKFLOW,
     SA_CULPRIT_NAME,
     SA_STATUS_NAME,
     SA_TESTCASE_NAME,
@@ -39,6 +40,9 @@ from kbisect.contract import (
     WORKFLOW,
     BisectRequest,
     BisectResult,
+    ExplainProgress,
+    ExplainRequest,
+    ExplainResult,
     MarkRequest,
     Progress,
     QueueKind,
@@ -151,6 +155,12 @@ class JobClient:
         req.search_attributes = await self.has_search_attributes()
         return await self._start(SWEEP_WORKFLOW, req, f"sweep-{uuid.uuid4().hex[:8]}")
 
+    async def start_explain(self, req: ExplainRequest, job_id: str) -> str:
+        """Start an explain job under this id (`explain_id`: one a bisection, again
+        once the last one has ended)."""
+        req = dataclasses.replace(req, build_queue=self.queues.build, vm_queue=self.queues.vm)
+        return await self._start(EXPLAIN_WORKFLOW, req, job_id)
+
     async def _start(self, workflow: str, req: object, job_id: str) -> str:
         try:
             await self.temporal.start_workflow(
@@ -190,6 +200,9 @@ class JobClient:
     async def sweep_progress(self, job_id: str) -> SweepProgress:
         return await self._query(job_id, SweepProgress)
 
+    async def explain_progress(self, job_id: str) -> ExplainProgress:
+        return await self._query(job_id, ExplainProgress)
+
     async def _query(self, job_id: str, kind: type[T]) -> T:
         try:
             result: T = await self._handle(job_id).query(
@@ -207,6 +220,9 @@ class JobClient:
 
     async def sweep_result(self, job_id: str) -> SweepResult:
         return await self._result(job_id, SweepResult)
+
+    async def explain_result(self, job_id: str) -> ExplainResult:
+        return await self._result(job_id, ExplainResult)
 
     async def _result(self, job_id: str, kind: type[T]) -> T:
         desc = await self.describe(job_id)

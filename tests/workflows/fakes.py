@@ -21,6 +21,7 @@ from kbisect.contract import (
     BUILD,
     CLASSIFY,
     DUET,
+    EXPLAIN,
     PREPARE_VERIFY,
     TEST,
     TRACE,
@@ -33,11 +34,14 @@ from kbisect.contract import (
     ClassifyResult,
     DuetRequest,
     DuetResult,
+    ExplainBootRequest,
+    ExplainBootResult,
     SweepJob,
     SweepRequest,
     SweepTestcase,
     TestRequest,
     TestResult,
+    TestStatus,
     TraceRequest,
     TraceResult,
     ValidatedJob,
@@ -80,6 +84,8 @@ class Scenario:
     traces: list[str] = field(default_factory=list)  # commits traced, in order
     duets: list[tuple[str, ...]] = field(default_factory=list)  # each duet's commits, in order
     broken_trace: set[str] = field(default_factory=set)
+    explains: list[str] = field(default_factory=list)  # commits of explain boots, in order
+    explain_builds: Counter[str] = field(default_factory=Counter)  # diagnostics kernels
     noisy: dict[str, list[float]] = field(default_factory=dict)  # values of successive tests
     host_failures: Counter[str] = field(default_factory=Counter)  # builds failing on the host
     # Host trouble that Temporal's retries get past: a build that fails N times with a
@@ -179,6 +185,7 @@ async def validate_job(req: BisectRequest) -> ValidatedJob:
 async def build_kernel(req: BuildRequest) -> BuildResult:
     s = SCENARIOS[req.repo]
     s.builds[req.commit] += 1
+    s.explain_builds[req.commit] += req.explain
     if s.flaky[req.commit] > 0:
         s.flaky[req.commit] -= 1
         raise ApplicationError("make: vfork: Resource temporarily unavailable", type="InfraError")
@@ -339,7 +346,7 @@ async def validate_sweep(req: SweepRequest) -> SweepJob:
     if s.user_error:
         raise ApplicationError(s.user_error, type="UserError", non_retryable=True)
     testcases = [
-        SweepTestcase(name, "avg_read_sectors", "sectors", "higher", "fast", 3, 60.0)
+        SweepTestcase(name, "avg_read_sectors", "sectors", "higher", "fast", 3, 60.0, exact=True)
         for name in req.testcases
     ]
     return SweepJob(list(req.kernels), [f"subject of {k}" for k in req.kernels], testcases)
@@ -363,6 +370,42 @@ async def trace_testcase(req: TraceRequest) -> TraceResult:
     return TraceResult(req.commit, {"folder": f"/runs/{req.commit}", "disks": {"origin": disk}})
 
 
+@activity.defn(name=EXPLAIN)
+async def explain_testcase(req: ExplainBootRequest) -> ExplainBootResult:
+    """An explain boot: the score, a request size that is the score (512 good, 8 slow),
+    context switches that do not change, and a profile whose slow side spends its time
+    in nvme_queue_rq; each within 2% noise."""
+    s = SCENARIOS[req.repo]
+    s.explains.append(req.commit)
+    if req.commit in s.broken_boot:
+        return ExplainBootResult(req.commit, TestStatus.BOOT_FAILED, error="panic: oops")
+    rng = random.Random(f"{req.commit}-{len(s.explains)}")
+    v = s.value(req.commit)
+
+    def noisy(x: float) -> float:
+        return x * math.exp(rng.gauss(0, 0.02))
+
+    slow = 60 if v != FAST else 10
+    stacks = {"fio;vfs_read;nvme_queue_rq": slow, "fio;vfs_read;copy_to_user": 100 - slow}
+    return ExplainBootResult(
+        req.commit,
+        TestStatus.OK,
+        samples=[noisy(v) for _ in range(3)],
+        stats={
+            "diskstats": {"nvme0n1 rareq-sz sectors": noisy(v)},
+            "stat": {"ctxt": noisy(5000.0)},
+            "profile": {
+                "nvme_queue_rq (self)": noisy(float(slow)),
+                "copy_to_user (self)": noisy(100.0 - slow),
+            },
+        },
+        stacks=stacks,
+        samples_total=100,
+        folder=f"/runs/explain-{len(s.explains)}",
+        host="vm-1",
+    )
+
+
 FAKES = [
     decide,  # the real decisions: the workflow worker's own local activity
     validate_job,
@@ -373,4 +416,5 @@ FAKES = [
     prepare_verify,
     classify_commits,
     trace_testcase,
+    explain_testcase,
 ]

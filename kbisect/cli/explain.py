@@ -1,0 +1,234 @@
+"""`kbisect explain`: why a bisection's culprit changed the metric (or a pair given by hand):
+the culprit and its parent booted in turn under statistics and a CPU profile, and what
+moved beyond its noise."""
+
+import argparse
+import asyncio
+import json
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+from rich.progress import Progress as RichProgress
+from temporalio.client import WorkflowExecutionStatus
+
+from kbisect.cli import output
+from kbisect.cli.job_service import (
+    POLL_SECONDS,
+    PROFILE_HELP,
+    job_output_options,
+    until_done,
+    with_client,
+)
+from kbisect.cli.output import note, out
+from kbisect.cli.output_files import checked_output, writing
+from kbisect.contract import (
+    EXPLAIN_BOOTS_EXACT,
+    EXPLAIN_BOOTS_TIMING,
+    MAX_BOOTS,
+    ExplainProgress,
+    ExplainRequest,
+    ExplainResult,
+)
+from kbisect.errors import InfraError, UserError
+from kbisect.jobs.client import WORKER_GRACE, JobClient
+from kbisect.reports import explain_report
+from kbisect.settings import Settings
+
+EXPLAIN_SUFFIX = "-explain"  # a bisection's explain job is its id plus this
+
+
+async def _for_job(client: JobClient, job: str, args: argparse.Namespace) -> ExplainRequest:
+    """The explain request for a finished bisection: its culprit against its first parent."""
+    result = await client.result(job)
+    if result.culprit is None:
+        raise UserError(
+            f"job {job} named no culprit ({result.status}): there is nothing to explain"
+        )
+    if result.pass_fail:
+        raise UserError(
+            f"job {job} bisected a pass/fail testcase: its culprit's bad boot is in "
+            f"'kbisect report {job}'; explain compares a metric's scores"
+        )
+    req = await client.job_request(job)
+    return ExplainRequest(
+        repo=result.repo,
+        parent=f"{result.culprit}^",  # resolved by the job's validating activity
+        culprit=result.culprit,
+        testcase=result.testcase,
+        job=job,
+        metric=args.metric or result.metric or None,
+        profile=args.profile or result.profile or None,
+        config=req.config if req else "",
+        boots=args.boots or 0,
+    )
+
+
+def _by_hand(args: argparse.Namespace) -> ExplainRequest:
+    """A pair given by hand, resolved here: a clear error before any service."""
+    from kbisect.infra.git import Git
+    from kbisect.testcases import manifest as manifests
+
+    if not args.repo or not args.culprit or not args.testcase:
+        raise UserError(
+            "give a bisection's job id, or --repo DIR --culprit REV --testcase NAME "
+            "(and --parent REV: the culprit's first parent by default)"
+        )
+    git = Git(Path(args.repo).resolve())
+    git.check_repo()
+    culprit = git.resolve(args.culprit)
+    parent = git.resolve(args.parent or f"{culprit}^")
+    manifests.load(args.testcase)  # a missing or malformed testcase says so now
+    return ExplainRequest(
+        repo=str(git.repo), parent=parent, culprit=culprit, testcase=args.testcase,
+        metric=args.metric, profile=args.profile, boots=args.boots or 0,
+    )  # fmt: skip
+
+
+def cmd_explain(args: argparse.Namespace, settings: Settings) -> int:
+    checked_output(args.flame, "--flame")
+    if args.boots is not None and not 2 <= args.boots <= MAX_BOOTS:
+        raise UserError(f"--boots {args.boots}: give 2 to {MAX_BOOTS} boots of each side")
+    if args.job and (args.culprit or args.parent):
+        raise UserError("give a job id, or --culprit (and --parent), not both")
+    if args.job is None:
+        hand = _by_hand(args)
+
+    async def go(client: JobClient, args: argparse.Namespace) -> int:
+        if args.job is None:
+            explain_id, req = f"explain-{uuid.uuid4().hex[:8]}", hand
+        else:
+            explain_id = args.job + EXPLAIN_SUFFIX
+            if not args.again and await _ran(client, explain_id):
+                note(f"job {explain_id} (explained before; --again boots anew)")
+                return await _follow(client, explain_id, args)
+            req = await _for_job(client, args.job, args)
+        await client.require_workers(client.needs(), grace=WORKER_GRACE)
+        await client.start_explain(req, explain_id)
+        note(f"job {explain_id}")
+        note(f"Web UI: {client.job_url(explain_id)}")
+        if args.detach:
+            out(explain_id)
+            return 0
+        return await _follow(client, explain_id, args)
+
+    return with_client(settings, args, go)
+
+
+async def _ran(client: JobClient, explain_id: str) -> bool:
+    """Whether the explain job runs or ran to an answer (a failed one is started again)."""
+    try:
+        desc = await client.describe(explain_id)
+    except UserError:
+        return False
+    return desc.status in (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.COMPLETED)
+
+
+async def _follow(client: JobClient, explain_id: str, args: argparse.Namespace) -> int:
+    """Boots as they end (a bar on a terminal, a line each when piped), then the answer."""
+    if not await until_done(
+        client, explain_id, "explain job", lambda: _bar(client, explain_id),
+        lambda: _poll(client, explain_id, _lines()),
+    ):  # fmt: skip
+        return 130
+    result = await client.explain_result(explain_id)
+    show_result(result, explain_id, args)
+    return 0
+
+
+def show_result(result: ExplainResult, explain_id: str, args: argparse.Namespace) -> None:
+    if args.flame:
+        from kbisect.reports.flame_diff import write_flame_diff
+
+        title = f"{result.testcase}: {result.culprit[:12]} against {result.parent[:12]}"
+        with writing(Path(args.flame), "--flame"):
+            path = write_flame_diff(
+                Counter(result.stacks.get("parent", {})), Counter(result.stacks.get("culprit", {})),
+                title,
+                Path(args.flame),
+            )  # fmt: skip
+            note(f"flame graph: {path}")
+    if args.json:
+        out(json.dumps(explain_report.to_json(result, explain_id), indent=2))
+        return
+    for line in explain_report.outcome_lines(result):
+        out(line)
+
+
+Show = Callable[[ExplainProgress], None]
+
+
+def _lines() -> Show:
+    last, seen = "", 0
+
+    def show(p: ExplainProgress) -> None:
+        nonlocal last, seen
+        status = f"{p.status}: {p.message}" if p.message else p.status
+        if status != last:
+            last = status
+            note(status)
+        for line in p.boots[seen:]:
+            note(line)
+        seen = len(p.boots)
+
+    return show
+
+
+async def _bar(client: JobClient, explain_id: str) -> None:
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
+    with RichProgress(*columns, TimeElapsedColumn(), console=output.stderr_console()) as bar:
+        task = bar.add_task("validating", total=None)
+
+        def show(p: ExplainProgress) -> None:
+            text = f"{p.status}: {p.boots[-1]}" if p.boots else p.status
+            bar.update(task, description=text[:60], completed=len(p.boots), total=p.planned or None)
+
+        await _poll(client, explain_id, show)
+
+
+async def _poll(client: JobClient, explain_id: str, show: Show) -> None:
+    """Until the job ends, and once after: what happened since the last look."""
+    running = True
+    while running:
+        running = await client.running(explain_id)
+        try:
+            show(await client.explain_progress(explain_id))
+        except InfraError:
+            pass  # no workflow worker answered this time: nothing new
+        if running:
+            await asyncio.sleep(POLL_SECONDS)
+
+
+def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    e = sub.add_parser(
+        "explain",
+        help="why a culprit changed the metric: its statistics and CPU profile against its "
+        "parent's",
+    )
+    e.add_argument(
+        "job", nargs="?", help="a finished bisection's job id (or give the pair by hand)"
+    )
+    e.add_argument("--repo", help="by hand: the kernel git repository (a path)")
+    e.add_argument("--culprit", metavar="REV", help="by hand: the commit to explain")
+    e.add_argument(
+        "--parent", metavar="REV", help="by hand: what to compare it with (its first parent)"
+    )
+    e.add_argument("--testcase", help="by hand: the testcase ('kbisect testcases')")
+    e.add_argument("--metric", help="the metric whose change to explain (the job's)")
+    e.add_argument("--profile", help=PROFILE_HELP)
+    e.add_argument(
+        "--boots",
+        type=int,
+        help=f"explain boots of each side ({EXPLAIN_BOOTS_TIMING} for a timing, "
+        f"{EXPLAIN_BOOTS_EXACT} for a counter); more find smaller changes",
+    )
+    e.add_argument(
+        "--again", action="store_true", help="boot anew though the job was explained before"
+    )
+    e.add_argument(
+        "--flame", metavar="SVG", help="also write a differential flame graph of the CPU samples"
+    )
+    job_output_options(e)
+    e.set_defaults(func=cmd_explain)

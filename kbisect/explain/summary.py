@@ -1,0 +1,82 @@
+"""An explain job's answer from its boots: does the pair still show the job's change on the
+diagnostics kernels, which statistics moved, and the Why lines. Pure (ExplainWorkflow
+calls it on the boots' results)."""
+
+import statistics
+from collections import Counter
+from dataclasses import dataclass
+
+from kbisect.contract import ExplainBootResult, TestStatus
+from kbisect.explain.compare import Change, Comparison, change_of, compare
+from kbisect.explain.why import why_lines
+from kbisect.model import stats_of
+
+EXPLAINED, UNEXPLAINED, NO_EFFECT = "explained", "unexplained", "no-effect"
+
+
+@dataclass(frozen=True)
+class Summary:
+    status: str  # EXPLAINED, UNEXPLAINED or NO_EFFECT
+    effect: Change  # the job's metric, parent -> culprit, on the explain kernels
+    comparison: Comparison
+    why: list[str]
+    stacks: dict[str, dict[str, int]]  # "parent", "culprit": their boots' stacks summed
+    message: str
+
+
+def ran(boots: list[ExplainBootResult]) -> list[ExplainBootResult]:
+    """The boots that ran and scored."""
+    return [b for b in boots if b.status == TestStatus.OK and b.samples]
+
+
+def summarise(
+    parent: list[ExplainBootResult], culprit: list[ExplainBootResult], metric: str
+) -> Summary:
+    """ValueError: fewer than two boots ran on a side (the caller says which failed)."""
+    p, c = ran(parent), ran(culprit)
+    if len(p) < 2 or len(c) < 2:
+        raise ValueError(
+            f"{len(p)} of the parent's and {len(c)} of the culprit's explain boots ran: "
+            "two a side are the least a comparison takes"
+        )
+    # each boot's value as a test's is: the median of its repetitions
+    effect = change_of(
+        "metric", metric, [statistics.median(b.samples) for b in p],
+        [statistics.median(b.samples) for b in c],
+    )  # fmt: skip
+    comparison = compare([stats_of(b.stats) for b in p], [stats_of(b.stats) for b in c])
+    shown = (
+        effect.low is not None and effect.high is not None and not effect.low <= 0 <= effect.high
+    )
+    if not shown:
+        status = NO_EFFECT
+        message = (
+            f"the explain kernels do not show the change in {metric} ({_pct(effect)}): the "
+            "diagnostics options or the profiler may hide it; what moved is listed anyway"
+        )
+    elif comparison.changes:
+        status = EXPLAINED
+        message = f"{metric} {_pct(effect)}; {len(comparison.changes)} statistics moved with it"
+    else:
+        status = UNEXPLAINED
+        message = (
+            f"{metric} {_pct(effect)}, and no statistic moved beyond its noise: more boots "
+            "(--boots) or a testcase that reads what changed"
+        )
+    return Summary(
+        status, effect, comparison, why_lines(comparison),
+        {"parent": _summed(p), "culprit": _summed(c)}, message,
+    )  # fmt: skip
+
+
+def _pct(c: Change) -> str:
+    if c.change is None or c.low is None or c.high is None:
+        return "from none"
+    return f"{c.change:+.1f}% (95% CI {c.low:+.1f}% to {c.high:+.1f}%)"
+
+
+def _summed(boots: list[ExplainBootResult]) -> dict[str, int]:
+    total: Counter[str] = Counter()
+    for b in boots:
+        total.update(b.stacks)
+    return dict(total)

@@ -1,0 +1,34 @@
+"""An explain job's answer in words: the effect on the explain kernels, the Why lines, the
+boots; as JSON for tools. Pure."""
+
+import dataclasses
+from typing import Any
+
+from kbisect.contract import ExplainResult
+
+
+def headline(r: ExplainResult) -> str:
+    """One line: what was compared and the outcome."""
+    culprit, parent = r.culprit[:12], r.parent[:12]
+    subject = r.subjects[1] if len(r.subjects) > 1 else ""
+    return f"{r.status}: {culprit} ({subject}) against its parent {parent}: {r.message}"
+
+
+def outcome_lines(r: ExplainResult) -> list[str]:
+    """The answer as plain lines: the headline, Why, and what the boots were."""
+    lines = [headline(r), "Why:"]
+    lines += [f"  {w}" for w in r.why]
+    lines.append(
+        f"{r.boots} explain boots of each (parent and culprit in turn, A B B A), "
+        f"{r.testcase} on kernels with the diagnostics options"
+    )
+    lines += [f"failed boot: {f}" for f in r.failed]
+    return lines
+
+
+def to_json(r: ExplainResult, job_id: str) -> dict[str, Any]:
+    """The result as the workflow returned it, with its job id; the stacks left out (a
+    flame graph's input: --flame draws them)."""
+    out = dataclasses.asdict(r)
+    out.pop("stacks")
+    return {"id": job_id, **out}

@@ -1,0 +1,90 @@
+"""ExplainWorkflow on a real local Temporal dev server, with fake activities: the pair
+built with the diagnostics options, booted A B B A, and what moved listed."""
+
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from temporalio.client import WorkflowFailureError
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from benchmarks.dags import linear
+from kbisect.contract import EXPLAIN_BOOTS_EXACT, ExplainProgress, ExplainRequest, ExplainResult
+from kbisect.workflows.bisect_workflow import sandbox_runner
+from kbisect.workflows.explain_workflow import ExplainWorkflow
+from tests.workflows import fakes
+from tests.workflows.fakes import SCENARIOS, Scenario
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+async def explain(
+    env: WorkflowEnvironment, scenario: Scenario, parent: str, culprit: str, **kw: object
+) -> tuple[ExplainResult, ExplainProgress]:
+    key = f"scenario-{uuid.uuid4().hex[:8]}"
+    SCENARIOS[key] = scenario
+    queue = f"q-{uuid.uuid4().hex[:8]}"
+    req = ExplainRequest(
+        repo=key, parent=parent, culprit=culprit, testcase="nvme-snapshot-read",
+        build_queue=queue, vm_queue=queue, **kw,  # type: ignore[arg-type]
+    )  # fmt: skip
+    async with Worker(
+        env.client,
+        task_queue=queue,
+        workflows=[ExplainWorkflow],
+        activities=fakes.FAKES,
+        workflow_runner=sandbox_runner(),
+        activity_executor=ThreadPoolExecutor(2),
+    ):
+        handle = await env.client.start_workflow(
+            ExplainWorkflow.run, req, id=f"explain-{key}", task_queue=queue
+        )
+        try:
+            result = await handle.result()
+        finally:
+            progress = await handle.query(ExplainWorkflow.progress)
+    return result, progress
+
+
+async def test_the_culprit_and_its_parent_are_booted_in_turn_and_what_moved_is_listed(
+    env: WorkflowEnvironment,
+) -> None:
+    scenario = Scenario(graph=linear(16), culprit="c9")
+    result, progress = await explain(env, scenario, "c8", "c9", boots=4)
+    # each built once, with the diagnostics options; A B B A, A B B A
+    assert scenario.explain_builds == {"c8": 1, "c9": 1}
+    assert scenario.explains == ["c8", "c9", "c9", "c8"] * 2
+    assert result.status == "explained" and result.boots == 4
+    assert result.effect["change"] == pytest.approx(-98.4, abs=1.0)
+    listed = {(c["source"], c["name"]) for c in result.comparison["changes"]}
+    assert ("diskstats", "nvme0n1 rareq-sz sectors") in listed
+    assert ("profile", "nvme_queue_rq (self)") in listed
+    assert ("stat", "ctxt") not in listed  # the same within its noise
+    assert result.why[0].startswith("nvme0n1 read request size (sectors): 5"), result.why
+    assert "(-98%, 95% CI" in result.why[0]
+    assert result.stacks["culprit"]["fio;vfs_read;nvme_queue_rq"] == 4 * 60
+    assert len(result.folders) == 8 and result.subjects == ["subject of c8", "subject of c9"]
+    assert progress.status == "done" and len(progress.boots) == progress.planned == 8
+    assert progress.boots[1].startswith("boot 2: culprit c9 avg_read_sectors 8")
+
+
+async def test_a_counter_takes_two_boots_a_side_and_a_pair_alike_shows_no_effect(
+    env: WorkflowEnvironment,
+) -> None:
+    scenario = Scenario(graph=linear(16), culprit="c9")
+    result, _ = await explain(env, scenario, "c2", "c3")  # both before the culprit
+    assert scenario.explains == ["c2", "c3", "c3", "c2"][: 2 * EXPLAIN_BOOTS_EXACT]
+    assert result.status == "no-effect" and result.boots == EXPLAIN_BOOTS_EXACT
+    assert "do not show the change in avg_read_sectors" in result.message
+
+
+async def test_a_culprit_that_does_not_boot_fails_the_job_with_why(
+    env: WorkflowEnvironment,
+) -> None:
+    scenario = Scenario(graph=linear(16), culprit="c9", broken_boot={"c9"})
+    with pytest.raises(WorkflowFailureError) as err:
+        await explain(env, scenario, "c8", "c9")
+    message = str(err.value.cause)
+    assert "0 of the culprit's explain boots ran" in message
+    assert "culprit c9: boot-failed: panic: oops" in message
