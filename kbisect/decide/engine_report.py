@@ -67,7 +67,7 @@ class Measured(Seen):
     repetitions: list[list[float]] = field(default_factory=list)  # each boot's, as raw
     hosts: list[str] = field(default_factory=list)  # the VM host of each boot
     boot_numbers: list[int] = field(default_factory=list)  # the job's boots so far, at each
-    set_aside: list[int] = field(default_factory=list)  # boot numbers set aside (wild)
+    set_aside: list[int] = field(default_factory=list)  # boot numbers set aside as wild
 
 
 def boot_value(samples: list[float]) -> float:
@@ -116,8 +116,8 @@ def aside(step: Step) -> str:
         return ""
     which = ", ".join(str(n) for n in step.set_aside)
     return (
-        f"; boot(s) {which} set aside: far off the kernel's others, or just before or after "
-        "such a boot on its host (a disturbed host?), shown, not weighed"
+        f"; boot(s) {which} set aside: far off the kernel's others (a disturbed host?), "
+        "shown, not weighed"
     )
 
 

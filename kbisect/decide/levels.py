@@ -59,10 +59,6 @@ PAIR_MEDIAN = 0.6745 * math.sqrt(2)  # the median of |a - b| for two normal draw
 # burst's boots 1.5 times slower on a metric of 5% noise counted, and cost a job 2.4
 # times its quiet boots (docs/measurements.md, "Wild boots")
 WILD_FACTOR = 1.25
-# A disturbance outlasts one boot: the boots just before and after a wild one on its host
-# are set aside too (real bursts here read halfway at their edges: a boot 1.15 times slow
-# is under both bars, and its commit took 5 boots to settle; docs/measurements.md)
-BESIDE_WILD = 1
 # A host with this many boots set aside, a tenth of its boots or more, is unfit for timing:
 # the job says so and waits for a person (and again after as many more)
 UNFIT_WILD, UNFIT_SHARE = 5, 0.1
@@ -121,6 +117,16 @@ def _noise(groups: list[list[float]], robust: float, levels: int = 0) -> float:
     return max(math.sqrt(ss / left) if df else 0.0, robust * math.sqrt(max(df, 1) / left))
 
 
+def pair_sigma(groups: list[list[float]]) -> float:
+    """One boot's noise, robustly: the median difference of two boots of one commit (a
+    draw of twice the variance: 0.954 sigma for a normal), so a few wild boots cannot
+    widen it. Distances from each commit's median would count the median's own zero, and
+    read 3 boots' noise about half as large (clean boots then went wild: a wrong commit,
+    docs/measurements.md). 0 with fewer than WILD_LEAST pairs."""
+    pairs = [abs(a - b) for g in groups for i, a in enumerate(g) for b in g[:i]]
+    return statistics.median(pairs) / PAIR_MEDIAN if len(pairs) >= WILD_LEAST else 0.0
+
+
 def information(q: float, separation: float) -> float:
     """What one boot tells (nats) about whether a commit is new-like, when it is with
     probability q and one boot's value sits `separation` sigmas from the other side's:
@@ -157,7 +163,6 @@ class Levels:
         self.fit: Fit | None = None
         self.spread = 0.0  # one repetition's stray from its boot's median
         self.wild: dict[str, set[int]] = {}  # by commit, its boots set aside (find_wild)
-        self.beside: dict[str, set[int]] = {}  # ... and those beside a wild one on its host
         # by commit, its boots' scores so far on the scale (log, spread) they were taken on:
         # a boot is scored once until the scale changes, not every time a fit reads it
         self._scored: dict[str, tuple[tuple[bool, float], list[float]]] = {}
@@ -289,8 +294,8 @@ class Levels:
 
     def _kept(self, commit: str, each: list[T]) -> list[T]:
         """Of a list with one item a boot of the commit, those of boots not set aside."""
-        out = self.wild.get(commit, set()) | self.beside.get(commit, set())
-        return [x for i, x in enumerate(each) if i not in out] if out else each
+        wild = self.wild.get(commit)
+        return [x for i, x in enumerate(each) if i not in wild] if wild else each
 
     def scores_of(self, commit: str) -> list[float]:
         """The commit's boots' scores on the job's scale now, its wild ones set aside."""
@@ -317,30 +322,22 @@ class Levels:
         )
 
     def set_aside(self) -> dict[str, list[int]]:
-        """By commit, the places (0 its first boot) of its boots set aside: wild, or
-        beside a wild one on its host."""
-        commits = self.wild.keys() | self.beside.keys()
-        return {c: sorted(self.wild.get(c, set()) | self.beside.get(c, set())) for c in commits}
+        """By commit, the places (0 its first boot) of its boots set aside as wild."""
+        return {c: sorted(out) for c, out in self.wild.items()}
 
     def find_wild(self) -> None:
         """Set aside the boots that read WILD_SIGMAS or more, and WILD_FACTOR or more, off
         their kernel's others:
         a commit's own median where it has three boots or more, else the nearer
-        endpoint's. The noise figure is robust (each boot's distance from its commit's
-        median), so the wild boots cannot hide each other. Judged afresh each time: a
+        endpoint's. The noise figure is robust (pair_sigma), so the wild boots cannot
+        hide each other. Judged afresh each time: a
         boot is wild against what its kernel's boots read now."""
         e = self.e
         scores = {c: self._all_scores(c) for c, bs in e.boots.items() if bs}
         centres = {c: statistics.median(vs) for c, vs in scores.items() if len(vs) >= 3}
-        # one boot's noise from the differences of two boots of one commit (each a draw of
-        # twice the variance: median 0.954 sigma for a normal): distances from a median
-        # would count the median's own zero and read 3 boots' noise about half as large
-        pairs = [
-            abs(a - b) for c in centres for i, a in enumerate(scores[c]) for b in scores[c][:i]
-        ]
-        sigma = statistics.median(pairs) / PAIR_MEDIAN if len(pairs) >= WILD_LEAST else 0.0
+        sigma = pair_sigma([scores[c] for c in centres])
         ends = [centres[c] for c in (e.old_end, e.new_end) if c in centres]
-        self.wild, self.beside = {}, {}
+        self.wild = {}
         if sigma <= 0:
             return
 
@@ -355,30 +352,6 @@ class Levels:
             out = {i for i, v in enumerate(values) if all(far(v, c) for c in near)}
             if out:
                 self.wild[commit] = out
-        self._find_beside()
-
-    def _find_beside(self) -> None:
-        """The boots within BESIDE_WILD of a wild one in its host's order (a duet's two
-        share a moment), not wild themselves."""
-        e = self.e
-        if not self.wild:
-            return
-        at: dict[tuple[str, int], list[tuple[str, int]]] = {}  # (host, clock): its boots
-        for commit, boots in e.boots.items():
-            for i, (boot, clock) in enumerate(zip(boots, e.times.get(commit, []), strict=False)):
-                at.setdefault((boot.host, clock), []).append((commit, i))
-        clocks: dict[str, list[int]] = {}
-        for host, clock in sorted(at):
-            clocks.setdefault(host, []).append(clock)
-        for (host, clock), there in at.items():
-            if not any(i in self.wild.get(c, set()) for c, i in there):
-                continue
-            order = clocks[host]
-            k = order.index(clock)
-            for near in order[max(0, k - BESIDE_WILD) : k + BESIDE_WILD + 1]:
-                for c, j in at[(host, near)]:
-                    if j not in self.wild.get(c, set()):
-                        self.beside.setdefault(c, set()).add(j)
 
     def _host_levels(
         self, raw: dict[str, list[float]], old_mean: float, new_mean: float, sigma: float
@@ -766,10 +739,8 @@ class Levels:
                 f"host level jumped at boot {t} (two references in a row far off the same way)"
             )
         if wild := sum(len(out) for out in self.wild.values()):
-            beside = sum(len(out) for out in self.beside.values())
             notes.append(
                 f"{wild} boot(s) read more than {WILD_SIGMAS:g} sigmas off their kernel's "
-                f"others, probably a disturbed host: set aside (shown, not weighed), with "
-                f"{beside} boot(s) just before or after them on their host"
+                "others, probably a disturbed host: set aside (shown, not weighed)"
             )
         return notes
