@@ -29,6 +29,7 @@ WORKFLOW = "BisectWorkflow"
 SWEEP_WORKFLOW = "SweepWorkflow"
 SERIES_WORKFLOW = "SeriesTickWorkflow"
 EXPLAIN_WORKFLOW = "ExplainWorkflow"
+EXPLAIN_SUFFIX = "-explain"  # a bisection's explain job is its id plus this
 
 
 class QueueKind(StrEnum):

@@ -27,6 +27,7 @@ from kbisect.cli.output_files import checked_output, writing
 from kbisect.contract import (
     EXPLAIN_BOOTS_EXACT,
     EXPLAIN_BOOTS_TIMING,
+    EXPLAIN_SUFFIX,
     MAX_BOOTS,
     ExplainProgress,
     ExplainRequest,
@@ -36,8 +37,6 @@ from kbisect.errors import InfraError, UserError
 from kbisect.jobs.client import WORKER_GRACE, JobClient
 from kbisect.reports import explain_report
 from kbisect.settings import Settings
-
-EXPLAIN_SUFFIX = "-explain"  # a bisection's explain job is its id plus this
 
 
 async def _for_job(client: JobClient, job: str, args: argparse.Namespace) -> ExplainRequest:

@@ -17,6 +17,8 @@ from kbisect.contract import (
     DEFAULT_MAX_BOOTS,
     DEFAULT_MIN_EFFECT,
     DEFAULT_MIN_RATE_STEP,
+    EXPLAIN_SUFFIX,
+    EXPLAIN_WORKFLOW,
     FLAKY_BOOTS_FACTOR,
     MAX_COMMIT_BOOTS,
     SWEEP_WORKFLOW,
@@ -98,7 +100,14 @@ def cmd_watch(args: argparse.Namespace, settings: Settings) -> int:
     check_job_id(args.id)
 
     async def go(client: JobClient, args: argparse.Namespace) -> int:
-        if (await client.describe(args.id)).workflow_type == SWEEP_WORKFLOW:
+        kind = (await client.describe(args.id)).workflow_type
+        if kind == EXPLAIN_WORKFLOW:
+            from kbisect.cli.explain import show_result as show_explained
+
+            args.flame = None
+            show_explained(await client.explain_result(args.id), args.id, args)
+            return 0
+        if kind == SWEEP_WORKFLOW:
             from kbisect.cli.sweep import follow_sweep
 
             return (await follow_sweep(client, args.id, args))[0]
@@ -160,7 +169,14 @@ def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
         raise UserError(f"--bug {args.bug}: give a Launchpad bug number, 1 or more")
 
     async def go(client: JobClient, args: argparse.Namespace) -> int:
-        if (await client.describe(args.id)).workflow_type == SWEEP_WORKFLOW:
+        kind = (await client.describe(args.id)).workflow_type
+        if kind == EXPLAIN_WORKFLOW:
+            from kbisect.cli.explain import show_result as show_explained
+
+            args.flame = None
+            show_explained(await client.explain_result(args.id), args.id, args)
+            return 0
+        if kind == SWEEP_WORKFLOW:
             from kbisect.cli.sweep import show_result
 
             args.markdown = not args.json
@@ -173,7 +189,8 @@ def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
         if args.sru_patch:
             return _sru_patch(result, args)
         if args.sru:
-            out(sru_note(result, args.id, bug=args.bug, series=args.series))
+            why = await _explained(client, args.id)
+            out(sru_note(result, args.id, bug=args.bug, series=args.series, why=why))
             return 0
         if log is not None:
             with writing(log, "--bisect-log"):
@@ -189,6 +206,14 @@ def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
         return 0
 
     return with_client(settings, args, go)
+
+
+async def _explained(client: JobClient, job_id: str) -> list[str] | None:
+    """The Why lines of the job's explain job, if one ran to an answer."""
+    try:
+        return (await client.explain_result(job_id + EXPLAIN_SUFFIX)).why
+    except UserError:
+        return None  # none, still running, or failed: the note goes without
 
 
 def _sru_patch(result: BisectResult, args: argparse.Namespace) -> int:

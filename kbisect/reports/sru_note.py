@@ -45,8 +45,10 @@ def sru_note(
     patch: bytes | None = None,
     provenance: str = "cherry picked",
     series: str | None = None,
+    why: list[str] | None = None,
 ) -> str:
-    """The justification; `series` (jammy) names the release the fix goes to."""
+    """The justification; `series` (jammy) names the release the fix goes to; `why`: the
+    Why lines of the job's explain job (kbisect explain), for the Impact."""
     if not result.culprit:
         raise UserError(
             f"job {job_id} did not name one commit ({result.status}): an SRU note needs one; "
@@ -58,7 +60,7 @@ def sru_note(
         else (_endpoint(result, "old"), _endpoint(result, "new"))
     )
     sections = [
-        ("Impact", _impact(result, broken, fixed)),
+        ("Impact", _impact(result, broken, fixed) + _why(why)),
         ("Fix", _fix(result, bug, provenance, series)),
         ("Test Plan", _test_plan(result, broken, fixed)),
         ("Where problems could occur", where_problems(result, patch)),
@@ -99,6 +101,13 @@ def _impact(result: BisectResult, broken: Step | None, fixed: Step | None) -> li
     else:
         impact.append(f'Commit {c[:12]} ("{subject}") fixed it; affected kernels lack it.')
     return impact
+
+
+def _why(why: list[str] | None) -> list[str]:
+    """What the culprit changed in the running system, measured on its explain boots."""
+    if not why:
+        return []
+    return ["", "What changed with it, the culprit's boots against its parent's:", *why]
 
 
 def _fix(result: BisectResult, bug: int | None, provenance: str, series: str | None) -> list[str]:

@@ -92,6 +92,15 @@ def test_fix_note_is_a_backport() -> None:
     assert "verification (backport): confirmed" in note
 
 
+def test_the_impact_says_what_the_explain_boots_found() -> None:
+    h = [f"{i:040x}" for i in range(4)]
+    why = ["nvme0n1 read request size (sectors): 512 -> 8 (-98%, 95% CI -99% to -98%)"]
+    note = sru_note(_job("/nonexistent", h, "fix"), "job-8", why=why)
+    impact = note.split("[Impact]")[1].split("[Fix]")[0]
+    assert "the culprit's boots against its parent's:" in impact and why[0] in impact
+    assert "against its parent" not in sru_note(_job("/nonexistent", h, "fix"), "job-8")
+
+
 def test_no_note_without_one_commit() -> None:
     h = [f"{i:040x}" for i in range(4)]
     result = _job("/nonexistent", h, "regression")
