@@ -27,42 +27,16 @@ from kbisect.cli.output_files import checked_output, writing
 from kbisect.contract import (
     EXPLAIN_BOOTS_EXACT,
     EXPLAIN_BOOTS_TIMING,
-    EXPLAIN_SUFFIX,
     MAX_BOOTS,
     ExplainProgress,
     ExplainRequest,
     ExplainResult,
 )
 from kbisect.errors import InfraError, UserError
+from kbisect.jobs import explain_job
 from kbisect.jobs.client import WORKER_GRACE, JobClient
 from kbisect.reports import explain_report
 from kbisect.settings import Settings
-
-
-async def _for_job(client: JobClient, job: str, args: argparse.Namespace) -> ExplainRequest:
-    """The explain request for a finished bisection: its culprit against its first parent."""
-    result = await client.result(job)
-    if result.culprit is None:
-        raise UserError(
-            f"job {job} named no culprit ({result.status}): there is nothing to explain"
-        )
-    if result.pass_fail:
-        raise UserError(
-            f"job {job} bisected a pass/fail testcase: its culprit's bad boot is in "
-            f"'kbisect report {job}'; explain compares a metric's scores"
-        )
-    req = await client.job_request(job)
-    return ExplainRequest(
-        repo=result.repo,
-        parent=f"{result.culprit}^",  # resolved by the job's validating activity
-        culprit=result.culprit,
-        testcase=result.testcase,
-        job=job,
-        metric=args.metric or result.metric or None,
-        profile=args.profile or result.profile or None,
-        config=req.config if req else "",
-        boots=args.boots or 0,
-    )
 
 
 def _by_hand(args: argparse.Namespace) -> ExplainRequest:
@@ -99,11 +73,13 @@ def cmd_explain(args: argparse.Namespace, settings: Settings) -> int:
         if args.job is None:
             explain_id, req = f"explain-{uuid.uuid4().hex[:8]}", hand
         else:
-            explain_id = args.job + EXPLAIN_SUFFIX
-            if not args.again and await _ran(client, explain_id):
+            explain_id = explain_job.explain_id(args.job)
+            if not args.again and await explain_job.state(client, explain_id) in RAN:
                 note(f"job {explain_id} (explained before; --again boots anew)")
                 return await _follow(client, explain_id, args)
-            req = await _for_job(client, args.job, args)
+            req = await explain_job.request_for(
+                client, args.job, args.metric, args.profile, args.boots or 0
+            )
         await client.require_workers(client.needs(), grace=WORKER_GRACE)
         await client.start_explain(req, explain_id)
         note(f"job {explain_id}")
@@ -114,15 +90,6 @@ def cmd_explain(args: argparse.Namespace, settings: Settings) -> int:
         return await _follow(client, explain_id, args)
 
     return with_client(settings, args, go)
-
-
-async def _ran(client: JobClient, explain_id: str) -> bool:
-    """Whether the explain job runs or ran to an answer (a failed one is started again)."""
-    try:
-        desc = await client.describe(explain_id)
-    except UserError:
-        return False
-    return desc.status in (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.COMPLETED)
 
 
 async def _follow(client: JobClient, explain_id: str, args: argparse.Namespace) -> int:
@@ -157,6 +124,9 @@ def show_result(result: ExplainResult, explain_id: str, args: argparse.Namespace
 
 
 Show = Callable[[ExplainProgress], None]
+# An explain job that runs, or ran to an answer, is followed, not started again (a failed
+# one is)
+RAN = (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.COMPLETED)
 
 
 def _lines() -> Show:

@@ -17,7 +17,6 @@ from kbisect.contract import (
     DEFAULT_MAX_BOOTS,
     DEFAULT_MIN_EFFECT,
     DEFAULT_MIN_RATE_STEP,
-    EXPLAIN_SUFFIX,
     EXPLAIN_WORKFLOW,
     FLAKY_BOOTS_FACTOR,
     MAX_COMMIT_BOOTS,
@@ -28,7 +27,7 @@ from kbisect.contract import (
 )
 from kbisect.errors import UserError
 from kbisect.infra.git import Git
-from kbisect.jobs import kernel_phase
+from kbisect.jobs import explain_job, kernel_phase
 from kbisect.jobs.client import WORKER_GRACE, JobClient, check_job_id
 from kbisect.jobs.request import JobOptions, checked_request
 from kbisect.reports.job_report import bisect_log, markdown, to_json
@@ -189,7 +188,7 @@ def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
         if args.sru_patch:
             return _sru_patch(result, args)
         if args.sru:
-            why = await _explained(client, args.id)
+            why = await explain_job.why_of(client, args.id)
             out(sru_note(result, args.id, bug=args.bug, series=args.series, why=why))
             return 0
         if log is not None:
@@ -206,14 +205,6 @@ def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
         return 0
 
     return with_client(settings, args, go)
-
-
-async def _explained(client: JobClient, job_id: str) -> list[str] | None:
-    """The Why lines of the job's explain job, if one ran to an answer."""
-    try:
-        return (await client.explain_result(job_id + EXPLAIN_SUFFIX)).why
-    except UserError:
-        return None  # none, still running, or failed: the note goes without
 
 
 def _sru_patch(result: BisectResult, args: argparse.Namespace) -> int:

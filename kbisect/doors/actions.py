@@ -14,12 +14,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ParamSpec, TypeVar
 
+from temporalio.client import WorkflowExecutionStatus
+
 from kbisect.contract import BisectResult
 from kbisect.doors.grammar import Command, help_text
 from kbisect.errors import KbisectError, UserError
 from kbisect.infra.git import Git
+from kbisect.jobs import explain_job
 from kbisect.jobs.client import JobClient, check_job_id
 from kbisect.jobs.request import checked_request
+from kbisect.reports.explain_report import outcome_lines as explain_outcome
 from kbisect.reports.job_report import markdown
 from kbisect.reports.lines import outcome_lines
 from kbisect.reports.sru_patch import SruOptions, SruPatch, write_sru_patch
@@ -94,10 +98,13 @@ async def _execute(cmd: Command, client: JobClient, settings: Settings, owns: Ow
             "refused: branch= is for the GitLab door, which pushes the patch to a branch; "
             "here write: sru JOB [series=jammy] [bug=N]"
         )
+    if cmd.verb == "explain":
+        return Reply(await _explain(client, job))
     result = await client.result(job)
     if cmd.verb == "report":
         return Reply(await off_loop(markdown, result, job))  # git: the commits' subjects
-    return Reply(await off_loop(sru_text, result, job, cmd))
+    why = await explain_job.why_of(client, job)
+    return Reply(await off_loop(sru_text, result, job, cmd, why))
 
 
 def sru_options(cmd: Command, signoff: str | None = None) -> SruOptions:
@@ -108,15 +115,16 @@ def sru_options(cmd: Command, signoff: str | None = None) -> SruOptions:
     )
 
 
-def sru_text(result: BisectResult, job: str, cmd: Command) -> str:
-    """The SRU justification, with the bug and series the command names."""
+def sru_text(result: BisectResult, job: str, cmd: Command, why: list[str] | None = None) -> str:
+    """The SRU justification, with the bug and series the command names (and the Why
+    lines of the job's explain job, when it has one)."""
     from kbisect.reports.sru_note import sru_note
     from kbisect.reports.sru_patch import SERIES
 
     opts = sru_options(cmd)
     if not SERIES.fullmatch(opts.series):
         raise UserError(f"refused: series={opts.series}: give a release's code name, e.g. jammy")
-    return sru_note(result, job, bug=opts.bug, series=opts.series)
+    return sru_note(result, job, bug=opts.bug, series=opts.series, why=why)
 
 
 def sru_files(
@@ -125,6 +133,22 @@ def sru_files(
     """The cover letter and patch of an sru command, as `kbisect report --sru-patch` writes
     them (the tested commit, checked against the branch it is for, checkpatch run)."""
     return write_sru_patch(result, job, out, sru_options(cmd, signoff))
+
+
+async def _explain(client: JobClient, job: str) -> str:
+    """The job's explain job: its answer once it has one, how far it is while it runs,
+    else started (asked again, the command shows it)."""
+    eid = explain_job.explain_id(job)
+    now = await explain_job.state(client, eid)
+    if now == WorkflowExecutionStatus.COMPLETED:
+        return "\n".join(explain_outcome(await client.explain_result(eid)))
+    if now == WorkflowExecutionStatus.RUNNING:
+        p = await client.explain_progress(eid)
+        return f"{eid} is {p.status}: {len(p.boots)} of {p.planned} explain boots so far"
+    req = await explain_job.request_for(client, job)
+    await client.require_workers(client.needs())
+    await client.start_explain(req, eid)
+    return f"started {eid}: {client.job_url(eid)} ('explain {job}' again shows the answer)"
 
 
 async def _bisect(cmd: Command, client: JobClient, settings: Settings) -> Reply:

@@ -6,7 +6,7 @@ one line that says what to write instead.
 
     bisect tree=NAME good=REV bad=REV testcase=NAME [mode=fix] [profile=P]
            [repetitions=N] [parallel=K] [metric=M] [flaky=yes] [duets=yes]
-    status [JOB] | cancel JOB | report JOB | sru JOB [series=S] [bug=N] [branch=B]
+    status [JOB] | cancel JOB | report JOB | explain JOB | sru JOB [series=S] [bug=N] [branch=B]
     mark JOB REV good|bad|skip | testcases | help
 """
 
@@ -38,6 +38,7 @@ USAGE = {
     "status": "status [JOB]",
     "cancel": "cancel JOB",
     "report": "report JOB",
+    "explain": "explain JOB",
     "sru": "sru JOB [series=jammy] [bug=N] [branch=B]",
     "mark": "mark JOB REV good|bad|skip",
     "testcases": "testcases",
@@ -119,7 +120,7 @@ def parse(text: str) -> Command:
             raise UserError(f"refused: mark takes good, bad or skip, not {cmd.verdict!r}")
         _check_value("revision", cmd.rev)
         return cmd
-    if verb in ("cancel", "report"):
+    if verb in ("cancel", "report", "explain"):
         return _positional(verb, positional, 1, 1)
     return _positional(verb, positional, 0, 0)
 

@@ -38,6 +38,7 @@ def test_several_goods_and_git_revision_syntax() -> None:
         ("STATUS bisect-x-1234", "bisect-x-1234", None, None),
         ("cancel bisect-x-1", "bisect-x-1", None, None),
         ("report bisect-x-1", "bisect-x-1", None, None),
+        ("explain bisect-x-1", "bisect-x-1", None, None),
         ("mark bisect-x-1 abc123 Good", "bisect-x-1", "abc123", "good"),
         ("testcases", None, None, None),
         ("help", None, None, None),
@@ -99,5 +100,6 @@ def test_refusals_are_one_line(text: str, says: str) -> None:
 
 def test_help_lists_every_command() -> None:
     text = help_text()
-    for verb in ("bisect", "status", "cancel", "report", "sru", "mark", "testcases", "help"):
+    verbs = ("bisect", "status", "cancel", "report", "explain", "sru", "mark", "testcases")
+    for verb in (*verbs, "help"):
         assert verb in text

@@ -1,0 +1,63 @@
+"""A bisection's explain job, for every door: its id, the request for its culprit, and what
+has come of it. The CLI (`kbisect explain`) and the chat door (`explain JOB`) share it."""
+
+from temporalio.client import WorkflowExecutionStatus
+
+from kbisect.contract import EXPLAIN_SUFFIX, ExplainRequest, ExplainResult
+from kbisect.errors import UserError
+from kbisect.jobs.client import JobClient
+
+
+def explain_id(job: str) -> str:
+    """The explain job of a bisection: one at a time, started again once it has ended."""
+    return job + EXPLAIN_SUFFIX
+
+
+async def request_for(
+    client: JobClient,
+    job: str,
+    metric: str | None = None,
+    profile: str | None = None,
+    boots: int = 0,
+) -> ExplainRequest:
+    """The explain request for a finished bisection: its culprit against its first
+    parent, on the job's testcase, metric, profile and config. UserError: the job named no
+    commit, or bisected a pass/fail testcase."""
+    result = await client.result(job)
+    if result.culprit is None:
+        raise UserError(
+            f"job {job} named no culprit ({result.status}): there is nothing to explain"
+        )
+    if result.pass_fail:
+        raise UserError(
+            f"job {job} bisected a pass/fail testcase: its culprit's bad boot is in its "
+            "report; explain compares a metric's scores"
+        )
+    req = await client.job_request(job)
+    return ExplainRequest(
+        repo=result.repo,
+        parent=f"{result.culprit}^",  # resolved by the explain job's validating activity
+        culprit=result.culprit,
+        testcase=result.testcase,
+        job=job,
+        metric=metric or result.metric or None,
+        profile=profile or result.profile or None,
+        config=req.config if req else "",
+        boots=boots,
+    )
+
+
+async def state(client: JobClient, explain_job: str) -> WorkflowExecutionStatus | None:
+    """The explain job's state on the server; None: there is none."""
+    try:
+        return (await client.describe(explain_job)).status
+    except UserError:
+        return None
+
+
+async def why_of(client: JobClient, job: str) -> list[str] | None:
+    """The Why lines of a bisection's explain job, if it ran to an answer."""
+    if await state(client, explain_id(job)) != WorkflowExecutionStatus.COMPLETED:
+        return None
+    result: ExplainResult = await client.explain_result(explain_id(job))
+    return result.why
