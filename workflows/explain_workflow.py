@@ -9,6 +9,8 @@ moved beyond their noise (kbisect.explain), and each side's CPU stacks for a dif
 flame graph. A workflow of its own: the bisection's history stays as it was.
 """
 
+import asyncio
+
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
@@ -91,9 +93,11 @@ class ExplainWorkflow(Resumable):
         )  # fmt: skip
         calls = JobActivities(shim, self._blocking)
         self._set("building", "the parent and the culprit with the diagnostics options")
+        builds = await asyncio.gather(
+            *(calls.build(commit, tc.name, explain=True) for commit in (parent, culprit))
+        )
         built = {}
-        for commit, side in ((parent, "parent"), (culprit, "culprit")):
-            b = await calls.build(commit, tc.name, explain=True)
+        for commit, side, b in zip((parent, culprit), ("parent", "culprit"), builds, strict=True):
             if not b.ok or b.artifact is None:
                 raise self._fail(f"the {side} {commit[:12]} does not build with the "
                                  f"diagnostics options: {b.error} (log: {b.log})")  # fmt: skip

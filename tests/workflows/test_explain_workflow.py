@@ -88,3 +88,15 @@ async def test_a_culprit_that_does_not_boot_fails_the_job_with_why(
     message = str(err.value.cause)
     assert "0 of the culprit's explain boots ran" in message
     assert "culprit c9: boot-failed: panic: oops" in message
+
+
+async def test_a_culprit_that_does_not_build_with_the_diagnostics_options_says_so(
+    env: WorkflowEnvironment,
+) -> None:
+    scenario = Scenario(graph=linear(16), culprit="c9", broken_build={"c9"})
+    with pytest.raises(WorkflowFailureError) as err:
+        await explain(env, scenario, "c8", "c9")
+    message = str(err.value.cause)
+    assert "the culprit c9 does not build with the diagnostics options" in message
+    assert "kernel does not build: x.c (log: /logs/build.log)" in message
+    assert scenario.explains == []  # nothing booted
