@@ -20,6 +20,10 @@ def _endpoint(result: BisectResult, side: str) -> Step | None:
 
 
 def _value(step: Step | None, metric: str) -> str:
+    """The step's value of the job's metric: the median of its boots (a step from before
+    the median was kept: its last boot's)."""
+    if step is not None and step.value is not None:
+        return f"{step.value:g}"
     if step is None or metric not in step.values:
         return "?"
     return f"{step.values[metric]:g}"
@@ -85,17 +89,14 @@ def _impact(result: BisectResult, broken: Step | None, fixed: Step | None) -> li
         what, metric_text = m.description, m.metrics[metric].description or metric
     except (KbisectError, KeyError):
         what, metric_text = result.testcase, metric
+    boots = " and ".join(str(s.boots) for s in (broken, fixed) if s is not None and s.boots)
     impact = [
         f"{what}: {metric_text} is {_value(broken, metric)}{unit} on affected kernels, "
-        f"against {_value(fixed, metric)}{unit} on good ones.",
+        f"against {_value(fixed, metric)}{unit} on good ones"
+        + (f" (medians of {boots} boots)." if boots else "."),
     ]
-    others = [k for k in (broken.values if broken else {}) if k != metric]
-    if others and broken and fixed:
-        impact.append(
-            "Also: "
-            + "; ".join(f"{k} {_value(broken, k)} (was {_value(fixed, k)})" for k in others)
-            + "."
-        )
+    if result.effect:
+        impact.append(f"The new endpoint against the old: {result.effect}.")
     if result.mode == Mode.REGRESSION:
         impact.append(f'The change came with commit {c[:12]} ("{subject}").')
     else:

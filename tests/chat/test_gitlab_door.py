@@ -49,6 +49,9 @@ class RecordingJobs:
     def needs(self) -> list[object]:
         return []
 
+    async def describe(self, job_id: str) -> None:
+        raise UserError(f"no job {job_id!r}")  # no explain job: the note goes without Why
+
     async def require_workers(self, needs: object, *args: object) -> None:
         return None
 

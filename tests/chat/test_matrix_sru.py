@@ -14,6 +14,7 @@ from nio import RoomSendResponse, UploadResponse
 from kbisect.contract import BisectResult
 from kbisect.doors.grammar import parse
 from kbisect.doors.matrix import BotConfig, MatrixBot
+from kbisect.errors import UserError
 from kbisect.settings import Settings
 from tests.kbisect.test_sru_patch import _fix_job, history  # noqa: F401 (a fixture)
 
@@ -40,6 +41,9 @@ class Jobs:
 
     async def result(self, job_id: str) -> BisectResult:
         return self.result_
+
+    async def describe(self, job_id: str) -> None:
+        raise UserError(f"no job {job_id!r}")  # no explain job: the note goes without Why
 
 
 def _bot(tmp_path: Path, result: BisectResult, signoff: str | None) -> tuple[MatrixBot, Homeserver]:

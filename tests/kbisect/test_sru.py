@@ -57,7 +57,7 @@ def test_regression_note_reverts_with_the_evidence(tmp_path: Path) -> None:
     places = [note.index(section) for section in sections]
     assert places == sorted(places)  # every section, in the SRU template's order
     assert "is 8 sectors on affected kernels, against 512 sectors" in note
-    assert "reads 65664 (was 1026)" in note
+    assert "(was 1026)" not in note  # other metrics' last boots: never one boot's value
     assert f'Revert commit {h[2]} ("change 2")' in note
     assert "verification (revert): confirmed" in note
     assert "\n    f | 2 +-\n" in note  # the files it touches, from the repository
@@ -99,6 +99,18 @@ def test_the_impact_says_what_the_explain_boots_found() -> None:
     impact = note.split("[Impact]")[1].split("[Fix]")[0]
     assert "the culprit's boots against its parent's:" in impact and why[0] in impact
     assert "against its parent" not in sru_note(_job("/nonexistent", h, "fix"), "job-8")
+
+
+def test_the_impact_quotes_the_medians_of_the_boots_and_the_effect_with_its_interval() -> None:
+    h = [f"{i:040x}" for i in range(4)]
+    result = _job("/nonexistent", h, "regression")
+    for step, value, boots in zip(result.steps[:2], (83.5, 69.3), (12, 10), strict=True):
+        step.value, step.boots = value, boots  # the endpoints' medians; their last boots differ
+    result.effect = "-17.0% (95% CI -21.0% to -13.0%; 12+10 boots)"
+    impact = sru_note(result, "job-7").split("[Impact]")[1].split("[Fix]")[0]
+    assert "is 69.3 sectors on affected kernels, against 83.5 sectors" in impact
+    assert "(medians of 10 and 12 boots)" in impact
+    assert "The new endpoint against the old: -17.0% (95% CI -21.0% to -13.0%" in impact
 
 
 def test_no_note_without_one_commit() -> None:
