@@ -196,7 +196,7 @@ def _make_lab(dest: Path, seed: int, slowdown: int, commits: int) -> Path:
 
 def _bisect(lab: Path, job: Job, good: str, truth: str | None) -> Run:
     argv = [*KBISECT, "bisect", "--repo", str(lab), "--good", good, "--bad", "lab-bad"]
-    argv += ["--testcase", TESTCASE, "--metric", "throughput", "--json"]
+    argv += ["--testcase", TESTCASE, "--metric", "throughput", "--json", "--no-explain"]
     if truth is None:
         argv.append("--no-verify")
     start = time.monotonic()

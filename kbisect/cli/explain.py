@@ -28,6 +28,7 @@ from kbisect.contract import (
     EXPLAIN_BOOTS_EXACT,
     EXPLAIN_BOOTS_TIMING,
     MAX_BOOTS,
+    BisectResult,
     ExplainProgress,
     ExplainRequest,
     ExplainResult,
@@ -76,7 +77,7 @@ def cmd_explain(args: argparse.Namespace, settings: Settings) -> int:
             explain_id = explain_job.explain_id(args.job)
             if not args.again and await explain_job.state(client, explain_id) in RAN:
                 note(f"job {explain_id} (explained before; --again boots anew)")
-                return await _follow(client, explain_id, args)
+                return await follow_explain(client, explain_id, args)
             req = await explain_job.request_for(
                 client, args.job, args.metric, args.profile, args.boots or 0
             )
@@ -87,12 +88,12 @@ def cmd_explain(args: argparse.Namespace, settings: Settings) -> int:
         if args.detach:
             out(explain_id)
             return 0
-        return await _follow(client, explain_id, args)
+        return await follow_explain(client, explain_id, args)
 
     return with_client(settings, args, go)
 
 
-async def _follow(client: JobClient, explain_id: str, args: argparse.Namespace) -> int:
+async def follow_explain(client: JobClient, explain_id: str, args: argparse.Namespace) -> int:
     """Boots as they end (a bar on a terminal, a line each when piped), then the answer."""
     if not await until_done(
         client, explain_id, "explain job", lambda: _bar(client, explain_id),
@@ -102,6 +103,27 @@ async def _follow(client: JobClient, explain_id: str, args: argparse.Namespace) 
     result = await client.explain_result(explain_id)
     show_result(result, explain_id, args)
     return 0
+
+
+async def explain_after(
+    client: JobClient, job: str, result: BisectResult, args: argparse.Namespace
+) -> None:
+    """At the end of a bisection that named a commit on a timing metric: its explain job,
+    followed (with --json started only, its id on stderr). A counter or a pass/fail job
+    is explained on request: its report already shows what changed."""
+    from kbisect.testcases import manifest as manifests
+
+    if result.status != "found" or result.culprit is None or result.pass_fail:
+        return
+    metric = manifests.load(result.testcase).metrics.get(result.metric)
+    if metric is None or metric.exact:
+        return
+    eid = explain_job.explain_id(job)
+    await client.start_explain(await explain_job.request_for(client, job), eid)
+    note(f"explaining the culprit: job {eid} (kbisect explain {job}; --no-explain: not)")
+    if not args.json:
+        args.flame = None
+        await follow_explain(client, eid, args)
 
 
 def show_result(result: ExplainResult, explain_id: str, args: argparse.Namespace) -> None:

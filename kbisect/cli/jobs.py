@@ -69,29 +69,35 @@ def cmd_bisect(args: argparse.Namespace, settings: Settings) -> int:
 
     async def go(client: JobClient, args: argparse.Namespace) -> int:
         await client.require_workers(client.needs(), grace=WORKER_GRACE)
-        code, result = await _start_and_follow(client, req, args)
-        if kernels is None or result is None:
-            return code
-        # Narrowed over prebuilt kernels: now the commits between the two builds.
-        second = kernels.commits_between(result, opts)
-        if second is None:
-            return code
-        note(f"bisecting the commits between them: {second.bad} vs {' '.join(second.good)}")
-        return (await _start_and_follow(client, checked_request(second, settings), args))[0]
+        code, result, job_id = await _start_and_follow(client, req, args)
+        if kernels is not None and result is not None:
+            # Narrowed over prebuilt kernels: now the commits between the two builds.
+            second = kernels.commits_between(result, opts)
+            if second is None:
+                return code
+            note(f"bisecting the commits between them: {second.bad} vs {' '.join(second.good)}")
+            code, result, job_id = await _start_and_follow(
+                client, checked_request(second, settings), args
+            )
+        if result is not None and not args.no_explain:
+            from kbisect.cli.explain import explain_after
+
+            await explain_after(client, job_id, result, args)
+        return code
 
     return with_client(settings, args, go)
 
 
 async def _start_and_follow(
     client: JobClient, req: BisectRequest, args: argparse.Namespace
-) -> tuple[int, BisectResult | None]:
+) -> tuple[int, BisectResult | None, str]:
     job_id = await client.start(req)
     note(f"job {job_id}")
     note(f"Web UI: {client.job_url(job_id)}")
     if args.detach:
         out(job_id)
-        return 0, None
-    return await follow_result(client, job_id, args.json)
+        return 0, None, job_id
+    return (*await follow_result(client, job_id, args.json), job_id)
 
 
 # --- watch ---------------------------------------------------------------------------
@@ -101,11 +107,10 @@ def cmd_watch(args: argparse.Namespace, settings: Settings) -> int:
     async def go(client: JobClient, args: argparse.Namespace) -> int:
         kind = (await client.describe(args.id)).workflow_type
         if kind == EXPLAIN_WORKFLOW:
-            from kbisect.cli.explain import show_result as show_explained
+            from kbisect.cli.explain import follow_explain
 
             args.flame = None
-            show_explained(await client.explain_result(args.id), args.id, args)
-            return 0
+            return await follow_explain(client, args.id, args)
         if kind == SWEEP_WORKFLOW:
             from kbisect.cli.sweep import follow_sweep
 
@@ -343,6 +348,11 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
         help="boot each probe beside a reference at one moment, each guest on half of the VM "
         "worker's --measure-cpus (which must hold two guests), so the host's drift reaches "
         "both alike; off by default: not yet measured on a host with room",
+    )
+    b.add_argument(
+        "--no-explain",
+        action="store_true",
+        help="do not explain the culprit of a timing metric once it is named (kbisect explain)",
     )
     b.add_argument(
         "--no-verify",
