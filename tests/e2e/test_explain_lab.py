@@ -26,6 +26,7 @@ def test_explain_names_the_request_size_the_culprit_changed(
     proc = on_own_service(tmp_path, args, timeout=1700)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout)
+    print("\n".join([result["message"], *result["why"]]))  # the figures, in the log
     assert result["status"] == "explained", result["message"]
     assert result["culprit"] == culprit and result["boots"] == EXPLAIN_BOOTS_EXACT
     assert result["effect"]["change"] < -90  # avg_read_sectors: 512 -> 8 on these kernels
