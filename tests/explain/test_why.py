@@ -29,6 +29,24 @@ def test_the_seeds_story_in_the_words_of_its_engineer() -> None:
     assert lines[-1] == "4 of 5 statistics changed beyond their noise (5 read)"
 
 
+def test_the_profile_has_its_own_lines_however_large_the_counts_changes() -> None:
+    parent = [
+        {**{("vmstat", f"s{i}"): 100.0 + d for i in range(12)}, ("profile", "delay_tsc (self)"): d}
+        for d in (0.0, 0.1, 0.2)
+    ]
+    culprit = [
+        {
+            **{("vmstat", f"s{i}"): 300.0 + d for i in range(12)},
+            ("profile", "delay_tsc (self)"): 11 + d,
+        }
+        for d in (0.0, 0.1, 0.2)
+    ]
+    lines = why_lines(compare(parent, culprit), top=4)
+    assert [x.split(":")[0] for x in lines[:4]] == ["vmstat s0", "vmstat s1", "vmstat s10",
+                                                     "self time in delay_tsc"]  # fmt: skip
+    assert lines[4] == "... and 9 more (--json)"
+
+
 def test_a_long_list_is_cut_with_a_pointer_to_the_rest() -> None:
     parent = [{("vmstat", f"s{i}"): 100.0 + d for i in range(12)} for d in (0, 1, 2)]
     culprit = [{("vmstat", f"s{i}"): 200.0 + d for i in range(12)} for d in (0, 1, 2)]
