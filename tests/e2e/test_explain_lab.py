@@ -33,6 +33,8 @@ def test_explain_names_the_request_size_the_culprit_changed(
     changes = {(c["source"], c["name"]): c for c in result["comparison"]["changes"]}
     sizes = [c for (s, n), c in changes.items() if s == "diskstats" and "rareq-sz" in n]
     assert sizes and min(c["change"] for c in sizes) < -90, sorted(changes)
+    merged = [c for (s, n), c in changes.items() if s == "diskstats" and n.endswith("reads merged")]
+    assert merged and all(c["culprit"] == 0 and c["parent"] > 1000 for c in merged), merged
     assert any("read request size (sectors)" in line for line in result["why"]), result["why"]
     # the differential flame graph of the two sides' CPU samples
     svg = ET.parse(flame).getroot()
