@@ -8,7 +8,7 @@ input (ErrorType.USER) is never retried and fails the job at once.
 
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -201,6 +201,34 @@ class Resumable:
         if not self._blocking.waiting:
             status = self.status_word()
             raise ValueError(f"the {self._noun} is {status}, not blocked: nothing to resume")
+
+
+class Progressing(Protocol):
+    """A workflow's progress as its query answers it: at least a status and a message."""
+
+    status: str
+    message: str
+
+
+class ShowsStatus(Resumable):
+    """A stage's status in its progress, and its blocked spells: a sweep's and an explain
+    job's (a bisection's progress has more to say)."""
+
+    _progress: Progressing
+    _status: str  # what it does when not blocked
+
+    def status_word(self) -> str:
+        return self._progress.status
+
+    def _on_blocked(self, problem: str, first: bool) -> None:
+        self._progress.status, self._progress.message = "blocked", problem
+
+    def _on_clear(self) -> None:
+        self._progress.status, self._progress.message = self._status, ""
+
+    def _set(self, status: str, message: str = "") -> None:
+        self._status = status
+        self._progress.status, self._progress.message = status, message
 
 
 class JobActivities:

@@ -33,7 +33,7 @@ with workflow.unsafe.imports_passed_through():
         Blocking,
         JobActivities,
         JobFailed,
-        Resumable,
+        ShowsStatus,
         cause,
         testcase_job,
         validate_sweep,
@@ -41,7 +41,8 @@ with workflow.unsafe.imports_passed_through():
 
 
 @workflow.defn(name=EXPLAIN_WORKFLOW)
-class ExplainWorkflow(Resumable):
+class ExplainWorkflow(ShowsStatus):
+    _progress: ExplainProgress
     _noun = "explain job"
 
     def __init__(self) -> None:
@@ -52,19 +53,6 @@ class ExplainWorkflow(Resumable):
     @workflow.query(name="progress")
     def progress(self) -> ExplainProgress:
         return self._progress
-
-    def status_word(self) -> str:
-        return self._progress.status
-
-    def _on_blocked(self, problem: str, first: bool) -> None:
-        self._progress.status, self._progress.message = "blocked", problem
-
-    def _on_clear(self) -> None:
-        self._progress.status, self._progress.message = self._status, ""
-
-    def _set(self, status: str, message: str = "") -> None:
-        self._status = status
-        self._progress.status, self._progress.message = status, message
 
     def _fail(self, message: str) -> JobFailed:
         self._set("failed", message)

@@ -37,7 +37,7 @@ with workflow.unsafe.imports_passed_through():
         Blocking,
         JobActivities,
         JobFailed,
-        Resumable,
+        ShowsStatus,
         cause,
         testcase_job,
         validate_sweep,
@@ -50,7 +50,8 @@ SA_STATUS = SearchAttributeKey.for_keyword(SA_STATUS_NAME)
 
 
 @workflow.defn(name=SWEEP_WORKFLOW)
-class SweepWorkflow(Resumable):
+class SweepWorkflow(ShowsStatus):
+    _progress: SweepProgress
     _noun = "sweep"
 
     def __init__(self) -> None:
@@ -63,18 +64,8 @@ class SweepWorkflow(Resumable):
     def progress(self) -> SweepProgress:
         return self._progress
 
-    def status_word(self) -> str:
-        return self._progress.status
-
-    def _on_blocked(self, problem: str, first: bool) -> None:
-        self._progress.status, self._progress.message = "blocked", problem
-
-    def _on_clear(self) -> None:
-        self._progress.status, self._progress.message = self._status, ""
-
     def _set(self, status: str, message: str = "") -> None:
-        self._status = status
-        self._progress.status, self._progress.message = status, message
+        super()._set(status, message)
         if self._sa:
             workflow.upsert_search_attributes([SA_STATUS.value_set(f"sweep {status}")])
 

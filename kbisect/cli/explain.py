@@ -3,22 +3,19 @@ the culprit and its parent booted in turn under statistics and a CPU profile, an
 moved beyond its noise."""
 
 import argparse
-import asyncio
 import json
 import uuid
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
-from rich.progress import Progress as RichProgress
 from temporalio.client import WorkflowExecutionStatus
 
-from kbisect.cli import output
 from kbisect.cli.job_service import (
-    POLL_SECONDS,
     PROFILE_HELP,
     job_output_options,
+    poll_stage,
+    stage_bar,
     until_done,
     with_client,
 )
@@ -33,7 +30,7 @@ from kbisect.contract import (
     ExplainRequest,
     ExplainResult,
 )
-from kbisect.errors import InfraError, UserError
+from kbisect.errors import UserError
 from kbisect.jobs import explain_job
 from kbisect.jobs.client import WORKER_GRACE, JobClient
 from kbisect.reports import explain_report
@@ -96,8 +93,9 @@ def cmd_explain(args: argparse.Namespace, settings: Settings) -> int:
 async def follow_explain(client: JobClient, explain_id: str, args: argparse.Namespace) -> int:
     """Boots as they end (a bar on a terminal, a line each when piped), then the answer."""
     if not await until_done(
-        client, explain_id, "explain job", lambda: _bar(client, explain_id),
-        lambda: _poll(client, explain_id, _lines()),
+        client, explain_id, "explain job",
+        lambda: stage_bar(client, explain_id, client.explain_progress, _state),
+        lambda: poll_stage(client, explain_id, client.explain_progress, _lines()),
     ):  # fmt: skip
         return 130
     result = await client.explain_result(explain_id)
@@ -167,29 +165,8 @@ def _lines() -> Show:
     return show
 
 
-async def _bar(client: JobClient, explain_id: str) -> None:
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
-    with RichProgress(*columns, TimeElapsedColumn(), console=output.stderr_console()) as bar:
-        task = bar.add_task("validating", total=None)
-
-        def show(p: ExplainProgress) -> None:
-            text = f"{p.status}: {p.boots[-1]}" if p.boots else p.status
-            bar.update(task, description=text[:60], completed=len(p.boots), total=p.planned or None)
-
-        await _poll(client, explain_id, show)
-
-
-async def _poll(client: JobClient, explain_id: str, show: Show) -> None:
-    """Until the job ends, and once after: what happened since the last look."""
-    running = True
-    while running:
-        running = await client.running(explain_id)
-        try:
-            show(await client.explain_progress(explain_id))
-        except InfraError:
-            pass  # no workflow worker answered this time: nothing new
-        if running:
-            await asyncio.sleep(POLL_SECONDS)
+def _state(p: ExplainProgress) -> tuple[str, int, int]:
+    return (f"{p.status}: {p.boots[-1]}" if p.boots else p.status), len(p.boots), p.planned
 
 
 def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:

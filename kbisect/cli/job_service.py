@@ -8,9 +8,11 @@ import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any
+from typing import Any, TypeVar
 
 from rich.live import Live
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+from rich.progress import Progress as RichProgress
 
 from kbisect.cli import output
 from kbisect.cli.output import EventLines, note, out, progress_view
@@ -25,6 +27,7 @@ POLL_SECONDS = 2.0  # how often a watch asks the server
 # With nothing new for this long, a watch checks again that workers serve the job.
 STALL_SECONDS = 120.0
 Handler = Callable[[JobClient, argparse.Namespace], Coroutine[Any, Any, int]]
+StageProgress = TypeVar("StageProgress")
 
 
 PROFILE_HELP = "device profile: fast or ebs-gp2 (default: the testcase's)"
@@ -130,6 +133,42 @@ async def _poll(client: JobClient, job_id: str, show: Callable[[Progress], None]
             await client.require_workers(await client.job_queues(job_id), job_id)
             changed = time.monotonic()
         await asyncio.sleep(POLL_SECONDS)
+
+
+async def poll_stage(
+    client: JobClient,
+    job_id: str,
+    look: Callable[[str], Awaitable[StageProgress]],
+    show: Callable[[StageProgress], None],
+) -> None:
+    """A sweep's or an explain job's progress (`look`), until it ends and once after."""
+    running = True
+    while running:
+        running = await client.running(job_id)
+        try:
+            show(await look(job_id))
+        except InfraError:
+            pass  # no workflow worker answered this time: nothing new
+        if running:
+            await asyncio.sleep(POLL_SECONDS)
+
+
+async def stage_bar(
+    client: JobClient,
+    job_id: str,
+    look: Callable[[str], Awaitable[StageProgress]],
+    state: Callable[[StageProgress], tuple[str, int, int]],
+) -> None:
+    """poll_stage() as a bar on stderr; `state`: what it says, boots done and planned."""
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
+    with RichProgress(*columns, TimeElapsedColumn(), console=output.stderr_console()) as bar:
+        task = bar.add_task("validating", total=None)
+
+        def show(p: StageProgress) -> None:
+            text, done, planned = state(p)
+            bar.update(task, description=text[:60], completed=done, total=planned or None)
+
+        await poll_stage(client, job_id, look, show)
 
 
 def job_output_options(p: argparse.ArgumentParser) -> None:

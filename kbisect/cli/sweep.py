@@ -2,21 +2,17 @@
 neighbours; `--bisect` then bisects each change."""
 
 import argparse
-import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
-from rich.progress import Progress as RichProgress
-
 from kbisect.builders import kernel_list
-from kbisect.cli import output
 from kbisect.cli.job_service import (
-    POLL_SECONDS,
     PROFILE_HELP,
     follow_result,
     job_output_options,
+    poll_stage,
+    stage_bar,
     until_done,
     with_client,
 )
@@ -29,7 +25,7 @@ from kbisect.contract import (
     SweepRequest,
     SweepResult,
 )
-from kbisect.errors import InfraError, UserError
+from kbisect.errors import UserError
 from kbisect.infra.git import Git
 from kbisect.jobs.client import WORKER_GRACE, JobClient
 from kbisect.jobs.request import JobOptions, checked_request, repository
@@ -160,10 +156,13 @@ async def follow_sweep(
 ) -> tuple[int, SweepResult | None]:
     """Boots as they end (a bar on a terminal, a line each when piped), then the pairs."""
 
-    async def lines() -> None:
-        await _poll(client, job_id, _lines())
+    def bar() -> Awaitable[None]:
+        return stage_bar(client, job_id, client.sweep_progress, _state)
 
-    if not await until_done(client, job_id, "sweep", lambda: _bar(client, job_id), lines):
+    def lines() -> Awaitable[None]:
+        return poll_stage(client, job_id, client.sweep_progress, _lines())
+
+    if not await until_done(client, job_id, "sweep", bar, lines):
         return 130, None
     result = await client.sweep_result(job_id)
     show_result(result, job_id, args)
@@ -206,31 +205,10 @@ def _lines() -> Show:
     return show
 
 
-async def _bar(client: JobClient, job_id: str) -> None:
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
-    with RichProgress(*columns, TimeElapsedColumn(), console=output.stderr_console()) as bar:
-        task = bar.add_task("validating", total=None)
-
-        def show(p: SweepProgress) -> None:
-            last = p.boots[-1] if p.boots else None
-            where = sweep_report.entry_name(p.names or p.kernels, last.kernel) if last else ""
-            text = f"{p.status}: last {where}" if where else p.status
-            bar.update(task, description=text[:60], completed=len(p.boots), total=p.planned or None)
-
-        await _poll(client, job_id, show)
-
-
-async def _poll(client: JobClient, job_id: str, show: Show) -> None:
-    """Until the sweep ends, and once after: the boots that ended since the last look."""
-    running = True
-    while running:
-        running = await client.running(job_id)
-        try:
-            show(await client.sweep_progress(job_id))
-        except InfraError:
-            pass  # no workflow worker answered this time: nothing new
-        if running:
-            await asyncio.sleep(POLL_SECONDS)
+def _state(p: SweepProgress) -> tuple[str, int, int]:
+    last = p.boots[-1] if p.boots else None
+    where = sweep_report.entry_name(p.names or p.kernels, last.kernel) if last else ""
+    return (f"{p.status}: last {where}" if where else p.status), len(p.boots), p.planned
 
 
 def measure_options(s: argparse.ArgumentParser) -> None:
