@@ -290,10 +290,12 @@ class JobClient:
             raise UserError(f"cannot {what} {job_id}: {getattr(cause, 'message', cause)}") from exc
 
     async def jobs(self, limit: int = 20) -> list[JobSummary]:
-        """The newest jobs (bisections and sweeps), newest first."""
+        """The newest jobs (bisections, sweeps and explain jobs), newest first."""
         found = []
         try:
-            kinds = f'WorkflowType="{WORKFLOW}" OR WorkflowType="{SWEEP_WORKFLOW}"'
+            kinds = " OR ".join(
+                f'WorkflowType="{kind}"' for kind in (WORKFLOW, SWEEP_WORKFLOW, EXPLAIN_WORKFLOW)
+            )
             async for wf in self.temporal.list_workflows(kinds, limit=limit):
                 sa = wf.search_attributes
                 found.append(

@@ -100,3 +100,20 @@ async def test_a_culprit_that_does_not_build_with_the_diagnostics_options_says_s
     assert "the culprit c9 does not build with the diagnostics options" in message
     assert "kernel does not build: x.c (log: /logs/build.log)" in message
     assert scenario.explains == []  # nothing booted
+
+
+async def test_status_lists_explain_jobs(env: WorkflowEnvironment) -> None:
+    import asyncio
+
+    from kbisect.jobs.client import JobClient
+    from kbisect.settings import Settings
+
+    scenario = Scenario(graph=linear(16), culprit="c9")
+    await explain(env, scenario, "c8", "c9", boots=2)
+    client = JobClient(Settings.from_env(), env.client)
+    for _ in range(50):  # the server's visibility store catches up within moments
+        ids = [j.id for j in await client.jobs(100) if j.state == "completed"]
+        if any(i.startswith("explain-scenario-") for i in ids):
+            break
+        await asyncio.sleep(0.2)
+    assert any(i.startswith("explain-scenario-") for i in ids), ids
