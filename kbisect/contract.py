@@ -682,7 +682,6 @@ class ExplainRequest:
     profile: str | None = None
     config: str = ""  # the bisection's --config (a path in the shared cache)
     boots: int = 0  # of each side; 0: EXPLAIN_BOOTS_TIMING, or _EXACT for a counter
-    search_attributes: bool = True
     build_queue: str = DEFAULT_QUEUE[QueueKind.BUILD]
     vm_queue: str = DEFAULT_QUEUE[QueueKind.VM]
 
@@ -706,7 +705,6 @@ class ExplainBootResult:
     # the CPU samples (testcases.cpu_profile.shares)
     stats: dict[str, dict[str, float]] = field(default_factory=dict)
     stacks: dict[str, int] = field(default_factory=dict)  # folded, EXPLAIN_STACKS at most
-    samples_total: int = 0  # CPU samples in all, those not kept among them
     folder: str = ""  # on the VM host: the boot's statistics, folded stacks and console
     host: str = ""
     error: str = ""

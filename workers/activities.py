@@ -398,7 +398,6 @@ class VmActivities:
                 samples=list(metric.samples),
                 stats=stats_by_source({**b.stats, **cpu_profile.shares(b.stacks)}),
                 stacks=dict(b.stacks.most_common(EXPLAIN_STACKS)),
-                samples_total=sum(b.stacks.values()),
                 folder=b.folder,
                 host=self.machine.host,
             )

@@ -28,7 +28,7 @@ with workflow.unsafe.imports_passed_through():
         TestStatus,
     )
     from kbisect.explain.compare import interleaved
-    from kbisect.explain.summary import summarise
+    from kbisect.explain.summary import score, summarise
     from kbisect.workflows.activity_calls import (
         Blocking,
         JobActivities,
@@ -103,8 +103,8 @@ class ExplainWorkflow(ShowsStatus):
                 got = ExplainBootResult(commit, TestStatus.BOOT_FAILED, error=cause(err))
             sides[is_culprit].append(got)
             if got.status == TestStatus.OK and got.samples:
-                score = sorted(got.samples)[len(got.samples) // 2]
-                line = f"boot {n}: {name} {commit[:12]} {tc.metric} {score:.6g} {tc.unit}"
+                value = score(got)
+                line = f"boot {n}: {name} {commit[:12]} {tc.metric} {value:.6g} {tc.unit}"
                 p.boots.append(line + (f" on {got.host}" if got.host else ""))
             else:
                 failed.append(f"{name} {commit[:12]}: {got.status}: {got.error}")

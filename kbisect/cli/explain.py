@@ -120,12 +120,13 @@ async def explain_after(
     await client.start_explain(await explain_job.request_for(client, job), eid)
     note(f"explaining the culprit: job {eid} (kbisect explain {job}; --no-explain: not)")
     if not args.json:
-        args.flame = None
         await follow_explain(client, eid, args)
 
 
 def show_result(result: ExplainResult, explain_id: str, args: argparse.Namespace) -> None:
-    if args.flame:
+    """The answer on stdout; `--flame` (explain's own option: watch, report and bisect have
+    none) draws the flame graph too."""
+    if getattr(args, "flame", None):
         from kbisect.reports.flame_diff import write_flame_diff
 
         title = f"{result.testcase}: {result.culprit[:12]} against {result.parent[:12]}"

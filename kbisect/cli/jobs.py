@@ -109,7 +109,6 @@ def cmd_watch(args: argparse.Namespace, settings: Settings) -> int:
         if kind == EXPLAIN_WORKFLOW:
             from kbisect.cli.explain import follow_explain
 
-            args.flame = None
             return await follow_explain(client, args.id, args)
         if kind == SWEEP_WORKFLOW:
             from kbisect.cli.sweep import follow_sweep
@@ -177,7 +176,6 @@ def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
         if kind == EXPLAIN_WORKFLOW:
             from kbisect.cli.explain import show_result as show_explained
 
-            args.flame = None
             show_explained(await client.explain_result(args.id), args.id, args)
             return 0
         if kind == SWEEP_WORKFLOW:

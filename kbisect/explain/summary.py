@@ -29,6 +29,11 @@ def ran(boots: list[ExplainBootResult]) -> list[ExplainBootResult]:
     return [b for b in boots if b.status == TestStatus.OK and b.samples]
 
 
+def score(boot: ExplainBootResult) -> float:
+    """A boot's value, as a test's is: the median of its repetitions."""
+    return statistics.median(boot.samples)
+
+
 def summarise(
     parent: list[ExplainBootResult], culprit: list[ExplainBootResult], metric: str
 ) -> Summary:
@@ -39,11 +44,7 @@ def summarise(
             f"{len(p)} of the parent's and {len(c)} of the culprit's explain boots ran: "
             "two a side are the least a comparison takes"
         )
-    # each boot's value as a test's is: the median of its repetitions
-    effect = change_of(
-        "metric", metric, [statistics.median(b.samples) for b in p],
-        [statistics.median(b.samples) for b in c],
-    )  # fmt: skip
+    effect = change_of("metric", metric, [score(b) for b in p], [score(b) for b in c])
     comparison = compare([stats_of(b.stats) for b in p], [stats_of(b.stats) for b in c])
     shown = (
         effect.low is not None and effect.high is not None and not effect.low <= 0 <= effect.high

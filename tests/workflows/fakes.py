@@ -400,7 +400,6 @@ async def explain_testcase(req: ExplainBootRequest) -> ExplainBootResult:
             },
         },
         stacks=stacks,
-        samples_total=100,
         folder=f"/runs/explain-{len(s.explains)}",
         host="vm-1",
     )
