@@ -19,7 +19,14 @@ from kbisect import settings
 from kbisect.contract import Mode
 from kbisect.errors import InfraError, UserError
 from kbisect.infra.git import LAB_IDENTITY, Git, git_argv, git_env
-from kbisect.infra.lab_culprits import SEED_CULPRIT, Culprit
+from kbisect.infra.lab_culprits import (
+    NVME_CORE,
+    PREREQ_SUBJECT,
+    SEED_CULPRIT,
+    Culprit,
+    add_prerequisite,
+)
+from kbisect.infra.lab_distro import DISTRO_BRANCH, DISTRO_TAG, DistroCommit, write_distro
 from kbisect.infra.lab_plan import Kind, LabPlan, PlannedCommit, Span, make_plan
 
 # .c files that the base config (tinyconfig + QEMU guest needs) compiles: a filler
@@ -101,6 +108,8 @@ class LabOptions:
     broken_boot: tuple[Span, ...] = ()
     seed: int | None = None
     replace: bool = False  # remove an existing lab (and only a lab) at the destination
+    distro: int = 0  # fix mode: commits of a distro branch forked from the old endpoint
+    fix_needs_prereq: bool = False  # the fix's context needs an upstream refactor before it
 
 
 LAB_MARK = "kbisect.lab"  # git config of a lab's repository, set when kbisect makes it
@@ -247,7 +256,7 @@ class _Writer:
 
     def write(self, env: dict[str, str], path: str, text: str) -> None:
         blob = self.git.run("hash-object", "-w", "--stdin", input=text.encode()).strip()
-        self.git.run("update-index", "--cacheinfo", f"100644,{blob},{path}", env=env)
+        self.git.run("update-index", "--add", "--cacheinfo", f"100644,{blob},{path}", env=env)
 
     def apply(
         self, env: dict[str, str], patch: Path, reverse: bool, where: str, hint: str = ""
@@ -311,6 +320,7 @@ def create_lab(
     _check_destination(given, dest, options.replace)
     if options.culprit_patch is not None and not options.culprit_patch.is_file():
         raise UserError(f"--culprit-patch {options.culprit_patch} is not a file")
+    _check_distro(options)
     seed = options.seed if options.seed is not None else random.SystemRandom().randrange(2**31)
     plan = make_plan(
         options.commits,
@@ -320,6 +330,7 @@ def create_lab(
         broken_build=list(options.broken_build),
         broken_boot=list(options.broken_boot),
         seed=seed,
+        prereq=options.fix_needs_prereq,
     )
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
@@ -340,6 +351,21 @@ def create_lab(
         shutil.rmtree(partial, ignore_errors=True)
     truth_path(dest).write_text(json.dumps(truth, indent=2) + "\n")
     return truth
+
+
+def _check_distro(options: LabOptions) -> None:
+    """--distro and --fix-needs-prereq make the seed's shape: a fix-mode lab of nomerges."""
+    if options.distro < 0:
+        raise UserError(f"--distro {options.distro}: give the distro branch's commits, 1 or more")
+    if options.distro and options.mode != Mode.FIX:
+        raise UserError("--distro makes a distro branch that lacks a fix: add --mode fix")
+    if options.fix_needs_prereq and not options.distro:
+        raise UserError("--fix-needs-prereq is for a distro branch: add --distro N")
+    if options.fix_needs_prereq and (options.culprit_patch or options.culprit.kind != "nomerges"):
+        raise UserError(
+            "--fix-needs-prereq refactors the lines after the nomerges fix: use the default "
+            "--culprit nomerges"
+        )
 
 
 def _check_destination(given: Path, dest: Path, replace: bool) -> None:
@@ -411,12 +437,23 @@ def _make(
     git = Git(repo)
     git.run("config", LAB_MARK, "true")
     with tempfile.TemporaryDirectory(prefix="kbisect-lab-") as tmp:
-        hashes = _write_history(git, plan, import_commit, options, Path(tmp), seed, progress)
+        w = _Writer(git, Path(tmp))
+        hashes, trees, files = _write_history(w, plan, import_commit, options, seed, progress)
+        distro = _distro(w, plan, hashes, trees, files, options, seed)
     git.run("update-ref", "refs/heads/master", hashes[plan.commits[-1].pos])
     git.run("symbolic-ref", "HEAD", "refs/heads/master")
     git.run("update-ref", "-d", "refs/heads/import")
     truth = _truth(plan, hashes, seed, options)
     _check_truth(git, plan, hashes, truth)
+    if distro:
+        git.run("update-ref", f"refs/heads/{DISTRO_BRANCH}", distro[-1].hash)
+        git.run("tag", DISTRO_TAG, distro[-1].hash)
+        truth["distro"] = {
+            "tip": distro[-1].hash,
+            "base": hashes[0],
+            "branch": DISTRO_BRANCH,
+            "commits": [d.to_json() for d in distro],
+        }
     # The endpoints as a user passes them (never the culprit): `--good lab-good --bad lab-bad`.
     git.run("tag", "lab-good", str(truth["good"]))
     git.run("tag", "lab-bad", str(truth["bad"]))
@@ -433,16 +470,15 @@ class _Files:
 
 
 def _write_history(
-    git: Git,
+    w: "_Writer",
     plan: LabPlan,
     import_commit: str,
     options: LabOptions,
-    tmp: Path,
     seed: int,
     progress: Callable[[str], None],
-) -> dict[int, str]:
+) -> tuple[dict[int, str], dict[int, str], "_Files"]:
     rng = random.Random(seed ^ 0x5EED)
-    w = _Writer(git, tmp)
+    git = w.git
     files = _filler_files(git, import_commit, rng)
     when = IMPORT_DATE + 86400
     hashes, trees = _old_endpoint(w, git, plan, import_commit, options, when)
@@ -465,6 +501,8 @@ def _write_history(
         subject = (
             _culprit_subject(plan.mode, options)
             if c.kind is Kind.CULPRIT
+            else PREREQ_SUBJECT
+            if c.kind is Kind.PREREQ
             else _subject(c.kind, path, c.pos, rng)
         )
         hashes[c.pos] = _commit_tree(
@@ -477,7 +515,28 @@ def _write_history(
         )
         if c.pos % 8 == 0:
             progress(f"lab commit {c.pos}/{len(plan.commits)}")
-    return hashes
+    return hashes, trees, files
+
+
+def _distro(
+    w: "_Writer",
+    plan: LabPlan,
+    hashes: dict[int, str],
+    trees: dict[int, str],
+    files: "_Files",
+    options: LabOptions,
+    seed: int,
+) -> list[DistroCommit]:
+    """The distro branch (--distro N) on the old endpoint, after the main line is written:
+    its picks take the main line's plain commits, under new hashes."""
+    if not options.distro:
+        return []
+    upstream = [hashes[c.pos] for c in plan.commits if c.kind is Kind.FILLER and c.branch == "main"]
+    when = IMPORT_DATE + 86400 + 3600 * (len(plan.commits) + 1)
+    rng = random.Random(seed ^ 0xD15C0)
+    return write_distro(
+        w, _commit_tree, (hashes[0], trees[0]), upstream, files.unbuilt, options.distro, when, rng
+    )
 
 
 def _filler_files(git: Git, import_commit: str, rng: random.Random) -> _Files:
@@ -556,6 +615,9 @@ def _change(
         )
         w.write(env, path, text)
         return path
+    if c.kind is Kind.PREREQ:
+        w.write(env, NVME_CORE, add_prerequisite(w.read(parent_tree, NVME_CORE)))
+        return NVME_CORE
     if c.kind in (Kind.BREAK_BUILD, Kind.BREAK_BOOT, Kind.FIX_BUILD, Kind.FIX_BOOT):
         build = c.kind in (Kind.BREAK_BUILD, Kind.FIX_BUILD)
         pool = BUILD_BREAK_FILES if build else BOOT_BREAK_FILES
@@ -622,6 +684,8 @@ def _truth(
         "broken_build": [hashes[p] for p in plan.positions("build_broken")],
         "broken_boot": [hashes[p] for p in plan.positions("boot_broken")],
         "merges": [hashes[c.pos] for c in plan.commits if c.kind is Kind.MERGE],
+        "prerequisite": next((hashes[c.pos] for c in plan.commits if c.kind is Kind.PREREQ), None),
+        "distro": None,
         "seed": seed,
         "commits": options.commits,
         "culprit_patch": str(options.culprit_patch) if options.culprit_patch else None,

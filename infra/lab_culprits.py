@@ -282,3 +282,30 @@ class Culprit:
 
 
 SEED_CULPRIT = Culprit("nomerges")
+
+
+# --fix-needs-prereq: an upstream refactor of the lines after the nomerges line, made before
+# the fix, so that the fix's context holds it and a branch without it cannot take the fix.
+P2PDMA_CHECK = (
+    "\tif (ctrl->ops->supports_pci_p2pdma &&\n\t    ctrl->ops->supports_pci_p2pdma(ctrl))\n"
+)
+P2PDMA_CALL = "\tif (nvme_ctrl_pci_p2pdma(ctrl))\n"
+ALLOC_NS_HEAD = "static void nvme_alloc_ns("
+P2PDMA_HELPER = (
+    "static bool nvme_ctrl_pci_p2pdma(struct nvme_ctrl *ctrl)\n"
+    "{\n"
+    "\treturn ctrl->ops->supports_pci_p2pdma &&\n"
+    "\t\tctrl->ops->supports_pci_p2pdma(ctrl);\n"
+    "}\n"
+    "\n"
+)
+PREREQ_SUBJECT = "nvme: add a helper for the PCI P2PDMA check"
+
+
+def add_prerequisite(text: str) -> str:
+    """nvme core with the P2PDMA check moved into a helper (the same object code)."""
+    head = text.find(ALLOC_NS_HEAD)
+    if head < 0 or P2PDMA_CHECK not in text[head:]:
+        raise InfraError(f"{NVME_CORE} has no P2PDMA check in nvme_alloc_ns() to refactor")
+    text = text[:head] + text[head:].replace(P2PDMA_CHECK, P2PDMA_CALL, 1)
+    return text[:head] + P2PDMA_HELPER + text[head:]

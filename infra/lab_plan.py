@@ -19,6 +19,7 @@ class Kind(StrEnum):
     BREAK_BOOT = "break-boot"
     FIX_BOOT = "fix-boot"
     MERGE = "merge"
+    PREREQ = "prerequisite"  # an upstream refactor the fix's context needs (fix mode)
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,7 @@ def make_plan(
     broken_build: list[Span] | None = None,
     broken_boot: list[Span] | None = None,
     seed: int = 0,
+    prereq: bool = False,
 ) -> LabPlan:
     if mode not in tuple(Mode):
         raise PlanError(f"unknown mode {mode!r}: use regression or fix")
@@ -121,6 +123,8 @@ def make_plan(
     spans = [(k, Span(culprit_at + s.start, s.length) if s.relative else s) for k, s in spans]
     parents, branch_of = _topology(n, slots)
     kinds = _kinds(n, culprit_at, spans, branch_of, merge_positions)
+    if prereq:  # drawn last: a lab without one keeps its hashes
+        kinds[_prereq(culprit_at, kinds, branch_of, rng)] = (Kind.PREREQ, -1)
     commits = _states(n, mode, kinds, parents, branch_of, merge_positions)
     if commits[-1].buggy != (mode == Mode.REGRESSION):
         raise PlanError("the culprit does not reach the last commit: choose another --culprit-at")
@@ -147,6 +151,22 @@ def _culprit(
             + (" (it is a merge)" if culprit_at in merge_positions else "")
         )
     return culprit_at
+
+
+def _prereq(
+    culprit_at: int,
+    kinds: dict[int, tuple[Kind, int]],
+    branch_of: dict[int, str],
+    rng: random.Random,
+) -> int:
+    """A plain main-line commit before the fix, for the refactor the fix's context needs."""
+    free = [p for p in range(1, culprit_at) if p not in kinds and branch_of[p] == "main"]
+    if not free:
+        raise PlanError(
+            f"--fix-needs-prereq needs a plain commit before the fix (at {culprit_at}): "
+            "pick a later --culprit-at or another --seed"
+        )
+    return rng.choice(free)
 
 
 def _topology(

@@ -22,8 +22,10 @@ if TYPE_CHECKING:
     from tests.chat.homeserver import Synapse
 
 NVME_CORE_TEXT = (
-    "static void nvme_alloc_ns(void)\n{\n"
+    "static void nvme_alloc_ns(struct nvme_ctrl *ctrl)\n{\n"
     + lab_culprits.NONROT_LINE
+    + lab_culprits.P2PDMA_CHECK
+    + "\t\tblk_queue_flag_set(QUEUE_FLAG_PCI_P2PDMA, ns->queue);\n"
     + "\treturn;\n}\n\n"
     + lab_culprits.SETUP_HEAD
     + "\tblk_status_t ret = BLK_STS_OK;\n\n"

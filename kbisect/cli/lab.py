@@ -28,14 +28,18 @@ def cmd_lab_create(args: argparse.Namespace, settings: Settings) -> int:
             broken_boot=tuple(Span.parse(s) for s in args.broken_boot),
             seed=args.seed,
             replace=args.replace,
+            distro=args.distro,
+            fix_needs_prereq=args.fix_needs_prereq,
         )
         with stages(not args.quiet) as say:
             truth = create_lab(Path(args.dir), options, say)
     except PlanError as exc:
         raise UserError(str(exc)) from exc
+    distro = truth.get("distro")
+    tip = f", distro tip {distro['tip'][:12]} (tag lab-distro)" if isinstance(distro, dict) else ""
     out(
         f"lab {Path(args.dir).resolve()}: {args.commits} commits ({args.mode} mode), "
-        f"good {str(truth['good'])[:12]}, bad {str(truth['bad'])[:12]}; "
+        f"good {str(truth['good'])[:12]}, bad {str(truth['bad'])[:12]}{tip}; "
         f"truth in {truth_path(Path(args.dir))} (keep it away from the bisector)"
     )
     return 0
@@ -83,6 +87,21 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
         default=[],
         metavar="POS[:LEN]",
         help="a commit that panics at boot; +N/-N is relative to the culprit",
+    )
+    create.add_argument(
+        "--distro",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --mode fix: also a distro branch (tag lab-distro) forked from the old "
+        "endpoint with N commits of its own: SAUCE changes, a config annotation and "
+        "cherry-picks of later upstream commits with stable's provenance line",
+    )
+    create.add_argument(
+        "--fix-needs-prereq",
+        action="store_true",
+        help="with --distro: an earlier upstream commit refactors the fix's context, so "
+        "the fix applies to the distro branch only after it",
     )
     create.add_argument("--seed", type=int, help="random seed (default: random)")
     create.add_argument("--replace", action="store_true", help="replace an existing lab there")
