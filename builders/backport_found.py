@@ -1,0 +1,90 @@
+"""Whether a target branch already carries an upstream change, under any hash.
+
+Distro and stable kernels take upstream commits as cherry-picks: a new hash, a message
+that names the original (stable's `commit X upstream.` or `[ Upstream commit X ]`,
+Ubuntu's `(cherry picked from commit X)` or `(backported from commit X)`). A commit of
+the target is the change when its message names it so, or when its patch is the same
+(`git patch-id --stable`, which ignores line numbers and whitespace). Only the commits
+after the merge base of the two are read: the target's history before it is upstream's.
+"""
+
+import re
+import subprocess
+from dataclasses import dataclass
+
+from kbisect.infra.git import Git, git_argv, git_env
+
+# The lines that name an upstream commit in a backport's message.
+PROVENANCE = (
+    re.compile(r"^commit ([0-9a-f]{12,40}) upstream\.?$"),
+    re.compile(r"^\[ ?Upstream commit ([0-9a-f]{12,40}) ?\]$"),
+    re.compile(r"^\((?:cherry picked|backported) from commit ([0-9a-f]{12,40})(?: .*)?\)$"),
+)
+
+
+@dataclass(frozen=True)
+class Found:
+    commit: str  # the target's commit that is the change
+    subject: str
+    how: str  # "ancestor", "provenance line" or "same patch"
+
+
+def named_upstream(message: str) -> list[str]:
+    """The upstream commits (full or abbreviated hashes) a message's provenance lines name."""
+    found = []
+    for line in message.splitlines():
+        for pattern in PROVENANCE:
+            if m := pattern.match(line.strip()):
+                found.append(m.group(1))
+    return found
+
+
+def patch_ids(git: Git, revs: list[str], paths: list[str] | None = None) -> dict[str, str]:
+    """Each commit's stable patch-id by commit (of its diff against its first parent,
+    limited to `paths` when given); a commit that changes nothing there has none."""
+    if not revs:
+        return {}
+    log = subprocess.run(
+        git_argv(git.repo, "log", "-p", "--no-walk=unsorted", "--first-parent", "-m",
+                 "--full-index", "--format=commit %H", *revs, "--", *(paths or [])),
+        env=git_env(),
+        capture_output=True,
+        check=True,
+    ).stdout  # fmt: skip
+    out = subprocess.run(
+        git_argv(git.repo, "patch-id", "--stable"),
+        input=log,
+        env=git_env(),
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    ids = {}
+    for line in out.splitlines():
+        pid, _, commit = line.partition(" ")
+        ids.setdefault(commit.strip(), pid)
+    return ids
+
+
+def changed_paths(git: Git, commit: str) -> list[str]:
+    out = git.run("diff-tree", "-r", "--no-commit-id", "--name-only", "-z", f"{commit}^", commit)
+    return [p for p in out.split("\0") if p]
+
+
+def find_in(git: Git, change: str, target: str) -> Found | None:
+    """The target's commit that is `change` (full hashes both), or None."""
+    if git.is_ancestor(change, target):
+        return Found(change, git.commit_info(change).subject, "ancestor")
+    base = git.run("merge-base", change, target, check=False).strip()
+    span = f"{base}..{target}" if base else target
+    rows = git.run("log", "--format=%H%x00%B%x01", span, "--grep", change[:12]).split("\x01")
+    for row in rows:
+        commit, _, message = row.strip().partition("\0")
+        if any(change.startswith(h) for h in named_upstream(message)):
+            return Found(commit, message.partition("\n")[0], "provenance line")
+    paths = changed_paths(git, change)
+    want = patch_ids(git, [change]).get(change)
+    touching = git.run("rev-list", "--no-merges", span, "--", *paths).split() if paths else []
+    for commit, pid in patch_ids(git, touching, paths).items():
+        if want and pid == want:
+            return Found(commit, git.commit_info(commit).subject, "same patch")
+    return None
