@@ -58,7 +58,7 @@ def patch_ids(git: Git, revs: list[str], paths: list[str] | None = None) -> dict
         capture_output=True,
         check=True,
     ).stdout.decode()
-    ids = {}
+    ids: dict[str, str] = {}
     for line in out.splitlines():
         pid, _, commit = line.partition(" ")
         ids.setdefault(commit.strip(), pid)
