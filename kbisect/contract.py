@@ -24,12 +24,15 @@ CLASSIFY = "classify_commits"
 VALIDATE_SWEEP = "validate_sweep"
 SERIES_PLAN = "series_plan"
 SERIES_RECORD = "series_record"
+PLAN_BACKPORT = "plan_backport"  # is the change in the target, what it needs, its commits
 DECIDE = "decide"  # a local activity: the job's next decision, run by its workflow worker
 WORKFLOW = "BisectWorkflow"
 SWEEP_WORKFLOW = "SweepWorkflow"
 SERIES_WORKFLOW = "SeriesTickWorkflow"
 EXPLAIN_WORKFLOW = "ExplainWorkflow"
 EXPLAIN_SUFFIX = "-explain"  # a bisection's explain job is its id plus this
+BACKPORT_WORKFLOW = "BackportWorkflow"
+BACKPORT_SUFFIX = "-backport"  # a bisection's backport job: its id, this, the target's hash
 
 
 class QueueKind(StrEnum):
@@ -49,6 +52,7 @@ ACTIVITY_QUEUE: dict[str, QueueKind] = {
     VALIDATE_SWEEP: QueueKind.BUILD,
     SERIES_PLAN: QueueKind.BUILD,  # the host that has the trees and apt keeps the results
     SERIES_RECORD: QueueKind.BUILD,
+    PLAN_BACKPORT: QueueKind.BUILD,
     TEST: QueueKind.VM,
     DUET: QueueKind.VM,
     TRACE: QueueKind.VM,
@@ -742,4 +746,71 @@ class ExplainResult:
     failed: list[str] = field(default_factory=list)  # boots that did not run: why
     stacks: dict[str, dict[str, int]] = field(default_factory=dict)  # "parent"/"culprit"
     folders: list[str] = field(default_factory=list)  # each boot's, on its VM host
+    message: str = ""
+
+
+# --- backports: the change a bisection found, taken to the kernel that ships ------------
+class BackportWord(StrEnum):
+    ALREADY = "already there"  # the target has it, under another hash: nothing built
+    CONFLICT = "does not apply"  # no series of upstream commits applies: one line says why
+    VERIFIED = "verified"  # the target with the series behaves like the good side
+    NOT_VERIFIED = "not verified"  # it does not, or the boots cannot tell: the figures
+
+
+@dataclass
+class BackportRequest:
+    repo: str
+    change: str  # full hash: the upstream commit to take (the fix), or to revert
+    target: str  # full hash of the kernel that ships (a distro branch's tip)
+    testcase: str
+    target_name: str = ""  # as the user named it
+    revert: bool = False  # no upstream fix: the culprit reverted on the target
+    job: str = ""  # the bisection that found the change
+    metric: str | None = None
+    profile: str | None = None
+    config: str = ""  # the bisection's --config (a path in the shared cache)
+    boots: int = DEFAULT_SWEEP_BOOTS  # of each kernel, at most
+    min_effect: float = DEFAULT_MIN_EFFECT
+    build_queue: str = DEFAULT_QUEUE[QueueKind.BUILD]
+    vm_queue: str = DEFAULT_QUEUE[QueueKind.VM]
+
+
+@dataclass
+class BackportPlan:
+    """What the planning activity found in the repository (no build yet)."""
+
+    word: str  # BackportWord.ALREADY, CONFLICT, or "" (a series to measure)
+    change: str
+    subjects: dict[str, str] = field(default_factory=dict)  # of every commit named here
+    found: str = ""  # ALREADY: the target's commit that is the change
+    found_how: str = ""  # "ancestor", "provenance line" or "same patch"
+    series: list[str] = field(default_factory=list)  # upstream commits, the change last
+    prerequisites: list[str] = field(default_factory=list)
+    patched: str = ""  # the target with the series (cherry-picks), a commit to build
+    message: str = ""
+
+
+@dataclass
+class BackportProgress:
+    status: str  # planning, building, measuring, done, failed
+    target: str = ""
+    change: str = ""
+    series: list[str] = field(default_factory=list)
+    planned: int = 0  # boots the budget allows
+    boots: list[SweepBoot] = field(default_factory=list)  # kernel 0: target, 1: patched
+    message: str = ""
+
+
+@dataclass
+class BackportResult:
+    word: str  # BackportWord
+    plan: BackportPlan
+    repo: str
+    target: str
+    target_name: str
+    testcase: str = ""
+    job: str = ""
+    pair: SweepPair | None = None  # the target against the target with the series
+    testcases: list[SweepTestcase] = field(default_factory=list)
+    boots: list[SweepBoot] = field(default_factory=list)
     message: str = ""

@@ -23,6 +23,7 @@ from temporalio.exceptions import ApplicationError
 
 from kbisect.backends import Builder, Machine
 from kbisect.builders import artifact_cache, artifact_store, kconfig, prebuilt
+from kbisect.builders.backport_plan import plan_backport
 from kbisect.builders.sources import inert_commits, read_sources
 from kbisect.builders.verify_commit import make_verify_commit
 from kbisect.contract import (
@@ -31,11 +32,14 @@ from kbisect.contract import (
     DUET,
     EXPLAIN,
     EXPLAIN_STACKS,
+    PLAN_BACKPORT,
     PREPARE_VERIFY,
     TEST,
     TRACE,
     VALIDATE,
     VALIDATE_SWEEP,
+    BackportPlan,
+    BackportRequest,
     BisectRequest,
     BuildRequest,
     BuildResult,
@@ -217,6 +221,14 @@ class BuildActivities:
             len(compiled),
         )
         return ClassifyResult(inert=inert, compiled=len(compiled))
+
+    @activity.defn(name=PLAN_BACKPORT)
+    @typed_failures
+    def plan_backport(self, req: BackportRequest) -> BackportPlan:
+        plan = plan_backport(req)
+        activity.logger.info("backport of %s to %s: %s", req.change[:12], req.target[:12],
+                             plan.message)  # fmt: skip
+        return plan
 
     @activity.defn(name=PREPARE_VERIFY)
     @typed_failures

@@ -22,6 +22,7 @@ from kbisect.settings import Queues, Settings
 from kbisect.workers.activities import BuildActivities, VmActivities, defined
 from kbisect.workers.decisions import DECIDE_THREADS, decide
 from kbisect.workers.series_activities import SeriesActivities
+from kbisect.workflows.backport_workflow import BackportWorkflow
 from kbisect.workflows.bisect_workflow import BisectWorkflow, sandbox_runner
 from kbisect.workflows.explain_workflow import ExplainWorkflow
 from kbisect.workflows.series_workflow import SeriesTickWorkflow
@@ -56,7 +57,13 @@ def make_workers(
             Worker(
                 client,
                 task_queue=queues.control,
-                workflows=[BisectWorkflow, SweepWorkflow, SeriesTickWorkflow, ExplainWorkflow],
+                workflows=[
+                    BisectWorkflow,
+                    SweepWorkflow,
+                    SeriesTickWorkflow,
+                    ExplainWorkflow,
+                    BackportWorkflow,
+                ],
                 workflow_runner=sandbox_runner(),
                 activities=[decide],  # local: each job's decisions, into its history
                 activity_executor=ThreadPoolExecutor(DECIDE_THREADS),

@@ -7,9 +7,6 @@ verdict per neighbouring pair and testcase: changed (worse or better), same, or 
 tell, with the effect's interval.
 """
 
-import asyncio
-import random
-
 from temporalio import workflow
 from temporalio.common import SearchAttributeKey
 from temporalio.exceptions import ActivityError
@@ -22,15 +19,12 @@ with workflow.unsafe.imports_passed_through():
         BisectRequest,
         BuildResult,
         PairWord,
-        SweepBoot,
         SweepJob,
         SweepPair,
         SweepProgress,
         SweepRequest,
         SweepResult,
-        SweepTestcase,
         SweepTrace,
-        TestStatus,
     )
     from kbisect.decide.sweep import Sweep
     from kbisect.workflows.activity_calls import (
@@ -42,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
         testcase_job,
         validate_sweep,
     )
+    from kbisect.workflows.series_measure import build_series, measure_series
 
 
 # `kbisect status` lists sweeps beside bisections by these (where the cluster has them).
@@ -95,17 +90,9 @@ class SweepWorkflow(ShowsStatus):
         calls = JobActivities(shim, self._blocking)
         sweep = Sweep(len(job.kernels), job.testcases, req.boots, req.min_effect)
         self._set("building", f"{len(set(job.kernels)) * len(job.testcases)} kernels")
-        builds = await self._build(calls, job.kernels, job.testcases)
-        for t, tc in enumerate(job.testcases):
-            for k, commit in enumerate(job.kernels):
-                b = builds[tc.name, commit]
-                if not b.ok or b.artifact is None:
-                    sweep.give_up(t, k, f"does not build: {b.error} (log: {b.log})")
+        builds = await build_series(calls, sweep, job)
         self._set("measuring")
-        rng = random.Random(workflow.random().getrandbits(64))
-        while order := sweep.round(rng):
-            for t, k in order:  # one guest at a time: a timed boot has the host to itself
-                await self._boot(calls, sweep, job, builds, t, k)
+        await measure_series(calls, sweep, job, builds, p.boots)
         pairs = sweep.pairs()
         changed = sum(pair.verdict == PairWord.CHANGED for pair in pairs)
         traces = await self._trace(calls, job, builds, pairs) if req.trace else []
@@ -122,15 +109,6 @@ class SweepWorkflow(ShowsStatus):
             message=self._progress.message,
             traces=traces,
         )
-
-    async def _build(
-        self, calls: JobActivities, kernels: list[str], testcases: list[SweepTestcase]
-    ) -> dict[tuple[str, str], BuildResult]:
-        """Each kernel once per testcase (a testcase's config fragment makes its own
-        kernel), all before the first boot."""
-        wanted = sorted({(tc.name, c) for tc in testcases for c in kernels})
-        done = await asyncio.gather(*(calls.build(c, name) for name, c in wanted))
-        return dict(zip(wanted, done, strict=True))
 
     async def _trace(
         self,
@@ -159,25 +137,3 @@ class SweepWorkflow(ShowsStatus):
                 found = {"error": cause(err)}
             done.append(SweepTrace(name, k, found))
         return done
-
-    async def _boot(
-        self,
-        calls: JobActivities,
-        sweep: Sweep,
-        job: SweepJob,
-        builds: dict[tuple[str, str], BuildResult],
-        t: int,
-        k: int,
-    ) -> None:
-        tc, commit = job.testcases[t], job.kernels[k]
-        art = builds[tc.name, commit].artifact
-        assert art is not None
-        test = await calls.test(testcase_job(tc), commit, art, tc.repetitions)
-        boot = SweepBoot(testcase=tc.name, kernel=k, value=None, host=test.host)
-        if test.status == TestStatus.OK and (samples := test.samples_of(tc.metric)):
-            boot.samples, boot.value = samples, sum(samples) / len(samples)
-            sweep.boot(t, k, samples, test.host)
-        else:
-            boot.error = test.error or test.status
-            sweep.failed(t, k, boot.error)
-        self._progress.boots.append(boot)

@@ -31,6 +31,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from kbisect.contract import (
     ACTIVITY_QUEUE,
+    BACKPORT_WORKFLOW,
     EXPLAIN_WORKFLOW,
     SA_CULPRIT_NAME,
     SA_STATUS_NAME,
@@ -38,6 +39,9 @@ from kbisect.contract import (
     SEARCH_ATTRIBUTE_NAMES,
     SWEEP_WORKFLOW,
     WORKFLOW,
+    BackportProgress,
+    BackportRequest,
+    BackportResult,
     BisectRequest,
     BisectResult,
     ExplainProgress,
@@ -161,6 +165,11 @@ class JobClient:
         req = dataclasses.replace(req, build_queue=self.queues.build, vm_queue=self.queues.vm)
         return await self._start(EXPLAIN_WORKFLOW, req, job_id)
 
+    async def start_backport(self, req: BackportRequest, job_id: str) -> str:
+        """Start a backport job under this id (`backport_id`)."""
+        req = dataclasses.replace(req, build_queue=self.queues.build, vm_queue=self.queues.vm)
+        return await self._start(BACKPORT_WORKFLOW, req, job_id)
+
     async def _start(self, workflow: str, req: object, job_id: str) -> str:
         try:
             await self.temporal.start_workflow(
@@ -203,6 +212,9 @@ class JobClient:
     async def explain_progress(self, job_id: str) -> ExplainProgress:
         return await self._query(job_id, ExplainProgress)
 
+    async def backport_progress(self, job_id: str) -> BackportProgress:
+        return await self._query(job_id, BackportProgress)
+
     async def _query(self, job_id: str, kind: type[T]) -> T:
         try:
             result: T = await self._handle(job_id).query(
@@ -223,6 +235,9 @@ class JobClient:
 
     async def explain_result(self, job_id: str) -> ExplainResult:
         return await self._result(job_id, ExplainResult)
+
+    async def backport_result(self, job_id: str) -> BackportResult:
+        return await self._result(job_id, BackportResult)
 
     async def _result(self, job_id: str, kind: type[T]) -> T:
         desc = await self.describe(job_id)

@@ -22,11 +22,15 @@ from kbisect.contract import (
     CLASSIFY,
     DUET,
     EXPLAIN,
+    PLAN_BACKPORT,
     PREPARE_VERIFY,
     TEST,
     TRACE,
     VALIDATE,
     VALIDATE_SWEEP,
+    BackportPlan,
+    BackportRequest,
+    BackportWord,
     BisectRequest,
     BuildRequest,
     BuildResult,
@@ -84,6 +88,7 @@ class Scenario:
     traces: list[str] = field(default_factory=list)  # commits traced, in order
     duets: list[tuple[str, ...]] = field(default_factory=list)  # each duet's commits, in order
     broken_trace: set[str] = field(default_factory=set)
+    backport_found: str = ""  # the target's commit that is the change (a backport job)
     explains: list[str] = field(default_factory=list)  # commits of explain boots, in order
     explain_builds: Counter[str] = field(default_factory=Counter)  # diagnostics kernels
     noisy: dict[str, list[float]] = field(default_factory=dict)  # values of successive tests
@@ -328,6 +333,22 @@ async def prepare_verify(req: VerifyRequest) -> VerifyCommit:
     return VerifyCommit(f"{VERIFY_PREFIX}{req.change}:{req.onto}", subject)
 
 
+@activity.defn(name=PLAN_BACKPORT)
+async def plan_backport(req: BackportRequest) -> BackportPlan:
+    """The change already in the target when the scenario says so (`backport_found`), a
+    conflict as verify_conflicts says, else a series that applies: the verify commit."""
+    s = SCENARIOS[req.repo]
+    subjects = {req.change: f"subject of {req.change}"}
+    if s.backport_found:
+        return BackportPlan(BackportWord.ALREADY, req.change, subjects, s.backport_found,
+                            "provenance line", message="already there")  # fmt: skip
+    if s.verify_conflicts:
+        return BackportPlan(BackportWord.CONFLICT, req.change, subjects, message="conflicts")
+    patched = f"{VERIFY_PREFIX}{req.change}:{req.target}"
+    return BackportPlan("", req.change, subjects, series=[req.change], patched=patched,
+                        message="applies")  # fmt: skip
+
+
 def bisection_builds(s: Scenario) -> int:
     """Builds of commits in the range and the endpoints, not of the verify commit."""
     return sum(n for c, n in s.builds.items() if not c.startswith(VERIFY_PREFIX))
@@ -416,4 +437,5 @@ FAKES = [
     classify_commits,
     trace_testcase,
     explain_testcase,
+    plan_backport,
 ]

@@ -1,0 +1,68 @@
+"""What a backport needs, found in the repository before anything is built: whether the
+target already carries the change, else the series that applies there (its
+prerequisites first), written as commits on the target: the test kernel's source."""
+
+from pathlib import Path
+
+from kbisect.builders.backport_found import find_in
+from kbisect.builders.backport_series import plan_series, write_series
+from kbisect.builders.verify_commit import make_verify_commit
+from kbisect.contract import BackportPlan, BackportRequest, BackportWord
+from kbisect.infra.git import Git
+
+
+def _name(req: BackportRequest) -> str:
+    return req.target_name or req.target[:12]
+
+
+def plan_backport(req: BackportRequest) -> BackportPlan:
+    git = Git(Path(req.repo))
+    change, target = git.resolve(req.change), git.resolve(req.target)
+    subjects = {change: git.commit_info(change).subject}
+    if req.revert:
+        return _revert(git, req, change, target, subjects)
+    found = find_in(git, change, target)
+    if found is not None:
+        subjects[found.commit] = found.subject
+        how = "" if found.how == "ancestor" else f" as {found.commit[:12]} ({found.how})"
+        return BackportPlan(
+            BackportWord.ALREADY, change, subjects, found.commit, found.how,
+            message=f'{change[:12]} ("{subjects[change]}") is already in {_name(req)}{how}: '
+            "nothing to build",
+        )  # fmt: skip
+    series = plan_series(git, change, target)
+    if not series.commits:
+        return BackportPlan(BackportWord.CONFLICT, change, subjects, message=series.conflict)
+    subjects |= {c: git.commit_info(c).subject for c in series.commits}
+    patched = write_series(git, target, series.commits)
+    needs = (
+        f" after {len(series.prerequisites)} prerequisite"
+        f"{'s' * (len(series.prerequisites) != 1)}: "
+        + ", ".join(f'{c[:12]} ("{subjects[c]}")' for c in series.prerequisites)
+        if series.prerequisites
+        else " as it is"
+    )
+    return BackportPlan(
+        "", change, subjects, series=series.commits, prerequisites=series.prerequisites,
+        patched=patched, message=f"{change[:12]} applies to {_name(req)}{needs}",
+    )  # fmt: skip
+
+
+def _revert(
+    git: Git, req: BackportRequest, culprit: str, target: str, subjects: dict[str, str]
+) -> BackportPlan:
+    """No upstream fix: the culprit (or the target's own copy of it) reverted there."""
+    found = find_in(git, culprit, target)
+    if found is None:
+        return BackportPlan(
+            BackportWord.ALREADY, culprit, subjects,
+            message=f"{_name(req)} does not carry {culprit[:12]} (\"{subjects[culprit]}\"): "
+            "nothing to revert",
+        )  # fmt: skip
+    made = make_verify_commit(git, found.commit, target, revert=True)
+    if made.commit is None:
+        return BackportPlan(BackportWord.CONFLICT, culprit, subjects, message=made.error)
+    return BackportPlan(
+        "", culprit, subjects, series=[found.commit], patched=made.commit,
+        message=f"{found.commit[:12]} reverts cleanly on {_name(req)}",
+    )  # fmt: skip

@@ -1,0 +1,91 @@
+"""BackportWorkflow on a real local Temporal dev server, with fake activities: a change the
+target has builds nothing; one that applies is measured on the target without and with
+it, and called verified only when it makes the target better."""
+
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from benchmarks.dags import linear
+from kbisect.contract import BackportProgress, BackportRequest, BackportResult, BackportWord
+from kbisect.workflows.backport_workflow import BackportWorkflow
+from kbisect.workflows.bisect_workflow import sandbox_runner
+from tests.workflows import fakes
+from tests.workflows.fakes import SCENARIOS, VERIFY_PREFIX, Scenario
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+async def backport(
+    env: WorkflowEnvironment, scenario: Scenario, change: str, target: str
+) -> tuple[BackportResult, BackportProgress]:
+    key = f"scenario-{uuid.uuid4().hex[:8]}"
+    SCENARIOS[key] = scenario
+    queue = f"q-{uuid.uuid4().hex[:8]}"
+    req = BackportRequest(
+        repo=key, change=change, target=target, testcase="nvme-snapshot-read",
+        target_name="distro", config="/cfg", build_queue=queue, vm_queue=queue,
+    )  # fmt: skip
+    async with Worker(
+        env.client,
+        task_queue=queue,
+        workflows=[BackportWorkflow],
+        activities=fakes.FAKES,
+        workflow_runner=sandbox_runner(),
+        activity_executor=ThreadPoolExecutor(2),
+    ):
+        handle = await env.client.start_workflow(
+            BackportWorkflow.run, req, id=f"backport-{key}", task_queue=queue
+        )
+        try:
+            result = await handle.result()
+        finally:
+            progress = await handle.query(BackportWorkflow.progress)
+    return result, progress
+
+
+async def test_a_fix_that_makes_the_target_good_is_verified_with_its_figures(
+    env: WorkflowEnvironment,
+) -> None:
+    scenario = Scenario(graph=linear(16), culprit="c9", mode="fix")
+    result, progress = await backport(env, scenario, "c9", "c2")
+    patched = f"{VERIFY_PREFIX}c9:c2"
+    assert result.word == BackportWord.VERIFIED, result.message
+    assert scenario.builds == {"c2": 1, patched: 1}  # each built once
+    assert result.pair is not None and result.pair.direction == "better"
+    assert result.pair.boots_old == scenario.tests["c2"] >= 1  # a counter: one boot each
+    assert result.message.startswith("verified: avg_read_sectors on distro with the backport")
+    assert "+6300.0%" in result.message and "boots" in result.message
+    assert [b.kernel for b in result.boots].count(1) == scenario.tests[patched]
+    assert progress.status == "done" and progress.series == ["c9"]
+
+
+async def test_a_series_that_leaves_the_target_as_it_was_is_not_verified(
+    env: WorkflowEnvironment,
+) -> None:
+    scenario = Scenario(graph=linear(16), culprit="c9", mode="fix", revert_restores=False)
+    result, _ = await backport(env, scenario, "c9", "c2")
+    assert result.word == BackportWord.NOT_VERIFIED
+    assert result.pair is not None and result.pair.verdict == "same"
+    assert result.message.startswith("not verified: ")
+
+
+@pytest.mark.parametrize(
+    ("scenario", "word"),
+    [
+        (Scenario(graph=linear(16), culprit="c9", mode="fix", backport_found="c3"),
+         BackportWord.ALREADY),
+        (Scenario(graph=linear(16), culprit="c9", mode="fix", verify_conflicts=True),
+         BackportWord.CONFLICT),
+    ],
+)  # fmt: skip
+async def test_a_change_already_there_or_that_does_not_apply_builds_nothing(
+    env: WorkflowEnvironment, scenario: Scenario, word: str
+) -> None:
+    result, progress = await backport(env, scenario, "c9", "c2")
+    assert result.word == word and result.pair is None
+    assert not scenario.builds and not scenario.tests
+    assert progress.status == "done" and progress.message == result.message

@@ -1,0 +1,131 @@
+"""BackportWorkflow: the change a bisection found, taken to the kernel that ships, and
+measured there before and after.
+
+`kbisect backport JOB --target REV` starts it. A build host looks in the repository first
+(builders.backport_plan): a target that already carries the change (a cherry-pick under
+another hash) ends here, and so does a change that no series of upstream commits takes
+there. Otherwise the target and the target with the series are built with the job's
+config and booted in rounds on one VM host, as a sweep's pair is, until the engine's gate
+decides (or the budget is spent): "verified" only when the series makes the target
+better on the job's testcase. A workflow of its own: the bisection's history stays as it
+was.
+"""
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from kbisect.contract import (
+        BACKPORT_WORKFLOW,
+        PLAN_BACKPORT,
+        BackportPlan,
+        BackportProgress,
+        BackportRequest,
+        BackportResult,
+        BackportWord,
+        BisectRequest,
+        PairWord,
+        SweepRequest,
+    )
+    from kbisect.decide.sweep import Sweep
+    from kbisect.workflows.activity_calls import (
+        GIT_TIMEOUT,
+        VALIDATE_RETRY,
+        Blocking,
+        JobActivities,
+        JobFailed,
+        ShowsStatus,
+        cause,
+        validate_sweep,
+    )
+    from kbisect.workflows.series_measure import build_series, measure_series
+
+
+@workflow.defn(name=BACKPORT_WORKFLOW)
+class BackportWorkflow(ShowsStatus):
+    _progress: BackportProgress
+    _noun = "backport job"
+
+    def __init__(self) -> None:
+        self._progress = BackportProgress(status="planning")
+        self._blocking = Blocking(self._on_blocked, self._on_clear)
+        self._status = "planning"
+
+    @workflow.query(name="progress")
+    def progress(self) -> BackportProgress:
+        return self._progress
+
+    @workflow.run
+    async def run(self, req: BackportRequest) -> BackportResult:
+        p = self._progress
+        p.target, p.change = req.target, req.change
+        try:
+            plan: BackportPlan = await workflow.execute_activity(
+                PLAN_BACKPORT,
+                req,
+                result_type=BackportPlan,
+                task_queue=req.build_queue,
+                start_to_close_timeout=GIT_TIMEOUT,
+                retry_policy=VALIDATE_RETRY,
+            )
+        except ActivityError as err:
+            self._set("failed", cause(err))
+            raise JobFailed(cause(err)) from err
+        p.series = plan.series
+        result = BackportResult(
+            word=plan.word, plan=plan, repo=req.repo, target=req.target,
+            target_name=req.target_name, testcase=req.testcase, job=req.job,
+            message=plan.message,
+        )  # fmt: skip
+        if plan.word:  # already there, or nothing applies: nothing to build
+            self._set("done", plan.message)
+            return result
+        self._set("validating", plan.message)
+        sweep_req = SweepRequest(
+            req.repo, [req.target, plan.patched], [req.testcase], metric=req.metric,
+            profile=req.profile, boots=req.boots, min_effect=req.min_effect,
+            build_queue=req.build_queue, vm_queue=req.vm_queue,
+        )  # fmt: skip
+        try:
+            job = await validate_sweep(sweep_req)
+        except JobFailed as err:
+            self._set("failed", err.message)
+            raise
+        p.planned = 2 * req.boots
+        shim = BisectRequest(
+            repo=req.repo, good=[], bad="", testcase=req.testcase, config=req.config,
+            build_queue=req.build_queue, vm_queue=req.vm_queue,
+        )  # fmt: skip
+        calls = JobActivities(shim, self._blocking)
+        sweep = Sweep(2, job.testcases, req.boots, req.min_effect)
+        self._set("building", "the target without and with the series")
+        builds = await build_series(calls, sweep, job)
+        self._set("measuring", "the target without and with the series, in turn")
+        await measure_series(calls, sweep, job, builds, p.boots)
+        (pair,) = sweep.pairs()
+        verified = pair.verdict == PairWord.CHANGED and pair.direction == "better"
+        result.word = BackportWord.VERIFIED if verified else BackportWord.NOT_VERIFIED
+        result.pair, result.testcases, result.boots = pair, job.testcases, p.boots
+        result.message = _figures(result)
+        self._set("done", result.message)
+        return result
+
+
+def _figures(r: BackportResult) -> str:
+    """The verdict in one line, with the before and after."""
+    pair = r.pair
+    assert pair is not None
+    name = r.target_name or r.target[:12]
+    if pair.effect is None:
+        return f"{r.word}: {pair.message or 'no boot gave the metric'}"
+    interval = (
+        f" (95% CI {pair.low:+.1%} to {pair.high:+.1%})"
+        if pair.low is not None and pair.high is not None
+        else ""
+    )
+    return (
+        f"{r.word}: {pair.metric} on {name} with the backport against without: "
+        f"{pair.effect:+.1%}{interval}, {pair.verdict}"
+        + (f", {pair.direction}" if pair.direction else "")
+        + f"; {pair.boots_old}+{pair.boots_new} boots"
+    )
