@@ -230,6 +230,9 @@ class BisectRequest:
     duets: bool = False
     build_queue: str = DEFAULT_QUEUE[QueueKind.BUILD]
     vm_queue: str = DEFAULT_QUEUE[QueueKind.VM]
+    # --cross-tree: the distro endpoint the user gave, not on upstream's line; the job
+    # bisects upstream from its merge base, which stands in for it (jobs.cross_tree)
+    cross_tree: str = ""
 
 
 @dataclass
@@ -512,6 +515,7 @@ class SweepRequest:
     build_queue: str = DEFAULT_QUEUE[QueueKind.BUILD]
     vm_queue: str = DEFAULT_QUEUE[QueueKind.VM]
     trace: bool = False  # a traced boot of both kernels of each changed pair
+    config: str = ""  # a kernel config kept in the shared cache (--config), for every kernel
 
 
 @dataclass
@@ -750,6 +754,9 @@ class ExplainResult:
 
 
 # --- backports: the change a bisection found, taken to the kernel that ships ------------
+BACKPORT_SIDES = ("without", "with")  # the target's kernels: 0 as it is, 1 with the series
+
+
 class BackportWord(StrEnum):
     ALREADY = "already there"  # the target has it, under another hash: nothing built
     CONFLICT = "does not apply"  # no series of upstream commits applies: one line says why
@@ -813,4 +820,5 @@ class BackportResult:
     pair: SweepPair | None = None  # the target against the target with the series
     testcases: list[SweepTestcase] = field(default_factory=list)
     boots: list[SweepBoot] = field(default_factory=list)
+    kernels: dict[str, str] = field(default_factory=dict)  # by BACKPORT_SIDES: the built kernel
     message: str = ""

@@ -59,7 +59,19 @@ def run_command(func: Command, args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from kbisect.cli import explain, gc, jobs, lab, series, service, sweep, testcases, trees, trial
+    from kbisect.cli import (
+        backport,
+        explain,
+        gc,
+        jobs,
+        lab,
+        series,
+        service,
+        sweep,
+        testcases,
+        trees,
+        trial,
+    )
     from kbisect.doors import commands as doors
 
     parser = argparse.ArgumentParser(
@@ -67,7 +79,20 @@ def build_parser() -> argparse.ArgumentParser:
         description="Kernel bisection: build, boot and score kernels until one commit is named.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for group in (lab, trial, testcases, service, jobs, sweep, explain, series, gc, trees, doors):
+    for group in (
+        lab,
+        trial,
+        testcases,
+        service,
+        jobs,
+        sweep,
+        explain,
+        backport,
+        series,
+        gc,
+        trees,
+        doors,
+    ):
         group.add_commands(sub)
     return parser
 

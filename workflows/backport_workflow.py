@@ -16,6 +16,7 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from kbisect.contract import (
+        BACKPORT_SIDES,
         BACKPORT_WORKFLOW,
         PLAN_BACKPORT,
         BackportPlan,
@@ -106,6 +107,9 @@ class BackportWorkflow(ShowsStatus):
         verified = pair.verdict == PairWord.CHANGED and pair.direction == "better"
         result.word = BackportWord.VERIFIED if verified else BackportWord.NOT_VERIFIED
         result.pair, result.testcases, result.boots = pair, job.testcases, p.boots
+        for side, commit in zip(BACKPORT_SIDES, job.kernels, strict=True):
+            art = builds[job.testcases[0].name, commit].artifact
+            result.kernels[side] = art.kernel if art else ""
         result.message = _figures(result)
         self._set("done", result.message)
         return result

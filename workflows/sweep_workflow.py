@@ -84,6 +84,7 @@ class SweepWorkflow(ShowsStatus):
             good=[],
             bad="",
             testcase="",
+            config=req.config,
             build_queue=req.build_queue,
             vm_queue=req.vm_queue,
         )

@@ -14,6 +14,7 @@ from kbisect.cli.job_service import (
 from kbisect.cli.output import note, out
 from kbisect.cli.output_files import checked_output, writing
 from kbisect.contract import (
+    BACKPORT_WORKFLOW,
     DEFAULT_MAX_BOOTS,
     DEFAULT_MIN_EFFECT,
     DEFAULT_MIN_RATE_STEP,
@@ -27,7 +28,7 @@ from kbisect.contract import (
 )
 from kbisect.errors import UserError
 from kbisect.infra.git import Git
-from kbisect.jobs import explain_job, kernel_phase
+from kbisect.jobs import cross_tree, explain_job, kernel_phase
 from kbisect.jobs.client import WORKER_GRACE, JobClient, check_job_id
 from kbisect.jobs.request import JobOptions, checked_request
 from kbisect.reports.job_report import bisect_log, markdown, to_json
@@ -64,12 +65,26 @@ def _options(args: argparse.Namespace) -> JobOptions:
 
 def cmd_bisect(args: argparse.Namespace, settings: Settings) -> int:
     opts = _options(args)
+    if args.cross_tree and args.kernels:
+        raise UserError("--cross-tree bisects revisions of one repository: drop --kernels")
     kernels = kernel_phase.plan(args.kernels, opts, settings) if args.kernels else None
     req = checked_request(kernels.options if kernels else opts, settings)
+    cross = cross_tree.find(Git(Path(req.repo)), req) if args.cross_tree else None
+    if args.cross_tree and cross is None:
+        note("--cross-tree: the endpoints are on one line already; bisecting them as they are")
 
     async def go(client: JobClient, args: argparse.Namespace) -> int:
         await client.require_workers(client.needs(), grace=WORKER_GRACE)
-        code, result, job_id = await _start_and_follow(client, req, args)
+        job_req = req
+        if cross is not None:
+            checked = await _cross_tree_check(client, req, cross)
+            if checked is None:
+                return 130
+            job_req = checked
+        code, result, job_id = await _start_and_follow(client, job_req, args)
+        if cross is not None and result is not None and result.culprit:
+            distro = args.bad if cross.side == "bad" else args.good[0]
+            note(f"next: kbisect backport {job_id} --target {distro}")
         if kernels is not None and result is not None:
             # Narrowed over prebuilt kernels: now the commits between the two builds.
             second = kernels.commits_between(result, opts)
@@ -86,6 +101,32 @@ def cmd_bisect(args: argparse.Namespace, settings: Settings) -> int:
         return code
 
     return with_client(settings, args, go)
+
+
+async def _cross_tree_check(
+    client: JobClient, req: BisectRequest, ct: cross_tree.CrossTree
+) -> BisectRequest | None:
+    """The sweep of the distro endpoint against the merge base, then the job on upstream's
+    line; UserError when they differ. None: Ctrl-C stopped the watching."""
+    from kbisect.cli.sweep import watch_sweep
+    from kbisect.reports.sweep_report import pair_line
+
+    note(
+        f"cross-tree: the distro {ct.side} {ct.distro[:12]} is not on the line of "
+        f"{ct.upstream[:12]}; checking that their merge base {ct.base[:12]} behaves like it"
+    )
+    sweep_id = await client.start_sweep(cross_tree.check_sweep(req, ct))
+    note(f"job {sweep_id} (the merge base's check)")
+    result = await watch_sweep(client, sweep_id)
+    if result is None:
+        return None
+    (pair,) = result.pairs
+    line = pair_line(result, pair)
+    note(f"merge base check: {line}")
+    if (why := cross_tree.refusal(ct, pair, line)) is not None:
+        raise UserError(why)
+    note(f"bisecting upstream from the merge base {ct.base[:12]} to {ct.upstream[:12]}")
+    return cross_tree.on_base(req, ct)
 
 
 async def _start_and_follow(
@@ -110,6 +151,10 @@ def cmd_watch(args: argparse.Namespace, settings: Settings) -> int:
             from kbisect.cli.explain import follow_explain
 
             return await follow_explain(client, args.id, args)
+        if kind == BACKPORT_WORKFLOW:
+            from kbisect.cli.backport import follow_backport
+
+            return await follow_backport(client, args.id, args)
         if kind == SWEEP_WORKFLOW:
             from kbisect.cli.sweep import follow_sweep
 
@@ -177,6 +222,11 @@ def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
             from kbisect.cli.explain import show_result as show_explained
 
             show_explained(await client.explain_result(args.id), args.id, args)
+            return 0
+        if kind == BACKPORT_WORKFLOW:
+            from kbisect.cli.backport import show_result as show_backport
+
+            show_backport(await client.backport_result(args.id), args.id, args.json)
             return 0
         if kind == SWEEP_WORKFLOW:
             from kbisect.cli.sweep import show_result
@@ -346,6 +396,13 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
         help="boot each probe beside a reference at one moment, each guest on half of the VM "
         "worker's --measure-cpus (which must hold two guests), so the host's drift reaches "
         "both alike; off by default: not yet measured on a host with room",
+    )
+    b.add_argument(
+        "--cross-tree",
+        action="store_true",
+        help="the distro endpoint (bad in fix mode, good in a regression) is an upstream "
+        "release plus distro commits: check that their merge base behaves like it, then "
+        "bisect upstream from there (then: kbisect backport JOB --target DISTRO)",
     )
     b.add_argument(
         "--no-explain",

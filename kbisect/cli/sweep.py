@@ -155,6 +155,16 @@ async def follow_sweep(
     client: JobClient, job_id: str, args: argparse.Namespace
 ) -> tuple[int, SweepResult | None]:
     """Boots as they end (a bar on a terminal, a line each when piped), then the pairs."""
+    result = await watch_sweep(client, job_id)
+    if result is None:
+        return 130, None
+    show_result(result, job_id, args)
+    return 0, result
+
+
+async def watch_sweep(client: JobClient, job_id: str) -> SweepResult | None:
+    """The sweep's boots as they end, on stderr; its result (None: Ctrl-C stopped the
+    watching)."""
 
     def bar() -> Awaitable[None]:
         return stage_bar(client, job_id, client.sweep_progress, _state)
@@ -163,10 +173,8 @@ async def follow_sweep(
         return poll_stage(client, job_id, client.sweep_progress, _lines())
 
     if not await until_done(client, job_id, "sweep", bar, lines):
-        return 130, None
-    result = await client.sweep_result(job_id)
-    show_result(result, job_id, args)
-    return 0, result
+        return None
+    return await client.sweep_result(job_id)
 
 
 def show_result(result: SweepResult, job_id: str, args: argparse.Namespace) -> None:

@@ -48,7 +48,7 @@ async def request_for(
 
 
 async def state(client: JobClient, explain_job: str) -> WorkflowExecutionStatus | None:
-    """The explain job's state on the server; None: there is none."""
+    """A job's state on the server (an explain or a backport job's); None: there is none."""
     try:
         return (await client.describe(explain_job)).status
     except UserError:

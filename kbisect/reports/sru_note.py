@@ -34,12 +34,12 @@ def _files(repo: str, commit: str) -> list[str]:
     return [line.strip() for line in out.splitlines() if line.strip()]
 
 
-def _fixes(repo: str, commit: str) -> list[str]:
-    """Commits on any branch whose `Fixes:` tag names this one: the upstream fix to backport."""
+def upstream_fixes(repo: str, commit: str) -> list[tuple[str, str]]:
+    """Commits on any branch whose `Fixes:` tag names this one (hash, subject): the
+    upstream fix to backport."""
     grep = f"--grep=^Fixes: {commit[:8]}"
     out = repo_output(repo, "log", "--branches", "--tags", "--format=%H%x00%s", grep) or ""
-    rows = (line.partition("\0") for line in out.splitlines())
-    return [f'{h} ("{subject}")' for h, _, subject in rows]
+    return [(h, subject) for h, _, subject in (line.partition("\0") for line in out.splitlines())]
 
 
 def sru_note(
@@ -124,7 +124,7 @@ def _fix(result: BisectResult, bug: int | None, provenance: str, series: str | N
             f"    ({provenance} from commit {c})",
             "",
         ]
-    elif fixes := _fixes(result.repo, c):
+    elif fixes := [f'{h} ("{subj}")' for h, subj in upstream_fixes(result.repo, c)]:
         fix = [
             f"Backport{to} the commit that fixes it (its Fixes: tag names {c[:12]}):",
             "",

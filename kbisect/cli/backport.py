@@ -1,0 +1,124 @@
+"""`kbisect backport JOB --target REV`: the change a bisection found, taken to the kernel
+that ships: already there?, the prerequisites it needs, and the target measured without
+and with it."""
+
+import argparse
+import json
+from collections.abc import Callable
+
+from kbisect.cli.explain import RAN
+from kbisect.cli.job_service import (
+    job_output_options,
+    poll_stage,
+    stage_bar,
+    until_done,
+    with_client,
+)
+from kbisect.cli.output import note, out
+from kbisect.contract import BACKPORT_SIDES, MAX_BOOTS, BackportProgress, BackportResult
+from kbisect.errors import UserError
+from kbisect.jobs import backport_job
+from kbisect.jobs.client import WORKER_GRACE, JobClient
+from kbisect.reports import backport_report
+from kbisect.settings import Settings
+
+
+def cmd_backport(args: argparse.Namespace, settings: Settings) -> int:
+    if args.boots is not None and not 1 <= args.boots <= MAX_BOOTS:
+        raise UserError(f"--boots {args.boots}: give 1 to {MAX_BOOTS} boots of each kernel")
+
+    async def go(client: JobClient, args: argparse.Namespace) -> int:
+        req = await backport_job.request_for(client, args.job, args.target, args.boots)
+        job_id = backport_job.backport_id(args.job, req.target)
+        from kbisect.jobs.explain_job import state
+
+        if not args.again and await state(client, job_id) in RAN:
+            note(f"job {job_id} (asked before; --again plans and boots anew)")
+            return await follow_backport(client, job_id, args)
+        await client.require_workers(client.needs(), grace=WORKER_GRACE)
+        await client.start_backport(req, job_id)
+        what = "revert" if req.revert else "backport"
+        note(f"job {job_id}: {what} {req.change[:12]} to {args.target} ({req.target[:12]})")
+        note(f"Web UI: {client.job_url(job_id)}")
+        if args.detach:
+            out(job_id)
+            return 0
+        return await follow_backport(client, job_id, args)
+
+    return with_client(settings, args, go)
+
+
+async def follow_backport(client: JobClient, job_id: str, args: argparse.Namespace) -> int:
+    """Progress as it comes (a bar on a terminal, a line an event when piped), then the
+    answer on stdout."""
+    if not await until_done(
+        client, job_id, "backport job",
+        lambda: stage_bar(client, job_id, client.backport_progress, _state),
+        lambda: poll_stage(client, job_id, client.backport_progress, _lines()),
+    ):  # fmt: skip
+        return 130
+    show_result(await client.backport_result(job_id), job_id, args.json)
+    return 0
+
+
+def show_result(result: BackportResult, job_id: str, as_json: bool) -> None:
+    if as_json:
+        out(json.dumps(backport_report.to_json(result, job_id), indent=2))
+        return
+    for line in backport_report.outcome_lines(result):
+        out(line)
+
+
+def boot_line(p: BackportProgress, n: int) -> str:
+    b = p.boots[n]
+    side = BACKPORT_SIDES[b.kernel]
+    what = f"{b.value:.6g}" if b.value is not None else f"failed: {b.error}"
+    return f"boot {n + 1}: {side} the backport: {b.testcase} {what}" + (
+        f" on {b.host}" if b.host else ""
+    )
+
+
+def _lines() -> Callable[[BackportProgress], None]:
+    last, seen = "", 0
+
+    def show(p: BackportProgress) -> None:
+        nonlocal last, seen
+        status = f"{p.status}: {p.message}" if p.message else p.status
+        if status != last:
+            last = status
+            note(status)
+        for n in range(seen, len(p.boots)):
+            note(boot_line(p, n))
+        seen = len(p.boots)
+
+    return show
+
+
+def _state(p: BackportProgress) -> tuple[str, int, int]:
+    text = boot_line(p, len(p.boots) - 1) if p.boots else p.status
+    return text, len(p.boots), p.planned
+
+
+def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    b = sub.add_parser(
+        "backport",
+        help="take a bisection's fix to the kernel you ship: already there?, its "
+        "prerequisites, and that kernel measured without and with it",
+    )
+    b.add_argument("job", help="a finished bisection's job id")
+    b.add_argument(
+        "--target",
+        required=True,
+        metavar="REV",
+        help="the kernel that ships: a revision of the job's repository (a distro "
+        "branch's tip, a tag)",
+    )
+    b.add_argument(
+        "--boots",
+        type=int,
+        help="boots of each kernel at most (the sweep's default); fewer when the pair "
+        "decides sooner",
+    )
+    b.add_argument("--again", action="store_true", help="plan and boot anew though asked before")
+    job_output_options(b)
+    b.set_defaults(func=cmd_backport)

@@ -1,0 +1,52 @@
+"""A bisection's backport job, for every door: its id, the request for its change and a
+target, and what has come of it. The CLI (`kbisect backport`) and the chat door
+(`backport JOB target=REV`) share it."""
+
+import hashlib
+from pathlib import Path
+
+from kbisect.contract import BACKPORT_SUFFIX, DEFAULT_SWEEP_BOOTS, BackportRequest, Mode
+from kbisect.errors import UserError
+from kbisect.infra.git import Git
+from kbisect.jobs.client import JobClient
+from kbisect.reports.sru_note import upstream_fixes
+
+
+def backport_id(job: str, target: str) -> str:
+    """One backport job of a bisection per target (the full hash): asked again, the same."""
+    return f"{job}{BACKPORT_SUFFIX}-{hashlib.sha256(target.encode()).hexdigest()[:8]}"
+
+
+async def request_for(
+    client: JobClient, job: str, target: str, boots: int | None = None
+) -> BackportRequest:
+    """The backport request of a finished bisection to `target` (a revision of its
+    repository, resolved here): in fix mode its fix; in regression mode the commit whose
+    `Fixes:` names its culprit, or else the culprit reverted. UserError: the job named no
+    commit, or the target is no revision there."""
+    result = await client.result(job)
+    if result.culprit is None:
+        raise UserError(
+            f"job {job} named no commit ({result.status}): there is nothing to backport"
+        )
+    git = Git(Path(result.repo))
+    git.check_repo()
+    full = git.resolve(target)
+    change, revert = result.culprit, False
+    if result.mode == Mode.REGRESSION:
+        fixes = upstream_fixes(result.repo, result.culprit)
+        change, revert = (fixes[-1][0], False) if fixes else (result.culprit, True)
+    req = await client.job_request(job)
+    return BackportRequest(
+        repo=result.repo,
+        change=change,
+        target=full,
+        target_name=target,
+        testcase=result.testcase,
+        revert=revert,
+        job=job,
+        metric=result.metric or None,
+        profile=result.profile or None,
+        config=req.config if req else "",
+        boots=boots or DEFAULT_SWEEP_BOOTS,
+    )

@@ -1,0 +1,77 @@
+"""`bisect --cross-tree`: a distro kernel against a later upstream release, the seed's shape.
+
+The distro endpoint (the bad one in fix mode, the good one in a regression) is not on
+upstream's line: it is an upstream release plus the distro's own commits. The job bisects
+upstream from their merge base instead, so that the distro's commits are never
+candidates; first a sweep checks that the merge base behaves like the distro endpoint
+(syzbot's check of its merge bases). If it does not, the distro's own commits matter, and
+no upstream range holds the answer: the job stops and says so.
+"""
+
+import dataclasses
+from dataclasses import dataclass
+
+from kbisect.contract import BisectRequest, Mode, PairWord, SweepPair, SweepRequest
+from kbisect.errors import UserError
+from kbisect.infra.git import Git
+
+
+@dataclass(frozen=True)
+class CrossTree:
+    distro: str  # the endpoint off upstream's line (full hash)
+    upstream: str  # the other endpoint
+    base: str  # their merge base: where the distro forked from upstream
+    side: str  # which of the job's endpoints the distro one is: "bad" or "good"
+
+
+def find(git: Git, req: BisectRequest) -> CrossTree | None:
+    """The cross-tree shape of a checked request; None when the endpoints are on one line
+    already (the job then runs as it is)."""
+    if req.mode == Mode.FIX:
+        distro, upstream, side = req.bad, req.good[0], "bad"
+    else:
+        if len(req.good) != 1:
+            raise UserError("--cross-tree takes one --good (the distro kernel that was good)")
+        distro, upstream, side = req.good[0], req.bad, "good"
+    if git.is_ancestor(distro, upstream):
+        return None
+    base = git.run("merge-base", distro, upstream, check=False).strip()
+    if not base:
+        raise UserError(
+            f"{distro[:12]} and {upstream[:12]} share no history: --cross-tree needs a "
+            "distro kernel forked from the upstream one"
+        )
+    if base == upstream:
+        later = "fixed" if req.mode == Mode.FIX else "bad"
+        raise UserError(
+            f"the {later} upstream {upstream[:12]} is already in the distro's history "
+            f"({distro[:12]}): give a later upstream release"
+        )
+    return CrossTree(distro, upstream, base, side)
+
+
+def on_base(req: BisectRequest, ct: CrossTree) -> BisectRequest:
+    """The job on upstream's line: the merge base in the distro endpoint's place."""
+    if ct.side == "bad":
+        return dataclasses.replace(req, bad=ct.base, cross_tree=ct.distro)
+    return dataclasses.replace(req, good=[ct.base], cross_tree=ct.distro)
+
+
+def check_sweep(req: BisectRequest, ct: CrossTree) -> SweepRequest:
+    """The sweep that compares the distro endpoint with the merge base."""
+    return SweepRequest(
+        repo=req.repo, kernels=[ct.distro, ct.base], testcases=[req.testcase],
+        names=[f"the distro {ct.side} {ct.distro[:12]}", f"their merge base {ct.base[:12]}"],
+        metric=req.metric, profile=req.profile, min_effect=req.min_effect, config=req.config,
+    )  # fmt: skip
+
+
+def refusal(ct: CrossTree, pair: SweepPair, line: str) -> str | None:
+    """Why the job must not bisect from the merge base (its pair changed), or None."""
+    if pair.verdict != PairWord.CHANGED:
+        return None
+    return (
+        f"the merge base {ct.base[:12]} does not behave like the distro {ct.side} "
+        f"{ct.distro[:12]} ({line}): the distro's own commits matter, and no upstream range "
+        "holds the answer; bisect the distro branch itself"
+    )

@@ -1,0 +1,56 @@
+"""A backport job's answer in words: what was taken to the target (prerequisites first),
+the test kernel, and the target measured without and with it; as JSON for tools. Pure."""
+
+import dataclasses
+import statistics
+from typing import Any
+
+from kbisect.contract import BACKPORT_SIDES, BackportResult, SweepBoot
+
+
+def _commit(r: BackportResult, c: str) -> str:
+    return f'{c[:12]} ("{r.plan.subjects.get(c, "")}")'
+
+
+def side_values(boots: list[SweepBoot], kernel: int) -> list[float]:
+    return [b.value for b in boots if b.kernel == kernel and b.value is not None]
+
+
+def before_after(r: BackportResult) -> list[str]:
+    """Each side's median over its boots, with their count: the [Test Plan]'s figures."""
+    pair = r.pair
+    if pair is None:
+        return []
+    lines = []
+    for k, side in enumerate(BACKPORT_SIDES):
+        values = side_values(r.boots, k)
+        if values:
+            lines.append(
+                f"{side} the backport: {pair.metric} {statistics.median(values):.6g} {pair.unit} "
+                f"(median of {len(values)} boot{'s' * (len(values) != 1)})"
+            )
+    return lines
+
+
+def outcome_lines(r: BackportResult) -> list[str]:
+    """The answer as plain lines: the verdict, the series, the test kernel, the figures."""
+    name = r.target_name or r.target[:12]
+    lines = [f"{r.word}: {r.message}" if not r.message.startswith(r.word) else r.message]
+    if r.plan.found:
+        lines.append(f"in {name}: {_commit(r, r.plan.found)} ({r.plan.found_how})")
+    verb = "revert" if r.plan.series and r.plan.change not in r.plan.series else "apply"
+    for n, c in enumerate(r.plan.series, start=1):
+        role = "prerequisite" if c in r.plan.prerequisites else "the change"
+        lines.append(f"{verb} {n}: {_commit(r, c)}: {role}")
+    if r.plan.patched:
+        built = r.kernels.get(BACKPORT_SIDES[1], "")
+        lines.append(
+            f"test kernel: {name} with the series, commit {r.plan.patched}"
+            + (f", built at {built}" if built else "")
+        )
+    lines += before_after(r)
+    return lines
+
+
+def to_json(r: BackportResult, job_id: str) -> dict[str, Any]:
+    return {"id": job_id, **dataclasses.asdict(r)}
