@@ -816,7 +816,8 @@ class BackportResult:
     target: str
     target_name: str
     testcase: str = ""
-    job: str = ""
+    job: str = ""  # the bisection's
+    id: str = ""  # this backport job's own
     pair: SweepPair | None = None  # the target against the target with the series
     testcases: list[SweepTestcase] = field(default_factory=list)
     boots: list[SweepBoot] = field(default_factory=list)

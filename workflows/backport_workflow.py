@@ -76,7 +76,7 @@ class BackportWorkflow(ShowsStatus):
         result = BackportResult(
             word=plan.word, plan=plan, repo=req.repo, target=req.target,
             target_name=req.target_name, testcase=req.testcase, job=req.job,
-            message=plan.message,
+            id=workflow.info().workflow_id, message=plan.message,
         )  # fmt: skip
         if plan.word:  # already there, or nothing applies: nothing to build
             self._set("done", plan.message)

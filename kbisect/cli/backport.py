@@ -4,13 +4,13 @@ and with it."""
 
 import argparse
 import json
-from collections.abc import Callable
 
 from kbisect.cli.explain import RAN
 from kbisect.cli.job_service import (
     job_output_options,
     poll_stage,
     stage_bar,
+    stage_lines,
     until_done,
     with_client,
 )
@@ -54,7 +54,7 @@ async def follow_backport(client: JobClient, job_id: str, args: argparse.Namespa
     if not await until_done(
         client, job_id, "backport job",
         lambda: stage_bar(client, job_id, client.backport_progress, _state),
-        lambda: poll_stage(client, job_id, client.backport_progress, _lines()),
+        lambda: poll_stage(client, job_id, client.backport_progress, stage_lines(_boots)),
     ):  # fmt: skip
         return 130
     show_result(await client.backport_result(job_id), job_id, args.json)
@@ -69,6 +69,10 @@ def show_result(result: BackportResult, job_id: str, as_json: bool) -> None:
         out(line)
 
 
+def _boots(p: BackportProgress) -> list[str]:
+    return [boot_line(p, n) for n in range(len(p.boots))]
+
+
 def boot_line(p: BackportProgress, n: int) -> str:
     b = p.boots[n]
     side = BACKPORT_SIDES[b.kernel]
@@ -76,22 +80,6 @@ def boot_line(p: BackportProgress, n: int) -> str:
     return f"boot {n + 1}: {side} the backport: {b.testcase} {what}" + (
         f" on {b.host}" if b.host else ""
     )
-
-
-def _lines() -> Callable[[BackportProgress], None]:
-    last, seen = "", 0
-
-    def show(p: BackportProgress) -> None:
-        nonlocal last, seen
-        status = f"{p.status}: {p.message}" if p.message else p.status
-        if status != last:
-            last = status
-            note(status)
-        for n in range(seen, len(p.boots)):
-            note(boot_line(p, n))
-        seen = len(p.boots)
-
-    return show
 
 
 def _state(p: BackportProgress) -> tuple[str, int, int]:

@@ -6,7 +6,6 @@ import argparse
 import json
 import uuid
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 
 from temporalio.client import WorkflowExecutionStatus
@@ -16,6 +15,7 @@ from kbisect.cli.job_service import (
     job_output_options,
     poll_stage,
     stage_bar,
+    stage_lines,
     until_done,
     with_client,
 )
@@ -95,7 +95,7 @@ async def follow_explain(client: JobClient, explain_id: str, args: argparse.Name
     if not await until_done(
         client, explain_id, "explain job",
         lambda: stage_bar(client, explain_id, client.explain_progress, _state),
-        lambda: poll_stage(client, explain_id, client.explain_progress, _lines()),
+        lambda: poll_stage(client, explain_id, client.explain_progress, stage_lines(_boots)),
     ):  # fmt: skip
         return 130
     result = await client.explain_result(explain_id)
@@ -144,26 +144,13 @@ def show_result(result: ExplainResult, explain_id: str, args: argparse.Namespace
         out(line)
 
 
-Show = Callable[[ExplainProgress], None]
 # An explain job that runs, or ran to an answer, is followed, not started again (a failed
 # one is)
 RAN = (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.COMPLETED)
 
 
-def _lines() -> Show:
-    last, seen = "", 0
-
-    def show(p: ExplainProgress) -> None:
-        nonlocal last, seen
-        status = f"{p.status}: {p.message}" if p.message else p.status
-        if status != last:
-            last = status
-            note(status)
-        for line in p.boots[seen:]:
-            note(line)
-        seen = len(p.boots)
-
-    return show
+def _boots(p: ExplainProgress) -> list[str]:
+    return p.boots
 
 
 def _state(p: ExplainProgress) -> tuple[str, int, int]:

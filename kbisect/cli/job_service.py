@@ -8,7 +8,7 @@ import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
@@ -28,6 +28,35 @@ POLL_SECONDS = 2.0  # how often a watch asks the server
 STALL_SECONDS = 120.0
 Handler = Callable[[JobClient, argparse.Namespace], Coroutine[Any, Any, int]]
 StageProgress = TypeVar("StageProgress")
+
+
+class Staged(Protocol):
+    status: str
+    message: str
+
+
+S = TypeVar("S", bound=Staged)
+ENDED = ("done", "failed")
+
+
+def stage_lines(events: Callable[[S], list[str]]) -> Callable[[S], None]:
+    """A stage job's progress as plain lines on stderr: its status when it changes, and each
+    new event (a boot) once; the last status after the events that led to it."""
+    last, seen = "", 0
+
+    def show(p: S) -> None:
+        nonlocal last, seen
+        status = f"{p.status}: {p.message}" if p.message else p.status
+        new = events(p)[seen:]
+        seen += len(new)
+        changed, last = status != last, status
+        ended = p.status in ENDED
+        for line in [*([status] if changed and not ended else []), *new]:
+            note(line)
+        if changed and ended:
+            note(status)
+
+    return show
 
 
 PROFILE_HELP = "device profile: fast or ebs-gp2 (default: the testcase's)"

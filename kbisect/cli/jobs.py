@@ -3,6 +3,7 @@
 import argparse
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kbisect.cli.job_service import (
     PROFILE_HELP,
@@ -34,6 +35,9 @@ from kbisect.jobs.request import JobOptions, checked_request
 from kbisect.reports.job_report import bisect_log, markdown, to_json
 from kbisect.reports.lines import columns
 from kbisect.reports.sru_note import sru_note
+
+if TYPE_CHECKING:
+    from kbisect.reports.sru_patch import SruPatch
 from kbisect.settings import Settings
 
 
@@ -224,10 +228,7 @@ def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
             show_explained(await client.explain_result(args.id), args.id, args)
             return 0
         if kind == BACKPORT_WORKFLOW:
-            from kbisect.cli.backport import show_result as show_backport
-
-            show_backport(await client.backport_result(args.id), args.id, args.json)
-            return 0
+            return await _backport_report(client, args)
         if kind == SWEEP_WORKFLOW:
             from kbisect.cli.sweep import show_result
 
@@ -260,11 +261,35 @@ def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
     return with_client(settings, args, go)
 
 
+async def _backport_report(client: JobClient, args: argparse.Namespace) -> int:
+    """A backport job's answer; with --sru or --sru-patch, the SRU of what it verified."""
+    from kbisect.cli.backport import show_result as show_backport
+
+    result = await client.backport_result(args.id)
+    if not (args.sru or args.sru_patch):
+        show_backport(result, args.id, args.json)
+        return 0
+    if args.target:
+        raise UserError("a backport job's SRU is for its own target: drop --target")
+    bisection = await client.result(result.job)
+    if args.sru:
+        out(sru_note(bisection, result.job, bug=args.bug, series=args.series, backport=result))
+        return 0
+    from kbisect.reports.sru_backport import write_backport_series
+    from kbisect.reports.sru_patch import SruOptions
+
+    opts = SruOptions(series=args.series, bug=args.bug, signoff=args.signoff)
+    return _sru_files(write_backport_series(result, bisection, Path(args.sru_patch), opts, args.id))
+
+
 def _sru_patch(result: BisectResult, args: argparse.Namespace) -> int:
     from kbisect.reports.sru_patch import SruOptions, write_sru_patch
 
     opts = SruOptions(series=args.series, bug=args.bug, signoff=args.signoff, target=args.target)
-    done = write_sru_patch(result, args.id, Path(args.sru_patch), opts)
+    return _sru_files(write_sru_patch(result, args.id, Path(args.sru_patch), opts))
+
+
+def _sru_files(done: "SruPatch") -> int:
     for f in done.files:
         out(str(f))
     where = (

@@ -3,7 +3,7 @@ neighbours; `--bisect` then bisects each change."""
 
 import argparse
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from pathlib import Path
 
 from kbisect.builders import kernel_list
@@ -13,6 +13,7 @@ from kbisect.cli.job_service import (
     job_output_options,
     poll_stage,
     stage_bar,
+    stage_lines,
     until_done,
     with_client,
 )
@@ -32,8 +33,6 @@ from kbisect.jobs.request import JobOptions, checked_request, repository
 from kbisect.jobs.sweep_bisect import Sources, bisections
 from kbisect.reports import sweep_report
 from kbisect.settings import Settings
-
-Show = Callable[[SweepProgress], None]
 
 
 def sweep_request(
@@ -170,7 +169,7 @@ async def watch_sweep(client: JobClient, job_id: str) -> SweepResult | None:
         return stage_bar(client, job_id, client.sweep_progress, _state)
 
     def lines() -> Awaitable[None]:
-        return poll_stage(client, job_id, client.sweep_progress, _lines())
+        return poll_stage(client, job_id, client.sweep_progress, stage_lines(_boot_lines))
 
     if not await until_done(client, job_id, "sweep", bar, lines):
         return None
@@ -195,22 +194,13 @@ def show_result(result: SweepResult, job_id: str, args: argparse.Namespace) -> N
         out(sweep_report.summary_line(result))
 
 
-def _lines() -> Show:
-    last_status, seen = "", 0
-
-    def show(p: SweepProgress) -> None:
-        nonlocal last_status, seen
-        status = f"{p.status}: {p.message}" if p.message else p.status
-        if status != last_status:
-            last_status = status
-            note(status)
-        for n, b in enumerate(p.boots[seen:], start=seen + 1):
-            name = sweep_report.entry_name(p.names or p.kernels, b.kernel)
-            what = f"{b.value:.6g}" if b.value is not None else f"failed: {b.error}"
-            note(f"boot {n}: {name} {b.testcase} {what}" + (f" on {b.host}" if b.host else ""))
-        seen = len(p.boots)
-
-    return show
+def _boot_lines(p: SweepProgress) -> list[str]:
+    lines = []
+    for n, b in enumerate(p.boots, start=1):
+        name = sweep_report.entry_name(p.names or p.kernels, b.kernel)
+        what = f"{b.value:.6g}" if b.value is not None else f"failed: {b.error}"
+        lines.append(f"boot {n}: {name} {b.testcase} {what}" + (f" on {b.host}" if b.host else ""))
+    return lines
 
 
 def _state(p: SweepProgress) -> tuple[str, int, int]:

@@ -1,8 +1,9 @@
 """A draft Ubuntu SRU justification from a finished job: what to backport (or revert), the
 evidence, and how to test it. A draft for a person to finish, never sent anywhere."""
 
-from kbisect.contract import BisectResult, Mode, Step
+from kbisect.contract import BackportResult, BisectResult, Mode, Step
 from kbisect.errors import KbisectError, UserError
+from kbisect.reports.backport_report import before_after
 from kbisect.reports.job_report import commit_info, repo_output
 from kbisect.reports.sru_risk import where_problems
 from kbisect.testcases import manifest as manifests
@@ -50,9 +51,11 @@ def sru_note(
     provenance: str = "cherry picked",
     series: str | None = None,
     why: list[str] | None = None,
+    backport: BackportResult | None = None,
 ) -> str:
     """The justification; `series` (jammy) names the release the fix goes to; `why`: the
-    Why lines of the job's explain job (kbisect explain), for the Impact."""
+    Why lines of the job's explain job (kbisect explain), for the Impact; `backport`: a
+    verified backport job, whose series is the Fix and whose figures the Test Plan."""
     if not result.culprit:
         raise UserError(
             f"job {job_id} did not name one commit ({result.status}): an SRU note needs one; "
@@ -65,8 +68,11 @@ def sru_note(
     )
     sections = [
         ("Impact", _impact(result, broken, fixed) + _why(why)),
-        ("Fix", _fix(result, bug, provenance, series)),
-        ("Test Plan", _test_plan(result, broken, fixed)),
+        (
+            "Fix",
+            _backport_fix(backport, series) if backport else _fix(result, bug, provenance, series),
+        ),
+        ("Test Plan", _test_plan(result, broken, fixed) + _measured(backport)),
         ("Where problems could occur", where_problems(result, patch)),
         ("Other Info", _other(result, job_id)),
     ]
@@ -161,6 +167,33 @@ def _test_plan(result: BisectResult, broken: Step | None, fixed: Step | None) ->
         "",
         f"Without the patch {metric} is about {_value(broken, metric)}{unit}; with it, about "
         f"{_value(fixed, metric)}{unit}.",
+    ]
+
+
+def _backport_fix(b: BackportResult, series: str | None) -> list[str]:
+    """The verified series, in the order it applies, each with its provenance."""
+    to = f" to {series.capitalize()}" if series else ""
+    name = b.target_name or b.target[:12]
+    lines = [f"Backport{to}, in this order (checked to apply on {name}, {b.target[:12]}):", ""]
+    for n, c in enumerate(b.plan.series, start=1):
+        role = "a prerequisite: the change's context" if c in b.plan.prerequisites else "the fix"
+        lines.append(f'    {n}. {c[:12]} ("{b.plan.subjects.get(c, "")}"): {role}')
+        lines.append(f"       (cherry picked from commit {c})")
+    return lines
+
+
+def _measured(b: BackportResult | None) -> list[str]:
+    """The backport job's before and after on the target, as kbisect measured them."""
+    if b is None:
+        return []
+    name = b.target_name or b.target[:12]
+    return [
+        "",
+        f"Measured on {name} ({b.target[:12]}) without and with the series by kbisect "
+        f"job {b.id} (backport of job {b.job}), the two kernels booted in turn on one host:",
+        "",
+        *(f"    {line}" for line in before_after(b)),
+        f"    {b.message}",
     ]
 
 

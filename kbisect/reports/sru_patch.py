@@ -9,7 +9,7 @@ the provenance, `(cherry picked from commit X)` when the change applied as it is
 and the sender's Signed-off-by last. It checks that the patch applies to the tip of the
 branch it targets (--target, else the branch the job's tested endpoint is on: see
 default_target), and runs the tree's own scripts/checkpatch.pl on it (GIT_COMMIT_ID
-ignored for the provenance line: see _checkpatch).
+ignored for the provenance line: see checkpatch).
 """
 
 import re
@@ -58,7 +58,7 @@ class SruCommit:
     who: dict[str, str]  # the GIT_AUTHOR_* and GIT_COMMITTER_* it was written with
 
 
-def _signoff(git: Git, given: str | None) -> str:
+def signoff(git: Git, given: str | None) -> str:
     if given is None:
         name = git.run("config", "user.name", check=False).strip()
         mail = git.run("config", "user.email", check=False).strip()
@@ -128,7 +128,7 @@ def sru_commit(result: BisectResult, job_id: str, opts: SruOptions) -> SruCommit
     if not SERIES.fullmatch(opts.series):
         raise UserError(f"--series {opts.series!r}: give a release's code name, e.g. jammy")
     git = Git(Path(result.repo))
-    sender = _signoff(git, opts.signoff)
+    sender = signoff(git, opts.signoff)
     message, provenance = _message(git, result, tested, sender, opts.bug)
     culprit = result.culprit or ""
     original = git.run("show", "-s", "--format=%an%x00%ae%x00%aI", culprit).strip().split("\0")
@@ -227,7 +227,7 @@ def write_sru_patch(result: BisectResult, job_id: str, out: Path, opts: SruOptio
         notes=notes,
     )
     _check_applies(git, patch, target, target_name)
-    done.checkpatch, explained = _checkpatch(git, target, patch, "{} <{}>".format(*made.author))
+    done.checkpatch, explained = checkpatch(git, target, patch, "{} <{}>".format(*made.author))
     done.notes += explained
     if opts.bug is None:
         done.notes.append("no --bug: fill in the BugLink lines before sending")
@@ -265,7 +265,7 @@ def _provenance_line(patch: Path) -> str | None:
     return lines[-1] if lines else None
 
 
-def _checkpatch(git: Git, rev: str, patch: Path, author: str) -> tuple[str, list[str]]:
+def checkpatch(git: Git, rev: str, patch: Path, author: str) -> tuple[str, list[str]]:
     """The tree's checkpatch.pl on the patch: its summary line ("total: 0 errors, ...", and
     why GIT_COMMIT_ID was ignored), "" where the tree has none, and notes on its errors.
 

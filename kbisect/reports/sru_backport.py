@@ -1,0 +1,90 @@
+"""A verified backport, ready to send: `kbisect report BACKPORT_JOB --sru-patch DIR` writes
+the series a backport job measured (prerequisites first, then the change) as
+`[SRU][Series][PATCH n/N]` files with the cover letter, for `git am` on the target.
+
+Each patch carries the kernel team's message: its subject, `BugLink:`, the original body,
+`(cherry picked from commit X)` (the series applies as upstream has it, so each patch-id
+is upstream's) and the sender's Signed-off-by last; the original author and date stay.
+The cover letter is the SRU justification, with the target's before and after in
+[Test Plan]. Written through plumbing on the target: no work tree, no branch touched.
+"""
+
+import tempfile
+from pathlib import Path
+
+from kbisect.builders.backport_series import apply_series
+from kbisect.contract import BackportResult, BackportWord, BisectResult
+from kbisect.errors import UserError
+from kbisect.infra.git import Git
+from kbisect.reports.backport_report import before_after
+from kbisect.reports.sru_note import buglink, sru_note
+from kbisect.reports.sru_patch import SruOptions, SruPatch, checkpatch, signoff
+
+
+def _message(git: Git, upstream: str, sender: str, bug: int | None) -> str:
+    subject, _, body = git.run("show", "-s", "--format=%B", upstream).strip().partition("\n")
+    lines = [subject, "", buglink(bug), "", *([body.strip()] if body.strip() else [])]
+    lines += [f"(cherry picked from commit {upstream})", f"Signed-off-by: {sender}"]
+    return "\n".join(lines) + "\n"
+
+
+def _commits(git: Git, result: BackportResult, sender: str, bug: int | None) -> str:
+    """The series as SRU commits on the target; the tip."""
+    name, mail = sender.rsplit("<", 1)
+    committer = {"GIT_COMMITTER_NAME": name.strip(), "GIT_COMMITTER_EMAIL": mail.rstrip(">")}
+    tip = result.target
+    with tempfile.TemporaryDirectory(prefix="kbisect-sru-") as tmp:
+        index = Path(tmp) / "index"
+        for upstream in result.plan.series:
+            done = apply_series(git, tip, [upstream], index)
+            if not done.ok:
+                raise UserError(f"{upstream[:12]} no longer applies to {tip[:12]}: {done.error}")
+            tree = git.run("write-tree", env={"GIT_INDEX_FILE": str(index)}).strip()
+            a_name, a_mail, a_date = git.run(
+                "show", "-s", "--format=%an%x00%ae%x00%aI", upstream
+            ).strip().split("\0")  # fmt: skip
+            who = {**committer, "GIT_AUTHOR_NAME": a_name, "GIT_AUTHOR_EMAIL": a_mail,
+                   "GIT_AUTHOR_DATE": a_date}  # fmt: skip
+            message = _message(git, upstream, sender, bug)
+            tip = git.run(
+                "commit-tree", tree, "-p", tip, "-F", "-", env=who, input=message.encode()
+            ).strip()
+    return tip
+
+
+def write_backport_series(
+    result: BackportResult, bisection: BisectResult, out: Path, opts: SruOptions, job_id: str
+) -> SruPatch:
+    if result.word != BackportWord.VERIFIED:
+        raise UserError(
+            f"backport job {job_id} is {result.word!r}, not verified: an SRU ships what was "
+            "verified on the target ('kbisect report {job_id}' says why)"
+        )
+    git = Git(Path(result.repo))
+    sender = signoff(git, opts.signoff)
+    tip = _commits(git, result, sender, opts.bug)
+    out.mkdir(parents=True, exist_ok=True)
+    listing = git.run(
+        "format-patch", "--no-thread", "--cover-letter", "--numbered", "--no-signature",
+        f"--subject-prefix=SRU][{opts.series.capitalize()}][PATCH", "-o", str(out),
+        f"{result.target}..{tip}",
+    )  # fmt: skip
+    files = [Path(line) for line in listing.splitlines() if line.strip()]
+    cover, patches = files[0], files[1:]
+    justification = sru_note(
+        bisection, result.job, bug=opts.bug, patch=patches[-1].read_bytes(),
+        series=opts.series, backport=result,
+    )  # fmt: skip
+    text = cover.read_text().replace("*** SUBJECT HERE ***", bisection.subjects.get(
+        result.plan.change, git.commit_info(result.plan.change).subject))  # fmt: skip
+    cover.write_text(text.replace("*** BLURB HERE ***", f"{buglink(opts.bug)}\n\n{justification}"))
+    name = result.target_name or result.target[:12]
+    done = SruPatch(files=files, provenance="cherry picked", target=result.target, target_name=name)
+    summaries = [checkpatch(git, result.target, p, sender)[0] for p in patches]
+    done.checkpatch = "; ".join(
+        f"{p.name}: {s}" for p, s in zip(patches, summaries, strict=True) if s
+    )
+    done.notes += before_after(result)
+    if opts.bug is None:
+        done.notes.append("no --bug: fill in the BugLink lines before sending")
+    return done
