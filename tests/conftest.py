@@ -6,7 +6,7 @@ import subprocess
 import tarfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import platformdirs
 import pytest
@@ -111,6 +111,19 @@ def tiny_tarball(tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch) -
         tf.add(top, arcname="linux-source-6.1")
     monkeypatch.setattr(settings, "KERNEL_SOURCE_TARBALL", tarball)
     yield tarball
+
+
+@pytest.fixture
+def distro_lab(tmp_path: Path, tiny_tarball: Path) -> tuple[Path, dict[str, Any]]:
+    """A fix-mode lab of the tiny tree with a distro branch of 6 commits that lacks the
+    fix's prerequisite: (repository, truth)."""
+    from kbisect.infra.lab import LabOptions, create_lab
+
+    dest = tmp_path / "lab"
+    options = LabOptions(
+        commits=12, mode="fix", culprit_at=8, seed=3, distro=6, fix_needs_prereq=True
+    )
+    return dest, create_lab(dest, options)
 
 
 def git(repo: Path, *args: str) -> str:

@@ -28,10 +28,9 @@ def _message(git: Git, upstream: str, sender: str, bug: int | None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _commits(git: Git, result: BackportResult, sender: str, bug: int | None) -> str:
-    """The series as SRU commits on the target; the tip."""
-    name, mail = sender.rsplit("<", 1)
-    committer = {"GIT_COMMITTER_NAME": name.strip(), "GIT_COMMITTER_EMAIL": mail.rstrip(">")}
+def _commits(git: Git, result: BackportResult, committer: dict[str, str], bug: int | None) -> str:
+    """The series as SRU commits on the target, by the sender; the tip."""
+    sender = f"{committer['GIT_COMMITTER_NAME']} <{committer['GIT_COMMITTER_EMAIL']}>"
     tip = result.target
     with tempfile.TemporaryDirectory(prefix="kbisect-sru-") as tmp:
         index = Path(tmp) / "index"
@@ -62,12 +61,15 @@ def write_backport_series(
         )
     git = Git(Path(result.repo))
     sender = signoff(git, opts.signoff)
-    tip = _commits(git, result, sender, opts.bug)
+    name, mail = sender.rsplit("<", 1)
+    committer = {"GIT_COMMITTER_NAME": name.strip(), "GIT_COMMITTER_EMAIL": mail.rstrip(">")}
+    tip = _commits(git, result, committer, opts.bug)
+    out = out.resolve()  # git writes the files from inside the repository
     out.mkdir(parents=True, exist_ok=True)
     listing = git.run(
         "format-patch", "--no-thread", "--cover-letter", "--numbered", "--no-signature",
         f"--subject-prefix=SRU][{opts.series.capitalize()}][PATCH", "-o", str(out),
-        f"{result.target}..{tip}",
+        f"{result.target}..{tip}", env=committer,  # the cover letter is from the sender
     )  # fmt: skip
     files = [Path(line) for line in listing.splitlines() if line.strip()]
     cover, patches = files[0], files[1:]

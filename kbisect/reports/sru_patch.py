@@ -185,6 +185,7 @@ def default_target(result: BisectResult, onto: str) -> tuple[str, str, list[str]
 
 def write_sru_patch(result: BisectResult, job_id: str, out: Path, opts: SruOptions) -> SruPatch:
     made = sru_commit(result, job_id, opts)
+    out = out.resolve()  # git writes the files from inside the repository
     git = Git(Path(result.repo))
     notes: list[str] = []
     if opts.target:

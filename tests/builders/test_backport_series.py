@@ -1,5 +1,6 @@
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -7,19 +8,8 @@ from kbisect.builders.backport_found import find_in, named_upstream
 from kbisect.builders.backport_series import apply_series, plan_series, write_series
 from kbisect.infra import lab_culprits
 from kbisect.infra.git import Git
-from kbisect.infra.lab import LabOptions, create_lab
 from kbisect.infra.lab_culprits import NVME_CORE
 from tests.conftest import git
-
-
-@pytest.fixture
-def distro_lab(tmp_path: Path, tiny_tarball: Path) -> tuple[Path, dict[str, object]]:
-    dest = tmp_path / "lab"
-    truth = create_lab(
-        dest, LabOptions(commits=12, mode="fix", culprit_at=8, seed=3, distro=6,
-                         fix_needs_prereq=True),
-    )  # fmt: skip
-    return dest, truth
 
 
 def _pick(repo: Path, onto: str, commit: str, message: str) -> str:
@@ -33,11 +23,11 @@ def _pick(repo: Path, onto: str, commit: str, message: str) -> str:
 
 
 def test_a_fix_whose_context_an_earlier_commit_made_needs_it_first(
-    distro_lab: tuple[Path, dict[str, object]],
+    distro_lab: tuple[Path, dict[str, Any]],
 ) -> None:
     repo, truth = distro_lab
     fix, prereq = str(truth["culprit"]), str(truth["prerequisite"])
-    tip = truth["distro"]["tip"]  # type: ignore[index]
+    tip = truth["distro"]["tip"]
     g = Git(repo)
     assert find_in(g, fix, tip) is None
     series = plan_series(g, fix, tip)
@@ -52,11 +42,11 @@ def test_a_fix_whose_context_an_earlier_commit_made_needs_it_first(
 
 
 def test_a_prerequisite_the_target_has_under_another_hash_is_not_proposed(
-    distro_lab: tuple[Path, dict[str, object]],
+    distro_lab: tuple[Path, dict[str, Any]],
 ) -> None:
     repo, truth = distro_lab
     fix, prereq = str(truth["culprit"]), str(truth["prerequisite"])
-    tip = truth["distro"]["tip"]  # type: ignore[index]
+    tip = truth["distro"]["tip"]
     picked = _pick(repo, tip, prereq, f"nvme: helper\n\ncommit {prereq} upstream.")
     assert plan_series(Git(repo), fix, picked).commits == [fix]
 
@@ -70,25 +60,25 @@ def test_a_prerequisite_the_target_has_under_another_hash_is_not_proposed(
     ],
 )
 def test_a_change_already_in_the_target_is_found_under_another_hash(
-    distro_lab: tuple[Path, dict[str, object]], message: str, how: str
+    distro_lab: tuple[Path, dict[str, Any]], message: str, how: str
 ) -> None:
     repo, truth = distro_lab
     fix, prereq = str(truth["culprit"]), str(truth["prerequisite"])
-    tip = truth["distro"]["tip"]  # type: ignore[index]
+    tip = truth["distro"]["tip"]
     with_prereq = _pick(repo, tip, prereq, "nvme: helper")
     fixed = _pick(repo, with_prereq, fix, message.format(fix=fix))
-    later = _pick(repo, fixed, str(truth["history"][-1]["hash"]), "a later one")  # type: ignore[index]
+    later = _pick(repo, fixed, str(truth["history"][-1]["hash"]), "a later one")
     found = find_in(Git(repo), fix, later)
     assert found is not None and (found.commit, found.how) == (fixed, how)
     assert find_in(Git(repo), fix, str(truth["good"])).how == "ancestor"  # type: ignore[union-attr]
 
 
 def test_a_change_that_conflicts_whatever_comes_first_says_where(
-    distro_lab: tuple[Path, dict[str, object]], tmp_path: Path
+    distro_lab: tuple[Path, dict[str, Any]], tmp_path: Path
 ) -> None:
     repo, truth = distro_lab
     fix = str(truth["culprit"])
-    tip = truth["distro"]["tip"]  # type: ignore[index]
+    tip = truth["distro"]["tip"]
     # A distro commit rewrites the very line the fix removes: no upstream commit helps.
     text = git(repo, "show", f"{tip}:{NVME_CORE}").replace(
         lab_culprits.NOMERGES_LINE,

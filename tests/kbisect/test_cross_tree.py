@@ -1,0 +1,53 @@
+"""bisect --cross-tree: the distro endpoint off upstream's line, replaced by the merge base
+once a sweep says it behaves like it."""
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kbisect.contract import BisectRequest, PairWord, SweepPair
+from kbisect.errors import UserError
+from kbisect.infra.git import Git
+from kbisect.jobs import cross_tree
+
+
+def _request(good: str, bad: str, mode: str = "fix") -> BisectRequest:
+    return BisectRequest(repo="r", good=[good], bad=bad, testcase="nvme-snapshot-read",
+                         mode=mode, config="/c")  # fmt: skip
+
+
+def test_a_distro_bad_is_replaced_by_its_merge_base_with_upstream(
+    distro_lab: tuple[Path, dict[str, Any]],
+) -> None:
+    repo, truth = distro_lab
+    tip = truth["distro"]["tip"]
+    req = _request(truth["good"], tip)
+    ct = cross_tree.find(Git(repo), req)
+    assert ct == cross_tree.CrossTree(tip, truth["good"], truth["old"], "bad")
+    job = cross_tree.on_base(req, ct)
+    assert (job.bad, job.good, job.cross_tree) == (truth["old"], [truth["good"]], tip)
+    check = cross_tree.check_sweep(req, ct)
+    assert check.kernels == [tip, truth["old"]] and check.config == "/c"
+    same = SweepPair("nvme-snapshot-read", "avg_read_sectors", "sectors", 0, 1, PairWord.SAME)
+    assert cross_tree.refusal(ct, same, "line") is None
+    changed = SweepPair("nvme-snapshot-read", "avg_read_sectors", "sectors", 0, 1,
+                        PairWord.CHANGED)  # fmt: skip
+    why = cross_tree.refusal(ct, changed, "x -> y: changed")
+    assert why is not None and "does not behave like the distro bad" in why
+    assert "(x -> y: changed)" in why and "bisect the distro branch itself" in why
+
+
+def test_endpoints_on_one_line_need_no_cross_tree(distro_lab: tuple[Path, dict[str, Any]]) -> None:
+    repo, truth = distro_lab
+    assert cross_tree.find(Git(repo), _request(truth["good"], truth["bad"])) is None
+
+
+def test_an_upstream_the_distro_already_has_is_a_clear_error(
+    distro_lab: tuple[Path, dict[str, Any]],
+) -> None:
+    repo, truth = distro_lab
+    tip = truth["distro"]["tip"]
+    # In a regression the distro kernel is the good one: an upstream it contains is no range.
+    with pytest.raises(UserError, match="is already in the distro's history"):
+        cross_tree.find(Git(repo), _request(tip, truth["old"], mode="regression"))
