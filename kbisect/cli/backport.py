@@ -15,11 +15,12 @@ from kbisect.cli.job_service import (
     with_client,
 )
 from kbisect.cli.output import note, out
-from kbisect.contract import BACKPORT_SIDES, MAX_BOOTS, BackportProgress, BackportResult
+from kbisect.contract import MAX_BOOTS, BackportProgress, BackportResult
 from kbisect.errors import UserError
 from kbisect.jobs import backport_job
 from kbisect.jobs.client import WORKER_GRACE, JobClient
 from kbisect.reports import backport_report
+from kbisect.reports.backport_report import boot_line
 from kbisect.settings import Settings
 
 
@@ -71,15 +72,6 @@ def show_result(result: BackportResult, job_id: str, as_json: bool) -> None:
 
 def _boots(p: BackportProgress) -> list[str]:
     return [boot_line(p, n) for n in range(len(p.boots))]
-
-
-def boot_line(p: BackportProgress, n: int) -> str:
-    b = p.boots[n]
-    side = BACKPORT_SIDES[b.kernel]
-    what = f"{b.value:.6g}" if b.value is not None else f"failed: {b.error}"
-    return f"boot {n + 1}: {side} the backport: {b.testcase} {what}" + (
-        f" on {b.host}" if b.host else ""
-    )
 
 
 def _state(p: BackportProgress) -> tuple[str, int, int]:

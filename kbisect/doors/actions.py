@@ -20,9 +20,10 @@ from kbisect.contract import BisectResult
 from kbisect.doors.grammar import Command, help_text
 from kbisect.errors import KbisectError, UserError
 from kbisect.infra.git import Git
-from kbisect.jobs import explain_job
+from kbisect.jobs import backport_job, explain_job
 from kbisect.jobs.client import JobClient, check_job_id
 from kbisect.jobs.request import checked_request
+from kbisect.reports.backport_report import outcome_lines as backport_outcome
 from kbisect.reports.explain_report import outcome_lines as explain_outcome
 from kbisect.reports.job_report import markdown
 from kbisect.reports.lines import outcome_lines
@@ -100,6 +101,8 @@ async def _execute(cmd: Command, client: JobClient, settings: Settings, owns: Ow
         )
     if cmd.verb == "explain":
         return Reply(await _explain(client, job))
+    if cmd.verb == "backport":
+        return await _backport(client, job, cmd.one("target") or "")
     result = await client.result(job)
     if cmd.verb == "report":
         return Reply(await off_loop(markdown, result, job))  # git: the commits' subjects
@@ -149,6 +152,21 @@ async def _explain(client: JobClient, job: str) -> str:
     await client.require_workers(client.needs())
     await client.start_explain(req, eid)
     return f"started {eid}: {client.job_url(eid)} ('explain {job}' again shows the answer)"
+
+
+async def _backport(client: JobClient, job: str, target: str) -> Reply:
+    """The job's fix taken to `target`: started (the door follows it and posts its figures
+    and SRU note), or its answer when it ran before."""
+    req = await backport_job.request_for(client, job, target)  # resolves target: git
+    bid = backport_job.backport_id(job, req.target)
+    now = await explain_job.state(client, bid)
+    if now == WorkflowExecutionStatus.COMPLETED:
+        return Reply("\n".join(backport_outcome(await client.backport_result(bid))))
+    if now == WorkflowExecutionStatus.RUNNING:
+        return Reply(f"{bid} is {(await client.backport_progress(bid)).status}")
+    await client.require_workers(client.needs())
+    await client.start_backport(req, bid)
+    return Reply(f"started {bid}: {client.job_url(bid)}", job_id=bid)
 
 
 async def _bisect(cmd: Command, client: JobClient, settings: Settings) -> Reply:

@@ -7,6 +7,7 @@ one line that says what to write instead.
     bisect tree=NAME good=REV bad=REV testcase=NAME [mode=fix] [profile=P]
            [repetitions=N] [parallel=K] [metric=M] [flaky=yes] [duets=yes]
     status [JOB] | cancel JOB | report JOB | explain JOB | sru JOB [series=S] [bug=N] [branch=B]
+    backport JOB target=REV
     mark JOB REV good|bad|skip | testcases | help
 """
 
@@ -39,6 +40,7 @@ USAGE = {
     "cancel": "cancel JOB",
     "report": "report JOB",
     "explain": "explain JOB",
+    "backport": "backport JOB target=REV",
     "sru": "sru JOB [series=jammy] [bug=N] [branch=B]",
     "mark": "mark JOB REV good|bad|skip",
     "testcases": "testcases",
@@ -108,6 +110,12 @@ def parse(text: str) -> Command:
     if verb == "sru":
         cmd = _positional(verb, positional, 1, 1)
         cmd.keys = _keys(verb, pairs, SRU_KEYS)
+        return cmd
+    if verb == "backport":
+        cmd = _positional(verb, positional, 1, 1)
+        cmd.keys = _keys(verb, pairs, ("target",))
+        if "target" not in cmd.keys:
+            raise UserError(f"refused: backport needs target=REV; write: {USAGE[verb]}")
         return cmd
     if pairs:
         raise UserError(f"refused: {verb} takes no key=value; write: {USAGE[verb]}")

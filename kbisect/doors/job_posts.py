@@ -7,12 +7,15 @@ import asyncio
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 
-from kbisect.contract import BisectResult, Progress
+from kbisect.contract import BACKPORT_WORKFLOW, BackportWord, BisectResult, Progress
 from kbisect.doors.actions import off_loop
 from kbisect.errors import InfraError, KbisectError
 from kbisect.jobs.client import JobClient
+from kbisect.reports.backport_report import boot_line as backport_boot_line
+from kbisect.reports.backport_report import outcome_lines as backport_outcome
 from kbisect.reports.job_report import markdown
 from kbisect.reports.lines import one_line, outcome_lines, step_line
+from kbisect.reports.sru_note import sru_note
 
 PHASES = ("validating", "calibrating", "bisecting", "verifying")
 POLL_SECONDS = 3.0
@@ -52,14 +55,7 @@ def result_posts(result: BisectResult, job_id: str) -> list[Post]:
 Send = Callable[[Post], Awaitable[None]]
 
 
-async def follow(
-    client: JobClient,
-    job_id: str,
-    posted: Collection[str],
-    send: Send,
-    poll: float | None = None,
-) -> BisectResult | None:
-    """Post what is new until the job ends, then its outcome; `send` records each key."""
+def _poster(posted: Collection[str], send: Send) -> Callable[[list[Post]], Awaitable[None]]:
     seen = set(posted)
 
     async def post_new(posts: list[Post]) -> None:
@@ -68,6 +64,22 @@ async def follow(
                 await send(post)
                 seen.add(post.key)
 
+    return post_new
+
+
+async def follow(
+    client: JobClient,
+    job_id: str,
+    posted: Collection[str],
+    send: Send,
+    poll: float | None = None,
+) -> BisectResult | None:
+    """Post what is new until the job ends, then its outcome; `send` records each key. A
+    backport job is followed as one (its result is no bisection's: None)."""
+    post_new = _poster(posted, send)
+    if (await client.describe(job_id)).workflow_type == BACKPORT_WORKFLOW:
+        await _follow_backport(client, job_id, post_new, poll)
+        return None
     while await client.running(job_id):
         try:
             await post_new(progress_posts(await client.progress(job_id)))
@@ -81,3 +93,33 @@ async def follow(
         return None
     await post_new(await off_loop(result_posts, result, job_id))  # the report runs git
     return result
+
+
+async def _follow_backport(
+    client: JobClient,
+    job_id: str,
+    post_new: Callable[[list[Post]], Awaitable[None]],
+    poll: float | None,
+) -> None:
+    """A backport job's phases and boots, then its outcome and, verified, the SRU note
+    with the target's before and after."""
+    while await client.running(job_id):
+        try:
+            p = await client.backport_progress(job_id)
+            posts = [Post(f"phase:{p.status}", one_line(f"{p.status}: {p.message}"))]
+            posts += [Post(f"boot:{n}", backport_boot_line(p, n)) for n in range(len(p.boots))]
+            await post_new(posts)
+        except InfraError:
+            pass
+        await asyncio.sleep(POLL_SECONDS if poll is None else poll)
+    try:
+        result = await client.backport_result(job_id)
+    except KbisectError as exc:
+        await post_new([Post("outcome", f"{job_id} ended without a result: {exc}")])
+        return
+    posts = [Post("outcome", "\n".join(backport_outcome(result)))]
+    if result.word == BackportWord.VERIFIED:
+        bisection = await client.result(result.job)
+        note = await off_loop(sru_note, bisection, result.job, backport=result)
+        posts.append(Post("sru", note))
+    await post_new(posts)

@@ -5,7 +5,7 @@ import dataclasses
 import statistics
 from typing import Any
 
-from kbisect.contract import BACKPORT_SIDES, BackportResult, SweepBoot
+from kbisect.contract import BACKPORT_SIDES, BackportProgress, BackportResult, SweepBoot
 
 
 def _commit(r: BackportResult, c: str) -> str:
@@ -32,12 +32,19 @@ def before_after(r: BackportResult) -> list[str]:
     return lines
 
 
+def boot_line(p: BackportProgress, n: int) -> str:
+    b = p.boots[n]
+    side = BACKPORT_SIDES[b.kernel]
+    what = f"{b.value:.6g}" if b.value is not None else f"failed: {b.error}"
+    return f"boot {n + 1}: {side} the backport: {b.testcase} {what}" + (
+        f" on {b.host}" if b.host else ""
+    )
+
+
 def outcome_lines(r: BackportResult) -> list[str]:
     """The answer as plain lines: the verdict, the series, the test kernel, the figures."""
     name = r.target_name or r.target[:12]
     lines = [f"{r.word}: {r.message}" if not r.message.startswith(r.word) else r.message]
-    if r.plan.found:
-        lines.append(f"in {name}: {_commit(r, r.plan.found)} ({r.plan.found_how})")
     verb = "revert" if r.plan.series and r.plan.change not in r.plan.series else "apply"
     for n, c in enumerate(r.plan.series, start=1):
         role = "prerequisite" if c in r.plan.prerequisites else "the change"

@@ -55,10 +55,18 @@ def test_sru_takes_its_keys() -> None:
     assert (cmd.one("series"), cmd.one("bug"), cmd.one("branch")) == ("jammy", "2012345", "sru/fix")
 
 
+def test_backport_takes_a_target() -> None:
+    cmd = parse("backport bisect-x-1 target=ubuntu/jammy~2")
+    assert (cmd.verb, cmd.job, cmd.one("target")) == ("backport", "bisect-x-1", "ubuntu/jammy~2")
+
+
 @pytest.mark.parametrize(
     ("text", "says"),
     [
         ("", "no command"),
+        ("backport bisect-x-1", "backport needs target=REV"),
+        ("backport bisect-x-1 target=-x", "starts with '-'"),
+        ("backport bisect-x-1 target=$(id)", "'$' is not allowed"),
         ("rm -rf /", "unknown command 'rm'"),
         (f"{BISECT}; reboot", "';' is not allowed"),
         ("bisect tree=lab good=$(reboot) bad=x testcase=t", "'$' is not allowed"),
@@ -100,6 +108,7 @@ def test_refusals_are_one_line(text: str, says: str) -> None:
 
 def test_help_lists_every_command() -> None:
     text = help_text()
-    verbs = ("bisect", "status", "cancel", "report", "explain", "sru", "mark", "testcases")
+    verbs = ("bisect", "status", "cancel", "report", "explain", "sru", "mark", "testcases",
+             "backport")  # fmt: skip
     for verb in (*verbs, "help"):
         assert verb in text
