@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from kbisect.contract import BACKPORT_WORKFLOW, BackportWord, BisectResult, Progress
 from kbisect.doors.actions import off_loop
 from kbisect.errors import InfraError, KbisectError
+from kbisect.jobs.backport_job import is_backport
 from kbisect.jobs.client import JobClient
 from kbisect.reports.backport_report import boot_line as backport_boot_line
 from kbisect.reports.backport_report import outcome_lines as backport_outcome
@@ -77,7 +78,7 @@ async def follow(
     """Post what is new until the job ends, then its outcome; `send` records each key. A
     backport job is followed as one (its result is no bisection's: None)."""
     post_new = _poster(posted, send)
-    if (await client.describe(job_id)).workflow_type == BACKPORT_WORKFLOW:
+    if is_backport(job_id) and (await client.describe(job_id)).workflow_type == BACKPORT_WORKFLOW:
         await _follow_backport(client, job_id, post_new, poll)
         return None
     while await client.running(job_id):

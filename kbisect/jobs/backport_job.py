@@ -17,6 +17,11 @@ def backport_id(job: str, target: str) -> str:
     return f"{job}{BACKPORT_SUFFIX}-{hashlib.sha256(target.encode()).hexdigest()[:8]}"
 
 
+def is_backport(job_id: str) -> bool:
+    """Whether the id is a backport job's, by its form (the server says for sure)."""
+    return f"{BACKPORT_SUFFIX}-" in job_id
+
+
 async def request_for(
     client: JobClient, job: str, target: str, boots: int | None = None
 ) -> BackportRequest:

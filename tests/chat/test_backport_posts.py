@@ -55,7 +55,7 @@ async def test_a_verified_backport_posts_its_boots_outcome_and_sru_note(
     async def send(post: Post) -> None:
         sent.append(post)
 
-    assert await follow(jobs, "b-1", ["phase:building"], send, poll=0) is None  # type: ignore[arg-type]
+    assert await follow(jobs, "bisect-x-1-backport-1", ["phase:building"], send, poll=0) is None  # type: ignore[arg-type]
     keys = [p.key for p in sent]
     assert keys == ["phase:measuring", "boot:0", "outcome", "sru"]  # building was posted before
     assert sent[1].text == "boot 1: without the backport: nvme-snapshot-read 8 on vm-1"
