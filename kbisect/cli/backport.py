@@ -15,7 +15,13 @@ from kbisect.cli.job_service import (
     with_client,
 )
 from kbisect.cli.output import note, out
-from kbisect.contract import MAX_BOOTS, BackportProgress, BackportResult
+from kbisect.contract import (
+    DEFAULT_SWEEP_BOOTS,
+    MAX_BOOTS,
+    BackportProgress,
+    BackportRequest,
+    BackportResult,
+)
 from kbisect.errors import UserError
 from kbisect.jobs import backport_job
 from kbisect.jobs.client import WORKER_GRACE, JobClient
@@ -28,9 +34,20 @@ def cmd_backport(args: argparse.Namespace, settings: Settings) -> int:
     if args.boots is not None and not 1 <= args.boots <= MAX_BOOTS:
         raise UserError(f"--boots {args.boots}: give 1 to {MAX_BOOTS} boots of each kernel")
 
+    if (args.job is None) == (args.change is None):
+        raise UserError(
+            "give a bisection's job id, or --repo DIR --change REV --testcase NAME (an "
+            "upstream commit to try on --target)"
+        )
+    hand = _by_hand(args) if args.job is None else None
+
     async def go(client: JobClient, args: argparse.Namespace) -> int:
-        req = await backport_job.request_for(client, args.job, args.target, args.boots)
-        job_id = backport_job.backport_id(args.job, req.target)
+        if hand is not None:
+            req = hand
+            job_id = backport_job.backport_id(f"backport-{req.change[:12]}", req.target)
+        else:
+            req = await backport_job.request_for(client, args.job, args.target, args.boots)
+            job_id = backport_job.backport_id(args.job, req.target)
         from kbisect.jobs.explain_job import state
 
         if not args.again and await state(client, job_id) in RAN:
@@ -47,6 +64,26 @@ def cmd_backport(args: argparse.Namespace, settings: Settings) -> int:
         return await follow_backport(client, job_id, args)
 
     return with_client(settings, args, go)
+
+
+def _by_hand(args: argparse.Namespace) -> BackportRequest:
+    """An upstream commit and a target given by hand, resolved here: a clear error before
+    any service."""
+    from pathlib import Path
+
+    from kbisect.infra.git import Git
+    from kbisect.testcases import manifest as manifests
+
+    if not args.repo or not args.testcase:
+        raise UserError("--change needs --repo DIR and --testcase NAME too")
+    git = Git(Path(args.repo).resolve())
+    git.check_repo()
+    change, target = git.resolve(args.change), git.resolve(args.target)
+    manifests.load(args.testcase)  # a missing or malformed testcase says so now
+    return BackportRequest(
+        repo=str(git.repo), change=change, target=target, testcase=args.testcase,
+        target_name=args.target, boots=args.boots or DEFAULT_SWEEP_BOOTS,
+    )  # fmt: skip
 
 
 async def follow_backport(client: JobClient, job_id: str, args: argparse.Namespace) -> int:
@@ -85,7 +122,14 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
         help="take a bisection's fix to the kernel you ship: already there?, its "
         "prerequisites, and that kernel measured without and with it",
     )
-    b.add_argument("job", help="a finished bisection's job id")
+    b.add_argument(
+        "job", nargs="?", help="a finished bisection's job id (or give the change by hand)"
+    )
+    b.add_argument("--repo", help="by hand: the kernel git repository (a path)")
+    b.add_argument(
+        "--change", metavar="REV", help="by hand: the upstream commit to take to --target"
+    )
+    b.add_argument("--testcase", help="by hand: the testcase that shows it ('kbisect testcases')")
     b.add_argument(
         "--target",
         required=True,
