@@ -778,6 +778,7 @@ class BackportRequest:
     config: str = ""  # the bisection's --config (a path in the shared cache)
     boots: int = DEFAULT_SWEEP_BOOTS  # of each kernel, at most
     min_effect: float = DEFAULT_MIN_EFFECT
+    search_attributes: bool = False  # the cluster has kbisect's (`kbisect status` columns)
     build_queue: str = DEFAULT_QUEUE[QueueKind.BUILD]
     vm_queue: str = DEFAULT_QUEUE[QueueKind.VM]
 

@@ -40,6 +40,7 @@ with workflow.unsafe.imports_passed_through():
         validate_sweep,
     )
     from kbisect.workflows.series_measure import build_series, measure_series
+    from kbisect.workflows.sweep_workflow import SA_STATUS, SA_TESTCASE
 
 
 @workflow.defn(name=BACKPORT_WORKFLOW)
@@ -51,15 +52,30 @@ class BackportWorkflow(ShowsStatus):
         self._progress = BackportProgress(status="planning")
         self._blocking = Blocking(self._on_blocked, self._on_clear)
         self._status = "planning"
+        self._sa = False
 
     @workflow.query(name="progress")
     def progress(self) -> BackportProgress:
         return self._progress
 
+    def _set(self, status: str, message: str = "") -> None:
+        super()._set(status, message)
+        if self._sa and status != "done":
+            workflow.upsert_search_attributes([SA_STATUS.value_set(f"backport {status}")])
+
+    def _done(self, result: BackportResult) -> BackportResult:
+        self._set("done", result.message)
+        if self._sa:  # the answer's word in `kbisect status`: verified, already there, ...
+            workflow.upsert_search_attributes([SA_STATUS.value_set(result.word)])
+        return result
+
     @workflow.run
     async def run(self, req: BackportRequest) -> BackportResult:
         p = self._progress
         p.target, p.change = req.target, req.change
+        if req.search_attributes:
+            self._sa = True
+            workflow.upsert_search_attributes([SA_TESTCASE.value_set(req.testcase)])
         try:
             plan: BackportPlan = await workflow.execute_activity(
                 PLAN_BACKPORT,
@@ -79,8 +95,7 @@ class BackportWorkflow(ShowsStatus):
             id=workflow.info().workflow_id, message=plan.message,
         )  # fmt: skip
         if plan.word:  # already there, or nothing applies: nothing to build
-            self._set("done", plan.message)
-            return result
+            return self._done(result)
         self._set("validating", plan.message)
         sweep_req = SweepRequest(
             req.repo, [req.target, plan.patched], [req.testcase], metric=req.metric,
@@ -111,8 +126,7 @@ class BackportWorkflow(ShowsStatus):
             art = builds[job.testcases[0].name, commit].artifact
             result.kernels[side] = art.kernel if art else ""
         result.message = _figures(result)
-        self._set("done", result.message)
-        return result
+        return self._done(result)
 
 
 def _figures(r: BackportResult) -> str:

@@ -168,6 +168,7 @@ class JobClient:
     async def start_backport(self, req: BackportRequest, job_id: str) -> str:
         """Start a backport job under this id (`backport_id`)."""
         req = dataclasses.replace(req, build_queue=self.queues.build, vm_queue=self.queues.vm)
+        req.search_attributes = await self.has_search_attributes()
         return await self._start(BACKPORT_WORKFLOW, req, job_id)
 
     async def _start(self, workflow: str, req: object, job_id: str) -> str:
@@ -305,11 +306,12 @@ class JobClient:
             raise UserError(f"cannot {what} {job_id}: {getattr(cause, 'message', cause)}") from exc
 
     async def jobs(self, limit: int = 20) -> list[JobSummary]:
-        """The newest jobs (bisections, sweeps and explain jobs), newest first."""
+        """The newest jobs (bisections, sweeps, explain and backport jobs), newest first."""
         found = []
         try:
             kinds = " OR ".join(
-                f'WorkflowType="{kind}"' for kind in (WORKFLOW, SWEEP_WORKFLOW, EXPLAIN_WORKFLOW)
+                f'WorkflowType="{kind}"'
+                for kind in (WORKFLOW, SWEEP_WORKFLOW, EXPLAIN_WORKFLOW, BACKPORT_WORKFLOW)
             )
             async for wf in self.temporal.list_workflows(kinds, limit=limit):
                 sa = wf.search_attributes
