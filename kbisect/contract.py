@@ -778,6 +778,10 @@ class BackportRequest:
     config: str = ""  # the bisection's --config (a path in the shared cache)
     boots: int = DEFAULT_SWEEP_BOOTS  # of each kernel, at most
     min_effect: float = DEFAULT_MIN_EFFECT
+    # The bisection's endpoints' values: "verified" wants the target like its bad side
+    # and the target with the series like its good side (None: given by hand, not checked)
+    good_value: float | None = None
+    bad_value: float | None = None
     search_attributes: bool = False  # the cluster has kbisect's (`kbisect status` columns)
     build_queue: str = DEFAULT_QUEUE[QueueKind.BUILD]
     vm_queue: str = DEFAULT_QUEUE[QueueKind.VM]

@@ -11,6 +11,8 @@ better on the job's testcase. A workflow of its own: the bisection's history sta
 was.
 """
 
+import statistics
+
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
@@ -26,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
         BackportWord,
         BisectRequest,
         PairWord,
+        SweepBoot,
         SweepRequest,
     )
     from kbisect.decide.sweep import Sweep
@@ -119,14 +122,38 @@ class BackportWorkflow(ShowsStatus):
         self._set("measuring", "the target without and with the series, in turn")
         await measure_series(calls, sweep, job, builds, p.boots)
         (pair,) = sweep.pairs()
-        verified = pair.verdict == PairWord.CHANGED and pair.direction == "better"
-        result.word = BackportWord.VERIFIED if verified else BackportWord.NOT_VERIFIED
         result.pair, result.testcases, result.boots = pair, job.testcases, p.boots
+        unlike = _unlike_the_job(req, p.boots)
+        verified = pair.verdict == PairWord.CHANGED and pair.direction == "better" and not unlike
+        result.word = BackportWord.VERIFIED if verified else BackportWord.NOT_VERIFIED
         for side, commit in zip(BACKPORT_SIDES, job.kernels, strict=True):
             art = builds[job.testcases[0].name, commit].artifact
             result.kernels[side] = art.kernel if art else ""
-        result.message = _figures(result)
+        result.message = _figures(result) + (f"; but {unlike}" if unlike else "")
         return self._done(result)
+
+
+def _unlike_the_job(req: BackportRequest, boots: list[SweepBoot]) -> str:
+    """Why the two kernels do not sit on the job's sides ("": they do, or the job's values
+    are not known): the target nearer the job's good endpoint than its bad, or the target
+    with the series nearer its bad one."""
+    good, bad = req.good_value, req.bad_value
+    if good is None or bad is None or good == bad:
+        return ""
+    mid, up = (good + bad) / 2, 1.0 if good > bad else -1.0
+    for k, side, want_good in ((0, "without", False), (1, "with", True)):
+        values = [b.value for b in boots if b.kernel == k and b.value is not None]
+        if not values:
+            continue
+        median = statistics.median(values)
+        if ((median - mid) * up > 0) != want_good:
+            near, far = ("bad", "good") if want_good else ("good", "bad")
+            ends = {"good": good, "bad": bad}
+            return (
+                f"{side} the series the target reads {median:.6g}, nearer the job's {near} "
+                f"side ({ends[near]:.6g}) than its {far} ({ends[far]:.6g})"
+            )
+    return ""
 
 
 def _figures(r: BackportResult) -> str:

@@ -42,6 +42,7 @@ async def request_for(
         fixes = upstream_fixes(result.repo, result.culprit)
         change, revert = (fixes[-1][0], False) if fixes else (result.culprit, True)
     req = await client.job_request(job)
+    ends = {s.verdict: s.value for s in result.steps if s.source == "endpoint" and s.value}
     return BackportRequest(
         repo=result.repo,
         change=change,
@@ -54,4 +55,6 @@ async def request_for(
         profile=result.profile or None,
         config=req.config if req else "",
         boots=boots or DEFAULT_SWEEP_BOOTS,
+        good_value=ends.get("good"),
+        bad_value=ends.get("bad"),
     )

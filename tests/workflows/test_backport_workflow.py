@@ -20,7 +20,7 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 
 async def backport(
-    env: WorkflowEnvironment, scenario: Scenario, change: str, target: str
+    env: WorkflowEnvironment, scenario: Scenario, change: str, target: str, **kw: object
 ) -> tuple[BackportResult, BackportProgress]:
     key = f"scenario-{uuid.uuid4().hex[:8]}"
     SCENARIOS[key] = scenario
@@ -28,6 +28,7 @@ async def backport(
     req = BackportRequest(
         repo=key, change=change, target=target, testcase="nvme-snapshot-read",
         target_name="distro", config="/cfg", build_queue=queue, vm_queue=queue,
+        **kw,  # type: ignore[arg-type]
     )  # fmt: skip
     async with Worker(
         env.client,
@@ -71,6 +72,23 @@ async def test_a_series_that_leaves_the_target_as_it_was_is_not_verified(
     assert result.word == BackportWord.NOT_VERIFIED
     assert result.pair is not None and result.pair.verdict == "same"
     assert result.message.startswith("not verified: ")
+
+
+async def test_a_series_that_helps_but_not_as_far_as_the_jobs_good_side_is_not_verified(
+    env: WorkflowEnvironment,
+) -> None:
+    scenario = Scenario(graph=linear(16), culprit="c9", mode="fix")
+    # The job's good endpoint read 1000 and its bad one 600: 512 is still on the bad side.
+    result, _ = await backport(env, scenario, "c9", "c2", good_value=1000.0, bad_value=600.0)
+    assert result.word == BackportWord.NOT_VERIFIED
+    assert result.pair is not None and result.pair.direction == "better"
+    assert result.message.endswith(
+        "but with the series the target reads 512, nearer the job's bad side (600) than its "
+        "good (1000)"
+    ), result.message
+    same_sides, _ = await backport(env, Scenario(graph=linear(16), culprit="c9", mode="fix"),
+                                   "c9", "c2", good_value=512.0, bad_value=8.0)  # fmt: skip
+    assert same_sides.word == BackportWord.VERIFIED
 
 
 @pytest.mark.parametrize(
