@@ -88,3 +88,11 @@ def find_in(git: Git, change: str, target: str) -> Found | None:
         if want and pid == want:
             return Found(commit, git.commit_info(commit).subject, "same patch")
     return None
+
+
+def fixes_naming(git: Git, commit: str) -> list[str]:
+    """Commits on any branch or tag whose `Fixes:` tag names this one, oldest first: the
+    follow-ups a backport of it wants too."""
+    out = git.run("log", "--branches", "--tags", "--reverse", "--format=%H",
+                  f"--grep=^Fixes: {commit[:8]}")  # fmt: skip
+    return [h for h in out.split() if h != commit]

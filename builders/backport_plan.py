@@ -4,8 +4,8 @@ prerequisites first), written as commits on the target: the test kernel's source
 
 from pathlib import Path
 
-from kbisect.builders.backport_found import find_in
-from kbisect.builders.backport_series import plan_series, write_series
+from kbisect.builders.backport_found import find_in, fixes_naming
+from kbisect.builders.backport_series import applies, plan_series, write_series
 from kbisect.builders.verify_commit import make_verify_commit
 from kbisect.contract import BackportPlan, BackportRequest, BackportWord
 from kbisect.infra.git import Git
@@ -33,8 +33,16 @@ def plan_backport(req: BackportRequest) -> BackportPlan:
     series = plan_series(git, change, target)
     if not series.commits:
         return BackportPlan(BackportWord.CONFLICT, change, subjects, message=series.conflict)
-    subjects |= {c: git.commit_info(c).subject for c in series.commits}
-    patched = write_series(git, target, series.commits)
+    followups = _followups(git, series.commits, target)
+    commits, note = series.commits, ""
+    if followups and req.with_followups:
+        fits = applies(git, target, [*series.commits, *followups])
+        if fits.ok:
+            commits = [*series.commits, *followups]
+        else:
+            note = f"; its follow-ups left out: {fits.failed[:12]} does not apply ({fits.error})"
+    subjects |= {c: git.commit_info(c).subject for c in [*commits, *followups]}
+    patched = write_series(git, target, commits)
     needs = (
         f" after {len(series.prerequisites)} prerequisite"
         f"{'s' * (len(series.prerequisites) != 1)}: "
@@ -43,9 +51,18 @@ def plan_backport(req: BackportRequest) -> BackportPlan:
         else " as it is"
     )
     return BackportPlan(
-        "", change, subjects, series=series.commits, prerequisites=series.prerequisites,
-        patched=patched, message=f"{change[:12]} applies to {_name(req)}{needs}",
+        "", change, subjects, series=commits, prerequisites=series.prerequisites,
+        followups=followups, patched=patched,
+        message=f"{change[:12]} applies to {_name(req)}{needs}{note}",
     )  # fmt: skip
+
+
+def _followups(git: Git, series: list[str], target: str) -> list[str]:
+    """Commits whose Fixes: names one of the series, that neither it nor the target has."""
+    found = [f for c in series for f in fixes_naming(git, c)]
+    return [
+        f for f in dict.fromkeys(found) if f not in series and find_in(git, f, target) is None
+    ]
 
 
 def _revert(

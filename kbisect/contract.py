@@ -772,6 +772,7 @@ class BackportRequest:
     testcase: str
     target_name: str = ""  # as the user named it
     revert: bool = False  # no upstream fix: the culprit reverted on the target
+    with_followups: bool = False  # the commits whose Fixes: names the series', in it too
     job: str = ""  # the bisection that found the change
     metric: str | None = None
     profile: str | None = None
@@ -798,6 +799,9 @@ class BackportPlan:
     found_how: str = ""  # "ancestor", "provenance line" or "same patch"
     series: list[str] = field(default_factory=list)  # upstream commits, the change last
     prerequisites: list[str] = field(default_factory=list)
+    # commits whose Fixes: names the change or a prerequisite, the target lacks them; in
+    # the series with --with-followups (when they apply)
+    followups: list[str] = field(default_factory=list)
     patched: str = ""  # the target with the series (cherry-picks), a commit to build
     message: str = ""
 

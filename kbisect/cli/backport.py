@@ -46,7 +46,9 @@ def cmd_backport(args: argparse.Namespace, settings: Settings) -> int:
             req = hand
             job_id = backport_job.backport_id(f"backport-{req.change[:12]}", req.target)
         else:
-            req = await backport_job.request_for(client, args.job, args.target, args.boots)
+            req = await backport_job.request_for(
+                client, args.job, args.target, args.boots, args.with_followups
+            )
             job_id = backport_job.backport_id(args.job, req.target)
         from kbisect.jobs.explain_job import state
 
@@ -83,6 +85,7 @@ def _by_hand(args: argparse.Namespace) -> BackportRequest:
     return BackportRequest(
         repo=str(git.repo), change=change, target=target, testcase=args.testcase,
         target_name=args.target, boots=args.boots or DEFAULT_SWEEP_BOOTS,
+        with_followups=args.with_followups,
     )  # fmt: skip
 
 
@@ -142,6 +145,12 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
         type=int,
         help="boots of each kernel at most (the sweep's default); fewer when the pair "
         "decides sooner",
+    )
+    b.add_argument(
+        "--with-followups",
+        action="store_true",
+        help="also take the commits whose Fixes: tag names the change or a prerequisite "
+        "(listed either way)",
     )
     b.add_argument("--again", action="store_true", help="plan and boot anew though asked before")
     job_output_options(b)

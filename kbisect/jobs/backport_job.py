@@ -23,7 +23,7 @@ def is_backport(job_id: str) -> bool:
 
 
 async def request_for(
-    client: JobClient, job: str, target: str, boots: int | None = None
+    client: JobClient, job: str, target: str, boots: int | None = None, followups: bool = False
 ) -> BackportRequest:
     """The backport request of a finished bisection to `target` (a revision of its
     repository, resolved here): in fix mode its fix; in regression mode the commit whose
@@ -50,6 +50,7 @@ async def request_for(
         target_name=target,
         testcase=result.testcase,
         revert=revert,
+        with_followups=followups,
         job=job,
         metric=result.metric or None,
         profile=result.profile or None,

@@ -47,8 +47,17 @@ def outcome_lines(r: BackportResult) -> list[str]:
     lines = [f"{r.word}: {r.message}" if not r.message.startswith(r.word) else r.message]
     verb = "revert" if r.plan.series and r.plan.change not in r.plan.series else "apply"
     for n, c in enumerate(r.plan.series, start=1):
-        role = "prerequisite" if c in r.plan.prerequisites else "the change"
+        role = (
+            "prerequisite"
+            if c in r.plan.prerequisites
+            else "follow-up (its Fixes: names the series)"
+            if c in r.plan.followups
+            else "the change"
+        )
         lines.append(f"{verb} {n}: {_commit(r, c)}: {role}")
+    for c in r.plan.followups:
+        if c not in r.plan.series:
+            lines.append(f"follow-up not taken: {_commit(r, c)} (--with-followups takes it)")
     if r.plan.patched:
         built = r.kernels.get(BACKPORT_SIDES[1], "")
         lines.append(

@@ -1,8 +1,12 @@
 """A draft Ubuntu SRU justification from a finished job: what to backport (or revert), the
 evidence, and how to test it. A draft for a person to finish, never sent anywhere."""
 
+from pathlib import Path
+
+from kbisect.builders.backport_found import fixes_naming
 from kbisect.contract import BackportResult, BisectResult, Mode, Step
 from kbisect.errors import KbisectError, UserError
+from kbisect.infra.git import Git
 from kbisect.reports.backport_report import before_after
 from kbisect.reports.job_report import commit_info, repo_output
 from kbisect.reports.sru_risk import where_problems
@@ -36,11 +40,14 @@ def _files(repo: str, commit: str) -> list[str]:
 
 
 def upstream_fixes(repo: str, commit: str) -> list[tuple[str, str]]:
-    """Commits on any branch whose `Fixes:` tag names this one (hash, subject): the
-    upstream fix to backport."""
-    grep = f"--grep=^Fixes: {commit[:8]}"
-    out = repo_output(repo, "log", "--branches", "--tags", "--format=%H%x00%s", grep) or ""
-    return [(h, subject) for h, _, subject in (line.partition("\0") for line in out.splitlines())]
+    """Commits on any branch or tag whose `Fixes:` tag names this one (hash, subject),
+    newest first: the upstream fix to backport ([] where the repository is not readable
+    from here)."""
+    try:
+        git = Git(Path(repo))
+        return [(h, git.commit_info(h).subject) for h in reversed(fixes_naming(git, commit))]
+    except KbisectError:
+        return []
 
 
 def sru_note(
@@ -176,9 +183,19 @@ def _backport_fix(b: BackportResult, series: str | None) -> list[str]:
     name = b.target_name or b.target[:12]
     lines = [f"Backport{to}, in this order (checked to apply on {name}, {b.target[:12]}):", ""]
     for n, c in enumerate(b.plan.series, start=1):
-        role = "a prerequisite: the change's context" if c in b.plan.prerequisites else "the fix"
+        role = (
+            "a prerequisite: the change's context"
+            if c in b.plan.prerequisites
+            else "a follow-up: its Fixes: names the series"
+            if c in b.plan.followups
+            else "the fix"
+        )
         lines.append(f'    {n}. {c[:12]} ("{b.plan.subjects.get(c, "")}"): {role}')
         lines.append(f"       (cherry picked from commit {c})")
+    left = [c for c in b.plan.followups if c not in b.plan.series]
+    if left:
+        lines += ["", "Follow-ups upstream (their Fixes: names the series), not included:", ""]
+        lines += [f'    {c[:12]} ("{b.plan.subjects.get(c, "")}")' for c in left]
     return lines
 
 

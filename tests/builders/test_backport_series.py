@@ -106,3 +106,34 @@ def test_provenance_lines_as_stable_and_ubuntu_write_them() -> None:
         f"This reverts commit {h}.\n"
     )
     assert named_upstream(message) == [h, h[:12], h, h[:12]]
+
+
+def test_a_later_upstream_fix_of_the_fix_is_listed_and_taken_on_request(
+    distro_lab: tuple[Path, dict[str, Any]],
+) -> None:
+    from kbisect.builders.backport_plan import plan_backport
+    from kbisect.contract import BackportRequest
+
+    repo, truth = distro_lab
+    fix, tip = truth["culprit"], truth["distro"]["tip"]
+    g = Git(repo)
+    # Upstream, a later commit fixes the fix (a comment on the line after it, as a fixup).
+    text = git(repo, "show", f"master:{NVME_CORE}").replace(
+        lab_culprits.P2PDMA_CALL, "\t/* P2PDMA only where the transport says so */\n"
+        + lab_culprits.P2PDMA_CALL,
+    )  # fmt: skip
+    blob = g.run("hash-object", "-w", "--stdin", input=text.encode()).strip()
+    env = {"GIT_INDEX_FILE": str(repo / "fixup.index")}
+    g.run("read-tree", "master", env=env)
+    g.run("update-index", "--cacheinfo", f"100644,{blob},{NVME_CORE}", env=env)
+    tree = g.run("write-tree", env=env).strip()
+    message = f'nvme: say where P2PDMA is set\n\nFixes: {fix[:12]} ("NVMe: Allow request merges")'
+    later = g.run("commit-tree", tree, "-p", "master", "-m", message).strip()
+    g.run("update-ref", "refs/heads/master", later)
+    req = BackportRequest(str(repo), fix, tip, "nvme-snapshot-read")
+    plan = plan_backport(req)
+    assert plan.followups == [later] and later not in plan.series
+    taken = plan_backport(BackportRequest(str(repo), fix, tip, "nvme-snapshot-read",
+                                          with_followups=True))  # fmt: skip
+    assert taken.series == [truth["prerequisite"], fix, later]
+    assert "P2PDMA only where" in git(repo, "show", f"{taken.patched}:{NVME_CORE}")
