@@ -34,6 +34,10 @@ def cmd_backport(args: argparse.Namespace, settings: Settings) -> int:
     if args.boots is not None and not 1 <= args.boots <= MAX_BOOTS:
         raise UserError(f"--boots {args.boots}: give 1 to {MAX_BOOTS} boots of each kernel")
 
+    if args.target is None and args.tree is None:
+        raise UserError("give --target REV (a revision of the job's repository) or --tree NAME")
+    if args.tree is not None and args.job is None:
+        raise UserError("--tree is for a bisection's backport: give its job id")
     if (args.job is None) == (args.change is None):
         raise UserError(
             "give a bisection's job id, or --repo DIR --change REV --testcase NAME (an "
@@ -47,7 +51,7 @@ def cmd_backport(args: argparse.Namespace, settings: Settings) -> int:
             job_id = backport_job.backport_id(f"backport-{req.change[:12]}", req.target)
         else:
             req = await backport_job.request_for(
-                client, args.job, args.target, args.boots, args.with_followups
+                client, args.job, args.target or "", args.boots, args.with_followups, args.tree
             )
             job_id = backport_job.backport_id(args.job, req.target)
         from kbisect.jobs.explain_job import state
@@ -58,7 +62,7 @@ def cmd_backport(args: argparse.Namespace, settings: Settings) -> int:
         await client.require_workers(client.needs(), grace=WORKER_GRACE)
         await client.start_backport(req, job_id)
         what = "revert" if req.revert else "backport"
-        note(f"job {job_id}: {what} {req.change[:12]} to {args.target} ({req.target[:12]})")
+        note(f"job {job_id}: {what} {req.change[:12]} to {req.target_name} ({req.target[:12]})")
         note(f"Web UI: {client.job_url(job_id)}")
         if args.detach:
             out(job_id)
@@ -135,10 +139,15 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
     b.add_argument("--testcase", help="by hand: the testcase that shows it ('kbisect testcases')")
     b.add_argument(
         "--target",
-        required=True,
         metavar="REV",
         help="the kernel that ships: a revision of the job's repository (a distro "
-        "branch's tip, a tag)",
+        "branch's tip, a tag), or of --tree",
+    )
+    b.add_argument(
+        "--tree",
+        metavar="NAME",
+        help="the target is in this named tree ('kbisect tree add'; --target: a revision "
+        "there, its branch head by default)",
     )
     b.add_argument(
         "--boots",

@@ -10,6 +10,7 @@ from kbisect.errors import UserError
 from kbisect.infra.git import Git
 from kbisect.jobs.client import JobClient
 from kbisect.reports.sru_note import upstream_fixes
+from kbisect.settings import Settings
 
 
 def backport_id(job: str, target: str) -> str:
@@ -22,8 +23,29 @@ def is_backport(job_id: str) -> bool:
     return f"{BACKPORT_SUFFIX}-" in job_id
 
 
+def from_tree(settings: Settings, repo: Path, tree: str, rev: str) -> str:
+    """A revision of a named tree ('kbisect tree add') as a full hash in the job's
+    repository: the tree is fetched, then its branches and tags are copied under
+    refs/kbisect/targets/NAME/ there (the user's own refs untouched)."""
+    from kbisect.builders.trees import Trees
+
+    mirror = Trees(settings).fetch(tree)
+    if not rev and mirror.branch is None:
+        raise UserError(f"tree {tree} follows every branch: give --target BRANCH (or a tag)")
+    full = Git(mirror.path).resolve(rev or f"refs/heads/{mirror.branch}")
+    into = f"refs/kbisect/targets/{tree}"
+    Git(repo).run("fetch", "--quiet", "--no-tags", str(mirror.path),
+                  f"+refs/heads/*:{into}/heads/*", f"+refs/tags/*:{into}/tags/*")  # fmt: skip
+    return full
+
+
 async def request_for(
-    client: JobClient, job: str, target: str, boots: int | None = None, followups: bool = False
+    client: JobClient,
+    job: str,
+    target: str,
+    boots: int | None = None,
+    followups: bool = False,
+    tree: str | None = None,
 ) -> BackportRequest:
     """The backport request of a finished bisection to `target` (a revision of its
     repository, resolved here): in fix mode its fix; in regression mode the commit whose
@@ -36,7 +58,10 @@ async def request_for(
         )
     git = Git(Path(result.repo))
     git.check_repo()
-    full = git.resolve(target)
+    if tree is not None:
+        full = from_tree(client.settings, Path(result.repo), tree, target)
+        target = f"{tree} {target}" if target else tree
+    full = git.resolve(full if tree is not None else target)
     change, revert = result.culprit, False
     if result.mode == Mode.REGRESSION:
         fixes = upstream_fixes(result.repo, result.culprit)

@@ -1,6 +1,7 @@
 """bisect --cross-tree: the distro endpoint off upstream's line, replaced by the merge base
 once a sweep says it behaves like it."""
 
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -51,3 +52,36 @@ def test_an_upstream_the_distro_already_has_is_a_clear_error(
     # In a regression the distro kernel is the good one: an upstream it contains is no range.
     with pytest.raises(UserError, match="is already in the distro's history"):
         cross_tree.find(Git(repo), _request(tip, truth["old"], mode="regression"))
+
+
+def _clone(repo: Path, dest: Path, branch: str) -> Path:
+    """A clone of one branch, with only its own objects."""
+    args = ["--no-local", "--bare", "--single-branch", "--branch", branch]
+    subprocess.run(["git", "clone", "-q", *args, str(repo), str(dest)], check=True)
+    return dest
+
+
+def test_a_target_in_a_named_tree_is_fetched_into_the_jobs_repository(
+    distro_lab: tuple[Path, dict[str, Any]], tmp_path: Path, cache: Path
+) -> None:
+    from kbisect.builders.trees import Trees
+    from kbisect.jobs.backport_job import from_tree
+    from kbisect.settings import Settings
+
+    repo, truth = distro_lab
+    settings = Settings.from_env({"KBISECT_CACHE": str(cache)})
+    # The distro kernel lives in a tree of its own: a clone that has only its branch.
+    distro, upstream = (
+        _clone(repo, tmp_path / "ubuntu", "distro"),
+        _clone(repo, tmp_path / "upstream", "master"),
+    )
+    Trees(settings).add("ubuntu", str(distro), branch="distro")
+    assert not Git(upstream).ok("cat-file", "-e", truth["distro"]["tip"])
+    assert from_tree(settings, upstream, "ubuntu", "") == truth["distro"]["tip"]
+    assert Git(upstream).ok("cat-file", "-e", truth["distro"]["tip"])
+    assert (
+        Git(upstream).resolve("refs/kbisect/targets/ubuntu/heads/distro")
+        == (truth["distro"]["tip"])
+    )
+    heads = Git(upstream).run("for-each-ref", "--format=%(refname)", "refs/heads")
+    assert heads.split() == ["refs/heads/master"]  # the user's refs as they were
