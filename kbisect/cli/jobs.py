@@ -127,7 +127,7 @@ async def _cross_tree_check(
     (pair,) = result.pairs
     line = pair_line(result, pair)
     note(f"merge base check: {line}")
-    if (why := cross_tree.refusal(ct, pair, line)) is not None:
+    if (why := cross_tree.refusal(ct, pair)) is not None:
         raise UserError(why)
     note(f"bisecting upstream from the merge base {ct.base[:12]} to {ct.upstream[:12]}")
     return cross_tree.on_base(req, ct)

@@ -66,12 +66,13 @@ def check_sweep(req: BisectRequest, ct: CrossTree) -> SweepRequest:
     )  # fmt: skip
 
 
-def refusal(ct: CrossTree, pair: SweepPair, line: str) -> str | None:
+def refusal(ct: CrossTree, pair: SweepPair) -> str | None:
     """Why the job must not bisect from the merge base (its pair changed), or None."""
     if pair.verdict != PairWord.CHANGED:
         return None
+    effect = f", {pair.effect:+.1%}" if pair.effect is not None else ""
     return (
         f"the merge base {ct.base[:12]} does not behave like the distro {ct.side} "
-        f"{ct.distro[:12]} ({line}): the distro's own commits matter, and no upstream range "
-        "holds the answer; bisect the distro branch itself"
+        f"{ct.distro[:12]} ({pair.metric} {pair.verdict}{effect}): the distro's own commits "
+        "matter, and no upstream range holds the answer; bisect the distro branch itself"
     )
