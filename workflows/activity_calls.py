@@ -20,6 +20,7 @@ from kbisect.contract import (
     CLASSIFY,
     DUET,
     EXPLAIN,
+    PLAN_BACKPORT,
     PREPARE_VERIFY,
     SERIES_PLAN,
     SERIES_RECORD,
@@ -27,6 +28,8 @@ from kbisect.contract import (
     TRACE,
     VALIDATE,
     VALIDATE_SWEEP,
+    BackportPlan,
+    BackportRequest,
     BisectRequest,
     BuildRequest,
     BuildResult,
@@ -97,6 +100,22 @@ async def validate_sweep(req: SweepRequest) -> SweepJob:
     except ActivityError as err:
         raise JobFailed(cause(err)) from err
     return job
+
+
+async def plan_backport(req: BackportRequest) -> BackportPlan:
+    """A backport's plan, made on a build host (it has the repository)."""
+    try:
+        plan: BackportPlan = await workflow.execute_activity(
+            PLAN_BACKPORT,
+            req,
+            result_type=BackportPlan,
+            task_queue=req.build_queue,
+            start_to_close_timeout=GIT_TIMEOUT,
+            retry_policy=VALIDATE_RETRY,
+        )
+    except ActivityError as err:
+        raise JobFailed(cause(err)) from err
+    return plan
 
 
 async def series_plan(watch: SeriesWatch) -> SeriesPlan:

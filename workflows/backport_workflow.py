@@ -14,14 +14,11 @@ was.
 import statistics
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from kbisect.contract import (
         BACKPORT_SIDES,
         BACKPORT_WORKFLOW,
-        PLAN_BACKPORT,
-        BackportPlan,
         BackportProgress,
         BackportRequest,
         BackportResult,
@@ -33,13 +30,11 @@ with workflow.unsafe.imports_passed_through():
     )
     from kbisect.decide.sweep import Sweep
     from kbisect.workflows.activity_calls import (
-        GIT_TIMEOUT,
-        VALIDATE_RETRY,
         Blocking,
         JobActivities,
         JobFailed,
         ShowsStatus,
-        cause,
+        plan_backport,
         validate_sweep,
     )
     from kbisect.workflows.series_measure import build_series, measure_series
@@ -80,17 +75,10 @@ class BackportWorkflow(ShowsStatus):
             self._sa = True
             workflow.upsert_search_attributes([SA_TESTCASE.value_set(req.testcase)])
         try:
-            plan: BackportPlan = await workflow.execute_activity(
-                PLAN_BACKPORT,
-                req,
-                result_type=BackportPlan,
-                task_queue=req.build_queue,
-                start_to_close_timeout=GIT_TIMEOUT,
-                retry_policy=VALIDATE_RETRY,
-            )
-        except ActivityError as err:
-            self._set("failed", cause(err))
-            raise JobFailed(cause(err)) from err
+            plan = await plan_backport(req)
+        except JobFailed as err:
+            self._set("failed", err.message)
+            raise
         p.series = plan.series
         result = BackportResult(
             word=plan.word, plan=plan, repo=req.repo, target=req.target,

@@ -5,11 +5,26 @@ import dataclasses
 import statistics
 from typing import Any
 
-from kbisect.contract import BACKPORT_SIDES, BackportProgress, BackportResult, SweepBoot
+from kbisect.contract import (
+    BACKPORT_SIDES,
+    BackportPlan,
+    BackportProgress,
+    BackportResult,
+    SweepBoot,
+)
 
 
 def _commit(r: BackportResult, c: str) -> str:
     return f'{c[:12]} ("{r.plan.subjects.get(c, "")}")'
+
+
+def role(plan: BackportPlan, commit: str) -> str:
+    """What a commit of the series is there for."""
+    if commit in plan.prerequisites:
+        return "prerequisite (the change's context)"
+    if commit in plan.followups:
+        return "follow-up (its Fixes: names the series)"
+    return "the change"
 
 
 def side_values(boots: list[SweepBoot], kernel: int) -> list[float]:
@@ -47,14 +62,7 @@ def outcome_lines(r: BackportResult) -> list[str]:
     lines = [f"{r.word}: {r.message}" if not r.message.startswith(r.word) else r.message]
     verb = "revert" if r.plan.series and r.plan.change not in r.plan.series else "apply"
     for n, c in enumerate(r.plan.series, start=1):
-        role = (
-            "prerequisite"
-            if c in r.plan.prerequisites
-            else "follow-up (its Fixes: names the series)"
-            if c in r.plan.followups
-            else "the change"
-        )
-        lines.append(f"{verb} {n}: {_commit(r, c)}: {role}")
+        lines.append(f"{verb} {n}: {_commit(r, c)}: {role(r.plan, c)}")
     for c in r.plan.followups:
         if c not in r.plan.series:
             lines.append(f"follow-up not taken: {_commit(r, c)} (--with-followups takes it)")

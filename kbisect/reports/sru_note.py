@@ -7,7 +7,7 @@ from kbisect.builders.backport_found import fixes_naming
 from kbisect.contract import BackportResult, BisectResult, Mode, Step
 from kbisect.errors import KbisectError, UserError
 from kbisect.infra.git import Git
-from kbisect.reports.backport_report import before_after
+from kbisect.reports.backport_report import before_after, role
 from kbisect.reports.job_report import commit_info, repo_output
 from kbisect.reports.sru_risk import where_problems
 from kbisect.testcases import manifest as manifests
@@ -183,14 +183,7 @@ def _backport_fix(b: BackportResult, series: str | None) -> list[str]:
     name = b.target_name or b.target[:12]
     lines = [f"Backport{to}, in this order (checked to apply on {name}, {b.target[:12]}):", ""]
     for n, c in enumerate(b.plan.series, start=1):
-        role = (
-            "a prerequisite: the change's context"
-            if c in b.plan.prerequisites
-            else "a follow-up: its Fixes: names the series"
-            if c in b.plan.followups
-            else "the fix"
-        )
-        lines.append(f'    {n}. {c[:12]} ("{b.plan.subjects.get(c, "")}"): {role}')
+        lines.append(f'    {n}. {c[:12]} ("{b.plan.subjects.get(c, "")}"): {role(b.plan, c)}')
         lines.append(f"       (cherry picked from commit {c})")
     left = [c for c in b.plan.followups if c not in b.plan.series]
     if left:
