@@ -72,6 +72,26 @@ def test_chat_user_bisects_a_named_tree_through_a_bot_restart(
             [*KBISECT, "watch", job_id, "--json"], env=full_env, capture_output=True, text=True
         )
         result = json.loads(watched.stdout)
+        # Then the fix for the kernel that ships: no upstream Fixes: here, so the culprit
+        # reverted on lab-bad, built (the verification's kernel, cached) and booted.
+        backported = alice.say(room, f"!kbisect backport {job_id} target=lab-bad")
+
+        def backport_root() -> dict[str, object] | None:
+            posts = bot_posts(alice, room, bot_user)
+            return next((e for e in posts if reply_to(e) == backported), None)
+
+        wait_for(backport_root, 120, "the backport's first post", bot)
+        started = backport_root()
+        assert started is not None
+        back_id = str(started["event_id"])
+
+        def back_thread() -> list[str]:
+            posts = bot_posts(alice, room, bot_user)
+            return [str(e["content"]["body"]) for e in posts if in_thread(e, back_id)]  # type: ignore[index]
+
+        wait_for(lambda: any("[Test Plan]" in b for b in back_thread()), 1200,
+                 "the backport's SRU note", bot)  # fmt: skip
+        backport_posts = back_thread()
     finally:
         bot.terminate()
         bot.wait(timeout=30)
@@ -96,3 +116,8 @@ def test_chat_user_bisects_a_named_tree_through_a_bot_restart(
     assert any(b.startswith(outcome) for b in bodies), (outcome, bodies)
     assert any(b.startswith(f"# kbisect {job_id}") for b in bodies)  # the report's summary
     assert [e["content"]["msgtype"] for e in posts][-1] == "m.image"  # type: ignore[index]
+    assert str(started["content"]["body"]).startswith(f"started {job_id}-backport-")  # type: ignore[index]
+    assert any(b.startswith("verified: ") for b in backport_posts), backport_posts
+    assert any(b.startswith("boot 1: ") for b in backport_posts), backport_posts
+    note = next(b for b in backport_posts if "[Test Plan]" in b)
+    assert "with the backport: avg_read_sectors" in note and f"backport of job {job_id}" in note
