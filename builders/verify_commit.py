@@ -49,8 +49,9 @@ def make_verify_commit(git: Git, change: str, onto: str, revert: bool) -> Verify
             tree = git.run("write-tree", env=env).strip()
         except InfraError as exc:
             what = "revert" if revert else "apply"
+            hint = "" if revert else " ('kbisect backport JOB --target REV' finds what it needs)"
             return VerifyCommit(
-                None, subject, f"{change[:12]} does not {what} cleanly on {onto[:12]}: {exc}"
+                None, subject, f"{change[:12]} does not {what} cleanly on {onto[:12]}: {exc}{hint}"
             )
     if tree == git.tree_of(onto):
         state = "not in" if revert else "already in"
