@@ -4,8 +4,9 @@ What goes: QEMU run directories (console.log, disk images) last written more tha
 ago, build slots whose repository is gone, artifacts no build or boot has used for N days
 (prebuilt kernels and kernel lists too), guest images (initramfs) no boot has used and
 job configs (--config) no job has stored or read for N days, and `refs/kbisect/verify/*`
-refs made more than N days ago in the repositories kbisect has built (each slot names
-its repository). What stays: anything written or used within N days (each use touches
+and `refs/kbisect/backport/*` refs made more than N days ago in the repositories kbisect
+has built (each slot names its repository). A backport's two kernels (the target with
+its series, and the target) stay while its ref does. What stays: anything written or used within N days (each use touches
 it), a slot whose lock is held (a build, or an orphan of a killed one, still writes
 there), a ref whose age is unknown. Each worker runs it on its own cache on a timer
 (workers/worker.py); `kbisect gc` runs it by hand.
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kbisect.builders import worktree
+from kbisect.builders.backport_series import BACKPORT_IDENTITY
 from kbisect.errors import InfraError, UserError
 from kbisect.infra.git import Git
 from kbisect.settings import Settings
@@ -29,6 +31,7 @@ DAY = 86400.0
 DEFAULT_DAYS = 14.0  # `kbisect gc`'s and the workers' timer's age
 RUN_NAME = re.compile(r"^(\d{8}-\d{6})-[0-9a-f]{8}$")  # as infra/qemu.py names them
 VERIFY_REFS = "refs/kbisect/verify/"
+BACKPORT_REFS = "refs/kbisect/backport/"  # a backport job's test kernel (backport_series)
 # Names infra/initramfs.py and builders/kconfig.py give (a content hash), and their temp files.
 IMAGE_NAME = re.compile(r"^[0-9a-f]{24}\.cpio$")
 CONFIG_NAME = re.compile(r"^[0-9a-f]{24}\.config$")
@@ -70,7 +73,8 @@ def collect(
     known = _known_repos(cache / "slots") | {Path(r).resolve() for r in repos}
     _collect_slots(cache / "slots", report)
     if artifacts:
-        _collect_artifacts(cache / "artifacts", cutoff, report)
+        pinned = {k: v for repo in sorted(known) for k, v in _backport_trees(repo, cutoff).items()}
+        _collect_artifacts(cache / "artifacts", cutoff, report, pinned)
         _collect_prebuilt(cache, cutoff, report)
     _collect_files(cache / "images", IMAGE_NAME, cutoff, report, report.images)
     _collect_files(cache / "configs", CONFIG_NAME, cutoff, report, report.configs)
@@ -110,10 +114,15 @@ def _collect_slots(root: Path, report: GcReport) -> None:
             os.close(fd)
 
 
-def _collect_artifacts(root: Path, cutoff: float, report: GcReport) -> None:
+def _collect_artifacts(
+    root: Path, cutoff: float, report: GcReport, pinned: dict[str, str]
+) -> None:
     for entry in _subdirs(root):
         # A cache hit touches meta.json; a build in progress writes its log there.
-        if _last_write(entry) < cutoff:
+        why = pinned.get(entry.name.split("-", 1)[0])
+        if why is not None and _last_write(entry) < cutoff:
+            report.kept.append(f"{entry}: {why}")
+        elif _last_write(entry) < cutoff:
             report.artifacts.append(entry)
             _remove(entry, report)
             continue
@@ -192,10 +201,37 @@ def _known_repos(slots: Path) -> set[Path]:
     return repos
 
 
+def _backport_trees(repo: Path, cutoff: float) -> dict[str, str]:
+    """The trees (their first 20 hex digits, as artifact entries are named) of the test
+    kernels of backports made since the cut-off, and of their targets: kept for the
+    reviewer the backport's report points to, while its ref lasts."""
+    git = Git(repo)
+    try:
+        tips = git.run("for-each-ref", "--format=%(refname)", BACKPORT_REFS).split()
+    except InfraError:
+        return {}
+    kept: dict[str, str] = {}
+    for ref in tips:
+        made = _ref_time(git, ref)
+        if made is not None and made < cutoff:
+            continue
+        # The series' commits are kbisect's (BACKPORT_IDENTITY); the first that is not is
+        # the target the series was written on.
+        rows = git.run("rev-list", "--first-parent", "--format=%T %cn", "--max-count=16", ref)
+        for line in rows.splitlines():
+            if line.startswith("commit "):
+                continue
+            tree, _, who = line.partition(" ")
+            kept[tree[:20]] = f"a backport's kernel ({ref} in {repo})"
+            if who != BACKPORT_IDENTITY["GIT_COMMITTER_NAME"]:
+                break
+    return kept
+
+
 def _collect_refs(repo: Path, cutoff: float, report: GcReport) -> None:
     git = Git(repo)
     try:
-        refs = git.run("for-each-ref", "--format=%(refname)", VERIFY_REFS).split()
+        refs = git.run("for-each-ref", "--format=%(refname)", VERIFY_REFS, BACKPORT_REFS).split()
     except InfraError as exc:
         report.kept.append(f"{repo}: not read ({exc})")
         return

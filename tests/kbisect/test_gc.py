@@ -10,6 +10,7 @@ import pytest
 
 from kbisect.builders import cache_gc as gc
 from kbisect.builders import worktree
+from kbisect.builders.backport_series import write_series
 from kbisect.builders.verify_commit import make_verify_commit
 from kbisect.errors import UserError
 from kbisect.infra.git import LAB_IDENTITY, Git
@@ -159,6 +160,29 @@ def test_old_verify_refs_go_in_repositories_kbisect_built(
     assert report.refs == dry.refs
     assert not git.ok("rev-parse", "--verify", f"refs/kbisect/verify/{old}")
     assert git.ok("rev-parse", "--verify", f"refs/kbisect/verify/{new}")
+
+
+def test_a_backports_two_kernels_stay_while_its_ref_does(
+    settings: Settings, cache: Path, tmp_path: Path
+) -> None:
+    git, c = _repo(tmp_path / "kernel")
+    worktree.slot_dir(git.repo, 0)
+    tip = write_series(git, c["base"], [c["culprit"]])  # the target base, with the series
+    entries = [cache / "artifacts" / f"{git.tree_of(r)[:20]}-cfg" for r in (tip, c["base"])]
+    other = cache / "artifacts" / "dddd-4444"
+    for d in (*entries, other):
+        d.mkdir(parents=True)
+        (d / "meta.json").write_text("{}")
+        _age(d, 40)
+    report = gc.collect(settings, older_than_days=30, dry_run=False)
+    assert report.artifacts == [other] and all(d.exists() for d in entries)
+    assert sum("a backport's kernel" in why for why in report.kept) == 2
+    common = Path(git.run("rev-parse", "--path-format=absolute", "--git-common-dir").strip())
+    for p in common.rglob(tip):
+        _age(p, 60)
+    later = gc.collect(settings, older_than_days=30, dry_run=False)
+    assert later.refs == [(git.repo.resolve(), f"refs/kbisect/backport/{tip}")]
+    assert sorted(later.artifacts) == sorted(entries)
 
 
 def test_a_verify_ref_of_unknown_age_stays(settings: Settings, cache: Path, tmp_path: Path) -> None:
