@@ -9,10 +9,9 @@ after the merge base of the two are read: the target's history before it is upst
 """
 
 import re
-import subprocess
 from dataclasses import dataclass
 
-from kbisect.infra.git import Git, git_argv, git_env
+from kbisect.infra.git import Git
 
 # The lines that name an upstream commit in a backport's message.
 PROVENANCE = (
@@ -44,22 +43,13 @@ def patch_ids(git: Git, revs: list[str], paths: list[str] | None = None) -> dict
     limited to `paths` when given); a commit that changes nothing there has none."""
     if not revs:
         return {}
-    log = subprocess.run(
-        git_argv(git.repo, "log", "-p", "--no-walk=unsorted", "--first-parent", "-m",
-                 "--full-index", "--format=commit %H", *revs, "--", *(paths or [])),
-        env=git_env(),
-        capture_output=True,
-        check=True,
-    ).stdout  # fmt: skip
-    out = subprocess.run(
-        git_argv(git.repo, "patch-id", "--stable"),
-        input=log,
-        env=git_env(),
-        capture_output=True,
-        check=True,
-    ).stdout.decode()
+    log = git.output(
+        "log", "-p", "--no-walk=unsorted", "--first-parent", "-m", "--full-index",
+        "--format=commit %H", "--stdin", "--", *(paths or []),
+        input="\n".join(revs).encode() + b"\n",
+    )  # fmt: skip
     ids: dict[str, str] = {}
-    for line in out.splitlines():
+    for line in git.output("patch-id", "--stable", input=log).decode().splitlines():
         pid, _, commit = line.partition(" ")
         ids.setdefault(commit.strip(), pid)
     return ids

@@ -70,14 +70,17 @@ def _revert(
     found = find_in(git, culprit, target)
     if found is None:
         return BackportPlan(
-            BackportWord.ALREADY, culprit, subjects,
+            BackportWord.NOT_AFFECTED, culprit, subjects, revert=True,
             message=f"{_name(req)} does not carry {culprit[:12]} (\"{subjects[culprit]}\"): "
             "nothing to revert",
         )  # fmt: skip
     made = make_verify_commit(git, found.commit, target, revert=True)
     if made.commit is None:
-        return BackportPlan(BackportWord.CONFLICT, culprit, subjects, message=made.error)
+        return BackportPlan(
+            BackportWord.CONFLICT, culprit, subjects, message=made.error, revert=True
+        )
+    subjects[found.commit] = found.subject
     return BackportPlan(
-        "", culprit, subjects, series=[found.commit], patched=made.commit,
+        "", culprit, subjects, revert=True, series=[found.commit], patched=made.commit,
         message=f"{found.commit[:12]} reverts cleanly on {_name(req)}",
     )  # fmt: skip

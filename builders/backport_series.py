@@ -13,10 +13,12 @@ user's work tree and branches are never touched.
 import re
 import subprocess
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kbisect.builders.backport_found import find_in
+from kbisect.errors import InfraError
 from kbisect.infra.git import Git, git_argv, git_env
 
 MAX_DEPTH = 3  # levels of prerequisites of prerequisites
@@ -46,20 +48,24 @@ class Applied:
     error: str = ""  # git's reason, one line
 
 
-def _patch(git: Git, commit: str) -> bytes:
-    return git.run(
-        "diff-tree", "-p", "--binary", "--full-index", f"{commit}^", commit, "--"
-    ).encode()
+def commit_patch(git: Git, commit: str, reverse: bool = False) -> bytes:
+    """The commit's diff against its first parent (reverse: what reverting it does), as
+    `git apply` takes it: plumbing, whatever the user's diff settings."""
+    a, b = (commit, f"{commit}^") if reverse else (f"{commit}^", commit)
+    return git.output("diff-tree", "-p", "--binary", "--full-index", a, b, "--")
 
 
-def apply_series(git: Git, onto: str, commits: list[str], index: Path) -> Applied:
-    """Apply each commit's diff in turn to `onto` in the index file `index`."""
+def apply_series(
+    git: Git, onto: str, commits: list[str], index: Path, reverse: bool = False
+) -> Applied:
+    """Apply each commit's diff (reverse: revert each) in turn to `onto` in the index
+    file `index`."""
     env = {"GIT_INDEX_FILE": str(index)}
     git.run("read-tree", onto, env=env)
     for commit in commits:
         run = subprocess.run(
             git_argv(git.repo, "apply", "--cached", "-"),
-            input=_patch(git, commit),
+            input=commit_patch(git, commit, reverse),
             env=git_env(env),
             capture_output=True,
         )
@@ -76,13 +82,17 @@ def applies(git: Git, onto: str, commits: list[str]) -> Applied:
 
 def read_lines(git: Git, commit: str) -> dict[str, list[tuple[int, int]]]:
     """The lines of each file of `commit`'s parent that its patch reads: each hunk's
-    old side (context and removed lines), as 1-based [start, end]."""
+    old side (context and removed lines), as 1-based [start, end]. A file's name is read
+    from its header only: a removed line that reads "-- x" is no header."""
     spans: dict[str, list[tuple[int, int]]] = {}
-    path = ""
-    for line in _patch(git, commit).decode(errors="replace").splitlines():
-        if line.startswith("--- "):
+    path, in_header = "", False
+    for line in commit_patch(git, commit).decode(errors="replace").splitlines():
+        if line.startswith("diff --git "):
+            path, in_header = "", True
+        elif in_header and line.startswith("--- "):
             path = "" if line == "--- /dev/null" else line[6:]
         elif (m := HUNK.match(line)) and path:
+            in_header = False
             start, count = int(m.group(1)), int(m.group(2) or "1")
             if count:
                 spans.setdefault(path, []).append((start, start + count - 1))
@@ -90,14 +100,15 @@ def read_lines(git: Git, commit: str) -> dict[str, list[tuple[int, int]]]:
 
 
 def blamed(git: Git, commit: str, since: str) -> set[str]:
-    """The commits after `since` that last touched the lines `commit`'s patch reads."""
+    """The commits that last touched the lines `commit`'s patch reads, back to `since`
+    (lines older than it are blamed on it, a boundary commit: _lacked drops it)."""
     found: set[str] = set()
     for path, spans in read_lines(git, commit).items():
         ranges = [a for s, e in spans for a in ("-L", f"{s},{e}")]
         out = git.run("blame", "--porcelain", *ranges, f"{since}..{commit}^", "--", path)
         for line in out.splitlines():
             head = line.split(" ", 1)[0]
-            if len(head) == 40 and not line.startswith("\t") and not head.startswith("^"):
+            if len(head) == 40 and not line.startswith("\t"):
                 found.add(head)
     return found - {commit}
 
@@ -112,7 +123,12 @@ def plan_series(git: Git, change: str, target: str) -> Series:
     first = applies(git, target, [change])
     if first.ok:
         return Series([change])
-    since = git.run("merge-base", change, target).strip()
+    since = git.run("merge-base", change, target, check=False).strip()
+    if not since:
+        return Series(conflict=(
+            f"{change[:12]} does not apply to {target[:12]}, and they share no history to "
+            "look for what it needs in"
+        ))  # fmt: skip
     needed: set[str] = set()
     frontier = [change]
     tried = first
@@ -142,24 +158,41 @@ def plan_series(git: Git, change: str, target: str) -> Series:
     ))  # fmt: skip
 
 
-def write_series(git: Git, onto: str, commits: list[str]) -> str:
-    """The series as commits on `onto`, each with `git cherry-pick -x`'s line; the tip.
-    A ref under refs/kbisect/backport/ keeps it from gc."""
-    date = git.run("show", "-s", "--format=%cI", onto).strip()
-    env_id = {**BACKPORT_IDENTITY, "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date}
+def commit_series(
+    git: Git,
+    onto: str,
+    commits: list[str],
+    written: Callable[[str], tuple[str, dict[str, str]]],
+    reverse: bool = False,
+) -> str:
+    """Each commit's change (reverse: its revert) as a new commit on the last, from
+    `onto`; `written(commit)` gives the new commit's message and GIT_* identity. The tip."""
     tip = onto
     with tempfile.TemporaryDirectory(prefix="kbisect-backport-") as tmp:
         index = Path(tmp) / "index"
         for commit in commits:
-            done = apply_series(git, tip, [commit], index)
+            done = apply_series(git, tip, [commit], index, reverse)
             if not done.ok:
-                raise ValueError(f"{commit[:12]} no longer applies: {done.error}")
+                raise InfraError(f"{commit[:12]} no longer applies to {tip[:12]}: {done.error}")
             tree = git.run("write-tree", env={"GIT_INDEX_FILE": str(index)}).strip()
-            message = git.run("show", "-s", "--format=%B", commit).rstrip()
-            message += f"\n(cherry picked from commit {commit})\n"
+            message, who = written(commit)
             tip = git.run(
-                "commit-tree", tree, "-p", tip, "-F", "-", env=env_id, input=message.encode()
+                "commit-tree", tree, "-p", tip, "-F", "-", env=who, input=message.encode()
             ).strip()
+    return tip
+
+
+def write_series(git: Git, onto: str, commits: list[str]) -> str:
+    """The series as commits on `onto`, each with `git cherry-pick -x`'s line; the tip.
+    A ref under refs/kbisect/backport/ keeps it from gc."""
+    date = git.run("show", "-s", "--format=%cI", onto).strip()
+    who = {**BACKPORT_IDENTITY, "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date}
+
+    def written(commit: str) -> tuple[str, dict[str, str]]:
+        message = git.run("show", "-s", "--format=%B", commit).rstrip()
+        return f"{message}\n(cherry picked from commit {commit})\n", who
+
+    tip = commit_series(git, onto, commits, written)
     git.run("update-ref", "--create-reflog", f"refs/kbisect/backport/{tip}", tip,
             env=BACKPORT_IDENTITY)  # fmt: skip
     return tip

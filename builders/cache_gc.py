@@ -217,7 +217,9 @@ def _backport_trees(repo: Path, cutoff: float) -> dict[str, str]:
             continue
         # The series' commits are kbisect's (BACKPORT_IDENTITY); the first that is not is
         # the target the series was written on.
-        rows = git.run("rev-list", "--first-parent", "--format=%T %cn", "--max-count=16", ref)
+        # A series is a few commits (MAX_PREREQUISITES, the change, its follow-ups): never
+        # the kernel's whole history.
+        rows = git.run("rev-list", "--first-parent", "--format=%T %cn", "--max-count=64", ref)
         for line in rows.splitlines():
             if line.startswith("commit "):
                 continue

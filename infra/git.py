@@ -150,6 +150,15 @@ class Git:
             raise InfraError(f"git {args[0]} failed in {self.repo}: {err[-1] if err else '?'}")
         return proc.stdout.decode(errors="replace")
 
+    def output(self, *args: str, input: bytes | None = None) -> bytes:
+        """git's output as bytes, as it wrote them: a patch to apply again, whatever the
+        encoding of the files it shows. InfraError when it fails."""
+        proc = self._proc(args, None, input)
+        if proc.returncode != 0:
+            err = proc.stderr.decode(errors="replace").strip().splitlines()
+            raise InfraError(f"git {args[0]} failed in {self.repo}: {err[-1] if err else '?'}")
+        return proc.stdout
+
     def ok(self, *args: str) -> bool:
         return self._proc(args, None, None).returncode == 0
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kbisect.errors import UserError
 from kbisect.infra.git import Git
 
 if TYPE_CHECKING:
@@ -102,6 +103,8 @@ def _own_change(
             env, ANNOTATIONS, old + f"CONFIG_KBISECT_LAB_{mark.upper()} policy<{{'amd64': 'n'}}>\n"
         )
         return "UBUNTU: [Config] update annotations"
+    if not unbuilt:
+        raise UserError(f"--distro {i + 1} or more is more distro commits than the lab has files for")
     path = unbuilt.pop()
     w.write(
         env,

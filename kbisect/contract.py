@@ -759,6 +759,7 @@ BACKPORT_SIDES = ("without", "with")  # the target's kernels: 0 as it is, 1 with
 
 class BackportWord(StrEnum):
     ALREADY = "already there"  # the target has it, under another hash: nothing built
+    NOT_AFFECTED = "not affected"  # a revert, and the target does not carry the culprit
     CONFLICT = "does not apply"  # no series of upstream commits applies: one line says why
     VERIFIED = "verified"  # the target with the series behaves like the good side
     NOT_VERIFIED = "not verified"  # it does not, or the boots cannot tell: the figures
@@ -792,7 +793,7 @@ class BackportRequest:
 class BackportPlan:
     """What the planning activity found in the repository (no build yet)."""
 
-    word: str  # BackportWord.ALREADY, CONFLICT, or "" (a series to measure)
+    word: str  # BackportWord.ALREADY, NOT_AFFECTED, CONFLICT, or "" (a series to measure)
     change: str
     subjects: dict[str, str] = field(default_factory=dict)  # of every commit named here
     found: str = ""  # ALREADY: the target's commit that is the change
@@ -804,6 +805,7 @@ class BackportPlan:
     followups: list[str] = field(default_factory=list)
     patched: str = ""  # the target with the series (cherry-picks), a commit to build
     message: str = ""
+    revert: bool = False  # the series is reverted on the target (no upstream fix)
 
 
 @dataclass
@@ -832,3 +834,8 @@ class BackportResult:
     boots: list[SweepBoot] = field(default_factory=list)
     kernels: dict[str, str] = field(default_factory=dict)  # by BACKPORT_SIDES: the built kernel
     message: str = ""
+
+    @property
+    def shown_target(self) -> str:
+        """The target as the user named it (its short hash when not named)."""
+        return self.target_name or self.target[:12]

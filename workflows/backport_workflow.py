@@ -148,7 +148,7 @@ def _figures(r: BackportResult) -> str:
     """The verdict in one line, with the before and after."""
     pair = r.pair
     assert pair is not None
-    name = r.target_name or r.target[:12]
+    name = r.shown_target
     if pair.effect is None:
         return f"{r.word}: {pair.message or 'no boot gave the metric'}"
     interval = (

@@ -48,16 +48,19 @@ def cmd_backport(args: argparse.Namespace, settings: Settings) -> int:
     async def go(client: JobClient, args: argparse.Namespace) -> int:
         if hand is not None:
             req = hand
-            job_id = backport_job.backport_id(f"backport-{req.change[:12]}", req.target)
+            job_id = backport_job.backport_id(f"backport-{req.change[:12]}", req)
         else:
             req = await backport_job.request_for(
                 client, args.job, args.target or "", args.boots, args.with_followups, args.tree
             )
-            job_id = backport_job.backport_id(args.job, req.target)
+            job_id = backport_job.backport_id(args.job, req)
         from kbisect.jobs.explain_job import state
 
         if not args.again and await state(client, job_id) in RAN:
             note(f"job {job_id} (asked before; --again plans and boots anew)")
+            if args.detach:
+                out(job_id)
+                return 0
             return await follow_backport(client, job_id, args)
         await client.require_workers(client.needs(), grace=WORKER_GRACE)
         await client.start_backport(req, job_id)

@@ -158,7 +158,7 @@ async def _backport(client: JobClient, job: str, target: str) -> Reply:
     """The job's fix taken to `target`: started (the door follows it and posts its figures
     and SRU note), or its answer when it ran before."""
     req = await backport_job.request_for(client, job, target)  # resolves target: git
-    bid = backport_job.backport_id(job, req.target)
+    bid = backport_job.backport_id(job, req)
     now = await explain_job.state(client, bid)
     if now == WorkflowExecutionStatus.COMPLETED:
         return Reply("\n".join(backport_outcome(await client.backport_result(bid))))

@@ -118,9 +118,11 @@ async def _follow_backport(
     except KbisectError as exc:
         await post_new([Post("outcome", f"{job_id} ended without a result: {exc}")])
         return
-    posts = [Post("outcome", "\n".join(backport_outcome(result)))]
-    if result.word == BackportWord.VERIFIED:
-        bisection = await client.result(result.job)
-        note = await off_loop(sru_note, bisection, result.job, backport=result)
-        posts.append(Post("sru", note))
-    await post_new(posts)
+    await post_new([Post("outcome", "\n".join(backport_outcome(result)))])
+    if result.word == BackportWord.VERIFIED and result.job:  # the outcome stands without it
+        try:
+            bisection = await client.result(result.job)
+            note = await off_loop(sru_note, bisection, result.job, backport=result)
+        except KbisectError as exc:
+            note = f"no SRU note: {exc}"
+        await post_new([Post("sru", note)])

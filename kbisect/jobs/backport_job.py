@@ -2,6 +2,7 @@
 target, and what has come of it. The CLI (`kbisect backport`) and the chat door
 (`backport JOB target=REV`) share it."""
 
+import asyncio
 import hashlib
 from pathlib import Path
 
@@ -13,9 +14,11 @@ from kbisect.reports.sru_note import upstream_fixes
 from kbisect.settings import Settings
 
 
-def backport_id(job: str, target: str) -> str:
-    """One backport job of a bisection per target (the full hash): asked again, the same."""
-    return f"{job}{BACKPORT_SUFFIX}-{hashlib.sha256(target.encode()).hexdigest()[:8]}"
+def backport_id(job: str, req: BackportRequest) -> str:
+    """One backport job of a bisection per target, testcase and choice of follow-ups:
+    asked again, the same (its answer shown, unless --again)."""
+    key = f"{req.change}:{req.target}:{req.testcase}:{req.with_followups}:{req.revert}"
+    return f"{job}{BACKPORT_SUFFIX}-{hashlib.sha256(key.encode()).hexdigest()[:8]}"
 
 
 def is_backport(job_id: str) -> bool:
@@ -48,39 +51,39 @@ async def request_for(
     tree: str | None = None,
 ) -> BackportRequest:
     """The backport request of a finished bisection to `target` (a revision of its
-    repository, resolved here): in fix mode its fix; in regression mode the commit whose
-    `Fixes:` names its culprit, or else the culprit reverted. UserError: the job named no
-    commit, or the target is no revision there."""
+    repository, or of the named tree, resolved here): in fix mode its fix; in regression
+    mode the commit whose `Fixes:` names its culprit, or else the culprit reverted.
+    UserError: the job named no commit, or the target is no revision there."""
     result = await client.result(job)
     if result.culprit is None:
         raise UserError(
             f"job {job} named no commit ({result.status}): there is nothing to backport"
         )
-    git = Git(Path(result.repo))
-    git.check_repo()
-    if tree is not None:
-        full = from_tree(client.settings, Path(result.repo), tree, target)
-        target = f"{tree} {target}" if target else tree
-    full = git.resolve(full if tree is not None else target)
-    change, revert = result.culprit, False
-    if result.mode == Mode.REGRESSION:
-        fixes = upstream_fixes(result.repo, result.culprit)
-        change, revert = (fixes[-1][0], False) if fixes else (result.culprit, True)
     req = await client.job_request(job)
-    ends = {s.verdict: s.value for s in result.steps if s.source == "endpoint" and s.value}
-    return BackportRequest(
-        repo=result.repo,
-        change=change,
-        target=full,
-        target_name=target,
-        testcase=result.testcase,
-        revert=revert,
-        with_followups=followups,
-        job=job,
-        metric=result.metric or None,
-        profile=result.profile or None,
-        config=req.config if req else "",
-        boots=boots or DEFAULT_SWEEP_BOOTS,
-        good_value=ends.get("good"),
-        bad_value=ends.get("bad"),
-    )
+    ends = {
+        s.verdict: s.value for s in result.steps if s.source == "endpoint" and s.value is not None
+    }
+    culprit = result.culprit
+
+    def in_the_repository() -> BackportRequest:  # git: off the caller's event loop
+        git = Git(Path(result.repo))
+        git.check_repo()
+        name = target
+        if tree is not None:
+            full = from_tree(client.settings, Path(result.repo), tree, target)
+            name = f"{tree} {target}" if target else tree
+        else:
+            full = git.resolve(target)
+        change, revert = culprit, False
+        if result.mode == Mode.REGRESSION:
+            fixes = upstream_fixes(result.repo, culprit)
+            change, revert = (fixes[-1][0], False) if fixes else (culprit, True)
+        return BackportRequest(
+            repo=result.repo, change=change, target=full, target_name=name,
+            testcase=result.testcase, revert=revert, with_followups=followups, job=job,
+            metric=result.metric or None, profile=result.profile or None,
+            config=req.config if req else "", boots=boots or DEFAULT_SWEEP_BOOTS,
+            good_value=ends.get("good"), bad_value=ends.get("bad"),
+        )  # fmt: skip
+
+    return await asyncio.to_thread(in_the_repository)

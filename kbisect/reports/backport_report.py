@@ -27,6 +27,11 @@ def role(plan: BackportPlan, commit: str) -> str:
     return "the change"
 
 
+def left_out(plan: BackportPlan) -> list[str]:
+    """The follow-ups the series does not take."""
+    return [c for c in plan.followups if c not in plan.series]
+
+
 def side_values(boots: list[SweepBoot], kernel: int) -> list[float]:
     return [b.value for b in boots if b.kernel == kernel and b.value is not None]
 
@@ -58,14 +63,13 @@ def boot_line(p: BackportProgress, n: int) -> str:
 
 def outcome_lines(r: BackportResult) -> list[str]:
     """The answer as plain lines: the verdict, the series, the test kernel, the figures."""
-    name = r.target_name or r.target[:12]
+    name = r.shown_target
     lines = [f"{r.word}: {r.message}" if not r.message.startswith(r.word) else r.message]
-    verb = "revert" if r.plan.series and r.plan.change not in r.plan.series else "apply"
+    verb = "revert" if r.plan.revert else "apply"
     for n, c in enumerate(r.plan.series, start=1):
         lines.append(f"{verb} {n}: {_commit(r, c)}: {role(r.plan, c)}")
-    for c in r.plan.followups:
-        if c not in r.plan.series:
-            lines.append(f"follow-up not taken: {_commit(r, c)} (--with-followups takes it)")
+    for c in left_out(r.plan):
+        lines.append(f"follow-up not taken: {_commit(r, c)} (--with-followups takes it)")
     if r.plan.patched:
         built = r.kernels.get(BACKPORT_SIDES[1], "")
         lines.append(

@@ -9,46 +9,49 @@ The cover letter is the SRU justification, with the target's before and after in
 [Test Plan]. Written through plumbing on the target: no work tree, no branch touched.
 """
 
-import tempfile
 from pathlib import Path
 
-from kbisect.builders.backport_series import apply_series
+from kbisect.builders.backport_series import commit_series
 from kbisect.contract import BackportResult, BackportWord, BisectResult
-from kbisect.errors import UserError
+from kbisect.errors import InfraError, UserError
 from kbisect.infra.git import Git
 from kbisect.reports.backport_report import before_after
 from kbisect.reports.sru_note import buglink, sru_note
-from kbisect.reports.sru_patch import SruOptions, SruPatch, checkpatch, signoff
+from kbisect.reports.sru_patch import SERIES, SruOptions, SruPatch, checkpatch, signoff
 
 
-def _message(git: Git, upstream: str, sender: str, bug: int | None) -> str:
-    subject, _, body = git.run("show", "-s", "--format=%B", upstream).strip().partition("\n")
+def _message(git: Git, commit: str, sender: str, bug: int | None, revert: bool) -> str:
+    subject, _, body = git.run("show", "-s", "--format=%B", commit).strip().partition("\n")
+    if revert:
+        lines = [f'Revert "{subject}"', "", buglink(bug), "", f"This reverts commit {commit}."]
+        return "\n".join([*lines, "", f"Signed-off-by: {sender}"]) + "\n"
     lines = [subject, "", buglink(bug), "", *([body.strip()] if body.strip() else [])]
-    lines += [f"(cherry picked from commit {upstream})", f"Signed-off-by: {sender}"]
+    lines += [f"(cherry picked from commit {commit})", f"Signed-off-by: {sender}"]
     return "\n".join(lines) + "\n"
 
 
 def _commits(git: Git, result: BackportResult, committer: dict[str, str], bug: int | None) -> str:
-    """The series as SRU commits on the target, by the sender; the tip."""
+    """The series as SRU commits on the target, by the sender (a pick keeps its author and
+    date; a revert is the sender's); the tip."""
     sender = f"{committer['GIT_COMMITTER_NAME']} <{committer['GIT_COMMITTER_EMAIL']}>"
-    tip = result.target
-    with tempfile.TemporaryDirectory(prefix="kbisect-sru-") as tmp:
-        index = Path(tmp) / "index"
-        for upstream in result.plan.series:
-            done = apply_series(git, tip, [upstream], index)
-            if not done.ok:
-                raise UserError(f"{upstream[:12]} no longer applies to {tip[:12]}: {done.error}")
-            tree = git.run("write-tree", env={"GIT_INDEX_FILE": str(index)}).strip()
-            a_name, a_mail, a_date = git.run(
-                "show", "-s", "--format=%an%x00%ae%x00%aI", upstream
+    revert = result.plan.revert
+
+    def written(commit: str) -> tuple[str, dict[str, str]]:
+        if revert:
+            who = {**committer, "GIT_AUTHOR_NAME": committer["GIT_COMMITTER_NAME"],
+                   "GIT_AUTHOR_EMAIL": committer["GIT_COMMITTER_EMAIL"]}  # fmt: skip
+        else:
+            name, mail, date = git.run(
+                "show", "-s", "--format=%an%x00%ae%x00%aI", commit
             ).strip().split("\0")  # fmt: skip
-            who = {**committer, "GIT_AUTHOR_NAME": a_name, "GIT_AUTHOR_EMAIL": a_mail,
-                   "GIT_AUTHOR_DATE": a_date}  # fmt: skip
-            message = _message(git, upstream, sender, bug)
-            tip = git.run(
-                "commit-tree", tree, "-p", tip, "-F", "-", env=who, input=message.encode()
-            ).strip()
-    return tip
+            who = {**committer, "GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": mail,
+                   "GIT_AUTHOR_DATE": date}  # fmt: skip
+        return _message(git, commit, sender, bug, revert), who
+
+    try:
+        return commit_series(git, result.target, result.plan.series, written, reverse=revert)
+    except InfraError as exc:
+        raise UserError(f"{exc}: the target moved since the backport job; run it again") from exc
 
 
 def write_backport_series(
@@ -57,7 +60,14 @@ def write_backport_series(
     if result.word != BackportWord.VERIFIED:
         raise UserError(
             f"backport job {job_id} is {result.word!r}, not verified: an SRU ships what was "
-            "verified on the target ('kbisect report {job_id}' says why)"
+            f"verified on the target ('kbisect report {job_id}' says why)"
+        )
+    if not SERIES.fullmatch(opts.series):
+        raise UserError(f"--series {opts.series!r}: give a release's code name, e.g. jammy")
+    if not result.job:
+        raise UserError(
+            f"backport job {job_id} was asked by hand, with no bisection behind it: its SRU "
+            "note needs one; 'kbisect report {job_id}' gives its figures"
         )
     git = Git(Path(result.repo))
     sender = signoff(git, opts.signoff)
@@ -80,7 +90,7 @@ def write_backport_series(
     text = cover.read_text().replace("*** SUBJECT HERE ***", bisection.subjects.get(
         result.plan.change, git.commit_info(result.plan.change).subject))  # fmt: skip
     cover.write_text(text.replace("*** BLURB HERE ***", f"{buglink(opts.bug)}\n\n{justification}"))
-    name = result.target_name or result.target[:12]
+    name = result.shown_target
     done = SruPatch(files=files, provenance="cherry picked", target=result.target, target_name=name)
     summaries = [checkpatch(git, result.target, p, sender)[0] for p in patches]
     done.checkpatch = "; ".join(

@@ -7,7 +7,7 @@ from kbisect.builders.backport_found import fixes_naming
 from kbisect.contract import BackportResult, BisectResult, Mode, Step
 from kbisect.errors import KbisectError, UserError
 from kbisect.infra.git import Git
-from kbisect.reports.backport_report import before_after, role
+from kbisect.reports.backport_report import before_after, left_out, role
 from kbisect.reports.job_report import commit_info, repo_output
 from kbisect.reports.sru_risk import where_problems
 from kbisect.testcases import manifest as manifests
@@ -178,15 +178,22 @@ def _test_plan(result: BisectResult, broken: Step | None, fixed: Step | None) ->
 
 
 def _backport_fix(b: BackportResult, series: str | None) -> list[str]:
-    """The verified series, in the order it applies, each with its provenance."""
+    """The verified series, in the order it applies, each with its provenance (a revert:
+    the culprit reverted on the target, there being no upstream fix)."""
     to = f" to {series.capitalize()}" if series else ""
-    name = b.target_name or b.target[:12]
+    name = b.shown_target
+    if b.plan.revert:
+        (c,) = b.plan.series
+        subject = b.plan.subjects.get(c, "")
+        return [
+            f'Revert commit {c[:12]} ("{subject}"){to}: no upstream commit\'s Fixes: tag '
+            f"names the culprit; the revert applies to {name} ({b.target[:12]})."
+        ]
     lines = [f"Backport{to}, in this order (checked to apply on {name}, {b.target[:12]}):", ""]
     for n, c in enumerate(b.plan.series, start=1):
         lines.append(f'    {n}. {c[:12]} ("{b.plan.subjects.get(c, "")}"): {role(b.plan, c)}')
         lines.append(f"       (cherry picked from commit {c})")
-    left = [c for c in b.plan.followups if c not in b.plan.series]
-    if left:
+    if left := left_out(b.plan):
         lines += ["", "Follow-ups upstream (their Fixes: names the series), not included:", ""]
         lines += [f'    {c[:12]} ("{b.plan.subjects.get(c, "")}")' for c in left]
     return lines
@@ -196,7 +203,7 @@ def _measured(b: BackportResult | None) -> list[str]:
     """The backport job's before and after on the target, as kbisect measured them."""
     if b is None:
         return []
-    name = b.target_name or b.target[:12]
+    name = b.shown_target
     return [
         "",
         f"Measured on {name} ({b.target[:12]}) without and with the series by kbisect "

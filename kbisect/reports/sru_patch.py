@@ -18,6 +18,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kbisect.builders.backport_found import patch_ids
 from kbisect.contract import BisectResult, Mode
 from kbisect.errors import UserError
 from kbisect.infra.git import Git, git_argv, git_env
@@ -71,14 +72,6 @@ def signoff(git: Git, given: str | None) -> str:
     return given
 
 
-def _patch_id(git: Git, rev: str) -> str:
-    diff = git.run("diff-tree", "-p", "--full-index", f"{rev}^1", rev, "--").encode()
-    out = subprocess.run(
-        git_argv(git.repo, "patch-id", "--stable"), input=diff, env=git_env(), capture_output=True
-    )
-    return out.stdout.decode().split(" ")[0]
-
-
 def _message(
     git: Git, result: BisectResult, tested: str, sender: str, bug: int | None
 ) -> tuple[str, str]:
@@ -100,7 +93,8 @@ def _message(
             "",
         ]
     else:
-        same = _patch_id(git, tested) == _patch_id(git, c)
+        ids = patch_ids(git, [tested, c])
+        same = ids.get(tested) == ids.get(c)
         provenance = "cherry picked" if same else "backported"
         note = [] if same else [f"[{short}: context adjusted to apply on {result.old[0][:12]}]"]
         # The provenance joins the original's trailers, as `git cherry-pick -x` puts it.

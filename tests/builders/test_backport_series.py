@@ -137,3 +137,18 @@ def test_a_later_upstream_fix_of_the_fix_is_listed_and_taken_on_request(
                                           with_followups=True))  # fmt: skip
     assert taken.series == [truth["prerequisite"], fix, later]
     assert "P2PDMA only where" in git(repo, "show", f"{taken.patched}:{NVME_CORE}")
+
+
+def test_a_removed_line_that_reads_like_a_file_header_is_no_header(tmp_path: Path) -> None:
+    from kbisect.builders.backport_series import read_lines
+
+    repo = tmp_path / "r"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    (repo / "notes.txt").write_text("one\n-- signature\nthree\n")
+    who = ["-c", "user.name=A", "-c", "user.email=a@x"]
+    git(repo, "add", ".")
+    git(repo, *who, "commit", "-qm", "first")
+    (repo / "notes.txt").write_text("one\nthree\n")  # the diff's line: "--- signature"
+    git(repo, *who, "commit", "-qam", "second")
+    assert read_lines(Git(repo), git(repo, "rev-parse", "HEAD").strip()) == {"notes.txt": [(1, 3)]}

@@ -20,6 +20,7 @@ from kbisect.contract import (
     SweepPair,
 )
 from kbisect.errors import UserError
+from kbisect.reports.backport_report import outcome_lines
 from kbisect.reports.sru_backport import write_backport_series
 from kbisect.reports.sru_patch import SruOptions
 from tests.conftest import git
@@ -99,3 +100,49 @@ def test_an_unverified_backport_is_not_sent(
     with pytest.raises(UserError, match="not verified: an SRU ships what was verified"):
         write_backport_series(result, bisection, tmp_path / "out", SruOptions(signoff=SENDER), "b")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_regression_without_an_upstream_fix_sends_the_culprits_revert(
+    tmp_path: Path, tiny_tarball: Path
+) -> None:
+    from kbisect.infra.lab import LabOptions, create_lab
+
+    repo = tmp_path / "lab"
+    truth = create_lab(repo, LabOptions(commits=8, culprit_at=3, seed=2))
+    culprit, bad = str(truth["culprit"]), str(truth["bad"])
+    req = BackportRequest(str(repo), culprit, bad, "nvme-snapshot-read", target_name="lab-bad",
+                          revert=True, job="bisect-x-2")  # fmt: skip
+    plan = plan_backport(req)
+    assert plan.revert and plan.series == [culprit] and plan.word == ""
+    clean = plan_backport(BackportRequest(str(repo), culprit, str(truth["good"]),
+                                          "nvme-snapshot-read", revert=True))  # fmt: skip
+    assert clean.word == BackportWord.NOT_AFFECTED and "nothing to revert" in clean.message
+    pair = SweepPair("nvme-snapshot-read", "avg_read_sectors", "sectors", 0, 1,
+                     PairWord.CHANGED, "better", 63.0)  # fmt: skip
+    result = BackportResult(BackportWord.VERIFIED, plan, str(repo), bad, "lab-bad",
+                            "nvme-snapshot-read", "bisect-x-2", "b-2", pair,
+                            boots=[SweepBoot("nvme-snapshot-read", 1, 512.0)])  # fmt: skip
+    assert (
+        outcome_lines(result)[1]
+        == f'revert 1: {culprit[:12]} ("{plan.subjects[culprit]}"): the change'
+    )
+    bisection = BisectResult(
+        status="found", mode="regression", testcase="nvme-snapshot-read", repo=str(repo),
+        old=[str(truth["good"])], new=bad, culprit=culprit, candidates=[culprit], steps=[],
+        message="first bad commit", subjects={culprit: plan.subjects[culprit]},
+        metric="avg_read_sectors", unit="sectors",
+    )  # fmt: skip
+    done = write_backport_series(result, bisection, tmp_path / "out", SruOptions(signoff=SENDER),
+                                 "b-2")  # fmt: skip
+    cover, patch = done.files
+    assert (
+        f'Subject: [SRU][Jammy][PATCH 1/1] Revert "{plan.subjects[culprit]}"' in patch.read_text()
+    )
+    assert f"This reverts commit {culprit}." in patch.read_text()
+    assert f"Revert commit {culprit[:12]}" in cover.read_text()
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(repo), str(clone)], check=True)
+    git(clone, "checkout", "-q", bad)
+    git(clone, "-c", "user.name=S", "-c", "user.email=s@x", "am", "-q", "--empty=drop",
+        str(cover), str(patch))  # fmt: skip
+    assert "QUEUE_FLAG_NOMERGES" not in (clone / "drivers/nvme/host/core.c").read_text()
