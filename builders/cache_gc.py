@@ -6,10 +6,10 @@ ago, build slots whose repository is gone, artifacts no build or boot has used f
 job configs (--config) no job has stored or read for N days, and `refs/kbisect/verify/*`
 and `refs/kbisect/backport/*` refs made more than N days ago in the repositories kbisect
 has built (each slot names its repository). A backport's two kernels (the target with
-its series, and the target) stay while its ref does. What stays: anything written or used within N days (each use touches
-it), a slot whose lock is held (a build, or an orphan of a killed one, still writes
-there), a ref whose age is unknown. Each worker runs it on its own cache on a timer
-(workers/worker.py); `kbisect gc` runs it by hand.
+its series, and the target) stay while its ref does. What stays: anything written or
+used within N days (each use touches it), a slot whose lock is held (a build, or an
+orphan of a killed one, still writes there), a ref whose age is unknown. Each worker
+runs it on its own cache on a timer (workers/worker.py); `kbisect gc` runs it by hand.
 """
 
 import os
@@ -114,9 +114,7 @@ def _collect_slots(root: Path, report: GcReport) -> None:
             os.close(fd)
 
 
-def _collect_artifacts(
-    root: Path, cutoff: float, report: GcReport, pinned: dict[str, str]
-) -> None:
+def _collect_artifacts(root: Path, cutoff: float, report: GcReport, pinned: dict[str, str]) -> None:
     for entry in _subdirs(root):
         # A cache hit touches meta.json; a build in progress writes its log there.
         why = pinned.get(entry.name.split("-", 1)[0])

@@ -104,7 +104,7 @@ def _own_change(
         )
         return "UBUNTU: [Config] update annotations"
     if not unbuilt:
-        raise UserError(f"--distro {i + 1} or more is more distro commits than the lab has files for")
+        raise UserError(f"--distro {i + 1} or more: more distro commits than the lab has files for")
     path = unbuilt.pop()
     w.write(
         env,

@@ -271,6 +271,11 @@ async def _backport_report(client: JobClient, args: argparse.Namespace) -> int:
         return 0
     if args.target:
         raise UserError("a backport job's SRU is for its own target: drop --target")
+    if not result.job:
+        raise UserError(
+            f"backport job {args.id} was asked by hand, with no bisection behind it: an SRU "
+            f"note needs one ('kbisect report {args.id}' gives its figures)"
+        )
     bisection = await client.result(result.job)
     if args.sru:
         out(sru_note(bisection, result.job, bug=args.bug, series=args.series, backport=result))

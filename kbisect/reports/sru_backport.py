@@ -64,11 +64,6 @@ def write_backport_series(
         )
     if not SERIES.fullmatch(opts.series):
         raise UserError(f"--series {opts.series!r}: give a release's code name, e.g. jammy")
-    if not result.job:
-        raise UserError(
-            f"backport job {job_id} was asked by hand, with no bisection behind it: its SRU "
-            "note needs one; 'kbisect report {job_id}' gives its figures"
-        )
     git = Git(Path(result.repo))
     sender = signoff(git, opts.signoff)
     name, mail = sender.rsplit("<", 1)
