@@ -516,6 +516,7 @@ class SweepRequest:
     vm_queue: str = DEFAULT_QUEUE[QueueKind.VM]
     trace: bool = False  # a traced boot of both kernels of each changed pair
     config: str = ""  # a kernel config kept in the shared cache (--config), for every kernel
+    pass_fail_ok: bool = False  # a pass/fail testcase is taken (a backport counts failures)
 
 
 @dataclass
@@ -530,6 +531,7 @@ class SweepTestcase:
     repetitions: int
     test_timeout: float
     exact: bool = False  # a counter: its boots repeat
+    pass_fail: bool = False  # a verdict, not a score (only a backport takes one)
 
 
 @dataclass
@@ -755,6 +757,9 @@ class ExplainResult:
 
 # --- backports: the change a bisection found, taken to the kernel that ships ------------
 BACKPORT_SIDES = ("without", "with")  # the target's kernels: 0 as it is, 1 with the series
+# A pass/fail testcase's boots of each side, when its failure does not come and go: a
+# failure that does is booted as often as a timing's budget allows (BackportRequest.boots).
+PASS_FAIL_BOOTS = 3
 
 
 class BackportWord(StrEnum):
@@ -773,6 +778,7 @@ class BackportRequest:
     testcase: str
     target_name: str = ""  # as the user named it
     revert: bool = False  # no upstream fix: the culprit reverted on the target
+    flaky: bool = False  # a pass/fail job's failure comes and goes (--flaky)
     with_followups: bool = False  # the commits whose Fixes: names the series', in it too
     job: str = ""  # the bisection that found the change
     metric: str | None = None
@@ -817,6 +823,7 @@ class BackportProgress:
     planned: int = 0  # boots the budget allows
     boots: list[SweepBoot] = field(default_factory=list)  # kernel 0: target, 1: patched
     message: str = ""
+    pass_fail: bool = False  # its boots are good (value 1) or bad (no value, and why)
 
 
 @dataclass
@@ -833,6 +840,8 @@ class BackportResult:
     testcases: list[SweepTestcase] = field(default_factory=list)
     boots: list[SweepBoot] = field(default_factory=list)
     kernels: dict[str, str] = field(default_factory=dict)  # by BACKPORT_SIDES: the built kernel
+    # a pass/fail testcase's bad boots and boots, by BACKPORT_SIDES (no pair then)
+    failures: dict[str, list[int]] = field(default_factory=dict)
     message: str = ""
 
     @property

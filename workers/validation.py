@@ -74,7 +74,8 @@ def validate_sweep(req: SweepRequest) -> SweepJob:
     testcases = []
     for name in req.testcases:
         manifest = manifests.load(name)
-        check_sweep(manifest)
+        if not req.pass_fail_ok:
+            check_sweep(manifest)
         primary = check_tuning(manifest, req.metric, req.min_effect, req.boots, False)
         repetitions = manifest.repetitions_for(primary)
         testcases.append(
@@ -87,6 +88,7 @@ def validate_sweep(req: SweepRequest) -> SweepJob:
                 repetitions=repetitions,
                 test_timeout=manifest.timeout_for(repetitions),
                 exact=manifest.metrics[primary].exact,
+                pass_fail=manifest.pass_fail,
             )
         )
     if not testcases:

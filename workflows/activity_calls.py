@@ -161,6 +161,7 @@ def testcase_job(tc: SweepTestcase) -> ValidatedJob:
         profile=tc.profile,
         repetitions=tc.repetitions,
         test_timeout=tc.test_timeout,
+        pass_fail=tc.pass_fail,
     )
 
 

@@ -19,6 +19,7 @@ with workflow.unsafe.imports_passed_through():
     from kbisect.contract import (
         BACKPORT_SIDES,
         BACKPORT_WORKFLOW,
+        PASS_FAIL_BOOTS,
         BackportProgress,
         BackportRequest,
         BackportResult,
@@ -26,7 +27,9 @@ with workflow.unsafe.imports_passed_through():
         BisectRequest,
         PairWord,
         SweepBoot,
+        SweepJob,
         SweepRequest,
+        TestStatus,
     )
     from kbisect.decide.sweep import Sweep
     from kbisect.workflows.activity_calls import (
@@ -35,9 +38,10 @@ with workflow.unsafe.imports_passed_through():
         JobFailed,
         ShowsStatus,
         plan_backport,
+        testcase_job,
         validate_sweep,
     )
-    from kbisect.workflows.series_measure import build_series, measure_series
+    from kbisect.workflows.series_measure import Builds, build_series, measure_series
     from kbisect.workflows.sweep_workflow import SA_STATUS, SA_TESTCASE
 
 
@@ -91,7 +95,7 @@ class BackportWorkflow(ShowsStatus):
         sweep_req = SweepRequest(
             req.repo, [req.target, plan.patched], [req.testcase], metric=req.metric,
             profile=req.profile, boots=req.boots, min_effect=req.min_effect,
-            build_queue=req.build_queue, vm_queue=req.vm_queue,
+            build_queue=req.build_queue, vm_queue=req.vm_queue, pass_fail_ok=True,
         )  # fmt: skip
         try:
             job = await validate_sweep(sweep_req)
@@ -108,17 +112,58 @@ class BackportWorkflow(ShowsStatus):
         self._set("building", "the target without and with the series")
         builds = await build_series(calls, sweep, job)
         self._set("measuring", "the target without and with the series, in turn")
-        await measure_series(calls, sweep, job, builds, p.boots)
-        (pair,) = sweep.pairs()
-        result.pair, result.testcases, result.boots = pair, job.testcases, p.boots
-        unlike = _unlike_the_job(req, p.boots)
-        verified = pair.verdict == PairWord.CHANGED and pair.direction == "better" and not unlike
-        result.word = BackportWord.VERIFIED if verified else BackportWord.NOT_VERIFIED
+        result.testcases, result.boots = job.testcases, p.boots
         for side, commit in zip(BACKPORT_SIDES, job.kernels, strict=True):
             art = builds[job.testcases[0].name, commit].artifact
             result.kernels[side] = art.kernel if art else ""
+        if job.testcases[0].pass_fail:
+            p.pass_fail = True
+            boots = req.boots if req.flaky else PASS_FAIL_BOOTS
+            p.planned = 2 * boots
+            await _pass_fail_boots(calls, job, builds, boots, p.boots)
+            return self._done(_failures(result))
+        await measure_series(calls, sweep, job, builds, p.boots)
+        (pair,) = sweep.pairs()
+        result.pair = pair
+        unlike = _unlike_the_job(req, p.boots)
+        verified = pair.verdict == PairWord.CHANGED and pair.direction == "better" and not unlike
+        result.word = BackportWord.VERIFIED if verified else BackportWord.NOT_VERIFIED
         result.message = _figures(result) + (f"; but {unlike}" if unlike else "")
         return self._done(result)
+
+
+async def _pass_fail_boots(
+    calls: JobActivities, job: SweepJob, builds: Builds, boots: int, out: list[SweepBoot]
+) -> None:
+    """Each side booted `boots` times, in turn, one guest at a time: a boot is bad when the
+    testcase fails or the kernel does not boot (no value, and why), good when it passes."""
+    tc = job.testcases[0]
+    tested = testcase_job(tc)
+    for _ in range(boots):
+        for k, commit in enumerate(job.kernels):
+            art = builds[tc.name, commit].artifact
+            if art is None:
+                raise JobFailed(f"{commit[:12]} does not build: {builds[tc.name, commit].error}")
+            test = await calls.test(tested, commit, art, tc.repetitions)
+            passed = test.status == TestStatus.OK and not test.bad
+            why = "" if passed else (test.bad or f"{test.status}: {test.error}")
+            out.append(SweepBoot(tc.name, k, 1.0 if passed else None, host=test.host, error=why))
+
+
+def _failures(r: BackportResult) -> BackportResult:
+    """A pass/fail testcase's verdict: verified when the target fails and, with the series,
+    passes every boot (the job's bad side, then its good side)."""
+    for k, side in enumerate(BACKPORT_SIDES):
+        mine = [b for b in r.boots if b.kernel == k]
+        r.failures[side] = [sum(b.value is None for b in mine), len(mine)]
+    (bad, n), (still, m) = r.failures["without"], r.failures["with"]
+    verified = bad > 0 and still == 0
+    r.word = BackportWord.VERIFIED if verified else BackportWord.NOT_VERIFIED
+    r.message = (
+        f"{r.word}: {r.testcase} failed {bad} of {n} boots of {r.shown_target} without the "
+        f"series, {still} of {m} with it"
+    )
+    return r
 
 
 def _unlike_the_job(req: BackportRequest, boots: list[SweepBoot]) -> str:

@@ -81,6 +81,7 @@ async def request_for(
         return BackportRequest(
             repo=result.repo, change=change, target=full, target_name=name,
             testcase=result.testcase, revert=revert, with_followups=followups, job=job,
+            flaky=bool(req and req.flaky),
             metric=result.metric or None, profile=result.profile or None,
             config=req.config if req else "", boots=boots or DEFAULT_SWEEP_BOOTS,
             good_value=ends.get("good"), bad_value=ends.get("bad"),

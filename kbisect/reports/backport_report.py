@@ -38,6 +38,11 @@ def side_values(boots: list[SweepBoot], kernel: int) -> list[float]:
 
 def before_after(r: BackportResult) -> list[str]:
     """Each side's median over its boots, with their count: the [Test Plan]'s figures."""
+    if r.failures:
+        return [
+            f"{side} the backport: {r.testcase} failed {bad} of {n} boots"
+            for side, (bad, n) in r.failures.items()
+        ]
     pair = r.pair
     if pair is None:
         return []
@@ -55,7 +60,10 @@ def before_after(r: BackportResult) -> list[str]:
 def boot_line(p: BackportProgress, n: int) -> str:
     b = p.boots[n]
     side = BACKPORT_SIDES[b.kernel]
-    what = f"{b.value:.6g}" if b.value is not None else f"failed: {b.error}"
+    if p.pass_fail:
+        what = "good" if b.value is not None else f"bad: {b.error}"
+    else:
+        what = f"{b.value:.6g}" if b.value is not None else f"failed: {b.error}"
     return f"boot {n + 1}: {side} the backport: {b.testcase} {what}" + (
         f" on {b.host}" if b.host else ""
     )

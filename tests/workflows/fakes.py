@@ -366,8 +366,14 @@ async def validate_sweep(req: SweepRequest) -> SweepJob:
     s = SCENARIOS[req.repo]
     if s.user_error:
         raise ApplicationError(s.user_error, type="UserError", non_retryable=True)
+    if s.pass_fail and not req.pass_fail_ok:
+        raise ApplicationError("boots passes or fails: a sweep compares scores", type="UserError",
+                               non_retryable=True)  # fmt: skip
+    metric = PASSED if s.pass_fail else "avg_read_sectors"
     testcases = [
-        SweepTestcase(name, "avg_read_sectors", "sectors", "higher", "fast", 3, 60.0, exact=True)
+        SweepTestcase(
+            name, metric, "sectors", "higher", "fast", 3, 60.0, exact=True, pass_fail=s.pass_fail
+        )
         for name in req.testcases
     ]
     return SweepJob(list(req.kernels), [f"subject of {k}" for k in req.kernels], testcases)

@@ -10,7 +10,14 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from benchmarks.dags import linear
-from kbisect.contract import BackportProgress, BackportRequest, BackportResult, BackportWord
+from kbisect.contract import (
+    PASS_FAIL_BOOTS,
+    BackportProgress,
+    BackportRequest,
+    BackportResult,
+    BackportWord,
+)
+from kbisect.reports.backport_report import boot_line
 from kbisect.workflows.backport_workflow import BackportWorkflow
 from kbisect.workflows.bisect_workflow import sandbox_runner
 from tests.workflows import fakes
@@ -89,6 +96,29 @@ async def test_a_series_that_helps_but_not_as_far_as_the_jobs_good_side_is_not_v
     same_sides, _ = await backport(env, Scenario(graph=linear(16), culprit="c9", mode="fix"),
                                    "c9", "c2", good_value=512.0, bad_value=8.0)  # fmt: skip
     assert same_sides.word == BackportWord.VERIFIED
+
+
+async def test_a_pass_fail_fix_is_verified_by_failures_on_each_side(
+    env: WorkflowEnvironment,
+) -> None:
+    scenario = Scenario(graph=linear(16), culprit="c9", mode="fix", pass_fail=True)
+    result, progress = await backport(env, scenario, "c9", "c2")
+    assert result.word == BackportWord.VERIFIED, result.message
+    assert result.failures == {"without": [PASS_FAIL_BOOTS] * 2, "with": [0, PASS_FAIL_BOOTS]}
+    assert result.pair is None and progress.pass_fail
+    assert result.message == (
+        f"verified: nvme-snapshot-read failed {PASS_FAIL_BOOTS} of {PASS_FAIL_BOOTS} boots of "
+        f"distro without the series, 0 of {PASS_FAIL_BOOTS} with it"
+    )
+    lines = [boot_line(progress, n) for n in range(len(progress.boots))]
+    assert lines[:2] == [
+        "boot 1: without the backport: nvme-snapshot-read bad: panic",
+        "boot 2: with the backport: nvme-snapshot-read good",
+    ]
+    again = Scenario(graph=linear(16), culprit="c9", mode="fix", pass_fail=True,
+                     revert_restores=False)  # fmt: skip
+    still, _ = await backport(env, again, "c9", "c2")
+    assert still.word == BackportWord.NOT_VERIFIED and still.failures["with"][0] == PASS_FAIL_BOOTS
 
 
 @pytest.mark.parametrize(
