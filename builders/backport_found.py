@@ -80,9 +80,25 @@ def find_in(git: Git, change: str, target: str) -> Found | None:
     return None
 
 
-def fixes_naming(git: Git, commit: str) -> list[str]:
-    """Commits on any branch or tag whose `Fixes:` tag names this one, oldest first: the
-    follow-ups a backport of it wants too."""
-    out = git.run("log", "--branches", "--tags", "--reverse", "--format=%H",
-                  f"--grep=^Fixes: {commit[:8]}")  # fmt: skip
-    return [h for h in out.split() if h != commit]
+FIXES = re.compile(r"^Fixes:\s*([0-9a-f]{8,40})\b", re.M)
+
+
+def fixes_naming(git: Git, commits: list[str]) -> list[str]:
+    """Commits on any branch or tag whose `Fixes:` tag names one of these, oldest first:
+    the follow-ups a backport of them wants too. One pass over the history, however many
+    commits are asked about (a kernel's history is a million commits)."""
+    greps = [f"--grep=^Fixes: {c[:8]}" for c in commits]
+    if not greps:
+        return []
+    out = git.run("log", "--branches", "--tags", "--reverse", "--format=%H%x00%B%x01", *greps)
+    found = []
+    for row in out.split("\x01"):
+        commit, _, message = row.strip().partition("\0")
+        named = FIXES.findall(message)
+        if (
+            commit
+            and commit not in commits
+            and any(c.startswith(n) for n in named for c in commits)
+        ):
+            found.append(commit)
+    return found

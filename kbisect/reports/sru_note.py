@@ -45,7 +45,7 @@ def upstream_fixes(repo: str, commit: str) -> list[tuple[str, str]]:
     from here)."""
     try:
         git = Git(Path(repo))
-        return [(h, git.commit_info(h).subject) for h in reversed(fixes_naming(git, commit))]
+        return [(h, git.commit_info(h).subject) for h in reversed(fixes_naming(git, [commit]))]
     except KbisectError:
         return []
 
