@@ -40,8 +40,10 @@ def before_after(r: BackportResult) -> list[str]:
     """Each side's median over its boots, with their count: the [Test Plan]'s figures."""
     if r.failures:
         return [
-            f"{side} the backport: {r.testcase} failed {bad} of {n} boots"
-            for side, (bad, n) in r.failures.items()
+            f"{side} the backport: {r.testcase} failed {r.failures[side][0]} of "
+            f"{r.failures[side][1]} boots"
+            for side in BACKPORT_SIDES
+            if side in r.failures
         ]
     pair = r.pair
     if pair is None:
