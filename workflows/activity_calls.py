@@ -86,53 +86,37 @@ class JobFailed(ApplicationError):
         super().__init__(message, type=ErrorType.JOB_FAILED, non_retryable=True)
 
 
-async def validate_sweep(req: SweepRequest) -> SweepJob:
-    """A sweep's kernels and testcases, resolved on a build host (it has the repository)."""
+async def _on_a_build_host(activity: str, arg: object, result_type: type[R], queue: str) -> R:
+    """A git activity on a build host (it has the repository, the trees and apt); bad
+    input, or a host that cannot answer after the retries, fails the job in one line."""
     try:
-        job: SweepJob = await workflow.execute_activity(
-            VALIDATE_SWEEP,
-            req,
-            result_type=SweepJob,
-            task_queue=req.build_queue,
+        result: R = await workflow.execute_activity(
+            activity,
+            arg,
+            result_type=result_type,
+            task_queue=queue,
             start_to_close_timeout=GIT_TIMEOUT,
             retry_policy=VALIDATE_RETRY,
         )
     except ActivityError as err:
         raise JobFailed(cause(err)) from err
-    return job
+    return result
+
+
+async def validate_sweep(req: SweepRequest) -> SweepJob:
+    """A sweep's kernels and testcases, resolved on a build host."""
+    return await _on_a_build_host(VALIDATE_SWEEP, req, SweepJob, req.build_queue)
 
 
 async def plan_backport(req: BackportRequest) -> BackportPlan:
-    """A backport's plan, made on a build host (it has the repository)."""
-    try:
-        plan: BackportPlan = await workflow.execute_activity(
-            PLAN_BACKPORT,
-            req,
-            result_type=BackportPlan,
-            task_queue=req.build_queue,
-            start_to_close_timeout=GIT_TIMEOUT,
-            retry_policy=VALIDATE_RETRY,
-        )
-    except ActivityError as err:
-        raise JobFailed(cause(err)) from err
-    return plan
+    """A backport's plan, made on a build host."""
+    return await _on_a_build_host(PLAN_BACKPORT, req, BackportPlan, req.build_queue)
 
 
 async def series_plan(watch: SeriesWatch) -> SeriesPlan:
-    """A watch's new kernels, found on a build host (it has the trees and apt); a tick
-    that cannot look ends failed, and the next tick looks again."""
-    try:
-        plan: SeriesPlan = await workflow.execute_activity(
-            SERIES_PLAN,
-            watch,
-            result_type=SeriesPlan,
-            task_queue=watch.build_queue,
-            start_to_close_timeout=GIT_TIMEOUT,
-            retry_policy=VALIDATE_RETRY,
-        )
-    except ActivityError as err:
-        raise JobFailed(cause(err)) from err
-    return plan
+    """A watch's new kernels, found on a build host; a tick that cannot look ends failed,
+    and the next tick looks again."""
+    return await _on_a_build_host(SERIES_PLAN, watch, SeriesPlan, watch.build_queue)
 
 
 async def series_record(rec: SeriesRecord, build_queue: str) -> SeriesTick:

@@ -7,6 +7,7 @@ import json
 
 from kbisect.cli.explain import RAN
 from kbisect.cli.job_service import (
+    job_or_by_hand,
     job_output_options,
     poll_stage,
     stage_bar,
@@ -132,10 +133,7 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
         help="take a bisection's fix to the kernel you ship: already there?, its "
         "prerequisites, and that kernel measured without and with it",
     )
-    b.add_argument(
-        "job", nargs="?", help="a finished bisection's job id (or give the change by hand)"
-    )
-    b.add_argument("--repo", help="by hand: the kernel git repository (a path)")
+    job_or_by_hand(b, "the change")
     b.add_argument(
         "--change", metavar="REV", help="by hand: the upstream commit to take to --target"
     )

@@ -12,6 +12,7 @@ from temporalio.client import WorkflowExecutionStatus
 
 from kbisect.cli.job_service import (
     PROFILE_HELP,
+    job_or_by_hand,
     job_output_options,
     poll_stage,
     stage_bar,
@@ -163,10 +164,7 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
         help="why a culprit changed the metric: its statistics and CPU profile against its "
         "parent's",
     )
-    e.add_argument(
-        "job", nargs="?", help="a finished bisection's job id (or give the pair by hand)"
-    )
-    e.add_argument("--repo", help="by hand: the kernel git repository (a path)")
+    job_or_by_hand(e, "the pair")
     e.add_argument("--culprit", metavar="REV", help="by hand: the commit to explain")
     e.add_argument(
         "--parent", metavar="REV", help="by hand: what to compare it with (its first parent)"

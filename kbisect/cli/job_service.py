@@ -200,6 +200,12 @@ async def stage_bar(
         await poll_stage(client, job_id, look, show)
 
 
+def job_or_by_hand(p: argparse.ArgumentParser, what: str) -> None:
+    """A stage that follows a bisection takes its job id, or `what` and --repo by hand."""
+    p.add_argument("job", nargs="?", help=f"a finished bisection's job id (or give {what} by hand)")
+    p.add_argument("--repo", help="by hand: the kernel git repository (a path)")
+
+
 def job_output_options(p: argparse.ArgumentParser) -> None:
     """What a command that starts a job takes: --detach, --no-start, --json."""
     p.add_argument("--detach", action="store_true", help="print the job id and return")
