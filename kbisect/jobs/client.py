@@ -27,6 +27,7 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowUpdateRPCTimeoutOrCancelledError,
 )
+from temporalio.exceptions import ActivityError, ChildWorkflowError
 from temporalio.service import RPCError, RPCStatusCode
 
 from kbisect.contract import (
@@ -129,6 +130,15 @@ def no_worker_message(queue: str, address: str) -> str:
         f"no worker polls task queue {queue} on {address}: start one with 'kbisect worker' "
         "or 'kbisect up'"
     )
+
+
+def failure_text(err: BaseException | None) -> str:
+    """Why a job failed, in its own words: the deepest message of the failure chain (an
+    activity's "kernel ... has no 9pnet_virtio ...", not Temporal's "Activity task
+    failed" around it)."""
+    while isinstance(err, (ActivityError, ChildWorkflowError)) and err.cause is not None:
+        err = err.cause
+    return getattr(err, "message", None) or str(err)
 
 
 class JobClient:
@@ -251,9 +261,7 @@ class JobClient:
             result: T = await handle.result()
             return result
         except WorkflowFailureError as exc:
-            cause = exc.cause
-            message = getattr(cause, "message", None) or str(cause)
-            raise UserError(f"job {job_id} failed: {message}") from exc
+            raise UserError(f"job {job_id} failed: {failure_text(exc.cause)}") from exc
         except RPCError as exc:
             raise self._not_found(job_id, exc) from exc
 

@@ -89,6 +89,7 @@ class Scenario:
     duets: list[tuple[str, ...]] = field(default_factory=list)  # each duet's commits, in order
     broken_trace: set[str] = field(default_factory=set)
     backport_found: str = ""  # the target's commit that is the change (a backport job)
+    boot_user_error: str = ""  # every boot's activity fails with this bad-input error
     explains: list[str] = field(default_factory=list)  # commits of explain boots, in order
     explain_builds: Counter[str] = field(default_factory=Counter)  # diagnostics kernels
     noisy: dict[str, list[float]] = field(default_factory=dict)  # values of successive tests
@@ -253,6 +254,8 @@ async def run_duet(req: DuetRequest) -> DuetResult:
 async def _boot(req: TestRequest, moment: int | None = None) -> TestResult:
     """A boot; `moment`: the job's boot count the host is at (None: this boot's own)."""
     s = SCENARIOS[req.repo]
+    if s.boot_user_error:
+        raise ApplicationError(s.boot_user_error, type="UserError", non_retryable=True)
     s.tests[req.commit] += 1
     s.in_flight += 1
     s.most_in_flight = max(s.most_in_flight, s.in_flight)

@@ -143,3 +143,18 @@ async def test_trace_boots_both_kernels_of_each_changed_pair_once_after_the_scor
     ]
     pairs = to_json(result)["pairs"]
     assert "traces" not in pairs[0] and pairs[1]["traces"]["new"]["disks"]
+
+
+async def test_a_sweep_that_fails_in_a_boot_says_the_boots_own_reason(
+    env: WorkflowEnvironment,
+) -> None:
+    """Not "Activity task failed": the message the activity raised (a kernel without the
+    modules the testcase needs, on a distro kernel)."""
+    from kbisect.jobs.client import failure_text
+
+    why = "kernel c1 has module 9pnet_virtio neither built in nor in its modules"
+    scenario = Scenario(graph=linear(8), culprit="c5", boot_user_error=why)
+    with pytest.raises(WorkflowFailureError) as err:
+        await sweep(env, scenario, ["c1", "c2"])
+    assert "Activity task failed" in str(err.value.cause)  # what Temporal itself says
+    assert failure_text(err.value.cause) == why
