@@ -59,8 +59,7 @@ def plan_backport(req: BackportRequest) -> BackportPlan:
 
 def _followups(git: Git, series: list[str], target: str) -> list[str]:
     """Commits whose Fixes: names one of the series, that neither it nor the target has."""
-    found = fixes_naming(git, series)
-    return [f for f in dict.fromkeys(found) if f not in series and find_in(git, f, target) is None]
+    return [f for f in fixes_naming(git, series) if find_in(git, f, target) is None]
 
 
 def _revert(

@@ -48,30 +48,30 @@ class Applied:
     error: str = ""  # git's reason, one line
 
 
-def commit_patch(git: Git, commit: str, reverse: bool = False) -> bytes:
-    """The commit's diff against its first parent (reverse: what reverting it does), as
-    `git apply` takes it: plumbing, whatever the user's diff settings."""
-    a, b = (commit, f"{commit}^") if reverse else (f"{commit}^", commit)
-    return git.output("diff-tree", "-p", "--binary", "--full-index", a, b, "--")
+def _apply(git: Git, commit: str, env: dict[str, str], reverse: bool) -> Applied:
+    """The commit's diff (reverse: its revert) applied to the index `env` names."""
+    run = subprocess.run(
+        git_argv(git.repo, "apply", "--cached", "-"),
+        input=git.patch(commit, reverse),
+        env=git_env(env),
+        capture_output=True,
+    )
+    if run.returncode:
+        lines = [x.removeprefix("error: ") for x in run.stderr.decode().splitlines()]
+        return Applied(False, commit, "; ".join(x for x in lines if x.strip())[:300])
+    return Applied(True)
 
 
 def apply_series(
     git: Git, onto: str, commits: list[str], index: Path, reverse: bool = False
 ) -> Applied:
     """Apply each commit's diff (reverse: revert each) in turn to `onto` in the index
-    file `index`."""
+    file `index`; the first that does not apply stops it."""
     env = {"GIT_INDEX_FILE": str(index)}
     git.run("read-tree", onto, env=env)
     for commit in commits:
-        run = subprocess.run(
-            git_argv(git.repo, "apply", "--cached", "-"),
-            input=commit_patch(git, commit, reverse),
-            env=git_env(env),
-            capture_output=True,
-        )
-        if run.returncode:
-            lines = [x.removeprefix("error: ") for x in run.stderr.decode().splitlines()]
-            return Applied(False, commit, "; ".join(x for x in lines if x.strip())[:300])
+        if not (done := _apply(git, commit, env, reverse)).ok:
+            return done
     return Applied(True)
 
 
@@ -86,7 +86,7 @@ def read_lines(git: Git, commit: str) -> dict[str, list[tuple[int, int]]]:
     from its header only: a removed line that reads "-- x" is no header."""
     spans: dict[str, list[tuple[int, int]]] = {}
     path, in_header = "", False
-    for line in commit_patch(git, commit).decode(errors="replace").splitlines():
+    for line in git.patch(commit).decode(errors="replace").splitlines():
         if line.startswith("diff --git "):
             path, in_header = "", True
         elif in_header and line.startswith("--- "):
@@ -132,6 +132,7 @@ def plan_series(git: Git, change: str, target: str) -> Series:
     needed: set[str] = set()
     frontier = [change]
     tried = first
+    upstream = git.run("rev-list", "--topo-order", "--reverse", f"{since}..{change}").split()
     for _ in range(MAX_DEPTH):
         new: set[str] = set()
         for c in frontier:
@@ -144,8 +145,7 @@ def plan_series(git: Git, change: str, target: str) -> Series:
                 f"{change[:12]} needs more than {MAX_PREREQUISITES} earlier commits that "
                 f"{target[:12]} lacks: backport it by hand"
             ))  # fmt: skip
-        order = git.run("rev-list", "--topo-order", "--reverse", f"{since}..{change}").split()
-        prereqs = [c for c in order if c in needed]
+        prereqs = [c for c in upstream if c in needed]  # as upstream has them
         tried = applies(git, target, [*prereqs, change])
         if tried.ok:
             return Series([*prereqs, change], prereqs)
@@ -169,12 +169,13 @@ def commit_series(
     `onto`; `written(commit)` gives the new commit's message and GIT_* identity. The tip."""
     tip = onto
     with tempfile.TemporaryDirectory(prefix="kbisect-backport-") as tmp:
-        index = Path(tmp) / "index"
+        env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+        git.run("read-tree", onto, env=env)  # once: each commit's tree is the index so far
         for commit in commits:
-            done = apply_series(git, tip, [commit], index, reverse)
+            done = _apply(git, commit, env, reverse)
             if not done.ok:
                 raise InfraError(f"{commit[:12]} no longer applies to {tip[:12]}: {done.error}")
-            tree = git.run("write-tree", env={"GIT_INDEX_FILE": str(index)}).strip()
+            tree = git.run("write-tree", env=env).strip()
             message, who = written(commit)
             tip = git.run(
                 "commit-tree", tree, "-p", tip, "-F", "-", env=who, input=message.encode()

@@ -36,9 +36,7 @@ def make_verify_commit(git: Git, change: str, onto: str, revert: bool) -> Verify
     parent = f"{change}^1" if git.ok("rev-parse", "--verify", "--quiet", f"{change}^1") else None
     if parent is None:
         return VerifyCommit(None, subject, f"{change[:12]} is a root commit: nothing to apply")
-    diff_args = (change, parent) if revert else (parent, change)
-    # Plumbing: its output does not depend on the user's diff settings.
-    patch = git.run("diff-tree", "-p", "--binary", "--full-index", *diff_args, "--").encode()
+    patch = git.patch(change, reverse=revert)
     if not patch.strip():
         return VerifyCommit(None, subject, f"{change[:12]} changes nothing: nothing to verify")
     with tempfile.TemporaryDirectory(prefix="kbisect-verify-") as tmp:

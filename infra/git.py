@@ -159,6 +159,12 @@ class Git:
             raise InfraError(f"git {args[0]} failed in {self.repo}: {err[-1] if err else '?'}")
         return proc.stdout
 
+    def patch(self, commit: str, reverse: bool = False) -> bytes:
+        """The commit's diff against its first parent (reverse: what reverting it does), as
+        `git apply` takes it: plumbing, binary-safe, whatever the user's diff settings."""
+        a, b = (commit, f"{commit}^") if reverse else (f"{commit}^", commit)
+        return self.output("diff-tree", "-p", "--binary", "--full-index", a, b, "--")
+
     def ok(self, *args: str) -> bool:
         return self._proc(args, None, None).returncode == 0
 

@@ -67,8 +67,7 @@ def write_distro(
             kind = "sauce"
         if kind == "pick":
             up = upstream[picks.pop(0)]
-            patch = git.run("diff-tree", "-p", "--binary", "--full-index", f"{up}^", up, "--")
-            git.run("apply", "--cached", "-", env=env, input=patch.encode())
+            git.run("apply", "--cached", "-", env=env, input=git.patch(up))
             subject, _, body = git.run("show", "-s", "--format=%B", up).strip().partition("\n")
             name, mail = git.run("show", "-s", "--format=%an%x00%ae", up).strip().split("\0")
             message = (
