@@ -189,7 +189,7 @@ async def env() -> "AsyncIterator[WorkflowEnvironment]":
     from temporalio.testing import WorkflowEnvironment
 
     from kbisect.infra.temporal_server import temporal_binary
-    from kbisect.workflows.bisect_workflow import SEARCH_ATTRIBUTES
+    from kbisect.workflows.search_attributes import SEARCH_ATTRIBUTES
 
     async with await WorkflowEnvironment.start_local(
         dev_server_existing_path=str(temporal_binary()),

@@ -57,6 +57,7 @@ from kbisect.contract import (
     VerifyRequest,
 )
 from kbisect.model import Artifact
+from kbisect.workflows.search_attributes import SA_STATUS
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -220,6 +221,7 @@ class ShowsStatus(Resumable):
 
     _progress: Progressing
     _status: str  # what it does when not blocked
+    _sa = False  # the job's status goes to its search attributes too: "<_noun> <status>"
 
     def status_word(self) -> str:
         return self._progress.status
@@ -230,9 +232,14 @@ class ShowsStatus(Resumable):
     def _on_clear(self) -> None:
         self._progress.status, self._progress.message = self._status, ""
 
-    def _set(self, status: str, message: str = "") -> None:
+    def _set(self, status: str, message: str = "", shown: str = "") -> None:
+        """The stage's status; `shown`: what `kbisect status` says instead of it."""
         self._status = status
         self._progress.status, self._progress.message = status, message
+        if self._sa:
+            workflow.upsert_search_attributes(
+                [SA_STATUS.value_set(shown or f"{self._noun} {status}")]
+            )
 
 
 class JobActivities:

@@ -11,8 +11,6 @@ better on the job's testcase. A workflow of its own: the bisection's history sta
 was.
 """
 
-import statistics
-
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
@@ -31,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
         SweepRequest,
         TestStatus,
     )
+    from kbisect.decide.backport import failures, unlike_the_job
     from kbisect.decide.sweep import Sweep
     from kbisect.workflows.activity_calls import (
         Blocking,
@@ -41,8 +40,8 @@ with workflow.unsafe.imports_passed_through():
         testcase_job,
         validate_sweep,
     )
+    from kbisect.workflows.search_attributes import SA_TESTCASE
     from kbisect.workflows.series_measure import Builds, build_series, measure_series
-    from kbisect.workflows.sweep_workflow import SA_STATUS, SA_TESTCASE
 
 
 @workflow.defn(name=BACKPORT_WORKFLOW)
@@ -54,21 +53,14 @@ class BackportWorkflow(ShowsStatus):
         self._progress = BackportProgress(status="planning")
         self._blocking = Blocking(self._on_blocked, self._on_clear)
         self._status = "planning"
-        self._sa = False
 
     @workflow.query(name="progress")
     def progress(self) -> BackportProgress:
         return self._progress
 
-    def _set(self, status: str, message: str = "") -> None:
-        super()._set(status, message)
-        if self._sa and status != "done":
-            workflow.upsert_search_attributes([SA_STATUS.value_set(f"backport {status}")])
-
     def _done(self, result: BackportResult) -> BackportResult:
-        self._set("done", result.message)
-        if self._sa:  # the answer's word in `kbisect status`: verified, already there, ...
-            workflow.upsert_search_attributes([SA_STATUS.value_set(result.word)])
+        # `kbisect status` shows the answer's word: verified, already there, ...
+        self._set("done", result.message, shown=result.word)
         return result
 
     @workflow.run
@@ -125,7 +117,7 @@ class BackportWorkflow(ShowsStatus):
         await measure_series(calls, sweep, job, builds, p.boots)
         (pair,) = sweep.pairs()
         result.pair = pair
-        unlike = _unlike_the_job(req, p.boots)
+        unlike = unlike_the_job(req.good_value, req.bad_value, p.boots)
         verified = pair.verdict == PairWord.CHANGED and pair.direction == "better" and not unlike
         result.word = BackportWord.VERIFIED if verified else BackportWord.NOT_VERIFIED
         result.message = _figures(result) + (f"; but {unlike}" if unlike else "")
@@ -153,40 +145,14 @@ async def _pass_fail_boots(
 def _failures(r: BackportResult) -> BackportResult:
     """A pass/fail testcase's verdict: verified when the target fails and, with the series,
     passes every boot (the job's bad side, then its good side)."""
-    for k, side in enumerate(BACKPORT_SIDES):
-        mine = [b for b in r.boots if b.kernel == k]
-        r.failures[side] = [sum(b.value is None for b in mine), len(mine)]
+    r.failures = failures(r.boots)
     (bad, n), (still, m) = r.failures["without"], r.failures["with"]
-    verified = bad > 0 and still == 0
-    r.word = BackportWord.VERIFIED if verified else BackportWord.NOT_VERIFIED
+    r.word = BackportWord.VERIFIED if bad > 0 and still == 0 else BackportWord.NOT_VERIFIED
     r.message = (
         f"{r.word}: {r.testcase} failed {bad} of {n} boots of {r.shown_target} without the "
         f"series, {still} of {m} with it"
     )
     return r
-
-
-def _unlike_the_job(req: BackportRequest, boots: list[SweepBoot]) -> str:
-    """Why the two kernels do not sit on the job's sides ("": they do, or the job's values
-    are not known): the target nearer the job's good endpoint than its bad, or the target
-    with the series nearer its bad one."""
-    good, bad = req.good_value, req.bad_value
-    if good is None or bad is None or good == bad:
-        return ""
-    mid, up = (good + bad) / 2, 1.0 if good > bad else -1.0
-    for k, side, want_good in ((0, "without", False), (1, "with", True)):
-        values = [b.value for b in boots if b.kernel == k and b.value is not None]
-        if not values:
-            continue
-        median = statistics.median(values)
-        if ((median - mid) * up > 0) != want_good:
-            near, far = ("bad", "good") if want_good else ("good", "bad")
-            ends = {"good": good, "bad": bad}
-            return (
-                f"{side} the series the target reads {median:.6g}, nearer the job's {near} "
-                f"side ({ends[near]:.6g}) than its {far} ({ends[far]:.6g})"
-            )
-    return ""
 
 
 def _figures(r: BackportResult) -> str:

@@ -13,15 +13,11 @@ tests/workflows/test_replay.py.
 import asyncio
 
 from temporalio import workflow
-from temporalio.common import SearchAttributeKey
 from temporalio.exceptions import ActivityError
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 with workflow.unsafe.imports_passed_through():
     from kbisect.contract import (
-        SA_CULPRIT_NAME,
-        SA_STATUS_NAME,
-        SA_TESTCASE_NAME,
         WORKFLOW,
         BadBoot,
         BisectRequest,
@@ -53,6 +49,7 @@ with workflow.unsafe.imports_passed_through():
     from kbisect.workflows.job_decisions import JobDecisions
     from kbisect.workflows.job_state import JobState
     from kbisect.workflows.kernels import Kernels
+    from kbisect.workflows.search_attributes import SA_CULPRIT, SA_STATUS, SA_TESTCASE
 
 # Patch markers, for the workflow's own steps only (the decisions are recorded, not
 # re-run): Temporal's lifecycle is patched() (old and new branch), then deprecate_patch()
@@ -77,11 +74,6 @@ DEPRECATED = (
     ROLLING_PATCH,
 )
 
-SA_TESTCASE = SearchAttributeKey.for_keyword(SA_TESTCASE_NAME)
-SA_STATUS = SearchAttributeKey.for_keyword(SA_STATUS_NAME)
-SA_CULPRIT = SearchAttributeKey.for_keyword(SA_CULPRIT_NAME)
-SEARCH_ATTRIBUTES = (SA_TESTCASE, SA_STATUS, SA_CULPRIT)
-
 # Deterministic, stateless modules are shared with the sandbox instead of re-imported per
 # run (a re-import also makes two copies of each enum class, and `==` between them fails).
 PASSTHROUGH = (
@@ -92,6 +84,7 @@ PASSTHROUGH = (
     "kbisect.workflows.details",
     "kbisect.workflows.job_state",
     "kbisect.workflows.activity_calls",  # stateless; its timeouts can be tuned in tests
+    "kbisect.workflows.search_attributes",
     "kbisect.decide.stats",
     "kbisect.decide.evidence",
     "kbisect.decide.endpoints",
@@ -105,6 +98,7 @@ PASSTHROUGH = (
     "kbisect.decide.exact",
     "kbisect.decide.engine_report",
     "kbisect.decide.sweep",
+    "kbisect.decide.backport",
     "kbisect.decide.record",
     "kbisect.decide.plan",
 )

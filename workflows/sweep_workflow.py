@@ -8,13 +8,10 @@ tell, with the effect's interval.
 """
 
 from temporalio import workflow
-from temporalio.common import SearchAttributeKey
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from kbisect.contract import (
-        SA_STATUS_NAME,
-        SA_TESTCASE_NAME,
         SWEEP_WORKFLOW,
         BisectRequest,
         BuildResult,
@@ -36,12 +33,8 @@ with workflow.unsafe.imports_passed_through():
         testcase_job,
         validate_sweep,
     )
+    from kbisect.workflows.search_attributes import SA_STATUS, SA_TESTCASE
     from kbisect.workflows.series_measure import build_series, measure_series
-
-
-# `kbisect status` lists sweeps beside bisections by these (where the cluster has them).
-SA_TESTCASE = SearchAttributeKey.for_keyword(SA_TESTCASE_NAME)
-SA_STATUS = SearchAttributeKey.for_keyword(SA_STATUS_NAME)
 
 
 @workflow.defn(name=SWEEP_WORKFLOW)
@@ -53,16 +46,10 @@ class SweepWorkflow(ShowsStatus):
         self._progress = SweepProgress(status="validating")
         self._blocking = Blocking(self._on_blocked, self._on_clear)
         self._status = "validating"
-        self._sa = False
 
     @workflow.query(name="progress")
     def progress(self) -> SweepProgress:
         return self._progress
-
-    def _set(self, status: str, message: str = "") -> None:
-        super()._set(status, message)
-        if self._sa:
-            workflow.upsert_search_attributes([SA_STATUS.value_set(f"sweep {status}")])
 
     @workflow.run
     async def run(self, req: SweepRequest) -> SweepResult:

@@ -5,13 +5,8 @@ import dataclasses
 import statistics
 from typing import Any
 
-from kbisect.contract import (
-    BACKPORT_SIDES,
-    BackportPlan,
-    BackportProgress,
-    BackportResult,
-    SweepBoot,
-)
+from kbisect.contract import BACKPORT_SIDES, BackportPlan, BackportProgress, BackportResult
+from kbisect.decide.backport import side_values
 
 
 def _commit(r: BackportResult, c: str) -> str:
@@ -30,10 +25,6 @@ def role(plan: BackportPlan, commit: str) -> str:
 def left_out(plan: BackportPlan) -> list[str]:
     """The follow-ups the series does not take."""
     return [c for c in plan.followups if c not in plan.series]
-
-
-def side_values(boots: list[SweepBoot], kernel: int) -> list[float]:
-    return [b.value for b in boots if b.kernel == kernel and b.value is not None]
 
 
 def before_after(r: BackportResult) -> list[str]:
