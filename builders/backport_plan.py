@@ -11,10 +11,6 @@ from kbisect.contract import BackportPlan, BackportRequest, BackportWord
 from kbisect.infra.git import Git
 
 
-def _name(req: BackportRequest) -> str:
-    return req.target_name or req.target[:12]
-
-
 def plan_backport(req: BackportRequest) -> BackportPlan:
     git = Git(Path(req.repo))
     change, target = git.resolve(req.change), git.resolve(req.target)
@@ -27,7 +23,7 @@ def plan_backport(req: BackportRequest) -> BackportPlan:
         how = "" if found.how == "ancestor" else f" as {found.commit[:12]} ({found.how})"
         return BackportPlan(
             BackportWord.ALREADY, change, subjects, found.commit, found.how,
-            message=f'{change[:12]} ("{subjects[change]}") is already in {_name(req)}{how}: '
+            message=f'{change[:12]} ("{subjects[change]}") is already in {req.shown_target}{how}: '
             "nothing to build",
         )  # fmt: skip
     series = plan_series(git, change, target)
@@ -53,7 +49,7 @@ def plan_backport(req: BackportRequest) -> BackportPlan:
     return BackportPlan(
         "", change, subjects, series=commits, prerequisites=series.prerequisites,
         followups=followups, patched=patched,
-        message=f"{change[:12]} applies to {_name(req)}{needs}{note}",
+        message=f"{change[:12]} applies to {req.shown_target}{needs}{note}",
     )  # fmt: skip
 
 
@@ -70,7 +66,7 @@ def _revert(
     if found is None:
         return BackportPlan(
             BackportWord.NOT_AFFECTED, culprit, subjects, revert=True,
-            message=f"{_name(req)} does not carry {culprit[:12]} (\"{subjects[culprit]}\"): "
+            message=f"{req.shown_target} does not carry {culprit[:12]} (\"{subjects[culprit]}\"): "
             "nothing to revert",
         )  # fmt: skip
     made = make_verify_commit(git, found.commit, target, revert=True)
@@ -81,5 +77,5 @@ def _revert(
     subjects[found.commit] = found.subject
     return BackportPlan(
         "", culprit, subjects, revert=True, series=[found.commit], patched=made.commit,
-        message=f"{found.commit[:12]} reverts cleanly on {_name(req)}",
+        message=f"{found.commit[:12]} reverts cleanly on {req.shown_target}",
     )  # fmt: skip

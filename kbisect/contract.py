@@ -770,8 +770,19 @@ class BackportWord(StrEnum):
     NOT_VERIFIED = "not verified"  # it does not, or the boots cannot tell: the figures
 
 
+class NamesTarget:
+    """A backport's target as the user named it (its short hash when not named)."""
+
+    target: str
+    target_name: str
+
+    @property
+    def shown_target(self) -> str:
+        return self.target_name or self.target[:12]
+
+
 @dataclass
-class BackportRequest:
+class BackportRequest(NamesTarget):
     repo: str
     change: str  # full hash: the upstream commit to take (the fix), or to revert
     target: str  # full hash of the kernel that ships (a distro branch's tip)
@@ -827,7 +838,7 @@ class BackportProgress:
 
 
 @dataclass
-class BackportResult:
+class BackportResult(NamesTarget):
     word: str  # BackportWord
     plan: BackportPlan
     repo: str
@@ -843,8 +854,3 @@ class BackportResult:
     # a pass/fail testcase's bad boots and boots, by BACKPORT_SIDES (no pair then)
     failures: dict[str, list[int]] = field(default_factory=dict)
     message: str = ""
-
-    @property
-    def shown_target(self) -> str:
-        """The target as the user named it (its short hash when not named)."""
-        return self.target_name or self.target[:12]

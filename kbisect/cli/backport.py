@@ -3,19 +3,21 @@ that ships: already there?, the prerequisites it needs, and the target measured 
 and with it."""
 
 import argparse
+import functools
 import json
 
-from kbisect.cli.explain import RAN
 from kbisect.cli.job_service import (
     job_or_by_hand,
     job_output_options,
     poll_stage,
+    ran_before,
     stage_bar,
     stage_lines,
+    start_stage,
     until_done,
     with_client,
 )
-from kbisect.cli.output import note, out
+from kbisect.cli.output import out
 from kbisect.contract import (
     DEFAULT_SWEEP_BOOTS,
     MAX_BOOTS,
@@ -25,7 +27,7 @@ from kbisect.contract import (
 )
 from kbisect.errors import UserError
 from kbisect.jobs import backport_job
-from kbisect.jobs.client import WORKER_GRACE, JobClient
+from kbisect.jobs.client import JobClient
 from kbisect.reports import backport_report
 from kbisect.reports.backport_report import boot_line
 from kbisect.settings import Settings
@@ -55,23 +57,12 @@ def cmd_backport(args: argparse.Namespace, settings: Settings) -> int:
                 client, args.job, args.target or "", args.boots, args.with_followups, args.tree
             )
             job_id = backport_job.backport_id(args.job, req)
-        from kbisect.jobs.explain_job import state
-
-        if not args.again and await state(client, job_id) in RAN:
-            note(f"job {job_id} (asked before; --again plans and boots anew)")
-            if args.detach:
-                out(job_id)
-                return 0
-            return await follow_backport(client, job_id, args)
-        await client.require_workers(client.needs(), grace=WORKER_GRACE)
-        await client.start_backport(req, job_id)
+        if await ran_before(client, job_id, args):
+            return await start_stage(client, job_id, args, None, follow_backport)
         what = "revert" if req.revert else "backport"
-        note(f"job {job_id}: {what} {req.change[:12]} to {req.target_name} ({req.target[:12]})")
-        note(f"Web UI: {client.job_url(job_id)}")
-        if args.detach:
-            out(job_id)
-            return 0
-        return await follow_backport(client, job_id, args)
+        about = f": {what} {req.change[:12]} to {req.shown_target} ({req.target[:12]})"
+        start = functools.partial(client.start_backport, req, job_id)
+        return await start_stage(client, job_id, args, start, follow_backport, about)
 
     return with_client(settings, args, go)
 

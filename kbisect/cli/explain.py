@@ -3,20 +3,21 @@ the culprit and its parent booted in turn under statistics and a CPU profile, an
 moved beyond its noise."""
 
 import argparse
+import functools
 import json
 import uuid
 from collections import Counter
 from pathlib import Path
-
-from temporalio.client import WorkflowExecutionStatus
 
 from kbisect.cli.job_service import (
     PROFILE_HELP,
     job_or_by_hand,
     job_output_options,
     poll_stage,
+    ran_before,
     stage_bar,
     stage_lines,
+    start_stage,
     until_done,
     with_client,
 )
@@ -33,7 +34,7 @@ from kbisect.contract import (
 )
 from kbisect.errors import UserError
 from kbisect.jobs import explain_job
-from kbisect.jobs.client import WORKER_GRACE, JobClient
+from kbisect.jobs.client import JobClient
 from kbisect.reports import explain_report
 from kbisect.settings import Settings
 
@@ -73,20 +74,13 @@ def cmd_explain(args: argparse.Namespace, settings: Settings) -> int:
             explain_id, req = f"explain-{uuid.uuid4().hex[:8]}", hand
         else:
             explain_id = explain_job.explain_id(args.job)
-            if not args.again and await explain_job.state(client, explain_id) in RAN:
-                note(f"job {explain_id} (explained before; --again boots anew)")
-                return await follow_explain(client, explain_id, args)
+            if await ran_before(client, explain_id, args):
+                return await start_stage(client, explain_id, args, None, follow_explain)
             req = await explain_job.request_for(
                 client, args.job, args.metric, args.profile, args.boots or 0
             )
-        await client.require_workers(client.needs(), grace=WORKER_GRACE)
-        await client.start_explain(req, explain_id)
-        note(f"job {explain_id}")
-        note(f"Web UI: {client.job_url(explain_id)}")
-        if args.detach:
-            out(explain_id)
-            return 0
-        return await follow_explain(client, explain_id, args)
+        start = functools.partial(client.start_explain, req, explain_id)
+        return await start_stage(client, explain_id, args, start, follow_explain)
 
     return with_client(settings, args, go)
 
@@ -143,11 +137,6 @@ def show_result(result: ExplainResult, explain_id: str, args: argparse.Namespace
         return
     for line in explain_report.outcome_lines(result):
         out(line)
-
-
-# An explain job that runs, or ran to an answer, is followed, not started again (a failed
-# one is)
-RAN = (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.COMPLETED)
 
 
 def _boots(p: ExplainProgress) -> list[str]:

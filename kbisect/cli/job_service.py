@@ -13,6 +13,7 @@ from typing import Any, Protocol, TypeVar
 from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 from rich.progress import Progress as RichProgress
+from temporalio.client import WorkflowExecutionStatus
 
 from kbisect.cli import output
 from kbisect.cli.output import EventLines, note, out, progress_view
@@ -198,6 +199,41 @@ async def stage_bar(
             bar.update(task, description=text[:60], completed=done, total=planned or None)
 
         await poll_stage(client, job_id, look, show)
+
+
+# A stage job that runs, or ran to an answer, is followed, not started again (a failed
+# one is)
+RAN = (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.COMPLETED)
+Follow = Callable[[JobClient, str, argparse.Namespace], Awaitable[int]]
+
+
+async def ran_before(client: JobClient, job_id: str, args: argparse.Namespace) -> bool:
+    """Whether a stage job of this id runs or has an answer (and --again was not given)."""
+    if args.again or await client.status_of(job_id) not in RAN:
+        return False
+    note(f"job {job_id} (asked before; --again runs it anew)")
+    return True
+
+
+async def start_stage(
+    client: JobClient,
+    job_id: str,
+    args: argparse.Namespace,
+    start: Callable[[], Awaitable[object]] | None,
+    follow: Follow,
+    about: str = "",
+) -> int:
+    """A stage job (explain, backport) started (`start`; None: it ran before), then, as
+    `bisect` does, its id alone with --detach, else followed to its answer."""
+    if start is not None:
+        await client.require_workers(client.needs(), grace=WORKER_GRACE)
+        await start()
+        note(f"job {job_id}{about}")
+        note(f"Web UI: {client.job_url(job_id)}")
+    if args.detach:
+        out(job_id)
+        return 0
+    return await follow(client, job_id, args)
 
 
 def job_or_by_hand(p: argparse.ArgumentParser, what: str) -> None:

@@ -8,7 +8,7 @@ loop, so a fetch that hangs holds one thread and never the door's other hooks or
 """
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -138,16 +138,36 @@ def sru_files(
     return write_sru_patch(result, job, out, sru_options(cmd, signoff))
 
 
+async def _ran(
+    client: JobClient,
+    job_id: str,
+    answer: Callable[[], Awaitable[str]],
+    how_far: Callable[[], Awaitable[str]],
+) -> str | None:
+    """A stage job asked for again: its answer once it has one, how far it is while it
+    runs; None: it is to start (it never ran, or it failed)."""
+    now = await client.status_of(job_id)
+    if now == WorkflowExecutionStatus.COMPLETED:
+        return await answer()
+    if now == WorkflowExecutionStatus.RUNNING:
+        return await how_far()
+    return None
+
+
 async def _explain(client: JobClient, job: str) -> str:
     """The job's explain job: its answer once it has one, how far it is while it runs,
     else started (asked again, the command shows it)."""
     eid = explain_job.explain_id(job)
-    now = await explain_job.state(client, eid)
-    if now == WorkflowExecutionStatus.COMPLETED:
+
+    async def answer() -> str:
         return "\n".join(explain_outcome(await client.explain_result(eid)))
-    if now == WorkflowExecutionStatus.RUNNING:
+
+    async def how_far() -> str:
         p = await client.explain_progress(eid)
         return f"{eid} is {p.status}: {len(p.boots)} of {p.planned} explain boots so far"
+
+    if (said := await _ran(client, eid, answer, how_far)) is not None:
+        return said
     req = await explain_job.request_for(client, job)
     await client.require_workers(client.needs())
     await client.start_explain(req, eid)
@@ -159,11 +179,15 @@ async def _backport(client: JobClient, job: str, target: str) -> Reply:
     and SRU note), or its answer when it ran before."""
     req = await backport_job.request_for(client, job, target)  # resolves target: git
     bid = backport_job.backport_id(job, req)
-    now = await explain_job.state(client, bid)
-    if now == WorkflowExecutionStatus.COMPLETED:
-        return Reply("\n".join(backport_outcome(await client.backport_result(bid))))
-    if now == WorkflowExecutionStatus.RUNNING:
-        return Reply(f"{bid} is {(await client.backport_progress(bid)).status}")
+
+    async def answer() -> str:
+        return "\n".join(backport_outcome(await client.backport_result(bid)))
+
+    async def how_far() -> str:
+        return f"{bid} is {(await client.backport_progress(bid)).status}"
+
+    if (said := await _ran(client, bid, answer, how_far)) is not None:
+        return Reply(said)
     await client.require_workers(client.needs())
     await client.start_backport(req, bid)
     return Reply(f"started {bid}: {client.job_url(bid)}", job_id=bid)

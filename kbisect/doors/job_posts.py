@@ -68,6 +68,22 @@ def _poster(posted: Collection[str], send: Send) -> Callable[[list[Post]], Await
     return post_new
 
 
+async def _until_ended(
+    client: JobClient,
+    job_id: str,
+    now: Callable[[], Awaitable[list[Post]]],
+    post_new: Callable[[list[Post]], Awaitable[None]],
+    poll: float | None,
+) -> None:
+    """What the running job says (`now`), posted as it comes, until it ends."""
+    while await client.running(job_id):
+        try:
+            await post_new(await now())
+        except InfraError:  # no workflow worker answered this time: the next look
+            pass
+        await asyncio.sleep(POLL_SECONDS if poll is None else poll)
+
+
 async def follow(
     client: JobClient,
     job_id: str,
@@ -81,12 +97,11 @@ async def follow(
     if is_backport(job_id) and (await client.describe(job_id)).workflow_type == BACKPORT_WORKFLOW:
         await _follow_backport(client, job_id, post_new, poll)
         return None
-    while await client.running(job_id):
-        try:
-            await post_new(progress_posts(await client.progress(job_id)))
-        except InfraError:  # no workflow worker answered this time: the next look
-            pass
-        await asyncio.sleep(POLL_SECONDS if poll is None else poll)
+
+    async def now() -> list[Post]:
+        return progress_posts(await client.progress(job_id))
+
+    await _until_ended(client, job_id, now, post_new, poll)
     try:
         result = await client.result(job_id)
     except KbisectError as exc:  # failed, cancelled or terminated
@@ -104,15 +119,13 @@ async def _follow_backport(
 ) -> None:
     """A backport job's phases and boots, then its outcome and, verified, the SRU note
     with the target's before and after."""
-    while await client.running(job_id):
-        try:
-            p = await client.backport_progress(job_id)
-            posts = [Post(f"phase:{p.status}", one_line(f"{p.status}: {p.message}"))]
-            posts += [Post(f"boot:{n}", backport_boot_line(p, n)) for n in range(len(p.boots))]
-            await post_new(posts)
-        except InfraError:
-            pass
-        await asyncio.sleep(POLL_SECONDS if poll is None else poll)
+
+    async def now() -> list[Post]:
+        p = await client.backport_progress(job_id)
+        posts = [Post(f"phase:{p.status}", one_line(f"{p.status}: {p.message}"))]
+        return posts + [Post(f"boot:{n}", backport_boot_line(p, n)) for n in range(len(p.boots))]
+
+    await _until_ended(client, job_id, now, post_new, poll)
     try:
         result = await client.backport_result(job_id)
     except KbisectError as exc:

@@ -210,6 +210,13 @@ class JobClient:
         except RPCError as exc:
             raise self._not_found(job_id, exc) from exc
 
+    async def status_of(self, job_id: str) -> WorkflowExecutionStatus | None:
+        """The job's state on the server; None: there is no such job."""
+        try:
+            return (await self.describe(job_id)).status
+        except UserError:
+            return None
+
     async def running(self, job_id: str) -> bool:
         return (await self.describe(job_id)).status == WorkflowExecutionStatus.RUNNING
 

@@ -47,17 +47,9 @@ async def request_for(
     )
 
 
-async def state(client: JobClient, explain_job: str) -> WorkflowExecutionStatus | None:
-    """A job's state on the server (an explain or a backport job's); None: there is none."""
-    try:
-        return (await client.describe(explain_job)).status
-    except UserError:
-        return None
-
-
 async def why_of(client: JobClient, job: str) -> list[str] | None:
     """The Why lines of a bisection's explain job, if it ran to an answer."""
-    if await state(client, explain_id(job)) != WorkflowExecutionStatus.COMPLETED:
+    if await client.status_of(explain_id(job)) != WorkflowExecutionStatus.COMPLETED:
         return None
     result: ExplainResult = await client.explain_result(explain_id(job))
     return result.why

@@ -50,7 +50,10 @@ class RecordingJobs:
         return []
 
     async def describe(self, job_id: str) -> None:
-        raise UserError(f"no job {job_id!r}")  # no explain job: the note goes without Why
+        raise UserError(f"no job {job_id!r}")
+
+    async def status_of(self, job_id: str) -> None:
+        return None  # no explain job: the note goes without Why
 
     async def require_workers(self, needs: object, *args: object) -> None:
         return None
