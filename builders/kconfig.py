@@ -1,11 +1,13 @@
 """Config: `make tinyconfig`, then the base and the testcase's fragments, then olddefconfig."""
 
+import dataclasses
 import hashlib
 import os
 import stat
 from contextlib import suppress
 from pathlib import Path
 
+from kbisect.contract import EXPLAIN_ALIGNMENT
 from kbisect.errors import InfraError, UserError
 from kbisect.model import BuildSpec
 
@@ -31,6 +33,18 @@ def distro_config() -> str:
     return (Path(__file__).parent / "distro.config").read_text()
 
 
+def aligned(spec: BuildSpec) -> BuildSpec:
+    """The build with every function aligned to EXPLAIN_ALIGNMENT bytes: gcc's flag for C
+    (a 6.1 tree has no option for it), and the kernel's own option (v6.3+, also for
+    assembly; a tree without it notes it missing in the build log)."""
+    n = EXPLAIN_ALIGNMENT
+    return dataclasses.replace(
+        spec,
+        fragments=(*spec.fragments, f"CONFIG_DEBUG_FORCE_FUNCTION_ALIGNMENT_{n}B=y\n"),
+        cflags=(*spec.cflags, f"-falign-functions={n}"),
+    )
+
+
 def fragments_for(spec: BuildSpec) -> list[str]:
     if spec.base_config:
         return [base_config(), *spec.fragments, distro_config()]
@@ -39,10 +53,12 @@ def fragments_for(spec: BuildSpec) -> list[str]:
 
 def config_hash(spec: BuildSpec, compiler: str) -> str:
     """Key of the build inputs other than the tree: the user's config and the modules it
-    keeps, fragments, arch, target, compiler."""
+    keeps, fragments, arch, target, compiler and its extra flags (none: the key builds
+    without flags had before flags were keyed)."""
     h = hashlib.sha256()
     distro = (spec.base_config, " ".join(spec.modules)) if spec.base_config else ()
-    for part in (*distro, *fragments_for(spec), spec.arch, spec.target, compiler):
+    flags = (f"KCFLAGS={' '.join(spec.cflags)}",) if spec.cflags else ()
+    for part in (*distro, *fragments_for(spec), spec.arch, spec.target, compiler, *flags):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()

@@ -375,6 +375,8 @@ class _MakeRun:
         cc = "ccache gcc" if shutil.which("ccache") else "gcc"
         argv = host_lock.taskset(self.pin)
         argv += ["make", "-C", str(self.src), f"O={self.out}", f"ARCH={self.spec.arch}"]
+        if self.spec.cflags:  # KCFLAGS from the environment is scrubbed: only the spec's
+            argv.append(f"KCFLAGS={' '.join(self.spec.cflags)}")
         self.run([*argv, f"-j{self.jobs}", f"CC={cc}", *targets], progress)
 
     def env(self) -> dict[str, str]:

@@ -25,6 +25,7 @@ VALIDATE_SWEEP = "validate_sweep"
 SERIES_PLAN = "series_plan"
 SERIES_RECORD = "series_record"
 PLAN_BACKPORT = "plan_backport"  # is the change in the target, what it needs, its commits
+CHANGED_FUNCTIONS = "changed_functions"  # the functions a commit's diff touches (explain)
 DECIDE = "decide"  # a local activity: the job's next decision, run by its workflow worker
 WORKFLOW = "BisectWorkflow"
 SWEEP_WORKFLOW = "SweepWorkflow"
@@ -53,6 +54,7 @@ ACTIVITY_QUEUE: dict[str, QueueKind] = {
     SERIES_PLAN: QueueKind.BUILD,  # the host that has the trees and apt keeps the results
     SERIES_RECORD: QueueKind.BUILD,
     PLAN_BACKPORT: QueueKind.BUILD,
+    CHANGED_FUNCTIONS: QueueKind.BUILD,
     TEST: QueueKind.VM,
     DUET: QueueKind.VM,
     TRACE: QueueKind.VM,
@@ -103,6 +105,12 @@ EXPLAIN_LEAST_CHANGE, EXPLAIN_LEAST_POINTS = 10.0, 0.5
 # An explain boot's folded CPU stacks kept in its result, the most sampled first (a
 # Temporal payload stays under 2 MB; sched-pipe's boots fold to about 3,000 stacks)
 EXPLAIN_STACKS = 1000
+# `kbisect explain --alignment`: the pair rebuilt with every function aligned to this many
+# bytes, to tell the change from a shift of the code's layout (LKP's commonest false
+# culprit); it is suggested when the culprit's diff touches none of the culprit's most
+# sampled functions, this many of them.
+EXPLAIN_ALIGNMENT = 64
+EXPLAIN_TOP_FUNCTIONS = 50
 # A series watch is a Temporal Schedule of this id prefix and the watch's name; it looks
 # for new kernels this often unless `--every` says otherwise.
 SERIES_SCHEDULE_PREFIX = "kbisect-series-"
@@ -267,6 +275,7 @@ class BuildRequest:
     testcase: str
     config: str = ""  # the job's --config (a path in the shared cache); "": tinyconfig
     explain: bool = False  # with the diagnostics fragment merged last (an explain boot's)
+    aligned: bool = False  # every function aligned to EXPLAIN_ALIGNMENT bytes
 
 
 @dataclass
@@ -694,6 +703,30 @@ class ExplainRequest:
     boots: int = 0  # of each side; 0: EXPLAIN_BOOTS_TIMING, or _EXACT for a counter
     build_queue: str = DEFAULT_QUEUE[QueueKind.BUILD]
     vm_queue: str = DEFAULT_QUEUE[QueueKind.VM]
+    alignment: bool = False  # also the job's kernels rebuilt aligned, and measured again
+
+
+@dataclass
+class ChangedFunctionsRequest:
+    repo: str
+    commit: str
+
+
+class AlignmentWord(StrEnum):
+    REMAINS = "remains"  # the aligned kernels show it too: the change's own
+    VANISHES = "vanishes"  # they do not: likely a code-layout artifact
+    UNMEASURED = "not measured"  # fewer than two boots a side ran: why, in its line
+
+
+@dataclass
+class AlignmentCheck:
+    """The job's pair rebuilt with aligned functions and booted in turn: does the effect
+    survive?"""
+
+    verdict: AlignmentWord
+    effect: dict[str, Any]  # compare.Change.to_json() of the metric on the aligned kernels
+    boots: int  # of each side that ran
+    line: str  # in words: "remains: -30.1% (95% CI ...)"
 
 
 @dataclass
@@ -753,6 +786,10 @@ class ExplainResult:
     stacks: dict[str, dict[str, int]] = field(default_factory=dict)  # "parent"/"culprit"
     folders: list[str] = field(default_factory=list)  # each boot's, on its VM host
     message: str = ""
+    alignment: AlignmentCheck | None = None  # asked for (--alignment)
+    # a timing culprit whose diff touches none of its most sampled functions: the
+    # alignment check suggested ("": not)
+    suggestion: str = ""
 
 
 # --- backports: the change a bisection found, taken to the kernel that ships ------------

@@ -23,6 +23,7 @@ class BuildSpec:
     # by localmodconfig to `modules`, which are built, kept and loaded in the guest.
     base_config: str = ""
     modules: tuple[str, ...] = ()
+    cflags: tuple[str, ...] = ()  # the compiler's flags beyond the kernel's own (KCFLAGS)
 
 
 @dataclass(frozen=True)

@@ -24,10 +24,12 @@ from temporalio.exceptions import ApplicationError
 from kbisect.backends import Builder, Machine
 from kbisect.builders import artifact_cache, artifact_store, kconfig, prebuilt
 from kbisect.builders.backport_plan import plan_backport
+from kbisect.builders.diff_functions import changed_functions
 from kbisect.builders.sources import inert_commits, read_sources
 from kbisect.builders.verify_commit import make_verify_commit
 from kbisect.contract import (
     BUILD,
+    CHANGED_FUNCTIONS,
     CLASSIFY,
     DUET,
     EXPLAIN,
@@ -43,6 +45,7 @@ from kbisect.contract import (
     BisectRequest,
     BuildRequest,
     BuildResult,
+    ChangedFunctionsRequest,
     ClassifyRequest,
     ClassifyResult,
     DuetRequest,
@@ -168,6 +171,8 @@ class BuildActivities:
     def build_kernel(self, req: BuildRequest) -> BuildResult:
         spec_of = explain_spec if req.explain else build_spec
         spec = spec_of(manifests.load(req.testcase), kconfig.stored_config(req.config))
+        if req.aligned:
+            spec = kconfig.aligned(spec)
         subject = Git(Path(req.repo)).commit_info(req.commit).subject
         activity.logger.info("build %s %s: start", req.commit[:12], subject)
 
@@ -229,6 +234,11 @@ class BuildActivities:
         activity.logger.info("backport of %s to %s: %s", req.change[:12], req.target[:12],
                              plan.message)  # fmt: skip
         return plan
+
+    @activity.defn(name=CHANGED_FUNCTIONS)
+    @typed_failures
+    def changed_functions(self, req: ChangedFunctionsRequest) -> list[str]:
+        return changed_functions(Git(Path(req.repo)), req.commit)
 
     @activity.defn(name=PREPARE_VERIFY)
     @typed_failures

@@ -87,7 +87,7 @@ class JobFailed(ApplicationError):
         super().__init__(message, type=ErrorType.JOB_FAILED, non_retryable=True)
 
 
-async def _on_a_build_host(activity: str, arg: object, result_type: type[R], queue: str) -> R:
+async def on_a_build_host(activity: str, arg: object, result_type: type[R], queue: str) -> R:
     """A git activity on a build host (it has the repository, the trees and apt); bad
     input, or a host that cannot answer after the retries, fails the job in one line."""
     try:
@@ -106,18 +106,18 @@ async def _on_a_build_host(activity: str, arg: object, result_type: type[R], que
 
 async def validate_sweep(req: SweepRequest) -> SweepJob:
     """A sweep's kernels and testcases, resolved on a build host."""
-    return await _on_a_build_host(VALIDATE_SWEEP, req, SweepJob, req.build_queue)
+    return await on_a_build_host(VALIDATE_SWEEP, req, SweepJob, req.build_queue)
 
 
 async def plan_backport(req: BackportRequest) -> BackportPlan:
     """A backport's plan, made on a build host."""
-    return await _on_a_build_host(PLAN_BACKPORT, req, BackportPlan, req.build_queue)
+    return await on_a_build_host(PLAN_BACKPORT, req, BackportPlan, req.build_queue)
 
 
 async def series_plan(watch: SeriesWatch) -> SeriesPlan:
     """A watch's new kernels, found on a build host; a tick that cannot look ends failed,
     and the next tick looks again."""
-    return await _on_a_build_host(SERIES_PLAN, watch, SeriesPlan, watch.build_queue)
+    return await on_a_build_host(SERIES_PLAN, watch, SeriesPlan, watch.build_queue)
 
 
 async def series_record(rec: SeriesRecord, build_queue: str) -> SeriesTick:
@@ -263,13 +263,16 @@ class JobActivities:
         )
         return job
 
-    async def build(self, commit: str, testcase: str, explain: bool = False) -> BuildResult:
-        """`explain`: the kernel an explain boot needs (the diagnostics fragment too)."""
+    async def build(
+        self, commit: str, testcase: str, explain: bool = False, aligned: bool = False
+    ) -> BuildResult:
+        """`explain`: the kernel an explain boot needs (the diagnostics fragment too);
+        `aligned`: every function aligned (an explain job's alignment check)."""
         result: BuildResult = await self.blocking.until_done(
             f"building {commit[:12]}",
             lambda: workflow.execute_activity(
                 BUILD,
-                BuildRequest(self.req.repo, commit, testcase, self.req.config, explain),
+                BuildRequest(self.req.repo, commit, testcase, self.req.config, explain, aligned),
                 result_type=BuildResult,
                 task_queue=self._queue(BUILD),
                 start_to_close_timeout=BUILD_TIMEOUT,

@@ -10,24 +10,32 @@ flame graph. A workflow of its own: the bisection's history stays as it was.
 """
 
 import asyncio
+import statistics
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from kbisect.contract import (
+        CHANGED_FUNCTIONS,
         EXPLAIN_BOOTS_EXACT,
         EXPLAIN_BOOTS_TIMING,
         EXPLAIN_WORKFLOW,
+        AlignmentCheck,
+        AlignmentWord,
         BisectRequest,
+        ChangedFunctionsRequest,
         ExplainBootResult,
         ExplainProgress,
         ExplainRequest,
         ExplainResult,
         SweepRequest,
+        TestResult,
         TestStatus,
+        ValidatedJob,
     )
-    from kbisect.explain.compare import interleaved
+    from kbisect.explain import layout
+    from kbisect.explain.compare import change_of, interleaved
     from kbisect.explain.summary import score, summarise
     from kbisect.workflows.activity_calls import (
         Blocking,
@@ -35,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
         JobFailed,
         ShowsStatus,
         cause,
+        on_a_build_host,
         testcase_job,
         validate_sweep,
     )
@@ -114,6 +123,15 @@ class ExplainWorkflow(ShowsStatus):
             summary = summarise(sides[False], sides[True], tc.metric)
         except ValueError as err:
             raise self._fail(f"{err}: {'; '.join(failed)}") from None
+        alignment, suggestion = None, ""
+        if req.alignment:
+            alignment = await self._aligned(calls, tested, parent, culprit, boots)
+        elif not tc.exact:
+            touched: list[str] = await on_a_build_host(
+                CHANGED_FUNCTIONS, ChangedFunctionsRequest(req.repo, culprit), list[str],
+                req.build_queue,
+            )  # fmt: skip
+            suggestion = layout.suggestion(touched, summary.stacks["culprit"], req.job)
         self._set("done", summary.message)
         return ExplainResult(
             status=summary.status,
@@ -134,4 +152,47 @@ class ExplainWorkflow(ShowsStatus):
             stacks=summary.stacks,
             folders=[b.folder for side in sides.values() for b in side if b.folder],
             message=summary.message,
+            alignment=alignment,
+            suggestion=suggestion,
         )
+
+    async def _aligned(
+        self, calls: JobActivities, job: ValidatedJob, parent: str, culprit: str, boots: int
+    ) -> AlignmentCheck:
+        """The job's own kernels (not the diagnostics ones) rebuilt with aligned functions,
+        then booted in turn as the explain boots were: does the metric's change remain?"""
+        p = self._progress
+        p.planned += 2 * boots
+        self._set("building", "the parent and the culprit with aligned functions")
+        builds = await asyncio.gather(
+            *(calls.build(commit, job.testcase, aligned=True) for commit in (parent, culprit))
+        )
+        built = {}
+        for commit, b in zip((parent, culprit), builds, strict=True):
+            if not b.ok or b.artifact is None:
+                line = f"{commit[:12]} does not build with aligned functions: {b.error}"
+                return AlignmentCheck(AlignmentWord.UNMEASURED, {}, 0, line)
+            built[commit] = b.artifact
+        self._set("booting", f"{boots} boots of each aligned kernel, in turn")
+        values: dict[bool, list[float]] = {False: [], True: []}
+        for is_culprit in interleaved(boots):
+            commit = culprit if is_culprit else parent
+            said = f"boot {len(p.boots) + 1}: aligned {'culprit' if is_culprit else 'parent'} "
+            said += commit[:12]
+            try:
+                got = await calls.test(job, commit, built[commit], job.repetitions)
+            except ActivityError as err:
+                got = TestResult(commit, TestStatus.BOOT_FAILED, error=cause(err))
+            samples = got.samples_of(job.primary)
+            if got.status != TestStatus.OK or not samples:
+                p.boots.append(f"{said} {got.status}: {got.error}")
+                continue
+            values[is_culprit].append(statistics.median(samples))
+            said += f" {job.primary} {values[is_culprit][-1]:.6g} {job.unit}"
+            p.boots.append(said + (f" on {got.host}" if got.host else ""))
+        olds, news = values[False], values[True]
+        ran = min(len(olds), len(news))
+        if ran < 2:
+            line = f"{len(olds)} and {len(news)} aligned boots ran: two a side are the least"
+            return AlignmentCheck(AlignmentWord.UNMEASURED, {}, ran, line)
+        return layout.alignment_check(change_of("metric", job.primary, olds, news), ran)

@@ -24,6 +24,7 @@ from kbisect.cli.job_service import (
 from kbisect.cli.output import note, out
 from kbisect.cli.output_files import checked_output, writing
 from kbisect.contract import (
+    EXPLAIN_ALIGNMENT,
     EXPLAIN_BOOTS_EXACT,
     EXPLAIN_BOOTS_TIMING,
     MAX_BOOTS,
@@ -57,6 +58,7 @@ def _by_hand(args: argparse.Namespace) -> ExplainRequest:
     return ExplainRequest(
         repo=str(git.repo), parent=parent, culprit=culprit, testcase=args.testcase,
         metric=args.metric, profile=args.profile, boots=args.boots or 0,
+        alignment=args.alignment,
     )  # fmt: skip
 
 
@@ -75,9 +77,11 @@ def cmd_explain(args: argparse.Namespace, settings: Settings) -> int:
         else:
             explain_id = explain_job.explain_id(args.job)
             if await ran_before(client, explain_id, args):
-                return await start_stage(client, explain_id, args, None, follow_explain)
+                if not args.alignment or not await explain_job.lacks_alignment(client, args.job):
+                    return await start_stage(client, explain_id, args, None, follow_explain)
+                note("it had no alignment check: explaining again with one")
             req = await explain_job.request_for(
-                client, args.job, args.metric, args.profile, args.boots or 0
+                client, args.job, args.metric, args.profile, args.boots or 0, args.alignment
             )
         start = functools.partial(client.start_explain, req, explain_id)
         return await start_stage(client, explain_id, args, start, follow_explain)
@@ -169,6 +173,12 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
     )
     e.add_argument(
         "--again", action="store_true", help="boot anew though the job was explained before"
+    )
+    e.add_argument(
+        "--alignment",
+        action="store_true",
+        help=f"also rebuild the pair with {EXPLAIN_ALIGNMENT}-byte aligned functions and "
+        "measure again: does the change remain, or was it code layout?",
     )
     e.add_argument(
         "--flame", metavar="SVG", help="also write a differential flame graph of the CPU samples"

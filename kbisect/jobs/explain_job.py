@@ -19,6 +19,7 @@ async def request_for(
     metric: str | None = None,
     profile: str | None = None,
     boots: int = 0,
+    alignment: bool = False,
 ) -> ExplainRequest:
     """The explain request for a finished bisection: its culprit against its first
     parent, on the job's testcase, metric, profile and config. UserError: the job named no
@@ -44,7 +45,17 @@ async def request_for(
         profile=profile or result.profile or None,
         config=req.config if req else "",
         boots=boots,
+        alignment=alignment,
     )
+
+
+async def lacks_alignment(client: JobClient, job: str) -> bool:
+    """Whether the bisection's explain job ended without an alignment check (one that
+    still runs is followed as it is)."""
+    if await client.status_of(explain_id(job)) != WorkflowExecutionStatus.COMPLETED:
+        return False
+    result: ExplainResult = await client.explain_result(explain_id(job))
+    return result.alignment is None
 
 
 async def why_of(client: JobClient, job: str) -> list[str] | None:

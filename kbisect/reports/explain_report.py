@@ -23,6 +23,10 @@ def outcome_lines(r: ExplainResult) -> list[str]:
         f"{r.testcase} on kernels with the diagnostics options"
     )
     lines += [f"failed boot: {f}" for f in r.failed]
+    if r.alignment is not None:
+        lines.append(f"Alignment: {r.alignment.line}")
+    if r.suggestion:
+        lines.append(f"Suggested: {r.suggestion}")
     return lines
 
 

@@ -26,6 +26,7 @@ olddefconfig:
 \t@true
 bzImage:
 \techo built >> $(O)/../make-count
+\techo '$(KCFLAGS)' > $(O)/kcflags
 \t$(CC) -c -o $(O)/main.o main.c
 \techo 'deps_main.o := $(CURDIR)/main.c $$(wildcard include/config/X) /usr/include/stdio.h' \
 > $(O)/.main.o.cmd
@@ -98,6 +99,34 @@ def test_same_tree_and_config_build_once(tree: tuple[Path, dict[str, str]], cach
     assert _make_count(cache) == 1
     other = KernelBuilder().build(repo, c["good"], BuildSpec(fragments=("CONFIG_X=y\n",)))
     assert not other.cached and other.config_hash != first.config_hash
+
+
+def test_an_aligned_build_passes_its_flags_to_make_and_has_a_key_of_its_own(
+    tree: tuple[Path, dict[str, str]], cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`explain --alignment`'s kernels: the spec's compiler flags reach make as KCFLAGS
+    (the environment's own is scrubbed) and are in the artifact's key, so the aligned
+    and the plain kernel of one commit are two cache entries."""
+    from kbisect.builders import kconfig
+
+    repo, c = tree
+    monkeypatch.setenv("KCFLAGS", "-O0")  # a user's: never reaches make
+    plain = KernelBuilder().build(repo, c["good"], SPEC)
+    assert (Path(plain.build_log).parent / "config").exists()
+    slot = next(cache.glob("slots/*/build"))
+    assert (slot / "kcflags").read_text().strip() == ""
+    aligned = KernelBuilder().build(repo, c["good"], kconfig.aligned(SPEC))
+    assert not aligned.cached and aligned.config_hash != plain.config_hash
+    flags = [(p / "kcflags").read_text().strip() for p in cache.glob("slots/*/build")]
+    assert "-falign-functions=64" in flags, flags
+    assert "KCFLAGS=-falign-functions=64" in Path(aligned.build_log).read_text()
+    # the kernel's own option is asked for too (a tree without it notes it missing)
+    assert "CONFIG_DEBUG_FORCE_FUNCTION_ALIGNMENT_64B=y" in Path(aligned.config).read_text()
+    # a spec without flags keeps the key it had before flags were keyed
+    assert kconfig.config_hash(SPEC, "gcc") == kconfig.config_hash(
+        BuildSpec(fragments=SPEC.fragments, cflags=()), "gcc"
+    )
+    assert KernelBuilder().build(repo, c["good"], kconfig.aligned(SPEC)).cached
 
 
 def test_compile_error_is_a_kernel_build_error_and_is_cached(

@@ -6,10 +6,20 @@ import asyncio
 from dataclasses import dataclass, field
 
 import pytest
+from temporalio.client import WorkflowExecutionStatus
 
 from kbisect.cli.explain import explain_after
-from kbisect.contract import BisectRequest, BisectResult, ExplainRequest
+from kbisect.contract import (
+    AlignmentCheck,
+    AlignmentWord,
+    BisectRequest,
+    BisectResult,
+    ExplainRequest,
+    ExplainResult,
+)
+from kbisect.jobs import explain_job
 from kbisect.main import main
+from kbisect.reports import explain_report
 
 
 @dataclass
@@ -75,3 +85,49 @@ def test_bad_input_is_one_line_before_any_service(
     assert main([*argv, "--no-start"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and says in err[0], err
+
+
+def _explained(alignment: AlignmentCheck | None, suggestion: str = "") -> ExplainResult:
+    return ExplainResult(
+        "explained", "/lab", "sched-pipe", "usecs_per_op", "us", "lower", "p" * 40, "c" * 40,
+        ["parent subject", "culprit subject"], job="bisect-x-1", why=["stat system +88%"],
+        boots=5, message="usecs_per_op +48.2%", alignment=alignment, suggestion=suggestion,
+    )  # fmt: skip
+
+
+def test_the_alignment_check_and_its_suggestion_are_lines_of_the_answer() -> None:
+    check = AlignmentCheck(AlignmentWord.VANISHES, {}, 5, "vanishes: +1.0% (95% CI ...)")
+    lines = explain_report.outcome_lines(_explained(check))
+    assert "Alignment: vanishes: +1.0% (95% CI ...)" in lines
+    lines = explain_report.outcome_lines(_explained(None, "a code-layout effect?"))
+    assert lines[-1] == "Suggested: a code-layout effect?"
+    assert not any(line.startswith("Alignment") for line in lines)
+    data = explain_report.to_json(_explained(check), "bisect-x-1-explain")
+    assert data["alignment"]["verdict"] == "vanishes" and data["suggestion"] == ""
+
+
+@pytest.mark.parametrize(
+    ("status", "alignment", "lacks"),
+    [
+        (WorkflowExecutionStatus.COMPLETED, None, True),  # explained again, with the check
+        (
+            WorkflowExecutionStatus.COMPLETED,
+            AlignmentCheck(AlignmentWord.REMAINS, {}, 5, ""),
+            False,
+        ),
+        (WorkflowExecutionStatus.RUNNING, None, False),  # followed as it is
+    ],
+)
+def test_asking_for_the_alignment_check_explains_again_only_a_job_without_one(
+    status: WorkflowExecutionStatus, alignment: AlignmentCheck | None, lacks: bool
+) -> None:
+    class Stored:
+        async def status_of(self, job_id: str) -> WorkflowExecutionStatus:
+            assert job_id == "bisect-x-1-explain"
+            return status
+
+        async def explain_result(self, job_id: str) -> ExplainResult:
+            return _explained(alignment)
+
+    got = asyncio.run(explain_job.lacks_alignment(Stored(), "bisect-x-1"))  # type: ignore[arg-type]
+    assert got == lacks

@@ -19,6 +19,7 @@ from temporalio.exceptions import ApplicationError
 from benchmarks.dags import culprit_is_in, validated_job
 from kbisect.contract import (
     BUILD,
+    CHANGED_FUNCTIONS,
     CLASSIFY,
     DUET,
     EXPLAIN,
@@ -34,6 +35,7 @@ from kbisect.contract import (
     BisectRequest,
     BuildRequest,
     BuildResult,
+    ChangedFunctionsRequest,
     ClassifyRequest,
     ClassifyResult,
     DuetRequest,
@@ -92,6 +94,11 @@ class Scenario:
     boot_user_error: str = ""  # every boot's activity fails with this bad-input error
     explains: list[str] = field(default_factory=list)  # commits of explain boots, in order
     explain_builds: Counter[str] = field(default_factory=Counter)  # diagnostics kernels
+    aligned_builds: Counter[str] = field(default_factory=Counter)  # aligned functions
+    # The culprit's change is code layout's: kernels with aligned functions all read FAST.
+    layout_only: bool = False
+    touched: list[str] = field(default_factory=list)  # the functions every diff changes
+    timing: bool = False  # the sweep's testcases read a timing, not a counter
     noisy: dict[str, list[float]] = field(default_factory=dict)  # values of successive tests
     host_failures: Counter[str] = field(default_factory=Counter)  # builds failing on the host
     # Host trouble that Temporal's retries get past: a build that fails N times with a
@@ -192,6 +199,7 @@ async def build_kernel(req: BuildRequest) -> BuildResult:
     s = SCENARIOS[req.repo]
     s.builds[req.commit] += 1
     s.explain_builds[req.commit] += req.explain
+    s.aligned_builds[req.commit] += req.aligned
     if s.flaky[req.commit] > 0:
         s.flaky[req.commit] -= 1
         raise ApplicationError("make: vfork: Resource temporarily unavailable", type="InfraError")
@@ -213,7 +221,7 @@ async def build_kernel(req: BuildRequest) -> BuildResult:
     art = Artifact(
         commit=req.commit,
         tree="t",
-        config_hash="c",
+        config_hash="aligned" if req.aligned else "c",
         kernel="/k",
         config="/c",
         build_log="/l",
@@ -282,6 +290,8 @@ async def _boot(req: TestRequest, moment: int | None = None) -> TestResult:
         v = SLOW if s.mode == "fix" and not s.same_endpoints else FAST
     elif s.noisy.get(req.commit):
         v = s.noisy[req.commit].pop(0)
+    elif s.layout_only and req.artifact.config_hash == "aligned":
+        v = FAST
     else:
         v = s.value(req.commit)
     if s.pass_fail:
@@ -375,7 +385,15 @@ async def validate_sweep(req: SweepRequest) -> SweepJob:
     metric = PASSED if s.pass_fail else "avg_read_sectors"
     testcases = [
         SweepTestcase(
-            name, metric, "sectors", "higher", "fast", 3, 60.0, exact=True, pass_fail=s.pass_fail
+            name,
+            metric,
+            "sectors",
+            "higher",
+            "fast",
+            3,
+            60.0,
+            exact=not s.timing,
+            pass_fail=s.pass_fail,
         )
         for name in req.testcases
     ]
@@ -435,7 +453,13 @@ async def explain_testcase(req: ExplainBootRequest) -> ExplainBootResult:
     )
 
 
+@activity.defn(name=CHANGED_FUNCTIONS)
+async def changed_functions(req: ChangedFunctionsRequest) -> list[str]:
+    return SCENARIOS[req.repo].touched
+
+
 FAKES = [
+    changed_functions,
     decide,  # the real decisions: the workflow worker's own local activity
     validate_job,
     validate_sweep,

@@ -10,7 +10,13 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from benchmarks.dags import linear
-from kbisect.contract import EXPLAIN_BOOTS_EXACT, ExplainProgress, ExplainRequest, ExplainResult
+from kbisect.contract import (
+    EXPLAIN_BOOTS_EXACT,
+    AlignmentWord,
+    ExplainProgress,
+    ExplainRequest,
+    ExplainResult,
+)
 from kbisect.workflows.bisect_workflow import sandbox_runner
 from kbisect.workflows.explain_workflow import ExplainWorkflow
 from tests.workflows import fakes
@@ -117,3 +123,51 @@ async def test_status_lists_explain_jobs(env: WorkflowEnvironment) -> None:
             break
         await asyncio.sleep(0.2)
     assert any(i.startswith("explain-scenario-") for i in ids), ids
+
+
+async def test_the_alignment_check_rebuilds_the_pair_aligned_and_the_change_remains(
+    env: WorkflowEnvironment,
+) -> None:
+    scenario = Scenario(graph=linear(16), culprit="c9")
+    result, progress = await explain(env, scenario, "c8", "c9", boots=2, alignment=True)
+    # the job's kernels (not the diagnostics ones) rebuilt aligned, booted A B B A
+    assert scenario.aligned_builds == {"c8": 1, "c9": 1}
+    assert scenario.explain_builds == {"c8": 1, "c9": 1}
+    assert scenario.tests == {"c8": 2, "c9": 2}
+    check = result.alignment
+    assert check is not None and check.verdict == AlignmentWord.REMAINS and check.boots == 2
+    assert check.line.startswith("remains: -98.4% (95% CI"), check.line
+    assert "64-byte aligned functions" in check.line
+    assert progress.planned == len(progress.boots) == 8
+    assert progress.boots[4].startswith("boot 5: aligned parent c8 avg_read_sectors 512")
+    assert result.suggestion == ""  # asked for: nothing to suggest
+
+
+async def test_a_change_the_aligned_pair_does_not_show_is_called_a_layout_artifact(
+    env: WorkflowEnvironment,
+) -> None:
+    scenario = Scenario(graph=linear(16), culprit="c9", layout_only=True)
+    result, _ = await explain(env, scenario, "c8", "c9", boots=2, alignment=True)
+    check = result.alignment
+    assert check is not None and check.verdict == AlignmentWord.VANISHES
+    assert "likely a code-layout artifact, not the change" in check.line
+    assert result.status == "explained"  # the diagnostics kernels still show it
+
+
+async def test_the_alignment_check_is_suggested_when_the_diff_misses_the_profile(
+    env: WorkflowEnvironment,
+) -> None:
+    scenario = Scenario(graph=linear(16), culprit="c9", timing=True, touched=["nvme_pace"])
+    result, _ = await explain(env, scenario, "c8", "c9", boots=2)
+    assert result.alignment is None and not +scenario.aligned_builds
+    assert "touches none of its 3 most sampled functions" in result.suggestion
+    # a diff that changes a sampled function (a gcc clone of it) is no layout suspect
+    scenario = Scenario(
+        graph=linear(16), culprit="c9", timing=True, touched=["nvme_queue_rq.isra.0"]
+    )
+    result, _ = await explain(env, scenario, "c8", "c9", boots=2)
+    assert result.suggestion == ""
+    # a counter's change is not a layout suspect: its diff is not even read
+    scenario = Scenario(graph=linear(16), culprit="c9", touched=["nvme_pace"])
+    result, _ = await explain(env, scenario, "c8", "c9", boots=2)
+    assert result.suggestion == ""
