@@ -49,6 +49,7 @@ FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
 MODULES = "modules"  # the build's modules folder, lib/modules/RELEASE, kept under it
 BUILD_LOG, HOST_LOG = "build.log", "host-failure.log"
 SOURCES = "sources.txt"  # the files the build compiled, one a line
+SYSTEM_MAP = "System.map"  # the image's symbols and their addresses, beside it
 
 
 def entry_dir(tree: str, config_hash: str) -> Path:

@@ -261,6 +261,8 @@ def _keep(
             if modules
             else "",
         )
+        if (out / "System.map").is_file():  # beside the image: addresses for its oopses
+            artifact_cache.keep(out / "System.map", adir, artifact_cache.SYSTEM_MAP)
         artifact_cache.store(adir, artifact)
     except OSError as exc:
         kind = DiskFullError if exc.errno in (errno.ENOSPC, errno.EDQUOT) else InfraError

@@ -31,6 +31,7 @@ bzImage:
 \techo 'deps_main.o := $(CURDIR)/main.c $$(wildcard include/config/X) /usr/include/stdio.h' \
 > $(O)/.main.o.cmd
 \tmkdir -p $(O)/arch/x86/boot && cp $(O)/main.o $(O)/arch/x86/boot/bzImage
+\techo 'ffffffff81000000 T main_x' > $(O)/System.map
 """
 MERGE_CONFIG = """#!/bin/sh
 # merge_config.sh -m -O OUT BASE FRAGMENTS...: append the fragments
@@ -127,6 +128,8 @@ def test_an_aligned_build_passes_its_flags_to_make_and_has_a_key_of_its_own(
         BuildSpec(fragments=SPEC.fragments, cflags=()), "gcc"
     )
     assert KernelBuilder().build(repo, c["good"], kconfig.aligned(SPEC)).cached
+    # the image's symbols are kept beside it: where the aligned functions can be seen
+    assert (Path(aligned.kernel).parent / "System.map").read_text().endswith("T main_x\n")
 
 
 def test_compile_error_is_a_kernel_build_error_and_is_cached(

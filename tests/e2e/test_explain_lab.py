@@ -1,7 +1,9 @@
 """`kbisect explain` for real: the lab's culprit (the seed's "NVMe: disallow request
 merges") and its parent built with the diagnostics options and booted in turn in QEMU
 through a dev server and a worker of the test's own. The Why lines must say what the
-seed's engineer found by hand: the origin disk's reads became 8-sector requests."""
+seed's engineer found by hand: the origin disk's reads became 8-sector requests. With
+--alignment the job's own pair is rebuilt with 64-byte aligned functions (their System.map
+shows it) and booted again: a change in the request size is no code-layout artifact."""
 
 import json
 import xml.etree.ElementTree as ET
@@ -9,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from kbisect.contract import EXPLAIN_BOOTS_EXACT
+from kbisect.contract import EXPLAIN_ALIGNMENT, EXPLAIN_BOOTS_EXACT
+from tests.conftest import E2E_CACHE
 from tests.e2e.service import on_own_service
 
 pytestmark = pytest.mark.e2e
@@ -22,7 +25,7 @@ def test_explain_names_the_request_size_the_culprit_changed(
     culprit = str(truth["culprit"])
     flame = tmp_path / "flame.svg"
     args = ["explain", "--repo", str(lab), "--culprit", culprit]
-    args += ["--testcase", "nvme-snapshot-read", "--flame", str(flame)]
+    args += ["--testcase", "nvme-snapshot-read", "--flame", str(flame), "--alignment"]
     proc = on_own_service(tmp_path, args, timeout=1700)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout)
@@ -41,5 +44,28 @@ def test_explain_names_the_request_size_the_culprit_changed(
     assert svg.tag.endswith("svg") and flame.stat().st_size > 2000
     # piped, the progress is a plain line a boot
     boots = [line for line in proc.stderr.splitlines() if line.startswith("boot ")]
-    assert len(boots) == 2 * EXPLAIN_BOOTS_EXACT, proc.stderr[-3000:]
+    assert len(boots) == 4 * EXPLAIN_BOOTS_EXACT, proc.stderr[-3000:]
     assert boots[0].startswith("boot 1: parent ") and boots[1].startswith("boot 2: culprit ")
+    # the alignment check: the job's kernels, aligned, booted in turn; the change remains
+    n = 2 * EXPLAIN_BOOTS_EXACT + 1
+    assert boots[n - 1].startswith(f"boot {n}: aligned parent "), boots
+    check = result["alignment"]
+    assert check["verdict"] == "remains" and check["boots"] == EXPLAIN_BOOTS_EXACT, check
+    assert check["effect"]["change"] < -90, check
+    for commit in (culprit, result["parent"]):
+        assert _aligned_share(commit) > 0.9
+
+
+def _aligned_share(commit: str) -> float:
+    """Of the aligned kernel's text symbols, the share at EXPLAIN_ALIGNMENT-byte
+    boundaries (gcc's default of 16 leaves about a quarter there)."""
+    for meta in (E2E_CACHE / "artifacts").glob("*/meta.json"):
+        art = json.loads(meta.read_text()).get("artifact") or {}
+        log = meta.parent / "build.log"
+        if art.get("commit") == commit and f"KCFLAGS=-falign-functions={EXPLAIN_ALIGNMENT}" in (
+            log.read_text(errors="replace") if log.exists() else ""
+        ):
+            text = [line.split() for line in (meta.parent / "System.map").read_text().splitlines()]
+            funcs = [int(a, 16) for a, kind, *_ in text if kind in "tT"]
+            return sum(a % EXPLAIN_ALIGNMENT == 0 for a in funcs) / len(funcs)
+    raise AssertionError(f"no aligned build of {commit} in {E2E_CACHE}")
