@@ -6,7 +6,6 @@ import argparse
 import functools
 import json
 import uuid
-from collections import Counter
 from pathlib import Path
 
 from kbisect.cli.job_service import (
@@ -126,16 +125,8 @@ def show_result(result: ExplainResult, explain_id: str, args: argparse.Namespace
     """The answer on stdout; `--flame` (explain's own option: watch, report and bisect have
     none) draws the flame graph too."""
     if getattr(args, "flame", None):
-        from kbisect.reports.flame_diff import write_flame_diff
-
-        title = f"{result.testcase}: {result.culprit[:12]} against {result.parent[:12]}"
         with writing(Path(args.flame), "--flame"):
-            path = write_flame_diff(
-                Counter(result.stacks.get("parent", {})), Counter(result.stacks.get("culprit", {})),
-                title,
-                Path(args.flame),
-            )  # fmt: skip
-            note(f"flame graph: {path}")
+            note(f"flame graph: {explain_report.write_flame(result, Path(args.flame))}")
     if args.json:
         out(json.dumps(explain_report.to_json(result, explain_id), indent=2))
         return

@@ -10,7 +10,7 @@ loop, so a fetch that hangs holds one thread and never the door's other hooks or
 import asyncio
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ParamSpec, TypeVar
 
@@ -24,6 +24,7 @@ from kbisect.jobs import backport_job, explain_job
 from kbisect.jobs.client import JobClient, check_job_id
 from kbisect.jobs.request import checked_request
 from kbisect.reports.backport_report import outcome_lines as backport_outcome
+from kbisect.reports.explain_report import flame_svg
 from kbisect.reports.explain_report import outcome_lines as explain_outcome
 from kbisect.reports.job_report import markdown
 from kbisect.reports.lines import outcome_lines
@@ -58,11 +59,21 @@ def check_origin(job: str, owns: Owns) -> None:
         )
 
 
+@dataclass(frozen=True)
+class Attachment:
+    """A file a reply posts beside its text (a flame graph)."""
+
+    name: str
+    data: bytes
+    mimetype: str
+
+
 @dataclass
 class Reply:
     text: str
     job_id: str | None = None  # the job this command started
     ok: bool = True
+    files: list[Attachment] = field(default_factory=list)
 
 
 async def execute(cmd: Command, client: JobClient, settings: Settings, owns: Owns) -> Reply:
@@ -100,7 +111,7 @@ async def _execute(cmd: Command, client: JobClient, settings: Settings, owns: Ow
             "here write: sru JOB [series=jammy] [bug=N]"
         )
     if cmd.verb == "explain":
-        return Reply(await _explain(client, job))
+        return await _explain(client, job)
     if cmd.verb == "backport":
         return await _backport(client, job, cmd.one("target") or "")
     result = await client.result(job)
@@ -154,24 +165,28 @@ async def _ran(
     return None
 
 
-async def _explain(client: JobClient, job: str) -> str:
-    """The job's explain job: its answer once it has one, how far it is while it runs,
-    else started (asked again, the command shows it)."""
+async def _explain(client: JobClient, job: str) -> Reply:
+    """The job's explain job: its answer and flame graph once it has one, how far it is
+    while it runs, else started (asked again, the command shows it)."""
     eid = explain_job.explain_id(job)
+    files: list[Attachment] = []
 
     async def answer() -> str:
-        return "\n".join(explain_outcome(await client.explain_result(eid)))
+        result = await client.explain_result(eid)
+        svg = await off_loop(flame_svg, result)
+        files.append(Attachment(f"{eid}-flame.svg", svg.encode(), "image/svg+xml"))
+        return "\n".join(explain_outcome(result))
 
     async def how_far() -> str:
         p = await client.explain_progress(eid)
         return f"{eid} is {p.status}: {len(p.boots)} of {p.planned} explain boots so far"
 
     if (said := await _ran(client, eid, answer, how_far)) is not None:
-        return said
+        return Reply(said, files=files)
     req = await explain_job.request_for(client, job)
     await client.require_workers(client.needs())
     await client.start_explain(req, eid)
-    return f"started {eid}: {client.job_url(eid)} ('explain {job}' again shows the answer)"
+    return Reply(f"started {eid}: {client.job_url(eid)} ('explain {job}' again shows the answer)")
 
 
 async def _backport(client: JobClient, job: str, target: str) -> Reply:

@@ -224,13 +224,22 @@ class GitLabDoor:
             except Exception as exc:  # a note must never be left unanswered
                 log.exception("command %r", text)
                 reply = Reply(text=failure_text(exc), ok=False)
-            note = await self._note(target, reply.text)
+            note = await self._note(target, await self._with_files(target, reply))
             if reply.job_id:
                 progress = await self._note(target, f"kbisect `{reply.job_id}`: waiting to start")
                 self.followed[reply.job_id] = FollowedJob(target=target, progress_note=progress)
                 self._save()
                 self._spawn(self._follow(reply.job_id))
             log.info("%s: %s -> note %s", author, text.split(" ", 1)[0], note)
+
+    async def _with_files(self, target: Target, reply: Reply) -> str:
+        """The reply's text, and its files uploaded to the project, each a markdown link."""
+        project = self.gl.projects.get(target.project, lazy=True)
+        links = []
+        for f in reply.files:
+            up = await asyncio.to_thread(project.upload, f.name, filedata=f.data)
+            links.append(up["markdown"])
+        return "\n\n".join([reply.text, *links])
 
     def _refusal(self, author: str, count: int) -> str | None:
         if self.config.allowed and author not in self.config.allowed:

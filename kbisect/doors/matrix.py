@@ -221,6 +221,9 @@ class MatrixBot:
         log.info("%s in %s: %s", event.sender, room, cmd.verb)
         reply = await execute(cmd, self.jobs, self.settings, self.state.jobs.__contains__)
         root = await self._reply(room, event.event_id, reply.text)
+        for f in reply.files:  # a flame graph beside an explain job's answer
+            if root is None or not await self._post_file(room, root, f.name, f.data, f.mimetype):
+                break
         if cmd.verb == "sru" and reply.ok and root:
             await self._post_sru_patch(room, root, cmd)
         if reply.job_id and root:
@@ -242,28 +245,8 @@ class MatrixBot:
                 await self._send(room, _notice(text, thread(root)), tx_id=None)
                 return
             for f in done.files:
-                data = f.read_bytes()
-                up, _ = await self.nio.upload(
-                    io.BytesIO(data),
-                    content_type="text/x-diff",
-                    filename=f.name,
-                    filesize=len(data),
-                )
-                if not isinstance(up, UploadResponse):
-                    log.warning("could not upload %s: %s", f.name, up)
-                    await self._send(
-                        room, _notice(f"could not upload {f.name}", thread(root)), None
-                    )
+                if not await self._post_file(room, root, f.name, f.read_bytes(), "text/x-diff"):
                     return
-                content = {
-                    "msgtype": "m.file",
-                    "body": f.name,
-                    "filename": f.name,
-                    "url": up.content_uri,
-                    "info": {"mimetype": "text/x-diff", "size": len(data)},
-                    "m.relates_to": thread(root),
-                }
-                await self._send(room, content, tx_id=None)
         where = done.target_name
         if where != done.target[:12]:
             where += f" ({done.target[:12]})"
@@ -271,6 +254,26 @@ class MatrixBot:
         if done.checkpatch:
             lines.append(f"checkpatch: {done.checkpatch}")
         await self._send(room, _notice("\n".join(lines + done.notes), thread(root)), None)
+
+    async def _post_file(self, room: str, root: str, name: str, data: bytes, mimetype: str) -> bool:
+        """A file in the thread of root; False (and a line saying so) if it did not go."""
+        up, _ = await self.nio.upload(
+            io.BytesIO(data), content_type=mimetype, filename=name, filesize=len(data)
+        )
+        if not isinstance(up, UploadResponse):
+            log.warning("could not upload %s: %s", name, up)
+            await self._send(room, _notice(f"could not upload {name}", thread(root)), None)
+            return False
+        content = {
+            "msgtype": "m.file",
+            "body": name,
+            "filename": name,
+            "url": up.content_uri,
+            "info": {"mimetype": mimetype, "size": len(data)},
+            "m.relates_to": thread(root),
+        }
+        await self._send(room, content, tx_id=None)
+        return True
 
     async def _reply(self, room: str, to: str, text: str) -> str | None:
         reply_to = {"m.in_reply_to": {"event_id": to}}

@@ -2,9 +2,12 @@
 boots; as JSON for tools. Pure."""
 
 import dataclasses
+from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from kbisect.contract import ExplainResult
+from kbisect.reports.flame_diff import flame_diff_svg, write_flame_diff
 
 
 def headline(r: ExplainResult) -> str:
@@ -36,3 +39,18 @@ def to_json(r: ExplainResult, job_id: str) -> dict[str, Any]:
     out = dataclasses.asdict(r)
     out.pop("stacks")
     return {"id": job_id, **out}
+
+
+def _flame_input(r: ExplainResult) -> tuple[Counter[str], Counter[str], str]:
+    title = f"{r.testcase}: {r.culprit[:12]} against {r.parent[:12]}"
+    return Counter(r.stacks.get("parent", {})), Counter(r.stacks.get("culprit", {})), title
+
+
+def flame_svg(r: ExplainResult) -> str:
+    """The differential flame graph of the two sides' CPU samples, as SVG text."""
+    return flame_diff_svg(*_flame_input(r))
+
+
+def write_flame(r: ExplainResult, path: Path) -> Path:
+    """flame_svg() in a file (its folders made); the path."""
+    return write_flame_diff(*_flame_input(r), path)

@@ -1,0 +1,120 @@
+"""`explain JOB` in a door, once the explain job has its answer: the Why lines, and the
+differential flame graph as a file (Matrix: in the reply's thread; GitLab: uploaded to the
+project, linked in the note). The homeserver and GitLab are recording stand-ins here: what
+counts is what the door uploads and posts (a real Synapse runs in test_matrix_bot.py)."""
+
+import io
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from nio import RoomSendResponse, UploadResponse
+from temporalio.client import WorkflowExecutionStatus
+
+from kbisect.contract import ExplainResult
+from kbisect.doors.actions import Attachment, Reply, execute
+from kbisect.doors.gitlab import GitLabDoor, Target
+from kbisect.doors.grammar import parse
+from kbisect.doors.matrix import BotConfig, JobThread, MatrixBot
+from kbisect.settings import Settings
+
+STACKS = {
+    "parent": {"dd;vfs_read;filemap_read": 90, "swapper;do_idle": 10},
+    "culprit": {"dd;vfs_read;filemap_read": 40, "dd;vfs_read;nvme_setup_cmd;delay_tsc": 50},
+}
+
+
+def _explained() -> ExplainResult:
+    return ExplainResult(
+        "explained", "/lab", "nvme-snapshot-read", "throughput", "MB/s", "higher",
+        "p" * 40, "c" * 40, ["parent", "culprit"], job="bisect-x-1",
+        why=["self time in delay_tsc: 0% -> 11.6% of samples"], boots=5,
+        message="throughput -25.8%", stacks=STACKS,
+    )  # fmt: skip
+
+
+@dataclass
+class Jobs:
+    """A finished bisection whose explain job has its answer."""
+
+    asked: list[str] = field(default_factory=list)
+
+    async def status_of(self, job_id: str) -> WorkflowExecutionStatus:
+        self.asked.append(job_id)
+        return WorkflowExecutionStatus.COMPLETED
+
+    async def explain_result(self, job_id: str) -> ExplainResult:
+        return _explained()
+
+
+def _ours(job: str) -> bool:
+    return True
+
+
+@pytest.mark.asyncio
+async def test_an_explained_job_replies_with_its_why_and_its_flame_graph(tmp_path: Path) -> None:
+    settings = Settings.from_env({"KBISECT_DATA": str(tmp_path / "d")})
+    jobs = Jobs()
+    reply = await execute(parse("explain bisect-x-1"), jobs, settings, _ours)  # type: ignore[arg-type]
+    assert jobs.asked == ["bisect-x-1-explain"]
+    assert "self time in delay_tsc: 0% -> 11.6% of samples" in reply.text
+    (flame,) = reply.files
+    assert flame.name == "bisect-x-1-explain-flame.svg" and flame.mimetype == "image/svg+xml"
+    svg = ET.fromstring(flame.data)
+    assert svg.tag.endswith("svg") and b"delay_tsc" in flame.data
+
+
+@dataclass
+class Homeserver:
+    uploads: list[tuple[str, str, bytes]] = field(default_factory=list)
+    sent: list[dict[str, Any]] = field(default_factory=list)
+
+    async def upload(self, data: io.BytesIO, **kw: Any) -> tuple[UploadResponse, None]:
+        self.uploads.append((kw["filename"], kw["content_type"], data.read()))
+        return UploadResponse(f"mxc://hs/{len(self.uploads)}"), None
+
+    async def room_send(self, room: str, kind: str, content: dict[str, Any], tx_id: Any) -> Any:
+        self.sent.append(content)
+        return RoomSendResponse(f"$e{len(self.sent)}", room)
+
+
+@pytest.mark.asyncio
+async def test_matrix_posts_the_flame_graph_in_the_thread_of_the_answer(tmp_path: Path) -> None:
+    config = BotConfig(
+        homeserver="http://127.0.0.1:1", user="@bot:hs", password="x", rooms=["!r:hs"],
+        allowed=["@alice:hs"], state=tmp_path / "state.json",
+    )  # fmt: skip
+    bot = MatrixBot(config, Settings.from_env({"KBISECT_DATA": str(tmp_path / "d")}))
+    hs = Homeserver()
+    bot.nio = hs  # type: ignore[assignment]
+    bot.jobs = Jobs()  # type: ignore[assignment]
+    bot.state.jobs["bisect-x-1"] = JobThread(room="!r:hs", root="$job")  # started here
+    event = SimpleNamespace(sender="@alice:hs", event_id="$ask")
+    await bot._obey("!r:hs", event, "explain bisect-x-1")  # type: ignore[arg-type]
+    answer, flame = hs.sent
+    assert answer["body"].startswith("explained: cccccccccccc") and "delay_tsc" in answer["body"]
+    ((name, mimetype, data),) = hs.uploads
+    assert (name, mimetype) == ("bisect-x-1-explain-flame.svg", "image/svg+xml")
+    assert data.startswith(b"<svg") or b"<svg" in data[:200]
+    assert flame["msgtype"] == "m.file" and flame["url"] == "mxc://hs/1"
+    assert flame["m.relates_to"]["event_id"] == "$e1"  # in the answer's thread
+
+
+@pytest.mark.asyncio
+async def test_gitlab_links_the_uploaded_flame_graph_in_the_note() -> None:
+    uploads: list[tuple[str, bytes]] = []
+
+    class Project:
+        def upload(self, filename: str, filedata: bytes) -> dict[str, str]:
+            uploads.append((filename, filedata))  # python-gitlab's documented call
+            return {"markdown": f"[{filename}](/uploads/abc/{filename})"}
+
+    door = GitLabDoor.__new__(GitLabDoor)
+    door.gl = SimpleNamespace(projects=SimpleNamespace(get=lambda *a, **k: Project()))  # type: ignore[assignment]
+    reply = Reply("explained: ...", files=[Attachment("j-flame.svg", b"<svg/>", "image/svg+xml")])
+    body = await door._with_files(Target(7, "issue", 1, "main"), reply)
+    assert uploads == [("j-flame.svg", b"<svg/>")]
+    assert body == "explained: ...\n\n[j-flame.svg](/uploads/abc/j-flame.svg)"
