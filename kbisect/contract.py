@@ -541,6 +541,7 @@ class SweepTestcase:
     test_timeout: float
     exact: bool = False  # a counter: its boots repeat
     pass_fail: bool = False  # a verdict, not a score (only a backport takes one)
+    disks: bool = False  # it reads or writes disks of its own: blktrace can trace it
 
 
 @dataclass

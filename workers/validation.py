@@ -89,6 +89,7 @@ def validate_sweep(req: SweepRequest) -> SweepJob:
                 test_timeout=manifest.timeout_for(repetitions),
                 exact=manifest.metrics[primary].exact,
                 pass_fail=manifest.pass_fail,
+                disks=bool(manifest.disks),
             )
         )
     if not testcases:

@@ -32,11 +32,13 @@ with workflow.unsafe.imports_passed_through():
         SweepRequest,
         TestResult,
         TestStatus,
+        TraceResult,
         ValidatedJob,
     )
-    from kbisect.explain import layout
+    from kbisect.explain import layout, traced
     from kbisect.explain.compare import change_of, interleaved
     from kbisect.explain.summary import score, summarise
+    from kbisect.model import Artifact
     from kbisect.workflows.activity_calls import (
         Blocking,
         JobActivities,
@@ -118,6 +120,8 @@ class ExplainWorkflow(ShowsStatus):
             else:
                 failed.append(f"{name} {commit[:12]}: {got.status}: {got.error}")
                 p.boots.append(f"boot {n}: {name} {commit[:12]} {got.status}: {got.error}")
+        if tc.disks:
+            await self._traced(calls, tested, built, sides, boots, failed)
         self._set("comparing")
         try:
             summary = summarise(sides[False], sides[True], tc.metric)
@@ -155,6 +159,40 @@ class ExplainWorkflow(ShowsStatus):
             alignment=alignment,
             suggestion=suggestion,
         )
+
+    async def _traced(
+        self,
+        calls: JobActivities,
+        job: ValidatedJob,
+        built: dict[str, Artifact],
+        sides: dict[bool, list[ExplainBootResult]],
+        boots: int,
+        failed: list[str],
+    ) -> None:
+        """Traced boots of the explain kernels (blktrace, one repetition: the tracer slows
+        I/O, so apart from the explain boots), in turn; each one's figures join the
+        statistics of one explain boot of its side, as the source "blktrace"."""
+        p = self._progress
+        p.planned += 2 * boots
+        self._set("tracing", f"{boots} traced boots of each (blktrace, one repetition)")
+        commits = {False: p.parent, True: p.culprit}
+        joined = {side: [b for b in sides[side] if b.status == TestStatus.OK and b.samples]
+                  for side in sides}  # fmt: skip
+        for is_culprit in interleaved(boots):
+            commit = commits[is_culprit]
+            name = f"traced {'culprit' if is_culprit else 'parent'} {commit[:12]}"
+            said = f"boot {len(p.boots) + 1}: {name}"
+            try:
+                got = await calls.trace(job, commit, built[commit])
+            except ActivityError as err:
+                got = TraceResult(commit, error=cause(err))
+            if got.error or not got.diagnostics:
+                failed.append(f"{name}: {got.error or 'no trace'}")
+                p.boots.append(f"{said}: {got.error or 'no trace'}")
+                continue
+            if joined[is_culprit]:
+                joined[is_culprit].pop(0).stats[traced.SOURCE] = traced.trace_stats(got.diagnostics)
+            p.boots.append(f"{said}: {traced.trace_line(got.diagnostics)}")
 
     async def _aligned(
         self, calls: JobActivities, job: ValidatedJob, parent: str, culprit: str, boots: int

@@ -99,6 +99,7 @@ class Scenario:
     layout_only: bool = False
     touched: list[str] = field(default_factory=list)  # the functions every diff changes
     timing: bool = False  # the sweep's testcases read a timing, not a counter
+    disks: bool = False  # ... and have disks of their own (blktrace can trace them)
     noisy: dict[str, list[float]] = field(default_factory=dict)  # values of successive tests
     host_failures: Counter[str] = field(default_factory=Counter)  # builds failing on the host
     # Host trouble that Temporal's retries get past: a build that fails N times with a
@@ -394,6 +395,7 @@ async def validate_sweep(req: SweepRequest) -> SweepJob:
             60.0,
             exact=not s.timing,
             pass_fail=s.pass_fail,
+            disks=s.disks,
         )
         for name in req.testcases
     ]
@@ -414,6 +416,7 @@ async def trace_testcase(req: TraceRequest) -> TraceResult:
         "requests": 10,
         "merges": 0,
         "sectors": {str(int(v)): 10},
+        "avg_request_sectors": v,
     }
     return TraceResult(req.commit, {"folder": f"/runs/{req.commit}", "disks": {"origin": disk}})
 

@@ -171,3 +171,24 @@ async def test_the_alignment_check_is_suggested_when_the_diff_misses_the_profile
     scenario = Scenario(graph=linear(16), culprit="c9", touched=["nvme_pace"])
     result, _ = await explain(env, scenario, "c8", "c9", boots=2)
     assert result.suggestion == ""
+
+
+async def test_a_testcase_with_disks_gets_traced_boots_whose_figures_are_compared(
+    env: WorkflowEnvironment,
+) -> None:
+    scenario = Scenario(graph=linear(16), culprit="c9", disks=True, broken_trace={"c8"})
+    result, progress = await explain(env, scenario, "c8", "c9", boots=2)
+    assert scenario.traces == ["c8", "c9", "c9", "c8"]  # after the explain boots, in turn
+    assert progress.planned == len(progress.boots) == 8
+    assert progress.boots[5] == (
+        "boot 6: traced culprit c9: nvme0n1 10 requests of 8 sectors, 0 merges"
+    )
+    # the parent's traces failed: said, and no blktrace figure compared on half the boots
+    assert "traced parent c8: the traced run left no readable trace" in result.failed
+    assert not [c for c in result.comparison["changes"] if c["source"] == "blktrace"]
+    scenario = Scenario(graph=linear(16), culprit="c9", disks=True)
+    result, _ = await explain(env, scenario, "c8", "c9", boots=2)
+    changes = {c["name"]: c for c in result.comparison["changes"] if c["source"] == "blktrace"}
+    size = changes["nvme0n1 request size (sectors)"]
+    assert (size["parent"], size["culprit"]) == (512, 8), changes
+    assert changes["nvme0n1 Q2C avg ms"]["culprit"] == 9.0
