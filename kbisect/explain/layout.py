@@ -52,7 +52,7 @@ def alignment_check(effect: Change, boots: int) -> AlignmentCheck:
     else:
         said = f"{effect.change:+.1f}% (95% CI {low:+.1f}% to {high:+.1f}%)"
         verdict = AlignmentWord.VANISHES if low <= 0 <= high else AlignmentWord.REMAINS
-    aligned = f"with {EXPLAIN_ALIGNMENT}-byte aligned functions, {boots} boots a side"
+    aligned = f"with {EXPLAIN_ALIGNMENT}-byte aligned functions (built -O2), {boots} boots a side"
     if verdict == AlignmentWord.REMAINS:
         line = f"remains: {said} {aligned}"
     else:

@@ -109,11 +109,31 @@ def trace_lines(result: SweepResult, pair: SweepPair) -> list[str]:
     return [compare(ta[disk], tb[disk]) for disk in ta if disk in tb]
 
 
+def verdicts_text(pairs: list[SweepPair]) -> str:
+    """The pairs summed up: "no change" only when every pair is the same; a pair that
+    cannot tell is never read as no change (its largest effect not ruled out said)."""
+    changed = sum(p.verdict == PairWord.CHANGED for p in pairs)
+    unsure = [p for p in pairs if p.verdict == PairWord.CANNOT_TELL]
+    if not changed and not unsure:
+        return "no change"
+    head = f"{changed} of {len(pairs)} pairs changed"
+    if not unsure:
+        return head
+    bounds = sorted(p.bound for p in unsure if p.bound is not None)
+    head += f", {len(unsure)} cannot tell"
+    if bounds:
+        said = ", ".join(f"{b:.0%}" for b in bounds[:-1])
+        said = f"{said} and {bounds[-1]:.0%}" if said else f"{bounds[-1]:.0%}"
+        head += f" (effects up to {said} not ruled out)"
+    return head
+
+
 def summary_line(result: SweepResult) -> str:
-    changed = [p for p in result.pairs if p.verdict == PairWord.CHANGED]
     ran = sum(b.value is not None for b in result.boots)
-    head = f"{len(changed)} of {len(result.pairs)} pairs changed" if changed else "no change"
-    return f"{head}; {ran} boots of {len(result.kernels)} kernels (at most {result.budget} each)"
+    return (
+        f"{verdicts_text(result.pairs)}; {ran} boots of {len(result.kernels)} kernels "
+        f"(at most {result.budget} each)"
+    )
 
 
 def rows(result: SweepResult) -> list[list[str]]:
