@@ -13,6 +13,7 @@ from kbisect.contract import (
     SeriesTick,
     SeriesWatch,
 )
+from kbisect.decide.sweep import verdicts_text
 from kbisect.settings import Settings
 from kbisect.workers import series_store
 from kbisect.workers.activities import typed_failures
@@ -35,7 +36,7 @@ class SeriesActivities:
         kept = series_store.Kept(series_store.path(self.settings, rec.watch))
         alerts = kept.record(rec)
         kept.save()
-        message = f"{len(alerts)} change(s) in {len(rec.series)} kernels"
+        message = f"{verdicts_text(rec.result.pairs)} in {len(rec.series)} kernels"
         return SeriesTick(rec.watch, rec.sweep, rec.series, alerts, kept.kept(), message)
 
 

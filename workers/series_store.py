@@ -96,12 +96,15 @@ class Kept:
 
 
 def alerts_of(rec: SeriesRecord) -> list[SeriesAlert]:
+    """A changed pair is an alert; so is a pair that could not decide (silence would read
+    as all clear), under a key of its own: a later tick that decides it alerts again."""
     alerts = []
     for pair in rec.result.pairs:
-        if pair.verdict != PairWord.CHANGED:
+        if pair.verdict == PairWord.SAME:
             continue
         old, new = rec.series[pair.old], rec.series[pair.new]
         key = "/".join([rec.watch, old.key, new.key, pair.testcase, pair.metric])
+        key += "/undecided" * (pair.verdict == PairWord.CANNOT_TELL)
         alerts.append(SeriesAlert(key, rec.watch, rec.sweep, old.name, new.name, pair))
     return alerts
 

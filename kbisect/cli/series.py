@@ -14,7 +14,7 @@ from kbisect.builders.trees import Trees
 from kbisect.cli.job_service import no_start, with_client
 from kbisect.cli.output import note, out
 from kbisect.cli.sweep import checked_measure, measure_options
-from kbisect.contract import DEFAULT_SERIES_EVERY_MINUTES, SeriesWatch
+from kbisect.contract import DEFAULT_SERIES_EVERY_MINUTES, PairWord, SeriesWatch
 from kbisect.errors import UserError
 from kbisect.jobs import series_client
 from kbisect.jobs.client import JobClient
@@ -117,7 +117,8 @@ def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
             what = t.result.message if t.result else t.error
             out(f"tick {t.id} {t.state} {when}: {what}".rstrip(": "))
             for alert in t.result.alerts if t.result else []:
-                out(f"alert {alert_line(alert)}")
+                undecided = alert.pair.verdict == PairWord.CANNOT_TELL
+                out(f"{'undecided' if undecided else 'alert'} {alert_line(alert)}")
         kept = next((t.result.kept for t in ticks if t.result and t.result.kept), None)
         for kernel, figures in (kept or {}).items():
             boots = ", ".join(f"{tc} {n}" for tc, n in figures.items()) or "baseline, no boots"

@@ -195,3 +195,22 @@ class Sweep:
                 pair.message = f"{p.why}; {verdict.message}" if p.why else verdict.message
             out.append(pair)
         return out
+
+
+def verdicts_text(pairs: list[SweepPair]) -> str:
+    """The pairs summed up: "no change" only when every pair is the same; a pair that
+    cannot tell is never read as no change (its largest effect not ruled out said)."""
+    changed = sum(p.verdict == PairWord.CHANGED for p in pairs)
+    unsure = [p for p in pairs if p.verdict == PairWord.CANNOT_TELL]
+    if not changed and not unsure:
+        return "no change"
+    head = f"{changed} of {len(pairs)} pairs changed"
+    if not unsure:
+        return head
+    bounds = sorted(p.bound for p in unsure if p.bound is not None)
+    head += f", {len(unsure)} cannot tell"
+    if bounds:
+        said = ", ".join(f"{b:.0%}" for b in bounds[:-1])
+        said = f"{said} and {bounds[-1]:.0%}" if said else f"{bounds[-1]:.0%}"
+        head += f" (effects up to {said} not ruled out)"
+    return head

@@ -7,6 +7,7 @@ from typing import Any
 
 from kbisect.contract import PairWord, SeriesAlert, SweepPair, SweepResult
 from kbisect.decide.stats import robust_mean, t_quantile, trimmed, winsorized_ss
+from kbisect.decide.sweep import verdicts_text
 from kbisect.testcases.blocktrace import compare, traces_of
 
 
@@ -85,7 +86,11 @@ def alert_line(alert: SeriesAlert) -> str:
 def alert_lines(alert: SeriesAlert, result: SweepResult) -> list[str]:
     """An alert as the doors post it: its line, the pair's traces, the report command."""
     traced = [f"trace {line}" for line in trace_lines(result, alert.pair)]
-    return [f"kbisect alert: {alert_line(alert)}", *traced, f"kbisect report {alert.sweep}"]
+    if alert.pair.verdict == PairWord.CANNOT_TELL:
+        head = f"kbisect could not decide: {alert_line(alert)}"
+    else:
+        head = f"kbisect alert: {alert_line(alert)}"
+    return [head, *traced, f"kbisect report {alert.sweep}"]
 
 
 def pair_text(pair: SweepPair, old: str, new: str) -> str:
@@ -107,25 +112,6 @@ def trace_lines(result: SweepResult, pair: SweepPair) -> list[str]:
         return [f"no comparison: {old.get('error') or new.get('error')}"]
     ta, tb = traces_of(old), traces_of(new)
     return [compare(ta[disk], tb[disk]) for disk in ta if disk in tb]
-
-
-def verdicts_text(pairs: list[SweepPair]) -> str:
-    """The pairs summed up: "no change" only when every pair is the same; a pair that
-    cannot tell is never read as no change (its largest effect not ruled out said)."""
-    changed = sum(p.verdict == PairWord.CHANGED for p in pairs)
-    unsure = [p for p in pairs if p.verdict == PairWord.CANNOT_TELL]
-    if not changed and not unsure:
-        return "no change"
-    head = f"{changed} of {len(pairs)} pairs changed"
-    if not unsure:
-        return head
-    bounds = sorted(p.bound for p in unsure if p.bound is not None)
-    head += f", {len(unsure)} cannot tell"
-    if bounds:
-        said = ", ".join(f"{b:.0%}" for b in bounds[:-1])
-        said = f"{said} and {bounds[-1]:.0%}" if said else f"{bounds[-1]:.0%}"
-        head += f" (effects up to {said} not ruled out)"
-    return head
 
 
 def summary_line(result: SweepResult) -> str:

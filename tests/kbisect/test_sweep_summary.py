@@ -4,7 +4,8 @@ cannot tell is said, with the largest effect its boots do not rule out."""
 import pytest
 
 from kbisect.contract import PairWord, SweepPair, SweepResult
-from kbisect.reports.sweep_report import summary_line, verdicts_text
+from kbisect.decide.sweep import verdicts_text
+from kbisect.reports.sweep_report import summary_line
 
 
 def _pair(verdict: PairWord, bound: float | None = None, k: int = 0) -> SweepPair:

@@ -163,3 +163,22 @@ def test_first_look_is_a_baseline_then_only_newer_tags_are_swept_and_kept_once(
 def test_a_watch_of_a_missing_tree_is_one_line(settings: Settings) -> None:
     with pytest.raises(UserError, match="no tree 'nope': add it with"):
         plan(SeriesWatch("w", ["t"], tree="nope"), settings)
+
+
+def test_a_pair_that_cannot_tell_is_an_alert_of_its_own_kind(settings: Settings) -> None:
+    from kbisect.contract import SeriesKernel
+    from kbisect.reports.sweep_report import alert_lines
+
+    series = [SeriesKernel(f"v{k}", f"tag:v{k}", f"c{k}") for k in range(3)]
+    result = _result(3, changed_at=2)
+    result.pairs[0].verdict, result.pairs[0].bound = PairWord.CANNOT_TELL, 0.48
+    kept = series_store.Kept(series_store.path(settings, "w"))
+    alerts = kept.record(SeriesRecord("w", "sweep-1", series, result))
+    assert [(a.old, a.new, a.pair.verdict) for a in alerts] == [
+        ("v0", "v1", PairWord.CANNOT_TELL),
+        ("v1", "v2", PairWord.CHANGED),
+    ]
+    assert alerts[0].key.endswith("/undecided") and not alerts[1].key.endswith("/undecided")
+    head = alert_lines(alerts[0], result)[0]
+    assert head.startswith("kbisect could not decide: w: t m: v0 -> v1: cannot tell"), head
+    assert alert_lines(alerts[1], result)[0].startswith("kbisect alert: w: t m: v1 -> v2")
