@@ -22,6 +22,7 @@ from kbisect.cli.output_files import checked_output, writing
 from kbisect.contract import (
     DEFAULT_MIN_EFFECT,
     DEFAULT_SWEEP_BOOTS,
+    PairWord,
     SweepProgress,
     SweepRequest,
     SweepResult,
@@ -119,7 +120,7 @@ def cmd_sweep(args: argparse.Namespace, settings: Settings) -> int:
         code, result = await follow_sweep(client, job_id, args)
         if result is None or not args.bisect or sources is None:
             return code
-        return await _bisect_changes(client, result, sources, req, args, settings)
+        return max(code, await _bisect_changes(client, result, sources, req, args, settings))
 
     return with_client(settings, args, go)
 
@@ -158,7 +159,8 @@ async def follow_sweep(
     if result is None:
         return 130, None
     show_result(result, job_id, args)
-    return 0, result
+    undecided = any(p.verdict == PairWord.CANNOT_TELL for p in result.pairs)
+    return int(undecided), result  # as a bisection that cannot decide
 
 
 async def watch_sweep(client: JobClient, job_id: str) -> SweepResult | None:

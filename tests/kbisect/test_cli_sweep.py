@@ -29,10 +29,13 @@ from tests.conftest import one_queue_env
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 SLOW: set[str] = set()  # kernels that read 8-sector requests (the seed's bug)
+BROKEN: set[str] = set()  # kernels that do not build
 
 
 @activity.defn(name=BUILD)
 async def build(req: BuildRequest) -> BuildResult:
+    if req.commit in BROKEN:
+        return BuildResult(commit=req.commit, ok=False, error="x.c: error", log="/l")
     art = Artifact(req.commit, tree="t", config_hash="c", kernel="/k", config="/c", build_log="/l")
     return BuildResult(commit=req.commit, ok=True, artifact=art)
 
@@ -129,6 +132,21 @@ async def test_a_sweep_from_the_command_line_to_its_report(
     code, listed, err = await kbisect(service, "status", "--json")
     assert code == 0, err
     assert job in [j["id"] for j in json.loads(listed)]
+
+
+async def test_a_sweep_with_a_pair_that_cannot_tell_says_so_and_exits_1(
+    service: dict[str, str], lab: Path
+) -> None:
+    broken = Git(lab).resolve("lab-bad^")
+    BROKEN.add(broken)
+    code, out, err = await kbisect(
+        service, "sweep", "--repo", str(lab), "lab-good", broken, "--testcase",
+        "nvme-snapshot-read",
+    )  # fmt: skip
+    assert code == 1, err  # as a bisection that cannot decide
+    lines = out.splitlines()
+    assert "cannot tell" in lines[0] and "does not build" in lines[0], out
+    assert lines[-1].startswith("0 of 1 pairs changed, 1 cannot tell; 0 boots of 2 kernels"), out
 
 
 async def test_a_sweep_of_an_unknown_revision_is_one_line_before_a_job(
