@@ -91,6 +91,9 @@ FLAKY_BOOTS_FACTOR = 4
 # A sweep's boots per kernel and testcase: the gate reads them at 3, 6 and 12, so 12 is
 # its last look; a 25% step under 15% noise is "changed" by 6.
 DEFAULT_SWEEP_BOOTS = 12
+# ... and a pair still undecided then goes on, in rounds, to this many boots a kernel
+# (--max-boots): a loaded host's noise takes more boots to rule out the floor.
+DEFAULT_SWEEP_MAX_BOOTS = 48
 MAX_SWEEP_KERNELS = 50  # a series longer than this is a bisection, or a typo
 # A job's boots per endpoint (--max-boots), or a sweep's or watch's per kernel and
 # testcase (--boots): from the gate's first look to more than a week of 20 s boots.
@@ -518,7 +521,7 @@ class SweepRequest:
     names: list[str] = field(default_factory=list)  # each kernel as the user named it
     metric: str | None = None  # every testcase's metric (default: each one's primary)
     profile: str | None = None
-    boots: int = DEFAULT_SWEEP_BOOTS  # per kernel and testcase, at most
+    boots: int = DEFAULT_SWEEP_BOOTS  # per kernel and testcase, for every pair
     min_effect: float = DEFAULT_MIN_EFFECT
     search_attributes: bool = True
     build_queue: str = DEFAULT_QUEUE[QueueKind.BUILD]
@@ -526,6 +529,8 @@ class SweepRequest:
     trace: bool = False  # a traced boot of both kernels of each changed pair
     config: str = ""  # a kernel config kept in the shared cache (--config), for every kernel
     pass_fail_ok: bool = False  # a pass/fail testcase is taken (a backport counts failures)
+    # an undecided pair's kernels go on to this many boots (0: no further than `boots`)
+    max_boots: int = 0
 
 
 @dataclass
@@ -612,9 +617,11 @@ class SweepResult:
     testcases: list[SweepTestcase]
     pairs: list[SweepPair]
     boots: list[SweepBoot]
-    budget: int  # boots per kernel and testcase, at most
+    budget: int  # boots per kernel and testcase for every pair (--boots)
     message: str = ""
     traces: list[SweepTrace] = field(default_factory=list)  # with --trace
+    max_boots: int = 0  # ... and for an undecided one, at most (0: the budget)
+    min_effect: float = DEFAULT_MIN_EFFECT  # the floor asked for
 
 
 # --- series watches: each new kernel swept against the last one, on a schedule ---------
@@ -635,6 +642,7 @@ class SeriesWatch:
     build_queue: str = DEFAULT_QUEUE[QueueKind.BUILD]
     vm_queue: str = DEFAULT_QUEUE[QueueKind.VM]
     trace: bool = False  # its sweeps trace each changed pair (SweepRequest.trace)
+    max_boots: int = 0  # SweepRequest.max_boots (0: a watch made before it, no further)
 
 
 @dataclass

@@ -52,6 +52,7 @@ class SeriesTickWorkflow:
             build_queue=watch.build_queue,
             vm_queue=watch.vm_queue,
             trace=watch.trace,
+            max_boots=watch.max_boots,
         )
         sweep = workflow.info().workflow_id + SERIES_SWEEP_SUFFIX
         self._status = f"{plan.message}: sweeping ({sweep})"

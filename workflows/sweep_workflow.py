@@ -76,7 +76,7 @@ class SweepWorkflow(ShowsStatus):
             vm_queue=req.vm_queue,
         )
         calls = JobActivities(shim, self._blocking)
-        sweep = Sweep(len(job.kernels), job.testcases, req.boots, req.min_effect)
+        sweep = Sweep(len(job.kernels), job.testcases, req.boots, req.min_effect, req.max_boots)
         self._set("building", f"{len(set(job.kernels)) * len(job.testcases)} kernels")
         builds = await build_series(calls, sweep, job)
         self._set("measuring")
@@ -96,6 +96,8 @@ class SweepWorkflow(ShowsStatus):
             budget=req.boots,
             message=self._progress.message,
             traces=traces,
+            max_boots=sweep.cap,
+            min_effect=req.min_effect,
         )
 
     async def _trace(

@@ -47,6 +47,7 @@ def watch_of(args: argparse.Namespace, settings: Settings) -> SeriesWatch:
         boots=args.boots,
         min_effect=checked_measure(args),
         trace=args.trace,
+        max_boots=args.max_boots,
     )
     check_source(watch)
     if watch.tree:

@@ -22,6 +22,7 @@ from kbisect.cli.output_files import checked_output, writing
 from kbisect.contract import (
     DEFAULT_MIN_EFFECT,
     DEFAULT_SWEEP_BOOTS,
+    DEFAULT_SWEEP_MAX_BOOTS,
     PairWord,
     SweepProgress,
     SweepRequest,
@@ -86,6 +87,7 @@ def sweep_request(
         boots=args.boots,
         min_effect=min_effect,
         trace=args.trace,
+        max_boots=args.max_boots,
     )
     return req, sources
 
@@ -97,6 +99,9 @@ def checked_measure(args: argparse.Namespace) -> float:
     from kbisect.testcases.tuning import check_boots, check_sweep, check_tuning
 
     check_boots(args.boots, "--boots")
+    check_boots(args.max_boots, "--max-boots")
+    if args.max_boots < args.boots:
+        raise UserError(f"--max-boots {args.max_boots} is under --boots {args.boots}: raise it")
     min_effect: float = DEFAULT_MIN_EFFECT if args.min_effect is None else args.min_effect / 100
     for name in args.testcase:
         manifest = manifests.load(name)
@@ -194,6 +199,8 @@ def show_result(result: SweepResult, job_id: str, args: argparse.Namespace) -> N
             for line in sweep_report.trace_lines(result, pair):
                 out(f"  trace {line}")
         out(sweep_report.summary_line(result))
+        for line in sweep_report.noise_lines(result):
+            note(line)
 
 
 def _boot_lines(p: SweepProgress) -> list[str]:
@@ -227,8 +234,15 @@ def measure_options(s: argparse.ArgumentParser) -> None:
         "--boots",
         type=int,
         default=DEFAULT_SWEEP_BOOTS,
-        help=f"boots of each kernel and testcase at most ({DEFAULT_SWEEP_BOOTS}); fewer "
-        "when every pair is decided sooner",
+        help=f"boots of each kernel and testcase every pair gets ({DEFAULT_SWEEP_BOOTS}); "
+        "fewer when every pair is decided sooner",
+    )
+    s.add_argument(
+        "--max-boots",
+        type=int,
+        default=DEFAULT_SWEEP_MAX_BOOTS,
+        help="a pair still undecided after --boots goes on to this many boots of each of "
+        f"its kernels ({DEFAULT_SWEEP_MAX_BOOTS}); --max-boots equal to --boots: no further",
     )
     s.add_argument(
         "--min-effect",

@@ -21,6 +21,7 @@ from kbisect.decide.endpoints import (
     Gate,
     Pooled,
     compare_scores,
+    next_look,
     noise_free,
 )
 from kbisect.decide.evidence import Boot, log_scale, mean_score, within_spread
@@ -28,12 +29,24 @@ from kbisect.decide.evidence import Boot, log_scale, mean_score, within_spread
 # A kernel whose first boots all fail this many times is given up on (its pairs cannot
 # tell); fewer failures are retried within the budget.
 MAX_FAILURES_IN_A_ROW = 3
+# The false-alert rate the looks past a sweep's budget may spend in all (--max-boots): half
+# of the budget's own.
+EXTENSION_ALPHA = ALPHA / 2
 WORDS = {
     Gate.DIFFERENT: (PairWord.CHANGED, "worse"),
     Gate.WRONG_WAY: (PairWord.CHANGED, "better"),
     Gate.SAME: (PairWord.SAME, ""),
     Gate.UNDECIDED: (PairWord.CANNOT_TELL, ""),
 }
+
+
+def _looks_to(cap: int) -> list[int]:
+    """The looks up to cap (the gate's, doubling past its last), and cap itself."""
+    looks, n = [], 0
+    while n < cap:
+        n = min(next_look(n), cap)
+        looks.append(n)
+    return looks
 
 
 @dataclass
@@ -60,18 +73,34 @@ class Sweep:
     """The boots of a series of `kernels` under each testcase, and the pairs' verdicts."""
 
     def __init__(
-        self, kernels: int, testcases: list[SweepTestcase], budget: int, min_effect: float
+        self,
+        kernels: int,
+        testcases: list[SweepTestcase],
+        budget: int,
+        min_effect: float,
+        cap: int = 0,
     ) -> None:
+        """`budget`: every pair's boots (a kernel's, each testcase); `cap`: a pair still
+        undecided then goes on to this many (0: the budget)."""
         self.testcases = testcases
         self.budget = budget
+        self.cap = max(budget, cap)
         self.min_effect = min_effect
         self.kernels = kernels
         self._k = {(t, k): _Kernel() for t in range(len(testcases)) for k in range(kernels)}
         self._pairs = [_Pair(t, k) for t in range(len(testcases)) for k in range(kernels - 1)]
         # ALPHA spent over the pairs and each pair's looks (Bonferroni): about one
-        # false alert in 75 sweeps of 5 equal kernels (simulated, CV 15%).
+        # false alert in 75 sweeps of 5 equal kernels (simulated, CV 15%). The looks past
+        # the budget share half as much again (EXTENSION_ALPHA): the looks within it are
+        # as strict as before, so a sweep that decides within its budget boots as before.
+        pairs = max(1, len(self._pairs))
         looks = max(1, sum(look <= budget for look in LOOKS))
-        self.alpha = ALPHA / (max(1, len(self._pairs)) * looks)
+        self.alpha = ALPHA / (pairs * looks)
+        beyond = sum(budget < look <= self.cap for look in _looks_to(self.cap))
+        self.alpha_beyond = EXTENSION_ALPHA / (pairs * max(1, beyond))
+
+    def _alpha(self, n: int) -> float:
+        return self.alpha if n <= self.budget else self.alpha_beyond
 
     # --- what the boots said ---------------------------------------------------------
     def boot(self, t: int, k: int, samples: list[float], host: str = "") -> None:
@@ -105,7 +134,7 @@ class Sweep:
                 continue
             for k in (p.old, p.old + 1):
                 kernel = self._k[p.testcase, k]
-                if len(kernel.boots) < p.want and kernel.attempts < self.budget:
+                if len(kernel.boots) < p.want and kernel.attempts < self.cap:
                     need.add((p.testcase, k))
         return sorted(need)
 
@@ -145,7 +174,7 @@ class Sweep:
             regression=True,  # DIFFERENT: the newer kernel is worse; WRONG_WAY: better
             min_effect=self.min_effect,
             max_boots=cap,
-            alpha=self.alpha,
+            alpha=self._alpha(min(len(old), len(new))),
             pooled=pooled,
         )
 
@@ -158,7 +187,7 @@ class Sweep:
             n = min(len(self._k[t, k].boots) for k in (p.old, p.old + 1))
             if n >= p.want:
                 series = series or self._series(t)
-                p.verdict = self._gate(p, self.budget, series)
+                p.verdict = self._gate(p, self.cap, series)
                 p.want = p.verdict.want
 
     def pairs(self) -> list[SweepPair]:
@@ -214,3 +243,10 @@ def verdicts_text(pairs: list[SweepPair]) -> str:
         said = f"{said} and {bounds[-1]:.0%}" if said else f"{bounds[-1]:.0%}"
         head += f" (effects up to {said} not ruled out)"
     return head
+
+
+def boots_to_rule_out(cv: float, min_effect: float) -> int:
+    """About how many boots a kernel rule out a change of min_effect between two equal
+    kernels whose boots spread by cv (the equivalence test's 90% interval of their
+    difference inside the floor)."""
+    return math.ceil(2 * (1.645 * cv / min_effect) ** 2)

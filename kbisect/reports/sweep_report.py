@@ -2,12 +2,13 @@
 and metric, and each kernel's level with its interval."""
 
 import math
+import statistics
 from dataclasses import dataclass
 from typing import Any
 
 from kbisect.contract import PairWord, SeriesAlert, SweepPair, SweepResult
 from kbisect.decide.stats import robust_mean, t_quantile, trimmed, winsorized_ss
-from kbisect.decide.sweep import verdicts_text
+from kbisect.decide.sweep import boots_to_rule_out, verdicts_text
 from kbisect.testcases.blocktrace import compare, traces_of
 
 
@@ -87,10 +88,10 @@ def alert_lines(alert: SeriesAlert, result: SweepResult) -> list[str]:
     """An alert as the doors post it: its line, the pair's traces, the report command."""
     traced = [f"trace {line}" for line in trace_lines(result, alert.pair)]
     if alert.pair.verdict == PairWord.CANNOT_TELL:
-        head = f"kbisect could not decide: {alert_line(alert)}"
+        head = [f"kbisect could not decide: {alert_line(alert)}", *noise_lines(result)]
     else:
-        head = f"kbisect alert: {alert_line(alert)}"
-    return [head, *traced, f"kbisect report {alert.sweep}"]
+        head = [f"kbisect alert: {alert_line(alert)}"]
+    return [*head, *traced, f"kbisect report {alert.sweep}"]
 
 
 def pair_text(pair: SweepPair, old: str, new: str) -> str:
@@ -114,11 +115,51 @@ def trace_lines(result: SweepResult, pair: SweepPair) -> list[str]:
     return [compare(ta[disk], tb[disk]) for disk in ta if disk in tb]
 
 
+def kernel_cvs(result: SweepResult, testcase: str) -> list[float | None]:
+    """Each kernel's boot-to-boot noise under `testcase`: its boots' coefficient of
+    variation (None under 2 boots)."""
+    by_kernel: list[list[float]] = [[] for _ in result.kernels]
+    for b in result.boots:
+        if b.testcase == testcase and b.value is not None:
+            by_kernel[b.kernel].append(b.value)
+    return [
+        statistics.stdev(v) / abs(statistics.fmean(v))
+        if len(v) > 1 and statistics.fmean(v)
+        else None
+        for v in by_kernel
+    ]
+
+
+def noise_lines(result: SweepResult) -> list[str]:
+    """For a testcase with a pair the noise left undecided: what the host's noise costs,
+    when it is more than the sweep could boot."""
+    lines = []
+    cap = max(result.budget, result.max_boots)
+    for tc in result.testcases:
+        noisy = [
+            p for p in result.pairs
+            if p.testcase == tc.name and p.verdict == PairWord.CANNOT_TELL
+            and p.boots_old and p.boots_new
+        ]  # fmt: skip
+        cvs = [c for c in kernel_cvs(result, tc.name) if c is not None]
+        if not noisy or not cvs:
+            continue
+        cv = statistics.median(cvs)
+        need = boots_to_rule_out(cv, result.min_effect)
+        if need > cap:
+            lines.append(
+                f"this host's noise (CV {cv:.0%}, {tc.name}) needs about {need} boots a "
+                f"kernel to rule out {result.min_effect:.0%}: quiet the host or raise "
+                f"--max-boots ({cap})"
+            )
+    return lines
+
+
 def summary_line(result: SweepResult) -> str:
     ran = sum(b.value is not None for b in result.boots)
     return (
         f"{verdicts_text(result.pairs)}; {ran} boots of {len(result.kernels)} kernels "
-        f"(at most {result.budget} each)"
+        f"(at most {max(result.budget, result.max_boots)} each)"
     )
 
 
@@ -148,7 +189,7 @@ def markdown(result: SweepResult) -> str:
         for pair, found in traced:
             old, new = label(result, pair.old), label(result, pair.new)
             lines += [f"- {pair.testcase}, {old} -> {new}: {line}" for line in found]
-    return "\n".join([*lines, "", summary_line(result)])
+    return "\n".join([*lines, "", summary_line(result), *noise_lines(result)])
 
 
 def _kernel(result: SweepResult, k: int) -> dict[str, Any]:
@@ -196,5 +237,8 @@ def to_json(result: SweepResult, job_id: str = "") -> dict[str, Any]:
         "boots": sum(b.value is not None for b in result.boots),
         "failed_boots": sum(b.value is None for b in result.boots),
         "budget": result.budget,
+        "max_boots": max(result.budget, result.max_boots),
         "summary": summary_line(result),
+        "noise": {tc.name: kernel_cvs(result, tc.name) for tc in result.testcases},
+        "noise_lines": noise_lines(result),
     }

@@ -1,50 +1,20 @@
 """A sweep's decisions (workflows.sweep) on simulated boots: which pair changed, and that
 equal kernels, a drifting host and a small change raise no alert."""
 
-import math
 import random
 from collections.abc import Callable
+from typing import Any
 
+from benchmarks.sweep_adaptive import simulate
 from kbisect.contract import PairWord, SweepPair, SweepTestcase
 from kbisect.decide.sweep import Sweep
 
-THROUGHPUT = SweepTestcase("t", "throughput", "MB/s", "higher", "fast", 3, 60.0)
 SECTORS = SweepTestcase("t", "avg_read_sectors", "sectors", "higher", "fast", 3, 60.0)
 Level = Callable[[int, int], float]  # (kernel, boot number of the whole sweep) -> level
 
 
-def run(
-    kernels: list[float],
-    seed: int,
-    *,
-    cv: float = 0.15,
-    budget: int = 12,
-    drift: float = 0.0,
-    testcase: SweepTestcase = THROUGHPUT,
-    broken: int | None = None,
-) -> tuple[list[SweepPair], int]:
-    """A sweep of kernels at these levels, each boot's repetitions noisy (half of the
-    noise shared by the boot, half each repetition's, as real guests here), the host's
-    level drifting by `drift` a boot. Its pairs and boots."""
-    rng = random.Random(seed)
-    sweep = Sweep(len(kernels), [testcase], budget, 0.05)
-    if broken is not None:
-        sweep.give_up(0, broken, "does not build: error")
-    n = 0
-    while order := sweep.round(rng):
-        for t, k in order:
-            host = 1 + drift * n
-            n += 1
-            if cv == 0:
-                sweep.boot(t, k, [kernels[k]] * 3)
-                continue
-            shared = rng.lognormvariate(0, cv / math.sqrt(2))
-            reps = [
-                kernels[k] * host * shared * rng.lognormvariate(0, cv / math.sqrt(2))
-                for _ in range(3)
-            ]
-            sweep.boot(t, k, reps)
-    return sweep.pairs(), n
+def run(kernels: list[float], seed: int, **kw: Any) -> tuple[list[SweepPair], int]:
+    return simulate(kernels, seed, **kw)
 
 
 def words(pairs: list[SweepPair]) -> list[str]:

@@ -47,3 +47,29 @@ def test_the_summary_line_has_the_boots_and_the_budget() -> None:
         "0 of 1 pairs changed, 1 cannot tell (effects up to 30% not ruled out); "
         "0 boots of 2 kernels (at most 12 each)"
     )
+
+
+def _noisy(cv: float) -> SweepResult:
+    """Two kernels of 12 boots each whose values spread by about cv, and a pair that
+    cannot tell."""
+    from kbisect.contract import SweepBoot, SweepTestcase
+
+    spread = [1 + cv * z for z in (-1.6, -1.0, -0.6, -0.3, -0.1, 0, 0, 0.1, 0.3, 0.6, 1.0, 1.6)]
+    boots = [SweepBoot("t", k, 100 * f, [100 * f]) for k in (0, 1) for f in spread]
+    pair = SweepPair("t", "throughput", "MB/s", 0, 1, UNSURE, bound=0.4, boots_old=12, boots_new=12)
+    tc = SweepTestcase("t", "throughput", "MB/s", "higher", "fast", 3, 60.0)
+    return SweepResult("/lab", ["a", "b"], ["a", "b"], ["a", "b"], [tc], [pair], boots, 12,
+                       max_boots=48, min_effect=0.05)  # fmt: skip
+
+
+def test_a_host_too_noisy_for_the_floor_is_said_in_one_line() -> None:
+    from kbisect.reports.sweep_report import kernel_cvs, markdown, noise_lines
+
+    noisy = _noisy(0.3)
+    cvs = kernel_cvs(noisy, "t")
+    assert all(c is not None and 0.25 < c < 0.3 for c in cvs), cvs
+    (line,) = noise_lines(noisy)
+    assert line.startswith("this host's noise (CV 26%, t) needs about 143 boots")
+    assert line.endswith("boots a kernel to rule out 5%: quiet the host or raise --max-boots (48)")
+    assert markdown(noisy).endswith(line)
+    assert noise_lines(_noisy(0.04)) == []  # a quiet host's noise rules 5% out in time
