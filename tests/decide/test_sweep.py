@@ -102,3 +102,32 @@ def test_a_kernel_that_never_boots_is_given_up_after_three_failures() -> None:
     assert pair.verdict == PairWord.CANNOT_TELL
     assert "3 boots failed: the kernel did not boot" in pair.message
     assert boots <= 6
+
+
+def test_a_sweep_decided_within_its_budget_boots_as_before_and_an_undecided_one_goes_on() -> None:
+    """--max-boots changes nothing for a sweep whose pairs all decide within --boots (the
+    same looks at the same false-alert rate); a pair left undecided goes on, in rounds."""
+    decided = undecided = settled = 0
+    for seed in range(30):
+        before, n_before = run([100, 100, 75], seed, cv=0.07)
+        after, n_after = run([100, 100, 75], seed, cv=0.07, cap=48)
+        if PairWord.CANNOT_TELL not in words(before):
+            decided += 1
+            assert (words(after), n_after) == (words(before), n_before), seed
+        else:
+            undecided += 1
+            assert n_after > n_before, seed
+            settled += PairWord.CANNOT_TELL not in words(after)
+    assert decided and undecided and settled >= undecided * 2 / 3, (decided, undecided, settled)
+
+
+def test_a_loaded_host_finds_the_step_once_an_undecided_pair_goes_on() -> None:
+    """CV 30% (a host busy with other work): at 12 boots a kernel the 25% step is mostly
+    "cannot tell"; going on to 48 finds it (200 simulated sweeps: 22% -> 98%)."""
+    found = {12: 0, 48: 0}
+    for seed in range(40):
+        for cap in found:
+            pairs, n = run([100, 100, 75, 75, 75], seed, cv=0.30, cap=cap)
+            found[cap] += pairs[1].verdict == PairWord.CHANGED
+            assert n <= 5 * cap
+    assert found[12] <= 16 and found[48] >= 36, found
