@@ -1,10 +1,10 @@
 """Benchmark: sweeps on simulated boots, with and without boots past the budget for a pair
-still undecided (`--max-boots`), on a quiet host (CV 15%) and a loaded one (CV 30%).
+still undecided (`--max-boots`), at three noises: CV 7% (this host, quiet), 15% and 30%
+(busy with other work).
 
 Each cell is a series of kernel levels: "step" (100, 100, 75, 75, 75: a 25% step at the
 second pair) and "aa" (five equal kernels). A boot's repetitions are noisy as real guests
-here are (half of the noise shared by the boot, half each repetition's); CV 7% is this host
-quiet, 30% busy with other work. For each cap the
+here are (half of the noise shared by the boot, half each repetition's). For each cap the
 benchmark prints how often the step's pair said "changed", how many other pairs did (false
 alerts), how many pairs could not tell, and the boots a sweep took. Prints figures; no
 assertions. Run:
