@@ -12,6 +12,7 @@ more false alerts than one pair does.
 import math
 import random
 from dataclasses import dataclass, field
+from statistics import NormalDist
 
 from kbisect.contract import PairWord, SweepPair, SweepTestcase
 from kbisect.decide.endpoints import (
@@ -32,12 +33,21 @@ MAX_FAILURES_IN_A_ROW = 3
 # The false-alert rate the looks past a sweep's budget may spend in all (--max-boots): half
 # of the budget's own.
 EXTENSION_ALPHA = ALPHA / 2
+CONFIDENCE_Z = 1.96  # an Effect's interval is 95%
+SAME_Z = 1.645  # "same" is its 90% interval inside the floor (two one-sided tests)
+# A pair past its budget stops undecided once more boots decide it with less chance
+FUTILITY = 0.1
 WORDS = {
     Gate.DIFFERENT: (PairWord.CHANGED, "worse"),
     Gate.WRONG_WAY: (PairWord.CHANGED, "better"),
     Gate.SAME: (PairWord.SAME, ""),
     Gate.UNDECIDED: (PairWord.CANNOT_TELL, ""),
 }
+
+
+def _z(alpha: float) -> float:
+    """The two-sided normal quantile of a significance alpha."""
+    return NormalDist().inv_cdf(1 - alpha / 2)
 
 
 def _looks_to(cap: int) -> list[int]:
@@ -189,6 +199,33 @@ class Sweep:
                 series = series or self._series(t)
                 p.verdict = self._gate(p, self.cap, series)
                 p.want = p.verdict.want
+                if p.verdict.gate == Gate.MORE and n >= self.budget:
+                    p.verdict = self._futile(p.verdict, n) or p.verdict
+
+    def _futile(self, verdict: EndpointVerdict, n: int) -> EndpointVerdict | None:
+        """Past the budget, a pair goes on only while the cap's boots could still decide
+        it (Pinpoint's futility: no repeats that cannot change the answer). Its estimate
+        at the cap is predicted from today's, with the spread the boots to come add; the
+        chance that it then reads "changed" or "same" must be FUTILITY at least."""
+        e = verdict.effect
+        if not (math.isfinite(e.low) and math.isfinite(e.high)) or n >= self.cap:
+            return None
+        se_now = (e.high - e.low) / 2 / CONFIDENCE_Z
+        se_cap = se_now * math.sqrt(n / self.cap)
+        later = NormalDist(e.value, se_now * math.sqrt(1 - n / self.cap))
+        bar = max(self.min_effect, _z(self.alpha_beyond) * se_cap)
+        changed = later.cdf(-bar) + 1 - later.cdf(bar)
+        inside = self.min_effect - SAME_Z * se_cap  # "same" once the estimate is within
+        same = later.cdf(inside) - later.cdf(-inside) if inside > 0 else 0.0
+        if changed + same >= FUTILITY:
+            return None
+        bound = max(abs(e.low), abs(e.high))
+        return EndpointVerdict(
+            Gate.UNDECIDED,
+            e,
+            f"cannot decide: the effect is under {bound:.0%} at 95% ({e.describe()}), and "
+            f"{self.cap} boots a kernel would hardly decide it at this noise",
+        )
 
     def pairs(self) -> list[SweepPair]:
         """Every pair's verdict; a pair still open at the end (its budget spent on failed

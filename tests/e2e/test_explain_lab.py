@@ -1,10 +1,10 @@
 """`kbisect explain` for real: the lab's culprit (the seed's "NVMe: disallow request
 merges") and its parent built with the diagnostics options and booted in turn in QEMU
 through a dev server and a worker of the test's own. The Why lines must say what the
-seed's engineer found by hand: the origin disk's reads became 8-sector requests (diskstats,
-and blktrace in traced boots of their own). With
---alignment the job's own pair is rebuilt with 64-byte aligned functions (their System.map
-shows it) and booted again: a change in the request size is no code-layout artifact."""
+seed's engineer found by hand: the origin disk's reads became 8-sector requests (in
+diskstats, and in blktrace in traced boots of their own). With --alignment the job's own
+pair is rebuilt with 64-byte aligned functions (their System.map shows it) and booted
+again: a change in the request size is no code-layout artifact."""
 
 import json
 import xml.etree.ElementTree as ET
