@@ -27,8 +27,8 @@ def functions_in(diff: str) -> list[str]:
     return list(found)
 
 
-def changed_functions(git: Git, commit: str) -> list[str]:
-    """The functions the commit's C files change, against its first parent."""
-    diff = git.output("diff-tree", "-p", "-U0", "--no-color", f"{commit}^", commit, "--",
+def changed_functions(git: Git, parent: str, culprit: str) -> list[str]:
+    """The functions the C files change from parent to culprit."""
+    diff = git.output("diff-tree", "-p", "-U0", "--no-color", parent, culprit, "--",
                       "*.c", "*.h")  # fmt: skip
     return functions_in(diff.decode(errors="replace"))

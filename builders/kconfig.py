@@ -33,6 +33,11 @@ def distro_config() -> str:
     return (Path(__file__).parent / "distro.config").read_text()
 
 
+def kcflags(spec: BuildSpec) -> list[str]:
+    """make's KCFLAGS argument for the spec's compiler flags (none without flags)."""
+    return [f"KCFLAGS={' '.join(spec.cflags)}"] if spec.cflags else []
+
+
 def aligned(spec: BuildSpec) -> BuildSpec:
     """The build with every function aligned to EXPLAIN_ALIGNMENT bytes: gcc's flag for C
     (a 6.1 tree has no option for it), and the kernel's own option (v6.3+, also for
@@ -59,8 +64,7 @@ def config_hash(spec: BuildSpec, compiler: str) -> str:
     without flags had before flags were keyed)."""
     h = hashlib.sha256()
     distro = (spec.base_config, " ".join(spec.modules)) if spec.base_config else ()
-    flags = (f"KCFLAGS={' '.join(spec.cflags)}",) if spec.cflags else ()
-    for part in (*distro, *fragments_for(spec), spec.arch, spec.target, compiler, *flags):
+    for part in (*distro, *fragments_for(spec), spec.arch, spec.target, compiler, *kcflags(spec)):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()

@@ -261,8 +261,9 @@ def _keep(
             if modules
             else "",
         )
-        if (out / "System.map").is_file():  # beside the image: addresses for its oopses
-            artifact_cache.keep(out / "System.map", adir, artifact_cache.SYSTEM_MAP)
+        symbols = out / artifact_cache.SYSTEM_MAP
+        if symbols.is_file():  # beside the image: addresses for its oopses
+            artifact_cache.keep(symbols, adir, artifact_cache.SYSTEM_MAP)
         artifact_cache.store(adir, artifact)
     except OSError as exc:
         kind = DiskFullError if exc.errno in (errno.ENOSPC, errno.EDQUOT) else InfraError
@@ -377,8 +378,7 @@ class _MakeRun:
         cc = "ccache gcc" if shutil.which("ccache") else "gcc"
         argv = host_lock.taskset(self.pin)
         argv += ["make", "-C", str(self.src), f"O={self.out}", f"ARCH={self.spec.arch}"]
-        if self.spec.cflags:  # KCFLAGS from the environment is scrubbed: only the spec's
-            argv.append(f"KCFLAGS={' '.join(self.spec.cflags)}")
+        argv += kconfig.kcflags(self.spec)  # the environment's KCFLAGS is scrubbed
         self.run([*argv, f"-j{self.jobs}", f"CC={cc}", *targets], progress)
 
     def env(self) -> dict[str, str]:

@@ -718,12 +718,14 @@ class ExplainRequest:
 @dataclass
 class ChangedFunctionsRequest:
     repo: str
-    commit: str
+    parent: str  # full hashes: the functions the diff between them touches
+    culprit: str
 
 
 class AlignmentWord(StrEnum):
-    REMAINS = "remains"  # the aligned kernels show it too: the change's own
-    VANISHES = "vanishes"  # they do not: likely a code-layout artifact
+    REMAINS = "remains"  # the aligned kernels show it too, the same way: the change's own
+    VANISHES = "vanishes"  # they show none, and not the effect either: likely code layout
+    CANNOT_TELL = "cannot tell"  # their boots fit both (more --boots), or it turns around
     UNMEASURED = "not measured"  # fewer than two boots a side ran: why, in its line
 
 
@@ -764,7 +766,7 @@ class ExplainBootResult:
 
 @dataclass
 class ExplainProgress:
-    status: str  # validating, building, booting, comparing, done, failed
+    status: str  # validating, building, booting, tracing, comparing, done, failed
     parent: str = ""
     culprit: str = ""
     testcase: str = ""

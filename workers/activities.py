@@ -238,7 +238,7 @@ class BuildActivities:
     @activity.defn(name=CHANGED_FUNCTIONS)
     @typed_failures
     def changed_functions(self, req: ChangedFunctionsRequest) -> list[str]:
-        return changed_functions(Git(Path(req.repo)), req.commit)
+        return changed_functions(Git(Path(req.repo)), req.parent, req.culprit)
 
     @activity.defn(name=PREPARE_VERIFY)
     @typed_failures

@@ -97,7 +97,7 @@ class Kept:
 
 def alerts_of(rec: SeriesRecord) -> list[SeriesAlert]:
     """A changed pair is an alert; so is a pair that could not decide (silence would read
-    as all clear), under a key of its own: a later tick that decides it alerts again."""
+    as all clear), under a key of its own (ending /undecided)."""
     alerts = []
     for pair in rec.result.pairs:
         if pair.verdict == PairWord.SAME:

@@ -23,7 +23,7 @@ with workflow.unsafe.imports_passed_through():
         SweepResult,
         SweepTrace,
     )
-    from kbisect.decide.sweep import Sweep
+    from kbisect.decide.sweep import Sweep, verdicts_text
     from kbisect.workflows.activity_calls import (
         Blocking,
         JobActivities,
@@ -82,9 +82,8 @@ class SweepWorkflow(ShowsStatus):
         self._set("measuring")
         await measure_series(calls, sweep, job, builds, p.boots)
         pairs = sweep.pairs()
-        changed = sum(pair.verdict == PairWord.CHANGED for pair in pairs)
         traces = await self._trace(calls, job, builds, pairs) if req.trace else []
-        self._set("done", f"{changed} of {len(pairs)} pairs changed")
+        self._set("done", verdicts_text(pairs))
         return SweepResult(
             repo=req.repo,
             kernels=job.kernels,

@@ -99,6 +99,8 @@ def checked_measure(args: argparse.Namespace) -> float:
     from kbisect.testcases.tuning import check_boots, check_sweep, check_tuning
 
     check_boots(args.boots, "--boots")
+    if args.max_boots is None:
+        args.max_boots = max(args.boots, DEFAULT_SWEEP_MAX_BOOTS)
     check_boots(args.max_boots, "--max-boots")
     if args.max_boots < args.boots:
         raise UserError(f"--max-boots {args.max_boots} is under --boots {args.boots}: raise it")
@@ -215,7 +217,12 @@ def _boot_lines(p: SweepProgress) -> list[str]:
 def _state(p: SweepProgress) -> tuple[str, int, int]:
     last = p.boots[-1] if p.boots else None
     where = sweep_report.entry_name(p.names or p.kernels, last.kernel) if last else ""
-    return (f"{p.status}: last {where}" if where else p.status), len(p.boots), p.planned
+    # boots past --boots for an undecided pair go beyond the plan
+    return (
+        (f"{p.status}: last {where}" if where else p.status),
+        len(p.boots),
+        max(p.planned, len(p.boots)),
+    )
 
 
 def measure_options(s: argparse.ArgumentParser) -> None:
@@ -240,9 +247,9 @@ def measure_options(s: argparse.ArgumentParser) -> None:
     s.add_argument(
         "--max-boots",
         type=int,
-        default=DEFAULT_SWEEP_MAX_BOOTS,
         help="a pair still undecided after --boots goes on to this many boots of each of "
-        f"its kernels ({DEFAULT_SWEEP_MAX_BOOTS}); --max-boots equal to --boots: no further",
+        f"its kernels ({DEFAULT_SWEEP_MAX_BOOTS}, or --boots if more); --max-boots equal "
+        "to --boots: no further",
     )
     s.add_argument(
         "--min-effect",

@@ -122,7 +122,7 @@ class Sweep:
 
     def failed(self, t: int, k: int, why: str) -> None:
         """A boot that did not give the metric (the kernel did not boot, the testcase
-        failed); the budget counts it."""
+        failed); the cap counts it."""
         kernel = self._k[t, k]
         kernel.attempts += 1
         kernel.failures_in_a_row += 1
@@ -198,7 +198,8 @@ class Sweep:
             if n >= p.want:
                 series = series or self._series(t)
                 p.verdict = self._gate(p, self.cap, series)
-                p.want = p.verdict.want
+                # the budget is a look of its own, whatever the gate's next one
+                p.want = min(p.verdict.want, self.budget) if n < self.budget else p.verdict.want
                 if p.verdict.gate == Gate.MORE and n >= self.budget:
                     p.verdict = self._futile(p.verdict, n) or p.verdict
 
@@ -286,4 +287,4 @@ def boots_to_rule_out(cv: float, min_effect: float) -> int:
     """About how many boots a kernel rule out a change of min_effect between two equal
     kernels whose boots spread by cv (the equivalence test's 90% interval of their
     difference inside the floor)."""
-    return math.ceil(2 * (1.645 * cv / min_effect) ** 2)
+    return math.ceil(2 * (SAME_Z * cv / min_effect) ** 2)

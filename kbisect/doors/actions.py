@@ -173,8 +173,9 @@ async def _explain(client: JobClient, job: str) -> Reply:
 
     async def answer() -> str:
         result = await client.explain_result(eid)
-        svg = await off_loop(flame_svg, result)
-        files.append(Attachment(f"{eid}-flame.svg", svg.encode(), "image/svg+xml"))
+        if any(result.stacks.values()):  # a guest without perf leaves no samples
+            svg = await off_loop(flame_svg, result)
+            files.append(Attachment(f"{eid}-flame.svg", svg.encode(), "image/svg+xml"))
         return "\n".join(explain_outcome(result))
 
     async def how_far() -> str:

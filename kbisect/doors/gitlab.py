@@ -233,12 +233,17 @@ class GitLabDoor:
             log.info("%s: %s -> note %s", author, text.split(" ", 1)[0], note)
 
     async def _with_files(self, target: Target, reply: Reply) -> str:
-        """The reply's text, and its files uploaded to the project, each a markdown link."""
-        project = self.gl.projects.get(target.project, lazy=True)
+        """The reply's text, and its files uploaded to the project, each a markdown link
+        (a file that does not upload is said, and the text goes anyway)."""
         links = []
         for f in reply.files:
-            up = await asyncio.to_thread(project.upload, f.name, filedata=f.data)
-            links.append(up["markdown"])
+            try:
+                project = self.gl.projects.get(target.project, lazy=True)
+                up = await asyncio.to_thread(project.upload, f.name, filedata=f.data)
+                links.append(up["markdown"])
+            except Exception as exc:  # GitLab's errors, the network's: said, not fatal
+                log.warning("could not upload %s: %s", f.name, exc)
+                links.append(f"(could not upload {f.name})")
         return "\n\n".join([reply.text, *links])
 
     def _refusal(self, author: str, count: int) -> str | None:

@@ -43,18 +43,27 @@ def suggestion(touched: list[str], stacks: Mapping[str, int], job: str) -> str:
     )
 
 
-def alignment_check(effect: Change, boots: int) -> AlignmentCheck:
-    """The metric's change on the aligned pair: it remains when its interval leaves out
-    no change, else it vanishes."""
-    low, high = effect.low, effect.high
-    if effect.change is None or low is None or high is None:
-        verdict, said = AlignmentWord.VANISHES, "from none"
+def alignment_check(aligned: Change, effect: Change, boots: int) -> AlignmentCheck:
+    """The metric's change on the aligned pair against the effect the explain kernels
+    showed: it remains when its interval leaves out no change on the same side; it
+    vanishes when the interval holds no change and leaves the effect out; else the boots
+    cannot tell (too few of them, or the aligned pair changes the other way)."""
+    low, high, change = aligned.low, aligned.high, aligned.change
+    how = f"with {EXPLAIN_ALIGNMENT}-byte aligned functions (built -O2), {boots} boots a side"
+    if change is None or low is None or high is None:
+        line = f"cannot tell: the parent's aligned kernel reads 0 {how}"
+        return AlignmentCheck(AlignmentWord.CANNOT_TELL, aligned.to_json(), boots, line)
+    said = f"{change:+.1f}% (95% CI {low:+.1f}% to {high:+.1f}%) {how}"
+    was = effect.change
+    if not low <= 0 <= high and (was is None or (change < 0) == (was < 0)):
+        verdict, line = AlignmentWord.REMAINS, f"remains: {said}"
+    elif low <= 0 <= high and was is not None and not low <= was <= high:
+        verdict = AlignmentWord.VANISHES
+        line = (
+            f"vanishes: {said}, against {was:+.1f}%: likely a code-layout artifact, not the change"
+        )
     else:
-        said = f"{effect.change:+.1f}% (95% CI {low:+.1f}% to {high:+.1f}%)"
-        verdict = AlignmentWord.VANISHES if low <= 0 <= high else AlignmentWord.REMAINS
-    aligned = f"with {EXPLAIN_ALIGNMENT}-byte aligned functions (built -O2), {boots} boots a side"
-    if verdict == AlignmentWord.REMAINS:
-        line = f"remains: {said} {aligned}"
-    else:
-        line = f"vanishes: {said} {aligned}: likely a code-layout artifact, not the change"
-    return AlignmentCheck(verdict, effect.to_json(), boots, line)
+        verdict = AlignmentWord.CANNOT_TELL
+        why = "it changes the other way" if not low <= 0 <= high else "more --boots"
+        line = f"cannot tell: {said} ({why})"
+    return AlignmentCheck(verdict, aligned.to_json(), boots, line)

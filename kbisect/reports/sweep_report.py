@@ -115,6 +115,11 @@ def trace_lines(result: SweepResult, pair: SweepPair) -> list[str]:
     return [compare(ta[disk], tb[disk]) for disk in ta if disk in tb]
 
 
+def cap_of(result: SweepResult) -> int:
+    """The most boots a kernel could get (a sweep before --max-boots: its budget)."""
+    return max(result.budget, result.max_boots)
+
+
 def kernel_cvs(result: SweepResult, testcase: str) -> list[float | None]:
     """Each kernel's boot-to-boot noise under `testcase`: its boots' coefficient of
     variation (None under 2 boots)."""
@@ -134,7 +139,7 @@ def noise_lines(result: SweepResult) -> list[str]:
     """For a testcase with a pair the noise left undecided: what the host's noise costs,
     when it is more than the sweep could boot."""
     lines = []
-    cap = max(result.budget, result.max_boots)
+    cap = cap_of(result)
     for tc in result.testcases:
         noisy = [
             p for p in result.pairs
@@ -159,7 +164,7 @@ def summary_line(result: SweepResult) -> str:
     ran = sum(b.value is not None for b in result.boots)
     return (
         f"{verdicts_text(result.pairs)}; {ran} boots of {len(result.kernels)} kernels "
-        f"(at most {max(result.budget, result.max_boots)} each)"
+        f"(at most {cap_of(result)} each)"
     )
 
 
@@ -237,7 +242,7 @@ def to_json(result: SweepResult, job_id: str = "") -> dict[str, Any]:
         "boots": sum(b.value is not None for b in result.boots),
         "failed_boots": sum(b.value is None for b in result.boots),
         "budget": result.budget,
-        "max_boots": max(result.budget, result.max_boots),
+        "max_boots": cap_of(result),
         "summary": summary_line(result),
         "noise": {tc.name: kernel_cvs(result, tc.name) for tc in result.testcases},
         "noise_lines": noise_lines(result),

@@ -60,12 +60,12 @@ def test_the_functions_a_commit_adds_or_changes_are_named(tmp_path: Path) -> Non
     repo = tmp_path / "kernel"
     repo.mkdir()
     git(repo, "init", "-q")
-    _commit(repo, "core.c", BEFORE)
+    parent = _commit(repo, "core.c", BEFORE)
     culprit = _commit(repo, "core.c", AFTER)
-    (repo / "README").write_text("a text file's lines are no functions (x)\n")
-    docs = _commit(repo, "README", "")
-    assert changed_functions(Git(repo), culprit) == ["nvme_pace_read", "nvme_setup_cmd"]
-    assert changed_functions(Git(repo), docs) == []
+    docs = _commit(repo, "README", "a text file's lines are no functions (x)\n")
+    assert changed_functions(Git(repo), parent, culprit) == ["nvme_pace_read", "nvme_setup_cmd"]
+    assert changed_functions(Git(repo), culprit, docs) == []
+    assert changed_functions(Git(repo), parent, docs) == ["nvme_pace_read", "nvme_setup_cmd"]
 
 
 def test_calls_declarations_and_keywords_are_not_definitions() -> None:

@@ -3,6 +3,7 @@ differential flame graph as a file (Matrix: in the reply's thread; GitLab: uploa
 project, linked in the note). The homeserver and GitLab are recording stand-ins here: what
 counts is what the door uploads and posts (a real Synapse runs in test_matrix_bot.py)."""
 
+import dataclasses
 import io
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
@@ -118,3 +119,27 @@ async def test_gitlab_links_the_uploaded_flame_graph_in_the_note() -> None:
     body = await door._with_files(Target(7, "issue", 1, "main"), reply)
     assert uploads == [("j-flame.svg", b"<svg/>")]
     assert body == "explained: ...\n\n[j-flame.svg](/uploads/abc/j-flame.svg)"
+
+
+@pytest.mark.asyncio
+async def test_a_file_that_does_not_upload_is_said_and_the_answer_goes_anyway() -> None:
+    class Project:
+        def upload(self, filename: str, filedata: bytes) -> dict[str, str]:
+            raise OSError("413 Request Entity Too Large")
+
+    door = GitLabDoor.__new__(GitLabDoor)
+    door.gl = SimpleNamespace(projects=SimpleNamespace(get=lambda *a, **k: Project()))  # type: ignore[assignment]
+    reply = Reply("explained: ...", files=[Attachment("j-flame.svg", b"<svg/>", "image/svg+xml")])
+    body = await door._with_files(Target(7, "issue", 1, "main"), reply)
+    assert body == "explained: ...\n\n(could not upload j-flame.svg)"
+
+
+@pytest.mark.asyncio
+async def test_an_answer_without_samples_has_no_flame_graph(tmp_path: Path) -> None:
+    class NoPerf(Jobs):
+        async def explain_result(self, job_id: str) -> ExplainResult:
+            return dataclasses.replace(_explained(), stacks={"parent": {}, "culprit": {}})
+
+    settings = Settings.from_env({"KBISECT_DATA": str(tmp_path / "d")})
+    reply = await execute(parse("explain bisect-x-1"), NoPerf(), settings, _ours)  # type: ignore[arg-type]
+    assert reply.ok and reply.files == [] and "delay_tsc" in reply.text

@@ -123,7 +123,7 @@ def test_a_sweep_decided_within_its_budget_boots_as_before_and_an_undecided_one_
 
 def test_a_loaded_host_finds_the_step_once_an_undecided_pair_goes_on() -> None:
     """CV 30% (a host busy with other work): at 12 boots a kernel the 25% step is mostly
-    "cannot tell"; going on to 48 finds it (200 simulated sweeps: 22% -> 98%)."""
+    "cannot tell"; going on to 48 finds it (200 simulated sweeps: 22% -> 94.5%)."""
     found = {12: 0, 48: 0}
     for seed in range(40):
         for cap in found:
@@ -131,3 +131,34 @@ def test_a_loaded_host_finds_the_step_once_an_undecided_pair_goes_on() -> None:
             found[cap] += pairs[1].verdict == PairWord.CHANGED
             assert n <= 5 * cap
     assert found[12] <= 16 and found[48] >= 36, found
+
+
+def test_past_the_budget_a_pair_the_cap_could_hardly_decide_stops() -> None:
+    """Five equal kernels on a loaded host (CV 30%): 5% cannot be ruled out within 48
+    boots (it takes about 195), so most pairs stop at the budget, not at the cap."""
+    stopped = boots = 0
+    for seed in range(20):
+        pairs, n = run([100.0] * 5, seed, cv=0.30, cap=48)
+        boots += n
+        stopped += sum("48 boots a kernel would hardly decide it" in p.message for p in pairs)
+        assert all(p.verdict != PairWord.SAME for p in pairs)
+    assert stopped >= 60 and boots < 20 * 5 * 30, (stopped, boots)
+
+
+def test_the_looks_past_the_budget_share_half_the_false_alert_rate_again() -> None:
+    from kbisect.decide.endpoints import ALPHA
+    from kbisect.decide.sweep import EXTENSION_ALPHA
+
+    sweep = Sweep(5, [SECTORS], 12, 0.05, 48)
+    assert sweep.alpha == ALPHA / (4 * 3)  # 3, 6 and 12: as before --max-boots
+    assert sweep.alpha_beyond == EXTENSION_ALPHA / (4 * 2)  # 24 and 48
+    assert Sweep(5, [SECTORS], 12, 0.05).alpha_beyond == EXTENSION_ALPHA / 4  # no look past
+
+
+def test_a_budget_off_the_looks_is_a_look_of_its_own() -> None:
+    """--boots 10 with a cap: the pairs are read at 3, 6 and 10, then 12, 24 and 48."""
+    counts = set()
+    for seed in range(10):
+        pairs, _ = run([100, 100, 75], seed, cv=0.15, budget=10, cap=48)
+        counts |= {c for p in pairs for c in (p.boots_old, p.boots_new)}
+    assert counts <= {3, 6, 10, 12, 24, 48} and 10 in counts, counts
