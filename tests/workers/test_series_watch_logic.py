@@ -182,3 +182,18 @@ def test_a_pair_that_cannot_tell_is_an_alert_of_its_own_kind(settings: Settings)
     head = alert_lines(alerts[0], result)[0]
     assert head.startswith("kbisect could not decide: w: t m: v0 -> v1: cannot tell"), head
     assert alert_lines(alerts[1], result)[0].startswith("kbisect alert: w: t m: v1 -> v2")
+
+
+@pytest.mark.parametrize(
+    ("extra", "boots", "cap"),
+    [([], 12, 48), (["--boots", "60"], 60, 60), (["--max-boots", "24"], 12, 24)],
+)
+def test_a_watch_takes_the_sweeps_cap_as_sweep_does(
+    extra: list[str], boots: int, cap: int, settings: Settings
+) -> None:
+    from kbisect.cli.series import watch_of
+    from kbisect.main import build_parser
+
+    argv = ["series", "watch", "w", "--apt", "linux-image-*", "--testcase", "nvme-snapshot-read"]
+    watch = watch_of(build_parser().parse_args([*argv, *extra]), settings)
+    assert (watch.boots, watch.max_boots) == (boots, cap)
