@@ -3,8 +3,8 @@ real SweepWorkflow and SeriesTickWorkflow, the real sweep validation and series
 activities (git, the named tree, the kept file), and fake build and boot activities. A
 boot reads its truth from the commit itself: a tree holding a file `slow` reads
 8-sector requests (the seed's bug), any other 512; one holding `host-fails` fails as a
-host does (the sweep blocks). A process of its own, so the test can
-stop it with the server and start it again.
+host does (the sweep blocks); one holding `broken` does not build. A process of its own,
+so the test can stop it with the server and start it again.
 Run: python -m tests.chat.series_worker ADDRESS QUEUE   (KBISECT_CACHE, _DATA from env)
 """
 
@@ -31,7 +31,9 @@ from kbisect.workflows.sweep_workflow import SweepWorkflow
 
 
 @activity.defn(name=BUILD)
-async def build(req: BuildRequest) -> BuildResult:
+def build(req: BuildRequest) -> BuildResult:
+    if Git(Path(req.repo)).ok("cat-file", "-e", f"{req.commit}:broken"):
+        return BuildResult(commit=req.commit, ok=False, error="x.c: error", log="/l")
     art = Artifact(req.commit, tree="t", config_hash="c", kernel="/k", config="/c", build_log="/l")
     return BuildResult(commit=req.commit, ok=True, artifact=art)
 

@@ -247,3 +247,37 @@ def test_a_blocked_look_is_an_alert_and_the_next_look_waits_for_it(
     finally:
         bot_proc.terminate()
         bot_proc.wait(timeout=30)
+
+
+def test_a_look_that_cannot_decide_is_an_alert_of_its_own(
+    synapse: Synapse, service: Service, tmp_path: Path
+) -> None:
+    """Silence would read as all clear: a pair that cannot tell (here the new kernel does
+    not build) is posted as "could not decide", once."""
+    upstream, _ = _watched(service, tmp_path)
+    tag = uuid.uuid4().hex[:6]
+    bot, alice = (synapse.register(f"{n}{tag}") for n in ("bot", "alice"))
+    room = alice.create_room()
+    bot_env = {**service.env, "KBISECT_DATA": str(tmp_path / "bot-data")}
+    bot_proc = start_bot(
+        synapse, bot, room, [alice.user_id], bot_env, tmp_path, ("--series", WATCH)
+    )
+    try:
+        _commit(upstream, "broken", "v2")
+        kbisect(service, "series", "check", WATCH, "--no-start")
+        wait_for(lambda: len(bot_posts(alice, room, bot)) >= 2, 180, "the alert", bot_proc)
+        time.sleep(2)
+        posts = bot_posts(alice, room, bot)
+        assert len(posts) == 2, [p["content"].get("body") for p in posts]
+        body = posts[0]["content"]["body"]
+        assert body.startswith(f"kbisect could not decide: {WATCH}: nvme-snapshot-read "), body
+        assert "v1 -> v2: cannot tell" in body and "kernel 2 does not build" in body, body
+        assert posts[1]["content"]["msgtype"] == "m.image"  # the sweep's plot, as an alert's
+        (done,) = [t for t in ticks(service) if t["state"] == "completed"][:1]
+        assert done["message"].endswith("0 of 1 pairs changed, 1 cannot tell in 2 kernels")
+        assert [a["pair"]["verdict"] for a in done["alerts"]] == ["cannot tell"]
+        shown = kbisect(service, "series", "show", WATCH, "--no-start")
+        assert any(line.startswith("undecided ") for line in shown.splitlines()), shown
+    finally:
+        bot_proc.terminate()
+        bot_proc.wait(timeout=30)
