@@ -34,13 +34,18 @@ def level(values: list[float]) -> Level:
     return Level(mean, mean - half, mean + half, len(values))
 
 
-def levels(result: SweepResult, testcase: str) -> list[Level]:
-    """Each kernel's level under `testcase`, in series order."""
+def values_by_kernel(result: SweepResult, testcase: str) -> list[list[float]]:
+    """Each kernel's boot values under `testcase`, in series order."""
     by_kernel: list[list[float]] = [[] for _ in result.kernels]
     for b in result.boots:
         if b.testcase == testcase and b.value is not None:
             by_kernel[b.kernel].append(b.value)
-    return [level(v) for v in by_kernel]
+    return by_kernel
+
+
+def levels(result: SweepResult, testcase: str) -> list[Level]:
+    """Each kernel's level under `testcase`, in series order."""
+    return [level(v) for v in values_by_kernel(result, testcase)]
 
 
 def entry_name(names: list[str], k: int) -> str:
@@ -123,15 +128,11 @@ def cap_of(result: SweepResult) -> int:
 def kernel_cvs(result: SweepResult, testcase: str) -> list[float | None]:
     """Each kernel's boot-to-boot noise under `testcase`: its boots' coefficient of
     variation (None under 2 boots)."""
-    by_kernel: list[list[float]] = [[] for _ in result.kernels]
-    for b in result.boots:
-        if b.testcase == testcase and b.value is not None:
-            by_kernel[b.kernel].append(b.value)
     return [
         statistics.stdev(v) / abs(statistics.fmean(v))
         if len(v) > 1 and statistics.fmean(v)
         else None
-        for v in by_kernel
+        for v in values_by_kernel(result, testcase)
     ]
 
 

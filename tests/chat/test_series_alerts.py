@@ -20,7 +20,7 @@ import pytest
 from benchmarks.nginx import free_port
 from kbisect.infra import temporal_server
 from tests.chat.bot_process import bot_posts, start_bot, wait_for
-from tests.chat.homeserver import Synapse
+from tests.chat.homeserver import Synapse, User
 from tests.conftest import git
 from tests.e2e.service import KBISECT
 
@@ -214,9 +214,11 @@ def test_a_new_slow_tag_gives_one_alert_with_its_plot_and_none_after_restarts(
     assert json.loads(kbisect(service, "series", "list", "--json", "--no-start")) == []
 
 
-def test_a_blocked_look_is_an_alert_and_the_next_look_waits_for_it(
+def _watched_in_a_room(
     synapse: Synapse, service: Service, tmp_path: Path
-) -> None:
+) -> tuple[Path, User, User, str, subprocess.Popen[bytes]]:
+    """The watched upstream, and a bot posting the watch's alerts in alice's new room:
+    (upstream, bot, alice, room, the bot's process)."""
     upstream, _ = _watched(service, tmp_path)
     tag = uuid.uuid4().hex[:6]
     bot, alice = (synapse.register(f"{n}{tag}") for n in ("bot", "alice"))
@@ -225,6 +227,13 @@ def test_a_blocked_look_is_an_alert_and_the_next_look_waits_for_it(
     bot_proc = start_bot(
         synapse, bot, room, [alice.user_id], bot_env, tmp_path, ("--series", WATCH)
     )
+    return upstream, bot, alice, room, bot_proc
+
+
+def test_a_blocked_look_is_an_alert_and_the_next_look_waits_for_it(
+    synapse: Synapse, service: Service, tmp_path: Path
+) -> None:
+    upstream, bot, alice, room, bot_proc = _watched_in_a_room(synapse, service, tmp_path)
     try:
         _commit(upstream, "host-fails", "v2")  # its boots fail as a broken host's do
         kbisect(service, "series", "check", WATCH, "--no-start")
@@ -254,14 +263,7 @@ def test_a_look_that_cannot_decide_is_an_alert_of_its_own(
 ) -> None:
     """Silence would read as all clear: a pair that cannot tell (here the new kernel does
     not build) is posted as "could not decide", once."""
-    upstream, _ = _watched(service, tmp_path)
-    tag = uuid.uuid4().hex[:6]
-    bot, alice = (synapse.register(f"{n}{tag}") for n in ("bot", "alice"))
-    room = alice.create_room()
-    bot_env = {**service.env, "KBISECT_DATA": str(tmp_path / "bot-data")}
-    bot_proc = start_bot(
-        synapse, bot, room, [alice.user_id], bot_env, tmp_path, ("--series", WATCH)
-    )
+    upstream, bot, alice, room, bot_proc = _watched_in_a_room(synapse, service, tmp_path)
     try:
         _commit(upstream, "broken", "v2")
         kbisect(service, "series", "check", WATCH, "--no-start")
