@@ -436,6 +436,7 @@ class Progress:
     candidates: int = 0
     steps_left: int = 0
     current: list[str] = field(default_factory=list)  # commits being built or tested
+    building: dict[str, str] = field(default_factory=dict)  # builds under way: commit -> subject
     steps: list[Step] = field(default_factory=list)
     message: str = ""
     verification: Verification | None = None

@@ -169,7 +169,7 @@ class BisectWorkflow(Resumable):
             for patch in DEPRECATED:
                 workflow.deprecate_patch(patch)
             d = self._start_decisions(state)
-            self._kernels = Kernels(state, calls)
+            self._kernels = Kernels(state, calls, self._building)
             await self._search(state, calls, d)
             return await self._conclude(state, calls, d)
         except JobFailed as err:
@@ -315,7 +315,9 @@ class BisectWorkflow(Resumable):
             f"{state.mode.culprit_word} commit: {res.culprit} {subject} "
             f"({res.confidence:.1%} sure; {effect})"
         )
-        after = verification.Ended(state, calls, self.kernels, d, self._verifying)
+        after = verification.Ended(
+            state, calls, self.kernels, d, self._verifying, self.outcomes.show
+        )
         if state.req.verify:
             v = await verification.verify(after, res.culprit, self._showing)
             self._progress.verification = v
@@ -347,6 +349,11 @@ class BisectWorkflow(Resumable):
     def _showing(self, commits: list[str]) -> None:
         self._progress.current = commits
         self._refresh()
+
+    def _building(self, building: dict[str, str]) -> None:
+        if building != self._progress.building:
+            self._progress.building = building
+            self._refresh()
 
     def _record(self, step: Step) -> None:
         step.index = self._state.index(step.commit) if self._state else -1

@@ -26,6 +26,19 @@ class BootOutcomes:
         self._marked_meanwhile: set[str] = set()  # by a person while under test
         self._kept: list[str] = []  # booted after a person marked them: a step each to add
 
+    def show(self, commit: str, number: int, test: TestResult, what: str = "") -> None:
+        """A boot in the job's progress: its commit, number and score (`what`: a kernel
+        the search did not ask for, e.g. the verification's)."""
+        job = self._state.job
+        said = (
+            (f"bad ({test.bad})" if test.bad else "good")
+            if job.pass_fail
+            else f"{job.primary} {engine_report.boot_value(test.samples_of(job.primary)):g}"
+        )
+        self._progress.boots += 1
+        self._progress.last_boot = f"{commit[:12]} boot {number}: {said}{what}"
+        self._refresh()
+
     def measured(self) -> dict[str, Measured]:
         """Each commit seen, with its boots as the record has them."""
         return engine_report.measured(self._d.record, self.seen, self._d.plan.set_aside)
@@ -63,14 +76,7 @@ class BootOutcomes:
         exact = state.job.pass_fail and not state.job.flaky
         d.boot(commit, Boot(samples, test.host, exact=exact, beside=beside))
         # the record's k-th boot is the job's boot k (engine_report.measured)
-        self._progress.boots += 1
-        said = (
-            (f"bad ({test.bad})" if test.bad else "good")
-            if state.job.pass_fail
-            else f"{state.job.primary} {engine_report.boot_value(samples):g}"
-        )
-        self._progress.last_boot = f"{commit[:12]} boot {d.boots_of(commit)}: {said}"
-        self._refresh()
+        self.show(commit, d.boots_of(commit), test)
         if commit in self._marked_meanwhile:  # its step once the engine has the boot
             self._marked_meanwhile.discard(commit)
             self._kept.append(commit)

@@ -6,6 +6,7 @@ Workflow code only (the builds and boots are activities).
 """
 
 import asyncio
+from collections.abc import Callable
 
 from kbisect.contract import BuildResult, TestResult
 from kbisect.workflows.activity_calls import JobActivities
@@ -14,8 +15,14 @@ from kbisect.workflows.job_state import JobState
 
 
 class Kernels:
-    def __init__(self, state: JobState, calls: JobActivities) -> None:
+    def __init__(
+        self,
+        state: JobState,
+        calls: JobActivities,
+        building: Callable[[dict[str, str]], None] = lambda _: None,
+    ) -> None:
         self._state, self._calls = state, calls
+        self._said = building  # told the builds under way (commit -> subject) as they change
         self.builds: dict[str, BuildResult] = {}  # finished builds, by commit
         self._building: dict[str, asyncio.Task[BuildResult]] = {}  # builds under way
         self._ahead: dict[str, asyncio.Task[BuildResult]] = {}  # builds no round asked for
@@ -30,11 +37,17 @@ class Kernels:
                 self._building[commit] = asyncio.ensure_future(
                     self._calls.build(commit, self._state.job.testcase)
                 )
+                self._say_building()
             build = await self._building[commit]
+            self._say_building()
         if build.subject:
             self._state.subjects.setdefault(commit, build.subject)
         self.builds[commit] = build
         return build
+
+    def _say_building(self) -> None:
+        subjects = self._state.subjects
+        self._said({c: subjects.get(c, "") for c, t in self._building.items() if not t.done()})
 
     async def built_and_tested(self, commit: str) -> tuple[BuildResult, TestResult | None]:
         """The commit's build (made once) and one more boot of it."""
@@ -66,6 +79,7 @@ class Kernels:
             if not task.done():
                 task.cancel()
                 self._building.pop(commit, None)
+        self._say_building()
 
     async def same_kernels(self, d: JobDecisions, commits: list[str]) -> None:
         """Kernels known to be another's take its verdict: commits that change no file the

@@ -10,7 +10,7 @@ from typing import Any
 
 from temporalio.exceptions import ActivityError
 
-from kbisect.contract import Mode, TestStatus, Verification, VerificationStatus
+from kbisect.contract import Mode, TestResult, TestStatus, Verification, VerificationStatus
 from kbisect.decide import engine_report
 from kbisect.decide.record import Run
 from kbisect.workflows.activity_calls import JobActivities, cause
@@ -28,6 +28,7 @@ class Ended:
     kernels: Kernels
     d: JobDecisions
     say: Callable[[str], None]
+    show: Callable[[str, int, TestResult, str], None]  # a boot's line (BootOutcomes.show)
 
 
 async def verify(job: Ended, culprit: str, showing: Callable[[list[str]], None]) -> Verification:
@@ -52,7 +53,7 @@ async def verify(job: Ended, culprit: str, showing: Callable[[list[str]], None])
             v.message = made.error
             return v
         showing([made.commit])
-        return await _boots(state, job.kernels, job.d, v, made.commit, where)
+        return await _boots(job, v, made.commit, where)
     except ActivityError as err:  # the bisection's answer stands without it
         v.message = f"could not verify: {cause(err)}"
         return v
@@ -60,10 +61,9 @@ async def verify(job: Ended, culprit: str, showing: Callable[[list[str]], None])
         showing([])
 
 
-async def _boots(
-    state: JobState, kernels: Kernels, d: JobDecisions, v: Verification, commit: str, where: str
-) -> Verification:
+async def _boots(job: Ended, v: Verification, commit: str, where: str) -> Verification:
     """Boots of the verification kernel until the engine's test decides, or its cap."""
+    state, kernels, d = job.state, job.kernels, job.d
     raw: list[float] = []
     runs: list[Run] = []
     # On a host that swings, a boot of the kernel it was made from (v.onto, an endpoint)
@@ -75,12 +75,14 @@ async def _boots(
             _, before = await kernels.built_and_tested(beside)
             if before is not None and before.status == TestStatus.OK:
                 base = list(before.samples_of(state.job.primary))
+                job.show(beside, len(runs) + 1, before, " (beside the verification)")
         build, test = await kernels.built_and_tested(commit)
         if not build.ok or test is None or test.status != TestStatus.OK:
             why = build.error if not build.ok else test.error if test else "no test ran"
             v.message = f"{where}, it does not build or run: {why}"
             return v
         v.values = test.values
+        job.show(commit, len(runs) + 1, test, f" (verification: {where})")
         samples = test.samples_of(state.job.primary)
         raw.append(engine_report.boot_value(samples))
         runs.append(Run(list(samples), base))

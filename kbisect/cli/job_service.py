@@ -128,8 +128,9 @@ async def follow_result(
 
     async def live() -> None:
         console = output.stderr_console()
+        clock = output.BuildClock()
         with Live(console=console, refresh_per_second=2, transient=False) as view:
-            await _poll(client, job_id, lambda p: view.update(progress_view(p)))
+            await _poll(client, job_id, lambda p: view.update(progress_view(p, clock)))
 
     async def lines() -> None:
         await _poll(client, job_id, events.update)
@@ -137,8 +138,9 @@ async def follow_result(
     if not await until_done(client, job_id, "job", live, lines):
         return 130, None
     result = await client.result(job_id)
-    if not output.interactive():  # the steps that ended between two looks, or all of them
+    if not output.interactive():  # what ended between two looks, or all of it
         events.finish(result.steps, result.metric)
+        events.end(result.status, result.message)
     if as_json:
         out(json.dumps(to_json(result), indent=2))
     else:

@@ -6,6 +6,7 @@ kubectl do; the live views (spinner, redrawn job table) are for terminals only.
 """
 
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
@@ -81,6 +82,7 @@ class EventLines:
         self.status = ""
         self.message = ""
         self.current: list[str] = []
+        self.building: set[str] = set()
         self.boots = 0
 
     def update(self, p: Progress) -> None:
@@ -96,8 +98,18 @@ class EventLines:
         if p.current and p.current != self.current:
             self.write("testing " + ", ".join(c[:12] for c in p.current))
         self.current = list(p.current)
+        for commit, subject in p.building.items():
+            if commit not in self.building:
+                self.write(one_line(building_line(commit, subject)))
+        self.building = set(p.building)
         if not boot_first:
             self._boot(p)
+
+    def end(self, status: str, message: str) -> None:
+        """The job's last status line (the one polling ended before seeing), once."""
+        if (status, message) != (self.status, self.message):
+            self.write(one_line(f"{status}: {message}" if message else status))
+            self.status, self.message = status, message
 
     def _newly_tested(self, p: Progress) -> bool:
         """The latest boot's commit (last_boot starts with it) is under test since this poll."""
@@ -118,8 +130,42 @@ class EventLines:
         self.steps = max(self.steps, len(steps))
 
 
-def progress_view(p: Progress) -> Group:
-    """The live view on a terminal: header, the table of steps, what runs now."""
+def building_line(commit: str, subject: str) -> str:
+    return f"building {commit[:12]} ({subject})" if subject else f"building {commit[:12]}"
+
+
+class BuildClock:
+    """When each build under way was first seen: the live view shows how long it has
+    run, redrawn with every refresh (not only when the job's progress changes)."""
+
+    def __init__(self) -> None:
+        self.since: dict[str, float] = {}
+        self.building: dict[str, str] = {}
+
+    def saw(self, p: Progress) -> "BuildClock":
+        now = time.monotonic()
+        self.since = {c: self.since.get(c, now) for c in p.building}
+        self.building = dict(p.building)
+        return self
+
+    def __rich__(self) -> Text:
+        now = time.monotonic()
+        return Text(
+            "\n".join(
+                f"{building_line(c, s[:60])} {_clock(now - self.since[c])}"
+                for c, s in self.building.items()
+            )
+        )
+
+
+def _clock(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    return f"{minutes}:{secs:02d}"
+
+
+def progress_view(p: Progress, clock: BuildClock | None = None) -> Group:
+    """The live view on a terminal: header, the table of steps, what runs now (with each
+    build's time so far when a `clock` is given)."""
     header = Text.assemble(
         (p.status, "bold"),
         f"  {p.testcase} ({p.mode})  ",
@@ -141,4 +187,4 @@ def progress_view(p: Progress) -> Group:
     now = Text("testing " + ", ".join(c[:12] for c in p.current)) if p.current else Text(p.message)
     if p.last_boot:
         now.append(f"  (boot {p.boots}: {p.last_boot})")
-    return Group(header, table, now)
+    return Group(header, table, now, (clock or BuildClock()).saw(p))

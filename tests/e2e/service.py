@@ -50,16 +50,16 @@ def start_worker(env: dict[str, str], log: Path) -> "subprocess.Popen[bytes]":
 
 
 def bisect_on_own_service(
-    tmp_path: Path, args: list[str], timeout: float
+    tmp_path: Path, args: list[str], timeout: float, as_json: bool = True
 ) -> "subprocess.CompletedProcess[str]":
-    return on_own_service(tmp_path, ["bisect", *args], timeout)
+    return on_own_service(tmp_path, ["bisect", *args], timeout, as_json)
 
 
 def on_own_service(
-    tmp_path: Path, args: list[str], timeout: float
+    tmp_path: Path, args: list[str], timeout: float, as_json: bool = True
 ) -> "subprocess.CompletedProcess[str]":
-    """`kbisect ARGS --json --no-start` (bisect or sweep) against a dev server and a
-    worker of the test's own, both stopped afterwards."""
+    """`kbisect ARGS --json --no-start` (bisect or sweep; without --json unless `as_json`)
+    against a dev server and a worker of the test's own, both stopped afterwards."""
     import uuid
 
     from benchmarks.nginx import free_port
@@ -71,7 +71,7 @@ def on_own_service(
     worker = start_worker(env, tmp_path / "worker.log")
     try:
         proc = subprocess.run(
-            [*KBISECT, *args, "--json", "--no-start"],
+            [*KBISECT, *args, *(["--json"] if as_json else []), "--no-start"],
             env=env,
             capture_output=True,
             text=True,

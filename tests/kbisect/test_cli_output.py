@@ -1,5 +1,7 @@
 """Piped output is whole plain lines: one event a line, nothing wrapped or cut."""
 
+import pytest
+
 from kbisect.cli.output import EventLines
 from kbisect.contract import Progress, Step
 from kbisect.jobs.try_pipeline import TryResult
@@ -139,3 +141,45 @@ def test_a_boot_line_comes_before_the_step_it_decided() -> None:
         f"step 1: {a[:12]} bad x=8",
         f"testing {b[:12]}",
     ]
+
+
+def test_builds_are_said_as_they_start_and_the_last_status_once() -> None:
+    """A cold build takes minutes: the piped lines say what is building. The job's last
+    status (found: ...) ends before a poll sees it: end() writes it, once."""
+    a, b = "a" * 40, "b" * 40
+    lines: list[str] = []
+    events = EventLines(lines.append)
+    p = Progress(status="calibrating", metric="x", current=[a, b])
+    p.building = {a: "nvme: set nomerges", b: ""}
+    events.update(p)
+    p.building = {b: ""}  # a built, b still building: nothing new to say
+    events.update(p)
+    events.end("found", "first bad commit: c (99.0% sure)")
+    events.end("found", "first bad commit: c (99.0% sure)")
+    assert lines == [
+        "calibrating",
+        f"testing {a[:12]}, {b[:12]}",
+        f"building {a[:12]} (nvme: set nomerges)",
+        f"building {b[:12]}",
+        "found: first bad commit: c (99.0% sure)",
+    ]
+
+
+def test_the_live_view_shows_each_build_with_its_time_so_far(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import time
+
+    from rich.console import Console
+
+    from kbisect.cli.output import BuildClock, progress_view
+
+    clock = BuildClock()
+    p = Progress(status="calibrating", metric="x", building={"a" * 40: "nvme: set nomerges"})
+    now = [100.0]
+    monkeypatch.setattr(time, "monotonic", lambda: now[0])
+    view = progress_view(p, clock)
+    now[0] = 100.0 + 151  # the next refresh, with no news from the job
+    console = Console(width=120, record=True)
+    console.print(view)
+    assert f"building {'a' * 12} (nvme: set nomerges) 2:31" in console.export_text()

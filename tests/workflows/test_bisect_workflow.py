@@ -775,3 +775,26 @@ async def test_a_bad_endpoint_that_does_not_build_fails_the_job(env: WorkflowEnv
     assert desc.status == WorkflowExecutionStatus.FAILED
     assert desc.typed_search_attributes.get(SA_STATUS) == "failed"
     assert scenario.tests["c16"] == 0  # failed at its build, before any boot
+
+
+async def test_progress_says_what_builds_and_the_verification_s_boots(
+    env: WorkflowEnvironment,
+) -> None:
+    """A build takes minutes: the progress names the builds under way. The verification's
+    boots are boots of the job too, each with its line."""
+    scenario = Scenario(graph=linear(16), culprit="c9", build_delay=0.3)
+    seen: dict[str, str] = {}
+    boots: list[str] = []
+    async with running(env.client, scenario) as handle:
+        while (p := await handle.query("progress", result_type=Progress)).status != "found":
+            seen.update(p.building)
+            if p.last_boot and p.last_boot not in boots:
+                boots.append(p.last_boot)
+            await asyncio.sleep(0.05)
+        result: BisectResult = await handle.result()
+    assert result.culprit == "c9"
+    assert {"root", "c16"} <= set(seen) and seen["c16"] == "subject of c16", seen
+    assert p.building == {}
+    revert = result.verification.commit if result.verification else None
+    assert revert and p.last_boot.startswith(f"{revert[:12]} boot 1: ")
+    assert p.last_boot.endswith("(verification: reverted on the new endpoint)"), p.last_boot
