@@ -373,6 +373,7 @@ class Step:
     # the job's boot numbers (as boot_numbers) of boots set aside as wild: read far off
     # the kernel's others (a disturbed host), shown but not weighed
     set_aside: list[int] = field(default_factory=list)
+    same_as: str = ""  # a same-kernel step: the commit whose kernel (and verdict) it shares
 
 
 @dataclass

@@ -151,6 +151,7 @@ def decision_step(
         test_seconds=m.test_seconds,
         round=round_,
         confidence=d.confidence if d.state != State.SKIP and d.llr else None,
+        same_as=d.twin or "",
     )
     with_boots(step, m)
     if m.raw:

@@ -5,7 +5,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from kbisect.builders.kernel_list import builds_around, builds_line, is_kernel_list
-from kbisect.contract import BisectResult, Mode, Step
+from kbisect.contract import BisectResult, Mode, Step, StepSource
 from kbisect.errors import KbisectError
 from kbisect.infra.git import Git
 from kbisect.model import Commit
@@ -194,6 +194,42 @@ def _builds_line(result: BisectResult) -> str:
     return builds_line(Path(result.repo), result.culprit, Mode(result.mode))
 
 
+def same_kernel_lines(steps: list[Step], shared: list[Step]) -> list[str]:
+    """The commits that took the verdict of a kernel they share, as a count and a folded
+    list, each with the tested commit whose kernel it is (a chain of twins followed)."""
+    if not shared:
+        return []
+    twin = {s.commit: s.same_as for s in shared if s.same_as}
+    tested = {s.commit for s in steps if s.source != StepSource.SAME_KERNEL}
+
+    def booted(commit: str) -> str:
+        seen = {commit}
+        while commit in twin and commit not in tested and twin[commit] not in seen:
+            commit = twin[commit]
+            seen.add(commit)
+        return commit
+
+    lines = [
+        "",
+        f"{len(shared)} more commits took the verdict of a kernel in the table, with no build "
+        "or boot of their own (they touch no file the config compiles, or build a "
+        "byte-identical image).",
+        "",
+        f"<details><summary>the {len(shared)} commits</summary>",
+        "",
+        "| commit | subject | verdict | the kernel of | why |",
+        "|---|---|---|---|---|",
+    ]
+    for s in shared:
+        of = booted(s.same_as) if s.same_as else ""
+        why = s.note.split(":", 1)[0]
+        lines.append(
+            f"| `{s.commit[:12]}` | {s.subject[:60]} | {s.verdict} | "
+            f"{f'`{of[:12]}`' if of else ''} | {why} |"
+        )
+    return [*lines, "", "</details>"]
+
+
 def markdown(result: BisectResult, job_id: str) -> str:
     metric, unit = result.metric or "score", result.unit
     what = "fixed it" if result.mode == Mode.FIX else "caused it"
@@ -240,7 +276,10 @@ def markdown(result: BisectResult, job_id: str) -> str:
         "|---|---|---|---|---|---|---|",
     ]
     several_hosts = len({h for s in result.steps for h in s.hosts}) > 1
+    shared = [s for s in result.steps if s.source == StepSource.SAME_KERNEL]
     for i, s in enumerate(result.steps, 1):
+        if s.source == StepSource.SAME_KERNEL:
+            continue  # folded below the table: they were neither built nor booted
         value = "" if s.value is None else f"{s.value:g}"
         if result.pass_fail and s.scores:
             value = "{} / {}".format(*pass_fail_counts(s))
@@ -252,6 +291,7 @@ def markdown(result: BisectResult, job_id: str) -> str:
             f"| {i} | `{s.commit[:12]}` | {s.subject[:60]} | {s.verdict} | {value} | "
             f"{others} | {how} |"
         )
+    lines += same_kernel_lines(result.steps, shared)
     if is_kernel_list(Path(result.repo)):  # builds, not commits: nothing to replay
         return "\n".join([*lines, ""])
     lines += [

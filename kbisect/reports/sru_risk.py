@@ -9,7 +9,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kbisect.contract import BisectResult, Mode
+from kbisect.contract import BisectResult, Mode, StepSource
 from kbisect.errors import KbisectError
 from kbisect.infra.git import Git, git_argv, git_env
 
@@ -119,7 +119,17 @@ def where_problems(result: BisectResult, patch: bytes | None = None) -> list[str
     profile = f", device profile {result.profile}" if result.profile else ""
     lines.append(
         f"kbisect ran one testcase, {result.testcase} (metric {result.metric}{profile}), on "
-        f"{len(result.steps)} kernels; other workloads were not measured. Run the "
+        f"{booted_kernels(result)}; other workloads were not measured. Run the "
         "subsystem's usual regression tests before release."
     )
     return lines
+
+
+def booted_kernels(result: BisectResult) -> str:
+    """'7 kernels (21 more commits share one of their kernels)': what was booted, not the
+    commits that took a booted kernel's verdict."""
+    booted = sum(s.source in (StepSource.TEST, StepSource.ENDPOINT) for s in result.steps)
+    booted += bool(result.verification and result.verification.boots)  # its own kernel
+    shared = sum(s.source == StepSource.SAME_KERNEL for s in result.steps)
+    text = f"{booted} kernel{'s' if booted != 1 else ''}"
+    return f"{text} ({shared} more commits share one of their kernels)" if shared else text

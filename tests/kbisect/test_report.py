@@ -232,3 +232,25 @@ def test_the_report_says_which_host_ran_which_boot_when_there_were_several() -> 
     for s in result.steps:  # one host: nothing to tell apart
         s.hosts = ["vm-a"] * len(s.hosts)
     assert "booted on" not in markdown(result, "job-1")
+
+
+def test_commits_that_share_a_tested_kernel_are_a_count_and_a_folded_list() -> None:
+    """A lab's fillers take their parent's verdict: the table shows what was booted; the
+    rest is a count, each with the tested commit whose kernel it is (twins of twins
+    followed to it), and the SRU draft counts kernels booted, not commits."""
+    from kbisect.reports.sru_risk import booted_kernels
+
+    h = [str(i) * 40 for i in range(6)]
+    result = _result(h, "regression", 4, [(0, "good"), (5, "bad"), (4, "bad")])
+    why = "touches no file the config compiles: the verdict of "
+    result.steps += [
+        Step(h[1], "change 1", "good", "same-kernel", note=why + h[0][:12], same_as=h[0]),
+        Step(h[2], "change 2", "good", "same-kernel", note=why + h[1][:12], same_as=h[1]),
+    ]
+    md = markdown(result, "job-1")
+    table = md.split("## Tested commits", 1)[1].split("2 more commits", 1)[0]
+    assert table.count("| `") == 3 and h[2][:12] not in table, table
+    folded = md.split("<details>", 1)[1].split("</details>", 1)[0]
+    assert f"| `{h[2][:12]}` | change 2 | good | `{h[0][:12]}` |" in folded, folded
+    assert "touches no file the config compiles |" in folded
+    assert booted_kernels(result) == "3 kernels (2 more commits share one of their kernels)"
