@@ -46,12 +46,17 @@ def step_line(number: int, step: Step, metric: str) -> str:
     return one_line(text)
 
 
+def answer_word(mode: str) -> str:
+    """What the named commit is called in an answer's line."""
+    return "fixed by" if mode == Mode.FIX else "first bad commit"
+
+
 def outcome_lines(result: BisectResult) -> list[str]:
     if result.culprit:
         builds = builds_line(Path(result.repo), result.culprit, Mode(result.mode))
         if builds:
             return [builds]
-        word = "fixed by" if result.mode == Mode.FIX else "first bad commit"
+        word = answer_word(result.mode)
         subject = result.subjects.get(result.culprit, "")
         lines = [f"{word}: {result.culprit} {subject}".rstrip()]
         if result.verification:

@@ -10,7 +10,7 @@ matplotlib.use("Agg")  # files only, no display needed
 import matplotlib.pyplot as plt
 
 from kbisect.contract import BisectResult
-from kbisect.reports.lines import pass_fail_counts
+from kbisect.reports.lines import answer_word, pass_fail_counts
 
 COLOURS = {"good": "tab:green", "bad": "tab:red", "skip": "tab:gray"}
 VERIFY_COLOUR = "tab:blue"
@@ -47,10 +47,12 @@ def plot_data(result: BisectResult) -> PlotData:
     if v is not None and v.value is not None:
         xs = [s.index for s in result.steps] or [0]
         revert = v.kind == "revert"
-        where = "culprit reverted on new" if revert else "fix applied to old"
+        change = v.change[:12]
+        where = f"{change} reverted on new" if revert else f"{change} applied to old"
         # Right of the new endpoint for a revert, left of the old one for a backport.
         x = max(xs) + 1 if revert else min(xs) - 1
-        star = Point(x, v.value, VERIFY_COLOUR, f"{where}: {v.status}")
+        tick = f"revert {v.change[:7]}" if revert else f"+{v.change[:7]}"
+        star = Point(x, v.value, VERIFY_COLOUR, f"{where}: {v.status}", tick)
     boots = [
         Point(s.index, y, COLOURS.get(s.verdict, "black"), "one boot")
         for s in result.steps
@@ -90,15 +92,7 @@ def _pass_fail_axes(result: BisectResult, ax: Any) -> None:
         ax.bar(xs, passed, color=COLOURS["good"], label="passed")
     if any(failed):
         ax.bar(xs, failed, bottom=passed, color=COLOURS["bad"], label="failed")
-    for b in bars:
-        ax.annotate(
-            b.text,
-            (b.x, b.passed + b.failed),
-            textcoords="offset points",
-            xytext=(0, 3),
-            ha="center",
-            fontsize=7,
-        )
+    _hash_ticks(ax, {b.x: b.text for b in bars})
     ax.set_ylabel("boots")
     ax.yaxis.get_major_locator().set_params(integer=True)
 
@@ -113,21 +107,23 @@ def plot_scores(result: BisectResult, out: Path) -> Path:
     data = plot_data(result)
     for b in data.boots:  # the spread behind each verdict: small, faint, under the medians
         ax.scatter(b.x, b.y, color=b.colour, s=8, alpha=0.35, zorder=2)
-    for n, p in enumerate(data.points):
+    for p in data.points:
         ax.scatter(p.x, p.y, color=p.colour, s=40, zorder=3, label=p.label)
-        ax.annotate(
-            p.text,
-            (p.x, p.y),
-            textcoords="offset points",
-            xytext=(0, 6 if n % 2 else -12),  # alternate: neighbours do not collide
-            ha="center",
-            fontsize=7,
-        )
+    ticks = {p.x: p.text for p in data.points}
     if data.star is not None:
         star = data.star
         ax.scatter(star.x, star.y, marker="*", s=160, color=star.colour, zorder=4, label=star.label)
+        ticks[star.x] = star.text
+    _hash_ticks(ax, ticks)
     ax.set_ylabel(f"{result.metric} ({result.unit})" if result.unit else result.metric)
     return _finish(result, fig, ax, out)
+
+
+def _hash_ticks(ax: Any, ticks: dict[int, str]) -> None:
+    """The x axis names each commit plotted by its short hash, upright: neighbours in
+    history (the culprit and its parent) never write over each other."""
+    xs = sorted(ticks)
+    ax.set_xticks(xs, [ticks[x] for x in xs], rotation=90, fontsize=7, family="monospace")
 
 
 def _finish(result: BisectResult, fig: Any, ax: Any, out: Path) -> Path:
@@ -144,10 +140,19 @@ def _finish(result: BisectResult, fig: Any, ax: Any, out: Path) -> Path:
     handles, labels = ax.get_legend_handles_labels()
     unique = dict(zip(labels, handles, strict=False))
     ax.legend(unique.values(), unique.keys(), loc="best", fontsize=8)
-    ax.set_xlabel("commit (history order, oldest left)")
-    ax.set_title(f"{result.testcase}: {result.status} ({result.mode} mode)")
+    ax.set_xlabel("commits tested, in history order (oldest left)")
+    ax.set_title(_title(result), fontsize=10)
     ax.grid(alpha=0.3)
     return save(fig, out)
+
+
+def _title(result: BisectResult) -> str:
+    """The answer itself: the commit named, with its subject; else the job's status."""
+    if not result.culprit:
+        return f"{result.testcase}: {result.status} ({result.mode} mode)"
+    word = answer_word(result.mode)
+    subject = result.subjects.get(result.culprit, "")[:60]
+    return f"{result.testcase}: {word} {result.culprit[:12]} {subject}".rstrip()
 
 
 def save(fig: Any, out: Path) -> Path:

@@ -254,3 +254,25 @@ def test_commits_that_share_a_tested_kernel_are_a_count_and_a_folded_list() -> N
     assert f"| `{h[2][:12]}` | change 2 | good | `{h[0][:12]}` |" in folded, folded
     assert "touches no file the config compiles |" in folded
     assert booted_kernels(result) == "3 kernels (2 more commits share one of their kernels)"
+
+
+def test_the_plot_names_its_commits_by_hash_and_the_culprit_in_its_title(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kbisect.reports import plot
+
+    h = [str(i) * 40 for i in range(1, 5)]
+    result = _result(h, "regression", 2, [(0, "good"), (3, "bad"), (2, "bad"), (1, "good")])
+    for step, index in zip(result.steps, (-1, 2, 1, 0), strict=True):
+        step.index = index
+    result.verification = Verification(
+        kind="revert", change=h[2], onto=h[3], status="confirmed", message="", value=1.0
+    )
+    drawn: list[object] = []
+    monkeypatch.setattr(plot, "save", lambda fig, out: drawn.append(fig) or out)
+    plot.plot_scores(result, tmp_path / "p.png")
+    ax = drawn[0].axes[0]  # type: ignore[attr-defined]
+    labels = [t.get_text() for t in ax.get_xticklabels()]
+    assert labels == [h[0][:7], h[1][:7], h[2][:7], h[3][:7], f"revert {h[2][:7]}"]
+    assert ax.get_title() == f"t: first bad commit {h[2][:12]} change 2"
+    assert f"{h[2][:12]} reverted on new: confirmed" in ax.get_legend_handles_labels()[1]
