@@ -6,6 +6,7 @@ answering) does not fail the job: `Blocking` parks it until a person says resume
 input (ErrorType.USER) is never retried and fails the job at once.
 """
 
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Protocol, TypeVar
@@ -243,9 +244,21 @@ class ShowsStatus(Resumable):
 
 
 class JobActivities:
+    """Each activity a job calls, with a summary a person reads in the Web UI's timeline
+    ("build 1823859153e5 nvme: set nomerges", "boot 1823859153e5 #2")."""
+
     def __init__(self, req: BisectRequest, blocking: Blocking) -> None:
         self.req = req
         self.blocking = blocking
+        self.subjects: dict[str, str] = {}  # the job's subjects, once validated
+        self._boots: Counter[str] = Counter()  # boots asked of each commit so far
+
+    def _named(self, commit: str) -> str:
+        return f"{commit[:12]} {self.subjects.get(commit, '')}"[:80].rstrip()
+
+    def _boot_summary(self, verb: str, commit: str) -> str:
+        self._boots[commit] += 1
+        return f"{verb} {commit[:12]} #{self._boots[commit]}"
 
     def _queue(self, activity: str) -> str:
         """The job's task queue for this activity's kind (the contract says which)."""
@@ -260,6 +273,7 @@ class JobActivities:
             task_queue=self._queue(VALIDATE),
             start_to_close_timeout=GIT_TIMEOUT,
             retry_policy=VALIDATE_RETRY,
+            summary="validate: the revisions, the range and the testcase",
         )
         return job
 
@@ -268,6 +282,8 @@ class JobActivities:
     ) -> BuildResult:
         """`explain`: the kernel an explain boot needs (the diagnostics fragment too);
         `aligned`: every function aligned (an explain job's alignment check)."""
+        kind = " (diagnostics)" if explain else " (aligned)" if aligned else ""
+        summary = f"build {self._named(commit)}{kind}"
         result: BuildResult = await self.blocking.until_done(
             f"building {commit[:12]}",
             lambda: workflow.execute_activity(
@@ -278,6 +294,7 @@ class JobActivities:
                 start_to_close_timeout=BUILD_TIMEOUT,
                 heartbeat_timeout=BUILD_HEARTBEAT,
                 retry_policy=BUILD_RETRY,
+                summary=summary,
             ),
         )
         return result
@@ -288,8 +305,8 @@ class JobActivities:
         # job.test_timeout is for job.repetitions; a retest runs more.
         scale = max(1.0, repetitions / max(1, job.repetitions))
         request = self._test_request(job, commit, artifact, repetitions)
-        what = f"testing {commit[:12]}"
-        return await self._boot(what, TEST, request, TestResult, job.test_timeout * scale)
+        what, summary = f"testing {commit[:12]}", self._boot_summary("boot", commit)
+        return await self._boot(what, TEST, request, TestResult, job.test_timeout * scale, summary)
 
     async def duet(
         self, job: ValidatedJob, kernels: list[tuple[str, Artifact]]
@@ -297,7 +314,10 @@ class JobActivities:
         """Boots of these kernels at one moment on one VM host (DuetRequest)."""
         tests = [self._test_request(job, c, a, job.repetitions) for c, a in kernels]
         what = "testing " + " beside ".join(c[:12] for c, _ in kernels)
-        result = await self._boot(what, DUET, DuetRequest(tests), DuetResult, job.test_timeout)
+        summary = " beside ".join(self._boot_summary("boot", c) for c, _ in kernels)
+        result = await self._boot(
+            what, DUET, DuetRequest(tests), DuetResult, job.test_timeout, summary
+        )
         return result.results
 
     def _test_request(
@@ -317,8 +337,8 @@ class JobActivities:
     async def trace(self, job: ValidatedJob, commit: str, artifact: Artifact) -> TraceResult:
         """A traced boot for the report (one repetition under blktrace)."""
         request = TraceRequest(self.req.repo, commit, job.testcase, job.profile, artifact)
-        what = f"tracing {commit[:12]}"
-        return await self._boot(what, TRACE, request, TraceResult, job.test_timeout * 2)
+        what, summary = f"tracing {commit[:12]}", self._boot_summary("traced boot", commit)
+        return await self._boot(what, TRACE, request, TraceResult, job.test_timeout * 2, summary)
 
     async def explain(
         self, job: ValidatedJob, commit: str, artifact: Artifact
@@ -328,11 +348,19 @@ class JobActivities:
         request = ExplainBootRequest(
             self.req.repo, commit, job.testcase, job.profile, artifact, job.primary
         )
-        what = f"explaining {commit[:12]}"
-        return await self._boot(what, EXPLAIN, request, ExplainBootResult, job.test_timeout * 2)
+        what, summary = f"explaining {commit[:12]}", self._boot_summary("explain boot", commit)
+        return await self._boot(
+            what, EXPLAIN, request, ExplainBootResult, job.test_timeout * 2, summary
+        )
 
     async def _boot(
-        self, what: str, name: str, request: object, result_type: type[R], seconds: float
+        self,
+        what: str,
+        name: str,
+        request: object,
+        result_type: type[R],
+        seconds: float,
+        summary: str,
     ) -> R:
         """A VM activity: a boot of up to `seconds` of the testcase's own time."""
         result: R = await self.blocking.until_done(
@@ -345,6 +373,7 @@ class JobActivities:
                 start_to_close_timeout=timedelta(seconds=seconds + TEST_SLACK),
                 heartbeat_timeout=TEST_HEARTBEAT,
                 retry_policy=TEST_RETRY,
+                summary=summary,
             ),
         )
         return result
@@ -357,6 +386,7 @@ class JobActivities:
             task_queue=self._queue(CLASSIFY),
             start_to_close_timeout=GIT_TIMEOUT,
             retry_policy=VALIDATE_RETRY,
+            summary=f"classify {len(commits)} commits: which ones change the kernel",
         )
         return result
 
@@ -368,6 +398,11 @@ class JobActivities:
             task_queue=self._queue(PREPARE_VERIFY),
             start_to_close_timeout=GIT_TIMEOUT,
             retry_policy=VALIDATE_RETRY,
+            summary=(
+                f"verify: revert of {change[:12]} on {onto[:12]}"
+                if revert
+                else f"verify: {change[:12]} applied to {onto[:12]}"
+            ),
         )
         return made
 

@@ -186,6 +186,7 @@ class BisectWorkflow(Resumable):
         except ActivityError as err:
             raise JobFailed(cause(err)) from err
         self._state = state = JobState.of(req, job)
+        calls.subjects = state.subjects  # the activities' summaries name each commit
         self._progress.metric, self._progress.unit = job.primary, job.unit
         self._progress.old, self._progress.new = job.old, job.new
         return state

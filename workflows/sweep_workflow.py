@@ -76,6 +76,7 @@ class SweepWorkflow(ShowsStatus):
             vm_queue=req.vm_queue,
         )
         calls = JobActivities(shim, self._blocking)
+        calls.subjects = dict(zip(job.kernels, job.subjects, strict=False))
         sweep = Sweep(len(job.kernels), job.testcases, req.boots, req.min_effect, req.max_boots)
         self._set("building", f"{len(set(job.kernels)) * len(job.testcases)} kernels")
         builds = await build_series(calls, sweep, job)

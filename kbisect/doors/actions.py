@@ -76,15 +76,20 @@ class Reply:
     files: list[Attachment] = field(default_factory=list)
 
 
-async def execute(cmd: Command, client: JobClient, settings: Settings, owns: Owns) -> Reply:
-    """Run one parsed command; a KbisectError becomes a one-line refusal, never a crash."""
+async def execute(
+    cmd: Command, client: JobClient, settings: Settings, owns: Owns, by: str = ""
+) -> Reply:
+    """Run one parsed command (`by`: who asked, e.g. '@alice:hs (Matrix)', for the jobs it
+    starts); a KbisectError becomes a one-line refusal, never a crash."""
     try:
-        return await _execute(cmd, client, settings, owns)
+        return await _execute(cmd, client, settings, owns, by)
     except KbisectError as exc:
         return Reply(text=" ".join(str(exc).split()), ok=False)
 
 
-async def _execute(cmd: Command, client: JobClient, settings: Settings, owns: Owns) -> Reply:
+async def _execute(
+    cmd: Command, client: JobClient, settings: Settings, owns: Owns, by: str
+) -> Reply:
     if cmd.job is not None:
         check_origin(cmd.job, owns)
     if cmd.verb == "help":
@@ -92,7 +97,7 @@ async def _execute(cmd: Command, client: JobClient, settings: Settings, owns: Ow
     if cmd.verb == "testcases":
         return Reply(await off_loop(_testcases))
     if cmd.verb == "bisect":
-        return await _bisect(cmd, client, settings)
+        return await _bisect(cmd, client, settings, by)
     if cmd.verb == "status":
         return Reply(await _status(client, cmd.job, owns))
     job = check_job_id(cmd.job or "")
@@ -111,9 +116,9 @@ async def _execute(cmd: Command, client: JobClient, settings: Settings, owns: Ow
             "here write: sru JOB [series=jammy] [bug=N]"
         )
     if cmd.verb == "explain":
-        return await _explain(client, job)
+        return await _explain(client, job, by)
     if cmd.verb == "backport":
-        return await _backport(client, job, cmd.one("target") or "")
+        return await _backport(client, job, cmd.one("target") or "", by)
     result = await client.result(job)
     if cmd.verb == "report":
         return Reply(await off_loop(markdown, result, job))  # git: the commits' subjects
@@ -165,7 +170,7 @@ async def _ran(
     return None
 
 
-async def _explain(client: JobClient, job: str) -> Reply:
+async def _explain(client: JobClient, job: str, by: str) -> Reply:
     """The job's explain job: its answer and flame graph once it has one, how far it is
     while it runs, else started (asked again, the command shows it)."""
     eid = explain_job.explain_id(job)
@@ -186,11 +191,11 @@ async def _explain(client: JobClient, job: str) -> Reply:
         return Reply(said, files=files)
     req = await explain_job.request_for(client, job)
     await client.require_workers(client.needs())
-    await client.start_explain(req, eid)
+    await client.start_explain(req, eid, by)
     return Reply(f"started {eid}: {client.job_url(eid)} ('explain {job}' again shows the answer)")
 
 
-async def _backport(client: JobClient, job: str, target: str) -> Reply:
+async def _backport(client: JobClient, job: str, target: str, by: str) -> Reply:
     """The job's fix taken to `target`: started (the door follows it and posts its figures
     and SRU note), or its answer when it ran before."""
     req = await backport_job.request_for(client, job, target)  # resolves target: git
@@ -205,14 +210,14 @@ async def _backport(client: JobClient, job: str, target: str) -> Reply:
     if (said := await _ran(client, bid, answer, how_far)) is not None:
         return Reply(said)
     await client.require_workers(client.needs())
-    await client.start_backport(req, bid)
+    await client.start_backport(req, bid, by)
     return Reply(f"started {bid}: {client.job_url(bid)}", job_id=bid)
 
 
-async def _bisect(cmd: Command, client: JobClient, settings: Settings) -> Reply:
+async def _bisect(cmd: Command, client: JobClient, settings: Settings, by: str) -> Reply:
     req = await off_loop(checked_request, cmd.options(), settings)  # fetches the tree
     await client.require_workers(client.needs())
-    job_id = await client.start(req)
+    job_id = await client.start(req, by)
     return Reply(f"started {job_id}: {client.job_url(job_id)}", job_id=job_id)
 
 

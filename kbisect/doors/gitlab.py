@@ -220,7 +220,7 @@ class GitLabDoor:
             return
         for text in commands:
             try:
-                reply = await self._run(target, text)
+                reply = await self._run(target, text, f"@{author} (GitLab {target.project})")
             except Exception as exc:  # a note must never be left unanswered
                 log.exception("command %r", text)
                 reply = Reply(text=failure_text(exc), ok=False)
@@ -265,7 +265,7 @@ class GitLabDoor:
 
         return owns
 
-    async def _run(self, target: Target, text: str) -> Reply:
+    async def _run(self, target: Target, text: str, by: str) -> Reply:
         try:
             cmd = parse(text)
         except UserError as exc:
@@ -276,7 +276,7 @@ class GitLabDoor:
                 return await self._sru_branch(target, cmd)
             except KbisectError as exc:
                 return Reply(text=" ".join(str(exc).split()), ok=False)
-        reply = await execute(cmd, self.jobs, self.settings, self._owns(target))
+        reply = await execute(cmd, self.jobs, self.settings, self._owns(target), by)
         if reply.job_id:
             link = self.jobs.job_url(reply.job_id)
             return Reply(f"kbisect started `{reply.job_id}`: {link}", job_id=reply.job_id)

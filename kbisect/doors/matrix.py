@@ -219,7 +219,8 @@ class MatrixBot:
             await self._reply(room, event.event_id, str(exc))
             return
         log.info("%s in %s: %s", event.sender, room, cmd.verb)
-        reply = await execute(cmd, self.jobs, self.settings, self.state.jobs.__contains__)
+        owns, by = self.state.jobs.__contains__, f"{event.sender} (Matrix)"
+        reply = await execute(cmd, self.jobs, self.settings, owns, by)
         root = await self._reply(room, event.event_id, reply.text)
         for f in reply.files:  # a flame graph beside an explain job's answer
             if root is None or not await self._post_file(room, root, f.name, f.data, f.mimetype):

@@ -57,7 +57,7 @@ from kbisect.contract import (
     Verdict,
 )
 from kbisect.errors import InfraError, UserError
-from kbisect.jobs import connection
+from kbisect.jobs import connection, static_card
 from kbisect.settings import Queues, Settings
 
 # Set once a Temporal client exists: its runtime threads outlive asyncio.run and abort
@@ -149,6 +149,7 @@ class JobClient:
         self.endpoint = settings.endpoint
         self.queues = settings.queues
         self.temporal = client
+        self.submitter = static_card.cli_user()  # a job's "submitted by" (a door says who)
 
     @classmethod
     async def connect(cls, settings: Settings) -> "JobClient":
@@ -157,34 +158,42 @@ class JobClient:
         return cls(settings, await connection.connect(settings.endpoint))
 
     # --- jobs -------------------------------------------------------------------------
-    async def start(self, req: BisectRequest) -> str:
-        """Start a job; its id. It runs on this client's queues (its settings')."""
+    async def start(self, req: BisectRequest, by: str = "") -> str:
+        """Start a job; its id. It runs on this client's queues (its settings'); `by`: who
+        asked, for the job's details (default: this shell's user@host)."""
         req = dataclasses.replace(req, build_queue=self.queues.build, vm_queue=self.queues.vm)
         req.search_attributes = await self.has_search_attributes()
-        return await self._start(WORKFLOW, req, f"bisect-{req.testcase}-{uuid.uuid4().hex[:8]}")
+        return await self._start(WORKFLOW, req, f"bisect-{req.testcase}-{uuid.uuid4().hex[:8]}", by)
 
-    async def start_sweep(self, req: SweepRequest) -> str:
+    async def start_sweep(self, req: SweepRequest, by: str = "") -> str:
         """Start a sweep; its id (as a job's: watch, cancel and resume take it)."""
         req = dataclasses.replace(req, build_queue=self.queues.build, vm_queue=self.queues.vm)
         req.search_attributes = await self.has_search_attributes()
-        return await self._start(SWEEP_WORKFLOW, req, f"sweep-{uuid.uuid4().hex[:8]}")
+        return await self._start(SWEEP_WORKFLOW, req, f"sweep-{uuid.uuid4().hex[:8]}", by)
 
-    async def start_explain(self, req: ExplainRequest, job_id: str) -> str:
+    async def start_explain(self, req: ExplainRequest, job_id: str, by: str = "") -> str:
         """Start an explain job under this id (`explain_id`: one a bisection, again
         once the last one has ended)."""
         req = dataclasses.replace(req, build_queue=self.queues.build, vm_queue=self.queues.vm)
-        return await self._start(EXPLAIN_WORKFLOW, req, job_id)
+        return await self._start(EXPLAIN_WORKFLOW, req, job_id, by)
 
-    async def start_backport(self, req: BackportRequest, job_id: str) -> str:
+    async def start_backport(self, req: BackportRequest, job_id: str, by: str = "") -> str:
         """Start a backport job under this id (`backport_id`)."""
         req = dataclasses.replace(req, build_queue=self.queues.build, vm_queue=self.queues.vm)
         req.search_attributes = await self.has_search_attributes()
-        return await self._start(BACKPORT_WORKFLOW, req, job_id)
+        return await self._start(BACKPORT_WORKFLOW, req, job_id, by)
 
-    async def _start(self, workflow: str, req: object, job_id: str) -> str:
+    async def _start(
+        self, workflow: str, req: static_card.Request, job_id: str, by: str = ""
+    ) -> str:
         try:
             await self.temporal.start_workflow(
-                workflow, req, id=job_id, task_queue=self.queues.control
+                workflow,
+                req,
+                id=job_id,
+                task_queue=self.queues.control,
+                static_summary=static_card.summary(req),
+                static_details=static_card.details(req, by or self.submitter),
             )
         except RPCError as exc:
             raise InfraError(f"cannot start a job on {self.endpoint.address}: {exc}") from exc

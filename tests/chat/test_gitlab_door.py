@@ -58,8 +58,9 @@ class RecordingJobs:
     async def require_workers(self, needs: object, *args: object) -> None:
         return None
 
-    async def start(self, req: BisectRequest) -> str:
+    async def start(self, req: BisectRequest, by: str = "") -> str:
         self.started.append(req)
+        self.by = by
         job = f"bisect-nvme-snapshot-read-{len(self.started):08x}"
         self.result_of[job] = _result(req)
         return job
@@ -325,6 +326,7 @@ async def test_a_note_starts_one_job_however_often_it_is_delivered(receiver: Rec
     req = receiver.jobs.started[0]
     head = git(receiver.upstream, "rev-parse", "master").strip()
     assert req.tree == "lab" and req.bad == head and req.testcase == "nvme-snapshot-read"
+    assert receiver.jobs.by == f"@alice (GitLab {PROJECT})"  # the job's "submitted by"
 
     notes = receiver.calls.of("POST", rf"/projects/{PROJECT}/issues/3/notes")
     job = "bisect-nvme-snapshot-read-00000001"

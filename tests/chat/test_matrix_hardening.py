@@ -42,8 +42,9 @@ class StubJobs:
     async def require_workers(self, *args: object) -> None:
         return None
 
-    async def start(self, req: BisectRequest) -> str:
+    async def start(self, req: BisectRequest, by: str = "") -> str:
         self.started.append(req)
+        self.by = by
         return f"bisect-nvme-snapshot-read-{len(self.started):08x}"
 
     def job_url(self, job_id: str) -> str:

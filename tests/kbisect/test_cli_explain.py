@@ -35,7 +35,7 @@ class Client:
     async def job_request(self, job_id: str) -> BisectRequest:
         return BisectRequest("/lab", ["g"], "b", "t", config="/cache/configs/x.config")
 
-    async def start_explain(self, req: ExplainRequest, job_id: str) -> str:
+    async def start_explain(self, req: ExplainRequest, job_id: str, by: str = "") -> str:
         self.started.append((job_id, req))
         return job_id
 

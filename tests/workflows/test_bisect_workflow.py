@@ -792,9 +792,42 @@ async def test_progress_says_what_builds_and_the_verification_s_boots(
                 boots.append(p.last_boot)
             await asyncio.sleep(0.05)
         result: BisectResult = await handle.result()
+        history = await handle.fetch_history()
     assert result.culprit == "c9"
     assert {"root", "c16"} <= set(seen) and seen["c16"] == "subject of c16", seen
+    # each activity in the Web UI's timeline says what it does, for a person
+    summaries = [
+        json.loads(e.user_metadata.summary.data)
+        for e in history.events
+        if e.HasField("activity_task_scheduled_event_attributes")
+    ]
+    assert "build c16 subject of c16" in summaries and "boot c16 #1" in summaries, summaries
+    assert summaries[0] == "validate: the revisions, the range and the testcase"
+    assert any(s.startswith("verify: revert of c9 on c16") for s in summaries), summaries
     assert p.building == {}
     revert = result.verification.commit if result.verification else None
     assert revert and p.last_boot.startswith(f"{revert[:12]} boot 1: ")
     assert p.last_boot.endswith("(verification: reverted on the new endpoint)"), p.last_boot
+
+
+async def test_a_job_s_summary_and_details_are_what_the_workflow_list_shows(
+    env: WorkflowEnvironment,
+) -> None:
+    """The Web UI's list shows a job's static summary; its page, the details under it."""
+    from kbisect.jobs.client import JobClient
+    from kbisect.settings import Settings
+
+    client = JobClient(Settings.from_env(), env.client)
+    req = BisectRequest("/home/u/kbisect-lab/", ["lab-good"], "lab-bad", "t", repetitions=1)
+    job = await client.start(req, by="@alice:hs (Matrix)")
+    handle = env.client.get_workflow_handle(job)
+    try:
+        desc = await handle.describe()
+        summary = await desc.static_summary()
+        assert summary == "bisect t (regression) lab-good..lab-bad in kbisect-lab"
+        details = (await desc.static_details() or "").splitlines()
+        assert details[0] == "- **submitted by**: @alice:hs (Matrix)"
+        assert "- **repetitions**: 1" in details and "- **mode**: regression" in details
+        assert not any("queue" in line for line in details), details  # plumbing left out
+    finally:
+        await handle.terminate()
