@@ -1,21 +1,31 @@
 #!/usr/bin/env bash
-# Installs everything kbisect needs on Debian 12: the kernel build toolchain, QEMU, guest
+# Installs what kbisect needs to run on Debian 12: the kernel build toolchain, QEMU, guest
 # tools (fio, perf, blktrace and iostat run in guests from the host's root filesystem),
 # Debian's kernel source, libvirt (the second Machine backend: its daemon, virsh, and what
-# building its Python binding needs), nginx and openssl (the tests' TLS front to Temporal:
-# its gRPC proxy checks client certificates), and a virtualenv at .venv/ with pinned Python
+# building its Python binding needs), and a virtualenv at .venv/ with pinned Python
 # packages.
+# --tests: also what only the test suite needs (never a kbisect dependency, never
+# shipped): pytest, ruff and mypy; nginx and openssl (the tests' TLS front to Temporal and
+# WebDAV store); Chromium and its driver with Selenium (the results page's browser test);
+# a Synapse homeserver (the chat tests); versitygw (the S3 store's test), where Go is.
 # Safe to run again: it installs only what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+tests=false
+case "${1:-}" in
+  --tests) tests=true ;;
+  "") ;;
+  *) echo "usage: infra/install.sh [--tests]   (--tests: also what the test suite needs)" >&2
+     exit 2 ;;
+esac
 
 packages=(
   qemu-system-x86 gcc make flex bison bc libelf-dev libssl-dev cpio ccache perl
   busybox-static dmsetup fio linux-source-6.1 xz-utils git python3 python3-venv
   linux-perf blktrace sysstat kmod
   libvirt-daemon-system libvirt-clients libvirt-dev pkg-config python3-dev
-  nginx openssl
 )
+! $tests || packages+=(nginx openssl chromium chromium-driver)
 sudo=()
 [ "$(id -u)" -eq 0 ] || sudo=(sudo)
 missing=()
@@ -39,18 +49,22 @@ python=python3
   echo "kbisect needs Python 3.11 as python3 (Debian 12 has it)" >&2; exit 1; }
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 .venv/bin/pip install -q --upgrade pip
+if ! $tests; then
+  .venv/bin/pip install -q -c requirements.lock -e '.[libvirt]'
+  echo "kbisect installed: .venv/bin/kbisect"
+  exit 0
+fi
 .venv/bin/pip install -q -c requirements.lock -e '.[dev,libvirt]'
-# Test-only: a Synapse homeserver for the chat tests, in a virtualenv of its own (AGPL;
-# never a kbisect dependency, never shipped).
+# A Synapse homeserver for the chat tests, in a virtualenv of its own (AGPL).
 [ -x .venv-synapse/bin/python ] || "$python" -m venv .venv-synapse
 .venv-synapse/bin/pip install -q --upgrade pip
 .venv-synapse/bin/pip install -q -r tests/chat/synapse.lock
-# Test-only: versitygw, a real S3 server for the store's tests (Apache-2.0), built from the
-# Go module proxy where a Go toolchain is installed; without one those tests are skipped.
+# versitygw, a real S3 server for the store's tests (Apache-2.0), built from the Go module
+# proxy where a Go toolchain is installed; without one those tests are skipped.
 versitygw=github.com/versity/versitygw/cmd/versitygw@v1.8.0
 if [ ! -x .venv/bin/versitygw ] && command -v go >/dev/null; then
   echo "building versitygw (the tests' S3 server)"
   GOBIN="$PWD/.venv/bin" go install "$versitygw" ||
     echo "versitygw did not build: kbisect works, the S3 test will fail until it does" >&2
 fi
-echo "kbisect installed: .venv/bin/kbisect"
+echo "kbisect and its tests installed: .venv/bin/kbisect, .venv/bin/pytest"
