@@ -20,6 +20,7 @@ which also stops the dev server when the process that started it dies (even by S
 import argparse
 import asyncio
 import ctypes
+import importlib
 import ipaddress
 import os
 import random
@@ -31,7 +32,7 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 from aiohttp import ClientError, ClientSession, ClientTimeout, web
@@ -39,7 +40,7 @@ from multidict import CIMultiDict
 from yarl import URL
 
 from kbisect import settings
-from kbisect.contract import SEARCH_ATTRIBUTE_NAMES
+from kbisect.contract import RESULTS_PATH, SEARCH_ATTRIBUTE_NAMES
 from kbisect.errors import InfraError, UserError
 from kbisect.infra.processes import process_tree, stop
 
@@ -200,10 +201,12 @@ def start(
     ui_port: int = 8233,
     db: Path | None = None,
     log: Path | None = None,
+    mount: str = "",
 ) -> subprocess.Popen[bytes]:
     """Start the dev server and its Web UI front, and wait until they accept connections;
     on loopback only. The process returned is the supervisor: terminate() stops both, and
-    so does the death of this process (it holds the supervisor's stdin)."""
+    so does the death of this process (it holds the supervisor's stdin). `mount`: the
+    results pages' application the front serves at /kbisect/ (results_pages())."""
     if not _is_loopback(ip):
         raise UserError(
             f"the dev server has no authentication: it listens on 127.0.0.1 only, not {ip} "
@@ -217,6 +220,7 @@ def start(
     _wait_for_database(db)
     argv = [sys.executable, "-m", "kbisect.infra.temporal_server"]  # main() below
     argv += ["--ip", ip, "--port", str(port), "--ui-port", str(ui_port), "--db", str(db)]
+    argv += ["--mount", mount] if mount else []
     with open(log, "ab") as out:
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=out, stderr=out)
     deadline = time.monotonic() + 60
@@ -255,10 +259,21 @@ def refusal(method: str, path: str, host: str, origin: str | None) -> tuple[int,
     return None
 
 
-def front(upstream: str) -> web.Application:
+def front(upstream: str, pages: web.Application | None = None) -> web.Application:
     """The Web UI: reads passed to the dev server's own UI at upstream, as they are
-    (compressed bodies and cookies included)."""
+    (compressed bodies and cookies included); `pages` (kbisect's results pages) served at
+    /kbisect/ beside it, under the same rules."""
     session_key = web.AppKey("session", ClientSession)
+
+    @web.middleware
+    async def refuse(
+        request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        host, origin = request.headers.get("Host", ""), request.headers.get("Origin")
+        refused = refusal(request.method, request.raw_path, host, origin)
+        if refused is not None:
+            return web.Response(status=refused[0], text=refused[1])
+        return await handler(request)
 
     async def client(app: web.Application) -> AsyncIterator[None]:
         # trust_env=False: never through an HTTP proxy from the environment.
@@ -271,10 +286,6 @@ def front(upstream: str) -> web.Application:
         await app[session_key].close()
 
     async def handle(request: web.Request) -> web.StreamResponse:
-        host, origin = request.headers.get("Host", ""), request.headers.get("Origin")
-        refused = refusal(request.method, request.raw_path, host, origin)
-        if refused is not None:
-            return web.Response(status=refused[0], text=refused[1])
         headers = CIMultiDict(
             (k, v) for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP
         )
@@ -289,9 +300,22 @@ def front(upstream: str) -> web.Application:
         kept = CIMultiDict((k, v) for k, v in resp.headers.items() if k.lower() not in HOP_BY_HOP)
         return web.Response(status=resp.status, headers=kept, body=body)
 
-    app = web.Application()
+    app = web.Application(middlewares=[refuse])
     app.cleanup_ctx.append(client)
+    if pages is not None:
+        app.add_subapp(f"{RESULTS_PATH}/", pages)
     app.router.add_route("*", "/{tail:.*}", handle)
+    return app
+
+
+def results_pages(mount: str, address: str) -> web.Application | None:
+    """The application `mount` names ("module:function", called with the Temporal
+    server's address): named by the caller, so this layer imports no door."""
+    if not mount:
+        return None
+    module, _, function = mount.partition(":")
+    factory = getattr(importlib.import_module(module), function)
+    app: web.Application = factory(address=address)
     return app
 
 
@@ -353,7 +377,8 @@ async def _supervise(proc: subprocess.Popen[bytes], args: argparse.Namespace, in
         if proc.poll() is not None:
             return _failed(proc)
         await asyncio.sleep(0.3)
-    runner = web.AppRunner(front(f"http://{args.ip}:{inner}"), access_log=None)
+    pages = results_pages(args.mount, f"{args.ip}:{args.port}")
+    runner = web.AppRunner(front(f"http://{args.ip}:{inner}", pages), access_log=None)
     await runner.setup()
     try:
         try:
@@ -378,6 +403,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--port", type=int, default=7233)
     p.add_argument("--ui-port", type=int, default=8233)
     p.add_argument("--db", type=Path, required=True)
+    p.add_argument("--mount", default="", help="results pages at /kbisect/: module:function")
     args = p.parse_args(argv)
     inner = _blocked_free_port(args.ip)
     proc = subprocess.Popen(

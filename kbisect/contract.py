@@ -137,6 +137,11 @@ SA_STATUS_NAME = "KbisectStatus"
 SA_CULPRIT_NAME = "KbisectCulprit"
 SEARCH_ATTRIBUTE_NAMES = (SA_TESTCASE_NAME, SA_STATUS_NAME, SA_CULPRIT_NAME)
 
+# kbisect's results pages: where the Web UI front serves them, and the application it
+# mounts there (named, not imported: the front is the lowest layer's)
+RESULTS_PATH = "/kbisect"
+RESULTS_APP = "kbisect.doors.web.app:results_app"
+
 
 class ErrorType(StrEnum):
     """Failure types between activities and the workflow: the type decides the handling."""

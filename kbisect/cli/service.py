@@ -8,6 +8,7 @@ import time
 from urllib.parse import urlsplit
 
 from kbisect.cli.output import note, out
+from kbisect.contract import RESULTS_APP
 from kbisect.errors import InfraError, UserError
 from kbisect.infra import host_lock
 from kbisect.infra.logs import service_logging
@@ -61,7 +62,7 @@ def cmd_server(args: argparse.Namespace, settings: Settings) -> int:
     # Until the dev server is up, a SIGTERM interrupts the wait (and start() kills it).
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
-        proc = temporal_server.start(port=port, ui_port=ui_port)
+        proc = temporal_server.start(port=port, ui_port=ui_port, mount=RESULTS_APP)
     except KeyboardInterrupt:
         return 0
     note(f"Temporal dev server on {LOOPBACK}:{port}, Web UI http://{LOOPBACK}:{ui_port}")
@@ -159,7 +160,7 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
     # Until the workers take the signals over, SIGTERM (kbisect down) interrupts as Ctrl-C.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
-        proc = temporal_server.start(port=port, ui_port=ui_port)
+        proc = temporal_server.start(port=port, ui_port=ui_port, mount=RESULTS_APP)
     except KeyboardInterrupt:
         return 0
     me = record(settings)

@@ -1,5 +1,6 @@
-"""The doors' own commands: `kbisect chat matrix` (the Matrix bot) and `kbisect gitlab serve`
-(the GitLab door). kbisect.main puts them beside the CLI's; the two never import each other."""
+"""The doors' own commands: `kbisect chat matrix` (the Matrix bot), `kbisect gitlab serve`
+(the GitLab door) and `kbisect web` (the results pages on their own). kbisect.main puts
+them beside the CLI's; the two never import each other."""
 
 import argparse
 import asyncio
@@ -143,6 +144,21 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
     )
     m.set_defaults(func=cmd_matrix)
 
+    w = sub.add_parser(
+        "web",
+        help="serve the results pages (every job, sweep and watch; read-only) on their own; "
+        "the local service's Web UI has them at /kbisect/",
+    )
+    w.add_argument("--listen", required=True, metavar="ADDR", help="host:port to listen on")
+    w.add_argument(
+        "--host-name",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a name browsers reach this host by, besides the --listen host and loopback "
+        "(repeatable); other Host headers are refused (DNS rebinding)",
+    )
+    w.set_defaults(func=cmd_web)
     g = sub.add_parser("gitlab", help="take commands from GitLab notes")
     gsub = g.add_subparsers(dest="gitlab_command", required=True, metavar="ACTION")
     s = gsub.add_parser("serve", help="receive Note Hooks: '/kbisect help' in a note")
@@ -191,6 +207,34 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
         "(repeatable; e.g. cloud=kernel/sru#12)",
     )
     s.set_defaults(func=cmd_gitlab)
+
+
+def cmd_web(args: argparse.Namespace, settings: Settings) -> int:
+    from aiohttp import web
+
+    from kbisect.doors.web.app import LOOPBACK, standalone
+
+    host, port = listen_address(args.listen)
+    named = host if ":" not in host else f"[{host}]"
+    hosts = (*LOOPBACK, named, *args.host_name)
+    if not _is_ip(host) or not ipaddress.ip_address(host).is_loopback:
+        note(
+            f"warning: --listen {args.listen}: the results pages show every job's commits, "
+            "scores and reports to whoever reaches this address (read-only, no sign-in): "
+            "put them behind your own front with TLS for anything but a trusted network"
+        )
+
+    async def run() -> None:
+        runner = web.AppRunner(standalone(settings, host, hosts), access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, host, port).start()
+        note(
+            f"kbisect results pages on http://{named}:{port}/kbisect/ ({settings.endpoint.address})"
+        )
+        await asyncio.Event().wait()
+
+    asyncio.run(run())
+    return 0
 
 
 def cmd_gitlab(args: argparse.Namespace, settings: Settings) -> int:

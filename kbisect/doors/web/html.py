@@ -1,0 +1,117 @@
+"""The pages' frame: one small stylesheet, escaped text, tables and the live updates'
+script. No CDN and no framework: every byte is served from here."""
+
+import re
+from collections.abc import Iterable, Sequence
+from html import escape
+
+from markdown_it import MarkdownIt
+
+CSS = """
+:root { --fg: #1d2330; --dim: #5b6475; --line: #dde1e8; --bg: #f7f8fa; --accent: #2458c6;
+  --good: #1f8a3a; --bad: #c62828; --skip: #7a7a7a; }
+* { box-sizing: border-box; }
+body { margin: 0; font: 15px/1.45 system-ui, sans-serif; color: var(--fg); background: var(--bg); }
+header { background: #1d2330; color: #fff; padding: .6rem 1.4rem; display: flex; gap: 1.4rem;
+  align-items: baseline; }
+header a { color: #fff; text-decoration: none; font-weight: 600; }
+header nav a { font-weight: 400; opacity: .85; margin-right: 1rem; }
+main { max-width: 1180px; margin: 1.2rem auto; padding: 0 1.4rem; }
+h1 { font-size: 1.35rem; margin: .2rem 0 .4rem; }
+h2 { font-size: 1.1rem; margin: 1.6rem 0 .5rem; }
+.dim { color: var(--dim); }
+.card { background: #fff; border: 1px solid var(--line); border-radius: 8px; padding: 1rem 1.2rem;
+  margin: .8rem 0; }
+.answer { font-size: 1.05rem; }
+table { border-collapse: collapse; width: 100%; background: #fff; }
+th, td { text-align: left; padding: .35rem .6rem; border-bottom: 1px solid var(--line);
+  vertical-align: top; }
+th { font-size: .8rem; text-transform: uppercase; letter-spacing: .03em; color: var(--dim); }
+tr:hover td { background: #f1f4fa; }
+code, .hash { font: 13px/1.3 ui-monospace, monospace; }
+.badge { display: inline-block; padding: .05rem .5rem; border-radius: 999px; font-size: .8rem;
+  background: #e8ebf1; }
+.badge.good, .badge.found, .badge.completed, .badge.same, .badge.done
+  { background: #dcefe1; color: var(--good); }
+.badge.bad, .badge.failed, .badge.changed { background: #f8dddd; color: var(--bad); }
+.badge.running, .badge.bisecting, .badge.calibrating, .badge.measuring, .badge.building
+  { background: #dde7f8; color: var(--accent); }
+.badge.blocked { background: #fbe9c9; color: #8a5a00; }
+img.plot { max-width: 100%; background: #fff; border: 1px solid var(--line); border-radius: 8px; }
+input[type=search] { width: 22rem; padding: .35rem .6rem; border: 1px solid var(--line);
+  border-radius: 6px; font: inherit; }
+pre { background: #fff; border: 1px solid var(--line); border-radius: 8px; padding: .8rem;
+  overflow-x: auto; font: 13px/1.35 ui-monospace, monospace; }
+.report table { font-size: .9rem; }
+details summary { cursor: pointer; color: var(--accent); }
+"""
+
+# Live updates: the server-rendered #live section fetched again every few seconds and put
+# in place (a page without JavaScript shows the same, reloaded by hand).
+LIVE_JS = """
+(function () {
+  var live = document.getElementById("live");
+  if (!live || !live.dataset.url) { return; }
+  function tick() {
+    fetch(live.dataset.url, {headers: {"Accept": "text/html"}}).then(function (r) {
+      return r.ok ? r.text() : null;
+    }).then(function (html) {
+      if (html !== null && html !== live.innerHTML) { live.innerHTML = html; }
+      if (!live.querySelector("[data-done]")) { setTimeout(tick, 3000); }
+    }).catch(function () { setTimeout(tick, 6000); });
+  }
+  if (!live.querySelector("[data-done]")) { setTimeout(tick, 3000); }
+})();
+"""
+
+FILTER_JS = """
+(function () {
+  var box = document.getElementById("filter");
+  if (!box) { return; }
+  box.addEventListener("input", function () {
+    var q = box.value.toLowerCase();
+    document.querySelectorAll("tbody tr").forEach(function (row) {
+      row.hidden = q && row.textContent.toLowerCase().indexOf(q) < 0;
+    });
+  });
+})();
+"""
+
+_MD = MarkdownIt("commonmark", {"html": False}).enable("table")
+# The report folds its shared-kernel commits in <details>: put back exactly that markup
+# (markdown's HTML is off; the text between stays escaped).
+_FOLD = re.compile(r"<p>&lt;details&gt;&lt;summary&gt;([^&<]*)&lt;/summary&gt;</p>")
+
+
+def markdown(text: str) -> str:
+    """A report's markdown as HTML: raw HTML in it is shown as text, never run."""
+    rendered = _FOLD.sub(r"<details><summary>\1</summary>", _MD.render(text))
+    return rendered.replace("<p>&lt;/details&gt;</p>", "</details>")
+
+
+def esc(text: object) -> str:
+    return escape(str(text), quote=True)
+
+
+def badge(word: str) -> str:
+    css = re.sub(r"[^a-z-]", "", word.split(" ")[0].lower())
+    return f'<span class="badge {css}">{esc(word)}</span>'
+
+
+def table(head: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    """Cells are HTML already (escape text with esc())."""
+    th = "".join(f"<th>{esc(h)}</th>" for h in head)
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def page(title: str, body: str, base: str) -> str:
+    """A whole page; `base`: where the results pages are mounted ('/kbisect')."""
+    return (
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+        f"<title>{esc(title)} · kbisect</title><style>{CSS}</style></head><body>"
+        f"<header><a href='{base}/'>kbisect</a><nav><a href='{base}/'>jobs</a>"
+        f"<a href='{base}/series'>series watches</a></nav></header>"
+        f"<main>{body}</main><script>{LIVE_JS}{FILTER_JS}</script></body></html>"
+    )

@@ -1,0 +1,239 @@
+"""The results pages' HTML, from kbisect's own results: pure functions (no server, no
+Temporal), so each page is tested as text."""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from kbisect.contract import Progress, Step, StepSource
+from kbisect.doors.web.html import badge, esc, markdown, page, table
+
+KINDS = ("bisect", "sweep", "explain", "backport")
+
+
+@dataclass
+class JobRow:
+    """One job of the list: what `kbisect status` says, and its one-line summary."""
+
+    id: str
+    state: str  # running, completed, failed...
+    status: str  # kbisect's word: bisecting, found...
+    testcase: str
+    culprit: str
+    started: datetime
+    summary: str = ""  # the job's static summary: what it measures, where
+    boots: int | None = None
+
+    @property
+    def kind(self) -> str:
+        head = self.id.split("-", 1)[0]
+        return head if head in KINDS else "job"
+
+
+def age(started: datetime, now: datetime | None = None) -> str:
+    seconds = ((now or datetime.now(UTC)) - started).total_seconds()
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)} {unit} ago"
+    return "just now"
+
+
+def jobs_page(rows: Sequence[JobRow], base: str, query: str = "") -> str:
+    """Every job, newest first, with a filter (typed: at once; without JavaScript: ?q=)."""
+    q = query.lower()
+    shown = [r for r in rows if not q or q in " ".join(_row_text(r)).lower()]
+    body = [
+        "<h1>Jobs</h1>",
+        f"<form method='get'><input type='search' id='filter' name='q' value='{esc(query)}' "
+        "placeholder='filter: testcase, status, commit, id…'></form>",
+        "<div class='card' style='padding:0'>",
+        table(
+            ("job", "kind", "status", "testcase", "what", "culprit", "boots", "started"),
+            (
+                (
+                    f"<a class='hash' href='{base}/jobs/{esc(r.id)}'>{esc(r.id)}</a>",
+                    esc(r.kind),
+                    badge(r.status or r.state),
+                    esc(r.testcase),
+                    esc(r.summary),
+                    f"<code>{esc(r.culprit[:12])}</code>" if r.culprit else "",
+                    "" if r.boots is None else str(r.boots),
+                    esc(age(r.started)),
+                )
+                for r in shown
+            ),
+        ),
+        "</div>",
+        f"<p class='dim'>{len(shown)} of {len(rows)} jobs</p>" if q else "",
+    ]
+    return page("jobs", "".join(body), base)
+
+
+def _row_text(r: JobRow) -> list[str]:
+    return [r.id, r.kind, r.status, r.state, r.testcase, r.summary, r.culprit]
+
+
+def steps_table(steps: Sequence[Step], metric: str, unit: str) -> str:
+    """The commits booted, in the order they were decided; the ones that share a booted
+    kernel are a count under it."""
+    shared = [s for s in steps if s.source == StepSource.SAME_KERNEL]
+    rows = [
+        (
+            str(i),
+            f"<code>{esc(s.commit[:12])}</code>",
+            esc(s.subject[:70]),
+            badge(s.verdict),
+            "" if s.value is None else f"{s.value:g}",
+            str(s.boots),
+            esc(s.source + (f": {s.note}" if s.note else "")),
+        )
+        for i, s in enumerate(steps, 1)
+        if s.source != StepSource.SAME_KERNEL
+    ]
+    score = f"{metric} ({unit})" if unit else metric or "score"
+    text = table(("#", "commit", "subject", "verdict", score, "boots", "how"), rows)
+    if shared:
+        text += (
+            f"<p class='dim'>{len(shared)} more commits share a booted kernel and took its "
+            "verdict, with no build or boot of their own.</p>"
+        )
+    return text
+
+
+@dataclass
+class BisectView:
+    """A bisection as its page shows it: live progress, or its result's parts."""
+
+    id: str
+    progress: Progress
+    done: bool
+    temporal_url: str
+    answer: str = ""  # the result's message, or the failure
+    report: str = ""  # markdown
+    bisect_log: str = ""
+    sru: str = ""
+    explain: list[str] | None = None  # the Why lines of its explain job, when one ran
+    flame: bool = False  # its explain job has a flame graph
+
+
+def bisect_live(v: BisectView, base: str) -> str:
+    """The part of the page that changes while the job runs (fetched again by the
+    page's script, or by a reload)."""
+    p = v.progress
+    now = []
+    if p.building:
+        now.append("building " + ", ".join(f"<code>{esc(c[:12])}</code>" for c in p.building))
+    if p.current:
+        now.append("testing " + ", ".join(f"<code>{esc(c[:12])}</code>" for c in p.current))
+    if p.last_boot:
+        now.append(f"boot {p.boots}: {esc(p.last_boot)}")
+    done = " data-done='1'" if v.done else ""
+    plot = f"{base}/jobs/{esc(v.id)}/plot.svg?steps={len(p.steps)}&amp;boots={p.boots}"
+    parts = [
+        f"<div class='card answer'{done}>{badge(p.status)} {esc(v.answer or p.message)}</div>",
+        f"<p class='dim'>{p.candidates} candidates left · {len(p.steps)} steps · "
+        f"{p.boots} boots</p>"
+        if not v.done
+        else "",
+        "<p>" + " · ".join(now) + "</p>" if now and not v.done else "",
+        f"<img class='plot' alt='scores across commits' src='{plot}'>" if p.steps else "",
+        "<h2>Steps</h2>",
+        steps_table(p.steps, p.metric, p.unit),
+    ]
+    return "".join(parts)
+
+
+def bisect_page(v: BisectView, base: str) -> str:
+    p = v.progress
+    old = ", ".join(o[:12] for o in p.old)
+    head = (
+        f"<h1>bisect {esc(p.testcase)} <span class='dim'>({esc(p.mode)} mode)</span></h1>"
+        f"<p class='dim'><code>{esc(v.id)}</code> · {esc(old)} .. {esc(p.new[:12])} · "
+        f"<a href='{esc(v.temporal_url)}'>Temporal page</a> · "
+        f"<a href='{base}/api/jobs/{esc(v.id)}'>JSON</a></p>"
+    )
+    live = f"{base}/jobs/{esc(v.id)}/live"
+    body = [
+        head,
+        f"<div id='live' data-url='{'' if v.done else live}'>{bisect_live(v, base)}</div>",
+    ]
+    if v.explain:
+        flame = (
+            f" <a href='{base}/jobs/{esc(v.id)}/flame.svg'>differential flame graph</a>"
+            if v.flame
+            else ""
+        )
+        body.append("<h2>Why it changed</h2><div class='card'>" + "<br>".join(map(esc, v.explain)))
+        body.append(f"{flame}</div>")
+    if v.report:
+        body.append(f"<h2>Report</h2><div class='card report'>{markdown(v.report)}</div>")
+    if v.sru:
+        body.append(f"<h2>SRU justification (draft)</h2><pre>{esc(v.sru)}</pre>")
+    if v.bisect_log:
+        body.append(f"<h2>Bisect log</h2><pre>{esc(v.bisect_log)}</pre>")
+    return page(v.id, "".join(body), base)
+
+
+def other_page(job_id: str, kind: str, status: str, text: str, base: str, url: str) -> str:
+    """A sweep, explain or backport job: its words (markdown) and its plot when it has one."""
+    done = status not in ("running", "validating", "building", "measuring", "booting")
+    live = "" if done else f"{base}/jobs/{esc(job_id)}/live"
+    plot = f"<img class='plot' alt='plot' src='{base}/jobs/{esc(job_id)}/plot.svg'>"
+    return page(
+        job_id,
+        f"<h1>{esc(kind)} <code>{esc(job_id)}</code></h1>"
+        f"<p class='dim'><a href='{esc(url)}'>Temporal page</a> · "
+        f"<a href='{base}/api/jobs/{esc(job_id)}'>JSON</a></p>"
+        f"<div id='live' data-url='{live}'>{other_live(status, text, done)}</div>"
+        + (plot if kind == "sweep" and done else ""),
+        base,
+    )
+
+
+def other_live(status: str, text: str, done: bool) -> str:
+    mark = " data-done='1'" if done else ""
+    return f"<div class='card report'{mark}>{badge(status)}{markdown(text)}</div>"
+
+
+@dataclass
+class SeriesView:
+    name: str
+    description: str  # what it watches, how often
+    alerts: list[str]  # one line each, newest first
+    sweeps: list[tuple[str, str]]  # (sweep job id, its summary line), newest first
+
+
+def series_list_page(rows: Sequence[tuple[str, str]], base: str) -> str:
+    body = "<h1>Series watches</h1>" + (
+        table(
+            ("watch", "what"),
+            ((f"<a href='{base}/series/{esc(n)}'>{esc(n)}</a>", esc(d)) for n, d in rows),
+        )
+        if rows
+        else "<p class='dim'>No series watch yet: <code>kbisect series watch</code>.</p>"
+    )
+    return page("series watches", body, base)
+
+
+def series_page(v: SeriesView, base: str) -> str:
+    """Perfherder-like: each sweep's kernels and levels as a plot, its changed pairs and
+    their alerts on the same page."""
+    alerts = (
+        "".join(f"<li>{esc(a)}</li>" for a in v.alerts) if v.alerts else "<li class='dim'>none</li>"
+    )
+    sweeps = "".join(
+        f"<div class='card'><p><a class='hash' href='{base}/jobs/{esc(s)}'>{esc(s)}</a> "
+        f"{esc(line)}</p><img class='plot' alt='levels across the kernels' "
+        f"src='{base}/jobs/{esc(s)}/plot.svg'></div>"
+        for s, line in v.sweeps
+    )
+    body = (
+        f"<h1>series watch {esc(v.name)}</h1><p class='dim'>{esc(v.description)}</p>"
+        f"<h2>Alerts</h2><ul>{alerts}</ul><h2>Sweeps</h2>"
+        + (sweeps or "<p class='dim'>No sweep yet.</p>")
+    )
+    return page(f"series {v.name}", body, base)
+
+
+def error_page(title: str, message: str, base: str) -> str:
+    return page(title, f"<h1>{esc(title)}</h1><div class='card'>{esc(message)}</div>", base)

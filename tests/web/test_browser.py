@@ -1,0 +1,86 @@
+"""The results pages in a real browser: Debian's Chromium, headless, driven by its
+chromedriver through Selenium (nothing downloaded). The jobs list, then a running job's
+page, where a new step appears without a reload."""
+
+import asyncio
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from aiohttp.test_utils import TestServer
+from selenium.webdriver.chrome.webdriver import WebDriver
+from selenium.webdriver.common.by import By
+from temporalio.testing import WorkflowEnvironment
+
+from benchmarks.dags import linear
+from kbisect.contract import Progress
+from kbisect.doors.web.app import results_app
+from tests.web.jobs import serving, start
+from tests.workflows.fakes import Scenario
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+CHROMIUM, DRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+
+
+def _browser() -> WebDriver:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    if not (CHROMIUM.exists() and DRIVER.exists()):
+        pytest.fail("Chromium or chromedriver is missing: run infra/install.sh --tests")
+    os.environ["SE_OFFLINE"] = "true"  # Selenium Manager never fetches a browser or driver
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
+        options.add_argument(arg)
+    return webdriver.Chrome(service=Service(str(DRIVER)), options=options)
+
+
+def _until(what: str, cond: Callable[[], bool], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+async def test_a_running_job_s_page_shows_a_new_step_without_a_reload(
+    env: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    async with serving(env) as jobs:
+        # slow boots: the job runs for a while after its first steps
+        job = await start(jobs, Scenario(graph=linear(64), culprit="c40", test_delay=1.5))
+        handle = jobs.temporal.get_workflow_handle(job)
+        server = TestServer(results_app(jobs.settings, address=jobs.settings.endpoint.address))
+        await server.start_server()
+        base = f"http://127.0.0.1:{server.port}"
+        driver = await asyncio.to_thread(_browser)
+        try:
+
+            def steps_now() -> int:
+                rows = driver.find_elements("css selector", "#live tbody tr")
+                return len(rows)
+
+            def browse() -> tuple[int, int]:
+                driver.get(f"{base}/")
+                _until("the job in the list", lambda: job in driver.page_source)
+                driver.find_element(By.LINK_TEXT, job).click()
+                _until("the job's page", lambda: "Steps" in driver.page_source)
+                driver.execute_script("window.kbisectNoReload = 1")
+                first = steps_now()
+                _until("a new step", lambda: steps_now() > first, timeout=90)
+                kept = driver.execute_script("return window.kbisectNoReload")
+                driver.save_screenshot(str(tmp_path / "job.png"))
+                return first, int(kept or 0)
+
+            while not (await handle.query("progress", result_type=Progress)).steps:
+                await asyncio.sleep(0.2)
+            first, kept = await asyncio.to_thread(browse)
+        finally:
+            await asyncio.to_thread(driver.quit)
+            await server.close()
+        assert kept == 1, "the page was reloaded: the step came by a reload, not the script"
+        assert first >= 1
+        await handle.terminate()

@@ -1,0 +1,57 @@
+"""The results pages as text: what a person reads, escaped, folded and filtered."""
+
+from datetime import UTC, datetime, timedelta
+
+from kbisect.contract import Progress, Step
+from kbisect.doors.web import pages
+from kbisect.doors.web.html import markdown
+
+BASE = "/kbisect"
+
+
+def test_a_commit_subject_is_text_never_markup() -> None:
+    evil = "<script>alert(1)</script>"
+    p = Progress(status="bisecting", testcase="t", metric="x", unit="s", old=["a" * 40])
+    p.new, p.steps = "b" * 40, [Step("c" * 40, evil, "bad", "test", value=8.0, boots=2)]
+    html = pages.bisect_page(pages.BisectView("bisect-t-1", p, False, "/t"), BASE)
+    assert evil not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert markdown(f"| a |\n|---|\n| {evil} |").count("<script>") == 0
+
+
+def test_the_report_keeps_its_fold_and_nothing_else_of_html() -> None:
+    text = "x\n\n<details><summary>the 2 commits</summary>\n\n| a |\n|---|\n| b |\n\n</details>"
+    html = markdown(text + "\n\n<img src=x onerror=alert(1)>")
+    assert "<details><summary>the 2 commits</summary>" in html and "</details>" in html
+    assert "<img" not in html and "&lt;img src=x" in html
+
+
+def test_a_running_job_polls_its_live_part_and_an_ended_one_does_not() -> None:
+    p = Progress(status="bisecting", testcase="t", metric="x", building={"d" * 40: "s"})
+    running = pages.bisect_page(pages.BisectView("bisect-t-1", p, False, "/t"), BASE)
+    assert "data-url='/kbisect/jobs/bisect-t-1/live'" in running
+    assert f"building <code>{'d' * 12}</code>" in running
+    done = pages.bisect_page(pages.BisectView("bisect-t-1", p, True, "/t"), BASE)
+    assert "data-url=''" in done and "data-done='1'" in done
+
+
+def test_the_steps_show_what_was_booted_and_count_the_rest() -> None:
+    steps = [
+        Step("a" * 40, "old", "good", "endpoint", value=512.0, boots=1),
+        Step("b" * 40, "same", "good", "same-kernel", same_as="a" * 40),
+        Step("c" * 40, "new", "bad", "endpoint", value=8.0, boots=1),
+    ]
+    html = pages.steps_table(steps, "avg_read_sectors", "sectors")
+    assert html.count("<tr>") == 3  # the head and two booted commits
+    assert "1 more commits share a booted kernel" in html and "b" * 12 not in html
+
+
+def test_the_jobs_filter_without_javascript() -> None:
+    now = datetime.now(UTC)
+    rows = [
+        pages.JobRow("bisect-a-1", "running", "bisecting", "a", "", now - timedelta(minutes=5)),
+        pages.JobRow("sweep-2", "completed", "done", "b", "", now - timedelta(hours=2)),
+    ]
+    html = pages.jobs_page(rows, BASE, "sweep")
+    assert "sweep-2" in html and "bisect-a-1" not in html and "1 of 2 jobs" in html
+    assert pages.age(now - timedelta(hours=2), now) == "2 h ago"
+    assert [r.kind for r in rows] == ["bisect", "sweep"]
