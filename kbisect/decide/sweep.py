@@ -283,6 +283,17 @@ def verdicts_text(pairs: list[SweepPair]) -> str:
     return head
 
 
+def boots_to_settle(low: float, high: float, boots: int, min_effect: float) -> int | None:
+    """About how many boots a kernel would put a pair's 90% interval inside the floor,
+    were its effect nothing, from the pair's own 95% interval after `boots` a kernel (it
+    narrows as 1/sqrt(boots)): the engine's interval is wider than the kernels' CV alone
+    says (its references against drift), so this is the figure the futility rule sees."""
+    if not (math.isfinite(low) and math.isfinite(high)) or boots < 1 or high <= low:
+        return None
+    se = (high - low) / 2 / CONFIDENCE_Z
+    return math.ceil(boots * (SAME_Z * se / min_effect) ** 2)
+
+
 def boots_to_rule_out(cv: float, min_effect: float) -> int:
     """About how many boots a kernel rule out a change of min_effect between two equal
     kernels whose boots spread by cv (the equivalence test's 90% interval of their

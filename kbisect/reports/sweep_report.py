@@ -8,7 +8,7 @@ from typing import Any
 
 from kbisect.contract import PairWord, SeriesAlert, SweepPair, SweepResult
 from kbisect.decide.stats import robust_mean, t_quantile, trimmed, winsorized_ss
-from kbisect.decide.sweep import boots_to_rule_out, verdicts_text
+from kbisect.decide.sweep import boots_to_rule_out, boots_to_settle, verdicts_text
 from kbisect.testcases.blocktrace import compare, traces_of
 
 
@@ -151,7 +151,16 @@ def noise_lines(result: SweepResult) -> list[str]:
         if not noisy or not cvs:
             continue
         cv = statistics.median(cvs)
-        need = boots_to_rule_out(cv, result.min_effect)
+        settle = [
+            boots_to_settle(p.low, p.high, min(p.boots_old, p.boots_new), result.min_effect)
+            for p in noisy
+            if p.low is not None and p.high is not None
+        ]
+        from_pairs = [n for n in settle if n is not None]
+        need = max(
+            boots_to_rule_out(cv, result.min_effect),
+            round(statistics.median(from_pairs)) if from_pairs else 0,
+        )
         if need > cap:
             lines.append(
                 f"this host's noise (CV {cv:.0%}, {tc.name}) needs about {need} boots a "

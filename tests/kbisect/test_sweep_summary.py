@@ -73,3 +73,21 @@ def test_a_host_too_noisy_for_the_floor_is_said_in_one_line() -> None:
     assert line.endswith("boots a kernel to rule out 5%: quiet the host or raise --max-boots (48)")
     assert markdown(noisy).endswith(line)
     assert noise_lines(_noisy(0.04)) == []  # a quiet host's noise rules 5% out in time
+
+
+def test_the_noise_line_reads_the_pairs_own_intervals_too() -> None:
+    """A quiet host's real sweep (CV 13%): the kernels' CV alone says 37 boots rule 5%
+    out, under the cap of 48; the pairs' intervals (the engine's, wider: references
+    against drift) say 53, and the futility rule had stopped them at 24: the line says so."""
+    from kbisect.decide.sweep import boots_to_settle
+    from kbisect.reports.sweep_report import noise_lines
+
+    assert boots_to_settle(-0.0886, 0.0901, 24, 0.05) == 54
+    assert boots_to_settle(-0.05, float("inf"), 24, 0.05) is None
+    quiet = _noisy(0.13)
+    quiet.pairs[0].low, quiet.pairs[0].high = -0.0886, 0.0901
+    quiet.pairs[0].boots_old = quiet.pairs[0].boots_new = 24
+    (line,) = noise_lines(quiet)
+    assert "needs about 54 boots a kernel to rule out 5%" in line, line
+    quiet.pairs[0].low, quiet.pairs[0].high = -0.03, 0.03  # narrow: no line
+    assert noise_lines(quiet) == []

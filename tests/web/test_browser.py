@@ -51,7 +51,7 @@ async def test_a_running_job_s_page_shows_a_new_step_without_a_reload(
 ) -> None:
     async with serving(env) as jobs:
         # slow boots: the job runs for a while after its first steps
-        job = await start(jobs, Scenario(graph=linear(64), culprit="c40", test_delay=1.5))
+        job = await start(jobs, Scenario(graph=linear(64), culprit="c40", test_delay=4.0))
         handle = jobs.temporal.get_workflow_handle(job)
         server = TestServer(results_app(jobs.settings, address=jobs.settings.endpoint.address))
         await server.start_server()

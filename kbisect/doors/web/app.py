@@ -36,6 +36,7 @@ BASE = RESULTS_PATH
 READS = ("GET", "HEAD")
 LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
 LIST_LIMIT = 50  # jobs on the list page
+LIST_LOOK_SECONDS = 2.0  # a running job's boots on the list: no worker, no wait
 
 
 def refusal(method: str, host: str, origin: str | None, hosts: Iterable[str]) -> str | None:
@@ -139,10 +140,11 @@ class Site:
             r = pages.JobRow(j.id, j.state, j.status, j.testcase, j.culprit, j.started)
             try:
                 r.summary = await (await client.describe(j.id)).static_summary() or ""
-                if r.kind == "bisect":
-                    r.boots = (await self._bisect(j.id))[0].boots
-            except KbisectError:
-                pass  # a job the list shows that no worker answers for: its row without them
+                if r.kind == "bisect" and j.state in ("running", "completed"):
+                    looked = await asyncio.wait_for(self._bisect(j.id), LIST_LOOK_SECONDS)
+                    r.boots = looked[0].boots
+            except (KbisectError, TimeoutError):
+                pass  # no worker answers for it now: its row without the boots
             return r
 
         return list(await asyncio.gather(*(row(j) for j in found)))

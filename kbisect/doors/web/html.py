@@ -57,7 +57,8 @@ LIVE_JS = """
       return r.ok ? r.text() : null;
     }).then(function (html) {
       if (html !== null && html !== live.innerHTML) { live.innerHTML = html; }
-      if (!live.querySelector("[data-done]")) { setTimeout(tick, 3000); }
+      // ended while watched: the page again, with the report the live part leaves out
+      if (live.querySelector("[data-done]")) { location.reload(); } else { setTimeout(tick, 3000); }
     }).catch(function () { setTimeout(tick, 6000); });
   }
   if (!live.querySelector("[data-done]")) { setTimeout(tick, 3000); }
