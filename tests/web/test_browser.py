@@ -16,7 +16,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from benchmarks.dags import linear
 from kbisect.contract import Progress
-from kbisect.doors.web.app import results_app
+from kbisect.doors.web.app import LOOPBACK, standalone
 from tests.web.jobs import serving, start
 from tests.workflows.fakes import Scenario
 
@@ -38,11 +38,13 @@ def _browser() -> WebDriver:
     return webdriver.Chrome(service=Service(str(DRIVER)), options=options)
 
 
-def _until(what: str, cond: Callable[[], bool], timeout: float = 60) -> None:
+def _until(
+    what: str, cond: Callable[[], bool], timeout: float = 60, seen: Callable[[], str] = str
+) -> None:
     deadline = time.monotonic() + timeout
     while not cond():
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
+            raise AssertionError(f"timed out waiting for {what}: {seen()[-3000:]}")
         time.sleep(0.2)
 
 
@@ -53,21 +55,24 @@ async def test_a_running_job_s_page_shows_a_new_step_without_a_reload(
         # slow boots: the job runs for a while after its first steps
         job = await start(jobs, Scenario(graph=linear(64), culprit="c40", test_delay=4.0))
         handle = jobs.temporal.get_workflow_handle(job)
-        server = TestServer(results_app(jobs.settings, address=jobs.settings.endpoint.address))
+        server = TestServer(standalone(jobs.settings, "127.0.0.1", LOOPBACK))
         await server.start_server()
         base = f"http://127.0.0.1:{server.port}"
         driver = await asyncio.to_thread(_browser)
         try:
+
+            def page() -> str:
+                return str(driver.page_source)
 
             def steps_now() -> int:
                 rows = driver.find_elements("css selector", "#live tbody tr")
                 return len(rows)
 
             def browse() -> tuple[int, int]:
-                driver.get(f"{base}/")
+                driver.get(f"{base}/kbisect/")
                 _until("the job in the list", lambda: job in driver.page_source)
                 driver.find_element(By.LINK_TEXT, job).click()
-                _until("the job's page", lambda: "Steps" in driver.page_source)
+                _until("the job's page", lambda: "Steps" in driver.page_source, seen=page)
                 driver.execute_script("window.kbisectNoReload = 1")
                 first = steps_now()
                 _until("a new step", lambda: steps_now() > first, timeout=90)

@@ -8,7 +8,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from temporalio.testing import WorkflowEnvironment
 
 from benchmarks.dags import linear
-from kbisect.doors.web.app import results_app
+from kbisect.doors.web.app import LOOPBACK, standalone
 from tests.web.jobs import serving, start
 from tests.workflows.fakes import Scenario
 
@@ -19,30 +19,32 @@ async def test_the_pages_show_a_finished_bisection(env: WorkflowEnvironment) -> 
     async with serving(env) as jobs:
         job = await start(jobs, Scenario(graph=linear(16), culprit="c9"))
         await jobs.temporal.get_workflow_handle(job).result()
-        app = results_app(jobs.settings, address=jobs.settings.endpoint.address)
+        app = standalone(jobs.settings, "127.0.0.1", LOOPBACK)
         async with TestClient(TestServer(app, host="127.0.0.1")) as http:
             listed = ""
             for _ in range(50):  # the visibility store lists a new job within moments
-                listed = await (await http.get("/")).text()
+                listed = await (await http.get("/kbisect/")).text()
                 if job in listed:
                     break
                 await asyncio.sleep(0.2)
             assert job in listed and "bisect nvme-snapshot-read (regression) root..tip" in listed
-            page = await http.get(f"/jobs/{job}")
+            page = await http.get(f"/kbisect/jobs/{job}")
             html = await page.text()
             assert page.status == 200 and "first bad commit: c9" in html, html[:2000]
             assert "<h2>Report</h2>" in html and "/namespaces/default/workflows/" in html
-            plot = await http.get(f"/jobs/{job}/plot.svg")
+            plot = await http.get(f"/kbisect/jobs/{job}/plot.svg")
             assert plot.content_type == "image/svg+xml" and b"<svg" in await plot.read()
-            data = await (await http.get(f"/api/jobs/{job}")).json()
+            data = await (await http.get(f"/kbisect/api/jobs/{job}")).json()
             assert data["culprit"] == "c9"
-            rows = await (await http.get("/api/jobs")).json()
+            rows = await (await http.get("/kbisect/api/jobs")).json()
             assert any(r["id"] == job and r["boots"] for r in rows), rows
             # reads only, and only as this machine's names
-            assert (await http.post("/")).status == 405
-            rebound = await http.get("/", headers={"Host": "evil.example"})
+            assert (await http.post("/kbisect/")).status == 405
+            rebound = await http.get("/kbisect/", headers={"Host": "evil.example"})
             assert rebound.status == 403
-            other = await http.get("/", headers={"Origin": "http://evil.example"})
+            other = await http.get("/kbisect/", headers={"Origin": "http://evil.example"})
             assert other.status == 403
-            missing = await http.get("/jobs/bisect-nothing-00000000")
+            missing = await http.get("/kbisect/jobs/bisect-nothing-00000000")
             assert missing.status == 404
+            home = await http.get("/", allow_redirects=False)
+            assert home.status == 302 and home.headers["Location"] == "/kbisect/"
