@@ -52,6 +52,7 @@ async def verify(job: Ended, culprit: str, showing: Callable[[list[str]], None])
         if made.commit is None:
             v.message = made.error
             return v
+        state.subjects.setdefault(made.commit, made.subject)  # its build's line names it
         showing([made.commit])
         return await _boots(job, v, made.commit, where)
     except ActivityError as err:  # the bisection's answer stands without it

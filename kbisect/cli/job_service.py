@@ -5,6 +5,7 @@ series watches import it; it imports none of them."""
 
 import argparse
 import asyncio
+import contextlib
 import json
 import time
 from collections.abc import Awaitable, Callable, Coroutine
@@ -18,7 +19,7 @@ from temporalio.client import WorkflowExecutionStatus
 from kbisect.cli import output
 from kbisect.cli.output import EventLines, note, out, progress_view
 from kbisect.contract import BisectResult, Progress
-from kbisect.errors import InfraError
+from kbisect.errors import InfraError, KbisectError
 from kbisect.jobs.client import WORKER_GRACE, JobClient
 from kbisect.reports.job_report import to_json
 from kbisect.reports.lines import outcome_lines
@@ -139,6 +140,8 @@ async def follow_result(
         return 130, None
     result = await client.result(job_id)
     if not output.interactive():  # what ended between two looks, or all of it
+        with contextlib.suppress(KbisectError):  # its last boots (the verification's)
+            events.update(await client.progress(job_id))
         events.finish(result.steps, result.metric)
         events.end(result.status, result.message)
     if as_json:
