@@ -14,6 +14,7 @@ from kbisect.reports.lines import answer_word, pass_fail_counts
 
 COLOURS = {"good": "tab:green", "bad": "tab:red", "skip": "tab:gray"}
 VERIFY_COLOUR = "tab:blue"
+TITLE_SUBJECT = 48  # characters of the culprit's subject in the title
 
 
 @dataclass(frozen=True)
@@ -151,7 +152,9 @@ def _title(result: BisectResult) -> str:
     if not result.culprit:
         return f"{result.testcase}: {result.status} ({result.mode} mode)"
     word = answer_word(result.mode)
-    subject = result.subjects.get(result.culprit, "")[:60]
+    subject = result.subjects.get(result.culprit, "")
+    if len(subject) > TITLE_SUBJECT:  # the title fits the figure's width
+        subject = subject[: TITLE_SUBJECT - 1].rstrip() + "…"
     return f"{result.testcase}: {word} {result.culprit[:12]} {subject}".rstrip()
 
 

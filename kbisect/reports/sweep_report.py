@@ -204,7 +204,8 @@ def markdown(result: SweepResult) -> str:
         for pair, found in traced:
             old, new = label(result, pair.old), label(result, pair.new)
             lines += [f"- {pair.testcase}, {old} -> {new}: {line}" for line in found]
-    return "\n".join([*lines, "", summary_line(result), *noise_lines(result)])
+    noise = [part for line in noise_lines(result) for part in ("", line)]  # a paragraph each
+    return "\n".join([*lines, "", summary_line(result), *noise])
 
 
 def _kernel(result: SweepResult, k: int) -> dict[str, Any]:

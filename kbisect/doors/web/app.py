@@ -195,7 +195,6 @@ class Site:
         if result is not None:
             v.answer = result.message
             v.report = job_report.markdown(result, job_id)
-            v.bisect_log = job_report.bisect_log(result) if result.steps else ""
             v.sru = await asyncio.to_thread(_sru, result, job_id)
             v.explain, v.flame = await self._explained(job_id)
         return v

@@ -109,8 +109,7 @@ class BisectView:
     done: bool
     temporal_url: str
     answer: str = ""  # the result's message, or the failure
-    report: str = ""  # markdown
-    bisect_log: str = ""
+    report: str = ""  # markdown (its bisect log included)
     sru: str = ""
     explain: list[str] | None = None  # the Why lines of its explain job, when one ran
     flame: bool = False  # its explain job has a flame graph
@@ -169,8 +168,6 @@ def bisect_page(v: BisectView, base: str) -> str:
         body.append(f"<h2>Report</h2><div class='card report'>{markdown(v.report)}</div>")
     if v.sru:
         body.append(f"<h2>SRU justification (draft)</h2><pre>{esc(v.sru)}</pre>")
-    if v.bisect_log:
-        body.append(f"<h2>Bisect log</h2><pre>{esc(v.bisect_log)}</pre>")
     return page(v.id, "".join(body), base)
 
 
