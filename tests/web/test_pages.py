@@ -55,3 +55,17 @@ def test_the_jobs_filter_without_javascript() -> None:
     assert "sweep-2" in html and "bisect-a-1" not in html and "1 of 2 jobs" in html
     assert pages.age(now - timedelta(hours=2), now) == "2 h ago"
     assert [r.kind for r in rows] == ["bisect", "sweep"]
+
+
+def test_a_series_page_has_its_alerts_and_each_sweep_s_plot() -> None:
+    view = pages.SeriesView(
+        "cloud",
+        "nvme-snapshot-read on apt linux-image-*-cloud-amd64, every 6:00:00",
+        ["cloud: 55 -> 56 changed (worse) -12.0% (-15.1% to -8.8%) (sweep sweep-2)"],
+        [("sweep-2", "1 of 1 pairs changed"), ("sweep-1", "no change")],
+    )
+    html = pages.series_page(view, BASE)
+    assert "<li>cloud: 55 -&gt; 56 changed (worse)" in html
+    assert html.count("<img class='plot'") == 2
+    assert html.index("sweep-2") < html.index("sweep-1")  # newest first
+    assert "No series watch yet" in pages.series_list_page([], BASE)

@@ -46,5 +46,7 @@ async def test_the_pages_show_a_finished_bisection(env: WorkflowEnvironment) -> 
             assert other.status == 403
             missing = await http.get("/kbisect/jobs/bisect-nothing-00000000")
             assert missing.status == 404
+            watches = await (await http.get("/kbisect/series")).text()
+            assert "No series watch yet" in watches
             home = await http.get("/", allow_redirects=False)
             assert home.status == 302 and home.headers["Location"] == "/kbisect/"
