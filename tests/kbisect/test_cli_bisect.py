@@ -165,14 +165,7 @@ async def _start_job(env: WorkflowEnvironment, queue: str, scenario: Scenario | 
 
 
 def _fake_worker(env: WorkflowEnvironment, queue: str) -> Worker:
-    return Worker(
-        env.client,
-        task_queue=queue,
-        workflows=[BisectWorkflow],
-        activities=fakes.FAKES,
-        workflow_runner=sandbox_runner(),
-        activity_executor=ThreadPoolExecutor(2),
-    )
+    return fakes.fake_worker(env.client, queue, BisectWorkflow)
 
 
 async def test_bisect_without_a_worker_says_so_and_starts_nothing(

@@ -4,14 +4,12 @@ with the fake activities of the workflow tests, started as the CLI starts them."
 import contextlib
 import uuid
 from collections.abc import AsyncIterator
-from concurrent.futures import ThreadPoolExecutor
 
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
 
 from kbisect.jobs.client import JobClient
 from kbisect.settings import Settings
-from kbisect.workflows.bisect_workflow import BisectWorkflow, sandbox_runner
+from kbisect.workflows.bisect_workflow import BisectWorkflow
 from tests.conftest import one_queue_env
 from tests.workflows import fakes
 from tests.workflows.fakes import Scenario
@@ -22,14 +20,7 @@ async def serving(env: WorkflowEnvironment) -> AsyncIterator[JobClient]:
     """A worker of the real workflow with fake activities, and a JobClient on its queue."""
     queue = f"web-{uuid.uuid4().hex[:8]}"
     settings = Settings.from_env(one_queue_env(env, queue))
-    async with Worker(
-        env.client,
-        task_queue=queue,
-        workflows=[BisectWorkflow],
-        activities=fakes.FAKES,
-        workflow_runner=sandbox_runner(),
-        activity_executor=ThreadPoolExecutor(2),
-    ):
+    async with fakes.fake_worker(env.client, queue, BisectWorkflow):
         yield JobClient(settings, env.client)
 
 

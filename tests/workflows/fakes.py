@@ -11,10 +11,13 @@ import random
 import statistics
 import uuid
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from temporalio import activity
+from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
+from temporalio.worker import Worker
 
 from benchmarks.dags import culprit_is_in, validated_job
 from kbisect.contract import (
@@ -475,3 +478,18 @@ FAKES = [
     explain_testcase,
     plan_backport,
 ]
+
+
+def fake_worker(client: Client, queue: str, workflow: type) -> Worker:
+    """A worker of the real `workflow` (in Temporal's sandbox) with these fake activities,
+    on `queue`: the workflow tests' way to run a job."""
+    from kbisect.workflows.bisect_workflow import sandbox_runner
+
+    return Worker(
+        client,
+        task_queue=queue,
+        workflows=[workflow],
+        activities=FAKES,
+        workflow_runner=sandbox_runner(),
+        activity_executor=ThreadPoolExecutor(2),
+    )

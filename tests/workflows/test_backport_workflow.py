@@ -3,11 +3,9 @@ target has builds nothing; one that applies is measured on the target without an
 it, and called verified only when it makes the target better."""
 
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
 
 from benchmarks.dags import linear
 from kbisect.contract import (
@@ -19,7 +17,6 @@ from kbisect.contract import (
 )
 from kbisect.reports.backport_report import boot_line
 from kbisect.workflows.backport_workflow import BackportWorkflow
-from kbisect.workflows.bisect_workflow import sandbox_runner
 from tests.workflows import fakes
 from tests.workflows.fakes import SCENARIOS, VERIFY_PREFIX, Scenario
 
@@ -37,14 +34,7 @@ async def backport(
         target_name="distro", config="/cfg", build_queue=queue, vm_queue=queue,
         **kw,  # type: ignore[arg-type]
     )  # fmt: skip
-    async with Worker(
-        env.client,
-        task_queue=queue,
-        workflows=[BackportWorkflow],
-        activities=fakes.FAKES,
-        workflow_runner=sandbox_runner(),
-        activity_executor=ThreadPoolExecutor(2),
-    ):
+    async with fakes.fake_worker(env.client, queue, BackportWorkflow):
         handle = await env.client.start_workflow(
             BackportWorkflow.run, req, id=f"backport-{key}", task_queue=queue
         )

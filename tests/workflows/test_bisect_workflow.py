@@ -65,14 +65,7 @@ async def running(client: Client, scenario: Scenario, **kw: object) -> AsyncIter
     queue = f"q-{uuid.uuid4().hex[:8]}"
     req = fakes.request(scenario, queue, **kw)
     key = req.repo
-    async with Worker(
-        client,
-        task_queue=queue,
-        workflows=[BisectWorkflow],
-        activities=fakes.FAKES,
-        workflow_runner=sandbox_runner(),
-        activity_executor=ThreadPoolExecutor(2),
-    ):
+    async with fakes.fake_worker(client, queue, BisectWorkflow):
         yield await client.start_workflow(BisectWorkflow.run, req, id=f"wf-{key}", task_queue=queue)
 
 

@@ -2,12 +2,10 @@
 built with the diagnostics options, booted A B B A, and what moved listed."""
 
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from temporalio.client import WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
 
 from benchmarks.dags import linear
 from kbisect.contract import (
@@ -17,7 +15,6 @@ from kbisect.contract import (
     ExplainRequest,
     ExplainResult,
 )
-from kbisect.workflows.bisect_workflow import sandbox_runner
 from kbisect.workflows.explain_workflow import ExplainWorkflow
 from tests.workflows import fakes
 from tests.workflows.fakes import SCENARIOS, Scenario
@@ -35,14 +32,7 @@ async def explain(
         repo=key, parent=parent, culprit=culprit, testcase="nvme-snapshot-read",
         build_queue=queue, vm_queue=queue, **kw,  # type: ignore[arg-type]
     )  # fmt: skip
-    async with Worker(
-        env.client,
-        task_queue=queue,
-        workflows=[ExplainWorkflow],
-        activities=fakes.FAKES,
-        workflow_runner=sandbox_runner(),
-        activity_executor=ThreadPoolExecutor(2),
-    ):
+    async with fakes.fake_worker(env.client, queue, ExplainWorkflow):
         handle = await env.client.start_workflow(
             ExplainWorkflow.run, req, id=f"explain-{key}", task_queue=queue
         )

@@ -1,16 +1,13 @@
 """SweepWorkflow on a real local Temporal dev server, with fake activities."""
 
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from temporalio.client import WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
 
 from benchmarks.dags import linear
 from kbisect.contract import PairWord, SweepProgress, SweepRequest, SweepResult
-from kbisect.workflows.bisect_workflow import sandbox_runner
 from kbisect.workflows.sweep_workflow import SweepWorkflow
 from tests.workflows import fakes
 from tests.workflows.fakes import SCENARIOS, Scenario
@@ -32,14 +29,7 @@ async def sweep(
         vm_queue=queue,
         **kw,  # type: ignore[arg-type]
     )
-    async with Worker(
-        env.client,
-        task_queue=queue,
-        workflows=[SweepWorkflow],
-        activities=fakes.FAKES,
-        workflow_runner=sandbox_runner(),
-        activity_executor=ThreadPoolExecutor(2),
-    ):
+    async with fakes.fake_worker(env.client, queue, SweepWorkflow):
         handle = await env.client.start_workflow(
             SweepWorkflow.run, req, id=f"sweep-{key}", task_queue=queue
         )
