@@ -32,7 +32,7 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from pathlib import Path
 
 from aiohttp import ClientError, ClientSession, ClientTimeout, web
@@ -56,7 +56,8 @@ BROWSER_BLOCKED_PORTS = (
 # command over gRPC, never through the UI. A workflow query (the job's progress, its stack
 # trace) is a read the UI sends as a POST.
 READ_METHODS = ("GET", "HEAD")
-LOOPBACK_HOST = re.compile(r"(127\.0\.0\.1|localhost|\[::1\])(:[0-9]{1,5})?")
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+HOST = re.compile(r"(\[[0-9a-f:.]+\]|[^:\[\]]+)(:[0-9]{1,5})?")  # a Host header: name, port
 _SEG = r"(?!\.\.?(?:[/?]|$))[^/?]+"  # one path segment, not . or ..
 QUERY_PATH = re.compile(rf"/api/v1/namespaces/{_SEG}/workflows/{_SEG}/query/{_SEG}(\?.*)?")
 HOP_BY_HOP = {"connection", "keep-alive", "te", "trailer", "transfer-encoding", "upgrade"}
@@ -246,14 +247,26 @@ def start(
 
 
 # --- the supervisor: dev server + Web UI front, gone with its parent --------------------
+def foreign(
+    host: str, origin: str | None, names: Iterable[str], schemes: Iterable[str] = ("http",)
+) -> str | None:
+    """Why a request is not for this server (None: it is): a Host not among its `names`
+    (any port: an SSH tunnel) is a DNS-rebinding page; an Origin other than that Host,
+    another site."""
+    match = HOST.fullmatch(host.lower())
+    if match is None or match.group(1) not in {n.lower() for n in names}:
+        return f"answers as {' or '.join(names)} only"
+    if origin is not None and origin.lower() not in {f"{s}://{host.lower()}" for s in schemes}:
+        return "refuses requests from other sites"
+    return None
+
+
 def refusal(method: str, path: str, host: str, origin: str | None) -> tuple[int, str] | None:
-    """Why the front refuses a request (status, text), or None to pass it on. A Host other
-    than this machine's loopback names is a DNS-rebinding page (no page can rebind these
-    names; any port, for an SSH tunnel); an Origin other than that Host, another site."""
-    if not LOOPBACK_HOST.fullmatch(host.lower()):
-        return 403, "kbisect's Web UI answers at http://127.0.0.1 or http://localhost only\n"
-    if origin is not None and origin.lower() != f"http://{host.lower()}":
-        return 403, "kbisect's Web UI refuses requests from other sites\n"
+    """Why the front refuses a request (status, text), or None to pass it on: another
+    Host or Origin than this machine's loopback names (no page can rebind those), or a
+    write."""
+    if (why := foreign(host, origin, LOOPBACK_NAMES)) is not None:
+        return 403, f"kbisect's Web UI {why}\n"
     if method not in READ_METHODS and not (method == "POST" and QUERY_PATH.fullmatch(path)):
         return 405, "kbisect's Web UI is read-only: start, cancel or resume jobs with kbisect\n"
     return None
@@ -310,12 +323,17 @@ def front(upstream: str, pages: web.Application | None = None) -> web.Applicatio
 
 def results_pages(mount: str, address: str) -> web.Application | None:
     """The application `mount` names ("module:function", called with the Temporal
-    server's address): named by the caller, so this layer imports no door."""
+    server's address): named by the caller, so this layer imports no door. One that does
+    not load is said, and the Web UI goes on without it."""
     if not mount:
         return None
     module, _, function = mount.partition(":")
-    factory = getattr(importlib.import_module(module), function)
-    app: web.Application = factory(address=address)
+    try:
+        factory = getattr(importlib.import_module(module), function)
+        app: web.Application = factory(address=address)
+    except Exception as exc:  # the Temporal service matters more than its pages
+        print(f"kbisect: the results pages did not load ({mount}): {exc!r}", flush=True)
+        return None
     return app
 
 
@@ -418,4 +436,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # os._exit: the results pages' Temporal client may still hold threads, and such a
+    # process can abort in the interpreter's shutdown (jobs/client.py)
+    code = main()
+    sys.stdout.flush()
+    os._exit(code)

@@ -6,6 +6,7 @@ recorded with plain strings still decode), and the error-type names that travel 
 Temporal failure types. Plain data only: the workflow sandbox shares this module.
 """
 
+import json
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -141,6 +142,19 @@ SEARCH_ATTRIBUTE_NAMES = (SA_TESTCASE_NAME, SA_STATUS_NAME, SA_CULPRIT_NAME)
 # mounts there (named, not imported: the front is the lowest layer's)
 RESULTS_PATH = "/kbisect"
 RESULTS_APP = "kbisect.doors.web.app:results_app"
+
+# Temporal refuses a workflow's or activity's summary longer than this, JSON-encoded
+# (its limit.userMetadataSummarySize): a job would not start, a workflow task would fail
+SUMMARY_BYTES = 400
+
+
+def fit_summary(text: str, limit: int = SUMMARY_BYTES) -> str:
+    """`text` cut (with "…") until its JSON encoding, as Temporal measures it, fits."""
+    if len(json.dumps(text)) <= limit:
+        return text
+    while text and len(json.dumps(text + "…")) > limit:
+        text = text[: max(0, len(text) - max(1, len(text) // 8))]
+    return text + "…"
 
 
 class ErrorType(StrEnum):

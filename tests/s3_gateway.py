@@ -32,7 +32,7 @@ def gateway_or_skip() -> Path:
         return GATEWAY
     if shutil.which("go") is None:
         pytest.skip("no Go toolchain here to build versitygw, the tests' S3 server")
-    pytest.fail("versitygw is not built: run infra/install.sh")
+    pytest.fail("versitygw is not built: run infra/install.sh --tests")
 
 
 @contextmanager

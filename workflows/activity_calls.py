@@ -56,6 +56,7 @@ from kbisect.contract import (
     ValidatedJob,
     VerifyCommit,
     VerifyRequest,
+    fit_summary,
 )
 from kbisect.model import Artifact
 from kbisect.workflows.search_attributes import SA_STATUS
@@ -283,7 +284,7 @@ class JobActivities:
         """`explain`: the kernel an explain boot needs (the diagnostics fragment too);
         `aligned`: every function aligned (an explain job's alignment check)."""
         kind = " (diagnostics)" if explain else " (aligned)" if aligned else ""
-        summary = f"build {self._named(commit)}{kind}"
+        summary = fit_summary(f"build {self._named(commit)}{kind}")
         result: BuildResult = await self.blocking.until_done(
             f"building {commit[:12]}",
             lambda: workflow.execute_activity(
@@ -373,7 +374,7 @@ class JobActivities:
                 start_to_close_timeout=timedelta(seconds=seconds + TEST_SLACK),
                 heartbeat_timeout=TEST_HEARTBEAT,
                 retry_policy=TEST_RETRY,
-                summary=summary,
+                summary=fit_summary(summary),
             ),
         )
         return result

@@ -169,7 +169,7 @@ class BisectWorkflow(Resumable):
             for patch in DEPRECATED:
                 workflow.deprecate_patch(patch)
             d = self._start_decisions(state)
-            self._kernels = Kernels(state, calls, self._building)
+            self._kernels = Kernels(state, calls, self._show_building)
             await self._search(state, calls, d)
             return await self._conclude(state, calls, d)
         except JobFailed as err:
@@ -351,7 +351,7 @@ class BisectWorkflow(Resumable):
         self._progress.current = commits
         self._refresh()
 
-    def _building(self, building: dict[str, str]) -> None:
+    def _show_building(self, building: dict[str, str]) -> None:
         if building != self._progress.building:
             self._progress.building = building
             self._refresh()

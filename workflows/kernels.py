@@ -22,7 +22,7 @@ class Kernels:
         building: Callable[[dict[str, str]], None] = lambda _: None,
     ) -> None:
         self._state, self._calls = state, calls
-        self._said = building  # told the builds under way (commit -> subject) as they change
+        self._tell_building = building  # the builds under way (commit -> subject), as they change
         self.builds: dict[str, BuildResult] = {}  # finished builds, by commit
         self._building: dict[str, asyncio.Task[BuildResult]] = {}  # builds under way
         self._ahead: dict[str, asyncio.Task[BuildResult]] = {}  # builds no round asked for
@@ -38,8 +38,10 @@ class Kernels:
                     self._calls.build(commit, self._state.job.testcase)
                 )
                 self._say_building()
-            build = await self._building[commit]
-            self._say_building()
+            try:
+                build = await self._building[commit]
+            finally:  # a build that failed is not under way either
+                self._say_building()
         if build.subject:
             self._state.subjects.setdefault(commit, build.subject)
         self.builds[commit] = build
@@ -47,7 +49,8 @@ class Kernels:
 
     def _say_building(self) -> None:
         subjects = self._state.subjects
-        self._said({c: subjects.get(c, "") for c, t in self._building.items() if not t.done()})
+        under_way = {c: subjects.get(c, "") for c, t in self._building.items() if not t.done()}
+        self._tell_building(under_way)
 
     async def built_and_tested(self, commit: str) -> tuple[BuildResult, TestResult | None]:
         """The commit's build (made once) and one more boot of it."""

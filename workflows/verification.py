@@ -76,7 +76,8 @@ async def _boots(job: Ended, v: Verification, commit: str, where: str) -> Verifi
             _, before = await kernels.built_and_tested(beside)
             if before is not None and before.status == TestStatus.OK:
                 base = list(before.samples_of(state.job.primary))
-                job.show(beside, len(runs) + 1, before, " (beside the verification)")
+                number = d.boots_of(beside) + len(runs) + 1  # after its own steps' boots
+                job.show(beside, number, before, " (beside the verification)")
         build, test = await kernels.built_and_tested(commit)
         if not build.ok or test is None or test.status != TestStatus.OK:
             why = build.error if not build.ok else test.error if test else "no test ran"

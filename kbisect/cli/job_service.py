@@ -133,15 +133,19 @@ async def follow_result(
         with Live(console=console, refresh_per_second=2, transient=False) as view:
             await _poll(client, job_id, lambda p: view.update(progress_view(p, clock)))
 
+    followed = []  # the job ran while watched (a job watched once ended has no news)
+
     async def lines() -> None:
+        followed.append(True)
         await _poll(client, job_id, events.update)
 
     if not await until_done(client, job_id, "job", live, lines):
         return 130, None
     result = await client.result(job_id)
     if not output.interactive():  # what ended between two looks, or all of it
-        with contextlib.suppress(KbisectError):  # its last boots (the verification's)
-            events.update(await client.progress(job_id))
+        if followed:
+            with contextlib.suppress(KbisectError):  # its last boots (the verification's)
+                events.update(await client.progress(job_id))
         events.finish(result.steps, result.metric)
         events.end(result.status, result.message)
     if as_json:

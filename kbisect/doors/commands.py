@@ -212,12 +212,13 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
 def cmd_web(args: argparse.Namespace, settings: Settings) -> int:
     from aiohttp import web
 
-    from kbisect.doors.web.app import LOOPBACK, standalone
+    from kbisect.doors.web.app import standalone
+    from kbisect.infra.temporal_server import LOOPBACK_NAMES
 
     host, port = listen_address(args.listen)
     named = host if ":" not in host else f"[{host}]"
-    hosts = (*LOOPBACK, named, *args.host_name)
-    if not _is_ip(host) or not ipaddress.ip_address(host).is_loopback:
+    hosts = (*LOOPBACK_NAMES, named, *args.host_name)
+    if host != "localhost" and (not _is_ip(host) or not ipaddress.ip_address(host).is_loopback):
         note(
             f"warning: --listen {args.listen}: the results pages show every job's commits, "
             "scores and reports to whoever reaches this address (read-only, no sign-in): "
@@ -225,7 +226,7 @@ def cmd_web(args: argparse.Namespace, settings: Settings) -> int:
         )
 
     async def run() -> None:
-        runner = web.AppRunner(standalone(settings, host, hosts), access_log=None)
+        runner = web.AppRunner(standalone(settings, hosts), access_log=None)
         await runner.setup()
         await web.TCPSite(runner, host, port).start()
         note(

@@ -85,16 +85,26 @@ class JobSummary:
     testcase: str
     culprit: str
     started: datetime
+    kind: str = ""  # bisect, sweep, explain or backport (its workflow's)
 
     def to_json(self) -> dict[str, str]:
         return {
             "id": self.id,
+            "kind": self.kind,
             "state": self.state,
             "status": self.status,
             "testcase": self.testcase,
             "culprit": self.culprit,
             "started": self.started.isoformat(),
         }
+
+
+JOB_KINDS = {
+    WORKFLOW: "bisect",
+    SWEEP_WORKFLOW: "sweep",
+    EXPLAIN_WORKFLOW: "explain",
+    BACKPORT_WORKFLOW: "backport",
+}
 
 
 def queue_kind(activity: str) -> QueueKind | None:
@@ -250,7 +260,7 @@ class JobClient:
             return result
         except RPCError as exc:
             raise self._not_found(job_id, exc) from exc
-        except Exception as exc:  # a query the workflow failed to answer
+        except Exception as exc:  # a query the workflow failed to answer (not an RPCError)
             raise InfraError(f"cannot read the progress of {job_id}: {exc}") from exc
 
     async def result(self, job_id: str) -> BisectResult:
@@ -347,6 +357,7 @@ class JobClient:
                         testcase=_first(sa, SA_TESTCASE_NAME),
                         culprit=_first(sa, SA_CULPRIT_NAME),
                         started=wf.start_time,
+                        kind=JOB_KINDS.get(wf.workflow_type, ""),
                     )
                 )
         except RPCError as exc:

@@ -5,9 +5,15 @@ under it (what was asked, with which options, by whom)."""
 import getpass
 import os
 import socket
-from dataclasses import fields
+from dataclasses import MISSING, fields
 
-from kbisect.contract import BackportRequest, BisectRequest, ExplainRequest, SweepRequest
+from kbisect.contract import (
+    BackportRequest,
+    BisectRequest,
+    ExplainRequest,
+    SweepRequest,
+    fit_summary,
+)
 
 Request = BisectRequest | SweepRequest | ExplainRequest | BackportRequest
 # what the details leave out: plumbing, not what the user asked
@@ -30,7 +36,12 @@ def _short(rev: str) -> str:
 
 
 def summary(req: Request) -> str:
-    """One line for the workflow list: what the job measures, where."""
+    """One line for the workflow list: what the job measures, where (cut to Temporal's
+    limit)."""
+    return fit_summary(_summary(req))
+
+
+def _summary(req: Request) -> str:
     repo = os.path.basename(req.repo.rstrip("/")) or req.repo
     if isinstance(req, BisectRequest):
         olds = ",".join(_short(g) for g in req.good)
@@ -51,8 +62,15 @@ def details(req: Request, by: str) -> str:
     lines = [f"- **submitted by**: {by}"]
     for f in fields(req):
         value = getattr(req, f.name)
-        if f.name in PLUMBING or value in (None, "", [], False):
-            continue
+        default = (
+            f.default_factory()
+            if f.default_factory is not MISSING
+            else f.default
+            if f.default is not MISSING
+            else MISSING
+        )
+        if f.name in PLUMBING or value == default:
+            continue  # plumbing, or an option left as it is (--no-verify is shown)
         shown = ", ".join(map(str, value)) if isinstance(value, list) else str(value)
         lines.append(f"- **{f.name.replace('_', ' ')}**: {shown}")
     return "\n".join(lines)

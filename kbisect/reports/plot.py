@@ -142,7 +142,7 @@ def _finish(result: BisectResult, fig: Any, ax: Any, out: Path) -> Path:
     unique = dict(zip(labels, handles, strict=False))
     ax.legend(unique.values(), unique.keys(), loc="best", fontsize=8)
     ax.set_xlabel("commits tested, in history order (oldest left)")
-    ax.set_title(_title(result), fontsize=10)
+    ax.set_title(_title(result), fontsize=10, parse_math=False)  # a subject's $ is text
     ax.grid(alpha=0.3)
     return save(fig, out)
 
@@ -159,7 +159,7 @@ def _title(result: BisectResult) -> str:
 
 
 def save(fig: Any, out: Path) -> Path:
-    """The figure laid out, written as a PNG and closed."""
+    """The figure laid out, written (PNG or SVG, by out's suffix) and closed."""
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110)

@@ -128,7 +128,7 @@ def where_problems(result: BisectResult, patch: bytes | None = None) -> list[str
 def booted_kernels(result: BisectResult) -> str:
     """'7 kernels (21 more commits share one of their kernels)': what was booted, not the
     commits that took a booted kernel's verdict."""
-    booted = sum(s.source in (StepSource.TEST, StepSource.ENDPOINT) for s in result.steps)
+    booted = sum(s.boots > 0 for s in result.steps)
     booted += bool(result.verification and result.verification.boots)  # its own kernel
     shared = sum(s.source == StepSource.SAME_KERNEL for s in result.steps)
     text = f"{booted} kernel{'s' if booted != 1 else ''}"

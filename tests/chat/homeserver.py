@@ -106,7 +106,7 @@ class User:
 class Synapse:
     def __init__(self, workdir: Path) -> None:
         if not (SYNAPSE_VENV / "bin" / "python").exists():
-            raise RuntimeError(f"{SYNAPSE_VENV} is missing: run infra/install.sh")
+            raise RuntimeError(f"{SYNAPSE_VENV} is missing: run infra/install.sh --tests")
         self.dir = workdir
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"

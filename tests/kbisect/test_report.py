@@ -242,6 +242,8 @@ def test_commits_that_share_a_tested_kernel_are_a_count_and_a_folded_list() -> N
 
     h = [str(i) * 40 for i in range(6)]
     result = _result(h, "regression", 4, [(0, "good"), (5, "bad"), (4, "bad")])
+    for booted in result.steps:
+        booted.boots = 1
     why = "touches no file the config compiles: the verdict of "
     result.steps += [
         Step(h[1], "change 1", "good", "same-kernel", note=why + h[0][:12], same_as=h[0]),
@@ -276,3 +278,24 @@ def test_the_plot_names_its_commits_by_hash_and_the_culprit_in_its_title(
     assert labels == [h[0][:7], h[1][:7], h[2][:7], h[3][:7], f"revert {h[2][:7]}"]
     assert ax.get_title() == f"t: first bad commit {h[2][:12]} change 2"
     assert f"{h[2][:12]} reverted on new: confirmed" in ax.get_legend_handles_labels()[1]
+
+
+def test_a_subject_with_dollars_is_text_in_the_plot_title(tmp_path: Path) -> None:
+    """matplotlib reads $...$ as maths: a subject such as "tools: $$ and $$" failed."""
+    from kbisect.reports.plot import plot_scores
+
+    h = [str(i) * 40 for i in range(1, 4)]
+    result = _result(h, "regression", 1, [(0, "good"), (2, "bad"), (1, "bad")])
+    result.subjects[h[1]] = "tools: $$ and $x^^b$ ${CC}"
+    assert plot_scores(result, tmp_path / "p.svg").read_bytes().startswith(b"<?xml")
+
+
+def test_a_summary_fits_temporal_s_limit_as_json() -> None:
+    import json
+
+    from kbisect.contract import SUMMARY_BYTES, fit_summary
+
+    assert fit_summary("build abc") == "build abc"
+    for text in ("x" * 1000, "é" * 300, "nvme: " + "ü" * 200):
+        cut = fit_summary(text)
+        assert len(json.dumps(cut)) <= SUMMARY_BYTES and cut.endswith("…"), cut

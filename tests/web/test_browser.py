@@ -16,7 +16,8 @@ from temporalio.testing import WorkflowEnvironment
 
 from benchmarks.dags import linear
 from kbisect.contract import Progress
-from kbisect.doors.web.app import LOOPBACK, standalone
+from kbisect.doors.web.app import standalone
+from kbisect.infra.temporal_server import LOOPBACK_NAMES
 from tests.web.jobs import serving, start
 from tests.workflows.fakes import Scenario
 
@@ -55,7 +56,7 @@ async def test_a_running_job_s_page_shows_a_new_step_without_a_reload(
         # slow boots: the job runs for a while after its first steps
         job = await start(jobs, Scenario(graph=linear(64), culprit="c40", test_delay=4.0))
         handle = jobs.temporal.get_workflow_handle(job)
-        server = TestServer(standalone(jobs.settings, "127.0.0.1", LOOPBACK))
+        server = TestServer(standalone(jobs.settings, LOOPBACK_NAMES))
         await server.start_server()
         base = f"http://127.0.0.1:{server.port}"
         driver = await asyncio.to_thread(_browser)

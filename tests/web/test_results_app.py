@@ -8,7 +8,8 @@ from aiohttp.test_utils import TestClient, TestServer
 from temporalio.testing import WorkflowEnvironment
 
 from benchmarks.dags import linear
-from kbisect.doors.web.app import LOOPBACK, standalone
+from kbisect.doors.web.app import standalone
+from kbisect.infra.temporal_server import LOOPBACK_NAMES
 from tests.web.jobs import serving, start
 from tests.workflows.fakes import Scenario
 
@@ -19,7 +20,7 @@ async def test_the_pages_show_a_finished_bisection(env: WorkflowEnvironment) -> 
     async with serving(env) as jobs:
         job = await start(jobs, Scenario(graph=linear(16), culprit="c9"))
         await jobs.temporal.get_workflow_handle(job).result()
-        app = standalone(jobs.settings, "127.0.0.1", LOOPBACK)
+        app = standalone(jobs.settings, LOOPBACK_NAMES)
         async with TestClient(TestServer(app, host="127.0.0.1")) as http:
             listed = ""
             for _ in range(50):  # the visibility store lists a new job within moments
@@ -38,8 +39,14 @@ async def test_the_pages_show_a_finished_bisection(env: WorkflowEnvironment) -> 
             assert data["culprit"] == "c9"
             rows = await (await http.get("/kbisect/api/jobs")).json()
             assert any(r["id"] == job and r["boots"] for r in rows), rows
-            # reads only, and only as this machine's names
-            assert (await http.post("/kbisect/")).status == 405
+            # reads only, and only as this machine's names, never for another site's page
+            posted = await http.post("/kbisect/")
+            assert posted.status == 405 and posted.headers["Allow"] == "GET, HEAD"
+            fetched = {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors"}
+            assert (await http.get(f"/kbisect/jobs/{job}/plot.svg", headers=fetched)).status == 403
+            followed = {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate"}
+            assert (await http.get(f"/kbisect/jobs/{job}", headers=followed)).status == 200
+            assert page.headers["X-Content-Type-Options"] == "nosniff"
             rebound = await http.get("/kbisect/", headers={"Host": "evil.example"})
             assert rebound.status == 403
             other = await http.get("/kbisect/", headers={"Origin": "http://evil.example"})

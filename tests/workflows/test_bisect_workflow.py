@@ -811,7 +811,9 @@ async def test_a_job_s_summary_and_details_are_what_the_workflow_list_shows(
     from kbisect.settings import Settings
 
     client = JobClient(Settings.from_env(), env.client)
-    req = BisectRequest("/home/u/kbisect-lab/", ["lab-good"], "lab-bad", "t", repetitions=1)
+    req = BisectRequest(
+        "/home/u/kbisect-lab/", ["lab-good"], "lab-bad", "t", repetitions=1, verify=False
+    )
     job = await client.start(req, by="@alice:hs (Matrix)")
     handle = env.client.get_workflow_handle(job)
     try:
@@ -820,7 +822,8 @@ async def test_a_job_s_summary_and_details_are_what_the_workflow_list_shows(
         assert summary == "bisect t (regression) lab-good..lab-bad in kbisect-lab"
         details = (await desc.static_details() or "").splitlines()
         assert details[0] == "- **submitted by**: @alice:hs (Matrix)"
-        assert "- **repetitions**: 1" in details and "- **mode**: regression" in details
+        assert "- **repetitions**: 1" in details and "- **verify**: False" in details
+        assert not any("mode" in line for line in details), details  # as it was: not said
         assert not any("queue" in line for line in details), details  # plumbing left out
     finally:
         await handle.terminate()

@@ -1,69 +1,78 @@
 """The results pages as a web application, read-only: GET and HEAD only, for the Host
-names it serves and same-origin requests. The local service's Web UI front mounts it at
-/kbisect/ (`results_app`, named to the front as a string: infra imports no door); `kbisect
-web --listen ADDR` serves it on its own, for a deployment whose Temporal is not local."""
+names it serves, same-origin, and never fetched by another site's page. The local
+service's Web UI front mounts it at /kbisect/ (`results_app`, named to the front as a
+string: infra imports no door); `kbisect web --listen ADDR` serves it on its own, for a
+deployment whose Temporal is not local."""
 
 import asyncio
 import dataclasses
 import json
+import logging
 import tempfile
+import threading
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
-from typing import Any
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
 from kbisect.contract import (
     BACKPORT_WORKFLOW,
     EXPLAIN_WORKFLOW,
     RESULTS_PATH,
     SWEEP_WORKFLOW,
-    BackportProgress,
     BisectResult,
-    ExplainProgress,
     Progress,
-    SweepProgress,
+    SweepResult,
 )
 from kbisect.doors.web import pages
 from kbisect.errors import KbisectError
+from kbisect.infra.temporal_server import LOOPBACK_NAMES, foreign
 from kbisect.jobs import explain_job, series_client
-from kbisect.jobs.client import JobClient
+from kbisect.jobs.client import JobClient, JobSummary
 from kbisect.reports import backport_report, explain_report, job_report, sweep_report
 from kbisect.settings import Settings
 from kbisect.testcases.manifest import PASSED
 
+log = logging.getLogger(__name__)
 BASE = RESULTS_PATH
 READS = ("GET", "HEAD")
-LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
 LIST_LIMIT = 50  # jobs on the list page
 LIST_LOOK_SECONDS = 2.0  # a running job's boots on the list: no worker, no wait
+_PLOTTING = threading.Lock()  # pyplot is not thread-safe: one figure at a time
 
 
-def refusal(method: str, host: str, origin: str | None, hosts: Iterable[str]) -> str | None:
-    """Why a request is refused (None: served): a write, a Host the pages are not served
-    as (a DNS-rebinding page), or another site's Origin."""
-    if method not in READS:
-        return "kbisect's results pages are read-only"
-    name = host.lower().rsplit(":", 1)[0] if not host.startswith("[") else host.split("]")[0] + "]"
-    if name not in {h.lower() for h in hosts}:
-        return f"kbisect's results pages answer as {', '.join(hosts)} only"
-    if origin is not None and origin.lower() not in (
-        f"http://{host.lower()}",
-        f"https://{host.lower()}",
-    ):
-        return "kbisect's results pages refuse requests from other sites"
+def refusal(request: web.Request, hosts: Iterable[str]) -> tuple[int, str] | None:
+    """Why a request is refused (status, text), or None: a write; a Host the pages are not
+    served as (a DNS-rebinding page) or another site's Origin; or another site's page
+    fetching one (an <img>, a script) rather than a person following a link, which would
+    have this host run git and plots for any page its user opens."""
+    if request.method not in READS:
+        return 405, "kbisect's results pages are read-only"
+    headers = request.headers
+    why = foreign(headers.get("Host", ""), headers.get("Origin"), hosts, ("http", "https"))
+    if why is not None:
+        return 403, f"kbisect's results pages {why}"
+    cross = headers.get("Sec-Fetch-Site") == "cross-site"
+    if cross and headers.get("Sec-Fetch-Mode") != "navigate":
+        return 403, "kbisect's results pages are not for other sites' pages to fetch"
     return None
 
 
-def _guard(hosts: tuple[str, ...]) -> Callable[..., Awaitable[web.StreamResponse]]:
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _guard(hosts: Iterable[str]) -> Middleware:
     @web.middleware
-    async def guard(
-        request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
-    ) -> web.StreamResponse:
-        why = refusal(request.method, request.host, request.headers.get("Origin"), hosts)
-        if why is not None:
-            return web.Response(status=405 if request.method not in READS else 403, text=why + "\n")
-        return await handler(request)
+    async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
+        refused = refusal(request, hosts)
+        if refused is not None:
+            status, text = refused
+            allow = {"Allow": ", ".join(READS)} if status == 405 else {}
+            return web.Response(status=status, text=text + "\n", headers=allow)
+        response = await handler(request)
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        return response
 
     return guard
 
@@ -71,7 +80,7 @@ def _guard(hosts: tuple[str, ...]) -> Callable[..., Awaitable[web.StreamResponse
 def results_app(
     settings: Settings | None = None,
     address: str = "",
-    hosts: tuple[str, ...] = LOOPBACK,
+    hosts: Iterable[str] = LOOPBACK_NAMES,
     temporal_ui: str = "",
 ) -> web.Application:
     """The pages at BASE of whatever app mounts this one. `address`: the Temporal server
@@ -83,7 +92,7 @@ def results_app(
             settings, endpoint=dataclasses.replace(settings.endpoint, address=address)
         )
     site = Site(settings, temporal_ui)
-    app = web.Application(middlewares=[_guard(hosts)])
+    app = web.Application(middlewares=[_guard(tuple(hosts))])
     app.router.add_get("/", site.jobs)
     app.router.add_get("/jobs/{id}", site.job)
     app.router.add_get("/jobs/{id}/live", site.live)
@@ -96,18 +105,26 @@ def results_app(
     return app
 
 
-def standalone(settings: Settings, host: str, hosts: tuple[str, ...]) -> web.Application:
+def standalone(settings: Settings, hosts: Iterable[str]) -> web.Application:
     """`kbisect web`: the pages at BASE, and / sends a browser there."""
-    root = web.Application(middlewares=[_guard(hosts)])
+    root = web.Application(middlewares=[_guard(tuple(hosts))])
 
     async def home(request: web.Request) -> web.StreamResponse:
         raise web.HTTPFound(f"{BASE}/")
 
     root.router.add_get("/", home)
-    root.add_subapp(
-        f"{BASE}/", results_app(settings, hosts=hosts, temporal_ui=settings.endpoint.ui)
-    )
+    pages_app = results_app(settings, hosts=hosts, temporal_ui=settings.endpoint.ui)
+    root.add_subapp(f"{BASE}/", pages_app)
     return root
+
+
+@dataclasses.dataclass
+class Ended:
+    """A finished bisection's parts that never change again."""
+
+    result: BisectResult
+    report: str
+    sru: str
 
 
 class Site:
@@ -118,7 +135,7 @@ class Site:
         self.temporal_ui = temporal_ui
         self._client: JobClient | None = None
         self._lock = asyncio.Lock()
-        self._done: dict[str, BisectResult] = {}  # ended jobs' results: they never change
+        self._ended: dict[str, Ended] = {}  # by job id
 
     async def client(self) -> JobClient:
         async with self._lock:
@@ -127,24 +144,25 @@ class Site:
             return self._client
 
     def temporal_url(self, job_id: str) -> str:
-        return (
-            f"{self.temporal_ui}/namespaces/{self.settings.endpoint.namespace}/workflows/{job_id}"
-        )
+        namespace = self.settings.endpoint.namespace
+        return f"{self.temporal_ui}/namespaces/{namespace}/workflows/{job_id}"
 
     # --- the jobs ---------------------------------------------------------------------
     async def rows(self) -> list[pages.JobRow]:
         client = await self.client()
         found = await client.jobs(LIST_LIMIT)
 
-        async def row(j: Any) -> pages.JobRow:
-            r = pages.JobRow(j.id, j.state, j.status, j.testcase, j.culprit, j.started)
+        async def row(j: JobSummary) -> pages.JobRow:
+            r = pages.JobRow(j.id, j.kind, j.state, j.status, j.testcase, j.culprit, j.started)
             try:
                 r.summary = await (await client.describe(j.id)).static_summary() or ""
-                if r.kind == "bisect" and j.state in ("running", "completed"):
+                if j.kind == "bisect" and j.state in ("running", "completed"):
                     looked = await asyncio.wait_for(self._bisect(j.id), LIST_LOOK_SECONDS)
                     r.boots = looked[0].boots
             except (KbisectError, TimeoutError):
                 pass  # no worker answers for it now: its row without the boots
+            except Exception:  # one job the server cannot tell about: the others are shown
+                log.exception("results pages: job %s", j.id)
             return r
 
         return list(await asyncio.gather(*(row(j) for j in found)))
@@ -156,10 +174,7 @@ class Site:
     async def api_jobs(self, request: web.Request) -> web.StreamResponse:
         rows = await self.rows()
         return web.json_response(
-            [
-                {**dataclasses.asdict(r), "started": r.started.isoformat(), "kind": r.kind}
-                for r in rows
-            ]
+            [{**dataclasses.asdict(r), "started": r.started.isoformat()} for r in rows]
         )
 
     async def _kind(self, job_id: str) -> tuple[str, bool]:
@@ -167,43 +182,43 @@ class Site:
         desc = await (await self.client()).describe(job_id)
         return desc.workflow_type, desc.status is not None and desc.status.name != "RUNNING"
 
-    async def _bisect(self, job_id: str) -> tuple[Progress, BisectResult | None, str]:
-        """A bisection's progress (its result's, once it ended), its result and, for a
-        failed job, why."""
+    async def _bisect(self, job_id: str) -> tuple[Progress, Ended | None, str]:
+        """A bisection's progress (its result's, once it ended), its ended parts and, for
+        a failed job, why."""
+        if job_id in self._ended:
+            ended = self._ended[job_id]
+            return _as_progress(ended.result), ended, ""
         client = await self.client()
-        if job_id in self._done:
-            result = self._done[job_id]
-            return _as_progress(result), result, ""
         if await client.running(job_id):
             return await client.progress(job_id), None, ""
         try:
             result = await client.result(job_id)
         except KbisectError as exc:  # failed, cancelled: its last progress, and why
             return await _last_progress(client, job_id), None, str(exc)
-        self._done[job_id] = result
-        return _as_progress(result), result, ""
+        # git (the report's commit lines, the SRU draft's patch): off the event loop
+        report = await asyncio.to_thread(job_report.markdown, result, job_id)
+        ended = Ended(result, report, await asyncio.to_thread(_sru, result, job_id))
+        self._ended[job_id] = ended
+        return _as_progress(result), ended, ""
 
     async def _view(self, job_id: str) -> pages.BisectView:
-        progress, result, failed = await self._bisect(job_id)
+        progress, ended, failed = await self._bisect(job_id)
         v = pages.BisectView(
             job_id,
             progress,
-            done=result is not None or bool(failed),
+            done=ended is not None or bool(failed),
             temporal_url=self.temporal_url(job_id),
             answer=failed,
         )
-        if result is not None:
-            v.answer = result.message
-            v.report = job_report.markdown(result, job_id)
-            v.sru = await asyncio.to_thread(_sru, result, job_id)
-            v.explain, v.flame = await self._explained(job_id)
+        if ended is not None:
+            v.answer, v.report, v.sru = ended.result.message, ended.report, ended.sru
+            v.explain, v.flame = await self._explained(job_id)  # it may come later
         return v
 
     async def _explained(self, job_id: str) -> tuple[list[str] | None, bool]:
         client = await self.client()
-        eid = explain_job.explain_id(job_id)
         try:
-            r = await client.explain_result(eid)
+            r = await client.explain_result(explain_job.explain_id(job_id))
         except KbisectError:
             return None, False  # never explained, or not yet
         return explain_report.outcome_lines(r), any(r.stacks.values())
@@ -211,14 +226,11 @@ class Site:
     async def job(self, request: web.Request) -> web.StreamResponse:
         job_id = request.match_info["id"]
         try:
-            kind, _ = await self._kind(job_id)
-            if kind in (SWEEP_WORKFLOW, EXPLAIN_WORKFLOW, BACKPORT_WORKFLOW):
-                status, text = await self._other(job_id, kind)
-                return _html(
-                    pages.other_page(
-                        job_id, _word(kind), status, text, BASE, self.temporal_url(job_id)
-                    )
-                )
+            kind, ended = await self._kind(job_id)
+            if kind in OTHERS:
+                words = await self._other(job_id, kind, ended)
+                url = self.temporal_url(job_id)
+                return _html(pages.other_page(job_id, OTHERS[kind], words, ended, BASE, url))
             return _html(pages.bisect_page(await self._view(job_id), BASE))
         except KbisectError as exc:
             return _html(pages.error_page(job_id, str(exc), BASE), status=404)
@@ -226,48 +238,48 @@ class Site:
     async def live(self, request: web.Request) -> web.StreamResponse:
         job_id = request.match_info["id"]
         try:
-            kind, _ = await self._kind(job_id)
-            if kind in (SWEEP_WORKFLOW, EXPLAIN_WORKFLOW, BACKPORT_WORKFLOW):
-                status, text = await self._other(job_id, kind)
-                return _html(pages.other_live(status, text, status not in RUNNING_WORDS))
+            kind, ended = await self._kind(job_id)
+            if kind in OTHERS:
+                return _html(pages.other_live(await self._other(job_id, kind, ended), ended))
             return _html(pages.bisect_live(await self._view(job_id), BASE))
         except KbisectError as exc:
             return web.Response(status=404, text=str(exc))
 
-    async def _other(self, job_id: str, kind: str) -> tuple[str, str]:
-        """A sweep's, explain or backport job's status word and its words (markdown)."""
+    async def _other(self, job_id: str, kind: str, ended: bool) -> pages.Words:
+        """A sweep's, explain or backport job's status and its words."""
         client = await self.client()
-        if await client.running(job_id):
-            p: SweepProgress | ExplainProgress | BackportProgress
-            if kind == SWEEP_WORKFLOW:
-                p = await client.sweep_progress(job_id)
-            elif kind == EXPLAIN_WORKFLOW:
-                p = await client.explain_progress(job_id)
-            else:
-                p = await client.backport_progress(job_id)
-            return p.status, f"{p.status}: {getattr(p, 'message', '')}"
+        if not ended:
+            p = await (
+                client.sweep_progress(job_id)
+                if kind == SWEEP_WORKFLOW
+                else client.explain_progress(job_id)
+                if kind == EXPLAIN_WORKFLOW
+                else client.backport_progress(job_id)
+            )
+            return pages.Words(p.status, [getattr(p, "message", "")])
         try:
             if kind == SWEEP_WORKFLOW:
-                s = await client.sweep_result(job_id)
-                return "done", sweep_report.markdown(s)
+                markdown = sweep_report.markdown(await client.sweep_result(job_id))
+                return pages.Words("done", markdown=markdown)
             if kind == EXPLAIN_WORKFLOW:
                 e = await client.explain_result(job_id)
-                return e.status, "\n\n".join(explain_report.outcome_lines(e))
+                return pages.Words(e.status, explain_report.outcome_lines(e))
             b = await client.backport_result(job_id)
-            return b.word, "\n\n".join(backport_report.outcome_lines(b))
+            return pages.Words(b.word, backport_report.outcome_lines(b))
         except KbisectError as exc:
-            return "failed", str(exc)
+            return pages.Words("failed", [str(exc)])
 
     # --- pictures ---------------------------------------------------------------------
     async def plot(self, request: web.Request) -> web.StreamResponse:
         job_id = request.match_info["id"]
+        result: BisectResult | SweepResult
         try:
             kind, _ = await self._kind(job_id)
             if kind == SWEEP_WORKFLOW:
-                result: object = await (await self.client()).sweep_result(job_id)
+                result = await (await self.client()).sweep_result(job_id)
             else:
-                progress, done, _ = await self._bisect(job_id)
-                result = done or _as_result(progress)
+                progress, ended, _ = await self._bisect(job_id)
+                result = ended.result if ended else _as_result(progress)
         except KbisectError as exc:
             return web.Response(status=404, text=str(exc))
         svg = await asyncio.to_thread(_svg, result)
@@ -296,8 +308,9 @@ class Site:
             ticks = await series_client.ticks(client, name, limit=10)
         except KbisectError as exc:
             return _html(pages.error_page(name, str(exc), BASE), status=404)
-        alerts = [sweep_report.alert_line(a) for t in ticks if t.result for a in t.result.alerts]
-        sweeps = [(t.result.sweep, t.result.message) for t in ticks if t.result and t.result.sweep]
+        done = [t.result for t in ticks if t.result]
+        alerts = [sweep_report.alert_line(a) for r in done for a in r.alerts]
+        sweeps = [(r.sweep, r.message) for r in done if r.sweep]
         return _html(pages.series_page(pages.SeriesView(name, _watching(w), alerts, sweeps), BASE))
 
     # --- JSON -------------------------------------------------------------------------
@@ -305,17 +318,17 @@ class Site:
         job_id = request.match_info["id"]
         client = await self.client()
         try:
-            kind, _ = await self._kind(job_id)
-            if kind == SWEEP_WORKFLOW and not await client.running(job_id):
+            kind, ended = await self._kind(job_id)
+            if kind == SWEEP_WORKFLOW and ended:
                 data: object = sweep_report.to_json(await client.sweep_result(job_id), job_id)
-            elif kind in (SWEEP_WORKFLOW, EXPLAIN_WORKFLOW, BACKPORT_WORKFLOW):
-                status, text = await self._other(job_id, kind)
-                data = {"id": job_id, "status": status, "text": text}
+            elif kind in OTHERS:
+                words = await self._other(job_id, kind, ended)
+                data = {"id": job_id, **dataclasses.asdict(words)}
             else:
-                progress, result, failed = await self._bisect(job_id)
+                progress, done, failed = await self._bisect(job_id)
                 data = (
-                    job_report.to_json(result)
-                    if result is not None
+                    job_report.to_json(done.result)
+                    if done is not None
                     else {**dataclasses.asdict(progress), "failed": failed}
                 )
         except KbisectError as exc:
@@ -323,21 +336,7 @@ class Site:
         return web.Response(text=json.dumps(data, default=str), content_type="application/json")
 
 
-RUNNING_WORDS = (
-    "validating",
-    "building",
-    "measuring",
-    "booting",
-    "tracing",
-    "comparing",
-    "planning",
-)
-
-
-def _word(kind: str) -> str:
-    return {SWEEP_WORKFLOW: "sweep", EXPLAIN_WORKFLOW: "explain", BACKPORT_WORKFLOW: "backport"}[
-        kind
-    ]
+OTHERS = {SWEEP_WORKFLOW: "sweep", EXPLAIN_WORKFLOW: "explain", BACKPORT_WORKFLOW: "backport"}
 
 
 def _watching(w: series_client.WatchSummary) -> str:
@@ -352,6 +351,7 @@ def _html(text: str, status: int = 200) -> web.Response:
 
 
 def _as_progress(r: BisectResult) -> Progress:
+    """A finished job as its page shows a running one."""
     return Progress(
         status=r.status,
         repo=r.repo,
@@ -370,6 +370,7 @@ def _as_progress(r: BisectResult) -> Progress:
 
 
 def _as_result(p: Progress) -> BisectResult:
+    """A running job as the plot draws a finished one (no culprit yet)."""
     return BisectResult(
         status=p.status,
         mode=p.mode,
@@ -402,18 +403,19 @@ def _sru(result: BisectResult, job_id: str) -> str:
         return ""
     try:
         return sru_note(result, job_id)
-    except (KbisectError, OSError):
-        return ""  # the repository moved, or git cannot read it here: the page goes on
+    except Exception as exc:  # the repository moved, or git cannot read it here: no draft
+        log.info("results pages: no SRU draft for %s: %s", job_id, exc)
+        return ""
 
 
-def _svg(result: object) -> bytes:
+def _svg(result: BisectResult | SweepResult) -> bytes:
     from kbisect.reports.plot import plot_scores
     from kbisect.reports.sweep_plot import plot_sweep
 
-    with tempfile.TemporaryDirectory(prefix="kbisect-web-") as tmp:
+    with _PLOTTING, tempfile.TemporaryDirectory(prefix="kbisect-web-") as tmp:
         out = Path(tmp) / "plot.svg"
         if isinstance(result, BisectResult):
             plot_scores(result, out)
         else:
-            plot_sweep(result, out)  # type: ignore[arg-type]
+            plot_sweep(result, out)
         return out.read_bytes()

@@ -52,11 +52,12 @@ LIVE_JS = """
 (function () {
   var live = document.getElementById("live");
   if (!live || !live.dataset.url) { return; }
+  var last = null;  // the text last fetched (the DOM's own serialisation differs)
   function tick() {
     fetch(live.dataset.url, {headers: {"Accept": "text/html"}}).then(function (r) {
       return r.ok ? r.text() : null;
     }).then(function (html) {
-      if (html !== null && html !== live.innerHTML) { live.innerHTML = html; }
+      if (html !== null && html !== last) { last = html; live.innerHTML = html; }
       // ended while watched: the page again, with the report the live part leaves out
       if (live.querySelector("[data-done]")) { location.reload(); } else { setTimeout(tick, 3000); }
     }).catch(function () { setTimeout(tick, 6000); });

@@ -2,13 +2,12 @@
 Temporal), so each page is tested as text."""
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from urllib.parse import quote
 
 from kbisect.contract import Progress, Step, StepSource
 from kbisect.doors.web.html import badge, esc, markdown, page, table
-
-KINDS = ("bisect", "sweep", "explain", "backport")
 
 
 @dataclass
@@ -16,6 +15,7 @@ class JobRow:
     """One job of the list: what `kbisect status` says, and its one-line summary."""
 
     id: str
+    kind: str  # bisect, sweep, explain, backport
     state: str  # running, completed, failed...
     status: str  # kbisect's word: bisecting, found...
     testcase: str
@@ -24,10 +24,19 @@ class JobRow:
     summary: str = ""  # the job's static summary: what it measures, where
     boots: int | None = None
 
-    @property
-    def kind(self) -> str:
-        head = self.id.split("-", 1)[0]
-        return head if head in KINDS else "job"
+
+@dataclass
+class Words:
+    """What a sweep, explain or backport job says: plain lines, or a report's markdown."""
+
+    status: str
+    lines: list[str] = field(default_factory=list)
+    markdown: str = ""
+
+
+def href(base: str, *parts: str) -> str:
+    """A link under the pages, each part (a job id, a watch's name) quoted."""
+    return esc("/".join([base, *(quote(p, safe="") for p in parts)]))
 
 
 def age(started: datetime, now: datetime | None = None) -> str:
@@ -51,7 +60,7 @@ def jobs_page(rows: Sequence[JobRow], base: str, query: str = "") -> str:
             ("job", "kind", "status", "testcase", "what", "culprit", "boots", "started"),
             (
                 (
-                    f"<a class='hash' href='{base}/jobs/{esc(r.id)}'>{esc(r.id)}</a>",
+                    f"<a class='hash' href='{href(base, 'jobs', r.id)}'>{esc(r.id)}</a>",
                     esc(r.kind),
                     badge(r.status or r.state),
                     esc(r.testcase),
@@ -127,7 +136,7 @@ def bisect_live(v: BisectView, base: str) -> str:
     if p.last_boot:
         now.append(f"boot {p.boots}: {esc(p.last_boot)}")
     done = " data-done='1'" if v.done else ""
-    plot = f"{base}/jobs/{esc(v.id)}/plot.svg?steps={len(p.steps)}&amp;boots={p.boots}"
+    plot = f"{href(base, 'jobs', v.id, 'plot.svg')}?steps={len(p.steps)}&amp;boots={p.boots}"
     parts = [
         f"<div class='card answer'{done}>{badge(p.status)} {esc(v.answer or p.message)}</div>",
         f"<p class='dim'>{p.candidates} candidates left · {len(p.steps)} steps · "
@@ -149,16 +158,16 @@ def bisect_page(v: BisectView, base: str) -> str:
         f"<h1>bisect {esc(p.testcase)} <span class='dim'>({esc(p.mode)} mode)</span></h1>"
         f"<p class='dim'><code>{esc(v.id)}</code> · {esc(old)} .. {esc(p.new[:12])} · "
         f"<a href='{esc(v.temporal_url)}'>Temporal page</a> · "
-        f"<a href='{base}/api/jobs/{esc(v.id)}'>JSON</a></p>"
+        f"<a href='{href(base, 'api', 'jobs', v.id)}'>JSON</a></p>"
     )
-    live = f"{base}/jobs/{esc(v.id)}/live"
+    live = href(base, "jobs", v.id, "live")
     body = [
         head,
         f"<div id='live' data-url='{'' if v.done else live}'>{bisect_live(v, base)}</div>",
     ]
     if v.explain:
         flame = (
-            f" <a href='{base}/jobs/{esc(v.id)}/flame.svg'>differential flame graph</a>"
+            f" <a href='{href(base, 'jobs', v.id, 'flame.svg')}'>differential flame graph</a>"
             if v.flame
             else ""
         )
@@ -171,25 +180,28 @@ def bisect_page(v: BisectView, base: str) -> str:
     return page(v.id, "".join(body), base)
 
 
-def other_page(job_id: str, kind: str, status: str, text: str, base: str, url: str) -> str:
-    """A sweep, explain or backport job: its words (markdown) and its plot when it has one."""
-    done = status not in ("running", "validating", "building", "measuring", "booting")
-    live = "" if done else f"{base}/jobs/{esc(job_id)}/live"
-    plot = f"<img class='plot' alt='plot' src='{base}/jobs/{esc(job_id)}/plot.svg'>"
+def other_page(
+    job_id: str, kind: str, words: Words, done: bool, base: str, temporal_url: str
+) -> str:
+    """A sweep, explain or backport job: its words, and a sweep's plot once it ended."""
+    live = "" if done else href(base, "jobs", job_id, "live")
+    src = href(base, "jobs", job_id, "plot.svg")
+    plot = f"<img class='plot' alt='levels across the kernels' src='{src}'>"
     return page(
         job_id,
         f"<h1>{esc(kind)} <code>{esc(job_id)}</code></h1>"
-        f"<p class='dim'><a href='{esc(url)}'>Temporal page</a> · "
-        f"<a href='{base}/api/jobs/{esc(job_id)}'>JSON</a></p>"
-        f"<div id='live' data-url='{live}'>{other_live(status, text, done)}</div>"
+        f"<p class='dim'><a href='{esc(temporal_url)}'>Temporal page</a> · "
+        f"<a href='{href(base, 'api', 'jobs', job_id)}'>JSON</a></p>"
+        f"<div id='live' data-url='{live}'>{other_live(words, done)}</div>"
         + (plot if kind == "sweep" and done else ""),
         base,
     )
 
 
-def other_live(status: str, text: str, done: bool) -> str:
+def other_live(words: Words, done: bool) -> str:
     mark = " data-done='1'" if done else ""
-    return f"<div class='card report'{mark}>{badge(status)}{markdown(text)}</div>"
+    text = markdown(words.markdown) if words.markdown else "<br>".join(map(esc, words.lines))
+    return f"<div class='card report'{mark}>{badge(words.status)} {text}</div>"
 
 
 @dataclass
@@ -204,7 +216,7 @@ def series_list_page(rows: Sequence[tuple[str, str]], base: str) -> str:
     body = "<h1>Series watches</h1>" + (
         table(
             ("watch", "what"),
-            ((f"<a href='{base}/series/{esc(n)}'>{esc(n)}</a>", esc(d)) for n, d in rows),
+            ((f"<a href='{href(base, 'series', n)}'>{esc(n)}</a>", esc(d)) for n, d in rows),
         )
         if rows
         else "<p class='dim'>No series watch yet: <code>kbisect series watch</code>.</p>"
@@ -219,9 +231,9 @@ def series_page(v: SeriesView, base: str) -> str:
         "".join(f"<li>{esc(a)}</li>" for a in v.alerts) if v.alerts else "<li class='dim'>none</li>"
     )
     sweeps = "".join(
-        f"<div class='card'><p><a class='hash' href='{base}/jobs/{esc(s)}'>{esc(s)}</a> "
+        f"<div class='card'><p><a class='hash' href='{href(base, 'jobs', s)}'>{esc(s)}</a> "
         f"{esc(line)}</p><img class='plot' alt='levels across the kernels' "
-        f"src='{base}/jobs/{esc(s)}/plot.svg'></div>"
+        f"src='{href(base, 'jobs', s, 'plot.svg')}'></div>"
         for s, line in v.sweeps
     )
     body = (
