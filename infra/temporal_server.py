@@ -316,6 +316,11 @@ def front(upstream: str, pages: web.Application | None = None) -> web.Applicatio
     app = web.Application(middlewares=[refuse])
     app.cleanup_ctx.append(client)
     if pages is not None:
+
+        async def to_pages(request: web.Request) -> web.StreamResponse:
+            raise web.HTTPFound(f"{RESULTS_PATH}/")
+
+        app.router.add_get(RESULTS_PATH, to_pages)  # no slash: not the Temporal UI's 404
         app.add_subapp(f"{RESULTS_PATH}/", pages)
     app.router.add_route("*", "/{tail:.*}", handle)
     return app

@@ -211,7 +211,7 @@ class Sweep:
         e = verdict.effect
         if not (math.isfinite(e.low) and math.isfinite(e.high)) or n >= self.cap:
             return None
-        se_now = (e.high - e.low) / 2 / CONFIDENCE_Z
+        se_now = standard_error(e.low, e.high)
         se_cap = se_now * math.sqrt(n / self.cap)
         later = NormalDist(e.value, se_now * math.sqrt(1 - n / self.cap))
         bar = max(self.min_effect, _z(self.alpha_beyond) * se_cap)
@@ -290,8 +290,12 @@ def boots_to_settle(low: float, high: float, boots: int, min_effect: float) -> i
     says (its references against drift), so this is the figure the futility rule sees."""
     if not (math.isfinite(low) and math.isfinite(high)) or boots < 1 or high <= low:
         return None
-    se = (high - low) / 2 / CONFIDENCE_Z
-    return math.ceil(boots * (SAME_Z * se / min_effect) ** 2)
+    return math.ceil(boots * (SAME_Z * standard_error(low, high) / min_effect) ** 2)
+
+
+def standard_error(low: float, high: float) -> float:
+    """An effect's standard error, from its 95% interval."""
+    return (high - low) / 2 / CONFIDENCE_Z
 
 
 def boots_to_rule_out(cv: float, min_effect: float) -> int:

@@ -165,6 +165,7 @@ def test_a_web_page_cannot_start_or_cancel_jobs_but_the_ui_shows_them(tmp_path: 
             code, headers, page = _request(ui, "GET", "/kbisect/", {"Host": host}, b"")
             assert code == 200 and b"<h1>Jobs</h1>" in page, (code, page[:300])
         assert _try(ui, "GET", "/kbisect/", {"Host": f"evil.example:{ui}"}) == 403
+        assert _try(ui, "GET", "/kbisect", {"Host": f"127.0.0.1:{ui}"}) == 302
         assert _cross_origin_post(ui, "/kbisect/", b"{}") == 403
     finally:
         down = subprocess.run([*cli, "down"], env=env, capture_output=True, text=True, timeout=90)
