@@ -144,7 +144,8 @@ def test_plot_marks_the_verification(tmp_path: Path) -> None:
     star = plot_data(result).star
     # The revert was made on the new endpoint (index 3): the star stands right of it.
     assert star is not None and (star.x, star.y) == (4, 512.0)
-    assert star.label == "culprit reverted on new: confirmed"
+    change = result.verification.change[:12] if result.verification else ""
+    assert star.label == f"{change} reverted on new: confirmed"  # the star names the change
     blue = to_rgb(VERIFY_COLOUR)
     assert _colour_pixels(plot_scores(result, tmp_path / "v.png"), blue) > 20
     result.verification = None
