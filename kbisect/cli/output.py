@@ -93,8 +93,7 @@ class EventLines:
             self._boot(p)
         self.finish(p.steps, p.metric)
         if p.status != self.status or (p.message and p.message != self.message):
-            self.write(one_line(f"{p.status}: {p.message}" if p.message else p.status))
-            self.status, self.message = p.status, p.message
+            self.end(p.status, p.message)
         if p.current and p.current != self.current:
             self.write("testing " + ", ".join(c[:12] for c in p.current))
         self.current = list(p.current)
@@ -106,7 +105,7 @@ class EventLines:
             self._boot(p)
 
     def end(self, status: str, message: str) -> None:
-        """The job's last status line (the one polling ended before seeing), once."""
+        """A status line, once: also the job's last (the one polling ended before seeing)."""
         if (status, message) != (self.status, self.message):
             self.write(one_line(f"{status}: {message}" if message else status))
             self.status, self.message = status, message
