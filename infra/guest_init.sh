@@ -26,12 +26,34 @@ kb_hide_host() {
 	done
 }
 
-# The host's root filesystem, read-only over virtio-9p, under an overlay in memory, at
-# /newroot: any tool installed on the host runs there with its own libraries.
+# The virtio disk whose serial is $1 (the host userland's image), once it shows: /dev/vdX.
+kb_virtio_disk() {
+	tries=0
+	while [ "$tries" -lt 100 ]; do
+		for blk in /sys/block/vd*; do
+			[ "$(cat "$blk/serial" 2>/dev/null)" = "$1" ] && { echo "/dev/${blk##*/}"; return 0; }
+		done
+		sleep 0.1
+		tries=$((tries + 1))
+	done
+	return 1
+}
+
+# The host's userland, read-only, under an overlay in memory, at /newroot: the host's
+# root over virtio-9p (/kbisect/host-root empty), or the squashfs image of its packages
+# on the virtio disk whose serial the file holds. Any tool there runs with its libraries.
 kb_host_root() {
 	mkdir -p /host /rw /newroot
-	mount -t 9p -o ro,trans=virtio,version=9p2000.L,access=any,msize=512000,cache=loose \
-		kbhost /host || { echo "kbisect: cannot mount the host root (9p)"; return 1; }
+	serial=$(cat /kbisect/host-root)
+	if [ -n "$serial" ]; then
+		disk=$(kb_virtio_disk "$serial") || { echo "kbisect: no host userland disk"; return 1; }
+		mount -t squashfs -o ro "$disk" /host ||
+			{ echo "kbisect: cannot mount the host userland image ($disk)"; return 1; }
+		echo "kbisect: host userland from the image on $disk"
+	else
+		mount -t 9p -o ro,trans=virtio,version=9p2000.L,access=any,msize=512000,cache=loose \
+			kbhost /host || { echo "kbisect: cannot mount the host root (9p)"; return 1; }
+	fi
 	mount -t tmpfs -o mode=0755 tmpfs /rw
 	mkdir -p /rw/upper /rw/work
 	mount -t overlay -o lowerdir=/host,upperdir=/rw/upper,workdir=/rw/work,xino=off \

@@ -15,6 +15,7 @@ from pathlib import Path
 from kbisect import settings
 from kbisect.errors import InfraError
 from kbisect.infra import atomic_write
+from kbisect.infra.qemu import USERLAND_SERIAL
 from kbisect.model import GuestImage
 
 BUSYBOX = Path("/bin/busybox")
@@ -71,6 +72,7 @@ def _tree(
     extra: dict[str, bytes],
     mode: str = "",
     modules: dict[str, bytes] | None = None,
+    userland_image: str = "",
 ) -> dict[str, _Entry]:
     """Path in the guest -> entry; directories are implied. With the host's root the
     tools run from there: they are only checked to be installed."""
@@ -91,8 +93,9 @@ def _tree(
             files.setdefault(f"bin/{applet}", _Entry(0o120777, b"busybox"))
     for name, data in extra.items():
         files[f"kbisect/{name}"] = _Entry(0o100644, data)
-    if host_root:
-        files["kbisect/host-root"] = _Entry(0o100644, b"")
+    if host_root:  # empty: over 9p; else the serial of the image's disk
+        serial = USERLAND_SERIAL.encode() if userland_image else b""
+        files["kbisect/host-root"] = _Entry(0o100644, serial)
     if mode:  # init runs the script as this kind of boot
         files[f"kbisect/{mode}"] = _Entry(0o100644, b"")
     if modules:  # init insmods them in the listed order, before it looks for disks
@@ -148,6 +151,7 @@ def build_image(
     extra: dict[str, bytes] | None = None,
     mode: str = "",
     modules: dict[str, bytes] | None = None,
+    userland_image: str = "",
 ) -> GuestImage:
     """The cached initramfs for these tools, this testcase script and its parameters;
     `host_root`: the guest runs the script on the host's root filesystem; `extra`: the
@@ -155,12 +159,21 @@ def build_image(
     (the script once under blktrace, from the host root, or from the initramfs when the
     tools are in `tools`) or BOOT_EXPLAIN (the script between reads of the system's
     statistics, under perf where the guest has it);
-    `modules`: kernel modules (name -> file) init loads first, in this order."""
+    `modules`: kernel modules (name -> file) init loads first, in this order;
+    `userland_image`: with `host_root`, the host userland's image (infra.host_userland)
+    the guest mounts instead of the host's root over 9p."""
     params_sh = "".join(
         f"export {k}='{_shell_quote_free(v)}'\n" for k, v in sorted(params.items())
     ).encode()
     entries = _tree(
-        sorted(set(tools)), testcase_script, params_sh, host_root, extra or {}, mode, modules
+        sorted(set(tools)),
+        testcase_script,
+        params_sh,
+        host_root,
+        extra or {},
+        mode,
+        modules,
+        userland_image,
     )
     h = hashlib.sha256()
     for path in sorted(entries):
@@ -178,6 +191,7 @@ def build_image(
         tools=tuple(sorted(set(tools))),
         host_root=host_root,
         modules=tuple(modules or ()),
+        userland_image=userland_image if host_root else "",
     )
 
 

@@ -414,6 +414,7 @@ class LibvirtMachine:
             run_dir=run_dir,
             disks=tuple(images),
             host_root=guest.host_root,
+            userland_image=guest.userland_image,
             pin=self.pin,
             owner=(os.getuid(), os.getgid()) if hv.privileged() else None,
             libvirt_version=hv.version(),

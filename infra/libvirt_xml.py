@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kbisect.errors import InfraError
-from kbisect.infra.qemu import HOST_ROOT_TAG, guest_cmdline, nvme_args
+from kbisect.infra.qemu import HOST_ROOT_TAG, USERLAND_SERIAL, guest_cmdline, nvme_args
 from kbisect.model import Disk
 
 QEMU_NS = "http://libvirt.org/schemas/domain/qemu/1.0"
@@ -35,6 +35,7 @@ class DomainSpec:
     run_dir: Path  # console.log and results.log go here
     disks: tuple[tuple[Disk, Path], ...] = ()  # each disk with its image
     host_root: bool = False  # the host's / read-only over virtio-9p, tag "kbhost"
+    userland_image: str = ""  # or, with host_root, this image on a read-only virtio disk
     pin: tuple[int, ...] = ()  # host CPUs for the vCPUs and QEMU's own threads
     # uid, gid QEMU runs as, with no relabelling of our files: a system daemon would run
     # it as libvirt-qemu, which cannot read a private cache. None: the daemon's default.
@@ -93,6 +94,15 @@ def _host_root(devices: ET.Element) -> None:
     _sub(fs, "readonly")
 
 
+def _userland_disk(devices: ET.Element, image: str) -> None:
+    el = _sub(devices, "disk", type="file", device="disk")
+    _sub(el, "driver", name="qemu", type="raw")
+    _sub(el, "source", file=_path(image))
+    _sub(el, "target", dev="vdz", bus="virtio")
+    _sub(el, "readonly")
+    _sub(el, "serial", USERLAND_SERIAL)
+
+
 def _nvme_bus_disk(devices: ET.Element, index: int, disk: Disk, image: Path) -> None:
     """libvirt 11.5+: a controller of its own per disk, so the serial the guest looks
     disks up by (/sys/block/nvme*/device/serial) is the controller's, as with QEMU."""
@@ -139,7 +149,9 @@ def domain_xml(spec: DomainSpec) -> str:
     devices = _sub(dom, "devices")
     _serial(devices, spec.run_dir / "console.log", 0)
     _serial(devices, spec.run_dir / "results.log", 1)
-    if spec.host_root:
+    if spec.host_root and spec.userland_image:
+        _userland_disk(devices, spec.userland_image)
+    elif spec.host_root:
         _host_root(devices)
     if not passthrough:
         for index, (disk, image) in enumerate(spec.disks):

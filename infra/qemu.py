@@ -113,6 +113,23 @@ def serial_args(console: Path, channel: Path) -> list[str]:
 
 
 HOST_ROOT_TAG = "kbhost"
+USERLAND_SERIAL = "kbuserland"  # the userland image's virtio disk, as the guest finds it
+
+
+def host_userland_args(guest: GuestImage) -> list[str]:
+    """The host's userland for a guest that runs on it: its image on a read-only virtio
+    disk, or the host's root over 9p; nothing for an initramfs-only guest."""
+    if not guest.host_root:
+        return []
+    if not guest.userland_image:
+        return host_root_args()
+    drive = f"if=none,id={USERLAND_SERIAL},file={_opt_path(Path(guest.userland_image))}"
+    return [
+        "-drive",
+        f"{drive},format=raw,readonly=on",
+        "-device",
+        f"virtio-blk-pci,drive={USERLAND_SERIAL},serial={USERLAND_SERIAL}",
+    ]
 
 
 def host_root_args() -> list[str]:
@@ -427,7 +444,7 @@ class QemuMachine:
         argv += accel_args(accel)
         argv += kernel_args(artifact.kernel, guest.initramfs, guest_cmdline(cmdline))
         argv += serial_args(run_dir / "console.log", run_dir / "results.log")
-        return argv + (host_root_args() if guest.host_root else [])
+        return argv + host_userland_args(guest)
 
     def _run_in(
         self,

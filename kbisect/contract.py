@@ -346,6 +346,7 @@ class TestResult:
     # console lines that show it (the oops or panic, the failing script's last words).
     bad: str = ""
     excerpt: str = ""
+    userland: str = ""  # how the guest reached the host userland: 9p, squashfs ("": none)
 
     def samples_of(self, metric: str) -> list[float]:
         return self.metric_samples.get(metric) or self.samples

@@ -68,9 +68,11 @@ class Disk:
 class GuestImage:
     initramfs: str
     tools: tuple[str, ...]
-    # The guest runs the testcase on the host's root filesystem (read-only over virtio-9p,
-    # under an overlay in memory) rather than in the initramfs alone.
+    # The guest runs the testcase on the host's userland (read-only, under an overlay in
+    # memory) rather than in the initramfs alone: the host's root over virtio-9p, or
+    # (`userland_image`, a path) a squashfs image of its packages on a virtio disk.
     host_root: bool = False
+    userland_image: str = ""
     modules: tuple[str, ...] = ()  # loaded by the guest's init, in this order
 
 

@@ -20,9 +20,11 @@ from kbisect.infra.initramfs import BOOT_EXPLAIN, build_image
 from kbisect.model import Artifact, BuildSpec, Score, Stats
 from kbisect.testcases import cpu_profile, proc_stats, scoring
 from kbisect.testcases.manifest import Manifest
-from kbisect.testcases.runner import build_spec, guest_modules
+from kbisect.testcases.runner import build_spec, guest_parts
 from kbisect.testcases.runner import profile as device_profile
 from kbisect.testcases.trace_run import boot_leaving_tar
+
+EXPLAIN_TOOLS = ("perf",)  # what an explain boot runs from the host userland itself
 
 EXPLAIN_DISK = "kbexplain"  # the guest's kb_explain_run writes to KB_DISK_kbexplain
 FOLDED = "stacks.folded"  # the boot's samples, folded, in its explain folder
@@ -64,6 +66,7 @@ def explain_boot(
     guest = explain_manifest(manifest)
     prof = device_profile(profile_name or manifest.profile)
     runs = manifest.repetitions + manifest.warmup
+    parts = guest_parts(guest, artifact, [*guest.tools, *EXPLAIN_TOOLS])
     image = build_image(
         guest.tools,
         guest.script,
@@ -77,7 +80,8 @@ def explain_boot(
         host_root=True,
         extra=guest.files,
         mode=BOOT_EXPLAIN,
-        modules=guest_modules(guest, artifact),
+        modules=parts.modules,
+        userland_image=parts.image,
     )
     progress(f"explain boot of {artifact.commit[:12]} (statistics and a profile)")
     run, folder = boot_leaving_tar(

@@ -10,12 +10,13 @@ from kbisect.backends import Machine
 from kbisect.builders import kconfig
 from kbisect.errors import BootError, TestcaseFailedError, UserError
 from kbisect.infra import guest_modules as modules
-from kbisect.infra import host_lock
+from kbisect.infra import host_lock, host_userland
 from kbisect.infra.initramfs import build_image
 from kbisect.infra.qemu import CONSOLE_CAP, PROFILES, read_tail
 from kbisect.model import Artifact, BuildSpec, DeviceProfile, Disk, GuestRun, Outcome, Score
-from kbisect.testcases import pass_fail, scoring
+from kbisect.testcases import pass_fail, scoring, userland_way
 from kbisect.testcases.manifest import Manifest
+from kbisect.testcases.userland_way import Way
 from kbisect.words import plural
 
 
@@ -28,6 +29,7 @@ class TestcaseRun:
     profile: str
     repetitions: int
     run_modules: tuple[str, ...] = ()  # modules the guest loaded first, in order
+    userland: str = ""  # how it reached the host userland: 9p, squashfs ("": initramfs)
     bad: str = ""  # a pass/fail testcase's bad boot: the outcome (fails, panic, hang)
     excerpt: str = ""  # and the console lines that show it
 
@@ -51,23 +53,42 @@ def build_spec(manifest: Manifest, config: str = "") -> BuildSpec:
 
 
 # What the guest itself needs of a kernel with loadable modules: the NVMe driver for the
-# disks; virtio-pci, 9p and overlayfs for the host userland. Built-in ones are skipped.
+# disks; for the host userland, what its way needs (testcases.userland_way). Built-in
+# ones are skipped.
 DISK_MODULES = ("nvme",)
-HOST_USERLAND_MODULES = ("virtio_pci", "9pnet_virtio", "9p", "overlay")
 
 
-def needed_modules(manifest: Manifest) -> list[str]:
+def needed_modules(manifest: Manifest, way: Way = Way.NINE_P) -> list[str]:
     base = list(DISK_MODULES) if manifest.disks else []
     if manifest.userland == "host":
-        base += HOST_USERLAND_MODULES
+        base += userland_way.modules_for(way)
     return list(dict.fromkeys([*base, *manifest.modules]))
 
 
-def guest_modules(manifest: Manifest, artifact: Artifact) -> dict[str, bytes]:
-    """The module files the guest loads, in order; none for a kernel without modules."""
-    if not artifact.modules:
-        return {}
-    return modules.guest_files(Path(artifact.modules), needed_modules(manifest), artifact.commit)
+@dataclass(frozen=True)
+class GuestParts:
+    """What a guest of this testcase needs of this kernel and this host."""
+
+    modules: dict[str, bytes]  # module files the guest loads, in order
+    userland: str = ""  # the host userland's way ("" for an initramfs-only testcase)
+    image: str = ""  # the host userland's image, when that is the way
+
+
+def guest_parts(manifest: Manifest, artifact: Artifact, tools: list[str]) -> GuestParts:
+    """The modules and host userland for a boot; `tools`: what the guest runs from the
+    host userland (the testcase's, and a boot's own, such as perf)."""
+    way = userland_way.choose(artifact) if manifest.userland == "host" else None
+    files = (
+        modules.guest_files(
+            Path(artifact.modules), needed_modules(manifest, way or Way.NINE_P), artifact.commit
+        )
+        if artifact.modules
+        else {}
+    )
+    if way is None:
+        return GuestParts(files)
+    image = str(host_userland.image(tools)) if way == Way.IMAGE else ""
+    return GuestParts(files, way.value, image)
 
 
 def profile(name: str) -> DeviceProfile:
@@ -100,13 +121,15 @@ def run_testcase(
     reps = repetitions or manifest.repetitions
     warmup = 0 if exact else manifest.warmup
     runs = reps + warmup  # the guest runs the warm-up ones first
+    parts = guest_parts(manifest, artifact, manifest.tools)
     image = build_image(
         manifest.tools,
         manifest.script,
         {**manifest.params, "KB_REPETITIONS": str(runs), "KB_NDISKS": str(len(manifest.disks))},
         host_root=manifest.userland == "host",
         extra=manifest.files,
-        modules=guest_modules(manifest, artifact),
+        modules=parts.modules,
+        userland_image=parts.image,
     )
     disks = [Disk(d.name, d.size_mib, prof) for d in manifest.disks]
     progress(f"booting {artifact.commit[:12]} ({prof.name}, {plural(reps, 'repetition')})")
@@ -128,6 +151,7 @@ def run_testcase(
             profile=prof.name,
             repetitions=reps,
             run_modules=image.modules,
+            userland=parts.userland,
             bad=judged.bad,
             excerpt=judged.excerpt,
         )
@@ -141,4 +165,5 @@ def run_testcase(
         profile=prof.name,
         repetitions=reps,
         run_modules=image.modules,
+        userland=parts.userland,
     )

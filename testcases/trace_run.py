@@ -21,7 +21,7 @@ from kbisect.infra.initramfs import BOOT_TRACE, build_image, find_tool
 from kbisect.model import Artifact, DeviceProfile, Disk, GuestImage, GuestRun, Outcome
 from kbisect.testcases import blocktrace
 from kbisect.testcases.manifest import Manifest
-from kbisect.testcases.runner import guest_modules, profile
+from kbisect.testcases.runner import guest_parts, profile
 
 TRACE_DISK = "kbtrace"
 TRACE_DISK_MIB = 512  # and an explain boot's disk (explain_run)
@@ -64,6 +64,7 @@ def trace_testcase(
     check_traceable(manifest)
     prof = profile(profile_name or manifest.profile)
     host_root = manifest.userland == "host"
+    parts = guest_parts(manifest, artifact, [*manifest.tools, *TRACE_TOOLS])
     image = build_image(
         manifest.tools if host_root else [*manifest.tools, *TRACE_TOOLS],
         manifest.script,
@@ -71,7 +72,8 @@ def trace_testcase(
         host_root=host_root,
         extra=manifest.files,
         mode=BOOT_TRACE,
-        modules=guest_modules(manifest, artifact),
+        modules=parts.modules,
+        userland_image=parts.image,
     )
     progress(f"tracing {artifact.commit[:12]} (blktrace, one repetition)")
     run, folder = boot_leaving_tar(

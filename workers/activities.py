@@ -355,7 +355,12 @@ class VmActivities:
             )
         values = {k: m.value for k, m in r.score.metrics.items()}
         activity.logger.info(
-            "test %s: %s in %.0f s: %s", req.commit[:12], r.bad or "ok", r.run.seconds, values
+            "test %s: %s in %.0f s%s: %s",
+            req.commit[:12],
+            r.bad or "ok",
+            r.run.seconds,
+            f" (host userland over {r.userland})" if r.userland else "",
+            values,
         )
         return TestResult(
             commit=req.commit,
@@ -369,6 +374,7 @@ class VmActivities:
             host=machine.host,
             bad=r.bad,
             excerpt=r.excerpt,
+            userland=r.userland,
         )
 
     @activity.defn(name=TRACE)

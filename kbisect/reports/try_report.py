@@ -38,6 +38,7 @@ def try_to_json(r: TryResult) -> dict[str, object]:
                 "log": r.artifact.build_log,
                 "modules": list(r.result.run_modules),
             },
+            "userland": r.result.userland or "initramfs",
             "run": {
                 "outcome": run.outcome.value,
                 "seconds": run.seconds,
@@ -138,12 +139,13 @@ def _name(r: TryResult) -> str:
 
 def _build_line(r: TryResult) -> str:
     a = r.artifact
+    userland = f"; host userland over {r.result.userland}" if r.result.userland else ""
     if r.prebuilt:
         fetched = "cached" if a.cached else f"fetched in {a.seconds:.0f}s"
         mods = ", ".join(r.result.run_modules) or "none needed"
-        return f"kernel: prebuilt {a.kernel} ({fetched}); modules loaded: {mods}"
+        return f"kernel: prebuilt {a.kernel} ({fetched}); modules loaded: {mods}{userland}"
     build = "cache hit" if a.cached else f"built in {a.seconds:.0f}s"
-    return f"build: {build}; log {a.build_log}"
+    return f"build: {build}; log {a.build_log}{userland}"
 
 
 def _samples(m: Metric) -> tuple[str, str]:
