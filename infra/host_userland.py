@@ -110,12 +110,19 @@ def owners(paths: Iterable[Path]) -> list[str]:
 
 
 def tool_packages(tools: Iterable[str]) -> list[str]:
-    """The packages of the testcase's tools, by the tool's path and what it links to."""
-    paths: list[Path] = []
+    """The packages of the testcase's tools, by the tool's path and what it links to,
+    each also by its name through the root's links (dpkg lists busybox as /bin/busybox
+    on a merged-/usr host, where it is found as /usr/bin/busybox)."""
+    aliases = {"/" + target.lstrip("/"): "/" + name for name, target in _root_links().items()}
+    paths: set[str] = set()
     for tool in tools:
         path = find_tool(tool)
-        paths += [path, path.resolve()]
-    return owners(paths) if paths else []
+        for p in (str(path), str(path.resolve())):
+            paths.add(p)
+            parent, base = os.path.split(p)
+            if parent in aliases:
+                paths.add(os.path.join(aliases[parent], base))
+    return owners(Path(p) for p in sorted(paths)) if paths else []
 
 
 def _listed(package: str) -> Iterator[str]:

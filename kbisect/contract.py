@@ -578,6 +578,11 @@ class SweepJob:
     testcases: list[SweepTestcase]
 
 
+# A (kernel, testcase) cell of a sweep whose testcase cannot run on that kernel: its
+# error and its pairs' messages start with this, and the rest of the sweep goes on.
+CANNOT_TEST = "cannot test"
+
+
 @dataclass
 class SweepBoot:
     """One boot of a sweep, in the order they ran."""

@@ -22,6 +22,7 @@ with workflow.unsafe.imports_passed_through():
         BadBoot,
         BisectRequest,
         BisectResult,
+        ErrorType,
         JobStatus,
         MarkRequest,
         Progress,
@@ -42,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
         JobFailed,
         Resumable,
         cause,
+        cause_type,
     )
     from kbisect.workflows.boot_outcomes import BootOutcomes
     from kbisect.workflows.boot_rounds import BootRounds
@@ -174,6 +176,12 @@ class BisectWorkflow(Resumable):
             return await self._conclude(state, calls, d)
         except JobFailed as err:
             self._set_status(JobStatus.FAILED, err.message)
+            raise
+        except ActivityError as err:
+            # bad input an activity found past validation (a kernel without a module the
+            # testcase needs): the job is listed as failed, with that line, not as running
+            if cause_type(err) == ErrorType.USER:
+                self._set_status(JobStatus.FAILED, cause(err))
             raise
 
     async def _validate(self, req: BisectRequest, calls: JobActivities) -> JobState:

@@ -9,11 +9,19 @@ import asyncio
 import random
 
 from temporalio import workflow
+from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from kbisect.contract import BuildResult, SweepBoot, SweepJob, TestStatus
+    from kbisect.contract import (
+        CANNOT_TEST,
+        BuildResult,
+        ErrorType,
+        SweepBoot,
+        SweepJob,
+        TestStatus,
+    )
     from kbisect.decide.sweep import Sweep
-    from kbisect.workflows.activity_calls import JobActivities, testcase_job
+    from kbisect.workflows.activity_calls import JobActivities, cause, cause_type, testcase_job
 
 Builds = dict[tuple[str, str], BuildResult]  # by (testcase, commit)
 
@@ -48,7 +56,16 @@ async def _boot(
     tc, commit = job.testcases[t], job.kernels[k]
     art = builds[tc.name, commit].artifact
     assert art is not None
-    test = await calls.test(testcase_job(tc), commit, art, tc.repetitions)
+    try:
+        test = await calls.test(testcase_job(tc), commit, art, tc.repetitions)
+    except ActivityError as err:
+        # The testcase cannot run on this kernel (a module or the host userland's way it
+        # lacks): that cell cannot test, the series' other cells go on.
+        if cause_type(err) != ErrorType.USER:
+            raise
+        why = f"{CANNOT_TEST}: {cause(err)}"
+        sweep.give_up(t, k, why)
+        return SweepBoot(testcase=tc.name, kernel=k, value=None, error=why)
     boot = SweepBoot(testcase=tc.name, kernel=k, value=None, host=test.host)
     if test.status == TestStatus.OK and (samples := test.samples_of(tc.metric)):
         boot.samples, boot.value = samples, sum(samples) / len(samples)

@@ -209,7 +209,7 @@ def _boot_lines(p: SweepProgress) -> list[str]:
     lines = []
     for n, b in enumerate(p.boots, start=1):
         name = sweep_report.entry_name(p.names or p.kernels, b.kernel)
-        what = f"{b.value:.6g}" if b.value is not None else f"failed: {b.error}"
+        what = sweep_report.boot_word(b)
         lines.append(f"boot {n}: {name} {b.testcase} {what}" + (f" on {b.host}" if b.host else ""))
     return lines
 

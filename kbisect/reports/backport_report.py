@@ -7,6 +7,7 @@ from typing import Any
 
 from kbisect.contract import BACKPORT_SIDES, BackportPlan, BackportProgress, BackportResult
 from kbisect.decide.backport import side_values
+from kbisect.reports.sweep_report import boot_word
 
 
 def _commit(r: BackportResult, c: str) -> str:
@@ -56,7 +57,7 @@ def boot_line(p: BackportProgress, n: int) -> str:
     if p.pass_fail:
         what = "good" if b.value is not None else f"bad: {b.error}"
     else:
-        what = f"{b.value:.6g}" if b.value is not None else f"failed: {b.error}"
+        what = boot_word(b)
     return f"boot {n + 1}: {side} the backport: {b.testcase} {what}" + (
         f" on {b.host}" if b.host else ""
     )

@@ -95,6 +95,7 @@ class Scenario:
     broken_trace: set[str] = field(default_factory=set)
     backport_found: str = ""  # the target's commit that is the change (a backport job)
     boot_user_error: str = ""  # every boot's activity fails with this bad-input error
+    cannot_test: dict[str, str] = field(default_factory=dict)  # commit -> its boots' UserError
     explains: list[str] = field(default_factory=list)  # commits of explain boots, in order
     explain_builds: Counter[str] = field(default_factory=Counter)  # diagnostics kernels
     aligned_builds: Counter[str] = field(default_factory=Counter)  # aligned functions
@@ -266,8 +267,8 @@ async def run_duet(req: DuetRequest) -> DuetResult:
 async def _boot(req: TestRequest, moment: int | None = None) -> TestResult:
     """A boot; `moment`: the job's boot count the host is at (None: this boot's own)."""
     s = SCENARIOS[req.repo]
-    if s.boot_user_error:
-        raise ApplicationError(s.boot_user_error, type="UserError", non_retryable=True)
+    if why := s.boot_user_error or s.cannot_test.get(req.commit, ""):
+        raise ApplicationError(why, type="UserError", non_retryable=True)
     s.tests[req.commit] += 1
     s.in_flight += 1
     s.most_in_flight = max(s.most_in_flight, s.in_flight)

@@ -636,6 +636,25 @@ async def test_bad_input_fails_the_job_with_its_message(env: WorkflowEnvironment
     assert desc.typed_search_attributes.get(SA_STATUS) == "failed"
 
 
+async def test_an_endpoint_the_testcase_cannot_run_on_fails_the_job_with_its_reason(
+    env: WorkflowEnvironment,
+) -> None:
+    """Unlike a sweep's cell, a bisection has nothing to bisect without its endpoints: it
+    fails, and what the user reads is the boot activity's own line (`failure_text`), never
+    Temporal's "Activity task failed" around it."""
+    from kbisect.jobs.client import failure_text
+
+    why = "kernel c0 cannot reach the host userland (it needs 9p: CONFIG_9P_FS ...)"
+    scenario = Scenario(graph=linear(8), culprit="c5", boot_user_error=why)
+    async with running(env.client, scenario) as handle:
+        with pytest.raises(WorkflowFailureError) as err:
+            await handle.result()
+        desc = await handle.describe()
+    assert "Activity task failed" in str(err.value.cause)  # what Temporal itself says
+    assert failure_text(err.value.cause) == why
+    assert desc.typed_search_attributes.get(SA_STATUS) == "failed"
+
+
 async def test_progress_query_and_a_person_marking_a_commit(env: WorkflowEnvironment) -> None:
     scenario = Scenario(graph=linear(64), culprit="c40", test_delay=0.3)
     async with running(env.client, scenario) as handle:

@@ -135,16 +135,18 @@ async def test_trace_boots_both_kernels_of_each_changed_pair_once_after_the_scor
     assert "traces" not in pairs[0] and pairs[1]["traces"]["new"]["disks"]
 
 
-async def test_a_sweep_that_fails_in_a_boot_says_the_boots_own_reason(
+async def test_a_kernel_the_testcase_cannot_run_on_is_a_cell_not_a_failed_sweep(
     env: WorkflowEnvironment,
 ) -> None:
-    """Not "Activity task failed": the message the activity raised (a kernel without the
-    modules the testcase needs, on a distro kernel)."""
-    from kbisect.jobs.client import failure_text
-
-    why = "kernel c1 has module 9pnet_virtio neither built in nor in its modules"
-    scenario = Scenario(graph=linear(8), culprit="c5", boot_user_error=why)
-    with pytest.raises(WorkflowFailureError) as err:
-        await sweep(env, scenario, ["c1", "c2"])
-    assert "Activity task failed" in str(err.value.cause)  # what Temporal itself says
-    assert failure_text(err.value.cause) == why
+    """A boot's bad-input error (a kernel without a module the testcase needs) marks that
+    kernel "cannot test", with the activity's own words, once: its pairs cannot tell, the
+    other pairs are judged as ever."""
+    why = "kernel c7 has module dm_snapshot neither built in nor in its modules"
+    scenario = Scenario(graph=linear(8), culprit="c5", cannot_test={"c7": why})
+    result, _ = await sweep(env, scenario, ["c1", "c3", "c5", "c7"])
+    words = [(p.old, p.new, p.verdict) for p in result.pairs]
+    assert words[:2] == [(0, 1, PairWord.SAME), (1, 2, PairWord.CHANGED)]
+    assert words[2] == (2, 3, PairWord.CANNOT_TELL)
+    assert result.pairs[2].message == f"kernel 4 cannot test: {why}"
+    assert scenario.tests["c7"] == 0  # it raised before counting: booted once, not retried
+    assert [b.error for b in result.boots if b.kernel == 3] == [f"cannot test: {why}"]
