@@ -197,6 +197,9 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
                 for j in jobs
             ]
             out(columns(header, rows))
+            for j in jobs:  # a failed job's cause, one line each, whole
+                if j.error:
+                    out(f"{j.id} failed: {j.error}")
         return 0
 
     return with_client(settings, args, go)

@@ -86,6 +86,7 @@ class JobSummary:
     culprit: str
     started: datetime
     kind: str = ""  # bisect, sweep, explain or backport (its workflow's)
+    error: str = ""  # a failed job's cause, in the activity's own words (failure_text)
 
     def to_json(self) -> dict[str, str]:
         return {
@@ -96,6 +97,7 @@ class JobSummary:
             "testcase": self.testcase,
             "culprit": self.culprit,
             "started": self.started.isoformat(),
+            "error": self.error,
         }
 
 
@@ -349,6 +351,7 @@ class JobClient:
             )
             async for wf in self.temporal.list_workflows(kinds, limit=limit):
                 sa = wf.search_attributes
+                failed = wf.status == WorkflowExecutionStatus.FAILED
                 found.append(
                     JobSummary(
                         id=wf.id,
@@ -358,11 +361,20 @@ class JobClient:
                         culprit=_first(sa, SA_CULPRIT_NAME),
                         started=wf.start_time,
                         kind=JOB_KINDS.get(wf.workflow_type, ""),
+                        error=await self._failure(wf.id) if failed else "",
                     )
                 )
         except RPCError as exc:
             raise InfraError(f"cannot list jobs on {self.endpoint.address}: {exc}") from exc
         return found
+
+    async def _failure(self, job_id: str) -> str:
+        """Why a failed job failed (its history's failure, read without a query)."""
+        try:
+            await self.temporal.get_workflow_handle(job_id).result(follow_runs=False)
+        except WorkflowFailureError as exc:
+            return failure_text(exc.cause)
+        return ""
 
     # --- the service itself -----------------------------------------------------------
     async def has_search_attributes(self) -> bool:

@@ -13,11 +13,20 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from kbisect.builders.kernel_build import KernelBuilder
-from kbisect.contract import BUILD, TEST, BuildRequest, BuildResult, TestRequest, TestResult
+from kbisect.contract import (
+    BUILD,
+    TEST,
+    BuildRequest,
+    BuildResult,
+    ErrorType,
+    TestRequest,
+    TestResult,
+)
 from kbisect.infra.git import Git
 from kbisect.infra.lab import LabOptions, create_lab
 from kbisect.model import Artifact
@@ -30,6 +39,8 @@ from tests.conftest import one_queue_env
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 SLOW: set[str] = set()  # kernels that read 8-sector requests (the seed's bug)
 BROKEN: set[str] = set()  # kernels that do not build
+CANNOT = "kernel has module dm_snapshot neither built in nor in its modules"  # a boot's
+CANNOT_RUN: set[str] = set()  # kernels whose boots raise CANNOT, as a UserError
 
 
 @activity.defn(name=BUILD)
@@ -42,6 +53,8 @@ async def build(req: BuildRequest) -> BuildResult:
 
 @activity.defn(name=TEST)
 async def boot(req: TestRequest) -> TestResult:
+    if req.commit in CANNOT_RUN:
+        raise ApplicationError(CANNOT, type=ErrorType.USER, non_retryable=True)
     value = 8.0 if req.commit in SLOW else 512.0
     return TestResult(req.commit, "ok", {req.metric: value}, [value] * 3, host="vm-a")
 
@@ -158,3 +171,23 @@ async def test_a_sweep_of_an_unknown_revision_is_one_line_before_a_job(
     assert code == 2 and out == ""
     assert err.strip().startswith("kbisect: error: ") and "v9.9" in err, err
     assert "job sweep-" not in err
+
+
+async def test_a_kernel_that_cannot_run_the_testcase_says_why_and_the_rest_goes_on(
+    service: dict[str, str], lab: Path
+) -> None:
+    """Not "Activity task failed", and not the whole sweep: that kernel's cell says
+    "cannot test" with the boot's own reason; its pairs cannot tell; exit 1."""
+    cannot = Git(lab).resolve("lab-bad~2")  # lab-bad^ does not build: an earlier test's
+    CANNOT_RUN.add(cannot)
+    code, out, err = await kbisect(
+        service, "sweep", "--repo", str(lab), "lab-good", cannot, "lab-bad", "--testcase",
+        "nvme-snapshot-read",
+    )  # fmt: skip
+    assert code == 1, err
+    lines = out.splitlines()
+    assert all(f"cannot test: {CANNOT}" in line for line in lines[:2]), out
+    assert any(line.endswith(f"nvme-snapshot-read cannot test: {CANNOT}") for line in
+               err.splitlines() if line.startswith("boot ")), err  # fmt: skip
+    assert "Activity task failed" not in out + err
+    assert lines[-1].startswith("0 of 2 pairs changed, 2 cannot tell"), out
