@@ -22,7 +22,7 @@ esac
 packages=(
   qemu-system-x86 gcc make flex bison bc libelf-dev libssl-dev cpio ccache perl
   busybox-static dmsetup fio linux-source-6.1 xz-utils git python3 python3-venv
-  linux-perf blktrace sysstat kmod
+  linux-perf blktrace sysstat kmod squashfs-tools
   libvirt-daemon-system libvirt-clients libvirt-dev pkg-config python3-dev
 )
 ! $tests || packages+=(nginx openssl chromium chromium-driver)

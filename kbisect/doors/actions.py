@@ -228,6 +228,7 @@ async def _status(client: JobClient, job: str | None, owns: Owns) -> str:
             return "no bisection jobs yet"
         return "\n".join(
             f"{j.id} {j.state} {j.status or '-'} {j.testcase or '-'} {j.culprit or ''}".rstrip()
+            + (f": {j.error}" if j.error else "")
             for j in jobs
         )
     check_job_id(job)
