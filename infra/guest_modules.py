@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from kbisect.errors import InfraError, UserError
+from kbisect.errors import CannotTestError, InfraError
 
 MODULE_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,55}$")
 _SUFFIXES = (".ko", ".ko.xz", ".ko.gz", ".ko.zst")
@@ -94,7 +94,7 @@ def load_order(
             return
         if name not in mods.files:
             why = f" (needed by {needed_by})" if needed_by else ""
-            raise UserError(
+            raise CannotTestError(
                 f"kernel {kernel} has module {name}{why} neither built in nor in "
                 f"{mods.release}'s modules: use a kernel or --config that has it"
             )

@@ -1,6 +1,7 @@
 """Typed errors. The type decides what a failure means for a bisection step.
 
 UserError: bad input; the message is one line that says what to do.
+CannotTestError: a UserError about one kernel: its boots cannot test, the job goes on.
 KernelBuildError / BootError: the commit is broken, so the step is SKIP.
 InfraError: the host or a tool is broken; retried, never turned into a verdict.
 """
@@ -24,6 +25,12 @@ class UnknownTestcaseError(UserError):
 
 class ManifestError(UserError):
     pass
+
+
+class CannotTestError(UserError):
+    """This kernel lacks what the testcase needs (a module, a way to the host userland):
+    one line before a `try`; in a job, that kernel's boots "cannot test" (a sweep's cell
+    gives up on it, a bisection skips the commit, and fails on an endpoint)."""
 
 
 class KernelBuildError(KbisectError):

@@ -9,7 +9,7 @@ import re
 from enum import StrEnum
 from pathlib import Path
 
-from kbisect.errors import UserError
+from kbisect.errors import CannotTestError
 from kbisect.infra import guest_modules as modules
 from kbisect.model import Artifact
 
@@ -54,7 +54,7 @@ def _has(way: Way, config: dict[str, str] | None, mods: modules.KernelModules | 
 
 
 def choose(artifact: Artifact) -> Way:
-    """9p where the kernel has it, else the image; UserError when it has neither."""
+    """9p where the kernel has it, else the image; CannotTestError when it has neither."""
     config = _config(artifact)
     mods = modules.scan(Path(artifact.modules)) if artifact.modules else None
     for way in (Way.NINE_P, Way.IMAGE):
@@ -63,7 +63,7 @@ def choose(artifact: Artifact) -> Way:
     wants = "; ".join(
         f"{way.value}: {', '.join(option for option, _ in NEEDS[way])}" for way in Way
     )
-    raise UserError(
+    raise CannotTestError(
         f"kernel {artifact.commit[:40]} cannot reach the host userland (it needs {wants}): "
         "use a kernel or --config with one of them, or a testcase with userland = 'initramfs'"
     )

@@ -29,6 +29,7 @@ from kbisect.builders.sources import inert_commits, read_sources
 from kbisect.builders.verify_commit import make_verify_commit
 from kbisect.contract import (
     BUILD,
+    CANNOT_TEST,
     CHANGED_FUNCTIONS,
     CLASSIFY,
     DUET,
@@ -64,7 +65,14 @@ from kbisect.contract import (
     VerifyCommit,
     VerifyRequest,
 )
-from kbisect.errors import BootError, InfraError, KernelBuildError, TestcaseFailedError, UserError
+from kbisect.errors import (
+    BootError,
+    CannotTestError,
+    InfraError,
+    KernelBuildError,
+    TestcaseFailedError,
+    UserError,
+)
 from kbisect.infra.git import Git
 from kbisect.model import Artifact, stats_by_source
 from kbisect.settings import Settings
@@ -344,6 +352,11 @@ class VmActivities:
                 exact,
                 req.signature,
                 held,
+            )
+        except CannotTestError as exc:
+            activity.logger.info("test %s: %s: %s", req.commit[:12], CANNOT_TEST, exc)
+            return TestResult(
+                commit=req.commit, status=TestStatus.TESTCASE_FAILED, error=f"{CANNOT_TEST}: {exc}"
             )
         except (BootError, TestcaseFailedError) as exc:
             status = (

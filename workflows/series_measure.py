@@ -70,6 +70,9 @@ async def _boot(
     if test.status == TestStatus.OK and (samples := test.samples_of(tc.metric)):
         boot.samples, boot.value = samples, sum(samples) / len(samples)
         sweep.boot(t, k, samples, test.host)
+    elif test.error.startswith(CANNOT_TEST):  # no other boot of it would: given up at once
+        boot.error = test.error
+        sweep.give_up(t, k, test.error)
     else:
         boot.error = test.error or test.status
         sweep.failed(t, k, boot.error)

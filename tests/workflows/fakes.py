@@ -22,6 +22,7 @@ from temporalio.worker import Worker
 from benchmarks.dags import culprit_is_in, validated_job
 from kbisect.contract import (
     BUILD,
+    CANNOT_TEST,
     CHANGED_FUNCTIONS,
     CLASSIFY,
     DUET,
@@ -95,7 +96,7 @@ class Scenario:
     broken_trace: set[str] = field(default_factory=set)
     backport_found: str = ""  # the target's commit that is the change (a backport job)
     boot_user_error: str = ""  # every boot's activity fails with this bad-input error
-    cannot_test: dict[str, str] = field(default_factory=dict)  # commit -> its boots' UserError
+    cannot_test: dict[str, str] = field(default_factory=dict)  # commit -> why (CannotTestError)
     explains: list[str] = field(default_factory=list)  # commits of explain boots, in order
     explain_builds: Counter[str] = field(default_factory=Counter)  # diagnostics kernels
     aligned_builds: Counter[str] = field(default_factory=Counter)  # aligned functions
@@ -267,9 +268,11 @@ async def run_duet(req: DuetRequest) -> DuetResult:
 async def _boot(req: TestRequest, moment: int | None = None) -> TestResult:
     """A boot; `moment`: the job's boot count the host is at (None: this boot's own)."""
     s = SCENARIOS[req.repo]
-    if why := s.boot_user_error or s.cannot_test.get(req.commit, ""):
-        raise ApplicationError(why, type="UserError", non_retryable=True)
+    if s.boot_user_error:
+        raise ApplicationError(s.boot_user_error, type="UserError", non_retryable=True)
     s.tests[req.commit] += 1
+    if why := s.cannot_test.get(req.commit):  # as the activity answers a CannotTestError
+        return TestResult(req.commit, TestStatus.TESTCASE_FAILED, error=f"{CANNOT_TEST}: {why}")
     s.in_flight += 1
     s.most_in_flight = max(s.most_in_flight, s.in_flight)
     s.overtaking += any(mark < s.ended for mark in s.running_marks)

@@ -655,6 +655,20 @@ async def test_an_endpoint_the_testcase_cannot_run_on_fails_the_job_with_its_rea
     assert desc.typed_search_attributes.get(SA_STATUS) == "failed"
 
 
+async def test_a_commit_the_testcase_cannot_run_on_is_skipped_not_judged(
+    env: WorkflowEnvironment,
+) -> None:
+    """`bisect --kernels` over builds, one of which lacks a module the testcase needs: that
+    commit cannot test (as a boot that fails), the culprit is still named."""
+    why = "kernel c8 has module dm_snapshot neither built in nor in its modules"
+    scenario = Scenario(graph=linear(16), culprit="c12", cannot_test={"c8": why})
+    result, s = await bisect(env.client, scenario)
+    assert result.culprit == "c12"
+    assert s.tests["c8"] >= 1  # the search's first probe: asked, then stepped around
+    [step] = [step for step in result.steps if step.commit == "c8"]
+    assert step.verdict == "skip" and step.note == f"cannot test: {why}"
+
+
 async def test_progress_query_and_a_person_marking_a_commit(env: WorkflowEnvironment) -> None:
     scenario = Scenario(graph=linear(64), culprit="c40", test_delay=0.3)
     async with running(env.client, scenario) as handle:
