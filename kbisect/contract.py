@@ -145,6 +145,7 @@ RESULTS_APP = "kbisect.doors.web.app:results_app"
 
 # Temporal refuses a workflow's or activity's summary longer than this, JSON-encoded
 # (its limit.userMetadataSummarySize): a job would not start, a workflow task would fail
+LIKELIEST = 8  # a noisy job's likeliest answers its progress shows, with their probability
 SUMMARY_BYTES = 400
 
 
@@ -463,6 +464,8 @@ class Progress:
     verification: Verification | None = None
     boots: int = 0  # boots so far
     last_boot: str = ""  # the latest: commit, its boot number, the score
+    # the posterior now (decide.plan.Plan.likeliest): commit ("" no culprit) -> probability
+    likeliest: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass

@@ -381,6 +381,7 @@ class BisectWorkflow(Resumable):
         if self._d is not None and self._d.asked:
             self._progress.candidates = self._d.plan.candidates
             self._progress.steps_left = self._d.plan.steps_left
+            self._progress.likeliest = dict(self._d.plan.likeliest)
         elif self._state is not None:  # nothing asked yet: the whole range
             self._progress.candidates = len(strategy.candidates(self._state.search))
             self._progress.steps_left = strategy.steps_left(self._state.search)

@@ -13,6 +13,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from kbisect.contract import LIKELIEST
 from kbisect.decide import strategy
 from kbisect.decide.engine import Engine
 from kbisect.decide.plan import Judged, Plan, Verifying
@@ -145,6 +146,8 @@ def _view(engine: Engine, plan: Plan) -> None:
     plan.rates = engine.weigh.words()
     plan.set_aside = engine.weigh.set_aside()
     plan.unfit = engine.weigh.unfit()
+    if engine.exact is None and engine.noisy:
+        plan.likeliest = {c: p for c, p in engine.posterior.ranked()[:LIKELIEST] if p > 0}
     plan.old_passes, plan.new_passes = (
         all(s > 0 for b in engine.boots.get(c, []) for s in b.samples)
         for c in (engine.old_end, engine.new_end)

@@ -45,4 +45,7 @@ class Plan:
     # by commit, the places (0 its first boot) of its boots set aside as wild
     set_aside: dict[str, list[int]] = field(default_factory=dict)
     unfit: str = ""  # why the host is unfit for timing (boots keep reading wild), if it is
+    # a timing's posterior now: its likeliest answers (commit, or "" for no culprit) and
+    # their probability, likeliest first (empty on a counter's or pass/fail's exact path)
+    likeliest: dict[str, float] = field(default_factory=dict)
     new_passes: bool = True

@@ -174,15 +174,19 @@ class Posterior:
             return Top(NONE, self.p_none)
         return Top(self.graph.order[best], self.p[best])
 
-    def credible(self, level: float) -> list[str]:
-        """The fewest hypotheses that hold `level` of the mass, likeliest first."""
+    def ranked(self) -> list[tuple[str, float]]:
+        """Every hypothesis with its mass, likeliest first (ties: the older commit)."""
         ranked = sorted(
             [(p, -i, c) for i, (c, p) in enumerate(zip(self.graph.order, self.p, strict=True))]
             + [(self.p_none, 1, NONE)],
             reverse=True,
         )
+        return [(c, p) for p, _, c in ranked]
+
+    def credible(self, level: float) -> list[str]:
+        """The fewest hypotheses that hold `level` of the mass, likeliest first."""
         out, mass = [], 0.0
-        for p, _, c in ranked:
+        for c, p in self.ranked():
             if mass >= level or p == 0:
                 break
             out.append(c)

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
+from kbisect.contract import LIKELIEST
 from kbisect.decide.decider import Decider, decide
 from kbisect.decide.engine import Engine
 from kbisect.decide.evidence import Boot
@@ -108,3 +109,33 @@ def test_the_view_names_the_twins_and_the_verdicts() -> None:
     assert plan.counter and not plan.noisy and plan.same_as == {"c3": "c2"}
     assert plan.gate is not None and plan.commits and "c3" not in plan.commits
     assert plan.result is None and plan.candidates == 8
+
+
+def test_a_timing_s_plan_shows_its_posterior_narrowing_onto_the_culprit() -> None:
+    """Plan.likeliest: the likeliest answers with their mass, likeliest first, for the
+    job's page; it narrows as boots come, and ends on the culprit; a counter has none."""
+    decider, rng = Decider(), random.Random(5)
+    record, seen = Record(setup(32)), []
+    while True:
+        record.events.append(Event(Kind.WANTS))
+        plan = decider.decide(record)
+        if plan.likeliest:
+            seen.append(plan.likeliest)
+        if not plan.commits:
+            break
+        for c in plan.commits:
+            record.events.append(
+                Event(Kind.BOOT, commit=c, samples=boot_of(rng, c, 20, 0.1), host="vm1")
+            )
+    assert seen, "no posterior shown"
+    for shown in seen:
+        probs = list(shown.values())
+        assert probs == sorted(probs, reverse=True) and sum(probs) <= 1 + 1e-9
+        assert len(shown) <= LIKELIEST
+    top, p = next(iter(seen[-1].items()))
+    assert top == "c20" and p > 0.99 > max(seen[0].values())
+    exact = Record(setup(8))
+    for c in ("root", "c8"):
+        exact.events.append(Event(Kind.BOOT, commit=c, samples=[1.0, 1.0, 1.0], host="vm1"))
+    exact.events.append(Event(Kind.WANTS))
+    assert decider.decide(exact).likeliest == {}  # a counter halves its range: no posterior

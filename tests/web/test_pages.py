@@ -73,3 +73,23 @@ def test_a_series_page_has_its_alerts_and_each_sweep_s_plot() -> None:
     assert html.count("<img class='plot'") == 2
     assert html.index("sweep-2") < html.index("sweep-1")  # newest first
     assert "No series watch yet" in pages.series_list_page([], BASE)
+
+
+def test_a_running_timing_job_shows_its_posterior_as_bars_and_an_ended_one_does_not() -> None:
+    steps = [Step("a" * 40, "nvme: pace reads", "bad", "test")]
+    p = Progress(status="bisecting", likeliest={"a" * 40: 0.62, "b" * 40: 0.3, "": 0.08},
+                 steps=steps)  # fmt: skip
+    running = pages.bisect_live(pages.BisectView("bisect-t-1", p, False, "/t"), BASE)
+    assert "Which commit is the first bad one" in running
+    bars = running.split("<div class='bar'>")[1:]
+    assert len(bars) == 3
+    assert f"<code>{'a' * 12}</code> nvme: pace reads" in bars[0] and "width: 62.0%" in bars[0]
+    assert "62.0%</span>" in bars[0] and "no culprit" in bars[2]
+    assert "fixing one" in pages.bisect_live(
+        pages.BisectView(
+            "x", Progress(status="bisecting", mode="fix", likeliest={"": 1.0}), False, "/t"
+        ),
+        BASE,
+    )
+    done = pages.bisect_live(pages.BisectView("bisect-t-1", p, True, "/t"), BASE)
+    assert "class='bar'" not in done

@@ -37,6 +37,11 @@ code, .hash { font: 13px/1.3 ui-monospace, monospace; }
 .badge.running, .badge.bisecting, .badge.calibrating, .badge.measuring, .badge.building
   { background: #dde7f8; color: var(--accent); }
 .badge.blocked { background: #fbe9c9; color: #8a5a00; }
+.bar { display: flex; gap: .6rem; align-items: center; margin: .2rem 0; }
+.bar .who { width: 16rem; overflow: hidden; white-space: nowrap; text-overflow: ellipsis; }
+.bar .track { flex: 1; height: .75rem; background: var(--line); border-radius: 4px; }
+.bar .fill { display: block; height: 100%; background: var(--accent); border-radius: 4px; }
+.bar .p { width: 3.5rem; text-align: right; }
 img.plot { max-width: 100%; background: #fff; border: 1px solid var(--line); border-radius: 8px; }
 input[type=search] { width: 22rem; padding: .35rem .6rem; border: 1px solid var(--line);
   border-radius: 6px; font: inherit; }

@@ -124,6 +124,29 @@ class BisectView:
     flame: bool = False  # its explain job has a flame graph
 
 
+def posterior_bars(p: Progress) -> str:
+    """The posterior as it narrows: each of the likeliest answers with its probability as
+    a bar (a timing's job; a counter's halves its range and has none)."""
+    if not p.likeliest:
+        return ""
+    subjects = {s.commit: s.subject for s in p.steps}
+    rows = []
+    for commit, prob in p.likeliest.items():
+        who = (
+            f"<code>{esc(commit[:12])}</code> {esc(subjects.get(commit, ''))}"
+            if commit
+            else "no culprit (the endpoints do not differ)"
+        )
+        rows.append(
+            f"<div class='bar'><span class='who'>{who}</span><span class='track'>"
+            f"<span class='fill' style='width: {100 * prob:.1f}%'></span></span>"
+            f"<span class='p'>{prob:.1%}</span></div>"
+        )
+    first = "fixing" if p.mode == "fix" else "first bad"
+    head = f"<h2>Which commit is the {first} one, as the boots say now</h2>"
+    return head + "<div class='card'>" + "".join(rows) + "</div>"
+
+
 def bisect_live(v: BisectView, base: str) -> str:
     """The part of the page that changes while the job runs (fetched again by the
     page's script, or by a reload)."""
@@ -144,6 +167,7 @@ def bisect_live(v: BisectView, base: str) -> str:
         if not v.done
         else "",
         "<p>" + " · ".join(now) + "</p>" if now and not v.done else "",
+        posterior_bars(p) if not v.done else "",
         f"<img class='plot' alt='scores across commits' src='{plot}'>" if p.steps else "",
         "<h2>Steps</h2>",
         steps_table(p.steps, p.metric, p.unit),
