@@ -624,35 +624,35 @@ async def test_endpoints_that_score_the_same_stop_at_once(env: WorkflowEnvironme
     assert sum(s.builds.values()) == 2
 
 
-async def test_bad_input_fails_the_job_with_its_message(env: WorkflowEnvironment) -> None:
-    message = "good abc is not an ancestor of bad def: swap them"
-    scenario = Scenario(graph=linear(4), culprit="c2", user_error=message)
+async def _failed(env: WorkflowEnvironment, scenario: Scenario) -> tuple[BaseException, str]:
+    """A job that fails: its failure's cause, and the status it is listed with."""
     async with running(env.client, scenario) as handle:
         with pytest.raises(WorkflowFailureError) as err:
             await handle.result()
         desc = await handle.describe()
-    assert err.value.cause.message == message  # type: ignore[union-attr]
-    # Listed as failed, not as still validating.
-    assert desc.typed_search_attributes.get(SA_STATUS) == "failed"
+    assert err.value.cause is not None
+    return err.value.cause, str(desc.typed_search_attributes.get(SA_STATUS))
 
 
-async def test_an_endpoint_the_testcase_cannot_run_on_fails_the_job_with_its_reason(
+async def test_bad_input_fails_the_job_with_its_message(env: WorkflowEnvironment) -> None:
+    message = "good abc is not an ancestor of bad def: swap them"
+    cause, status = await _failed(env, Scenario(graph=linear(4), culprit="c2", user_error=message))
+    assert cause.message == message  # type: ignore[attr-defined]
+    assert status == "failed"  # listed as failed, not as still validating
+
+
+async def test_bad_input_an_activity_finds_later_fails_the_job_with_its_own_line(
     env: WorkflowEnvironment,
 ) -> None:
-    """Unlike a sweep's cell, a bisection has nothing to bisect without its endpoints: it
-    fails, and what the user reads is the boot activity's own line (`failure_text`), never
+    """A UserError raised in a boot activity (past validation): the job fails, is listed
+    as failed, and what the user reads is the activity's own line (`failure_text`), never
     Temporal's "Activity task failed" around it."""
     from kbisect.jobs.client import failure_text
 
     why = "kernel c0 cannot reach the host userland (it needs 9p: CONFIG_9P_FS ...)"
-    scenario = Scenario(graph=linear(8), culprit="c5", boot_user_error=why)
-    async with running(env.client, scenario) as handle:
-        with pytest.raises(WorkflowFailureError) as err:
-            await handle.result()
-        desc = await handle.describe()
-    assert "Activity task failed" in str(err.value.cause)  # what Temporal itself says
-    assert failure_text(err.value.cause) == why
-    assert desc.typed_search_attributes.get(SA_STATUS) == "failed"
+    cause, status = await _failed(env, Scenario(linear(8), culprit="c5", boot_user_error=why))
+    assert "Activity task failed" in str(cause)  # what Temporal itself says
+    assert failure_text(cause) == why and status == "failed"
 
 
 async def test_a_commit_the_testcase_cannot_run_on_is_skipped_not_judged(
