@@ -32,8 +32,9 @@ DEFAULT_DAYS = 14.0  # `kbisect gc`'s and the workers' timer's age
 RUN_NAME = re.compile(r"^(\d{8}-\d{6})-[0-9a-f]{8}$")  # as infra/qemu.py names them
 VERIFY_REFS = "refs/kbisect/verify/"
 BACKPORT_REFS = "refs/kbisect/backport/"  # a backport job's test kernel (backport_series)
-# Names infra/initramfs.py and builders/kconfig.py give (a content hash), and their temp files.
-IMAGE_NAME = re.compile(r"^[0-9a-f]{24}\.cpio$")
+# Names infra/initramfs.py, infra/host_userland.py and builders/kconfig.py give (a content
+# hash), and their temp files.
+IMAGE_NAME = re.compile(r"^[0-9a-f]{24}\.(cpio|squashfs)$")
 CONFIG_NAME = re.compile(r"^[0-9a-f]{24}\.config$")
 TEMP_NAME = re.compile(r"^[0-9a-f]{24}\.tmp$")
 
