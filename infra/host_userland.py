@@ -17,11 +17,12 @@ import shutil
 import stat
 import subprocess
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from kbisect import settings
 from kbisect.errors import InfraError
+from kbisect.infra import host_lock
 from kbisect.infra.initramfs import find_tool
 
 DPKG_INFO = Path("/var/lib/dpkg/info")
@@ -186,8 +187,12 @@ def _paths(tools: tuple[str, ...], status_mtime: int) -> list[str]:
     return files(closure([*BASE_PACKAGES, *tool_packages(tools)]))
 
 
-def image(tools: Iterable[str]) -> Path:
-    """The squashfs image of the host's userland for these tools, made if missing."""
+def image(
+    tools: Iterable[str], progress: Callable[[str], None] = lambda _: None, held: bool = False
+) -> Path:
+    """The squashfs image of the host's userland for these tools, made if missing: as a
+    build is, never while a timed guest runs on the host (it reads and writes 300 MiB);
+    `held`: the caller holds the host's lock already (a duet, for both its guests)."""
     try:
         status_mtime = DPKG_STATUS.stat().st_mtime_ns
     except OSError as exc:
@@ -200,7 +205,11 @@ def image(tools: Iterable[str]) -> Path:
     except FileNotFoundError:
         pass
     out.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=out.parent, prefix=".userland-") as tmp:
+    progress(f"making the host userland's image of {len(paths)} files (once)")
+    with (
+        host_lock.for_build(progress),
+        tempfile.TemporaryDirectory(dir=out.parent, prefix=".userland-") as tmp,
+    ):
         stage = Path(tmp) / "root"
         _stage(stage, paths)
         made = Path(tmp) / "image"

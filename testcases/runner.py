@@ -74,7 +74,12 @@ class GuestParts:
     image: str = ""  # the host userland's image, when that is the way
 
 
-def guest_parts(manifest: Manifest, artifact: Artifact, tools: list[str]) -> GuestParts:
+def guest_parts(
+    manifest: Manifest,
+    artifact: Artifact,
+    tools: list[str],
+    progress: Callable[[str], None] = lambda _: None,
+) -> GuestParts:
     """The modules and host userland for a boot; `tools`: what the guest runs from the
     host userland (the testcase's, and a boot's own, such as perf)."""
     way = userland_way.choose(artifact) if manifest.userland == "host" else None
@@ -87,7 +92,7 @@ def guest_parts(manifest: Manifest, artifact: Artifact, tools: list[str]) -> Gue
     )
     if way is None:
         return GuestParts(files)
-    image = str(host_userland.image(tools)) if way == Way.IMAGE else ""
+    image = str(host_userland.image(tools, progress)) if way == Way.IMAGE else ""
     return GuestParts(files, way.value, image)
 
 
@@ -121,7 +126,7 @@ def run_testcase(
     reps = repetitions or manifest.repetitions
     warmup = 0 if exact else manifest.warmup
     runs = reps + warmup  # the guest runs the warm-up ones first
-    parts = guest_parts(manifest, artifact, manifest.tools)
+    parts = guest_parts(manifest, artifact, manifest.tools, progress)
     image = build_image(
         manifest.tools,
         manifest.script,
