@@ -10,6 +10,7 @@ mode and mtime, as git's index tells a changed file; an upgraded package makes a
 Blocks are stored uncompressed: under TCG a guest's CPU is slow and the host's disk is not.
 """
 
+import contextlib
 import functools
 import hashlib
 import os
@@ -206,10 +207,8 @@ def image(
         pass
     out.parent.mkdir(parents=True, exist_ok=True)
     progress(f"making the host userland's image of {len(paths)} files (once)")
-    with (
-        host_lock.for_build(progress),
-        tempfile.TemporaryDirectory(dir=out.parent, prefix=".userland-") as tmp,
-    ):
+    lock = contextlib.nullcontext() if held else host_lock.for_build(progress)
+    with lock, tempfile.TemporaryDirectory(dir=out.parent, prefix=".userland-") as tmp:
         stage = Path(tmp) / "root"
         _stage(stage, paths)
         made = Path(tmp) / "image"

@@ -79,9 +79,11 @@ def guest_parts(
     artifact: Artifact,
     tools: list[str],
     progress: Callable[[str], None] = lambda _: None,
+    held: bool = False,
 ) -> GuestParts:
     """The modules and host userland for a boot; `tools`: what the guest runs from the
-    host userland (the testcase's, and a boot's own, such as perf)."""
+    host userland (the testcase's, and a boot's own, such as perf); `held`: the caller
+    holds the host lock."""
     way = userland_way.choose(artifact) if manifest.userland == "host" else None
     files = (
         modules.guest_files(
@@ -92,7 +94,7 @@ def guest_parts(
     )
     if way is None:
         return GuestParts(files)
-    image = str(host_userland.image(tools, progress)) if way == Way.IMAGE else ""
+    image = str(host_userland.image(tools, progress, held)) if way == Way.IMAGE else ""
     return GuestParts(files, way.value, image)
 
 
@@ -126,7 +128,7 @@ def run_testcase(
     reps = repetitions or manifest.repetitions
     warmup = 0 if exact else manifest.warmup
     runs = reps + warmup  # the guest runs the warm-up ones first
-    parts = guest_parts(manifest, artifact, manifest.tools, progress)
+    parts = guest_parts(manifest, artifact, manifest.tools, progress, held)
     image = build_image(
         manifest.tools,
         manifest.script,
