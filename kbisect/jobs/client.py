@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from temporalio.api.enums.v1 import PendingActivityState, TaskQueueType
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
@@ -151,6 +151,15 @@ def failure_text(err: BaseException | None) -> str:
     while isinstance(err, (ActivityError, ChildWorkflowError)) and err.cause is not None:
         err = err.cause
     return getattr(err, "message", None) or str(err)
+
+
+async def failure_of(handle: WorkflowHandle[Any, Any]) -> str:
+    """Why an ended job failed, from its history ("" if it did not fail)."""
+    try:
+        await handle.result(follow_runs=False)
+    except WorkflowFailureError as exc:
+        return failure_text(exc.cause)
+    return ""
 
 
 class JobClient:
@@ -361,20 +370,12 @@ class JobClient:
                         culprit=_first(sa, SA_CULPRIT_NAME),
                         started=wf.start_time,
                         kind=JOB_KINDS.get(wf.workflow_type, ""),
-                        error=await self._failure(wf.id) if failed else "",
+                        error=await failure_of(self._handle(wf.id)) if failed else "",
                     )
                 )
         except RPCError as exc:
             raise InfraError(f"cannot list jobs on {self.endpoint.address}: {exc}") from exc
         return found
-
-    async def _failure(self, job_id: str) -> str:
-        """Why a failed job failed (its history's failure, read without a query)."""
-        try:
-            await self.temporal.get_workflow_handle(job_id).result(follow_runs=False)
-        except WorkflowFailureError as exc:
-            return failure_text(exc.cause)
-        return ""
 
     # --- the service itself -----------------------------------------------------------
     async def has_search_attributes(self) -> bool:

@@ -22,8 +22,6 @@ from temporalio.client import (
     SchedulePolicy,
     ScheduleSpec,
     WorkflowExecutionStatus,
-    WorkflowFailureError,
-    WorkflowHandle,
 )
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -36,7 +34,7 @@ from kbisect.contract import (
     SeriesWatch,
 )
 from kbisect.errors import InfraError, UserError
-from kbisect.jobs.client import JobClient, _state
+from kbisect.jobs.client import JobClient, _state, failure_of
 
 NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 TICK_PREFIX = "series-"  # a tick's id: this, the watch's name, and the time it started
@@ -222,7 +220,7 @@ async def ticks(jobs: JobClient, name: str, limit: int | None = 20, since: str =
             elif wf.status == WorkflowExecutionStatus.RUNNING:
                 tick.blocked = await _blocked(jobs, wf.id)
             else:
-                tick.error = await _why(handle)
+                tick.error = await failure_of(handle)
             found.append(tick)
     except RPCError as exc:
         raise InfraError(f"cannot list the ticks of {name}: {exc}") from exc
@@ -264,15 +262,3 @@ async def _blocked(jobs: JobClient, tick: str) -> str:
     except (InfraError, UserError):
         return ""
     return progress.message if progress.status == "blocked" else ""
-
-
-async def _why(handle: WorkflowHandle[object, SeriesTick]) -> str:
-    """A failed tick's reason: the innermost failure's message (a sweep's, a look's)."""
-    try:
-        await handle.result()
-    except WorkflowFailureError as exc:
-        cause: BaseException | None = exc.cause
-        while getattr(cause, "cause", None) is not None:
-            cause = cause.cause  # type: ignore[union-attr]
-        return str(getattr(cause, "message", None) or cause)
-    return ""

@@ -624,20 +624,27 @@ async def test_endpoints_that_score_the_same_stop_at_once(env: WorkflowEnvironme
     assert sum(s.builds.values()) == 2
 
 
-async def _failed(env: WorkflowEnvironment, scenario: Scenario) -> tuple[BaseException, str]:
-    """A job that fails: its failure's cause, and the status it is listed with."""
+async def _failed(env: WorkflowEnvironment, scenario: Scenario) -> tuple[BaseException, str, str]:
+    """A job that fails: its failure's cause, the status it is listed with, and what
+    `kbisect status` says of it (JobSummary.error)."""
+    from kbisect.jobs.client import JobClient
+    from kbisect.settings import Settings
+
     async with running(env.client, scenario) as handle:
         with pytest.raises(WorkflowFailureError) as err:
             await handle.result()
         desc = await handle.describe()
     assert err.value.cause is not None
-    return err.value.cause, str(desc.typed_search_attributes.get(SA_STATUS))
+    listed = await JobClient(Settings.from_env(), env.client).jobs(100)
+    [said] = [j.error for j in listed if j.id == handle.id]
+    return err.value.cause, str(desc.typed_search_attributes.get(SA_STATUS)), said
 
 
 async def test_bad_input_fails_the_job_with_its_message(env: WorkflowEnvironment) -> None:
     message = "good abc is not an ancestor of bad def: swap them"
-    cause, status = await _failed(env, Scenario(graph=linear(4), culprit="c2", user_error=message))
-    assert cause.message == message  # type: ignore[attr-defined]
+    scenario = Scenario(graph=linear(4), culprit="c2", user_error=message)
+    cause, status, said = await _failed(env, scenario)
+    assert cause.message == message == said  # type: ignore[attr-defined]
     assert status == "failed"  # listed as failed, not as still validating
 
 
@@ -650,9 +657,9 @@ async def test_bad_input_an_activity_finds_later_fails_the_job_with_its_own_line
     from kbisect.jobs.client import failure_text
 
     why = "kernel c0 cannot reach the host userland (it needs 9p: CONFIG_9P_FS ...)"
-    cause, status = await _failed(env, Scenario(linear(8), culprit="c5", boot_user_error=why))
+    cause, status, said = await _failed(env, Scenario(linear(8), culprit="c5", boot_user_error=why))
     assert "Activity task failed" in str(cause)  # what Temporal itself says
-    assert failure_text(cause) == why and status == "failed"
+    assert failure_text(cause) == why == said and status == "failed"
 
 
 async def test_a_commit_the_testcase_cannot_run_on_is_skipped_not_judged(
