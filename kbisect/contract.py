@@ -596,6 +596,7 @@ class SweepBoot:
     samples: list[float] = field(default_factory=list)  # each repetition's
     host: str = ""
     error: str = ""
+    userland: str = ""  # how its guest reached the host userland (TestResult.userland)
 
 
 @dataclass

@@ -66,7 +66,7 @@ async def _boot(
         why = f"{CANNOT_TEST}: {cause(err)}"
         sweep.give_up(t, k, why)
         return SweepBoot(testcase=tc.name, kernel=k, value=None, error=why)
-    boot = SweepBoot(testcase=tc.name, kernel=k, value=None, host=test.host)
+    boot = SweepBoot(testcase=tc.name, kernel=k, value=None, host=test.host, userland=test.userland)
     if test.status == TestStatus.OK and (samples := test.samples_of(tc.metric)):
         boot.samples, boot.value = samples, sum(samples) / len(samples)
         sweep.boot(t, k, samples, test.host)

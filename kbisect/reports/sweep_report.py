@@ -231,6 +231,16 @@ def _traces(result: SweepResult, pair: SweepPair) -> dict[str, Any]:
     return {"traces": {"old": old, "new": new}} if old is not None and new is not None else {}
 
 
+def userlands(result: SweepResult, testcase: str) -> list[str]:
+    """How each kernel's guests reached the host userland for the testcase: 9p, squashfs,
+    or "" (an initramfs testcase, or no boot ran)."""
+    ways = [""] * len(result.kernels)
+    for b in result.boots:
+        if b.testcase == testcase and b.userland:
+            ways[b.kernel] = b.userland
+    return ways
+
+
 def to_json(result: SweepResult, job_id: str = "") -> dict[str, Any]:
     """One entry per neighbouring pair and metric, holding both kernels."""
     pairs = []
@@ -264,4 +274,5 @@ def to_json(result: SweepResult, job_id: str = "") -> dict[str, Any]:
         "summary": summary_line(result),
         "noise": {tc.name: kernel_cvs(result, tc.name) for tc in result.testcases},
         "noise_lines": noise_lines(result),
+        "userland": {tc.name: userlands(result, tc.name) for tc in result.testcases},
     }

@@ -91,3 +91,18 @@ def test_the_noise_line_reads_the_pairs_own_intervals_too() -> None:
     assert "needs about 54 boots a kernel to rule out 5%" in line, line
     quiet.pairs[0].low, quiet.pairs[0].high = -0.03, 0.03  # narrow: no line
     assert noise_lines(quiet) == []
+
+
+def test_the_json_says_how_each_kernel_reached_the_host_userland() -> None:
+    """A 9p kernel beside one without 9p (the squashfs image): the sweep's JSON says which
+    each used, from its boots; a kernel not booted says nothing."""
+    from kbisect.contract import SweepBoot
+    from kbisect.reports.sweep_report import to_json
+
+    result = _noisy(0.05)
+    result.kernels = result.names = result.subjects = ["a", "b", "c"]
+    result.boots = [
+        SweepBoot("t", 0, 1.0, [1.0], userland="9p"),
+        SweepBoot("t", 1, 1.0, [1.0], userland="squashfs"),
+    ]
+    assert to_json(result)["userland"] == {"t": ["9p", "squashfs", ""]}
