@@ -31,7 +31,7 @@ DPKG_STATUS = Path("/var/lib/dpkg/status")
 DPKG_ALTERNATIVES = Path("/var/lib/dpkg/alternatives")
 IMAGE_SUFFIX = ".squashfs"
 # What every host-userland testcase may use besides its declared tools.
-BASE_PACKAGES = ("dash", "coreutils", "mawk", "grep", "sed", "python3", "kmod")
+BASE_PACKAGES = ("dash", "coreutils", "mawk", "grep", "sed", "python3")
 # Left out of /etc, as the 9p guest hides them (infra/guest_init.sh's kb_hide_host).
 HIDDEN = ("etc/shadow", "etc/shadow-", "etc/gshadow", "etc/gshadow-", "etc/ssh")
 # Mount points the guest's init mounts over; the image has them empty.
