@@ -28,7 +28,8 @@ from kbisect.testcases.runner import build_spec, run_testcase
 from kbisect.testcases.userland_way import Way, choose
 
 TESTCASE = "sched-pipe"
-BOTH = "CONFIG_VIRTIO_BLK=y\nCONFIG_SQUASHFS=y\n"  # the image's way, beside 9p
+# the image's way, beside 9p (squashfs sits under "Miscellaneous filesystems")
+BOTH = "CONFIG_VIRTIO_BLK=y\nCONFIG_MISC_FILESYSTEMS=y\nCONFIG_SQUASHFS=y\n"
 NO_9P = BOTH + "# CONFIG_NET_9P is not set\n"
 
 
