@@ -1,6 +1,12 @@
 # fio-read-latency: runs on the host's root filesystem (dash, fio, python3) under `sh -e`,
 # with the kb_* helpers, KB_DISK_data, the manifest's params and KB_REPETITIONS.
 dev=${KB_DISK_data#/dev/}
+case " $(cat "/sys/block/$dev/queue/scheduler") " in
+*" $SCHED "* | *"[$SCHED]"*) ;;
+*)  # git bisect run's "cannot test": this kernel lacks the scheduler, no verdict on it
+	echo "kbisect: this kernel has no $SCHED I/O scheduler: $(cat "/sys/block/$dev/queue/scheduler")"
+	exit 125 ;;
+esac
 echo "$SCHED" > "/sys/block/$dev/queue/scheduler"
 echo "$QDEPTH" > "/sys/block/$dev/queue/nr_requests"
 echo "kbisect: $dev scheduler $(cat /sys/block/$dev/queue/scheduler), nr_requests $(cat /sys/block/$dev/queue/nr_requests), wbt_lat_usec $(cat /sys/block/$dev/queue/wbt_lat_usec 2>/dev/null || echo -)"
