@@ -228,6 +228,21 @@ def _exit_text(returncode: int) -> str:
         return f"was killed by signal {-returncode}"
 
 
+_KERNEL_LINE = re.compile(r"^\[\s*\d+\.\d+\]")
+EXITED = "kbisect: testcase exited with "  # guest_init.sh's line after the script
+
+
+def last_words(console: str) -> str:
+    """The testcase's last line of output before init's "testcase exited" line, kernel
+    messages skipped: why it failed, in its own words ("echo: I/O error")."""
+    lines = console.splitlines()
+    end = next((i for i in range(len(lines) - 1, -1, -1) if lines[i].startswith(EXITED)), 0)
+    for line in reversed(lines[:end]):
+        if line.strip() and not _KERNEL_LINE.match(line):
+            return line.strip()[:DETAIL_CAP]
+    return ""
+
+
 def _panic_line(console: str) -> str:
     """The first panic message on the console, from its marker on (the line may carry
     megabytes of noise before it)."""
@@ -267,11 +282,13 @@ def classify_run(
         status = done[-1].get("status")
         if status == 0:
             return Outcome.SUCCESS, ""
+        words = last_words(console)
+        said = f": {words}" if words else ""
         if status == CANNOT_TEST_STATUS:
-            return Outcome.CANNOT_TEST, f"testcase exited with status {status} (cannot test)"
+            return Outcome.CANNOT_TEST, f"testcase exited with status {status} (cannot test){said}"
         if not isinstance(status, int) or not 0 < status < HARNESS_FAULT_STATUS:
             return Outcome.CANNOT_TEST, f"testcase exited with status {status} (a harness fault)"
-        return Outcome.TESTCASE_FAILED, f"testcase exited with status {status}"
+        return Outcome.TESTCASE_FAILED, f"testcase exited with status {status}{said}"
     panic = _panic_line(console)
     if panic:
         return Outcome.PANIC, panic

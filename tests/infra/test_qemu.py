@@ -366,3 +366,30 @@ def test_a_host_root_guest_gets_the_host_root_read_only_over_9p(tmp_path: Path) 
     assert fsdev[0] == "local" and "path=/" in fsdev and "readonly=on" in fsdev
     assert "multidevs=remap" in fsdev
     assert argv[argv.index("-device", argv.index("-fsdev")) + 1].startswith("virtio-9p-pci,")
+
+
+def test_a_failed_testcase_says_its_last_words_not_only_its_status() -> None:
+    """The script's last line before init's "testcase exited" line, kernel messages
+    skipped: "echo: I/O error" (a scheduler the kernel lacks), not just "status 1"."""
+    console = (
+        "kbisect: disk data is /dev/nvme0n1\n"
+        "/bin/sh: 4: echo: echo: I/O error\n"
+        "[    3.141592] nvme nvme0: 2/0/0 default/read/poll queues\n"
+        "kbisect: testcase exited with 1\n"
+        "[    3.2] reboot: Restarting system\n"
+    )
+    done = {"event": "done", "status": 1}
+    assert classify_run([BOOTED, done], console, True) == (
+        Outcome.TESTCASE_FAILED,
+        "testcase exited with status 1: /bin/sh: 4: echo: echo: I/O error",
+    )
+    assert qemu.last_words("no exit line here\n") == ""
+    said = classify_run(
+        [BOOTED, {"event": "done", "status": 125}],
+        "kbisect: no bfq\n" + console.split("\n", 3)[3],
+        True,
+    )
+    assert said == (
+        Outcome.CANNOT_TEST,
+        "testcase exited with status 125 (cannot test): kbisect: no bfq",
+    )
