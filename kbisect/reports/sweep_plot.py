@@ -2,6 +2,7 @@
 with its 95% interval over its boots, and the pairs that changed marked."""
 
 import math
+import textwrap
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -42,6 +43,12 @@ def plot_sweep(result: SweepResult, out: Path) -> Path:
                 fontsize=8,
                 color=colour,
             )
+        if all(math.isnan(v.mean) for v in lv):  # no boot gave a value: say why, not blank
+            why = next((p.message for p in result.pairs if p.testcase == tc.name), "")
+            ax.text(0.5, 0.5, textwrap.fill(why or "no boot gave a value", 90),
+                    transform=ax.transAxes, ha="center", va="center", fontsize=8,
+                    color=COLOURS["skip"], parse_math=False)  # fmt: skip
+            ax.set_yticks([])
         ax.set_xticks(xs, [label(result, k) for k in xs], rotation=20, ha="right", fontsize=7)
         ax.set_ylabel(f"{tc.metric} ({tc.unit})" if tc.unit else tc.metric)
         ax.set_title(f"{tc.name} ({tc.better} is better)", fontsize=9)
