@@ -186,17 +186,23 @@ def summary_line(result: SweepResult) -> str:
 
 
 def rows(result: SweepResult) -> list[list[str]]:
-    """The table: pair, metric, effect with its 95% interval, verdict, boots."""
+    """The table: pair, metric, effect with its 95% interval, verdict, boots. A pair that
+    cannot tell without boots to bound it says why (a kernel that cannot test, or does
+    not build)."""
     return [
         [
             f"{label(result, p.old)} -> {label(result, p.new)}",
             f"{p.testcase} {p.metric}",
             effect_text(p),
-            verdict_text(p),
+            verdict_text(p) + (f": {p.message}" if _unbounded(p) else ""),
             f"{p.boots_old}+{p.boots_new}",
         ]
         for p in result.pairs
     ]
+
+
+def _unbounded(p: SweepPair) -> bool:
+    return p.verdict == PairWord.CANNOT_TELL and p.bound is None and bool(p.message)
 
 
 HEADERS = ["pair", "testcase metric", "effect (95% CI)", "verdict", "boots"]
@@ -204,7 +210,9 @@ HEADERS = ["pair", "testcase metric", "effect (95% CI)", "verdict", "boots"]
 
 def markdown(result: SweepResult) -> str:
     lines = ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
-    lines += ["| " + " | ".join(r) + " |" for r in rows(result)]
+    lines += [
+        "| " + " | ".join(cell.replace("|", "\\|") for cell in r) + " |" for r in rows(result)
+    ]
     traced = [(p, trace_lines(result, p)) for p in result.pairs]
     if any(t for _, t in traced):
         lines += ["", "Block-layer traces (one traced boot each):", ""]

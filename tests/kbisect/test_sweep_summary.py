@@ -106,3 +106,15 @@ def test_the_json_says_how_each_kernel_reached_the_host_userland() -> None:
         SweepBoot("t", 1, 1.0, [1.0], userland="squashfs"),
     ]
     assert to_json(result)["userland"] == {"t": ["9p", "squashfs", ""]}
+
+
+def test_the_report_says_why_a_pair_without_boots_cannot_tell() -> None:
+    """A kernel that cannot test (or does not build) leaves its pair no interval: the
+    report's table gives the reason in the verdict's cell, its pipes escaped."""
+    from kbisect.reports.sweep_report import markdown
+
+    why = "kernel 2 cannot test: kernel k has module 9p|x neither built in nor in its modules"
+    result = _noisy(0.05)
+    result.pairs = [SweepPair("t", "throughput", "MB/s", 0, 1, UNSURE, message=why)]
+    row = markdown(result).splitlines()[2]
+    assert row.endswith(f"| cannot tell: {why.replace('|', chr(92) + '|')} | 0+0 |"), row
