@@ -14,11 +14,13 @@ import contextlib
 import functools
 import hashlib
 import os
+import re
 import shutil
 import stat
 import subprocess
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 from kbisect import settings
@@ -30,10 +32,10 @@ DPKG_INFO = Path("/var/lib/dpkg/info")
 DPKG_STATUS = Path("/var/lib/dpkg/status")
 DPKG_ALTERNATIVES = Path("/var/lib/dpkg/alternatives")
 IMAGE_SUFFIX = ".squashfs"
-# What every host-userland testcase may use besides its declared tools.
-BASE_PACKAGES = ("dash", "coreutils", "mawk", "grep", "sed", "python3")
-# Left out of /etc, as the 9p guest hides them (infra/guest_init.sh's kb_hide_host).
-HIDDEN = ("etc/shadow", "etc/shadow-", "etc/gshadow", "etc/gshadow-", "etc/ssh")
+# What every host-userland testcase may use besides its declared tools: the packages of
+# these commands (awk is whichever awk the host's alternatives chose), and coreutils.
+BASE_TOOLS = ("sh", "awk", "grep", "sed", "python3")
+BASE_PACKAGES = ("coreutils",)
 # Mount points the guest's init mounts over; the image has them empty.
 MOUNT_POINTS = ("proc", "sys", "dev", "tmp", "run", "var/tmp", "root", "home", "kbisect")
 MKSQUASHFS_TIMEOUT = 900.0
@@ -60,7 +62,7 @@ def _installed() -> dict[str, tuple[list[list[str]], list[str], bool]]:
     packages: dict[str, tuple[list[list[str]], list[str], bool]] = {}
     for line in out.stdout.splitlines():
         status, name, depends, provides, essential = line.split("\t")
-        if not status.startswith("ii"):
+        if status[1:2] != "i":  # installed ("ii"), held ones too ("hi")
             continue
         alternatives = [
             [_name(a) for a in group.split("|")] for group in depends.split(",") if group.strip()
@@ -142,10 +144,31 @@ def alternatives() -> Iterator[str]:
         yield from (p for p in lines[1::2] if p.startswith("/"))
 
 
+def hidden() -> tuple[str, ...]:
+    """What a guest never sees of the host, as guest_init.sh's kb_hide_host hides it over
+    9p (its KB_HIDDEN_* lists, the one place they are written)."""
+    init = (Path(__file__).parent / "guest_init.sh").read_text()
+    lists = re.findall(r'^KB_HIDDEN_(?:DIRS|FILES)="([^"]*)"$', init, re.M)
+    return tuple(path for paths in lists for path in paths.split())
+
+
+def _readable(path: str) -> bool:
+    """A link, or a file anyone may read: what a 9p guest under an unprivileged QEMU
+    sees, whoever makes the image (root would add /etc/sudoers and private keys)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISLNK(st.st_mode) or (
+        stat.S_ISREG(st.st_mode) and bool(st.st_mode & stat.S_IROTH)
+    )
+
+
 def files(packages: Iterable[str]) -> list[str]:
     """Every path the packages installed that is on the host now, the alternatives'
-    links, and /etc; as the image has them (relative, through the host's directory
-    links: /bin/x is usr/bin/x on a merged-/usr host)."""
+    links, and /etc, less the hidden and the unreadable; as the image has them (relative,
+    through the host's directory links: /bin/x is usr/bin/x on a merged-/usr host)."""
+    secret = hidden()
     paths = {p for package in packages for p in _listed(package) if p.startswith("/")}
     paths.update(alternatives())
     paths.update(str(p) for p in Path("/etc").rglob("*"))
@@ -153,10 +176,9 @@ def files(packages: Iterable[str]) -> list[str]:
     for p in paths:
         parent, base = os.path.split(p)
         rel = os.path.join(os.path.realpath(parent), base).lstrip("/")
-        if not rel or any(rel == h or rel.startswith(h + "/") for h in HIDDEN):
+        if not rel or any(rel == h or rel.startswith(h + "/") for h in secret):
             continue
-        host = "/" + rel
-        if os.path.islink(host) or (os.path.exists(host) and not os.path.isdir(host)):
+        if _readable("/" + rel):
             out.add(rel)  # directories come with their files
     return sorted(out)
 
@@ -175,7 +197,10 @@ def key(paths: list[str]) -> str:
     for rel, target in _root_links().items():
         h.update(f"link {rel} {target}\0".encode())
     for rel in paths:
-        st = os.lstat("/" + rel)
+        try:
+            st = os.lstat("/" + rel)
+        except FileNotFoundError:
+            continue  # gone since it was listed (an /etc file): the image goes without it
         link = os.readlink("/" + rel) if stat.S_ISLNK(st.st_mode) else ""
         h.update(f"{rel}\0{st.st_mode}\0{st.st_size}\0{st.st_mtime_ns}\0{link}\0".encode())
     return h.hexdigest()[:24]
@@ -185,26 +210,40 @@ def key(paths: list[str]) -> str:
 def _paths(tools: tuple[str, ...], status_mtime: int) -> list[str]:
     """The image's paths for these tools while dpkg's database stays as it was."""
     del status_mtime  # the cache's key: a package installed or removed lists anew
-    return files(closure([*BASE_PACKAGES, *tool_packages(tools)]))
+    return files(closure([*BASE_PACKAGES, *tool_packages([*BASE_TOOLS, *tools])]))
+
+
+_MAKING = threading.Lock()  # one image made at a time in this process (a duet's two guests)
 
 
 def image(
-    tools: Iterable[str], progress: Callable[[str], None] = lambda _: None, held: bool = False
+    tools: Iterable[str],
+    progress: Callable[[str], None] = lambda _: None,
+    held: bool = False,
+    pin: Sequence[int] = (),
 ) -> Path:
     """The squashfs image of the host's userland for these tools, made if missing: as a
-    build is, never while a timed guest runs on the host (it reads and writes 300 MiB);
-    `held`: the caller holds the host's lock already (a duet, for both its guests)."""
+    build is, never while a timed guest runs on the host (it reads and writes 200-300
+    MiB): under the host's build lock, off the CPUs reserved for guests (`pin`); `held`:
+    the caller holds the host's lock already (a duet, for both its guests: they make it
+    one after the other, so neither guest starts while the other's is being made)."""
     try:
         status_mtime = DPKG_STATUS.stat().st_mtime_ns
     except OSError as exc:
         raise InfraError(f"no dpkg database here ({exc}): the userland image needs Debian") from exc
     paths = _paths(tuple(sorted(set(tools))), status_mtime)
     out = settings.cache_dir() / "images" / f"{key(paths)}{IMAGE_SUFFIX}"
-    try:
-        os.utime(out)  # used now: `kbisect gc` removes images no boot used for a while
-        return out
-    except FileNotFoundError:
-        pass
+    with _MAKING:
+        try:
+            os.utime(out)  # used now: `kbisect gc` removes images no boot used for a while
+        except FileNotFoundError:
+            _make(out, paths, progress, held, pin)
+    return out
+
+
+def _make(
+    out: Path, paths: list[str], progress: Callable[[str], None], held: bool, pin: Sequence[int]
+) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     progress(f"making the host userland's image of {len(paths)} files (once)")
     lock = contextlib.nullcontext() if held else host_lock.for_build(progress)
@@ -212,9 +251,8 @@ def image(
         stage = Path(tmp) / "root"
         _stage(stage, paths)
         made = Path(tmp) / "image"
-        _mksquashfs(stage, made)
+        _mksquashfs(stage, made, pin)
         os.replace(made, out)
-    return out
 
 
 def _stage(stage: Path, paths: list[str]) -> None:
@@ -242,8 +280,9 @@ def _stage(stage: Path, paths: list[str]) -> None:
                 continue  # unreadable here (a socket, a file only root reads): not needed
 
 
-def _mksquashfs(stage: Path, out: Path) -> None:
-    argv = [
+def _mksquashfs(stage: Path, out: Path, pin: Sequence[int]) -> None:
+    argv = host_lock.taskset(host_lock.others(pin)) if pin else []  # off the guests' CPUs
+    argv += [
         "mksquashfs", str(stage), str(out), "-noappend", "-quiet", "-no-progress",
         "-no-xattrs", "-all-root", "-noI", "-noId", "-noD", "-noF", "-noX",
     ]  # fmt: skip

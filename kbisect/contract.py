@@ -143,9 +143,9 @@ SEARCH_ATTRIBUTE_NAMES = (SA_TESTCASE_NAME, SA_STATUS_NAME, SA_CULPRIT_NAME)
 RESULTS_PATH = "/kbisect"
 RESULTS_APP = "kbisect.doors.web.app:results_app"
 
+LIKELIEST = 8  # a noisy job's likeliest answers its progress shows, with their probability
 # Temporal refuses a workflow's or activity's summary longer than this, JSON-encoded
 # (its limit.userMetadataSummarySize): a job would not start, a workflow task would fail
-LIKELIEST = 8  # a noisy job's likeliest answers its progress shows, with their probability
 SUMMARY_BYTES = 400
 
 

@@ -66,7 +66,8 @@ def explain_boot(
     guest = explain_manifest(manifest)
     prof = device_profile(profile_name or manifest.profile)
     runs = manifest.repetitions + manifest.warmup
-    parts = guest_parts(guest, artifact, [*guest.tools, *EXPLAIN_TOOLS])
+    tools = [*guest.tools, *EXPLAIN_TOOLS]
+    parts = guest_parts(guest, artifact, tools, progress, pin=machine.pin)
     image = build_image(
         guest.tools,
         guest.script,

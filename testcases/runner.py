@@ -2,7 +2,7 @@
 
 import contextlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,10 +80,11 @@ def guest_parts(
     tools: list[str],
     progress: Callable[[str], None] = lambda _: None,
     held: bool = False,
+    pin: Sequence[int] = (),
 ) -> GuestParts:
     """The modules and host userland for a boot; `tools`: what the guest runs from the
     host userland (the testcase's, and a boot's own, such as perf); `held`: the caller
-    holds the host lock."""
+    holds the host lock; `pin`: the CPUs reserved for guests (an image is made off them)."""
     way = userland_way.choose(artifact) if manifest.userland == "host" else None
     files = (
         modules.guest_files(
@@ -94,7 +95,7 @@ def guest_parts(
     )
     if way is None:
         return GuestParts(files)
-    image = str(host_userland.image(tools, progress, held)) if way == Way.IMAGE else ""
+    image = str(host_userland.image(tools, progress, held, pin)) if way == Way.IMAGE else ""
     return GuestParts(files, way.value, image)
 
 
@@ -128,7 +129,7 @@ def run_testcase(
     reps = repetitions or manifest.repetitions
     warmup = 0 if exact else manifest.warmup
     runs = reps + warmup  # the guest runs the warm-up ones first
-    parts = guest_parts(manifest, artifact, manifest.tools, progress, held)
+    parts = guest_parts(manifest, artifact, manifest.tools, progress, held, machine.pin)
     image = build_image(
         manifest.tools,
         manifest.script,

@@ -64,7 +64,8 @@ def trace_testcase(
     check_traceable(manifest)
     prof = profile(profile_name or manifest.profile)
     host_root = manifest.userland == "host"
-    parts = guest_parts(manifest, artifact, [*manifest.tools, *TRACE_TOOLS])
+    tools = [*manifest.tools, *TRACE_TOOLS]
+    parts = guest_parts(manifest, artifact, tools, progress, pin=machine.pin)
     image = build_image(
         manifest.tools if host_root else [*manifest.tools, *TRACE_TOOLS],
         manifest.script,

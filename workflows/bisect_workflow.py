@@ -67,6 +67,8 @@ ROUND_AT_ONCE_PATCH = "round-at-once"  # a round's boots go out together, one to
 # host with room (each host's lock still times one guest at a time)
 ROLLING_PATCH = "rolling-picks"  # a noisy --parallel K job on a farm: once the endpoints'
 # first boots are in, a pick for each VM host as it frees up, not rounds
+# Live: a job that fails on bad input an activity found (past validation) is listed failed
+USER_FAILURE_PATCH = "status-on-activity-user-error"
 DEPRECATED = (
     ENGINE_PATCH,
     FAILED_STATUS_PATCH,
@@ -180,7 +182,7 @@ class BisectWorkflow(Resumable):
         except ActivityError as err:
             # bad input an activity found past validation (a kernel without a module the
             # testcase needs): the job is listed as failed, with that line, not as running
-            if cause_type(err) == ErrorType.USER:
+            if cause_type(err) == ErrorType.USER and workflow.patched(USER_FAILURE_PATCH):
                 self._set_status(JobStatus.FAILED, cause(err))
             raise
 

@@ -9,19 +9,17 @@ import asyncio
 import random
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from kbisect.contract import (
         CANNOT_TEST,
         BuildResult,
-        ErrorType,
         SweepBoot,
         SweepJob,
         TestStatus,
     )
     from kbisect.decide.sweep import Sweep
-    from kbisect.workflows.activity_calls import JobActivities, cause, cause_type, testcase_job
+    from kbisect.workflows.activity_calls import JobActivities, testcase_job
 
 Builds = dict[tuple[str, str], BuildResult]  # by (testcase, commit)
 
@@ -56,21 +54,14 @@ async def _boot(
     tc, commit = job.testcases[t], job.kernels[k]
     art = builds[tc.name, commit].artifact
     assert art is not None
-    try:
-        test = await calls.test(testcase_job(tc), commit, art, tc.repetitions)
-    except ActivityError as err:
-        # The testcase cannot run on this kernel (a module or the host userland's way it
-        # lacks): that cell cannot test, the series' other cells go on.
-        if cause_type(err) != ErrorType.USER:
-            raise
-        why = f"{CANNOT_TEST}: {cause(err)}"
-        sweep.give_up(t, k, why)
-        return SweepBoot(testcase=tc.name, kernel=k, value=None, error=why)
+    test = await calls.test(testcase_job(tc), commit, art, tc.repetitions)
     boot = SweepBoot(testcase=tc.name, kernel=k, value=None, host=test.host, userland=test.userland)
     if test.status == TestStatus.OK and (samples := test.samples_of(tc.metric)):
         boot.samples, boot.value = samples, sum(samples) / len(samples)
         sweep.boot(t, k, samples, test.host)
-    elif test.error.startswith(CANNOT_TEST):  # no other boot of it would: given up at once
+    elif test.error.startswith(CANNOT_TEST):
+        # the kernel lacks what the testcase needs (the activity's CannotTestError): no
+        # other boot of it would test, so that cell is given up at once; the rest go on
         boot.error = test.error
         sweep.give_up(t, k, test.error)
     else:

@@ -223,6 +223,10 @@ class JobClient:
     def job_url(self, job_id: str) -> str:
         return self.endpoint.job_url(job_id)
 
+    def _run(self, job_id: str, run_id: str) -> WorkflowHandle[object, object]:
+        """One run of a job (an explain job's id is used again once it has ended)."""
+        return self.temporal.get_workflow_handle(job_id, run_id=run_id)
+
     def _handle(self, job_id: str) -> WorkflowHandle[object, object]:
         return self.temporal.get_workflow_handle(check_job_id(job_id))
 
@@ -370,7 +374,7 @@ class JobClient:
                         culprit=_first(sa, SA_CULPRIT_NAME),
                         started=wf.start_time,
                         kind=JOB_KINDS.get(wf.workflow_type, ""),
-                        error=await failure_of(self._handle(wf.id)) if failed else "",
+                        error=await failure_of(self._run(wf.id, wf.run_id)) if failed else "",
                     )
                 )
         except RPCError as exc:

@@ -656,10 +656,22 @@ async def test_bad_input_an_activity_finds_later_fails_the_job_with_its_own_line
     Temporal's "Activity task failed" around it."""
     from kbisect.jobs.client import failure_text
 
-    why = "kernel c0 cannot reach the host userland (it needs 9p: CONFIG_9P_FS ...)"
+    why = "unknown device profile 'nvme-9': use one of fast, ebs-gp2, ..."
     cause, status, said = await _failed(env, Scenario(linear(8), culprit="c5", boot_user_error=why))
     assert "Activity task failed" in str(cause)  # what Temporal itself says
     assert failure_text(cause) == why == said and status == "failed"
+
+
+async def test_an_endpoint_the_testcase_cannot_run_on_fails_the_job_with_why(
+    env: WorkflowEnvironment,
+) -> None:
+    """Nothing to bisect against: the job fails at its first boots, listed failed, and
+    says which endpoint and why."""
+    why = "kernel c8 has module dm_snapshot neither built in nor in its modules"
+    _, status, said = await _failed(
+        env, Scenario(linear(8), culprit="c5", cannot_test={"c8": why})
+    )
+    assert f"cannot test: {why}" in said and "c8" in said and status == "failed"
 
 
 async def test_a_commit_the_testcase_cannot_run_on_is_skipped_not_judged(
