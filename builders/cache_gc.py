@@ -1,16 +1,16 @@
 """`kbisect gc`: free the disk kbisect's cache takes, and the refs it wrote.
 
 What goes: QEMU run directories (console.log, disk images) last written more than N days
-ago, build slots whose repository is gone, artifacts no build or boot has used for N days
-(prebuilt kernels and kernel lists too), guest images (initramfs) no boot has used and
-job configs (--config) no job has stored or read for N days, and `refs/kbisect/verify/*`
-and `refs/kbisect/backport/*` refs made more than N days ago in the repositories kbisect
-has built (each slot names its repository). A backport's two kernels (the target with
-its series, and the target) stay while its ref does. What stays: anything written or
-used within N days (each use touches it), a slot whose lock is held (a build, or an
-orphan of a killed one, still writes there), a ref whose age is unknown. Each worker
-runs it on its own cache on a timer (workers/worker.py); `kbisect gc` runs it by hand.
-"""
+ago, build slots whose repository is gone, artifacts no build or boot has used for N
+days (prebuilt kernels and kernel lists too), guest images (initramfs, userland
+squashfs) no boot has used and job configs (--config) no job has stored or read for N
+days, and `refs/kbisect/verify/*` and `refs/kbisect/backport/*` refs made more than N
+days ago in the repositories kbisect has built (each slot names its repository). A
+backport's two kernels (the target with its series, and the target) stay while its ref
+does. What stays: anything written or used within N days (each use touches it), a slot
+whose lock is held (a build, or an orphan of a killed one, still writes there), a ref
+whose age is unknown. Each worker runs it on its own cache on a timer
+(workers/worker.py); `kbisect gc` runs it by hand."""
 
 import os
 import re

@@ -123,7 +123,7 @@ if [ -e /kbisect/host-root ]; then
 		fi
 		status=$?
 	else  # the testcase never ran: the console says why
-		kb_emit '{"event":"harness-failed","reason":"the host root filesystem does not mount (see the console)"}'
+		kb_emit '{"event":"harness-failed","reason":"the host userland does not mount (see the console)"}'
 		sync
 		reboot -f
 	fi

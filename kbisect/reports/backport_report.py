@@ -5,7 +5,13 @@ import dataclasses
 import statistics
 from typing import Any
 
-from kbisect.contract import BACKPORT_SIDES, BackportPlan, BackportProgress, BackportResult
+from kbisect.contract import (
+    BACKPORT_SIDES,
+    CANNOT_TEST,
+    BackportPlan,
+    BackportProgress,
+    BackportResult,
+)
 from kbisect.decide.backport import side_values
 from kbisect.reports.sweep_report import boot_word
 
@@ -56,6 +62,8 @@ def boot_line(p: BackportProgress, n: int) -> str:
     side = BACKPORT_SIDES[b.kernel]
     if p.pass_fail:
         what = "good" if b.value is not None else f"bad: {b.error}"
+        if b.value is None and b.error.startswith(CANNOT_TEST):
+            what = b.error  # no verdict: the kernel cannot test
     else:
         what = boot_word(b)
     return f"boot {n + 1}: {side} the backport: {b.testcase} {what}" + (

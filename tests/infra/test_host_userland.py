@@ -1,6 +1,9 @@
 """The host userland's image for kernels without 9p: which packages and files go in, read
 from this host's real dpkg database (kbisect runs on Debian), and its cache key."""
 
+import os
+from pathlib import Path
+
 from kbisect.infra import host_userland
 from kbisect.infra.qemu import USERLAND_SERIAL, host_userland_args
 from kbisect.model import GuestImage
@@ -20,10 +23,30 @@ def test_its_files_hold_the_tools_the_alternatives_links_and_etc_but_no_secrets(
     assert not any(f.startswith(("bin/", "lib/")) for f in files)  # merged /usr: usr/bin/...
 
 
-def test_the_key_follows_what_went_in() -> None:
-    few = host_userland.files(["dash"])
-    assert host_userland.key(few) == host_userland.key(list(few))
-    assert host_userland.key(few) != host_userland.key(few[:-1])
+def test_the_key_follows_what_went_in(tmp_path: Path) -> None:
+    """A file added, or one whose size or mtime changed (an upgrade), makes a new image;
+    a file gone since it was listed is left out, not a crash."""
+    mine = tmp_path / "tool"
+    mine.write_text("v1")
+    few = [*host_userland.files(["dash"]), str(mine).lstrip("/")]
+    first = host_userland.key(few)
+    assert first != host_userland.key(few[:-1])
+    os.utime(mine, ns=(1, 1))
+    assert host_userland.key(few) != first
+    mine.unlink()
+    assert host_userland.key(few) == host_userland.key(few[:-1])
+
+
+def test_what_the_guest_hides_is_read_from_guest_init_and_root_only_files_stay_out(
+    tmp_path: Path,
+) -> None:
+    assert {"root", "home", "etc/ssh", "etc/shadow", "etc/gshadow-"} <= set(host_userland.hidden())
+    private = tmp_path / "key"
+    private.write_text("secret")
+    private.chmod(0o600)
+    assert not host_userland._readable(str(private))
+    private.chmod(0o644)
+    assert host_userland._readable(str(private))
 
 
 def test_the_guest_gets_the_image_on_a_read_only_virtio_disk_by_its_serial() -> None:

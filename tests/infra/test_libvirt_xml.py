@@ -8,7 +8,7 @@ import pytest
 
 from kbisect.errors import InfraError
 from kbisect.infra.libvirt_xml import QEMU_NS, DomainSpec, domain_xml
-from kbisect.infra.qemu import PROFILES, QemuMachine
+from kbisect.infra.qemu import PROFILES, USERLAND_SERIAL, QemuMachine
 from kbisect.model import Artifact, Disk, GuestImage
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -109,3 +109,12 @@ def test_paths_that_would_break_are_refused(field: dict[str, object]) -> None:
 def test_markup_in_the_cmdline_stays_text() -> None:
     dom = ET.fromstring(domain_xml(_spec(cmdline="a='<x>' & b")))
     assert dom.findtext("os/cmdline", "").endswith("a='<x>' & b")
+
+
+def test_a_userland_image_is_a_read_only_virtio_disk_with_its_serial_not_9p() -> None:
+    xml = domain_xml(_spec(userland_image="/c/images/u.squashfs"))
+    devices = ET.fromstring(xml).find("devices")
+    assert devices is not None and devices.find("filesystem") is None
+    [disk] = [d for d in devices.findall("disk") if d.find("target").get("bus") == "virtio"]  # type: ignore[union-attr]
+    assert disk.find("source").get("file") == "/c/images/u.squashfs"  # type: ignore[union-attr]
+    assert disk.find("readonly") is not None and disk.findtext("serial") == USERLAND_SERIAL

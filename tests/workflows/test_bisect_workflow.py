@@ -668,9 +668,7 @@ async def test_an_endpoint_the_testcase_cannot_run_on_fails_the_job_with_why(
     """Nothing to bisect against: the job fails at its first boots, listed failed, and
     says which endpoint and why."""
     why = "kernel c8 has module dm_snapshot neither built in nor in its modules"
-    _, status, said = await _failed(
-        env, Scenario(linear(8), culprit="c5", cannot_test={"c8": why})
-    )
+    _, status, said = await _failed(env, Scenario(linear(8), culprit="c5", cannot_test={"c8": why}))
     assert f"cannot test: {why}" in said and "c8" in said and status == "failed"
 
 
