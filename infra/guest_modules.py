@@ -126,7 +126,6 @@ def module_bytes(path: Path) -> bytes:
     return path.read_bytes()
 
 
-def guest_files(folder: Path, wanted: list[str], kernel: str) -> dict[str, bytes]:
+def guest_files(mods: KernelModules, wanted: list[str], kernel: str) -> dict[str, bytes]:
     """Module name -> its decompressed file, in load order (dict order), for the guest."""
-    mods = scan(folder)
     return {name: module_bytes(mods.files[name]) for name in load_order(mods, wanted, kernel)}

@@ -277,7 +277,7 @@ def _stage(stage: Path, paths: list[str]) -> None:
             try:
                 shutil.copy2(src, dst)
             except OSError:
-                continue  # unreadable here (a socket, a file only root reads): not needed
+                continue  # gone or unreadable since it was listed: the image goes without it
 
 
 def _mksquashfs(stage: Path, out: Path, pin: Sequence[int]) -> None:

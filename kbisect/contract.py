@@ -586,6 +586,15 @@ class SweepJob:
 CANNOT_TEST = "cannot test"
 
 
+def cannot_test(why: str) -> str:
+    """A boot's error for a kernel the testcase cannot run on."""
+    return f"{CANNOT_TEST}: {why}"
+
+
+def is_cannot_test(error: str) -> bool:
+    return error.startswith(CANNOT_TEST)
+
+
 @dataclass
 class SweepBoot:
     """One boot of a sweep, in the order they ran."""

@@ -85,14 +85,10 @@ def guest_parts(
     """The modules and host userland for a boot; `tools`: what the guest runs from the
     host userland (the testcase's, and a boot's own, such as perf); `held`: the caller
     holds the host lock; `pin`: the CPUs reserved for guests (an image is made off them)."""
-    way = userland_way.choose(artifact) if manifest.userland == "host" else None
-    files = (
-        modules.guest_files(
-            Path(artifact.modules), needed_modules(manifest, way or Way.NINE_P), artifact.commit
-        )
-        if artifact.modules
-        else {}
-    )
+    mods = modules.scan(Path(artifact.modules)) if artifact.modules else None  # once a boot
+    way = userland_way.choose(artifact, mods) if manifest.userland == "host" else None
+    wanted = needed_modules(manifest, way or Way.NINE_P)
+    files = modules.guest_files(mods, wanted, artifact.commit) if mods is not None else {}
     if way is None:
         return GuestParts(files)
     image = str(host_userland.image(tools, progress, held, pin)) if way == Way.IMAGE else ""

@@ -53,10 +53,12 @@ def _has(way: Way, config: dict[str, str] | None, mods: modules.KernelModules | 
     return True
 
 
-def choose(artifact: Artifact) -> Way:
-    """9p where the kernel has it, else the image; CannotTestError when it has neither."""
+def choose(artifact: Artifact, mods: modules.KernelModules | None = None) -> Way:
+    """9p where the kernel has it, else the image; CannotTestError when it has neither.
+    `mods`: the kernel's modules folder as the caller scanned it (else scanned here)."""
     config = _config(artifact)
-    mods = modules.scan(Path(artifact.modules)) if artifact.modules else None
+    if mods is None and artifact.modules:
+        mods = modules.scan(Path(artifact.modules))
     for way in (Way.NINE_P, Way.IMAGE):
         if _has(way, config, mods):
             return way

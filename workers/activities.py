@@ -29,7 +29,6 @@ from kbisect.builders.sources import inert_commits, read_sources
 from kbisect.builders.verify_commit import make_verify_commit
 from kbisect.contract import (
     BUILD,
-    CANNOT_TEST,
     CHANGED_FUNCTIONS,
     CLASSIFY,
     DUET,
@@ -64,6 +63,7 @@ from kbisect.contract import (
     ValidatedJob,
     VerifyCommit,
     VerifyRequest,
+    cannot_test,
 )
 from kbisect.errors import (
     BootError,
@@ -354,9 +354,9 @@ class VmActivities:
                 held,
             )
         except CannotTestError as exc:
-            activity.logger.info("test %s: %s: %s", req.commit[:12], CANNOT_TEST, exc)
+            activity.logger.info("test %s: %s", req.commit[:12], cannot_test(str(exc)))
             return TestResult(
-                commit=req.commit, status=TestStatus.TESTCASE_FAILED, error=f"{CANNOT_TEST}: {exc}"
+                commit=req.commit, status=TestStatus.TESTCASE_FAILED, error=cannot_test(str(exc))
             )
         except (BootError, TestcaseFailedError) as exc:
             status = (

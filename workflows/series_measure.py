@@ -12,11 +12,11 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from kbisect.contract import (
-        CANNOT_TEST,
         BuildResult,
         SweepBoot,
         SweepJob,
         TestStatus,
+        is_cannot_test,
     )
     from kbisect.decide.sweep import Sweep
     from kbisect.workflows.activity_calls import JobActivities, testcase_job
@@ -59,7 +59,7 @@ async def _boot(
     if test.status == TestStatus.OK and (samples := test.samples_of(tc.metric)):
         boot.samples, boot.value = samples, sum(samples) / len(samples)
         sweep.boot(t, k, samples, test.host)
-    elif test.error.startswith(CANNOT_TEST):
+    elif is_cannot_test(test.error):
         # the kernel lacks what the testcase needs (the activity's CannotTestError): no
         # other boot of it would test, so that cell is given up at once; the rest go on
         boot.error = test.error

@@ -7,10 +7,10 @@ from typing import Any
 
 from kbisect.contract import (
     BACKPORT_SIDES,
-    CANNOT_TEST,
     BackportPlan,
     BackportProgress,
     BackportResult,
+    is_cannot_test,
 )
 from kbisect.decide.backport import side_values
 from kbisect.reports.sweep_report import boot_word
@@ -62,7 +62,7 @@ def boot_line(p: BackportProgress, n: int) -> str:
     side = BACKPORT_SIDES[b.kernel]
     if p.pass_fail:
         what = "good" if b.value is not None else f"bad: {b.error}"
-        if b.value is None and b.error.startswith(CANNOT_TEST):
+        if b.value is None and is_cannot_test(b.error):
             what = b.error  # no verdict: the kernel cannot test
     else:
         what = boot_word(b)

@@ -6,7 +6,14 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from kbisect.contract import CANNOT_TEST, PairWord, SeriesAlert, SweepBoot, SweepPair, SweepResult
+from kbisect.contract import (
+    PairWord,
+    SeriesAlert,
+    SweepBoot,
+    SweepPair,
+    SweepResult,
+    is_cannot_test,
+)
 from kbisect.decide.stats import robust_mean, t_quantile, trimmed, winsorized_ss
 from kbisect.decide.sweep import boots_to_rule_out, boots_to_settle, verdicts_text
 from kbisect.testcases.blocktrace import compare, traces_of
@@ -52,7 +59,7 @@ def boot_word(b: SweepBoot) -> str:
     """A boot's value, or why it gave none (a cell that cannot test says so as it is)."""
     if b.value is not None:
         return f"{b.value:.6g}"
-    return b.error if b.error.startswith(CANNOT_TEST) else f"failed: {b.error}"
+    return b.error if is_cannot_test(b.error) else f"failed: {b.error}"
 
 
 def entry_name(names: list[str], k: int) -> str:
