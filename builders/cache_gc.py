@@ -4,8 +4,9 @@ What goes: QEMU run directories (console.log, disk images) last written more tha
 ago, build slots whose repository is gone, artifacts no build or boot has used for N
 days (prebuilt kernels and kernel lists too), guest images (initramfs, userland
 squashfs) no boot has used and job configs (--config) no job has stored or read for N
-days, and `refs/kbisect/verify/*` and `refs/kbisect/backport/*` refs made more than N
-days ago in the repositories kbisect has built (each slot names its repository). A
+days (and the temp files and staging folders a killed maker left a day ago), and
+`refs/kbisect/verify/*` and `refs/kbisect/backport/*` refs made more than N days ago in
+the repositories kbisect has built (each slot names its repository). A
 backport's two kernels (the target with its series, and the target) stay while its ref
 does. What stays: anything written or used within N days (each use touches it), a slot
 whose lock is held (a build, or an orphan of a killed one, still writes there), a ref
@@ -25,6 +26,7 @@ from kbisect.builders import worktree
 from kbisect.builders.backport_series import BACKPORT_IDENTITY
 from kbisect.errors import InfraError, UserError
 from kbisect.infra.git import Git
+from kbisect.infra.host_userland import STAGING_PREFIX
 from kbisect.settings import Settings
 
 DAY = 86400.0
@@ -78,6 +80,9 @@ def collect(
         _collect_artifacts(cache / "artifacts", cutoff, report, pinned)
         _collect_prebuilt(cache, cutoff, report)
     _collect_files(cache / "images", IMAGE_NAME, cutoff, report, report.images)
+    for stage in _subdirs(cache / "images"):
+        if stage.name.startswith(STAGING_PREFIX):
+            _remove_stale_stage(stage, report)
     _collect_files(cache / "configs", CONFIG_NAME, cutoff, report, report.configs)
     for repo in sorted(known):
         _collect_refs(repo, cutoff, report)
@@ -136,6 +141,21 @@ def _remove_stale(tmp: Path, report: GcReport) -> None:
         report.bytes_freed += st.st_size
         if not report.dry_run:
             tmp.unlink(missing_ok=True)
+
+
+def _remove_stale_stage(stage: Path, report: GcReport) -> None:
+    """A userland image's staging folder not written for a day: its maker was killed (a
+    live one writes its image). Most of it is hard links to the host's own files: only
+    what has no other link is freed."""
+    if _last_write(stage) >= time.time() - DAY:
+        return
+    for dirpath, _, filenames in os.walk(stage):
+        for name in filenames:
+            st = _lstat(Path(dirpath, name))
+            if st is not None and st.st_nlink == 1:
+                report.bytes_freed += st.st_size
+    if not report.dry_run:
+        shutil.rmtree(stage, ignore_errors=True)
 
 
 def _lstat(path: Path) -> os.stat_result | None:

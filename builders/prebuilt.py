@@ -19,7 +19,7 @@ from pathlib import Path
 
 from kbisect.builders import artifact_cache
 from kbisect.errors import InfraError, UserError
-from kbisect.model import Artifact
+from kbisect.model import PREBUILT_TAG, Artifact
 from kbisect.settings import Settings
 
 # Debian's binary package names: lowercase letters, digits and + - . (Policy 5.6.1).
@@ -31,7 +31,6 @@ UNKNOWN_PACKAGE = (
     "has no installation candidate",
     "Couldn't find any package",
 )
-PREBUILT_TAG = "prebuilt"  # Artifact.config_hash of prebuilt kernels starts with it
 
 
 @dataclass(frozen=True)

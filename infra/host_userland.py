@@ -32,6 +32,7 @@ DPKG_INFO = Path("/var/lib/dpkg/info")
 DPKG_STATUS = Path("/var/lib/dpkg/status")
 DPKG_ALTERNATIVES = Path("/var/lib/dpkg/alternatives")
 IMAGE_SUFFIX = ".squashfs"
+STAGING_PREFIX = ".userland-"  # a folder in which an image is being made
 # What every host-userland testcase may use besides its declared tools: the packages of
 # these commands (awk is whichever awk the host's alternatives chose), and coreutils.
 BASE_TOOLS = ("sh", "awk", "grep", "sed", "python3")
@@ -247,7 +248,7 @@ def _make(
     out.parent.mkdir(parents=True, exist_ok=True)
     progress(f"making the host userland's image of {len(paths)} files (once)")
     lock = contextlib.nullcontext() if held else host_lock.for_build(progress)
-    with lock, tempfile.TemporaryDirectory(dir=out.parent, prefix=".userland-") as tmp:
+    with lock, tempfile.TemporaryDirectory(dir=out.parent, prefix=STAGING_PREFIX) as tmp:
         stage = Path(tmp) / "root"
         _stage(stage, paths)
         made = Path(tmp) / "image"

@@ -253,6 +253,16 @@ def _panic_line(console: str) -> str:
     return ""
 
 
+def kernel_cannot_test(records: list[dict[str, object]]) -> bool:
+    """The run says this kernel cannot run the testcase, as any boot of it would: the
+    script's `git bisect run` 125, or the guest's own set-up failing (a module that does not
+    load). A harness fault (128 and above, a killed script) is not: another boot may not."""
+    if any(r.get("event") == "harness-failed" for r in records):
+        return True
+    done = [r for r in records if r.get("event") == "done"]
+    return bool(done) and done[-1].get("status") == CANNOT_TEST_STATUS
+
+
 def classify_run(
     records: list[dict[str, object]],
     console: str,

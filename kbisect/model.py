@@ -2,6 +2,9 @@
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from pathlib import PurePath
+
+PREBUILT_TAG = "prebuilt"  # Artifact.config_hash of prebuilt kernels starts with it
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,18 @@ class Artifact:
     # The kernel's modules folder (lib/modules/RELEASE, with modules.builtin); '' = a
     # kernel without loadable modules: whatever the testcase needs is built in.
     modules: str = ""
+
+    @property
+    def prebuilt(self) -> bool:
+        return self.config_hash.startswith(PREBUILT_TAG)
+
+    @property
+    def label(self) -> str:
+        """The kernel as a person knows it: a built one by its commit, a prebuilt one (whose
+        commit may be a kernel list's) by its release, else its package's version."""
+        if not self.prebuilt:
+            return self.commit
+        return PurePath(self.modules).name if self.modules else self.tree
 
 
 @dataclass(frozen=True)

@@ -8,11 +8,11 @@ from pathlib import Path
 
 from kbisect.backends import Machine
 from kbisect.builders import kconfig
-from kbisect.errors import BootError, TestcaseFailedError, UserError
+from kbisect.errors import BootError, CannotTestError, TestcaseFailedError, UserError
 from kbisect.infra import guest_modules as modules
 from kbisect.infra import host_lock, host_userland
 from kbisect.infra.initramfs import build_image
-from kbisect.infra.qemu import CONSOLE_CAP, PROFILES, read_tail
+from kbisect.infra.qemu import CONSOLE_CAP, PROFILES, kernel_cannot_test, read_tail
 from kbisect.model import Artifact, BuildSpec, DeviceProfile, Disk, GuestRun, Outcome, Score
 from kbisect.testcases import pass_fail, scoring, userland_way
 from kbisect.testcases.manifest import Manifest
@@ -88,7 +88,7 @@ def guest_parts(
     mods = modules.scan(Path(artifact.modules)) if artifact.modules else None  # once a boot
     way = userland_way.choose(artifact, mods) if manifest.userland == "host" else None
     wanted = needed_modules(manifest, way or Way.NINE_P)
-    files = modules.guest_files(mods, wanted, artifact.commit) if mods is not None else {}
+    files = modules.guest_files(mods, wanted, artifact.label) if mods is not None else {}
     if way is None:
         return GuestParts(files)
     image = str(host_userland.image(tools, progress, held, pin)) if way == Way.IMAGE else ""
@@ -119,7 +119,8 @@ def run_testcase(
     host lock for this guest (a duet holds it for both of its guests).
 
     BootError: the kernel panicked or hung (the commit is skipped);
-    TestcaseFailedError: it booted but the testcase script failed, or could not test.
+    CannotTestError: the kernel lacks what the testcase needs (the script exited 125, or a
+    module did not load); TestcaseFailedError: it booted but the script failed.
     """
     prof = profile(profile_name or manifest.profile)
     reps = repetitions or manifest.repetitions
@@ -161,6 +162,9 @@ def run_testcase(
         )
     if run.outcome in (Outcome.PANIC, Outcome.HANG):
         raise BootError(f"{run.outcome.value}: {run.detail}", console_path=run.console)
+    if run.outcome is Outcome.CANNOT_TEST and kernel_cannot_test(run.records):
+        # every boot of this kernel would say the same: the job gives it up at once
+        raise CannotTestError(run.detail)
     if run.outcome in (Outcome.TESTCASE_FAILED, Outcome.CANNOT_TEST):
         raise TestcaseFailedError(run.detail, console_path=run.console)
     return TestcaseRun(

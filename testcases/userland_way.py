@@ -66,6 +66,6 @@ def choose(artifact: Artifact, mods: modules.KernelModules | None = None) -> Way
         f"{way.value}: {', '.join(option for option, _ in NEEDS[way])}" for way in Way
     )
     raise CannotTestError(
-        f"kernel {artifact.commit[:40]} cannot reach the host userland (it needs {wants}): "
+        f"kernel {artifact.label} cannot reach the host userland (it needs {wants}): "
         "use a kernel or --config with one of them, or a testcase with userland = 'initramfs'"
     )

@@ -199,7 +199,7 @@ class BuildActivities:
             activity.logger.info(
                 "build %s: done in %.0f s%s", req.commit[:12], art.seconds, " (cached)" * art.cached
             )
-            if self.store is not None and art.config_hash.startswith(prebuilt.PREBUILT_TAG):
+            if self.store is not None and art.prebuilt:
                 art = prebuilt.as_cache_entry(art)  # VM hosts lack the package or file
             if self.store is not None and self.store.publish(art):
                 activity.logger.info(

@@ -85,6 +85,22 @@ def test_statuses_follow_git_bisect_run(status: int, outcome: Outcome) -> None:
 
 
 @pytest.mark.parametrize(
+    ("records", "cannot"),
+    [
+        ([BOOTED, {"event": "done", "status": 125}], True),
+        ([BOOTED, {"event": "harness-failed", "reason": "module x does not load"}], True),
+        ([BOOTED, {"event": "done", "status": 137}], False),  # a killed script: boot again
+        ([BOOTED, {"event": "done", "status": 1}], False),
+        ([BOOTED], False),
+    ],
+)
+def test_only_what_every_boot_would_say_gives_the_kernel_up(
+    records: list[dict[str, object]], cannot: bool
+) -> None:
+    assert qemu.kernel_cannot_test(records) is cannot
+
+
+@pytest.mark.parametrize(
     ("records", "console", "exited", "returncode", "outcome"),
     [
         # A result or a panic on the console is the guest's verdict, whatever QEMU did after.

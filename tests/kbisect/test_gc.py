@@ -142,6 +142,23 @@ def test_temp_files_a_killed_build_left_go(settings: Settings, cache: Path) -> N
     assert not stale.exists() and live.exists() and entry.exists()
 
 
+def test_a_userland_image_a_killed_worker_was_making_goes(
+    settings: Settings, cache: Path, tmp_path: Path
+) -> None:
+    host_file = _file(tmp_path / "host" / "bin" / "fio", 0, 5000)
+    stages = []
+    for days in (3, 0):
+        stage = cache / "images" / f".userland-{days}abcdefg"
+        (stage / "root" / "bin").mkdir(parents=True)
+        os.link(host_file, stage / "root" / "bin" / "fio")  # staged as a hard link
+        _file(stage / "image", 0, 2000)  # the squashfs mksquashfs was writing
+        _age(stage, days)
+        stages.append(stage)
+    report = gc.collect(settings, older_than_days=30, dry_run=False)
+    assert not stages[0].exists() and stages[1].exists() and host_file.exists()
+    assert report.bytes_freed == 2000  # the image; the host's file is still the host's
+
+
 def test_old_verify_refs_go_in_repositories_kbisect_built(
     settings: Settings, cache: Path, tmp_path: Path
 ) -> None:

@@ -2,12 +2,13 @@
 its modules folder: 9p where it has it, the squashfs image where it has only that (Debian's
 6.12 cloud kernels), a clear error where it has neither."""
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from kbisect.errors import UserError
-from kbisect.model import Artifact
+from kbisect.model import PREBUILT_TAG, Artifact
 from kbisect.testcases.manifest import Manifest
 from kbisect.testcases.runner import needed_modules
 from kbisect.testcases.userland_way import Way, choose, modules_for
@@ -66,6 +67,14 @@ def test_a_kernel_with_neither_says_what_it_needs(tmp_path: Path) -> None:
     text = str(err.value)
     assert "CONFIG_9P_FS" in text and "CONFIG_SQUASHFS" in text and "--config" in text
     assert "\n" not in text
+
+
+def test_a_prebuilt_kernel_is_named_by_its_release_not_its_list_commit(tmp_path: Path) -> None:
+    kernel = _kernel(tmp_path, IMAGE_AS_MODULES, ["virtio_blk"])
+    assert kernel.label == "k" * 40  # built from source: its commit
+    listed = replace(kernel, config_hash=f"{PREBUILT_TAG}-0123")  # a kernel list's commit
+    with pytest.raises(UserError, match=r"^kernel 6\.12\.117\+deb12-cloud-amd64 cannot reach"):
+        choose(listed)
 
 
 def test_a_bare_image_with_nothing_known_is_tried_over_9p_as_before(tmp_path: Path) -> None:

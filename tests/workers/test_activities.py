@@ -19,8 +19,10 @@ from kbisect.contract import (
     ErrorType,
     TestRequest,
     TestStatus,
+    is_cannot_test,
 )
 from kbisect.errors import DiskFullError, KernelBuildError
+from kbisect.infra import qemu
 from kbisect.infra.git import LAB_IDENTITY
 from kbisect.model import Artifact, BuildSpec, Disk, GuestImage, GuestRun, Outcome
 from kbisect.settings import Settings
@@ -182,6 +184,20 @@ def test_a_kernel_that_does_not_boot_is_a_result(
     result = ActivityEnvironment().run(_vm(tmp_path, run).run_test, _request())
     assert result.status == status and "Kernel panic" in result.error
     assert result.console == str(tmp_path / "console.log")
+
+
+@pytest.mark.parametrize(
+    ("status", "cannot"),
+    [(125, True), (1, False)],  # 125: `git bisect run`'s "cannot test"; 1: the script failed
+)
+def test_a_testcase_saying_it_cannot_test_gives_the_kernel_up(
+    cache: Path, tmp_path: Path, status: int, cannot: bool
+) -> None:
+    records: list[dict[str, object]] = [{"event": "booted"}, {"event": "done", "status": status}]
+    run = GuestRun(qemu.classify_run(records, "", True)[0], records, "/console", 3.0, "tcg", "why")
+    result = ActivityEnvironment().run(_vm(tmp_path, run).run_test, _request())
+    assert result.status == TestStatus.TESTCASE_FAILED
+    assert is_cannot_test(result.error) is cannot and "why" in result.error
 
 
 def test_a_scored_run_carries_medians_and_samples(cache: Path, tmp_path: Path) -> None:
