@@ -61,6 +61,13 @@ def test_the_jobs_filter_without_javascript() -> None:
     assert ">explain<" in pages.jobs_page([explain], BASE)
 
 
+def test_a_cancelled_job_says_so_not_its_last_word() -> None:
+    now = datetime.now(UTC)
+    cancelled = pages.JobRow("sweep-3", "sweep", "canceled", "sweep measuring", "a", "", now)
+    html = pages.jobs_page([cancelled], BASE)
+    assert ">canceled<" in html and "sweep measuring" not in html
+
+
 def test_a_series_page_has_its_alerts_and_each_sweep_s_plot() -> None:
     view = pages.SeriesView(
         "cloud",

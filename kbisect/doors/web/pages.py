@@ -24,6 +24,14 @@ class JobRow:
     summary: str = ""  # the job's static summary: what it measures, where
     boots: int | None = None
 
+    @property
+    def shown_status(self) -> str:
+        """kbisect's word while the job runs or once it ended well; else how it ended (a
+        cancelled sweep's last word was "sweep measuring")."""
+        if self.state in ("running", "completed"):
+            return self.status or self.state
+        return self.state
+
 
 @dataclass
 class Words:
@@ -62,7 +70,7 @@ def jobs_page(rows: Sequence[JobRow], base: str, query: str = "") -> str:
                 (
                     f"<a class='hash' href='{href(base, 'jobs', r.id)}'>{esc(r.id)}</a>",
                     esc(r.kind),
-                    badge(r.status or r.state),
+                    badge(r.shown_status),
                     esc(r.testcase),
                     esc(r.summary),
                     f"<code>{esc(r.culprit[:12])}</code>" if r.culprit else "",
