@@ -30,7 +30,12 @@ class ManifestError(UserError):
 class CannotTestError(UserError):
     """This kernel lacks what the testcase needs (a module, a way to the host userland):
     one line before a `try`; in a job, that kernel's boots "cannot test" (a sweep's cell
-    gives up on it, a bisection skips the commit, and fails on an endpoint)."""
+    gives up on it, a bisection skips the commit, and fails on an endpoint). Found in a
+    boot (the script's 125, a module the guest could not load): its console."""
+
+    def __init__(self, message: str, console_path: str = "") -> None:
+        super().__init__(message)
+        self.console_path = console_path
 
 
 class KernelBuildError(KbisectError):

@@ -119,8 +119,10 @@ def run_testcase(
     host lock for this guest (a duet holds it for both of its guests).
 
     BootError: the kernel panicked or hung (the commit is skipped);
-    CannotTestError: the kernel lacks what the testcase needs (the script exited 125, or a
-    module did not load); TestcaseFailedError: it booted but the script failed.
+    CannotTestError: the kernel lacks what the testcase needs (no way to the host userland,
+    a module it does not have or the guest could not load, or a scored testcase's script
+    exited 125); TestcaseFailedError: it booted but the script failed (or, for a pass/fail
+    testcase, could not test: pass_fail.judge).
     """
     prof = profile(profile_name or manifest.profile)
     reps = repetitions or manifest.repetitions
@@ -164,7 +166,7 @@ def run_testcase(
         raise BootError(f"{run.outcome.value}: {run.detail}", console_path=run.console)
     if run.outcome is Outcome.CANNOT_TEST and kernel_cannot_test(run.records):
         # every boot of this kernel would say the same: the job gives it up at once
-        raise CannotTestError(run.detail)
+        raise CannotTestError(run.detail, console_path=run.console)
     if run.outcome in (Outcome.TESTCASE_FAILED, Outcome.CANNOT_TEST):
         raise TestcaseFailedError(run.detail, console_path=run.console)
     return TestcaseRun(

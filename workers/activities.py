@@ -356,7 +356,10 @@ class VmActivities:
         except CannotTestError as exc:
             activity.logger.info("test %s: %s", req.commit[:12], cannot_test(str(exc)))
             return TestResult(
-                commit=req.commit, status=TestStatus.TESTCASE_FAILED, error=cannot_test(str(exc))
+                commit=req.commit,
+                status=TestStatus.TESTCASE_FAILED,
+                error=cannot_test(str(exc)),
+                console=exc.console_path,
             )
         except (BootError, TestcaseFailedError) as exc:
             status = (

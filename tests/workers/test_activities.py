@@ -198,6 +198,7 @@ def test_a_testcase_saying_it_cannot_test_gives_the_kernel_up(
     result = ActivityEnvironment().run(_vm(tmp_path, run).run_test, _request())
     assert result.status == TestStatus.TESTCASE_FAILED
     assert is_cannot_test(result.error) is cannot and "why" in result.error
+    assert result.console == "/console"  # where to read why
 
 
 def test_a_scored_run_carries_medians_and_samples(cache: Path, tmp_path: Path) -> None:
