@@ -257,10 +257,14 @@ def kernel_cannot_test(records: list[dict[str, object]]) -> bool:
     """The run says this kernel cannot run the testcase, as any boot of it would: the
     script's `git bisect run` 125, or the guest's own set-up failing (a module that does not
     load). A harness fault (128 and above, a killed script) is not: another boot may not."""
-    if any(r.get("event") == "harness-failed" for r in records):
-        return True
-    done = [r for r in records if r.get("event") == "done"]
-    return bool(done) and done[-1].get("status") == CANNOT_TEST_STATUS
+    done = _last(records, "done")
+    harness = _last(records, "harness-failed")
+    return harness is not None or (done is not None and done.get("status") == CANNOT_TEST_STATUS)
+
+
+def _last(records: list[dict[str, object]], event: str) -> dict[str, object] | None:
+    """The last record of this event on the result channel (None: it sent none)."""
+    return next((r for r in reversed(records) if r.get("event") == event), None)
 
 
 def classify_run(
@@ -283,13 +287,13 @@ def classify_run(
     stopping a domain); `signal_line` False ignores QEMU's "terminating on signal" line
     (libvirt signals QEMU itself to end a domain the guest rebooted).
     """
-    harness = [r for r in records if r.get("event") == "harness-failed"]
-    if harness:
-        reason = harness[-1].get("reason")  # the guest's own words (a module that does not load)
+    harness = _last(records, "harness-failed")
+    if harness is not None:
+        reason = harness.get("reason")  # the guest's own words (a module that does not load)
         return Outcome.CANNOT_TEST, f"the guest could not run the testcase: {reason}"
-    done = [r for r in records if r.get("event") == "done"]
-    if done:
-        status = done[-1].get("status")
+    done = _last(records, "done")
+    if done is not None:
+        status = done.get("status")
         if status == 0:
             return Outcome.SUCCESS, ""
         words = last_words(console)
