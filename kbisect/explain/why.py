@@ -1,6 +1,8 @@
 """The Why lines: the comparison's listed changes in the words a kernel engineer pastes
 into a bug ("nvme0n1 read request size: 512 -> 8 sectors (-98%, 95% CI ...)"). Pure."""
 
+import re
+
 from kbisect.explain.compare import SHARE_SOURCES, Change, Comparison
 
 # iostat's short names (proc_stats.iostat) as words; r and w read alike
@@ -12,6 +14,7 @@ IOSTAT_WORDS = {
     "_await ms": "{io} await (ms)",
     "rqm %": "{io}s merged (%)",
 }
+IO_PART = re.compile(r"\b(read|write) ")  # "nvme0n1 read requests": the part of "requests"
 WHY_LINES = 8  # the report's Why section: the largest changes, the rest in --json
 # ... of which the profile's largest changes, by points of the samples: a share's change in
 # points does not rank against a count's in percent (on a slowdown:25 lab the busy-wait's
@@ -55,11 +58,18 @@ def line(c: Change) -> str:
 
 
 def why_lines(comparison: Comparison, top: int = WHY_LINES) -> list[str]:
-    """The largest listed changes, one a line (up to PROFILE_LINES of them the profile's,
-    last), then how many statistics were tested."""
+    """The largest listed changes (compare.size), one a line (up to PROFILE_LINES of them
+    the profile's, last), then how many statistics were tested."""
     shares = [c for c in comparison.changes if c.source in SHARE_SOURCES]
-    others = [c for c in comparison.changes if c.source not in SHARE_SOURCES]
-    shares.sort(key=lambda c: -abs(c.change or 0.0))
+    # a total that reads as its read part (blktrace's requests when nothing was written)
+    # says nothing more: one line for both
+    seen: set[tuple[str, str, float, float]] = set()
+    others = []
+    for c in comparison.changes:
+        key = (c.source, IO_PART.sub("", c.name), c.parent, c.culprit)
+        if c.source not in SHARE_SOURCES and key not in seen:
+            seen.add(key)
+            others.append(c)
     n = min(PROFILE_LINES, len(shares), top)
     picked = others[: top - n] + shares[:n]
     lines = [line(c) for c in picked]
