@@ -35,6 +35,10 @@ WILD_BURST_AT, WILD_BURST = 3, 3
 # "burst-edges": the burst's boots just before and after it read this many times slower
 # (real bursts here: a boot 1.15 times slow, under both wild bars, read halfway)
 EDGE_FACTOR = (1.15, 1.3)
+# "mimic": a burst the size of the step itself, on the job's first probe boots (lab 103's
+# real burst read a good commit's two boots in a row 1.3-1.4 times slow, as its new side
+# reads, and the job named that commit): under every wild bar, it reads as the other side
+MIMIC_BOOTS, MIMIC_FACTOR = (9, 10), (1.3, 1.4)
 
 
 @dataclass(frozen=True)
@@ -44,7 +48,8 @@ class Noise:
     # "shifted", "fall:P" (P% slower from boot 80 on, reached steadily from boot 20),
     # "swing:R" (the between-boot half correlated R from one boot to the next), "wild:P"
     # (P% of boots 3-30 times slower), "burst" (3 such boots in a row, early),
-    # "burst-edges" (the burst, and the boots either side of it 1.15-1.3 times slower)
+    # "burst-edges" (the burst, and the boots either side of it 1.15-1.3 times slower),
+    # "mimic" (boots 9 and 10 1.3-1.4 times slower)
     kind: str = "lognormal"
 
     @property
@@ -92,6 +97,8 @@ class Noise:
         elif self.kind.startswith("wild:"):
             if rng.random() < float(self.kind.partition(":")[2]) / 100:
                 value /= rng.uniform(*WILD_FACTOR)
+        elif self.kind == "mimic" and clock in MIMIC_BOOTS:
+            value /= rng.uniform(*MIMIC_FACTOR)
         elif self.kind.startswith("burst"):
             if WILD_BURST_AT <= clock < WILD_BURST_AT + WILD_BURST:
                 value /= rng.uniform(*WILD_FACTOR)

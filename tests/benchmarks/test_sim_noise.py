@@ -49,3 +49,13 @@ def test_a_burst_with_edges_reads_halfway_just_before_and_after_it() -> None:
     assert 1 / 1.3 <= speed(2) <= 1 / 1.15 and 1 / 1.3 <= speed(6) <= 1 / 1.15
     assert all(speed(c) <= 1 / 3 for c in (3, 4, 5))  # the burst itself
     assert Noise(0.0, "burst").boot(100.0, random.Random(1), 2) == [100.0] * 3
+
+
+def test_a_mimic_reads_two_boots_as_slow_as_a_step() -> None:
+    quiet = Noise(0.0, "mimic")
+
+    def speed(clock: int) -> float:
+        return quiet.boot(100.0, random.Random(1), clock)[0] / 100.0
+
+    assert speed(8) == speed(11) == 1.0
+    assert all(1 / 1.4 <= speed(c) <= 1 / 1.3 for c in (9, 10))
