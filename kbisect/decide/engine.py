@@ -54,6 +54,11 @@ BUILD_COST = 4.0  # a build, in boots: a distro config's warm build takes minute
 # (tests/workflows/test_bisect_workflow.py), and simulated claims at 0.995 were wrong
 # more often than they said.
 MARGIN = 4
+# A disturbance of the host lasts a few boots (a 30 s load burst: two of them): the named
+# culprit or its parent, if it has no more boots than this and they ran back to back on
+# one host, boots once more apart from them before the answer (a real burst read two
+# boots of a good commit 1.4 times slow, the step's own size, and named it)
+STRETCH = 3
 UNSPLIT = 1e-6  # a commit this sure of its side has nothing left to tell
 
 
@@ -98,6 +103,7 @@ class Engine:
         self._host_refs: dict[str, list[str]] = {}
         self._host_due: dict[str, int] = {}
         self._host_since: dict[str, float] = {}
+        self._again: str | None = None  # a commit the answer rests on, to boot apart (STRETCH)
 
     # --- facts ------------------------------------------------------------------------
     def observe(self, commit: str, boot: Boot | None) -> None:
@@ -200,6 +206,8 @@ class Engine:
         picks = self._choose(probes)
         if self._settled(picks):
             return []
+        if self._again is not None:
+            return self._apart(self._again, None, k)
         if k > 1:  # fewer commits split what is left: they boot again, in the same round
             picks = [picks[i % len(picks)] for i in range(probes)]
         out: list[str] = []
@@ -256,6 +264,8 @@ class Engine:
         pick = self._most_told(running)
         if self._settled([pick] if pick else []):
             return None
+        if self._again is not None:
+            return self._apart(self._again, host, 1)[0]
         assert pick is not None
         if pick == self.new_end:  # the gate's question: a pair of this host's references
             self._host_due[host] += 2
@@ -417,6 +427,9 @@ class Engine:
                 self.gate = self._different()
         # "no culprit" is the answer once its interval rules the minimum effect out
         if top.p >= self.level and (top.commit != NONE or self.weigh.ruled_out()):
+            self._again = self._in_one_stretch(top.commit)
+            if self._again is not None:
+                return False
             self._finish(top.commit)
             return True
         if min(len(self.boots[c]) for c in ends) >= self.config.max_endpoint_boots:
@@ -427,6 +440,53 @@ class Engine:
             self._finish(top.commit if top.p >= 0.5 else None, ambiguous=True)
             return True
         return False
+
+    def _in_one_stretch(self, culprit: str) -> str | None:
+        """Of the culprit and its parents, one whose boots (STRETCH at most) all ran back
+        to back on one host, where one disturbance could have read them all; None if
+        none. A noisy metric's only: a pass/fail verdict is not read slow."""
+        if culprit == NONE or not isinstance(self.weigh, Levels):
+            return None
+        ends = (self.old_end, self.new_end)
+        for commit in (culprit, *self.search.graph.parents.get(culprit, ())):
+            boots = self.boots.get(commit, [])
+            if commit in ends or commit in self._marked or not 0 < len(boots) <= STRETCH:
+                continue
+            if any(b.host != boots[0].host for b in boots):
+                continue
+            order = self._host_order(boots[0].host)
+            at = [i for i, (_, c) in enumerate(order) if c == commit]
+            # a duet's boot shares its moment with the reference beside it: not alone
+            mine = set(self.times[commit])
+            shared = any(t in mine and c != commit for t, c in order)
+            if at[-1] - at[0] == len(at) - 1 and not shared:
+                return commit
+        return None
+
+    def _host_order(self, host: str | None) -> list[tuple[int, str]]:
+        """(moment, commit) of each boot on the host (None: every host), in order."""
+        return sorted(
+            (t, c)
+            for c, bs in self.boots.items()
+            for b, t in zip(bs, self.times[c], strict=True)
+            if host is None or b.host == host
+        )
+
+    def _apart(self, commit: str, host: str | None, k: int) -> list[str]:
+        """The boot _in_one_stretch asked for: `commit`, after a reference when the host's
+        last boot was of it (rolling: the reference now, and `commit` stays asked for);
+        references fill a round of k."""
+        order = self._host_order(host)
+        if order and order[-1][1] == commit:
+            if host is not None:
+                return [self._host_reference(host)]
+            out = [self._next_reference(), commit]
+        else:
+            out = [commit]
+        self._again = None
+        while len(out) < k:
+            out.append(self._next_reference())
+        return out
 
     def _different(self) -> EndpointVerdict:
         effect = self.weigh.effect()

@@ -511,3 +511,17 @@ def test_one_wild_boot_is_set_aside_and_the_job_moves_on_to_the_range() -> None:
     # was still busy)
     assert engine.weigh.wild == {"root": {0, 2}}
     assert any("set aside" in n for n in engine.weigh.notes())
+
+
+def test_a_burst_that_reads_a_good_commit_as_the_step_does_not_name_it() -> None:
+    # Lab 103's real burst: two boots in a row 1.35 times slow, the step's own size. Here
+    # the first, c40's only boot, read as the new side: named at 99.9% before STRETCH
+    def burst(n: int) -> float:
+        return 1 / 1.35 if n in (9, 10) else 1.0
+
+    result, engine, booted = run(64, step_at(44, 0.25), cv=0.05, seed=11, load=burst)
+    assert booted[8] == "c40"
+    assert result.culprit == "c44"
+    for commit in ("c43", "c44"):  # the answer's two sides: booted apart, not back to back
+        at = [i for i, c in enumerate(booted) if c == commit]
+        assert at[-1] - at[0] >= len(at), (commit, at)
