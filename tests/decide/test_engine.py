@@ -519,7 +519,7 @@ def test_a_burst_that_reads_a_good_commit_as_the_step_does_not_name_it() -> None
     def burst(n: int) -> float:
         return 1 / 1.35 if n in (9, 10) else 1.0
 
-    result, engine, booted = run(64, step_at(44, 0.25), cv=0.05, seed=11, load=burst)
+    result, _, booted = run(64, step_at(44, 0.25), cv=0.05, seed=11, load=burst)
     assert booted[8] == "c40"
     assert result.culprit == "c44"
     for commit in ("c43", "c44"):  # the answer's two sides: booted apart, not back to back
