@@ -299,7 +299,10 @@ def classify_run(
         words = last_words(console)
         said = f": {words}" if words else ""
         if status == CANNOT_TEST_STATUS:
-            return Outcome.CANNOT_TEST, f"testcase exited with status {status} (cannot test){said}"
+            return (
+                Outcome.CANNOT_TEST,
+                f"testcase exited with status {status} (git bisect's skip){said}",
+            )
         if not isinstance(status, int) or not 0 < status < HARNESS_FAULT_STATUS:
             return Outcome.CANNOT_TEST, f"testcase exited with status {status} (a harness fault)"
         return Outcome.TESTCASE_FAILED, f"testcase exited with status {status}{said}"

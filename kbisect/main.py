@@ -3,7 +3,7 @@ handler for all. It sits above both front doors, which never import each other.
 
 Every command gets the settings read once at its start; a KbisectError from anywhere
 becomes one line on stderr and the exit code of its kind (2 bad input, 3 does not build,
-4 does not boot, 5 testcase failed, 6 host problem), never a traceback.
+4 does not boot, 5 testcase failed, 6 host problem, 7 cannot test), never a traceback.
 """
 
 import argparse
@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from kbisect.errors import (
     BootError,
+    CannotTestError,
     InfraError,
     KbisectError,
     KernelBuildError,
@@ -21,8 +22,10 @@ from kbisect.errors import (
 )
 from kbisect.settings import Settings
 
-# Exit codes: one per kind of failure, so scripts can tell them apart.
+# Exit codes: one per kind of failure, so scripts can tell them apart (the first kind
+# that matches: a CannotTestError is a UserError too).
 EXIT_CODES: list[tuple[type[KbisectError], int]] = [
+    (CannotTestError, 7),
     (UserError, 2),
     (KernelBuildError, 3),
     (BootError, 4),

@@ -407,5 +407,5 @@ def test_a_failed_testcase_says_its_last_words_not_only_its_status() -> None:
     )
     assert said == (
         Outcome.CANNOT_TEST,
-        "testcase exited with status 125 (cannot test): kbisect: no bfq",
+        "testcase exited with status 125 (git bisect's skip): kbisect: no bfq",
     )

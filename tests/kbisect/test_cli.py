@@ -5,8 +5,9 @@ from pathlib import Path
 
 import pytest
 
+from kbisect.errors import CannotTestError, UserError
 from kbisect.infra.lab import LabOptions, create_lab
-from kbisect.main import main
+from kbisect.main import error_line, exit_code, main
 from tests.conftest import git
 
 
@@ -398,3 +399,10 @@ def test_a_bisect_log_may_go_to_a_stream(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="--bisect-log /dev/full: cannot write it"):
         with writing(Path("/dev/full"), "--bisect-log"):
             Path("/dev/full").write_text("x" * 100_000)
+
+
+def test_a_kernel_the_testcase_cannot_test_has_its_own_exit_code() -> None:
+    # a UserError too (one line, no traceback), but not bad input: a script tells them apart
+    cannot = CannotTestError("cannot test: the guest could not run the testcase: no bfq", "c.log")
+    assert exit_code(cannot) == 7 and exit_code(UserError("--boots 0: give 1 or more")) == 2
+    assert error_line(cannot).endswith("no bfq (log: c.log)")
