@@ -21,6 +21,7 @@ from kbisect.errors import UserError
 from kbisect.infra.git import Git
 from kbisect.model import Artifact, BuildSpec
 from kbisect.settings import Settings
+from kbisect.summaries import KERNEL_LISTS
 
 KERNEL_FILE = "kbisect-kernel"  # the one file of each commit's tree: the kernel's spec
 MARKER = "kbisect-kernel-list"  # in the repository's description: it is a kernel list
@@ -83,7 +84,7 @@ def subject(spec: str) -> str:
 def make(specs: list[str], settings: Settings) -> KernelList:
     """The list's repository under the cache (one per list), made once."""
     key = hashlib.sha256("\n".join(specs).encode()).hexdigest()[:20]
-    repo = settings.cache_dir() / "kernel-lists" / key
+    repo = settings.cache_dir() / KERNEL_LISTS / key
     git = Git(repo)
     if not (repo / "HEAD").exists():
         repo.mkdir(parents=True, exist_ok=True)

@@ -9,7 +9,7 @@ vocabulary only, and no backend imports them.
     backends      kbisect.testcases > kbisect.builders > kbisect.infra
     workflows     kbisect.workflows             (sandboxed: the decisions and vocabulary only)
     decisions     kbisect.decide, kbisect.explain  (the vocabulary only: pure, no Temporal)
-    vocabulary    kbisect.contract, settings, errors, model, words, backends
+    vocabulary    kbisect.contract, settings, errors, model, words, summaries, backends
 
 A module no layer names fails too: a new module gets placed on purpose.
 """
@@ -26,6 +26,7 @@ LAYERS = (
     ("kbisect.errors", 0, "vocabulary"),
     ("kbisect.model", 0, "vocabulary"),
     ("kbisect.words", 0, "vocabulary"),
+    ("kbisect.summaries", 0, "vocabulary"),
     ("kbisect.backends", 0, "vocabulary"),
     ("kbisect.decide", 1, "decisions"),
     ("kbisect.explain", 1, "decisions"),  # why a culprit changed the metric: pure figures

@@ -21,6 +21,7 @@ with workflow.unsafe.imports_passed_through():
         SweepRequest,
         SweepResult,
     )
+    from kbisect.summaries import summary
     from kbisect.workflows.activity_calls import series_plan, series_record
 
 
@@ -57,7 +58,7 @@ class SeriesTickWorkflow:
         sweep = workflow.info().workflow_id + SERIES_SWEEP_SUFFIX
         self._status = f"{plan.message}: sweeping ({sweep})"
         result = await workflow.execute_child_workflow(
-            SWEEP_WORKFLOW, req, id=sweep, result_type=SweepResult
+            SWEEP_WORKFLOW, req, id=sweep, result_type=SweepResult, static_summary=summary(req)
         )
         tick = await series_record(
             SeriesRecord(watch.name, sweep, plan.series, result), watch.build_queue

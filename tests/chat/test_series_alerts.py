@@ -130,6 +130,14 @@ async def _skipped(address: str) -> int:
     return desc.info.num_actions_skipped_overlap
 
 
+async def _summary_of(address: str, job: str) -> str:
+    """A job's one line in Temporal's workflow list (its static summary)."""
+    from temporalio.client import Client
+
+    client = await Client.connect(address)
+    return await (await client.get_workflow_handle(job).describe()).static_summary() or ""
+
+
 def _watched(service: Service, tmp_path: Path) -> tuple[Path, str]:
     """An upstream tree with tag v1, the watch of its tags after its first look: (the
     upstream, what `series watch` printed)."""
@@ -181,6 +189,9 @@ def test_a_new_slow_tag_gives_one_alert_with_its_plot_and_none_after_restarts(
         assert [k["name"] for k in done["series"]] == ["v1", "v2", "v3-rc1"]
         assert [(a["old"], a["new"]) for a in done["alerts"]] == [("v1", "v2")]
         assert done["sweep"] == sweep
+        # the look's sweep, a child job, has its line in the Web UI as any sweep has
+        line = asyncio.run(_summary_of(service.address, sweep))
+        assert line.startswith("sweep nvme-snapshot-read over 3 kernels v1 .. v3-rc1 in "), line
         assert done["kept"] == {
             "v1": {"nvme-snapshot-read": 1},
             "v2": {"nvme-snapshot-read": 1},
