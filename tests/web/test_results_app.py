@@ -2,16 +2,22 @@
 plot and JSON; reads only, for this machine's names."""
 
 import asyncio
+import uuid
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from temporalio.testing import WorkflowEnvironment
 
 from benchmarks.dags import linear
+from kbisect.contract import SweepRequest
 from kbisect.doors.web.app import standalone
 from kbisect.infra.temporal_server import LOOPBACK_NAMES
+from kbisect.settings import Settings
+from kbisect.workflows.sweep_workflow import SweepWorkflow
+from tests.conftest import one_queue_env
 from tests.web.jobs import serving, start
-from tests.workflows.fakes import Scenario
+from tests.workflows import fakes
+from tests.workflows.fakes import SCENARIOS, Scenario
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -57,3 +63,29 @@ async def test_the_pages_show_a_finished_bisection(env: WorkflowEnvironment) -> 
             assert "No series watch yet" in watches
             home = await http.get("/", allow_redirects=False)
             assert home.status == 302 and home.headers["Location"] == "/kbisect/"
+
+
+async def test_the_list_counts_an_ended_sweeps_boots_with_no_worker_left(
+    env: WorkflowEnvironment,
+) -> None:
+    key, queue = f"scenario-{uuid.uuid4().hex[:8]}", f"web-{uuid.uuid4().hex[:8]}"
+    SCENARIOS[key] = Scenario(graph=linear(16), culprit="c9", slow=fakes.FAST * 0.7)
+    req = SweepRequest(
+        repo=key, kernels=["c2", "c9"], testcases=["nvme-snapshot-read"],
+        build_queue=queue, vm_queue=queue,
+    )  # fmt: skip
+    async with fakes.fake_worker(env.client, queue, SweepWorkflow):
+        handle = await env.client.start_workflow(
+            SweepWorkflow.run, req, id=f"sweep-{key}", task_queue=queue
+        )
+        result = await handle.result()
+    app = standalone(Settings.from_env(one_queue_env(env, queue)), LOOPBACK_NAMES)
+    async with TestClient(TestServer(app, host="127.0.0.1")) as http:
+        row: dict[str, object] = {}
+        for _ in range(50):  # the visibility store lists a new job within moments
+            rows = await (await http.get("/kbisect/api/jobs")).json()
+            row = next((r for r in rows if r["id"] == handle.id), {})
+            if row:
+                break
+            await asyncio.sleep(0.2)
+        assert row["kind"] == "sweep" and row["boots"] == len(result.boots) > 0, row

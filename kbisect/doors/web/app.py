@@ -136,6 +136,7 @@ class Site:
         self._client: JobClient | None = None
         self._lock = asyncio.Lock()
         self._ended: dict[str, Ended] = {}  # by job id
+        self._boots_of: dict[str, int] = {}  # an ended job's boots, by job id
 
     async def client(self) -> JobClient:
         async with self._lock:
@@ -156,9 +157,7 @@ class Site:
             r = pages.JobRow(j.id, j.kind, j.state, j.status, j.testcase, j.culprit, j.started)
             try:
                 r.summary = await (await client.describe(j.id)).static_summary() or ""
-                if j.kind == "bisect" and j.state in ("running", "completed"):
-                    looked = await asyncio.wait_for(self._bisect(j.id), LIST_LOOK_SECONDS)
-                    r.boots = looked[0].boots
+                r.boots = await asyncio.wait_for(self._boots(j), LIST_LOOK_SECONDS)
             except (KbisectError, TimeoutError):
                 pass  # no worker answers for it now: its row without the boots
             except Exception:  # one job the server cannot tell about: the others are shown
@@ -166,6 +165,26 @@ class Site:
             return r
 
         return list(await asyncio.gather(*(row(j) for j in found)))
+
+    async def _boots(self, j: JobSummary) -> int | None:
+        """A bisection's or a sweep's boots so far. An ended job's from its result alone
+        (its report's git work made the first look at the list miss the 2 s); a running
+        one's from its worker."""
+        client = await self.client()
+        if j.state == "completed" and j.id not in self._boots_of:
+            if j.kind == "bisect":
+                self._boots_of[j.id] = (await client.result(j.id)).boots
+            elif j.kind == "sweep":
+                self._boots_of[j.id] = len((await client.sweep_result(j.id)).boots)
+        if j.id in self._boots_of:
+            return self._boots_of[j.id]
+        if j.state != "running":
+            return None
+        if j.kind == "bisect":
+            return (await client.progress(j.id)).boots
+        if j.kind == "sweep":
+            return len((await client.sweep_progress(j.id)).boots)
+        return None
 
     async def jobs(self, request: web.Request) -> web.StreamResponse:
         rows = await self.rows()
