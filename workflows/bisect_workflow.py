@@ -266,6 +266,8 @@ class BisectWorkflow(Resumable):
         self._record_decisions(state, round_)
         if self._progress.status == JobStatus.CALIBRATING:
             self._record_endpoints(state)
+        else:
+            self._refresh_endpoints(state)
 
     def _decided(self, state: JobState, round_: int) -> None:
         """Steps for the verdicts the engine has reached; calibrating ends once the gate
@@ -277,6 +279,8 @@ class BisectWorkflow(Resumable):
         if gate and d.bisecting and self._progress.status == JobStatus.CALIBRATING:
             self._record_endpoints(state)
             self._set_status(JobStatus.BISECTING, f"{state.job.primary} {gate.message}")
+        elif self._progress.status == JobStatus.BISECTING:
+            self._refresh_endpoints(state)
 
     def _record_endpoints(self, state: JobState) -> None:
         assert self._d is not None
@@ -290,6 +294,19 @@ class BisectWorkflow(Resumable):
             self._record(
                 engine_report.endpoint_step(old, commit, subject, state.mode, measured[commit])
             )
+
+    def _refresh_endpoints(self, state: JobState) -> None:
+        """The endpoints' steps with their boots so far: references go on while bisecting,
+        and the steps kept calibration's end ("5+5 boots" with 12+12 booted)."""
+        assert self._d is not None
+        measured = self.outcomes.measured()
+        for i, step in enumerate(self._progress.steps):
+            if step.source == StepSource.ENDPOINT and step.commit in measured:
+                old = step.commit == self._d.old_end
+                m = measured[step.commit]
+                fresh = engine_report.endpoint_step(old, step.commit, step.subject, state.mode, m)
+                fresh.index = step.index
+                self._progress.steps[i] = fresh
 
     def _record_decisions(self, state: JobState, round_: int) -> None:
         assert self._d is not None

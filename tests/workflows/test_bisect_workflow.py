@@ -877,3 +877,20 @@ async def test_a_job_s_summary_and_details_are_what_the_workflow_list_shows(
         assert not any("queue" in line for line in details), details  # plumbing left out
     finally:
         await handle.terminate()
+
+
+async def test_the_endpoints_steps_count_the_references_booted_while_bisecting(
+    env: WorkflowEnvironment,
+) -> None:
+    # A running job's page showed its endpoints as calibrating left them ("5+5 boots"
+    # with 12+12 booted): their steps now follow the references booted since
+    scenario = Scenario(graph=linear(16), culprit="c6", noise=0.05, slow=fakes.FAST * 0.8)
+    async with running(env.client, scenario) as handle:
+        result: BisectResult = await handle.result()
+        progress = await handle.query("progress", result_type=Progress)
+    live = {st.commit: st.boots for st in progress.steps if st.source == "endpoint"}
+    final = {st.commit: st.boots for st in result.steps if st.source == "endpoint"}
+    assert live == final, (live, final)
+    ends = [n for st in result.steps if st.source == "endpoint" for n in st.boot_numbers]
+    probes = [n for st in result.steps if st.source == "test" for n in st.boot_numbers]
+    assert max(ends) > min(probes)  # references booted while bisecting: a count that grew
