@@ -104,6 +104,7 @@ class Engine:
         self._host_due: dict[str, int] = {}
         self._host_since: dict[str, float] = {}
         self._again: str | None = None  # a commit the answer rests on, to boot apart (STRETCH)
+        self._apart_done: set[str] = set()  # ... booted apart once: never asked again
 
     # --- facts ------------------------------------------------------------------------
     def observe(self, commit: str, boot: Boot | None) -> None:
@@ -264,8 +265,8 @@ class Engine:
         pick = self._most_told(running)
         if self._settled([pick] if pick else []):
             return None
-        if self._again is not None:
-            return self._apart(self._again, host, 1)[0]
+        if self._again is not None:  # one host boots it; the others wait for its answer
+            return None if running[self._again] else self._apart(self._again, host, 1)[0]
         assert pick is not None
         if pick == self.new_end:  # the gate's question: a pair of this host's references
             self._host_due[host] += 2
@@ -422,6 +423,7 @@ class Engine:
         """Whether the job has its answer (set in self._answer); `picks`: this round's."""
         top = self.posterior.top()
         ends = (self.old_end, self.new_end)
+        self._again = None  # asked afresh: the answer may have moved since
         if self.gate is None or self.gate.gate != Gate.DIFFERENT:
             if self.posterior.p_none < 0.5:
                 self.gate = self._different()
@@ -444,13 +446,18 @@ class Engine:
     def _in_one_stretch(self, culprit: str) -> str | None:
         """Of the culprit and its parents, one whose boots (STRETCH at most) all ran back
         to back on one host, where one disturbance could have read them all; None if
-        none. A noisy metric's only: a pass/fail verdict is not read slow."""
+        none. A noisy metric's only: a pass/fail verdict is not read slow. Once a commit:
+        a commit that failed, is capped or takes a twin's verdict boots no more."""
         if culprit == NONE or not isinstance(self.weigh, Levels):
             return None
         ends = (self.old_end, self.new_end)
         for commit in (culprit, *self.search.graph.parents.get(culprit, ())):
             boots = self.boots.get(commit, [])
-            if commit in ends or commit in self._marked or not 0 < len(boots) <= STRETCH:
+            if not 0 < len(boots) <= STRETCH or commit in ends or commit in self._apart_done:
+                continue
+            if commit in self._marked or commit in self.failed or commit in self._capped:
+                continue
+            if commit in self.search.same_as:
                 continue
             if any(b.host != boots[0].host for b in boots):
                 continue
@@ -483,6 +490,7 @@ class Engine:
             out = [self._next_reference(), commit]
         else:
             out = [commit]
+        self._apart_done.add(commit)
         self._again = None
         while len(out) < k:
             out.append(self._next_reference())

@@ -61,15 +61,19 @@ def why_lines(comparison: Comparison, top: int = WHY_LINES) -> list[str]:
     """The largest listed changes (compare.size), one a line (up to PROFILE_LINES of them
     the profile's, last), then how many statistics were tested."""
     shares = [c for c in comparison.changes if c.source in SHARE_SOURCES]
-    # a total that reads as its read part (blktrace's requests when nothing was written)
-    # says nothing more: one line for both
-    seen: set[tuple[str, str, float, float]] = set()
-    others = []
-    for c in comparison.changes:
-        key = (c.source, IO_PART.sub("", c.name), c.parent, c.culprit)
-        if c.source not in SHARE_SOURCES and key not in seen:
-            seen.add(key)
-            others.append(c)
+    # a total that reads as one of its parts (blktrace's requests as its read requests,
+    # when nothing was written) says nothing more: the part's line only (a read and a
+    # write line that happen to agree are both kept)
+    parts = {
+        (c.source, IO_PART.sub("", c.name), c.parent, c.culprit)
+        for c in comparison.changes
+        if IO_PART.search(c.name)
+    }
+    others = [
+        c
+        for c in comparison.changes
+        if c.source not in SHARE_SOURCES and (c.source, c.name, c.parent, c.culprit) not in parts
+    ]
     n = min(PROFILE_LINES, len(shares), top)
     picked = others[: top - n] + shares[:n]
     lines = [line(c) for c in picked]

@@ -80,3 +80,17 @@ def test_a_traced_boots_request_counts_leave_room_for_the_request_size() -> None
     assert not any(x.startswith("blktrace nvme0n1 requests") for x in lines)
     assert any(x.startswith("nvme0n1 read request size (sectors): 512 -> 8") for x in lines)
     assert sum(x.startswith("time in f") for x in lines) == 3
+
+
+def test_a_read_and_a_write_line_that_agree_are_both_kept() -> None:
+    def side(size: float) -> list[Stats]:
+        return [
+            {
+                ("blktrace", "sda read request size (sectors)"): size + d,
+                ("blktrace", "sda write request size (sectors)"): size + d,
+            }
+            for d in (0.0, 0.01, 0.02)
+        ]
+
+    lines = why_lines(compare(side(256), side(8)))
+    assert sum("request size (sectors): 256 -> 8" in x for x in lines) == 2, lines
