@@ -31,7 +31,7 @@ with workflow.unsafe.imports_passed_through():
         Verdict,
     )
     from kbisect.decide import engine_report, strategy
-    from kbisect.decide.engine_report import Seen
+    from kbisect.decide.engine_report import Measured, Seen
     from kbisect.decide.levels import UNFIT_WILD
     from kbisect.decide.record import Setup
     from kbisect.decide.strategy import State
@@ -267,7 +267,7 @@ class BisectWorkflow(Resumable):
         if self._progress.status == JobStatus.CALIBRATING:
             self._record_endpoints(state)
         else:
-            self._refresh_endpoints(state)
+            self._bring_up_to_date(state)
 
     def _decided(self, state: JobState, round_: int) -> None:
         """Steps for the verdicts the engine has reached; calibrating ends once the gate
@@ -280,7 +280,7 @@ class BisectWorkflow(Resumable):
             self._record_endpoints(state)
             self._set_status(JobStatus.BISECTING, f"{state.job.primary} {gate.message}")
         elif self._progress.status == JobStatus.BISECTING:
-            self._refresh_endpoints(state)
+            self._bring_up_to_date(state)
 
     def _record_endpoints(self, state: JobState) -> None:
         assert self._d is not None
@@ -295,18 +295,15 @@ class BisectWorkflow(Resumable):
                 engine_report.endpoint_step(old, commit, subject, state.mode, measured[commit])
             )
 
-    def _refresh_endpoints(self, state: JobState) -> None:
-        """The endpoints' steps with their boots so far: references go on while bisecting,
-        and the steps kept calibration's end ("5+5 boots" with 12+12 booted)."""
+    def _bring_up_to_date(self, state: JobState) -> dict[str, Measured]:
+        """The steps with the boots since their verdicts, as the ended job's report has
+        them (references go on while bisecting: the endpoints' steps kept calibration's
+        "5+5 boots" with 12+12 booted); what was measured."""
         assert self._d is not None
         measured = self.outcomes.measured()
-        for i, step in enumerate(self._progress.steps):
-            if step.source == StepSource.ENDPOINT and step.commit in measured:
-                old = step.commit == self._d.old_end
-                m = measured[step.commit]
-                fresh = engine_report.endpoint_step(old, step.commit, step.subject, state.mode, m)
-                fresh.index = step.index
-                self._progress.steps[i] = fresh
+        engine_report.bring_up_to_date(self._progress.steps, measured, self._d.plan, state.mode)
+        self._refresh()
+        return measured
 
     def _record_decisions(self, state: JobState, round_: int) -> None:
         assert self._d is not None
@@ -322,8 +319,7 @@ class BisectWorkflow(Resumable):
     ) -> BisectResult:
         res = d.result
         self._record_decisions(state, 0)  # a step still to add for a kept boot
-        measured = self.outcomes.measured()
-        engine_report.bring_up_to_date(self._progress.steps, measured, d.plan, state.mode)
+        measured = self._bring_up_to_date(state)
         extra: dict[str, object] = {"effect": res.effect, "boots": res.boots, "notes": res.notes}
         ended = engine_report.gate_outcome(
             d.plan, d.record.setup.flaky, state.mode, state.job.primary, state.job.pass_fail
