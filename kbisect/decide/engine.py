@@ -450,14 +450,11 @@ class Engine:
         a commit that failed, is capped or takes a twin's verdict boots no more."""
         if culprit == NONE or not isinstance(self.weigh, Levels):
             return None
-        ends = (self.old_end, self.new_end)
+        done = {self.old_end, self.new_end, *self._apart_done, *self._marked, *self.failed}
+        done |= self._capped | self.search.same_as.keys()
         for commit in (culprit, *self.search.graph.parents.get(culprit, ())):
             boots = self.boots.get(commit, [])
-            if not 0 < len(boots) <= STRETCH or commit in ends or commit in self._apart_done:
-                continue
-            if commit in self._marked or commit in self.failed or commit in self._capped:
-                continue
-            if commit in self.search.same_as:
+            if commit in done or not 0 < len(boots) <= STRETCH:
                 continue
             if any(b.host != boots[0].host for b in boots):
                 continue

@@ -17,7 +17,7 @@ IOSTAT_WORDS = {
 IO_PART = re.compile(r"\b(read|write) ")  # "nvme0n1 read requests": the part of "requests"
 WHY_LINES = 8  # the report's Why section: the largest changes, the rest in --json
 # ... of which the profile's largest changes, by points of the samples: a share's change in
-# points does not rank against a count's in percent (on a slowdown:25 lab the busy-wait's
+# points does not rank against a count's factor (on a slowdown:25 lab the busy-wait's
 # +11.6 points ranked 12th, under vmstat's page counts)
 PROFILE_LINES = 3
 

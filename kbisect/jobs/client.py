@@ -59,6 +59,7 @@ from kbisect.contract import (
 from kbisect.errors import InfraError, UserError
 from kbisect.jobs import connection, static_card
 from kbisect.settings import Queues, Settings
+from kbisect.summaries import Request, summary
 
 # Set once a Temporal client exists: its runtime threads outlive asyncio.run and abort
 # the interpreter's finalization ("PyGILState_Release ... must be current"), so such a
@@ -204,16 +205,14 @@ class JobClient:
         req.search_attributes = await self.has_search_attributes()
         return await self._start(BACKPORT_WORKFLOW, req, job_id, by)
 
-    async def _start(
-        self, workflow: str, req: static_card.Request, job_id: str, by: str = ""
-    ) -> str:
+    async def _start(self, workflow: str, req: Request, job_id: str, by: str = "") -> str:
         try:
             await self.temporal.start_workflow(
                 workflow,
                 req,
                 id=job_id,
                 task_queue=self.queues.control,
-                static_summary=static_card.summary(req),
+                static_summary=summary(req),
                 static_details=static_card.details(req, by or self.submitter),
             )
         except RPCError as exc:

@@ -1,15 +1,14 @@
-"""A job's static summary (kbisect.summaries) and details, given to Temporal when it
-starts: the Web UI shows the summary as one line in the workflow list and on the job's
-page, and the details under it (what was asked, with which options, by whom)."""
+"""A job's static details, given to Temporal when it starts beside its summary
+(kbisect.summaries): the Web UI shows them under the summary on the job's page (what was
+asked, with which options, by whom)."""
 
 import getpass
 import os
 import socket
 from dataclasses import MISSING, fields
 
-from kbisect.summaries import Request, summary
+from kbisect.summaries import Request
 
-__all__ = ["Request", "cli_user", "details", "summary"]
 # what the details leave out: plumbing, not what the user asked
 PLUMBING = {"search_attributes", "build_queue", "vm_queue", "good_value", "bad_value"}
 

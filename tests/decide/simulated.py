@@ -10,6 +10,8 @@ from kbisect.decide.evidence import Boot
 from kbisect.decide.strategy import Graph
 from kbisect.decide.terms import EngineConfig, EngineResult
 
+MAX_BOOTS = 5000  # run()'s job, at most: past it the engine is looping
+
 
 def linear(n: int) -> Graph:
     return Graph(
@@ -35,18 +37,23 @@ def run(
     kind: Callable[..., Any] = Engine,
     load: Callable[[int], float] = lambda n: 1.0,
     config: Callable[..., EngineConfig] = EngineConfig,
+    hangs_after: int = 0,
+    within: int = MAX_BOOTS,
     **cfg: object,
 ) -> tuple[EngineResult, Any, list[str]]:
     """Boot what the engine wants; return the result, the engine and the boot order.
-    `load` is the host's speed at each boot of the job."""
+    `load` is the host's speed at each boot of the job; `hangs_after`: a probe's boots
+    after this many fail (0: never). A job that does not end `within` boots fails."""
     rng = random.Random(seed)
     sigma = math.sqrt(math.log1p(cv * cv) / 2)  # half the variance between boots
     engine = kind(linear(n), new=f"c{n}", old=["root"], config=config(**cfg))
     booted: list[str] = []
     while commits := engine.wants():
+        assert len(booted) < within, f"the job does not end in {within} boots"
         for c in commits:
             booted.append(c)
-            if c in failing:
+            again = hangs_after and booted.count(c) > hangs_after and c not in ("root", f"c{n}")
+            if c in failing or again:
                 engine.observe(c, None)
                 continue
             b = value(c) * load(len(booted)) * math.exp(rng.gauss(0, sigma))

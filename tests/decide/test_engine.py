@@ -1,6 +1,5 @@
 """The engine driven by simulated boots: the truth stays in the test."""
 
-import collections
 import math
 import random
 
@@ -530,17 +529,11 @@ def test_a_burst_that_reads_a_good_commit_as_the_step_does_not_name_it() -> None
 
 def test_a_commit_asked_apart_that_no_longer_boots_ends_the_job() -> None:
     # The boot apart may fail (a hang): the commit is not asked again, and the job ends
-    rng = random.Random(11)
-    engine = Engine(linear(64), new="c64", old=["root"], config=EngineConfig())
-    value, seen = step_at(44, 0.25), collections.Counter[str]()
-    booted = 0
-    while booted < 500 and (commits := engine.wants()):
-        for c in commits:
-            booted += 1
-            seen[c] += 1
-            if c not in ("root", "c64") and seen[c] > 2:  # a probe's third boot hangs
-                engine.observe(c, None)
-                continue
-            b = value(c) * (1 / 1.35 if booted in (9, 10) else 1.0) * math.exp(rng.gauss(0, 0.035))
-            engine.observe(c, Boot([b * math.exp(rng.gauss(0, 0.035)) for _ in range(3)]))
-    assert booted < 500 and engine.result().answer in (Answer.FOUND, Answer.AMBIGUOUS), booted
+    def burst(n: int) -> float:
+        return 1 / 1.35 if n in (9, 10) else 1.0
+
+    # a probe's third boot hangs; the commit asked apart had two
+    result, _, booted = run(
+        64, step_at(44, 0.25), cv=0.05, seed=11, load=burst, hangs_after=2, within=500
+    )
+    assert result.answer in (Answer.FOUND, Answer.AMBIGUOUS), len(booted)
