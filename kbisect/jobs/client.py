@@ -353,8 +353,9 @@ class JobClient:
             cause = getattr(exc, "cause", None) or exc
             raise UserError(f"cannot {what} {job_id}: {getattr(cause, 'message', cause)}") from exc
 
-    async def jobs(self, limit: int = 20) -> list[JobSummary]:
-        """The newest jobs (bisections, sweeps, explain and backport jobs), newest first."""
+    async def jobs(self, limit: int = 20, errors: bool = True) -> list[JobSummary]:
+        """The newest jobs (bisections, sweeps, explain and backport jobs), newest first;
+        `errors`: each failed job's cause too (its history read, a call to the server each)."""
         found = []
         try:
             kinds = " OR ".join(
@@ -363,7 +364,7 @@ class JobClient:
             )
             async for wf in self.temporal.list_workflows(kinds, limit=limit):
                 sa = wf.search_attributes
-                failed = wf.status == WorkflowExecutionStatus.FAILED
+                failed = errors and wf.status == WorkflowExecutionStatus.FAILED
                 found.append(
                     JobSummary(
                         id=wf.id,

@@ -9,7 +9,7 @@ from kbisect.contract import BisectResult, Mode, Step, StepSource
 from kbisect.errors import KbisectError
 from kbisect.infra.git import Git
 from kbisect.model import Commit
-from kbisect.reports.lines import pass_fail_counts
+from kbisect.reports.lines import md_code, md_text, pass_fail_counts
 from kbisect.testcases.blocktrace import compare, no_worse, traces_of
 
 
@@ -79,9 +79,7 @@ def bad_boot_section(result: BisectResult) -> list[str]:
     return [
         f"## The bad boot ({b.bad}, `{b.commit[:12]}`)",
         "",
-        "```",
-        *(b.excerpt.splitlines() or ["(the console said nothing)"]),
-        "```",
+        *md_code(b.excerpt or "(the console said nothing)"),
         "",
     ]
 
@@ -111,12 +109,12 @@ def commit_info(repo: str, commit: str) -> Commit | None:
 def _commit_line(repo: str, commit: str, fallback_subject: str) -> list[str]:
     info = commit_info(repo, commit)
     if info is None:
-        return [f"- commit `{commit}`", f"- subject: {fallback_subject}"]
+        return [f"- commit `{commit}`", f"- subject: {md_text(fallback_subject)}"]
     return [
         f"- commit `{info.hash}`",
-        f"- subject: {info.subject}",
-        f"- author: {info.author}",
-        f"- date: {info.date}",
+        f"- subject: {md_text(info.subject)}",
+        f"- author: {md_text(info.author)}",
+        f"- date: {md_text(info.date)}",
     ]
 
 
@@ -124,7 +122,8 @@ def verification_lines(result: BisectResult) -> list[str]:
     v = result.verification
     if v is None:
         return []
-    lines = ["## Verification", "", f"**{v.status}** ({v.kind} of `{v.change[:12]}`): {v.message}."]
+    what = f"**{v.status}** ({v.kind} of `{v.change[:12]}`)"
+    lines = ["## Verification", "", f"{what}: {md_text(v.message)}."]
     if v.commit:
         lines.append(f"Tested as `{v.commit}`, kept under `refs/kbisect/verify/`.")
     return [*lines, ""]
@@ -144,7 +143,7 @@ def trace_section(result: BisectResult) -> list[str]:
         da, db = result.diagnostics.get(a, {}), result.diagnostics.get(b, {})
         if "error" in da or "error" in db:
             why = da.get("error") or db.get("error")
-            lines.append(f"- {label}: no comparison ({why})")
+            lines.append(f"- {label}: no comparison ({md_text(str(why))})")
             continue
         ta, tb = traces_of(da), traces_of(db)
         for name, trace in ta.items():
@@ -224,8 +223,8 @@ def same_kernel_lines(steps: list[Step], shared: list[Step]) -> list[str]:
         of = booted(s.same_as) if s.same_as else ""
         why = s.note.split(":", 1)[0]
         lines.append(
-            f"| `{s.commit[:12]}` | {s.subject[:60]} | {s.verdict} | "
-            f"{f'`{of[:12]}`' if of else ''} | {why} |"
+            f"| `{s.commit[:12]}` | {md_text(s.subject[:60])} | {s.verdict} | "
+            f"{f'`{of[:12]}`' if of else ''} | {md_text(why)} |"
         )
     return [*lines, "", "</details>"]
 
@@ -234,9 +233,9 @@ def markdown(result: BisectResult, job_id: str) -> str:
     metric, unit = result.metric or "score", result.unit
     what = "fixed it" if result.mode == Mode.FIX else "caused it"
     lines = [
-        f"# kbisect {job_id}: {result.testcase} ({result.mode} mode)",
+        f"# kbisect {md_text(job_id)}: {md_text(result.testcase)} ({result.mode} mode)",
         "",
-        f"**{result.status}**: {result.message}",
+        f"**{result.status}**: {md_text(result.message)}",
         "",
     ]
     if result.boots:
@@ -249,19 +248,19 @@ def markdown(result: BisectResult, job_id: str) -> str:
         lines += [
             f"{_boots_in_all(result)}{sure}{effect}.",
             "",
-            *(f"- {n}" for n in result.notes),
+            *(f"- {md_text(n)}" for n in result.notes),
             *([""] if result.notes else []),
         ]
     builds = _builds_line(result)
     if builds:  # a list of prebuilt kernels: its commits are builds
-        lines += ["## The builds between which it changed", "", builds, ""]
+        lines += ["## The builds between which it changed", "", md_text(builds), ""]
     elif result.culprit:
         lines += [f"## The commit that {what}", ""]
         lines += _commit_line(result.repo, result.culprit, result.subjects.get(result.culprit, ""))
         lines.append("")
     elif result.candidates:
         lines += ["## Candidates (skipped commits leave it open)", ""]
-        lines += [f"- `{c}` {result.subjects.get(c, '')}" for c in result.candidates]
+        lines += [f"- `{c}` {md_text(result.subjects.get(c, ''))}" for c in result.candidates]
         lines.append("")
     lines += verification_lines(result)
     lines += bad_boot_section(result)
@@ -288,8 +287,8 @@ def markdown(result: BisectResult, job_id: str) -> str:
         if several_hosts and s.hosts:  # which VM host ran which boot
             how += "; booted on " + ", ".join(f"{h} ({n})" for h, n in Counter(s.hosts).items())
         lines.append(
-            f"| {i} | `{s.commit[:12]}` | {s.subject[:60]} | {s.verdict} | {value} | "
-            f"{others} | {how} |"
+            f"| {i} | `{s.commit[:12]}` | {md_text(s.subject[:60])} | {s.verdict} | {value} | "
+            f"{md_text(others)} | {md_text(how)} |"
         )
     lines += same_kernel_lines(result.steps, shared)
     if is_kernel_list(Path(result.repo)):  # builds, not commits: nothing to replay
@@ -298,9 +297,7 @@ def markdown(result: BisectResult, job_id: str) -> str:
         "",
         "## Bisect log (`git bisect replay` accepts it)",
         "",
-        "```",
-        bisect_log(result).rstrip(),
-        "```",
+        *md_code(bisect_log(result).rstrip()),
         "",
     ]
     return "\n".join(lines)

@@ -1,6 +1,7 @@
 """A job's result and steps in words, as whole plain lines: the CLI, the chat and GitLab
 doors and the reports say them the same way."""
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -11,6 +12,30 @@ from kbisect.testcases.manifest import PASSED
 
 def one_line(text: str) -> str:
     return " ".join(text.split())
+
+
+# Markdown's inline syntax (images and links, autolinks, emphasis, code, entities, table
+# cells, GitLab's maths and strikethrough; a "_" between letters is none), and what starts
+# a block at a line's start (a heading, a quote, a list, an underline): backslashed, which
+# CommonMark shows as the character itself.
+_MD_INLINE = re.compile(r"[\\`*\[\]<|&~$]|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])")
+_MD_LINE_START = re.compile(r"^(\d{1,9}(?=[.)])|)([-+=#>.)])")
+
+
+def md_text(text: str) -> str:
+    """A string from a repository or a guest (a subject, an author, a ref, a console line,
+    a failure) as markdown that shows it as it is, on one line: never an image that the
+    reader's browser fetches, a link or markup."""
+    flat = " ".join(text.splitlines()).strip()
+    return _MD_LINE_START.sub(r"\1\\\2", _MD_INLINE.sub(r"\\\g<0>", flat))
+
+
+def md_code(text: str) -> list[str]:
+    """Text as a fenced code block's lines, shown as it is: the fence is longer than any
+    run of backticks in it, so no line of it closes the block (a guest's console)."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [fence, *text.splitlines(), fence]
 
 
 def columns(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:

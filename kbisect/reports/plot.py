@@ -116,7 +116,8 @@ def plot_scores(result: BisectResult, out: Path) -> Path:
         ax.scatter(star.x, star.y, marker="*", s=160, color=star.colour, zorder=4, label=star.label)
         ticks[star.x] = star.text
     _hash_ticks(ax, ticks)
-    ax.set_ylabel(f"{result.metric} ({result.unit})" if result.unit else result.metric)
+    metric = f"{result.metric} ({result.unit})" if result.unit else result.metric
+    ax.set_ylabel(metric, parse_math=False)  # a testcase's words: a $ in them is text
     return _finish(result, fig, ax, out)
 
 

@@ -49,8 +49,10 @@ def plot_sweep(result: SweepResult, out: Path) -> Path:
                     transform=ax.transAxes, ha="center", va="center", fontsize=8,
                     color=COLOURS["skip"], parse_math=False)  # fmt: skip
             ax.set_yticks([])
-        ax.set_xticks(xs, [label(result, k) for k in xs], rotation=20, ha="right", fontsize=7)
-        ax.set_ylabel(f"{tc.metric} ({tc.unit})" if tc.unit else tc.metric)
-        ax.set_title(f"{tc.name} ({tc.better} is better)", fontsize=9)
+        # a kernel's name is its subject, where a $ is text, not maths
+        ax.set_xticks(xs, [label(result, k) for k in xs], rotation=20, ha="right", fontsize=7,
+                      parse_math=False)  # fmt: skip
+        ax.set_ylabel(f"{tc.metric} ({tc.unit})" if tc.unit else tc.metric, parse_math=False)
+        ax.set_title(f"{tc.name} ({tc.better} is better)", fontsize=9, parse_math=False)
         ax.grid(alpha=0.3)
     return save(fig, out)

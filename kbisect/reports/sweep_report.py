@@ -16,6 +16,7 @@ from kbisect.contract import (
 )
 from kbisect.decide.stats import robust_mean, t_quantile, trimmed, winsorized_ss
 from kbisect.decide.sweep import boots_to_rule_out, boots_to_settle, verdicts_text
+from kbisect.reports.lines import md_text
 from kbisect.testcases.blocktrace import compare, traces_of
 
 
@@ -217,16 +218,17 @@ HEADERS = ["pair", "testcase metric", "effect (95% CI)", "verdict", "boots"]
 
 def markdown(result: SweepResult) -> str:
     lines = ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
-    lines += [
-        "| " + " | ".join(cell.replace("|", "\\|") for cell in r) + " |" for r in rows(result)
-    ]
+    lines += ["| " + " | ".join(md_text(cell) for cell in r) + " |" for r in rows(result)]
     traced = [(p, trace_lines(result, p)) for p in result.pairs]
     if any(t for _, t in traced):
         lines += ["", "Block-layer traces (one traced boot each):", ""]
         for pair, found in traced:
             old, new = label(result, pair.old), label(result, pair.new)
-            lines += [f"- {pair.testcase}, {old} -> {new}: {line}" for line in found]
-    noise = [part for line in noise_lines(result) for part in ("", line)]  # a paragraph each
+            what = md_text(f"{pair.testcase}, {old} -> {new}")
+            lines += [f"- {what}: {md_text(line)}" for line in found]
+    noise = [
+        part for line in noise_lines(result) for part in ("", md_text(line))
+    ]  # a paragraph each
     return "\n".join([*lines, "", summary_line(result), *noise])
 
 

@@ -1,6 +1,7 @@
 """The results pages in a real browser: Debian's Chromium, headless, driven by its
 chromedriver through Selenium (nothing downloaded). The jobs list, then a running job's
-page, where a new step appears without a reload."""
+page, where a new step appears without a reload; an ended job whose subjects hold
+markdown, whose page loads nothing from elsewhere."""
 
 import asyncio
 import os
@@ -90,3 +91,51 @@ async def test_a_running_job_s_page_shows_a_new_step_without_a_reload(
         assert kept == 1, "the page was reloaded: the step came by a reload, not the script"
         assert first >= 1
         await handle.terminate()
+
+
+async def test_a_subject_s_image_is_text_and_the_page_loads_nothing_from_elsewhere(
+    env: WorkflowEnvironment,
+) -> None:
+    asked: list[str] = []  # connections to the image's host, from anything
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        asked.append((await reader.readline()).decode(errors="replace"))
+        writer.write(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+        writer.close()
+
+    elsewhere = await asyncio.start_server(answer, "127.0.0.2", 0)
+    port = elsewhere.sockets[0].getsockname()[1]
+    markup = f"![p](http://127.0.0.2:{port}/t.png) $math$ **bold**"
+    graph = linear(16)
+    subjects = {c: f"{markup} {c}" for c in graph.order}
+    async with serving(env) as jobs, elsewhere:
+        job = await start(jobs, Scenario(graph=graph, culprit="c9", subjects=subjects))
+        await jobs.temporal.get_workflow_handle(job).result()
+        server = TestServer(standalone(jobs.settings, LOOPBACK_NAMES))
+        await server.start_server()
+        driver = await asyncio.to_thread(_browser)
+        try:
+
+            def browse() -> tuple[str, int, str]:
+                driver.get(f"http://127.0.0.1:{server.port}/kbisect/jobs/{job}")
+                _until("the report", lambda: "Bisect log" in driver.page_source)
+                plot = driver.find_element(By.CSS_SELECTOR, "img.plot")
+                _until(
+                    "the plot", lambda: driver.execute_script("return arguments[0].complete", plot)
+                )
+                time.sleep(0.5)  # a late fetch of anything else would be in by now
+                report = driver.find_element(By.CSS_SELECTOR, ".report").text
+                width = driver.execute_script("return arguments[0].naturalWidth", plot)
+                header = driver.execute_script(
+                    "return getComputedStyle(document.querySelector('header')).backgroundColor"
+                )
+                return str(report), int(width), str(header)
+
+            report, width, header = await asyncio.to_thread(browse)
+        finally:
+            await asyncio.to_thread(driver.quit)
+            await server.close()
+    assert not asked, f"the page made the browser fetch {asked}"
+    assert f"{markup} c9" in report  # as the subject was written, not its image
+    assert width > 0, "the plot (its culprit's subject with $math$ in the title) did not load"
+    assert header == "rgb(29, 35, 48)", "the page's own style was refused"

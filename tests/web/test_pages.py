@@ -2,9 +2,19 @@
 
 from datetime import UTC, datetime, timedelta
 
-from kbisect.contract import Progress, Step
+from kbisect.contract import (
+    BadBoot,
+    BisectResult,
+    PairWord,
+    Progress,
+    Step,
+    SweepPair,
+    SweepResult,
+    SweepTestcase,
+)
 from kbisect.doors.web import pages
 from kbisect.doors.web.html import markdown
+from kbisect.reports import job_report, sweep_report
 
 BASE = "/kbisect"
 
@@ -23,6 +33,34 @@ def test_the_report_keeps_its_fold_and_nothing_else_of_html() -> None:
     html = markdown(text + "\n\n<img src=x onerror=alert(1)>")
     assert "<details><summary>the 2 commits</summary>" in html and "</details>" in html
     assert "<img" not in html and "&lt;img src=x" in html
+
+
+# What a commit subject or a guest's console can hold that markdown would act on.
+MARKUP = "![p](http://127.0.0.2:9/t.png) $math$ [a link](http://x/) **bold** <b>x</b> | &amp;"
+
+
+def test_a_report_shows_a_subject_or_a_console_line_as_text_never_as_markdown() -> None:
+    """The report's markdown escapes what a repository or a guest wrote: no image that the
+    reader's browser would fetch, no link, no emphasis, no cell split."""
+    c = "c" * 40
+    steps = [Step(c, MARKUP, "bad", "test", value=8.0, boots=1, note=MARKUP)]
+    result = BisectResult("found", "regression", "t", "/nonexistent", ["a" * 40], c, c, [c],
+                          steps, f"first bad commit: {c} {MARKUP}", subjects={c: MARKUP},
+                          notes=[MARKUP], pass_fail=True)  # fmt: skip
+    result.bad_boot = BadBoot(c, "panic", f"boot\n```\n{MARKUP}\n````")  # a fence closed
+    html = markdown(job_report.markdown(result, "bisect-t-1"))
+    for tag in ("<img", "<a ", "<strong>bold", "<b>"):
+        assert tag not in html, tag
+    shown = MARKUP.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    assert html.count(shown) >= 5, html  # the answer, a note, the subject, its cell, the log
+    assert f"<td>test: {shown}</td>" in html  # the note: one cell, not split at its |
+    assert f"```\n{shown}\n````\n</code></pre>" in html  # the console's lines in its block
+    tc = SweepTestcase("t", "x", "s", "lower", "fast", 5, 60.0)
+    pair = SweepPair("t", "x", "s", 0, 1, PairWord.SAME, boots_old=1, boots_new=1)
+    sweep = SweepResult("", ["a" * 40, "b" * 40], ["", ""], [MARKUP, "b"], [tc], [pair], [], 5)
+    html = markdown(sweep_report.markdown(sweep))
+    assert "<img" not in html and f"<td>{shown} -&gt; b</td>" in html, html
+    assert "<img" not in markdown(MARKUP)  # nor would the renderer draw one
 
 
 def test_a_running_job_polls_its_live_part_and_an_ended_one_does_not() -> None:
@@ -90,7 +128,7 @@ def test_a_running_timing_job_shows_its_posterior_as_bars_and_an_ended_one_does_
     assert "Which commit is the first bad one" in running
     bars = running.split("<div class='bar'>")[1:]
     assert len(bars) == 3
-    assert f"<code>{'a' * 12}</code> nvme: pace reads" in bars[0] and "width: 62.0%" in bars[0]
+    assert f"<code>{'a' * 12}</code> nvme: pace reads" in bars[0] and "value='0.6200'" in bars[0]
     assert "62.0%</span>" in bars[0] and "no culprit" in bars[2]
     assert "fixing one" in pages.bisect_live(
         pages.BisectView(

@@ -91,6 +91,7 @@ class Scenario:
     # needs more than that commit, e.g. a follow-up it depends on).
     revert_restores: bool = True
     large: bool = False
+    subjects: dict[str, str] = field(default_factory=dict)  # commit -> subject ("subject of c")
     traces: list[str] = field(default_factory=list)  # commits traced, in order
     duets: list[tuple[str, ...]] = field(default_factory=list)  # each duet's commits, in order
     broken_trace: set[str] = field(default_factory=set)
@@ -186,7 +187,7 @@ async def validate_job(req: BisectRequest) -> ValidatedJob:
     if s.user_error:
         raise ApplicationError(s.user_error, type="UserError", non_retryable=True)
     # A large range carries no subjects: the builds report them.
-    subjects = {} if s.large else {c: f"subject of {c}" for c in s.graph.order}
+    subjects = {} if s.large else {c: s.subjects.get(c, f"subject of {c}") for c in s.graph.order}
     job = validated_job(s.graph, subjects, old="root")
     if s.pass_fail:
         return dataclasses.replace(

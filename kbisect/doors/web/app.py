@@ -2,14 +2,21 @@
 names it serves, same-origin, and never fetched by another site's page. The local
 service's Web UI front mounts it at /kbisect/ (`results_app`, named to the front as a
 string: infra imports no door); `kbisect web --listen ADDR` serves it on its own, for a
-deployment whose Temporal is not local."""
+deployment whose Temporal is not local, optionally to holders of a token only. What a page
+shows is kept by its job's state, so no client makes this host ask Temporal about every
+listed job or draw a plot again at each request."""
 
 import asyncio
+import base64
+import binascii
 import dataclasses
+import hashlib
+import hmac
 import json
 import logging
 import tempfile
 import threading
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 
@@ -21,12 +28,14 @@ from kbisect.contract import (
     EXPLAIN_WORKFLOW,
     RESULTS_PATH,
     SWEEP_WORKFLOW,
+    WORKFLOW,
     BisectResult,
     Progress,
     SweepResult,
 )
 from kbisect.doors.web import pages
-from kbisect.errors import KbisectError
+from kbisect.doors.web.html import PAGE_CSP
+from kbisect.errors import KbisectError, UserError
 from kbisect.infra.temporal_server import LOOPBACK_NAMES, foreign
 from kbisect.jobs import explain_job, series_client
 from kbisect.jobs.client import JobClient, JobSummary
@@ -39,14 +48,20 @@ BASE = RESULTS_PATH
 READS = ("GET", "HEAD")
 LIST_LIMIT = 50  # jobs on the list page
 LIST_LOOK_SECONDS = 2.0  # a running job's boots on the list: no worker, no wait
+LIST_FRESH_SECONDS = 10.0  # a running job's row on the list is read again after this
+PLOTS_KEPT = 64  # drawn plots kept, the last one of each job
 _PLOTTING = threading.Lock()  # pyplot is not thread-safe: one figure at a time
+# A plot is matplotlib's SVG, which styles itself inline; nothing else in it runs or loads.
+SVG_CSP = "default-src 'none'; style-src 'unsafe-inline'"
+SIGN_IN = {"WWW-Authenticate": 'Basic realm="kbisect", charset="UTF-8"'}
 
 
-def refusal(request: web.Request, hosts: Iterable[str]) -> tuple[int, str] | None:
+def refusal(request: web.Request, hosts: Iterable[str], token: str = "") -> tuple[int, str] | None:
     """Why a request is refused (status, text), or None: a write; a Host the pages are not
-    served as (a DNS-rebinding page) or another site's Origin; or another site's page
+    served as (a DNS-rebinding page) or another site's Origin; another site's page
     fetching one (an <img>, a script) rather than a person following a link, which would
-    have this host run git and plots for any page its user opens."""
+    have this host run git and plots for any page its user opens; or, when the pages have
+    a token, a request that does not carry it."""
     if request.method not in READS:
         return 405, "kbisect's results pages are read-only"
     headers = request.headers
@@ -56,25 +71,53 @@ def refusal(request: web.Request, hosts: Iterable[str]) -> tuple[int, str] | Non
     cross = headers.get("Sec-Fetch-Site") == "cross-site"
     if cross and headers.get("Sec-Fetch-Mode") != "navigate":
         return 403, "kbisect's results pages are not for other sites' pages to fetch"
+    if token and not carries(request, token):
+        return 401, "kbisect's results pages need their token (the password; any user name)"
     return None
+
+
+def carries(request: web.Request, token: str) -> bool:
+    """Whether the request holds the token: as a bearer token, or as HTTP Basic's password
+    (a browser asks for it once, then sends it with every page, plot and live update)."""
+    scheme, _, value = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() == "basic":
+        try:
+            value = base64.b64decode(value, validate=True).decode().partition(":")[2]
+        except (binascii.Error, UnicodeDecodeError):
+            return False
+    elif scheme.lower() != "bearer":
+        return False
+    return hmac.compare_digest(value.encode(), token.encode())
 
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def _guard(hosts: Iterable[str]) -> Middleware:
+def _guard(hosts: Iterable[str], token: str = "") -> Middleware:
     @web.middleware
     async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
-        refused = refusal(request, hosts)
-        if refused is not None:
-            status, text = refused
-            allow = {"Allow": ", ".join(READS)} if status == 405 else {}
-            return web.Response(status=status, text=text + "\n", headers=allow)
-        response = await handler(request)
-        response.headers["X-Content-Type-Options"] = "nosniff"
-        return response
+        refused = refusal(request, hosts, token)
+        if refused is None:
+            return await handler(request)
+        status, text = refused
+        headers = {405: {"Allow": ", ".join(READS)}, 401: SIGN_IN}.get(status, {})
+        return web.Response(status=status, text=text + "\n", headers=headers)
 
     return guard
+
+
+async def _secure(request: web.Request, response: web.StreamResponse) -> None:
+    """Every response's policy, aiohttp's own (a 404 of no route, a 500) as much as the
+    pages': as it is prepared, which no handler or middleware error goes around."""
+    svg = response.content_type == "image/svg+xml"
+    response.headers["Content-Security-Policy"] = SVG_CSP if svg else PAGE_CSP
+    response.headers["X-Content-Type-Options"] = "nosniff"
+
+
+def _app(hosts: Iterable[str], token: str = "") -> web.Application:
+    app = web.Application(middlewares=[_guard(tuple(hosts), token)])
+    app.on_response_prepare.append(_secure)
+    return app
 
 
 def results_app(
@@ -92,7 +135,7 @@ def results_app(
             settings, endpoint=dataclasses.replace(settings.endpoint, address=address)
         )
     site = Site(settings, temporal_ui)
-    app = web.Application(middlewares=[_guard(tuple(hosts))])
+    app = _app(hosts)
     app.router.add_get("/", site.jobs)
     app.router.add_get("/jobs/{id}", site.job)
     app.router.add_get("/jobs/{id}/live", site.live)
@@ -105,9 +148,10 @@ def results_app(
     return app
 
 
-def standalone(settings: Settings, hosts: Iterable[str]) -> web.Application:
-    """`kbisect web`: the pages at BASE, and / sends a browser there."""
-    root = web.Application(middlewares=[_guard(tuple(hosts))])
+def standalone(settings: Settings, hosts: Iterable[str], token: str = "") -> web.Application:
+    """`kbisect web`: the pages at BASE, and / sends a browser there; with a token, only
+    to requests that carry it (the root's guard stands before the pages' own)."""
+    root = _app(hosts, token)
 
     async def home(request: web.Request) -> web.StreamResponse:
         raise web.HTTPFound(f"{BASE}/")
@@ -116,6 +160,16 @@ def standalone(settings: Settings, hosts: Iterable[str]) -> web.Application:
     pages_app = results_app(settings, hosts=hosts, temporal_ui=settings.endpoint.ui)
     root.add_subapp(f"{BASE}/", pages_app)
     return root
+
+
+@dataclasses.dataclass
+class Row:
+    """A job's row on the list, as the listing showed the job when it was read."""
+
+    job: JobSummary
+    row: pages.JobRow
+    read: float  # time.monotonic()
+    whole: bool  # an ended job's, every part read: it never changes
 
 
 @dataclasses.dataclass
@@ -136,7 +190,9 @@ class Site:
         self._client: JobClient | None = None
         self._lock = asyncio.Lock()
         self._ended: dict[str, Ended] = {}  # by job id
-        self._boots_of: dict[str, int] = {}  # an ended job's boots, by job id
+        self._rows: dict[str, Row] = {}  # the listed jobs' rows, by job id
+        self._listing = asyncio.Lock()  # one reading of the list at a time, the rest wait
+        self._plots: dict[str, tuple[str, bytes]] = {}  # by job id: (what it drew, the SVG)
 
     async def client(self) -> JobClient:
         async with self._lock:
@@ -150,34 +206,47 @@ class Site:
 
     # --- the jobs ---------------------------------------------------------------------
     async def rows(self) -> list[pages.JobRow]:
+        """The newest jobs: one listing, and a job read again only when the listing shows
+        it changed (a running one's boots: once LIST_FRESH_SECONDS passed)."""
+        async with self._listing:
+            found = await (await self.client()).jobs(LIST_LIMIT, errors=False)
+            now = time.monotonic()
+
+            async def row(j: JobSummary) -> Row:
+                kept = self._rows.get(j.id)
+                if kept is None or kept.job.started != j.started:  # new, or its id run again
+                    return await self._row(j, "")
+                if kept.job == j and (kept.whole or now - kept.read < LIST_FRESH_SECONDS):
+                    return kept
+                return await self._row(j, kept.row.summary)  # a job's summary never changes
+
+            self._rows = {r.job.id: r for r in await asyncio.gather(*(row(j) for j in found))}
+        return [self._rows[j.id].row for j in found]
+
+    async def _row(self, j: JobSummary, summary: str) -> Row:
         client = await self.client()
-        found = await client.jobs(LIST_LIMIT)
-
-        async def row(j: JobSummary) -> pages.JobRow:
-            r = pages.JobRow(j.id, j.kind, j.state, j.status, j.testcase, j.culprit, j.started)
-            try:
-                r.summary = await (await client.describe(j.id)).static_summary() or ""
-                r.boots = await asyncio.wait_for(self._boots(j), LIST_LOOK_SECONDS)
-            except (KbisectError, TimeoutError):
-                pass  # no worker answers for it now: its row without the boots
-            except Exception:  # one job the server cannot tell about: the others are shown
-                log.exception("results pages: job %s", j.id)
-            return r
-
-        return list(await asyncio.gather(*(row(j) for j in found)))
+        r = pages.JobRow(j.id, j.kind, j.state, j.status, j.testcase, j.culprit, j.started)
+        whole = j.state != "running"
+        try:
+            r.summary = summary or await (await client.describe(j.id)).static_summary() or ""
+            r.boots = await asyncio.wait_for(self._boots(j), LIST_LOOK_SECONDS)
+        except (KbisectError, TimeoutError):
+            whole = False  # no worker answers for it now: its row without the boots
+        except Exception:  # one job the server cannot tell about: the others are shown
+            log.exception("results pages: job %s", j.id)
+            whole = False
+        return Row(j, r, time.monotonic(), whole)
 
     async def _boots(self, j: JobSummary) -> int | None:
         """A bisection's or a sweep's boots so far. An ended job's from its result alone
         (its report's git work made the first look at the list miss the 2 s); a running
         one's from its worker."""
         client = await self.client()
-        if j.state == "completed" and j.id not in self._boots_of:
+        if j.state == "completed":
             if j.kind == "bisect":
-                self._boots_of[j.id] = (await client.result(j.id)).boots
-            elif j.kind == "sweep":
-                self._boots_of[j.id] = len((await client.sweep_result(j.id)).boots)
-        if j.id in self._boots_of:
-            return self._boots_of[j.id]
+                return (await client.result(j.id)).boots
+            if j.kind == "sweep":
+                return len((await client.sweep_result(j.id)).boots)
         if j.state != "running":
             return None
         if j.kind == "bisect":
@@ -198,17 +267,19 @@ class Site:
 
     async def _kind(self, job_id: str) -> tuple[str, bool]:
         """The job's workflow type, and whether it has ended."""
+        if job_id in self._ended:  # a bisection's id is never used again
+            return WORKFLOW, True
         desc = await (await self.client()).describe(job_id)
         return desc.workflow_type, desc.status is not None and desc.status.name != "RUNNING"
 
-    async def _bisect(self, job_id: str) -> tuple[Progress, Ended | None, str]:
-        """A bisection's progress (its result's, once it ended), its ended parts and, for
-        a failed job, why."""
+    async def _bisect(self, job_id: str, over: bool) -> tuple[Progress, Ended | None, str]:
+        """A bisection's progress (its result's, once it ended: `over`), its ended parts
+        and, for a failed job, why."""
         if job_id in self._ended:
             ended = self._ended[job_id]
             return _as_progress(ended.result), ended, ""
         client = await self.client()
-        if await client.running(job_id):
+        if not over:
             return await client.progress(job_id), None, ""
         try:
             result = await client.result(job_id)
@@ -220,8 +291,8 @@ class Site:
         self._ended[job_id] = ended
         return _as_progress(result), ended, ""
 
-    async def _view(self, job_id: str) -> pages.BisectView:
-        progress, ended, failed = await self._bisect(job_id)
+    async def _view(self, job_id: str, over: bool) -> pages.BisectView:
+        progress, ended, failed = await self._bisect(job_id, over)
         v = pages.BisectView(
             job_id,
             progress,
@@ -250,7 +321,7 @@ class Site:
                 words = await self._other(job_id, kind, ended)
                 url = self.temporal_url(job_id)
                 return _html(pages.other_page(job_id, OTHERS[kind], words, ended, BASE, url))
-            return _html(pages.bisect_page(await self._view(job_id), BASE))
+            return _html(pages.bisect_page(await self._view(job_id, ended), BASE))
         except KbisectError as exc:
             return _html(pages.error_page(job_id, str(exc), BASE), status=404)
 
@@ -260,7 +331,7 @@ class Site:
             kind, ended = await self._kind(job_id)
             if kind in OTHERS:
                 return _html(pages.other_live(await self._other(job_id, kind, ended), ended))
-            return _html(pages.bisect_live(await self._view(job_id), BASE))
+            return _html(pages.bisect_live(await self._view(job_id, ended), BASE))
         except KbisectError as exc:
             return web.Response(status=404, text=str(exc))
 
@@ -293,16 +364,27 @@ class Site:
         job_id = request.match_info["id"]
         result: BisectResult | SweepResult
         try:
-            kind, _ = await self._kind(job_id)
+            kind, ended = await self._kind(job_id)
             if kind == SWEEP_WORKFLOW:
                 result = await (await self.client()).sweep_result(job_id)
+            elif kind == WORKFLOW:
+                progress, done, _ = await self._bisect(job_id, ended)
+                result = done.result if done else _as_result(progress)
             else:
-                progress, ended, _ = await self._bisect(job_id)
-                result = ended.result if ended else _as_result(progress)
+                raise UserError(f"{job_id} is a {OTHERS.get(kind, kind)} job: it has no plot")
         except KbisectError as exc:
             return web.Response(status=404, text=str(exc))
-        svg = await asyncio.to_thread(_svg, result)
-        return web.Response(body=svg, content_type="image/svg+xml")
+        return web.Response(body=await self._drawn(job_id, result), content_type="image/svg+xml")
+
+    async def _drawn(self, job_id: str, result: BisectResult | SweepResult) -> bytes:
+        """The job's plot, drawn again only when what it draws changed."""
+        what = hashlib.sha256(repr(result).encode()).hexdigest()
+        kept = self._plots.pop(job_id, None)  # put back last: the oldest drawn go first
+        svg = kept[1] if kept and kept[0] == what else await asyncio.to_thread(_svg, result)
+        self._plots[job_id] = (what, svg)
+        while len(self._plots) > PLOTS_KEPT:
+            del self._plots[next(iter(self._plots))]
+        return svg
 
     async def flame(self, request: web.Request) -> web.StreamResponse:
         job_id = request.match_info["id"]
@@ -310,6 +392,8 @@ class Site:
             r = await (await self.client()).explain_result(explain_job.explain_id(job_id))
         except KbisectError as exc:
             return web.Response(status=404, text=str(exc))
+        if not any(r.stacks.values()):
+            return web.Response(status=404, text=f"{job_id}'s explain job took no CPU samples\n")
         svg = await asyncio.to_thread(explain_report.flame_svg, r)
         return web.Response(text=svg, content_type="image/svg+xml")
 
@@ -344,7 +428,7 @@ class Site:
                 words = await self._other(job_id, kind, ended)
                 data = {"id": job_id, **dataclasses.asdict(words)}
             else:
-                progress, done, failed = await self._bisect(job_id)
+                progress, done, failed = await self._bisect(job_id, ended)
                 data = (
                     job_report.to_json(done.result)
                     if done is not None

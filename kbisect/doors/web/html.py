@@ -1,6 +1,9 @@
 """The pages' frame: one small stylesheet, escaped text, tables and the live updates'
-script. No CDN and no framework: every byte is served from here."""
+script. No CDN and no framework: every byte is served from here, and the pages' Content
+Security Policy lets a browser run or load nothing else."""
 
+import base64
+import hashlib
 import re
 from collections.abc import Iterable, Sequence
 from html import escape
@@ -22,6 +25,7 @@ h2 { font-size: 1.1rem; margin: 1.6rem 0 .5rem; }
 .dim { color: var(--dim); }
 .card { background: #fff; border: 1px solid var(--line); border-radius: 8px; padding: 1rem 1.2rem;
   margin: .8rem 0; }
+.card.flush { padding: 0; }
 .answer { font-size: 1.05rem; }
 table { border-collapse: collapse; width: 100%; background: #fff; }
 th, td { text-align: left; padding: .35rem .6rem; border-bottom: 1px solid var(--line);
@@ -39,8 +43,11 @@ code, .hash { font: 13px/1.3 ui-monospace, monospace; }
 .badge.blocked { background: #fbe9c9; color: #8a5a00; }
 .bar { display: flex; gap: .6rem; align-items: center; margin: .2rem 0; }
 .bar .who { width: 16rem; overflow: hidden; white-space: nowrap; text-overflow: ellipsis; }
-.bar .track { flex: 1; height: .75rem; background: var(--line); border-radius: 4px; }
-.bar .fill { display: block; height: 100%; background: var(--accent); border-radius: 4px; }
+.bar .track { flex: 1; height: .75rem; appearance: none; border: 0; border-radius: 4px;
+  background: var(--line); }
+.bar .track::-webkit-progress-bar { background: var(--line); border-radius: 4px; }
+.bar .track::-webkit-progress-value { background: var(--accent); border-radius: 4px; }
+.bar .track::-moz-progress-bar { background: var(--accent); border-radius: 4px; }
 .bar .p { width: 3.5rem; text-align: right; }
 img.plot { max-width: 100%; background: #fff; border: 1px solid var(--line); border-radius: 8px; }
 input[type=search] { width: 22rem; padding: .35rem .6rem; border: 1px solid var(--line);
@@ -84,7 +91,25 @@ FILTER_JS = """
 })();
 """
 
-_MD = MarkdownIt("commonmark", {"html": False}).enable("table")
+# The page's one script, as the page carries it.
+SCRIPT = LIVE_JS + FILTER_JS
+
+
+def _sha256(text: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
+
+
+# What a page may load or run: its own stylesheet and script (by their hashes: no style
+# attribute, no other inline code), pictures and the live part from this origin, nothing
+# from anywhere else (an image a commit subject names), and never inside another's frame.
+PAGE_CSP = (
+    f"default-src 'none'; style-src {_sha256(CSS)}; script-src {_sha256(SCRIPT)}; "
+    "img-src 'self'; connect-src 'self'; form-action 'self'; base-uri 'none'; "
+    "frame-ancestors 'none'"
+)
+
+# Reports hold no picture: an image, escaped or not, is never drawn (nor fetched).
+_MD = MarkdownIt("commonmark", {"html": False}).enable("table").disable("image")
 # The report folds its shared-kernel commits in <details>: put back exactly that markup
 # (markdown's HTML is off; the text between stays escaped).
 _FOLD = re.compile(r"<p>&lt;details&gt;&lt;summary&gt;([^&<]*)&lt;/summary&gt;</p>")
@@ -120,5 +145,5 @@ def page(title: str, body: str, base: str) -> str:
         f"<title>{esc(title)} · kbisect</title><style>{CSS}</style></head><body>"
         f"<header><a href='{base}/'>kbisect</a><nav><a href='{base}/'>jobs</a>"
         f"<a href='{base}/series'>series watches</a></nav></header>"
-        f"<main>{body}</main><script>{LIVE_JS}{FILTER_JS}</script></body></html>"
+        f"<main>{body}</main><script>{SCRIPT}</script></body></html>"
     )

@@ -63,7 +63,7 @@ def jobs_page(rows: Sequence[JobRow], base: str, query: str = "") -> str:
         "<h1>Jobs</h1>",
         f"<form method='get'><input type='search' id='filter' name='q' value='{esc(query)}' "
         "placeholder='filter: testcase, status, commit, id…'></form>",
-        "<div class='card' style='padding:0'>",
+        "<div class='card flush'>",
         table(
             ("job", "kind", "status", "testcase", "what", "culprit", "boots", "started"),
             (
@@ -146,8 +146,8 @@ def posterior_bars(p: Progress) -> str:
             else "no culprit (the endpoints do not differ)"
         )
         rows.append(
-            f"<div class='bar'><span class='who'>{who}</span><span class='track'>"
-            f"<span class='fill' style='width: {100 * prob:.1f}%'></span></span>"
+            f"<div class='bar'><span class='who'>{who}</span>"
+            f"<progress class='track' max='1' value='{prob:.4f}'></progress>"
             f"<span class='p'>{prob:.1%}</span></div>"
         )
     first = "fixing" if p.mode == "fix" else "first bad"
