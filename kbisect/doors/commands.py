@@ -158,6 +158,12 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
         help="a name browsers reach this host by, besides the --listen host and loopback "
         "(repeatable); other Host headers are refused (DNS rebinding)",
     )
+    w.add_argument(
+        "--token-file",
+        metavar="F",
+        help="a file holding a token the pages then ask for: a browser's password (any user "
+        "name), or a tool's 'Authorization: Bearer TOKEN'; other requests get 401",
+    )
     w.set_defaults(func=cmd_web)
     g = sub.add_parser("gitlab", help="take commands from GitLab notes")
     gsub = g.add_subparsers(dest="gitlab_command", required=True, metavar="ACTION")
@@ -218,15 +224,17 @@ def cmd_web(args: argparse.Namespace, settings: Settings) -> int:
     host, port = listen_address(args.listen)
     named = host if ":" not in host else f"[{host}]"
     hosts = (*LOOPBACK_NAMES, named, *args.host_name)
+    token = read_secret(args.token_file, "token") if args.token_file else ""
     if host != "localhost" and (not _is_ip(host) or not ipaddress.ip_address(host).is_loopback):
+        who = "and holds the token" if token else "(read-only, no sign-in: see --token-file)"
         note(
             f"warning: --listen {args.listen}: the results pages show every job's commits, "
-            "scores and reports to whoever reaches this address (read-only, no sign-in): "
-            "put them behind your own front with TLS for anything but a trusted network"
+            f"scores and reports to whoever reaches this address {who}: put them behind your "
+            "own front with TLS for anything but a trusted network"
         )
 
     async def run() -> None:
-        runner = web.AppRunner(standalone(settings, hosts), access_log=None)
+        runner = web.AppRunner(standalone(settings, hosts, token), access_log=None)
         await runner.setup()
         await web.TCPSite(runner, host, port).start()
         note(
