@@ -47,7 +47,7 @@ RESULTS_CAP = 8 << 20
 # of its console is then its first MiB and its last CONSOLE_CAP bytes.
 FLOOD_BYTES = 64 << 20
 FLOOD_HEAD = 1 << 20
-DETAIL_CAP = 300  # characters of a console or stderr line quoted in a detail
+DETAIL_CAP = 300  # characters of a guest string (guest_text) or stderr line in a detail
 # QEMU catches SIGINT, SIGHUP and SIGTERM (a host shutdown, a kill), prints this and
 # exits 0, as when the guest powers off: the line tells a stop from outside from the
 # guest's own.
@@ -180,15 +180,37 @@ def make_images(run_dir: Path, disks: list[Disk]) -> tuple[list[Path], list[Path
     return images, scratch
 
 
+def guest_text(text: object, cap: int = DETAIL_CAP) -> str:
+    """What a guest wrote, as one printable line of at most `cap` characters. The guest is
+    untrusted and its words reach chat and GitLab notes, where a line of their own could
+    read as a command ("/close") and megabytes of it would bury the rest."""
+    s = text if isinstance(text, str) else str(text)
+    if not s.isprintable():  # control and format characters, line and other separators
+        s = "".join(c if c.isprintable() else " " for c in s)
+    s = " ".join(s.split())
+    return s if len(s) <= cap else s[: cap - 1] + "\u2026"
+
+
+def _guest_value(value: object) -> object:
+    """A record's value with every string in it, keys too, made guest_text."""
+    if isinstance(value, str):
+        return guest_text(value)
+    if isinstance(value, dict):
+        return {guest_text(k): _guest_value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_guest_value(v) for v in value]
+    return value
+
+
 def parse_records(text: str) -> list[dict[str, object]]:
     records = []
     for line in text.splitlines():
         line = line.strip("\r")
         if line.startswith(RECORD_PREFIX):
             try:
-                rec = json.loads(line[len(RECORD_PREFIX) :])
-            except json.JSONDecodeError:
-                continue  # a torn line, e.g. the guest died mid-write
+                rec = _guest_value(json.loads(line[len(RECORD_PREFIX) :]))
+            except (json.JSONDecodeError, RecursionError):
+                continue  # a torn line (the guest died mid-write), or one nested too deep
             if isinstance(rec, dict):
                 records.append(rec)
     return records
@@ -238,8 +260,9 @@ def last_words(console: str) -> str:
     lines = console.splitlines()
     end = next((i for i in range(len(lines) - 1, -1, -1) if lines[i].startswith(EXITED)), 0)
     for line in reversed(lines[:end]):
-        if line.strip() and not _KERNEL_LINE.match(line):
-            return line.strip()[:DETAIL_CAP]
+        said = guest_text(line)
+        if said and not _KERNEL_LINE.match(line):
+            return said
     return ""
 
 
@@ -249,7 +272,7 @@ def _panic_line(console: str) -> str:
     for line in console.splitlines():
         at = min((i for i in (line.find(m) for m in PANIC_MARKERS) if i >= 0), default=-1)
         if at >= 0:
-            return line[at:].strip()[:DETAIL_CAP]
+            return guest_text(line[at:])
     return ""
 
 
@@ -289,7 +312,7 @@ def classify_run(
     """
     harness = _last(records, "harness-failed")
     if harness is not None:
-        reason = harness.get("reason")  # the guest's own words (a module that does not load)
+        reason = guest_text(harness.get("reason"))  # its own words: a module that does not load
         return Outcome.CANNOT_TEST, f"the guest could not run the testcase: {reason}"
     done = _last(records, "done")
     if done is not None:
@@ -304,7 +327,8 @@ def classify_run(
                 f"testcase exited with status {status} (git bisect's skip){said}",
             )
         if not isinstance(status, int) or not 0 < status < HARNESS_FAULT_STATUS:
-            return Outcome.CANNOT_TEST, f"testcase exited with status {status} (a harness fault)"
+            fault = f"testcase exited with status {guest_text(status)} (a harness fault)"
+            return Outcome.CANNOT_TEST, fault
         return Outcome.TESTCASE_FAILED, f"testcase exited with status {status}{said}"
     panic = _panic_line(console)
     if panic:

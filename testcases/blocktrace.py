@@ -20,6 +20,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from kbisect.infra.qemu import guest_text
+
 # btt's "All Devices" table: NAME MIN AVG MAX N (seconds).
 _BTT_ROW = re.compile(
     r"^(Q2Q|Q2G|G2I|Q2M|I2D|M2D|D2C|Q2C)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\d+)"
@@ -173,7 +175,7 @@ def summarize(trace_dir: Path) -> list[DiskTrace]:
         if len(row.split()) != 2:
             continue
         name, dev = row.split()
-        trace = DiskTrace(name, dev)
+        trace = DiskTrace(guest_text(name), dev)  # the guest wrote the name: it is shown
         btt = trace_dir / f"{dev}.btt"
         if btt.exists():
             trace.latencies = {

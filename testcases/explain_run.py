@@ -17,6 +17,7 @@ from kbisect.backends import Machine
 from kbisect.builders import kconfig
 from kbisect.errors import TestcaseFailedError
 from kbisect.infra.initramfs import BOOT_EXPLAIN, build_image
+from kbisect.infra.qemu import guest_text
 from kbisect.model import Artifact, BuildSpec, Score, Stats
 from kbisect.testcases import cpu_profile, proc_stats, scoring
 from kbisect.testcases.manifest import Manifest
@@ -114,7 +115,7 @@ def read_stats(folder: Path) -> Stats:
     perf = folder / "perf-stat.csv"
     if perf.exists():
         stats.update(proc_stats.perf_stat(perf.read_text()))
-    return stats
+    return {(source, guest_text(name)): value for (source, name), value in stats.items()}
 
 
 def read_stacks(folder: Path) -> Counter[str]:
@@ -123,8 +124,17 @@ def read_stacks(folder: Path) -> Counter[str]:
     samples, a few hundred kB folded)."""
     script, folded = folder / "perf.script", folder / FOLDED
     if script.exists():
-        stacks = cpu_profile.fold(script.read_text(errors="replace"))
+        stacks = _guest_frames(cpu_profile.fold(script.read_text(errors="replace")))
         folded.write_text(cpu_profile.folded_text(stacks))
         script.unlink()
         return stacks
-    return cpu_profile.read_folded(folded.read_text()) if folded.exists() else Counter()
+    return _guest_frames(cpu_profile.read_folded(folded.read_text() if folded.exists() else ""))
+
+
+def _guest_frames(stacks: Counter[str]) -> Counter[str]:
+    """Each frame of each stack as guest_text: the guest wrote them, and the names reach
+    the Why lines and the notes."""
+    out: Counter[str] = Counter()
+    for stack, count in stacks.items():
+        out[";".join(guest_text(frame) for frame in stack.split(";"))] += count
+    return out

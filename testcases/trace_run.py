@@ -18,6 +18,7 @@ from kbisect.backends import Machine
 from kbisect.errors import BootError, InfraError, TestcaseFailedError, UserError
 from kbisect.infra import host_lock
 from kbisect.infra.initramfs import BOOT_TRACE, build_image, find_tool
+from kbisect.infra.qemu import guest_text
 from kbisect.model import Artifact, DeviceProfile, Disk, GuestImage, GuestRun, Outcome
 from kbisect.testcases import blocktrace
 from kbisect.testcases.manifest import Manifest
@@ -81,7 +82,7 @@ def trace_testcase(
         manifest, artifact, machine, image, prof, TRACE_DISK, 2, progress, "traced run", "trace"
     )
     metrics = {
-        str(r["name"]): float(r["value"])  # type: ignore[arg-type]
+        guest_text(r["name"]): float(r["value"])  # type: ignore[arg-type]
         for r in run.records
         if r.get("event") == "traced-metric" and isinstance(r.get("value"), int | float)
     }

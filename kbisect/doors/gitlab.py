@@ -45,6 +45,7 @@ from kbisect.doors.actions import (
 )
 from kbisect.doors.grammar import MAX_COMMANDS, Command, parse
 from kbisect.doors.job_posts import Post, follow, summary
+from kbisect.doors.quoting import inert
 from kbisect.errors import InfraError, KbisectError, UserError
 from kbisect.infra.git import Git
 from kbisect.jobs import series_client
@@ -428,7 +429,7 @@ class GitLabDoor:
 
 
 def _safe(body: str) -> str:
-    """A note of ours must never read as a command when its hook comes back to us."""
-    return "\n".join(
-        f"`{line}`" if line.lstrip().startswith(PREFIX) else line for line in body.splitlines()
-    )
+    """A note of ours must never act when GitLab takes it, nor when its hook comes back to
+    us: no line starts with "/" (a quick action such as `/close`, applied as the bot's; or
+    our own `/kbisect`) and no mention (`@all`) notifies."""
+    return inert(body, "/")

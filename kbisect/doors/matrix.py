@@ -43,6 +43,7 @@ from kbisect.doors import state_file
 from kbisect.doors.actions import execute, failure_text, off_loop, sru_files
 from kbisect.doors.grammar import Command, parse
 from kbisect.doors.job_posts import Post, follow
+from kbisect.doors.quoting import inert
 from kbisect.errors import InfraError, KbisectError, UserError
 from kbisect.jobs import series_client
 from kbisect.jobs.client import JobClient
@@ -282,7 +283,7 @@ class MatrixBot:
         return await self._send(room, content, tx_id=None)
 
     async def _send(self, room: str, content: dict[str, Any], tx_id: str | None) -> str | None:
-        resp = await self.nio.room_send(room, "m.room.message", content, tx_id=tx_id)
+        resp = await self.nio.room_send(room, "m.room.message", _quiet(content), tx_id=tx_id)
         if isinstance(resp, RoomSendResponse):
             return str(resp.event_id)
         log.warning("could not post in %s: %s", room, resp)
@@ -409,6 +410,13 @@ class MatrixBot:
         }
         if await self._send(room, content, tx_id=tx) is None:
             raise InfraError(f"could not post {name}")
+
+
+def _quiet(content: dict[str, Any]) -> dict[str, Any]:
+    """A post of the bot's (a notice, a file's name, a plot's caption) that mentions no one
+    and whose lines read as no command: its body inert, and an empty `m.mentions`, with
+    which clients and servers since Matrix 1.7 take no mention from the body at all."""
+    return {**content, "body": inert(content["body"], PREFIX), "m.mentions": {}}
 
 
 def _notice(text: str, relates_to: dict[str, Any]) -> dict[str, Any]:

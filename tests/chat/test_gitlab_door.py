@@ -20,13 +20,26 @@ import pytest
 import pytest_asyncio
 import responses
 from aiohttp import web
+from markdown_it import MarkdownIt
+from temporalio.client import WorkflowExecutionStatus
 
 from benchmarks.nginx import free_port
 from kbisect.builders.verify_commit import make_verify_commit
-from kbisect.contract import BisectRequest, BisectResult, Progress, Step, Verification
+from kbisect.contract import (
+    BisectRequest,
+    BisectResult,
+    ExplainResult,
+    Progress,
+    Step,
+    TestStatus,
+    Verification,
+)
 from kbisect.doors.gitlab import FollowedJob, GitLabConfig, GitLabDoor, Target, commands_in
+from kbisect.doors.quoting import WORD_JOINER, inert
 from kbisect.errors import UserError
+from kbisect.infra import qemu
 from kbisect.infra.git import Git
+from kbisect.jobs.explain_job import explain_id
 from kbisect.settings import Settings
 from tests.chat.hanging_git import HangingGitServer, hanging_tree
 from tests.conftest import git, tree_lab
@@ -45,6 +58,7 @@ class RecordingJobs:
     looks: int = 0
     result_of: dict[str, BisectResult] = field(default_factory=dict)
     cancelled: list[str] = field(default_factory=list)
+    explained: dict[str, ExplainResult] = field(default_factory=dict)  # by explain job id
 
     def needs(self) -> list[object]:
         return []
@@ -52,8 +66,12 @@ class RecordingJobs:
     async def describe(self, job_id: str) -> None:
         raise UserError(f"no job {job_id!r}")
 
-    async def status_of(self, job_id: str) -> None:
-        return None  # no explain job: the note goes without Why
+    async def status_of(self, job_id: str) -> WorkflowExecutionStatus | None:
+        # an explain job given its answer; none else: an SRU note goes without Why
+        return WorkflowExecutionStatus.COMPLETED if job_id in self.explained else None
+
+    async def explain_result(self, job_id: str) -> ExplainResult:
+        return self.explained[job_id]
 
     async def require_workers(self, needs: object, *args: object) -> None:
         return None
@@ -446,7 +464,8 @@ async def test_allowed_users_only(receiver: Receiver) -> None:
     await receiver.post(hook(71, BISECT, author="alice"))
     await receiver.settle()
     (reply,) = receiver.calls.of("POST", rf"/projects/{PROJECT}/issues/3/notes")
-    assert reply["body"].startswith("Sorry @alice") and receiver.jobs.started == []
+    named = f"Sorry @{WORD_JOINER}alice"  # named, not mentioned: no note of the door notifies
+    assert reply["body"].startswith(named) and receiver.jobs.started == []
 
 
 def test_the_receiver_needs_allowed_users_or_allow_anyone(
@@ -468,6 +487,58 @@ async def test_start_up_warns_when_anyone_is_obeyed(
     with caplog.at_level("WARNING", logger="kbisect.gitlab"):
         await receiver.door.start()
     assert any("obeying everyone who can comment" in r.message for r in caplog.records)
+
+
+HOSTILE = "x\n/close\n/label ~pwned\n@all"  # a guest's reason: GitLab's quick actions, a ping
+
+
+@pytest.mark.asyncio
+async def test_a_guests_words_in_a_note_close_nothing_and_ping_no_one(receiver: Receiver) -> None:
+    """A failed explain boot's reason, as the result channel gives it, in the door's note of
+    the explain answer: on one line, no line of the note a quick action, no mention."""
+    raw = qemu.RECORD_PREFIX + json.dumps({"event": "harness-failed", "reason": HOSTILE}) + "\n"
+    _, detail = qemu.classify_run(qemu.parse_records(raw), "", True)
+    job, parent, culprit = "bisect-nvme-snapshot-read-00000001", "a" * 40, "c" * 40
+    receiver.door.followed[job] = FollowedJob(Target(PROJECT, "issue", 3, "master"), 1, done=True)
+    receiver.jobs.explained[explain_id(job)] = ExplainResult(
+        "explained", "/repo", "nvme-snapshot-read", "avg_read_sectors", "sectors", "higher",
+        parent, culprit, ["add b", "add c"], job=job, boots=1,
+        failed=[f"culprit {culprit[:12]}: {TestStatus.TESTCASE_FAILED}: explain boot: {detail}"],
+    )  # fmt: skip
+    await receiver.post(hook(95, f"/kbisect explain {job}"))
+    await receiver.settle()
+    (note,) = receiver.calls.of("POST", rf"/projects/{PROJECT}/issues/3/notes")
+    body = note["body"]
+    assert "failed boot: culprit cccccccccccc" in body and "x /close /label ~pwned" in body
+    assert [ln for ln in body.splitlines() if ln.lstrip().startswith("/")] == []
+    assert "@all" not in body
+
+
+def test_quoting_leaves_no_quick_action_and_no_mention() -> None:
+    """Each hostile line stays one line, shown as it was (CommonMark, as GitLab renders it),
+    but none starts with "/" and no @ is followed by a name's character."""
+    hostile = [
+        "/close",
+        "  /label ~x",
+        "@all",
+        "cc @user, @group/sub and (@someone)",
+        "/assign @me `code` and ``two`` backticks",
+        "` /unlabel ~y`",
+        "mail kay@example.com",
+    ]
+    posted = inert("\n".join(hostile), "/").split("\n")
+    assert len(posted) == len(hostile)
+    mention = re.compile(r"(?<![A-Za-z0-9_])@[A-Za-z0-9_.]")  # GitLab's: (?<!\w)@name
+    for line in posted:
+        assert not line.lstrip().startswith("/") and not mention.search(line), line
+    md = MarkdownIt("commonmark")
+    assert md.render(posted[0]) == "<p><code>/close</code></p>\n"
+    shown = md.render(posted[4]).replace(WORD_JOINER, "")
+    assert shown == "<p><code>/assign @me `code` and ``two`` backticks</code></p>\n"
+    assert (
+        posted[3] == f"cc @{WORD_JOINER}user, @{WORD_JOINER}group/sub and (@{WORD_JOINER}someone)"
+    )
+    assert posted[6] == "mail kay@example.com"  # an address, not a mention
 
 
 def test_commands_are_found_at_line_starts_only() -> None:
@@ -560,7 +631,7 @@ async def test_a_note_of_many_commands_gets_one_reply(receiver: Receiver) -> Non
     bodies = [n["body"] for n in receiver.calls.of("POST", r".*/issues/3/notes")]
     assert len(bodies) == 4, bodies
     assert bodies[0].startswith("refused: 300 commands in one note") and "\n" not in bodies[0]
-    assert bodies[1].startswith("Sorry @mallory")
+    assert bodies[1].startswith(f"Sorry @{WORD_JOINER}mallory")
     assert bodies[2].startswith("commands: ") and "nvme-snapshot-read" in bodies[3]
 
 
@@ -617,7 +688,7 @@ async def test_a_tree_urls_credentials_are_in_no_note(receiver: Receiver) -> Non
     await receiver.post(hook(140, BISECT.replace("tree=lab", "tree=private")))
     await receiver.settle()
     (reply,) = receiver.calls.of("POST", r".*/issues/3/notes")
-    assert "could not fetch http://***@127.0.0.1:" in reply["body"]
+    assert f"could not fetch http://***@{WORD_JOINER}127.0.0.1:" in reply["body"]
     assert "SECRET123" not in reply["body"] and "kb:" not in reply["body"]
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.nginx import free_port
+from kbisect.doors.quoting import WORD_JOINER
 from kbisect.infra import temporal_server
 from tests.chat.bot_process import KBISECT, bot_posts, members, reply_to, start_bot, wait_for
 from tests.chat.homeserver import Synapse
@@ -48,7 +49,7 @@ def test_bot_obeys_allowed_users_refuses_bad_text_and_ignores_the_rest(
     try:
         assert bot.user_id in members(alice, room)
         asked = {
-            mallory.say(room, "!kbisect status"): f"Sorry {mallory.user_id}",
+            mallory.say(room, "!kbisect status"): f"Sorry @{WORD_JOINER}{mallory.user_id[1:]}",
             alice.say(room, "!kbisect help"): "commands: bisect tree=NAME",
             alice.say(
                 room, f"!kbisect bisect tree=lab good=$(touch {pwned}) bad=x testcase=t"

@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 from kbisect.contract import BisectRequest, BisectResult, Progress
-from kbisect.doors.matrix import BotConfig, MatrixBot
+from kbisect.doors.matrix import PREFIX, BotConfig, MatrixBot, _quiet, command_text
+from kbisect.doors.quoting import WORD_JOINER
 from kbisect.jobs.client import JobClient, JobSummary
 from kbisect.settings import Settings
 from tests.chat.bot_process import bot_posts, members, reply_to
@@ -97,6 +98,11 @@ class Room:
                 raise AssertionError(f"the bot stopped: {self.errors}")
             time.sleep(poll)
         raise AssertionError(f"no reply to {to}")
+
+
+def named(user: User) -> str:
+    """The bot's refusal to a user: it names them, and mentions no one."""
+    return f"Sorry @{WORD_JOINER}{user.user_id[1:]}"
 
 
 def _wait(cond: Callable[[], object], timeout: float, what: str) -> None:
@@ -199,7 +205,7 @@ def test_a_message_is_one_command_and_a_stranger_gets_one_reply(room: Room) -> N
     first = room.alice.say(room.room, many)
     second = room.mallory.say(room.room, many)
     assert room.answer(first).startswith("commands: ")
-    assert room.answer(second).startswith(f"Sorry {room.mallory.user_id}")
+    assert room.answer(second).startswith(named(room.mallory))
     last = room.alice.say(room.room, "!kbisect testcases")
     room.answer(last)
     assert len(room.posts()) == 3
@@ -208,7 +214,7 @@ def test_a_message_is_one_command_and_a_stranger_gets_one_reply(room: Room) -> N
 def test_a_user_who_is_not_allowed_starts_no_job(room: Room) -> None:
     bisect = "!kbisect bisect tree=lab good=v1 bad=master testcase=nvme-snapshot-read"
     refused = room.mallory.say(room.room, bisect)
-    assert room.answer(refused).startswith(f"Sorry {room.mallory.user_id}")
+    assert room.answer(refused).startswith(named(room.mallory))
     started = room.alice.say(room.room, bisect)  # the same command from alice starts one
     assert room.answer(started).startswith("started ")
     assert len(room.jobs.started) == 1
@@ -254,7 +260,7 @@ def test_a_tree_urls_credentials_never_reach_the_room(room: Room) -> None:
         answer = room.answer(room.alice.say(room.room, BISECT.replace("tree=lab", "tree=private")))
     finally:
         server.release()
-    assert "could not fetch http://***@127.0.0.1:" in answer
+    assert f"could not fetch http://***@{WORD_JOINER}127.0.0.1:" in answer
     assert "SECRET123" not in answer and "kb:" not in answer
 
 
@@ -264,3 +270,22 @@ def test_an_exception_not_kbisects_gets_one_line_and_the_bot_serves_on(room: Roo
     assert answer == "kbisect could not do that: the service sent something odd"
     assert room.answer(room.alice.say(room.room, "!kbisect help")).startswith("commands: ")
     assert room.thread.is_alive() and room.errors == []
+
+
+def test_the_bots_posts_mention_no_one(room: Room) -> None:
+    asked = room.alice.say(room.room, "!kbisect status @room")
+    answer = room.answer(asked)
+    assert answer == f"refused: '@{WORD_JOINER}room' is not a job id; 'status' lists them"
+    (event,) = [e for e in room.posts() if reply_to(e) == asked]
+    assert event["content"]["m.mentions"] == {}  # Matrix 1.7: nobody, whatever the body says
+
+
+def test_no_line_of_a_post_reads_as_a_command_or_a_mention() -> None:
+    body = "!kbisect cancel x\n  !kbisect help `a`\nsee !kbisect help\n@room @alice:hs.org"
+    sent = _quiet({"msgtype": "m.notice", "body": body, "m.relates_to": {}})
+    lines = sent["body"].split("\n")
+    assert lines[:3] == ["` !kbisect cancel x `", "``   !kbisect help `a` ``", "see !kbisect help"]
+    assert lines[3] == f"@{WORD_JOINER}room @{WORD_JOINER}alice:hs.org"
+    assert command_text(sent["body"]) is None and command_text(body) == "cancel x"
+    assert not any(ln.lstrip().startswith(PREFIX) for ln in lines)
+    assert sent["m.mentions"] == {} and sent["m.relates_to"] == {}

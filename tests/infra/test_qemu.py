@@ -1,4 +1,5 @@
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -40,6 +41,39 @@ def test_argv_is_a_list_of_plain_strings() -> None:
 def test_parse_records_skips_noise_and_torn_lines() -> None:
     text = 'junk\r\nKBISECT {"event":"booted"}\r\nKBISECT {"event":"met\nKBISECT [1]\n'
     assert parse_records(text) == [BOOTED]
+
+
+def test_a_guests_strings_come_out_as_one_capped_line() -> None:
+    """Every string a guest puts in a record, keys and nested ones too, is one printable line
+    of at most DETAIL_CAP characters: a line of its own would be a command in a GitLab note."""
+    reason = "x\n/close\n/label ~pwned\n@all" + "\r\n\t\x1b[2J\u2028\x00 " * 100_000  # 1 MB
+    raw = {"event": "harness-failed", "reason": reason, "more": [{"na\nme": "a\nb"}]}
+    (rec,) = parse_records(qemu.RECORD_PREFIX + json.dumps(raw) + "\n")
+    said = str(rec["reason"])
+    assert said.startswith("x /close /label ~pwned @all [2J ") and said.isprintable()
+    assert len(said) <= qemu.DETAIL_CAP and rec["more"] == [{"na me": "a b"}]
+    outcome, detail = classify_run([rec], "", True)
+    assert (outcome, detail) == (
+        Outcome.CANNOT_TEST,
+        f"the guest could not run the testcase: {said}",
+    )
+    unread = {"event": "harness-failed", "reason": "one\n/two"}  # records not parsed here
+    assert classify_run([unread], "", True)[1].endswith("testcase: one /two")
+
+
+def test_a_record_nested_past_the_recursion_limit_is_skipped() -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+    text = f"{qemu.RECORD_PREFIX}{deep}\n{qemu.RECORD_PREFIX}" + '{"event": "booted"}\n'
+    assert parse_records(text) == [BOOTED]
+
+
+def test_console_words_are_one_printable_line() -> None:
+    console = "Kernel panic - not syncing: \x1b[31mVFS\tboom\x1b[0m" + "!" * 1000
+    panic = classify_run([], console, True)[1]
+    assert panic.startswith("Kernel panic - not syncing: [31mVFS boom [0m!!!")
+    assert panic.isprintable() and len(panic) <= qemu.DETAIL_CAP
+    said = qemu.last_words("echo: \x1b]0;title\x07I/O error\nkbisect: testcase exited with 1\n")
+    assert said == "echo: ]0;title I/O error"
 
 
 @pytest.mark.parametrize(

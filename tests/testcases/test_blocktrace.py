@@ -50,6 +50,12 @@ def test_summary_per_disk_with_p99_merges_and_request_sizes(tmp_path: Path) -> N
     assert cow.requests == 0 and cow.latencies == {}
 
 
+def test_a_disk_name_the_guest_wrote_is_printable(tmp_path: Path) -> None:
+    (tmp_path / "disks").write_text("orig\x1b]0;x\x07in nvme0n1\n")
+    (trace,) = blocktrace.summarize(tmp_path)
+    assert trace.disk == "orig ]0;x in"
+
+
 def test_compare_says_what_changed_in_words() -> None:
     good = DiskTrace("origin", "nvme0n1", {"d2c": Latency(0.32), "q2c": Latency(0.5, 0.9)})
     good.requests, good.sectors = 1026, {512: 1026}

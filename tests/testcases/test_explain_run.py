@@ -6,6 +6,7 @@ import pytest
 
 from kbisect.builders import kconfig
 from kbisect.errors import TestcaseFailedError
+from kbisect.infra import qemu
 from kbisect.testcases import manifest
 from kbisect.testcases.explain_run import explain_manifest, explain_spec, read_stacks, read_stats
 
@@ -49,6 +50,19 @@ def test_the_host_reads_the_deltas_and_perf_stats_counters(tmp_path: Path) -> No
     assert stats[("perf-stat", "task-clock")] == pytest.approx(2004.01)
     assert ("perf-stat", "page-faults") not in stats  # not counted is not 0
     assert read_stacks(tmp_path / "explain") == {}  # no perf in the guest: no samples
+
+
+def test_the_names_a_guest_left_are_printable_and_capped(tmp_path: Path) -> None:
+    """A counter's or a function's name reaches the Why lines, and notes: one line, capped."""
+    folder = guest_folder(tmp_path / "explain", "pgfault 160\npgmajfault 2\n")
+    (folder / "perf-stat.csv").write_text("5,,ctx\x1b[2J" + "x" * 5000 + ",1,100.00,,\n")
+    (folder / "perf.script").write_text(
+        "fio\x1b[2J 1\n\tffff queue_rq\x1b[31m" + "y" * 900 + "\n\n"
+    )
+    names = [name for _, name in read_stats(folder)]
+    frames = [f for stack in read_stacks(folder) for f in stack.split(";")]
+    assert "ctx [2J" + "x" * 292 + "\u2026" in names and frames[0] == "fio [2J"
+    assert all(n.isprintable() and len(n) <= qemu.DETAIL_CAP for n in names + frames)
 
 
 def test_a_guest_that_left_no_statistics_is_a_failed_testcase(tmp_path: Path) -> None:
