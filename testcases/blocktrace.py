@@ -167,6 +167,10 @@ def _latency(seconds: list[float]) -> Latency | None:
     return Latency(sum(seconds) / len(seconds) * 1e3, (p99(seconds) or 0.0) * 1e3, len(seconds))
 
 
+# A block device's name as the kernel gives it (vdb, nvme0n1, dm-0), nothing a path can use.
+DEVICE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,31}")
+
+
 def summarize(trace_dir: Path) -> list[DiskTrace]:
     """One DiskTrace per traced disk, from what the guest left in `trace_dir`."""
     out = []
@@ -175,6 +179,8 @@ def summarize(trace_dir: Path) -> list[DiskTrace]:
         if len(row.split()) != 2:
             continue
         name, dev = row.split()
+        if not DEVICE_NAME.fullmatch(dev):
+            continue  # the guest wrote it, and it names files here: never a path ("../x")
         trace = DiskTrace(guest_text(name), dev)  # the guest wrote the name: it is shown
         btt = trace_dir / f"{dev}.btt"
         if btt.exists():

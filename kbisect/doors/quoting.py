@@ -4,6 +4,8 @@ carries others' words: a guest's (a failed boot's reason), a commit's subject, a
 
 import re
 
+from kbisect.reports.lines import backtick_fence
+
 # Invisible, and no name's character: "@\u2060all" names no one. GitLab takes a mention
 # only where a name's character follows the @, whatever markdown is around it (a code span
 # would not do in a table row, whose cells are split first, nor in an HTML block).
@@ -21,8 +23,7 @@ def inert(text: str, command: str) -> str:
 
 
 def code_span(text: str) -> str:
-    """text as one CommonMark code span, shown as it is: the fence is longer than any run
-    of backticks in it, and CommonMark strips the one space padding each side."""
-    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
-    fence = "`" * (longest + 1)
+    """text as one CommonMark code span, shown as it is (CommonMark strips the one space
+    padding each side)."""
+    fence = backtick_fence(text)
     return f"{fence} {text} {fence}"

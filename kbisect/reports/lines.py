@@ -30,11 +30,16 @@ def md_text(text: str) -> str:
     return _MD_LINE_START.sub(r"\1\\\2", _MD_INLINE.sub(r"\\\g<0>", flat))
 
 
-def md_code(text: str) -> list[str]:
-    """Text as a fenced code block's lines, shown as it is: the fence is longer than any
-    run of backticks in it, so no line of it closes the block (a guest's console)."""
+def backtick_fence(text: str, least: int = 1) -> str:
+    """A CommonMark fence (of `least` backticks at least) longer than any run of backticks
+    in text, which therefore cannot close it early."""
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
-    fence = "`" * max(3, longest + 1)
+    return "`" * max(least, longest + 1)
+
+
+def md_code(text: str) -> list[str]:
+    """Text as a fenced code block's lines, shown as it is (a guest's console)."""
+    fence = backtick_fence(text, 3)
     return [fence, *text.splitlines(), fence]
 
 

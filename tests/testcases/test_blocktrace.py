@@ -56,6 +56,14 @@ def test_a_disk_name_the_guest_wrote_is_printable(tmp_path: Path) -> None:
     assert trace.disk == "orig ]0;x in"
 
 
+def test_a_device_name_that_is_a_path_reads_no_file_outside(tmp_path: Path) -> None:
+    trace_dir, outside = tmp_path / "trace", tmp_path / "secret.btt"
+    trace_dir.mkdir()
+    outside.write_text(BTT)  # what "../secret" would read of the host
+    (trace_dir / "disks").write_text("origin ../secret\ncow nvme1n1\n")
+    assert [t.device for t in blocktrace.summarize(trace_dir)] == ["nvme1n1"]
+
+
 def test_compare_says_what_changed_in_words() -> None:
     good = DiskTrace("origin", "nvme0n1", {"d2c": Latency(0.32), "q2c": Latency(0.5, 0.9)})
     good.requests, good.sectors = 1026, {512: 1026}
