@@ -420,7 +420,7 @@ class GitLabDoor:
         project = self.gl.projects.get(target.project, lazy=True)
 
         mr = await asyncio.to_thread(
-            push_sru_branch, project, target.branch, branch, made, changes, job, _safe(note)
+            push_sru_branch, project, target.branch, branch, made, changes, job, note, _safe
         )
         return Reply(
             f"kbisect opened !{mr.iid} from `{branch}` into `{target.branch}`: {mr.web_url} "

@@ -3,6 +3,7 @@ merge request: the files it changes go up byte for byte, through the commits API
 
 import base64
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -101,10 +102,12 @@ def push_sru_branch(
     changes: list[Change],
     job: str,
     description: str,
+    quote: Callable[[str], str],
 ) -> Any:
     """The tested commit on a new branch from `target`, through the commits API, and a merge
-    request of it (returned). Refused when the target's copies of the files are not the
-    ones the tested commit started from: the change would not be what was tested."""
+    request of it (returned), its title and description made inert by `quote` (the door's:
+    a subject may carry a mention). Refused when the target's copies of the files are not
+    the ones the tested commit started from: the change would not be what was tested."""
     base = str(project.branches.get(target).commit["id"])
     differ = [c.path for c in changes if _blob_at(project, c.path, base) != c.old_blob]
     if differ:
@@ -128,7 +131,7 @@ def push_sru_branch(
         {
             "source_branch": branch,
             "target_branch": target,
-            "title": made.message.split("\n", 1)[0],
-            "description": description,
+            "title": quote(made.message.split("\n", 1)[0]),
+            "description": quote(description),
         }
     )

@@ -12,6 +12,7 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import aiohttp
@@ -34,12 +35,21 @@ from kbisect.contract import (
     TestStatus,
     Verification,
 )
-from kbisect.doors.gitlab import FollowedJob, GitLabConfig, GitLabDoor, Target, commands_in
+from kbisect.doors.gitlab import (
+    FollowedJob,
+    GitLabConfig,
+    GitLabDoor,
+    Target,
+    _safe,
+    commands_in,
+)
 from kbisect.doors.quoting import WORD_JOINER, inert
 from kbisect.errors import UserError
 from kbisect.infra import qemu
 from kbisect.infra.git import Git
 from kbisect.jobs.explain_job import explain_id
+from kbisect.reports.sru_branch import push_sru_branch
+from kbisect.reports.sru_patch import SruCommit
 from kbisect.settings import Settings
 from tests.chat.hanging_git import HangingGitServer, hanging_tree
 from tests.conftest import git, tree_lab
@@ -830,3 +840,17 @@ def test_a_series_issue_is_watch_project_and_issue() -> None:
     for bad in ("cloud", "cloud=kernel/sru", "cloud=#12", "cloud=kernel/sru#x", "Bad=p#1"):
         with pytest.raises(UserError):
             SeriesIssue.parse(bad)
+
+
+def test_a_merge_requests_title_from_a_subject_pings_no_one() -> None:
+    made = SruCommit("b" * 40, "c" * 40, "Fix @all reads\n\n/close\n", "revert", ("K", "k@x"), {})
+    created: list[dict[str, str]] = []
+    project = SimpleNamespace(
+        branches=SimpleNamespace(get=lambda _: SimpleNamespace(commit={"id": "f" * 40})),
+        commits=SimpleNamespace(create=lambda _: None),
+        mergerequests=SimpleNamespace(create=lambda data: created.append(data)),
+    )
+    push_sru_branch(project, "stable", "sru/x", made, [], "job", made.message, _safe)
+    (mr,) = created
+    assert "@all" not in mr["title"] and "@all" not in mr["description"]
+    assert not any(ln.lstrip().startswith("/") for ln in mr["description"].splitlines())
