@@ -66,6 +66,9 @@ SAFE_CONFIG = (
 # command line is the only way to turn off diff.external and GIT_EXTERNAL_DIFF).
 DIFF_COMMANDS = frozenset({"diff", "show", "log", "diff-tree"})
 DIFF_OPTIONS = ("--no-ext-diff", "--no-textconv", "--no-color")
+# blame: no textconv filter either (a tree's .gitattributes picks the driver, which runs,
+# and its output shifts the line numbers a backport's plan asks about).
+BLAME_OPTIONS = ("--no-textconv",)
 # format-patch: the patch files as git makes them with no format.* config (a caller's own
 # flags come after these and win). format.to/cc/headers only add up in config: these
 # flags are the way to drop them.
@@ -110,6 +113,8 @@ def git_argv(repo: Path, *args: str) -> list[str]:
     cmd = list(args)
     if cmd and cmd[0] in DIFF_COMMANDS:
         cmd[1:1] = DIFF_OPTIONS
+    elif cmd and cmd[0] == "blame":
+        cmd[1:1] = BLAME_OPTIONS
     elif cmd and cmd[0] == "format-patch":
         cmd[1:1] = FORMAT_PATCH_OPTIONS
     pins = [part for kv in SAFE_CONFIG for part in ("-c", kv)]

@@ -152,3 +152,31 @@ def test_a_removed_line_that_reads_like_a_file_header_is_no_header(tmp_path: Pat
     (repo / "notes.txt").write_text("one\nthree\n")  # the diff's line: "--- signature"
     git(repo, *who, "commit", "-qam", "second")
     assert read_lines(Git(repo), git(repo, "rev-parse", "HEAD").strip()) == {"notes.txt": [(1, 3)]}
+
+
+def test_blame_runs_no_textconv_driver_the_trees_attributes_choose(tmp_path: Path) -> None:
+    """A `diff=x` attribute and a `diff.x.textconv` in the repository's config: blame as the
+    planner runs it neither runs the driver nor reads the lines it would shift."""
+    from kbisect.builders.backport_series import blamed
+
+    repo, ran = tmp_path / "r", tmp_path / "textconv-ran"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    driver = tmp_path / "textconv"
+    driver.write_text(f'#!/bin/sh\ntouch {ran}\nseq 20\ncat "$1"\n')  # 20 lines first
+    driver.chmod(0o755)
+    git(repo, "config", "diff.x.textconv", str(driver))
+    (repo / ".gitattributes").write_text("*.c diff=x\n")
+    who = ["-c", "user.name=A", "-c", "user.email=a@x"]
+
+    def commit(text: str) -> str:
+        (repo / "f.c").write_text(text)
+        git(repo, "add", ".")
+        git(repo, *who, "commit", "-qm", "x")
+        return git(repo, "rev-parse", "HEAD").strip()
+
+    base = commit("a\nb\nc\nd\ne\nf\ng\n")
+    prereq = commit("a\nb\nC\nd\ne\nf\ng\n")
+    change = commit("a\nb\nC2\nd\ne\nf\ng\n")
+    assert blamed(Git(repo), change, base) == {base, prereq}
+    assert not ran.exists()
