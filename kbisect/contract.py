@@ -7,6 +7,7 @@ Temporal failure types. Plain data only: the workflow sandbox shares this module
 """
 
 import json
+import math
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -106,9 +107,21 @@ MIN_BOOTS, MAX_BOOTS = 3, 5000
 EXPLAIN_BOOTS_TIMING, EXPLAIN_BOOTS_EXACT = 5, 2
 EXPLAIN_FDR = 0.05
 EXPLAIN_LEAST_CHANGE, EXPLAIN_LEAST_POINTS = 10.0, 0.5
-# An explain boot's folded CPU stacks kept in its result, the most sampled first (a
-# Temporal payload stays under 2 MB; sched-pipe's boots fold to about 3,000 stacks)
-EXPLAIN_STACKS = 1000
+EXPLAIN_MAX_BOOTS = 50  # --boots, of each side: 100 boots, and a history's worth of results
+# What an explain boot's guest leaves is the kernel under test's: read and kept bounded, so
+# that a boot's result and the answer stay well under Temporal's 2 MB payload (a hostile
+# boot's result measures about 0.5 MB at these caps: tests/testcases/test_explain_hostile).
+# Each cap that drops something says so in the answer (its "left out" lines).
+EXPLAIN_SCRIPT_BYTES = 64 << 20  # perf.script read (sched-pipe's 40,000 samples: 16 MB)
+EXPLAIN_STATS_FILE_BYTES = 1 << 20  # a statistics file read (a guest's: a few kB)
+EXPLAIN_NAME_CHARS = 80  # a statistic's or a function's name (qemu.guest_text), cut past it
+EXPLAIN_SOURCE_STATS = 300  # a source's statistics (vmstat has 192; the profile's shares)
+# An explain boot's folded CPU stacks kept in its result, the most sampled first, and a
+# side's summed over its boots (sched-pipe's boots fold to about 3,000 stacks): as many as
+# fit this many characters; the others' samples are kept as one stack, "[left out]"
+EXPLAIN_STACKS, EXPLAIN_STACKS_CHARS = 1000, 150_000
+EXPLAIN_CHANGES = 400  # listed changes kept in the answer, the largest first
+EXPLAIN_NOTES = 20  # "left out" lines kept in the answer
 # `kbisect explain --alignment`: the pair rebuilt with every function aligned to this many
 # bytes, to tell the change from a shift of the code's layout (LKP's commonest false
 # culprit); it is suggested when the culprit's diff touches none of the culprit's most
@@ -156,6 +169,24 @@ def fit_summary(text: str, limit: int = SUMMARY_BYTES) -> str:
     while text and len(json.dumps(text + "…")) > limit:
         text = text[: max(0, len(text) - max(1, len(text) // 8))]
     return text + "…"
+
+
+def finite(data: Any) -> Any:
+    """`data` (dicts, lists and tuples of them) with each float that is not finite (a
+    guest's NaN, an overflow) as None."""
+    if isinstance(data, float):
+        return data if math.isfinite(data) else None
+    if isinstance(data, dict):
+        return {k: finite(v) for k, v in data.items()}
+    if isinstance(data, list | tuple):
+        return [finite(v) for v in data]
+    return data
+
+
+def strict_json(data: Any, **kwargs: Any) -> str:
+    """JSON that every reader takes: json.dumps writes NaN and infinities, which are not
+    JSON; here they are null (finite)."""
+    return json.dumps(finite(data), allow_nan=False, **kwargs)
 
 
 class ErrorType(StrEnum):
@@ -802,6 +833,7 @@ class ExplainBootResult:
     folder: str = ""  # on the VM host: the boot's statistics, folded stacks and console
     host: str = ""
     error: str = ""
+    notes: list[str] = field(default_factory=list)  # what of the guest's was left out: why
 
 
 @dataclass
@@ -841,6 +873,7 @@ class ExplainResult:
     # a timing culprit whose diff touches none of its most sampled functions: the
     # alignment check suggested ("": not)
     suggestion: str = ""
+    notes: list[str] = field(default_factory=list)  # what was left out, EXPLAIN_NOTES at most
 
 
 # --- backports: the change a bisection found, taken to the kernel that ships ------------

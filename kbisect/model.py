@@ -1,5 +1,7 @@
 """Plain data passed between the pieces (and, later, Temporal activities)."""
 
+from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import PurePath
@@ -145,6 +147,26 @@ def stats_by_source(stats: Stats) -> dict[str, dict[str, float]]:
 def stats_of(by_source: dict[str, dict[str, float]]) -> Stats:
     """stats_by_source() read back."""
     return {(s, n): v for s, names in by_source.items() for n, v in names.items()}
+
+
+# The folded stack that holds the samples of the stacks left out (a command has no space:
+# no sample's stack reads as it), so that shares and a flame graph's widths stay of all
+LEFT_OUT = "[left out]"
+
+
+def top_stacks(stacks: Mapping[str, int], n: int, chars: int) -> Counter[str]:
+    """The `n` most sampled stacks that fit `chars` characters in all; the others' samples
+    summed under LEFT_OUT."""
+    kept: Counter[str] = Counter()
+    left, room = 0, chars
+    for stack, count in Counter(stacks).most_common():
+        if stack != LEFT_OUT and len(kept) < n and len(stack) <= room:
+            kept[stack], room = count, room - len(stack)
+        else:
+            left += count
+    if left:
+        kept[LEFT_OUT] = left
+    return kept
 
 
 @dataclass(frozen=True)

@@ -5,19 +5,21 @@ The guest runs on the host's root filesystem whatever the testcase's own userlan
 perf comes from there (the initramfs has no room for it and its 28 libraries), and so
 does everything else the script calls. The statistics and the samples travel as a tar on
 an extra disk, as a traced boot's do; the host folds the samples and takes the deltas.
+What the guest left is the kernel under test's: each file is read bounded, and what is
+left out or cannot be read is one line of the boot's notes (the answer says them).
 """
 
 import dataclasses
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kbisect.backends import Machine
 from kbisect.builders import kconfig
+from kbisect.contract import EXPLAIN_STATS_FILE_BYTES
 from kbisect.errors import TestcaseFailedError
 from kbisect.infra.initramfs import BOOT_EXPLAIN, build_image
-from kbisect.infra.qemu import guest_text
 from kbisect.model import Artifact, BuildSpec, Score, Stats
 from kbisect.testcases import cpu_profile, proc_stats, scoring
 from kbisect.testcases.manifest import Manifest
@@ -34,13 +36,15 @@ FOLDED = "stacks.folded"  # the boot's samples, folded, in its explain folder
 @dataclass
 class ExplainBoot:
     """One explain boot: its score, each statistic's delta over the testcase (iostat's
-    figures and perf stat's counters among them), and its folded CPU samples."""
+    figures, perf stat's counters and the profile's shares among them), its folded CPU
+    samples, and what of the guest's was left out, a line each."""
 
     score: Score
     stats: Stats
     stacks: Counter[str]
     folder: str
     console: str
+    notes: list[str] = field(default_factory=list)
 
 
 def explain_manifest(manifest: Manifest) -> Manifest:
@@ -90,51 +94,71 @@ def explain_boot(
         guest, artifact, machine, image, prof, EXPLAIN_DISK, runs + 1, progress,
         "explain boot", "explain",
     )  # fmt: skip
-    return ExplainBoot(
-        scoring.score(manifest, run.records),
-        read_stats(folder),
-        read_stacks(folder),
-        str(folder),
-        run.console,
-    )
+    score = scoring.score(manifest, run.records)
+    said: list[str] = []
+    stats, stacks = read_stats(folder, said), read_stacks(folder, said)
+    stats.update(cpu_profile.shares(stacks, said))
+    return ExplainBoot(score, stats, stacks, str(folder), run.console, list(dict.fromkeys(said)))
 
 
-def _files(folder: Path) -> dict[str, str]:
-    return {p.name: p.read_text() for p in folder.iterdir() if p.name in proc_stats.SOURCES}
+def _text(path: Path, said: list[str]) -> str | None:
+    """A file the guest left, if any; None (said) past EXPLAIN_STATS_FILE_BYTES."""
+    if not path.is_file():
+        return None
+    with open(path, "rb") as f:
+        data = f.read(EXPLAIN_STATS_FILE_BYTES + 1)
+    if len(data) > EXPLAIN_STATS_FILE_BYTES:
+        said.append(f"{path.name}: cannot read it: over {EXPLAIN_STATS_FILE_BYTES:,} bytes")
+        return None
+    return data.decode(errors="replace")
 
 
-def read_stats(folder: Path) -> Stats:
-    """The statistics' deltas over the testcase, and perf stat's counters."""
+def _files(folder: Path, said: list[str]) -> dict[str, str]:
+    return {s: t for s in proc_stats.SOURCES if (t := _text(folder / s, said)) is not None}
+
+
+def _seconds(folder: Path, said: list[str]) -> float:
+    """The seconds between the two reads; 0 (no per-second figures) when an uptime does
+    not read."""
+    try:
+        before, after = (
+            proc_stats.uptime(_text(folder / side / "uptime", said) or "")
+            for side in ("before", "after")
+        )
+    except proc_stats.Unreadable as exc:
+        said.append(f"uptime: cannot read it: {exc}: no per-second figures")
+        return 0.0
+    return after - before
+
+
+def read_stats(folder: Path, said: list[str]) -> Stats:
+    """The statistics' deltas over the testcase, and perf stat's counters; what is left
+    out, and each file that does not read, said in `said` (the rest counts)."""
     before, after = folder / "before", folder / "after"
     if not (before / "uptime").exists() or not (after / "uptime").exists():
         raise TestcaseFailedError(f"the explain boot left no statistics in {folder}")
-    seconds = float((after / "uptime").read_text()) - float((before / "uptime").read_text())
+    seconds = _seconds(folder, said)
     stats = proc_stats.delta(
-        proc_stats.parse(_files(before)), proc_stats.parse(_files(after)), seconds
+        proc_stats.parse(_files(before, said), said),
+        proc_stats.parse(_files(after, said), said),
+        seconds,
     )
-    perf = folder / "perf-stat.csv"
-    if perf.exists():
-        stats.update(proc_stats.perf_stat(perf.read_text()))
-    return {(source, guest_text(name)): value for (source, name), value in stats.items()}
+    perf = _text(folder / "perf-stat.csv", said)
+    if perf is not None:
+        stats.update(proc_stats.read_source("perf-stat", perf, proc_stats.perf_stat, said))
+    return proc_stats.bounded(stats, said)
 
 
-def read_stacks(folder: Path) -> Counter[str]:
-    """The boot's folded CPU samples (none where the guest had no perf). The samples
-    are folded once: the folded stacks replace perf's text (16 MB for sched-pipe's 40,000
-    samples, a few hundred kB folded)."""
+def read_stacks(folder: Path, said: list[str]) -> Counter[str]:
+    """The boot's folded CPU samples (none where the guest had no perf), bounded as
+    cpu_profile.fold bounds them. The samples are folded once: the folded stacks replace
+    perf's text (16 MB for sched-pipe's 40,000 samples, a few hundred kB folded)."""
     script, folded = folder / "perf.script", folder / FOLDED
-    if script.exists():
-        stacks = _guest_frames(cpu_profile.fold(script.read_text(errors="replace")))
+    if script.is_file():
+        stacks = cpu_profile.fold(cpu_profile.script_lines(script, said), said)
         folded.write_text(cpu_profile.folded_text(stacks))
         script.unlink()
         return stacks
-    return _guest_frames(cpu_profile.read_folded(folded.read_text() if folded.exists() else ""))
-
-
-def _guest_frames(stacks: Counter[str]) -> Counter[str]:
-    """Each frame of each stack as guest_text: the guest wrote them, and the names reach
-    the Why lines and the notes."""
-    out: Counter[str] = Counter()
-    for stack, count in stacks.items():
-        out[";".join(guest_text(frame) for frame in stack.split(";"))] += count
-    return out
+    if folded.is_file():
+        return cpu_profile.read_folded(cpu_profile.script_lines(folded, said))
+    return Counter()

@@ -5,10 +5,18 @@ Counters are summed over the CPUs (per-CPU rows double the statistics and mostly
 where the scheduler happened to run a task, not what the kernel did). iostat's derived
 figures are computed per disk from the diskstats deltas and the seconds between the two
 reads, as `iostat -x` does: r/s, rkB/s, rrqm/s, the average request size, await, %util.
+
+The files are the kernel under test's: a figure that is not finite or past a counter's
+range makes its file unreadable (Unreadable), and a source's statistics are bounded
+(`bounded`); what is left out is said in `said`.
 """
 
-from collections.abc import Mapping
+import math
+from collections import Counter
+from collections.abc import Callable, Mapping
 
+from kbisect.contract import EXPLAIN_NAME_CHARS, EXPLAIN_SOURCE_STATS
+from kbisect.infra.qemu import guest_text
 from kbisect.model import Stats
 
 # The /proc files an explain boot reads, by the source name the comparison gives them
@@ -45,11 +53,33 @@ SCHED_FIELDS = (
 )
 
 
+# A kernel counter's range (u64): a figure past it is none of the kernel's, and would
+# overflow the comparison's arithmetic
+LARGEST = 2.0**64
+
+
+class Unreadable(ValueError):
+    """A statistics file that does not read as the kernel writes it: why, in words."""
+
+
 def _number(text: str) -> float | None:
+    """A figure; None for a word (a header, perf's "<not counted>"). Unreadable: NaN, an
+    infinity, or a figure past LARGEST."""
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         return None
+    if not abs(value) <= LARGEST:  # NaN too
+        raise Unreadable(f"{guest_text(text, EXPLAIN_NAME_CHARS)!r} is not a counter's value")
+    return value
+
+
+def _figure(text: str) -> float:
+    """A figure where the file has one. Unreadable: anything else."""
+    value = _number(text)
+    if value is None:
+        raise Unreadable(f"{guest_text(text, EXPLAIN_NAME_CHARS)!r} is not a number")
+    return value
 
 
 def _pairs(text: str, source: str) -> Stats:
@@ -91,9 +121,9 @@ def _stat(text: str) -> Stats:
             continue
         if parts[0] == "cpu":
             for name, value in zip(CPU_FIELDS, parts[1:], strict=False):
-                out[("stat", name)] = float(value)
+                out[("stat", name)] = _figure(value)
         elif parts[0] in ("ctxt", "processes", "intr", "softirq") and len(parts) > 1:
-            out[("stat", parts[0])] = float(parts[1])  # intr, softirq: their totals
+            out[("stat", parts[0])] = _figure(parts[1])  # intr, softirq: their totals
     return out
 
 
@@ -106,7 +136,7 @@ def _schedstat(text: str) -> Stats:
         for name, value in zip(SCHED_FIELDS, parts[1:], strict=False):
             if name:
                 key = ("schedstat", name)
-                out[key] = out.get(key, 0.0) + float(value)
+                out[key] = out.get(key, 0.0) + _figure(value)
     return out
 
 
@@ -120,7 +150,7 @@ def _diskstats(text: str) -> Stats:
         if disk.startswith(("loop", "ram")):
             continue  # idle in a guest, and dozens of them
         for name, value in zip(DISK_FIELDS, parts[3:], strict=False):
-            out[("diskstats", f"{disk} {name}")] = float(value)
+            out[("diskstats", f"{disk} {name}")] = _figure(value)
     return out
 
 
@@ -135,13 +165,43 @@ _PARSERS = {
 }
 
 
-def parse(files: Mapping[str, str]) -> Stats:
+def parse(files: Mapping[str, str], said: list[str] | None = None) -> Stats:
     """One read of the /proc files (by source name; a missing one reads as nothing: a
-    kernel without schedstats has no /proc/schedstat)."""
+    kernel without schedstats has no /proc/schedstat), each bounded; an unreadable one is
+    left out, said in `said`."""
+    said = [] if said is None else said
     out: Stats = {}
     for source, text in files.items():
         if source in _PARSERS:
-            out.update(_PARSERS[source](text))
+            out.update(bounded(read_source(source, text, _PARSERS[source], said), said))
+    return out
+
+
+def read_source(source: str, text: str, parser: Callable[[str], Stats], said: list[str]) -> Stats:
+    """One file's statistics; none, said in `said`, when it is unreadable."""
+    try:
+        return parser(text)
+    except Unreadable as exc:
+        said.append(f"{source}: cannot read it: {exc}")
+        return {}
+
+
+def bounded(stats: Stats, said: list[str]) -> Stats:
+    """The statistics as a result carries them: each name guest_text of EXPLAIN_NAME_CHARS,
+    a source's first EXPLAIN_SOURCE_STATS, and no figure that is not finite or is past
+    LARGEST (a delta's or a rate's overflow); what is left out said in `said`."""
+    out: Stats = {}
+    kept: Counter[str] = Counter()
+    left: Counter[str] = Counter()
+    for (source, name), value in stats.items():
+        if not (math.isfinite(value) and abs(value) <= LARGEST):
+            left[f"{source}: figures out of range"] += 1
+        elif kept[source] >= EXPLAIN_SOURCE_STATS:
+            left[f"{source}: statistics past its first {EXPLAIN_SOURCE_STATS:,}"] += 1
+        else:
+            kept[source] += 1
+            out[(source, guest_text(name, EXPLAIN_NAME_CHARS))] = value
+    said += [f"{what}: {n:,} left out" for what, n in left.items()]
     return out
 
 
@@ -153,12 +213,19 @@ def delta(before: Stats, after: Stats, seconds: float) -> Stats:
     return out
 
 
+def uptime(text: str) -> float:
+    """The guest's uptime in seconds (kb_now: /proc/uptime's first figure). Unreadable:
+    anything else."""
+    return _figure(text.strip())
+
+
 # perf stat's software counters an explain boot reads (TCG guests have no PMU)
 PERF_EVENTS = ("context-switches", "cpu-migrations", "page-faults", "task-clock")
 
 
 def perf_stat(csv: str) -> Stats:
-    """`perf stat -x,`'s counters (value,unit,event,...); one not counted is left out."""
+    """`perf stat -x,`'s counters (value,unit,event,...); one not counted is left out.
+    Unreadable: a counter that is not finite or past LARGEST."""
     out: Stats = {}
     for line in csv.splitlines():
         fields = line.split(",")

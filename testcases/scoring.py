@@ -3,6 +3,7 @@
 The first `manifest.warmup` repetitions of a boot warm caches and the emulator's code
 translation (under TCG they read 20-40% low): they are kept, apart, and not scored."""
 
+import math
 import statistics
 
 from kbisect.errors import TestcaseFailedError
@@ -37,10 +38,22 @@ def _samples(manifest: Manifest, records: list[dict[str, object]]) -> dict[str, 
     for rec in records:
         if rec.get("event") != "metric" or rec.get("name") not in manifest.metrics:
             continue
-        value, rep = rec.get("value"), rec.get("rep")
-        if isinstance(value, int | float) and isinstance(rep, int):
-            samples.setdefault(str(rec["name"]), {})[rep] = float(value)
+        value, rep = sample(rec.get("value")), rec.get("rep")
+        if value is not None and isinstance(rep, int):
+            samples.setdefault(str(rec["name"]), {})[rep] = value
     return samples
+
+
+def sample(value: object) -> float | None:
+    """A guest's value as a sample: a finite number; NaN, an infinity or an integer past
+    a float's range (JSON has them) is none."""
+    if not isinstance(value, int | float):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _score(manifest: Manifest, samples: dict[str, dict[int, float]], warmup: int) -> Score:

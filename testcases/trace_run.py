@@ -23,6 +23,7 @@ from kbisect.model import Artifact, DeviceProfile, Disk, GuestImage, GuestRun, O
 from kbisect.testcases import blocktrace
 from kbisect.testcases.manifest import Manifest
 from kbisect.testcases.runner import guest_parts, profile
+from kbisect.testcases.scoring import sample
 
 TRACE_DISK = "kbtrace"
 TRACE_DISK_MIB = 512  # and an explain boot's disk (explain_run)
@@ -82,9 +83,9 @@ def trace_testcase(
         manifest, artifact, machine, image, prof, TRACE_DISK, 2, progress, "traced run", "trace"
     )
     metrics = {
-        guest_text(r["name"]): float(r["value"])  # type: ignore[arg-type]
+        guest_text(r["name"]): value
         for r in run.records
-        if r.get("event") == "traced-metric" and isinstance(r.get("value"), int | float)
+        if r.get("event") == "traced-metric" and (value := sample(r.get("value"))) is not None
     }
     return Diagnostics(str(folder), blocktrace.summarize(folder), metrics, run.console)
 

@@ -33,7 +33,6 @@ from kbisect.contract import (
     CLASSIFY,
     DUET,
     EXPLAIN,
-    EXPLAIN_STACKS,
     PLAN_BACKPORT,
     PREPARE_VERIFY,
     TEST,
@@ -76,7 +75,7 @@ from kbisect.errors import (
 from kbisect.infra.git import Git
 from kbisect.model import Artifact, stats_by_source
 from kbisect.settings import Settings
-from kbisect.testcases import cpu_profile, duet
+from kbisect.testcases import duet
 from kbisect.testcases import manifest as manifests
 from kbisect.testcases.explain_run import explain_boot, explain_spec
 from kbisect.testcases.runner import build_spec, run_testcase
@@ -440,10 +439,11 @@ class VmActivities:
                 commit=req.commit,
                 status=TestStatus.OK,
                 samples=list(metric.samples),
-                stats=stats_by_source({**b.stats, **cpu_profile.shares(b.stacks)}),
-                stacks=dict(b.stacks.most_common(EXPLAIN_STACKS)),
+                stats=stats_by_source(b.stats),
+                stacks=dict(b.stacks),  # bounded as the folded samples are
                 folder=b.folder,
                 host=self.machine.host,
+                notes=b.notes,
             )
 
         return with_heartbeats(explained)

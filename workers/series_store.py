@@ -20,6 +20,7 @@ from kbisect.contract import (
     SeriesKernel,
     SeriesRecord,
     SweepPair,
+    strict_json,
 )
 from kbisect.errors import UserError
 from kbisect.settings import Settings, private_dir
@@ -91,7 +92,7 @@ class Kept:
         self.file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         fd, tmp = tempfile.mkstemp(dir=self.file.parent, prefix=".series-")
         with os.fdopen(fd, "w") as f:
-            json.dump(self.data, f, indent=1)
+            f.write(strict_json(self.data, indent=1))
         os.replace(tmp, self.file)  # a crash leaves the older whole file
 
 

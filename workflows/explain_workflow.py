@@ -20,6 +20,7 @@ with workflow.unsafe.imports_passed_through():
         CHANGED_FUNCTIONS,
         EXPLAIN_BOOTS_EXACT,
         EXPLAIN_BOOTS_TIMING,
+        EXPLAIN_MAX_BOOTS,
         EXPLAIN_WORKFLOW,
         AlignmentCheck,
         AlignmentWord,
@@ -73,6 +74,8 @@ class ExplainWorkflow(ShowsStatus):
     async def run(self, req: ExplainRequest) -> ExplainResult:
         p = self._progress
         p.testcase = req.testcase
+        if req.boots > EXPLAIN_MAX_BOOTS:  # every door checks it: a request made by hand
+            raise self._fail(f"{req.boots} boots of each side: {EXPLAIN_MAX_BOOTS} at most")
         sweep = SweepRequest(
             req.repo, [req.parent, req.culprit], [req.testcase], metric=req.metric,
             profile=req.profile, build_queue=req.build_queue, vm_queue=req.vm_queue,
@@ -154,6 +157,7 @@ class ExplainWorkflow(ShowsStatus):
             message=summary.message,
             alignment=alignment,
             suggestion=suggestion,
+            notes=summary.notes,
         )
 
     async def _suggestion(
@@ -253,4 +257,8 @@ class ExplainWorkflow(ShowsStatus):
         if each < 2:
             line = f"{len(olds)} and {len(news)} aligned boots ran: two a side are the least"
             return AlignmentCheck(AlignmentWord.UNMEASURED, {}, each, line)
-        return layout.alignment_check(change_of("metric", job.primary, olds, news), effect, each)
+        try:
+            aligned = change_of("metric", job.primary, olds, news)
+        except ValueError as err:  # a guest's figures past comparing
+            return AlignmentCheck(AlignmentWord.UNMEASURED, {}, each, str(err))
+        return layout.alignment_check(aligned, effect, each)

@@ -4,7 +4,6 @@ and with it."""
 
 import argparse
 import functools
-import json
 
 from kbisect.cli.job_service import (
     job_or_by_hand,
@@ -24,6 +23,7 @@ from kbisect.contract import (
     BackportProgress,
     BackportRequest,
     BackportResult,
+    strict_json,
 )
 from kbisect.errors import UserError
 from kbisect.jobs import backport_job
@@ -103,7 +103,7 @@ async def follow_backport(client: JobClient, job_id: str, args: argparse.Namespa
 
 def show_result(result: BackportResult, job_id: str, as_json: bool) -> None:
     if as_json:
-        out(json.dumps(backport_report.to_json(result, job_id), indent=2))
+        out(strict_json(backport_report.to_json(result, job_id), indent=2))
         return
     for line in backport_report.outcome_lines(result):
         out(line)

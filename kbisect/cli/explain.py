@@ -4,7 +4,6 @@ moved beyond its noise."""
 
 import argparse
 import functools
-import json
 import uuid
 from pathlib import Path
 
@@ -26,11 +25,12 @@ from kbisect.contract import (
     EXPLAIN_ALIGNMENT,
     EXPLAIN_BOOTS_EXACT,
     EXPLAIN_BOOTS_TIMING,
-    MAX_BOOTS,
+    EXPLAIN_MAX_BOOTS,
     BisectResult,
     ExplainProgress,
     ExplainRequest,
     ExplainResult,
+    strict_json,
 )
 from kbisect.errors import UserError
 from kbisect.jobs import explain_job
@@ -63,8 +63,8 @@ def _by_hand(args: argparse.Namespace) -> ExplainRequest:
 
 def cmd_explain(args: argparse.Namespace, settings: Settings) -> int:
     checked_output(args.flame, "--flame")
-    if args.boots is not None and not 2 <= args.boots <= MAX_BOOTS:
-        raise UserError(f"--boots {args.boots}: give 2 to {MAX_BOOTS} boots of each side")
+    if args.boots is not None and not 2 <= args.boots <= EXPLAIN_MAX_BOOTS:
+        raise UserError(f"--boots {args.boots}: give 2 to {EXPLAIN_MAX_BOOTS} boots of each side")
     if args.job and (args.culprit or args.parent):
         raise UserError("give a job id, or --culprit (and --parent), not both")
     if args.job is None:
@@ -128,7 +128,7 @@ def show_result(result: ExplainResult, explain_id: str, args: argparse.Namespace
         with writing(Path(args.flame), "--flame"):
             note(f"flame graph: {explain_report.write_flame(result, Path(args.flame))}")
     if args.json:
-        out(json.dumps(explain_report.to_json(result, explain_id), indent=2))
+        out(strict_json(explain_report.to_json(result, explain_id), indent=2))
         return
     for line in explain_report.outcome_lines(result):
         out(line)
@@ -159,8 +159,8 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
     e.add_argument(
         "--boots",
         type=int,
-        help=f"explain boots of each side ({EXPLAIN_BOOTS_TIMING} for a timing, "
-        f"{EXPLAIN_BOOTS_EXACT} for a counter); more find smaller changes",
+        help=f"explain boots of each side, 2 to {EXPLAIN_MAX_BOOTS} ({EXPLAIN_BOOTS_TIMING} for "
+        f"a timing, {EXPLAIN_BOOTS_EXACT} for a counter); more find smaller changes",
     )
     e.add_argument(
         "--again", action="store_true", help="boot anew though the job was explained before"

@@ -2,12 +2,12 @@
 of gone repositories and old verify refs."""
 
 import argparse
-import json
 import math
 from pathlib import Path
 
 from kbisect.builders.cache_gc import DEFAULT_DAYS
 from kbisect.cli.output import out
+from kbisect.contract import strict_json
 from kbisect.errors import UserError
 from kbisect.settings import Settings
 
@@ -36,7 +36,7 @@ def cmd_gc(args: argparse.Namespace, settings: Settings) -> int:
     if args.json:
         rows = [{"kind": k, "what": w} for k, w in removed]
         data = {"dry_run": report.dry_run, "removed": rows, "kept": report.kept}
-        out(json.dumps({**data, "bytes_freed": report.bytes_freed}, indent=2))
+        out(strict_json({**data, "bytes_freed": report.bytes_freed}, indent=2))
         return 0
     verb = "would remove" if report.dry_run else "removed"
     for kind, what in removed:

@@ -6,7 +6,6 @@ series watches import it; it imports none of them."""
 import argparse
 import asyncio
 import contextlib
-import json
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Protocol, TypeVar
@@ -18,7 +17,7 @@ from temporalio.client import WorkflowExecutionStatus
 
 from kbisect.cli import output
 from kbisect.cli.output import EventLines, note, out, progress_view
-from kbisect.contract import BisectResult, Progress
+from kbisect.contract import BisectResult, Progress, strict_json
 from kbisect.errors import InfraError, KbisectError
 from kbisect.jobs.client import WORKER_GRACE, JobClient
 from kbisect.reports.job_report import to_json
@@ -149,7 +148,7 @@ async def follow_result(
         events.finish(result.steps, result.metric)
         events.end(result.status, result.message)
     if as_json:
-        out(json.dumps(to_json(result), indent=2))
+        out(strict_json(to_json(result), indent=2))
     else:
         for line in outcome_lines(result):
             out(line)

@@ -1,7 +1,6 @@
 """Jobs: bisect, watch, status, cancel, report, mark, resume (all through kbisect.jobs.client)."""
 
 import argparse
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,6 +25,7 @@ from kbisect.contract import (
     BisectRequest,
     BisectResult,
     Mode,
+    strict_json,
 )
 from kbisect.errors import UserError
 from kbisect.infra.git import Git
@@ -180,7 +180,7 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     async def go(client: JobClient, args: argparse.Namespace) -> int:
         jobs = await client.jobs(args.limit)
         if args.json:
-            out(json.dumps([j.to_json() for j in jobs], indent=2))
+            out(strict_json([j.to_json() for j in jobs], indent=2))
         elif not jobs:
             out("no bisection jobs yet")
         else:
@@ -240,7 +240,7 @@ def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
             return 0
         result = await client.result(args.id)
         if args.json:
-            out(json.dumps(to_json(result), indent=2))
+            out(strict_json(to_json(result), indent=2))
             return 0
         if args.sru_patch:
             return _sru_patch(result, args)

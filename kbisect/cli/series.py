@@ -4,7 +4,6 @@ each against the last one measured, and keeps what it finds; `kbisect chat matri
 --series NAME` posts its alerts."""
 
 import argparse
-import json
 import re
 from dataclasses import asdict
 from datetime import timedelta
@@ -14,7 +13,7 @@ from kbisect.builders.trees import Trees
 from kbisect.cli.job_service import no_start, with_client
 from kbisect.cli.output import note, out
 from kbisect.cli.sweep import checked_measure, measure_options
-from kbisect.contract import DEFAULT_SERIES_EVERY_MINUTES, PairWord, SeriesWatch
+from kbisect.contract import DEFAULT_SERIES_EVERY_MINUTES, PairWord, SeriesWatch, strict_json
 from kbisect.errors import UserError
 from kbisect.jobs import series_client
 from kbisect.jobs.client import JobClient
@@ -69,7 +68,7 @@ def cmd_watch(args: argparse.Namespace, settings: Settings) -> int:
         await client.require_workers(client.needs())
         sid = await series_client.create(client, watch, period)
         if args.json:
-            out(json.dumps({"schedule": sid, **asdict(watch)}, indent=2))
+            out(strict_json({"schedule": sid, **asdict(watch)}, indent=2))
             return 0
         out(f"watch {watch.name} ({sid}): {_source(watch)}, every {args.every}")
         note("the first look takes the newest kernel as the baseline; newer ones are swept")
@@ -83,7 +82,7 @@ def cmd_list(args: argparse.Namespace, settings: Settings) -> int:
     async def go(client: JobClient, args: argparse.Namespace) -> int:
         found = await series_client.watches(client)
         if args.json:
-            out(json.dumps([w.to_json() for w in found], indent=2))
+            out(strict_json([w.to_json() for w in found], indent=2))
         elif not found:
             out("no watches yet: make one with 'kbisect series watch NAME ...'")
         else:
@@ -110,7 +109,7 @@ def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
         summary = await series_client.describe(client, args.name)
         ticks = await series_client.ticks(client, args.name)
         if args.json:
-            out(json.dumps(_show_json(summary, ticks), indent=2))
+            out(strict_json(_show_json(summary, ticks), indent=2))
             return 0
         out(f"watch {args.name}: {_source(summary.watch)}, every {summary.every}")
         for t in ticks:

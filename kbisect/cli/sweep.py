@@ -2,7 +2,6 @@
 neighbours; `--bisect` then bisects each change."""
 
 import argparse
-import json
 from collections.abc import Awaitable
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from kbisect.contract import (
     SweepProgress,
     SweepRequest,
     SweepResult,
+    strict_json,
 )
 from kbisect.errors import UserError
 from kbisect.infra.git import Git
@@ -192,7 +192,7 @@ def show_result(result: SweepResult, job_id: str, args: argparse.Namespace) -> N
         with writing(Path(args.plot), "--plot"):
             note(f"plot: {plot_sweep(result, Path(args.plot))}")
     if args.json:
-        out(json.dumps(sweep_report.to_json(result, job_id), indent=2))
+        out(strict_json(sweep_report.to_json(result, job_id), indent=2))
     elif getattr(args, "markdown", False):
         out(sweep_report.markdown(result))
     else:

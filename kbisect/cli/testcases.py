@@ -2,11 +2,11 @@
 `kbisect testcase new|check`: a user's own testcase, written and tried."""
 
 import argparse
-import json
 from dataclasses import asdict
 from pathlib import Path
 
 from kbisect.cli.output import note, out, stages
+from kbisect.contract import strict_json
 from kbisect.errors import UserError
 from kbisect.settings import Settings
 from kbisect.testcases.manifest import search_path as manifest_search_path
@@ -37,7 +37,7 @@ def cmd_testcases(args: argparse.Namespace, settings: Settings) -> int:
             }
             for e in entries
         ]
-        out(json.dumps(rows, indent=2))
+        out(strict_json(rows, indent=2))
         return 0
     for e in entries:
         m = e.manifest
@@ -97,7 +97,7 @@ def cmd_testcase_check(args: argparse.Namespace, settings: Settings) -> int:
     else:
         report.notes.append("not booted: give --repo DIR --kernel-rev REV to run it once")
     if args.json:
-        out(json.dumps(asdict(report) | {"ok": report.ok, "metrics": values}, indent=2))
+        out(strict_json(asdict(report) | {"ok": report.ok, "metrics": values}, indent=2))
     else:
         for line in report.notes:
             out(line)

@@ -2,10 +2,10 @@
 give as `--tree NAME` (or `tree=NAME` in chat) instead of a repository path."""
 
 import argparse
-import json
 
 from kbisect.builders.trees import Trees
 from kbisect.cli.output import note, out
+from kbisect.contract import strict_json
 from kbisect.reports.lines import columns
 from kbisect.settings import Settings, redact
 
@@ -24,7 +24,7 @@ def cmd_add(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_list(args: argparse.Namespace, settings: Settings) -> int:
     trees = Trees(settings).all()
     if args.json:
-        out(json.dumps([t.to_json() for t in trees], indent=2))
+        out(strict_json([t.to_json() for t in trees], indent=2))
     elif not trees:
         out("no trees yet: add one with 'kbisect tree add NAME URL'")
     else:

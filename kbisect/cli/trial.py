@@ -1,11 +1,11 @@
 """`kbisect try`: build, boot and score one revision, here and now (no service)."""
 
 import argparse
-import json
 from pathlib import Path
 
 from kbisect.cli import output
 from kbisect.cli.output import out, stages
+from kbisect.contract import strict_json
 from kbisect.errors import UserError
 from kbisect.settings import Settings
 
@@ -35,7 +35,7 @@ def cmd_try(args: argparse.Namespace, settings: Settings) -> int:
         else:
             result = try_commit(Path(args.repo), args.rev, args.testcase, opts, args.config)
     if args.json:
-        out(json.dumps(try_to_json(result), indent=2))
+        out(strict_json(try_to_json(result), indent=2))
     elif live:
         render_try(result, output.stdout_console())
     else:

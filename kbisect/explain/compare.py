@@ -6,7 +6,8 @@ is its own), and all at once under a Benjamini-Hochberg cut, so that hundreds of
 statistics read from an A/A pair list nothing but by the rate asked for. LKP calls a
 change when the min-max ranges do not overlap; with 5 boots a side that is both blunt and,
 over hundreds of statistics, not controlled. A listed change also has to be large enough
-to explain something (EXPLAIN_LEAST_CHANGE).
+to explain something (EXPLAIN_LEAST_CHANGE). The figures are a guest's: one that is not
+finite, or that overflows the arithmetic, leaves its statistic untested.
 """
 
 import dataclasses
@@ -14,7 +15,12 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kbisect.contract import EXPLAIN_FDR, EXPLAIN_LEAST_CHANGE, EXPLAIN_LEAST_POINTS
+from kbisect.contract import (
+    EXPLAIN_CHANGES,
+    EXPLAIN_FDR,
+    EXPLAIN_LEAST_CHANGE,
+    EXPLAIN_LEAST_POINTS,
+)
 from kbisect.decide.stats import t_quantile, t_sf2
 from kbisect.model import Stats
 
@@ -50,6 +56,11 @@ class Comparison:
     read: int  # statistics read in every boot
     tested: int  # of those, the ones that varied or differed at all
     changes: list[Change]  # listed: beyond the noise and large enough, largest first
+    more: int = 0  # listed past the EXPLAIN_CHANGES largest: left out of `changes`
+
+    @property
+    def listed(self) -> int:
+        return len(self.changes) + self.more
 
     def to_json(self) -> dict[str, object]:
         return dataclasses.asdict(self)  # the changes as Change.to_json has them
@@ -98,9 +109,10 @@ class _Test:
             return Change(*at, None, None, None, self.p)
         ratio = mb / ma
         half = t * math.sqrt(self.sb + ratio * ratio * self.sa) / abs(ma)
-        return Change(
-            *at, 100 * (ratio - 1), 100 * (ratio - half - 1), 100 * (ratio + half - 1), self.p
-        )
+        low, high = 100 * (ratio - half - 1), 100 * (ratio + half - 1)
+        if not all(math.isfinite(x) for x in (ratio, low, high)):
+            return Change(*at, None, None, None, self.p)  # a parent's figure next to 0
+        return Change(*at, 100 * (ratio - 1), low, high, self.p)
 
 
 def size(c: Change) -> float:
@@ -123,10 +135,26 @@ def _large(c: Change) -> bool:
     return abs(c.change) >= least
 
 
+def _tested(source: str, name: str, a: Sequence[float], b: Sequence[float]) -> _Test | None:
+    """The statistic's test; None where a figure is not finite or the arithmetic
+    overflows on them (a guest's absurd figures: no p-value to rank)."""
+    if not all(math.isfinite(v) for v in (*a, *b)):
+        return None
+    try:
+        test = _Test.of(source, name, a, b)
+    except (ArithmeticError, ValueError):  # an overflow, a math domain error
+        return None
+    return test if all(math.isfinite(x) for x in (test.parent, test.culprit, test.p)) else None
+
+
 def change_of(source: str, name: str, parent: Sequence[float], culprit: Sequence[float]) -> Change:
     """One statistic's change with its 95% interval, tested alone (the job's own metric on
-    the explain kernels: do they still show its effect?)."""
-    return _Test.of(source, name, parent, culprit).change()
+    the explain kernels: do they still show its effect?). ValueError: the figures are not
+    finite, or overflow the arithmetic."""
+    test = _tested(source, name, parent, culprit)
+    if test is None:
+        raise ValueError(f"the {name} figures do not compare (not finite, or far too large)")
+    return test.change()
 
 
 def interleaved(boots: int) -> list[bool]:
@@ -164,11 +192,12 @@ def compare(
     for key in sorted(keys):
         a = [b.get(key, 0.0) for b in parent]
         c = [b.get(key, 0.0) for b in culprit]
-        if len({*a, *c}) > 1:
-            tests.append(_Test.of(key[0], key[1], a, c))
+        if len({*a, *c}) > 1 and (test := _tested(key[0], key[1], a, c)) is not None:
+            tests.append(test)
     found = benjamini_hochberg([t.p for t in tests], fdr)
     # the intervals (a quantile each) only for the discoveries
     changes = [t.change() for t, f in zip(tests, found, strict=True) if f]
     listed = [c for c in changes if _large(c)]
     listed.sort(key=size, reverse=True)
-    return Comparison(len(keys), len(tests), listed)
+    kept = listed[:EXPLAIN_CHANGES]
+    return Comparison(len(keys), len(tests), kept, len(listed) - len(kept))

@@ -6,10 +6,16 @@ import statistics
 from collections import Counter
 from dataclasses import dataclass
 
-from kbisect.contract import ExplainBootResult, TestStatus
+from kbisect.contract import (
+    EXPLAIN_NOTES,
+    EXPLAIN_STACKS,
+    EXPLAIN_STACKS_CHARS,
+    ExplainBootResult,
+    TestStatus,
+)
 from kbisect.explain.compare import Change, Comparison, change_of, compare
 from kbisect.explain.why import why_lines
-from kbisect.model import stats_of
+from kbisect.model import LEFT_OUT, stats_of, top_stacks
 
 EXPLAINED, UNEXPLAINED, NO_EFFECT = "explained", "unexplained", "no-effect"
 
@@ -22,6 +28,7 @@ class Summary:
     why: list[str]
     stacks: dict[str, dict[str, int]]  # "parent", "culprit": their boots' stacks summed
     message: str
+    notes: list[str]  # what of the boots' was left out, EXPLAIN_NOTES lines at most
 
 
 def ran(boots: list[ExplainBootResult]) -> list[ExplainBootResult]:
@@ -37,7 +44,8 @@ def score(boot: ExplainBootResult) -> float:
 def summarise(
     parent: list[ExplainBootResult], culprit: list[ExplainBootResult], metric: str
 ) -> Summary:
-    """ValueError: fewer than two boots ran on a side (the caller says which failed)."""
+    """ValueError: fewer than two boots ran on a side (the caller says which failed), or
+    the metric's figures do not compare."""
     p, c = ran(parent), ran(culprit)
     if len(p) < 2 or len(c) < 2:
         raise ValueError(
@@ -57,17 +65,18 @@ def summarise(
         )
     elif comparison.changes:
         status = EXPLAINED
-        message = f"{metric} {_pct(effect)}; {len(comparison.changes)} statistics moved with it"
+        message = f"{metric} {_pct(effect)}; {comparison.listed} statistics moved with it"
     else:
         status = UNEXPLAINED
         message = (
             f"{metric} {_pct(effect)}, and no statistic moved beyond its noise: more boots "
             "(--boots) or a testcase that reads what changed"
         )
+    said = _said("parent", p) + _said("culprit", c)
+    stacks = {"parent": _summed("parent", p, said), "culprit": _summed("culprit", c, said)}
     return Summary(
-        status, effect, comparison, why_lines(comparison),
-        {"parent": _summed(p), "culprit": _summed(c)}, message,
-    )  # fmt: skip
+        status, effect, comparison, why_lines(comparison), stacks, message, _capped(said)
+    )
 
 
 def _pct(c: Change) -> str:
@@ -76,8 +85,27 @@ def _pct(c: Change) -> str:
     return f"{c.change:+.1f}% (95% CI {c.low:+.1f}% to {c.high:+.1f}%)"
 
 
-def _summed(boots: list[ExplainBootResult]) -> dict[str, int]:
+def _summed(side: str, boots: list[ExplainBootResult], said: list[str]) -> dict[str, int]:
+    """The side's stacks summed over its boots, as many as a boot keeps (the others'
+    samples under LEFT_OUT, said in `said`)."""
     total: Counter[str] = Counter()
     for b in boots:
         total.update(b.stacks)
-    return dict(total)
+    kept = top_stacks(total, EXPLAIN_STACKS, EXPLAIN_STACKS_CHARS)
+    if kept[LEFT_OUT] > total[LEFT_OUT]:
+        said.append(
+            f"flame graph: {kept[LEFT_OUT] - total[LEFT_OUT]:,} of the {side}'s samples left "
+            f"out, in stacks past its {EXPLAIN_STACKS:,} most sampled over its boots"
+        )
+    return dict(kept)
+
+
+def _said(side: str, boots: list[ExplainBootResult]) -> list[str]:
+    """Each boot's notes, the boot named."""
+    return [f"the {side}'s boot {i}: {n}" for i, b in enumerate(boots, 1) for n in b.notes]
+
+
+def _capped(notes: list[str]) -> list[str]:
+    if len(notes) <= EXPLAIN_NOTES:
+        return notes
+    return [*notes[: EXPLAIN_NOTES - 1], f"... and {len(notes) - EXPLAIN_NOTES + 1} more"]

@@ -77,11 +77,12 @@ def why_lines(comparison: Comparison, top: int = WHY_LINES) -> list[str]:
     n = min(PROFILE_LINES, len(shares), top)
     picked = others[: top - n] + shares[:n]
     lines = [line(c) for c in picked]
-    more = len(comparison.changes) - len(picked)
+    more = comparison.listed - len(picked)
     if more > 0:
-        lines.append(f"... and {more} more (--json)")
+        where = f"the {len(comparison.changes)} largest in --json" if comparison.more else "--json"
+        lines.append(f"... and {more} more ({where})")
     lines.append(
-        f"{len(comparison.changes)} of {comparison.tested} statistics changed beyond their "
+        f"{comparison.listed} of {comparison.tested} statistics changed beyond their "
         f"noise ({comparison.read} read)"
     )
     return lines

@@ -26,6 +26,8 @@ def outcome_lines(r: ExplainResult) -> list[str]:
         f"{r.testcase} on kernels with the diagnostics options"
     )
     lines += [f"failed boot: {f}" for f in r.failed]
+    if r.notes:  # what of the guest's was not read or kept
+        lines += ["Left out:", *(f"  {n}" for n in r.notes)]
     if r.alignment is not None:
         lines.append(f"Alignment: {r.alignment.line}")
     if r.suggestion:

@@ -49,4 +49,4 @@ def test_an_explain_boot_reads_the_statistics_and_profile_of_a_context_switching
     assert shares[("profile", "pipe_write (total)")] > 10
     folded = Path(boot.folder, "stacks.folded")  # kept for the flame graph, perf's text not
     assert folded.exists() and not Path(boot.folder, "perf.script").exists()
-    assert cpu_profile.read_folded(folded.read_text()) == boot.stacks
+    assert cpu_profile.read_folded(folded.read_text().splitlines()) == boot.stacks

@@ -31,7 +31,7 @@ fio
 
 
 def test_samples_fold_into_stacks_root_first_with_runs_of_unknown_frames_as_one() -> None:
-    stacks = profile.fold(SCRIPT)
+    stacks = profile.fold(SCRIPT.splitlines())
     assert stacks == Counter(
         {
             "fio;[unknown];submit_bio;blk_mq_submit_bio;nvme_pace_read": 2,
@@ -40,11 +40,11 @@ def test_samples_fold_into_stacks_root_first_with_runs_of_unknown_frames_as_one(
         }
     )
     assert profile.folded_text(stacks).splitlines()[0].endswith("nvme_pace_read 2")
-    assert profile.read_folded(profile.folded_text(stacks)) == stacks
+    assert profile.read_folded(profile.folded_text(stacks).splitlines()) == stacks
 
 
 def test_a_function_has_a_self_and_a_total_share_of_the_samples() -> None:
-    s = profile.shares(profile.fold(SCRIPT))
+    s = profile.shares(profile.fold(SCRIPT.splitlines()))
     assert s[("profile", "nvme_pace_read (self)")] == 50
     assert s[("profile", "blk_mq_submit_bio (self)")] == 25
     assert s[("profile", "blk_mq_submit_bio (total)")] == 75
@@ -55,7 +55,7 @@ def test_a_function_has_a_self_and_a_total_share_of_the_samples() -> None:
 def test_a_real_perf_script_of_this_host_folds_with_every_sample_counted() -> None:
     text = (DATA / "host-perf.script").read_text()
     samples = sum(1 for line in text.splitlines() if line and not line[0].isspace())
-    stacks = profile.fold(text)
+    stacks = profile.fold(text.splitlines())
     assert sum(stacks.values()) == samples > 100
     s = profile.shares(stacks)
     leaves = sum(v for (_, name), v in s.items() if name.endswith("(self)"))

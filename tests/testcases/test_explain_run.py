@@ -6,7 +6,7 @@ import pytest
 
 from kbisect.builders import kconfig
 from kbisect.errors import TestcaseFailedError
-from kbisect.infra import qemu
+from kbisect.contract import EXPLAIN_NAME_CHARS
 from kbisect.testcases import manifest
 from kbisect.testcases.explain_run import explain_manifest, explain_spec, read_stacks, read_stats
 
@@ -43,13 +43,13 @@ def guest_folder(root: Path, after_vmstat: str) -> Path:
 
 
 def test_the_host_reads_the_deltas_and_perf_stats_counters(tmp_path: Path) -> None:
-    stats = read_stats(guest_folder(tmp_path / "explain", "pgfault 160\npgmajfault 2\n"))
+    stats = read_stats(guest_folder(tmp_path / "explain", "pgfault 160\npgmajfault 2\n"), [])
     assert stats[("vmstat", "pgfault")] == 60 and stats[("vmstat", "pgmajfault")] == 0
     assert stats[("stat", "ctxt")] == 0  # the same file both times: no change
     assert stats[("perf-stat", "context-switches")] == 41230
     assert stats[("perf-stat", "task-clock")] == pytest.approx(2004.01)
     assert ("perf-stat", "page-faults") not in stats  # not counted is not 0
-    assert read_stacks(tmp_path / "explain") == {}  # no perf in the guest: no samples
+    assert read_stacks(tmp_path / "explain", []) == {}  # no perf in the guest: no samples
 
 
 def test_the_names_a_guest_left_are_printable_and_capped(tmp_path: Path) -> None:
@@ -59,13 +59,14 @@ def test_the_names_a_guest_left_are_printable_and_capped(tmp_path: Path) -> None
     (folder / "perf.script").write_text(
         "fio\x1b[2J 1\n\tffff queue_rq\x1b[31m" + "y" * 900 + "\n\n"
     )
-    names = [name for _, name in read_stats(folder)]
-    frames = [f for stack in read_stacks(folder) for f in stack.split(";")]
-    assert "ctx [2J" + "x" * 292 + "\u2026" in names and frames[0] == "fio [2J"
-    assert all(n.isprintable() and len(n) <= qemu.DETAIL_CAP for n in names + frames)
+    names = [name for _, name in read_stats(folder, [])]
+    frames = [f for stack in read_stacks(folder, []) for f in stack.split(";")]
+    ctx = "ctx [2J" + "x" * (EXPLAIN_NAME_CHARS - 8) + "\u2026"
+    assert ctx in names and frames[0] == "fio [2J"
+    assert all(n.isprintable() and len(n) <= EXPLAIN_NAME_CHARS for n in names + frames)
 
 
 def test_a_guest_that_left_no_statistics_is_a_failed_testcase(tmp_path: Path) -> None:
     (tmp_path / "explain").mkdir()
     with pytest.raises(TestcaseFailedError, match="no statistics"):
-        read_stats(tmp_path / "explain")
+        read_stats(tmp_path / "explain", [])

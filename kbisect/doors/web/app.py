@@ -12,7 +12,6 @@ import binascii
 import dataclasses
 import hashlib
 import hmac
-import json
 import logging
 import tempfile
 import threading
@@ -32,6 +31,7 @@ from kbisect.contract import (
     BisectResult,
     Progress,
     SweepResult,
+    strict_json,
 )
 from kbisect.doors.web import pages
 from kbisect.doors.web.html import PAGE_CSP
@@ -436,7 +436,7 @@ class Site:
                 )
         except KbisectError as exc:
             return web.json_response({"error": str(exc)}, status=404)
-        return web.Response(text=json.dumps(data, default=str), content_type="application/json")
+        return web.Response(text=strict_json(data, default=str), content_type="application/json")
 
 
 OTHERS = {SWEEP_WORKFLOW: "sweep", EXPLAIN_WORKFLOW: "explain", BACKPORT_WORKFLOW: "backport"}
