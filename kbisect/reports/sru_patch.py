@@ -12,6 +12,7 @@ default_target), and runs the tree's own scripts/checkpatch.pl on it (GIT_COMMIT
 ignored for the provenance line: see checkpatch).
 """
 
+import os
 import re
 import subprocess
 import tempfile
@@ -268,7 +269,10 @@ def checkpatch(git: Git, rev: str, patch: Path, author: str) -> tuple[str, list[
     "This reverts commit" line alone exempt, in the message up to its first Signed-off-by:
     the provenance line the Ubuntu SRU format requires, as `git cherry-pick -x` writes it,
     is an error when the original has no Signed-off-by before it. So GIT_COMMIT_ID is
-    ignored when, and only when, the patch carries that line."""
+    ignored when, and only when, the patch carries that line.
+
+    The script is the tree's code: it runs in a copy of its files with _script_env only,
+    and looks commit ids up in a repository of its own that reads the user's objects."""
     files = ("scripts/checkpatch.pl", "scripts/spelling.txt", "scripts/const_structs.checkpatch")
     provenance = _provenance_line(patch)
     ignore = ["--ignore", "GIT_COMMIT_ID"] if provenance else []
@@ -281,7 +285,7 @@ def checkpatch(git: Git, rev: str, patch: Path, author: str) -> tuple[str, list[
         if archive.returncode != 0:
             return "", []  # not a kernel tree
         subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
-        git_dir = git.run("rev-parse", "--absolute-git-dir").strip()
+        _lookup_repository(git, Path(tmp))
         run = subprocess.run(
             [
                 "perl",
@@ -293,7 +297,7 @@ def checkpatch(git: Git, rev: str, patch: Path, author: str) -> tuple[str, list[
                 str(patch.resolve()),
             ],
             cwd=tmp,
-            env={**git_env(), "GIT_DIR": git_dir},  # so it can look the commit ids up
+            env=_script_env(Path(tmp)),
             capture_output=True,
             text=True,
             timeout=300,
@@ -308,6 +312,21 @@ def checkpatch(git: Git, rev: str, patch: Path, author: str) -> tuple[str, list[
             "Ubuntu's required form)"
         )
     return summary, _explained(lines, author)
+
+
+def _lookup_repository(git: Git, tree: Path) -> None:
+    """A repository at tree/.git, where checkpatch looks the commit ids it checks up, that
+    reads the user's objects (alternates) and writes none of the user's files."""
+    objects = git.run("rev-parse", "--path-format=absolute", "--git-path", "objects").strip()
+    subprocess.run(git_argv(tree, "init", "-q"), env=git_env(), check=True, capture_output=True)
+    (tree / ".git/objects/info/alternates").write_text(objects + "\n")
+
+
+def _script_env(home: Path) -> dict[str, str]:
+    """The environment of the tree's own script: a kernel tree's file, run as it is, so it
+    gets no variable it does not need (no key or token of the user's, no GIT_*), and a
+    HOME of its own (no ~/.checkpatch.conf or ~/.gitconfig of the user's)."""
+    return {"PATH": os.environ.get("PATH", os.defpath), "LC_ALL": "C", "HOME": str(home)}
 
 
 def _explained(lines: list[str], author: str) -> list[str]:

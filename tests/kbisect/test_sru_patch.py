@@ -410,3 +410,50 @@ def test_sru_patch_of_a_finished_fix_lab_job_through_the_cli(
     assert message.startswith(git(lab, "show", "-s", "--format=%s", str(truth["culprit"])))
     assert "BugLink: https://bugs.launchpad.net/bugs/2012345" in message
     assert message.strip().endswith(f"Signed-off-by: {SENDER}")
+
+
+FAKE_CHECKPATCH = """#!/usr/bin/perl
+# The tree's script as kbisect runs it: its environment, and a commit id looked up as
+# checkpatch's git_commit_info does (git in its working directory).
+open(my $out, '>', '{out}') or die;
+print $out "$_=$ENV{{$_}}\\n" for sort keys %ENV;
+my $found = `git log --no-color --format='%H' -1 {commit} 2>&1`;
+print $out "found $found";
+print "total: 0 errors, 0 warnings, 1 lines checked\\n";
+"""
+
+
+def test_the_trees_checkpatch_gets_no_secret_nor_git_variable_and_still_finds_commits(
+    history: tuple[Path, list[str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tree's checkpatch.pl is the tree's code: it runs with PATH, LC_ALL and a HOME of
+    its own only, never the user's keys (KBISECT_*, tokens) or a GIT_DIR to their repository;
+    it still looks commit ids up, as the real one does to check them."""
+    from kbisect.reports.sru_patch import checkpatch
+
+    repo, (*_, fix) = history
+    out = tmp_path / "env.txt"
+    scripts = {
+        "scripts/checkpatch.pl": FAKE_CHECKPATCH.format(out=out, commit=fix[:12]),
+        "scripts/spelling.txt": "",
+        "scripts/const_structs.checkpatch": "",
+    }
+    for name, text in scripts.items():
+        (repo / name).parent.mkdir(exist_ok=True)
+        (repo / name).write_text(text)
+    git(repo, "add", "scripts")
+    git(repo, *ID, "commit", "-q", "-m", "scripts: checkpatch")
+    tip = git(repo, "rev-parse", "HEAD").strip()
+    monkeypatch.setenv("KBISECT_TEST_SECRET", "s3cret")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(tmp_path / "gitconfig"))
+    patch = tmp_path / "0001-x.patch"
+    patch.write_text("Subject: x\n\n---\n")
+    summary, _ = checkpatch(Git(repo), tip, patch, SENDER)
+    assert summary == "total: 0 errors, 0 warnings, 1 lines checked"
+    *variables, found = out.read_text().splitlines()
+    env = dict(v.split("=", 1) for v in variables)
+    assert sorted(set(env) - {"PATH", "LANG", "LC_ALL", "HOME"}) == []  # names, no values
+    assert "s3cret" not in out.read_text()
+    assert env["HOME"] != str(Path.home()) and not Path(env["HOME"]).is_relative_to(repo)
+    assert found == f"found {fix}"  # the user's objects, read through alternates
+    assert git(repo, "status", "--porcelain") == ""  # the user's repository untouched
