@@ -100,6 +100,9 @@ MAX_SWEEP_KERNELS = 50  # a series longer than this is a bisection, or a typo
 # A job's boots per endpoint (--max-boots), or a sweep's or watch's per kernel and
 # testcase (--boots): from the gate's first look to more than a week of 20 s boots.
 MIN_BOOTS, MAX_BOOTS = 3, 5000
+# A person's jobs running at once through a door (chat, GitLab), whatever their kind: each
+# bisection, explain or backport job is builds and boots on the lab's shared hosts.
+DOOR_RUNNING_JOBS = 3
 # `kbisect explain`: boots of the culprit and of its parent each (a timing's boots are
 # noisy; a counter or a pass/fail repeats), the false-discovery rate of the statistics it
 # lists, and the least change it lists (percent of the parent's value; for a profile,

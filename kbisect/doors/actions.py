@@ -2,21 +2,31 @@
 is text for a person (markdown where a door renders it), and a started job's id.
 
 A door acts only on the jobs it started (`owns`, from the door's own state): a CLI job on a
-private path, or another project's, is refused in one line. A command's blocking work (a
-tree's fetch, git, testcase files) runs on a few threads of its own, off the door's event
-loop, so a fetch that hangs holds one thread and never the door's other hooks or messages.
+private path, or another project's, is refused in one line. A person runs at most
+DOOR_RUNNING_JOBS jobs through a door at a time, whatever their kind (Quota). A command's
+blocking work (a tree's fetch, git, testcase files) runs on a few threads of its own, off
+the door's event loop, so a fetch that hangs holds one thread and never the door's other
+hooks or messages.
 """
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ParamSpec, TypeVar
 
 from temporalio.client import WorkflowExecutionStatus
 
-from kbisect.contract import BisectResult
+from kbisect.contract import (
+    BACKPORT_WORKFLOW,
+    DOOR_RUNNING_JOBS,
+    EXPLAIN_WORKFLOW,
+    WORKFLOW,
+    BisectResult,
+)
 from kbisect.doors.grammar import Command, help_text
 from kbisect.errors import KbisectError, UserError
 from kbisect.infra.git import Git
@@ -35,6 +45,7 @@ from kbisect.settings import Settings
 BLOCKING = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kbisect-door")
 STATUS_LOOKS = 100  # 'status' lists the door's own among this many newest jobs
 Owns = Callable[[str], bool]  # whether a job id was started through this door (and place)
+Claim = Callable[[], None]  # takes one of the asker's running jobs for a start (Quota)
 P = ParamSpec("P")
 T = TypeVar("T")
 
@@ -59,6 +70,46 @@ def check_origin(job: str, owns: Owns) -> None:
         )
 
 
+class Quota:
+    """A person's running jobs through one door: at most DOOR_RUNNING_JOBS, bisections,
+    explain and backport jobs alike. They are the jobs the door follows still that the
+    person started (`running`, the door's count) and the starts under way: a start's
+    claim is held from its check until the door has recorded the job, so commands sent
+    at once cannot each pass the check."""
+
+    def __init__(self, running: Callable[[str], int]) -> None:
+        self.running = running
+        self.starting: Counter[str] = Counter()
+
+    @contextmanager
+    def command(self, who: str) -> Iterator[Claim]:
+        """One of who's commands: its claim, called just before it starts a job, is held
+        until the block (which records the job) ends."""
+        claimed = 0
+
+        def claim() -> None:
+            nonlocal claimed
+            running = self.running(who) + self.starting[who]
+            if running >= DOOR_RUNNING_JOBS:
+                raise UserError(
+                    f"refused: you have {running} jobs running here, and kbisect runs at "
+                    f"most {DOOR_RUNNING_JOBS} a person at a time: cancel one ('status' "
+                    "lists them) or wait for one to end"
+                )
+            self.starting[who] += 1
+            claimed += 1
+
+        try:
+            yield claim
+        finally:
+            self.starting[who] -= claimed
+
+
+def no_start() -> None:
+    """The claim of a caller that starts no job (the tests' stand-ins of a door)."""
+    raise UserError("refused: this starts no job here")
+
+
 @dataclass(frozen=True)
 class Attachment:
     """A file a reply posts beside its text (a flame graph)."""
@@ -77,18 +128,24 @@ class Reply:
 
 
 async def execute(
-    cmd: Command, client: JobClient, settings: Settings, owns: Owns, by: str = ""
+    cmd: Command,
+    client: JobClient,
+    settings: Settings,
+    owns: Owns,
+    by: str = "",
+    claim: Claim = no_start,
 ) -> Reply:
     """Run one parsed command (`by`: who asked, e.g. '@alice:hs (Matrix)', for the jobs it
-    starts); a KbisectError becomes a one-line refusal, never a crash."""
+    starts; `claim`: their Quota's, called before a start); a KbisectError becomes a
+    one-line refusal, never a crash."""
     try:
-        return await _execute(cmd, client, settings, owns, by)
+        return await _execute(cmd, client, settings, owns, by, claim)
     except KbisectError as exc:
         return Reply(text=" ".join(str(exc).split()), ok=False)
 
 
 async def _execute(
-    cmd: Command, client: JobClient, settings: Settings, owns: Owns, by: str
+    cmd: Command, client: JobClient, settings: Settings, owns: Owns, by: str, claim: Claim
 ) -> Reply:
     if cmd.job is not None:
         check_origin(cmd.job, owns)
@@ -97,7 +154,7 @@ async def _execute(
     if cmd.verb == "testcases":
         return Reply(await off_loop(_testcases))
     if cmd.verb == "bisect":
-        return await _bisect(cmd, client, settings, by)
+        return await _bisect(cmd, client, settings, by, claim)
     if cmd.verb == "status":
         return Reply(await _status(client, cmd.job, owns))
     job = check_job_id(cmd.job or "")
@@ -116,9 +173,9 @@ async def _execute(
             "here write: sru JOB [series=jammy] [bug=N]"
         )
     if cmd.verb == "explain":
-        return await _explain(client, job, by)
+        return await _explain(client, job, by, claim)
     if cmd.verb == "backport":
-        return await _backport(client, job, cmd.one("target") or "", by)
+        return await _backport(client, job, cmd.one("target") or "", by, claim)
     result = await client.result(job)
     if cmd.verb == "report":
         return Reply(await off_loop(markdown, result, job))  # git: the commits' subjects
@@ -170,9 +227,18 @@ async def _ran(
     return None
 
 
-async def _explain(client: JobClient, job: str, by: str) -> Reply:
+async def _explain_how_far(client: JobClient, eid: str) -> str:
+    p = await client.explain_progress(eid)
+    return f"{eid} is {p.status}: {len(p.boots)} of {p.planned} explain boots so far"
+
+
+async def _backport_how_far(client: JobClient, bid: str) -> str:
+    return f"{bid} is {(await client.backport_progress(bid)).status}"
+
+
+async def _explain(client: JobClient, job: str, by: str, claim: Claim) -> Reply:
     """The job's explain job: its answer and flame graph once it has one, how far it is
-    while it runs, else started (asked again, the command shows it)."""
+    while it runs, else started (the door follows it; asked again, the command shows it)."""
     eid = explain_job.explain_id(job)
     files: list[Attachment] = []
 
@@ -183,19 +249,20 @@ async def _explain(client: JobClient, job: str, by: str) -> Reply:
             files.append(Attachment(f"{eid}-flame.svg", svg.encode(), "image/svg+xml"))
         return "\n".join(explain_outcome(result))
 
-    async def how_far() -> str:
-        p = await client.explain_progress(eid)
-        return f"{eid} is {p.status}: {len(p.boots)} of {p.planned} explain boots so far"
-
-    if (said := await _ran(client, eid, answer, how_far)) is not None:
+    said = await _ran(client, eid, answer, lambda: _explain_how_far(client, eid))
+    if said is not None:
         return Reply(said, files=files)
     req = await explain_job.request_for(client, job)
     await client.require_workers(client.needs())
+    claim()
     await client.start_explain(req, eid, by)
-    return Reply(f"started {eid}: {client.job_url(eid)} ('explain {job}' again shows the answer)")
+    return Reply(
+        f"started {eid}: {client.job_url(eid)} ('explain {job}' again shows the answer)",
+        job_id=eid,
+    )
 
 
-async def _backport(client: JobClient, job: str, target: str, by: str) -> Reply:
+async def _backport(client: JobClient, job: str, target: str, by: str, claim: Claim) -> Reply:
     """The job's fix taken to `target`: started (the door follows it and posts its figures
     and SRU note), or its answer when it ran before."""
     req = await backport_job.request_for(client, job, target)  # resolves target: git
@@ -204,21 +271,31 @@ async def _backport(client: JobClient, job: str, target: str, by: str) -> Reply:
     async def answer() -> str:
         return "\n".join(backport_outcome(await client.backport_result(bid)))
 
-    async def how_far() -> str:
-        return f"{bid} is {(await client.backport_progress(bid)).status}"
-
-    if (said := await _ran(client, bid, answer, how_far)) is not None:
+    said = await _ran(client, bid, answer, lambda: _backport_how_far(client, bid))
+    if said is not None:
         return Reply(said)
     await client.require_workers(client.needs())
+    claim()
     await client.start_backport(req, bid, by)
     return Reply(f"started {bid}: {client.job_url(bid)}", job_id=bid)
 
 
-async def _bisect(cmd: Command, client: JobClient, settings: Settings, by: str) -> Reply:
+async def _bisect(
+    cmd: Command, client: JobClient, settings: Settings, by: str, claim: Claim
+) -> Reply:
     req = await off_loop(checked_request, cmd.options(), settings)  # fetches the tree
     await client.require_workers(client.needs())
+    claim()
     job_id = await client.start(req, by)
     return Reply(f"started {job_id}: {client.job_url(job_id)}", job_id=job_id)
+
+
+async def kind_of(client: JobClient, job_id: str) -> str:
+    """The job's workflow: a bisection's when its id has no stage job's form (no call to
+    the server), else the one the server names."""
+    if not (explain_job.is_explain(job_id) or backport_job.is_backport(job_id)):
+        return WORKFLOW
+    return (await client.describe(job_id)).workflow_type
 
 
 async def _status(client: JobClient, job: str | None, owns: Owns) -> str:
@@ -232,6 +309,15 @@ async def _status(client: JobClient, job: str | None, owns: Owns) -> str:
             for j in jobs
         )
     check_job_id(job)
+    kind = await kind_of(client, job)
+    if kind == EXPLAIN_WORKFLOW:
+        if await client.running(job):
+            return await _explain_how_far(client, job)
+        return "\n".join([f"{job}: ended", *explain_outcome(await client.explain_result(job))])
+    if kind == BACKPORT_WORKFLOW:
+        if await client.running(job):
+            return await _backport_how_far(client, job)
+        return "\n".join([f"{job}: ended", *backport_outcome(await client.backport_result(job))])
     if await client.running(job):
         p = await client.progress(job)
         text = f"{job}: {p.status}, {p.candidates} candidates, {len(p.steps)} steps done"

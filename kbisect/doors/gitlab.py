@@ -34,7 +34,9 @@ from aiohttp import web
 from kbisect.contract import BisectResult, SeriesAlert
 from kbisect.doors import state_file
 from kbisect.doors.actions import (
+    Claim,
     Owns,
+    Quota,
     Reply,
     check_origin,
     execute,
@@ -107,6 +109,7 @@ class FollowedJob:
     lines: list[str] = field(default_factory=list)
     posted: list[str] = field(default_factory=list)
     done: bool = False
+    by: str = ""  # who started it (a username): their running jobs count against Quota
 
 
 def commands_in(note: str) -> list[str]:
@@ -150,6 +153,11 @@ class GitLabDoor:
         self.lock = asyncio.Lock()
         self.tasks: set[asyncio.Task[None]] = set()
         self.me = ""
+        self.quota = Quota(self._running_for)
+
+    def _running_for(self, author: str) -> int:
+        """The author's jobs this receiver started and follows still (not seen to end)."""
+        return sum(1 for job in self.followed.values() if job.by == author and not job.done)
 
     def _save(self) -> None:
         jobs = {k: asdict(v) for k, v in self.followed.items()}
@@ -220,18 +228,26 @@ class GitLabDoor:
             log.info("%s: refused %d commands -> note %s", author, len(commands), note)
             return
         for text in commands:
-            try:
-                reply = await self._run(target, text, f"@{author} (GitLab {target.project})")
-            except Exception as exc:  # a note must never be left unanswered
-                log.exception("command %r", text)
-                reply = Reply(text=failure_text(exc), ok=False)
-            note = await self._note(target, await self._with_files(target, reply))
-            if reply.job_id:
-                progress = await self._note(target, f"kbisect `{reply.job_id}`: waiting to start")
-                self.followed[reply.job_id] = FollowedJob(target=target, progress_note=progress)
-                self._save()
-                self._spawn(self._follow(reply.job_id))
+            with self.quota.command(author) as claim:  # held until the job is recorded
+                note = await self._command(target, author, text, claim)
             log.info("%s: %s -> note %s", author, text.split(" ", 1)[0], note)
+
+    async def _command(self, target: Target, author: str, text: str, claim: Claim) -> int:
+        """One command, its reply note (its id), and the job it started followed."""
+        try:
+            reply = await self._run(target, text, f"@{author} (GitLab {target.project})", claim)
+        except Exception as exc:  # a note must never be left unanswered
+            log.exception("command %r", text)
+            reply = Reply(text=failure_text(exc), ok=False)
+        note = await self._note(target, await self._with_files(target, reply))
+        if reply.job_id:
+            progress = await self._note(target, f"kbisect `{reply.job_id}`: waiting to start")
+            self.followed[reply.job_id] = FollowedJob(
+                target=target, progress_note=progress, by=author
+            )
+            self._save()
+            self._spawn(self._follow(reply.job_id))
+        return note
 
     async def _with_files(self, target: Target, reply: Reply) -> str:
         """The reply's text, and its files uploaded to the project, each a markdown link
@@ -266,7 +282,7 @@ class GitLabDoor:
 
         return owns
 
-    async def _run(self, target: Target, text: str, by: str) -> Reply:
+    async def _run(self, target: Target, text: str, by: str, claim: Claim) -> Reply:
         try:
             cmd = parse(text)
         except UserError as exc:
@@ -277,7 +293,7 @@ class GitLabDoor:
                 return await self._sru_branch(target, cmd)
             except KbisectError as exc:
                 return Reply(text=" ".join(str(exc).split()), ok=False)
-        reply = await execute(cmd, self.jobs, self.settings, self._owns(target), by)
+        reply = await execute(cmd, self.jobs, self.settings, self._owns(target), by, claim)
         if reply.job_id:
             link = self.jobs.job_url(reply.job_id)
             return Reply(f"kbisect started `{reply.job_id}`: {link}", job_id=reply.job_id)

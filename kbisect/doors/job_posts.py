@@ -7,13 +7,19 @@ import asyncio
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 
-from kbisect.contract import BACKPORT_WORKFLOW, BackportWord, BisectResult, Progress
-from kbisect.doors.actions import off_loop
+from kbisect.contract import (
+    BACKPORT_WORKFLOW,
+    EXPLAIN_WORKFLOW,
+    BackportWord,
+    BisectResult,
+    Progress,
+)
+from kbisect.doors.actions import kind_of, off_loop
 from kbisect.errors import InfraError, KbisectError
-from kbisect.jobs.backport_job import is_backport
 from kbisect.jobs.client import JobClient
 from kbisect.reports.backport_report import boot_line as backport_boot_line
 from kbisect.reports.backport_report import outcome_lines as backport_outcome
+from kbisect.reports.explain_report import outcome_lines as explain_outcome
 from kbisect.reports.job_report import markdown
 from kbisect.reports.lines import one_line, outcome_lines, step_line
 from kbisect.reports.sru_note import sru_note
@@ -92,10 +98,14 @@ async def follow(
     poll: float | None = None,
 ) -> BisectResult | None:
     """Post what is new until the job ends, then its outcome; `send` records each key. A
-    backport job is followed as one (its result is no bisection's: None)."""
+    backport or explain job is followed as one (its result is no bisection's: None)."""
     post_new = _poster(posted, send)
-    if is_backport(job_id) and (await client.describe(job_id)).workflow_type == BACKPORT_WORKFLOW:
+    kind = await kind_of(client, job_id)
+    if kind == BACKPORT_WORKFLOW:
         await _follow_backport(client, job_id, post_new, poll)
+        return None
+    if kind == EXPLAIN_WORKFLOW:
+        await _follow_explain(client, job_id, post_new, poll)
         return None
 
     async def now() -> list[Post]:
@@ -109,6 +119,30 @@ async def follow(
         return None
     await post_new(await off_loop(result_posts, result, job_id))  # the report runs git
     return result
+
+
+async def _follow_explain(
+    client: JobClient,
+    job_id: str,
+    post_new: Callable[[list[Post]], Awaitable[None]],
+    poll: float | None,
+) -> None:
+    """An explain job's phases and boots, then its answer (the flame graph is the
+    command's: 'explain JOB' again)."""
+
+    async def now() -> list[Post]:
+        p = await client.explain_progress(job_id)
+        text = f"{p.status}: {p.message}" if p.message else p.status
+        posts = [Post(f"phase:{p.status}", one_line(text))]
+        return posts + [Post(f"boot:{n}", one_line(line)) for n, line in enumerate(p.boots)]
+
+    await _until_ended(client, job_id, now, post_new, poll)
+    try:
+        result = await client.explain_result(job_id)
+    except KbisectError as exc:
+        await post_new([Post("outcome", f"{job_id} ended without a result: {exc}")])
+        return
+    await post_new([Post("outcome", "\n".join(explain_outcome(result)))])
 
 
 async def _follow_backport(

@@ -40,7 +40,7 @@ from nio import (
 
 from kbisect.contract import SeriesAlert
 from kbisect.doors import state_file
-from kbisect.doors.actions import execute, failure_text, off_loop, sru_files
+from kbisect.doors.actions import Quota, execute, failure_text, off_loop, sru_files
 from kbisect.doors.grammar import Command, parse
 from kbisect.doors.job_posts import Post, follow
 from kbisect.doors.quoting import inert
@@ -72,6 +72,7 @@ class JobThread:
     root: str  # the thread's first event: the job id and link
     posted: list[str] = field(default_factory=list)
     done: bool = False
+    by: str = ""  # who started it (a user id): their running jobs count against Quota
 
 
 @dataclass
@@ -145,6 +146,11 @@ class MatrixBot:
         self.started_ms = int(time.time() * 1000)
         self.followers: dict[str, asyncio.Task[None]] = {}
         self.commands: set[asyncio.Task[None]] = set()
+        self.quota = Quota(self._running_for)
+
+    def _running_for(self, user: str) -> int:
+        """The user's jobs this bot started and follows still (not seen to end)."""
+        return sum(1 for job in self.state.jobs.values() if job.by == user and not job.done)
 
     async def run(self) -> None:
         self.jobs = await JobClient.connect(self.settings)
@@ -221,17 +227,18 @@ class MatrixBot:
             return
         log.info("%s in %s: %s", event.sender, room, cmd.verb)
         owns, by = self.state.jobs.__contains__, f"{event.sender} (Matrix)"
-        reply = await execute(cmd, self.jobs, self.settings, owns, by)
-        root = await self._reply(room, event.event_id, reply.text)
+        with self.quota.command(event.sender) as claim:  # held until the job is recorded
+            reply = await execute(cmd, self.jobs, self.settings, owns, by, claim)
+            root = await self._reply(room, event.event_id, reply.text)
+            if reply.job_id and root:
+                self.state.jobs[reply.job_id] = JobThread(room=room, root=root, by=event.sender)
+                self.state.save()
+                self._follow(reply.job_id)
         for f in reply.files:  # a flame graph beside an explain job's answer
             if root is None or not await self._post_file(room, root, f.name, f.data, f.mimetype):
                 break
         if cmd.verb == "sru" and reply.ok and root:
             await self._post_sru_patch(room, root, cmd)
-        if reply.job_id and root:
-            self.state.jobs[reply.job_id] = JobThread(room=room, root=root)
-            self.state.save()
-            self._follow(reply.job_id)
 
     async def _post_sru_patch(self, room: str, root: str, cmd: Command) -> None:
         """The cover letter and patch (`kbisect report --sru-patch`) as files in the thread
@@ -291,7 +298,8 @@ class MatrixBot:
 
     # --- following jobs ------------------------------------------------------------
     def _follow(self, job_id: str) -> None:
-        if job_id not in self.followers:
+        # an explain job's id comes again once its last run has ended: followed afresh
+        if job_id not in self.followers or self.followers[job_id].done():
             self.followers[job_id] = asyncio.create_task(self._follow_job(job_id))
 
     async def _follow_job(self, job_id: str) -> None:

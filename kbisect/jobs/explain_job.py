@@ -13,6 +13,11 @@ def explain_id(job: str) -> str:
     return job + EXPLAIN_SUFFIX
 
 
+def is_explain(job_id: str) -> bool:
+    """Whether the id is an explain job's, by its form (the server says for sure)."""
+    return job_id.endswith(EXPLAIN_SUFFIX)
+
+
 async def request_for(
     client: JobClient,
     job: str,

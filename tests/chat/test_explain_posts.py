@@ -15,10 +15,17 @@ import pytest
 from nio import RoomSendResponse, UploadResponse
 from temporalio.client import WorkflowExecutionStatus
 
-from kbisect.contract import ExplainResult
+from kbisect.contract import (
+    DOOR_RUNNING_JOBS,
+    EXPLAIN_WORKFLOW,
+    BisectResult,
+    ExplainProgress,
+    ExplainResult,
+)
 from kbisect.doors.actions import Attachment, Reply, execute
 from kbisect.doors.gitlab import GitLabDoor, Target
 from kbisect.doors.grammar import parse
+from kbisect.doors.job_posts import Post, follow
 from kbisect.doors.matrix import BotConfig, JobThread, MatrixBot
 from kbisect.settings import Settings
 
@@ -143,3 +150,140 @@ async def test_an_answer_without_samples_has_no_flame_graph(tmp_path: Path) -> N
     settings = Settings.from_env({"KBISECT_DATA": str(tmp_path / "d")})
     reply = await execute(parse("explain bisect-x-1"), NoPerf(), settings, _ours)  # type: ignore[arg-type]
     assert reply.ok and reply.files == [] and "delay_tsc" in reply.text
+
+
+@dataclass
+class Starting:
+    """A finished bisection whose explain job never ran: `explain` starts it, then it runs
+    (booting) until the test says it ended."""
+
+    started: list[tuple[str, str]] = field(default_factory=list)  # (job, by)
+    cancelled: list[str] = field(default_factory=list)
+    looks: int = 0  # `running` answers True this many times (-1: always)
+
+    async def status_of(self, job_id: str) -> WorkflowExecutionStatus | None:
+        started = [job for job, _ in self.started]
+        return WorkflowExecutionStatus.RUNNING if job_id in started else None
+
+    async def result(self, job_id: str) -> BisectResult:
+        return BisectResult(
+            "found", "regression", "nvme-snapshot-read", "/lab", ["p" * 40], "n" * 40,
+            "c" * 40, ["c" * 40], [], "first bad commit", metric="throughput",
+        )  # fmt: skip
+
+    async def job_request(self, job_id: str) -> None:
+        return None
+
+    def needs(self) -> list[object]:
+        return []
+
+    async def require_workers(self, needs: object) -> None:
+        return None
+
+    async def start_explain(self, req: object, job_id: str, by: str = "") -> str:
+        self.started.append((job_id, by))
+        return job_id
+
+    def job_url(self, job_id: str) -> str:
+        return f"http://ui/{job_id}"
+
+    async def describe(self, job_id: str) -> Any:
+        return SimpleNamespace(workflow_type=EXPLAIN_WORKFLOW)
+
+    async def running(self, job_id: str) -> bool:
+        self.looks -= 1
+        return self.looks != -1
+
+    async def explain_progress(self, job_id: str) -> ExplainProgress:
+        return ExplainProgress("booting", planned=10, boots=["boot 1: parent pppppppppppp"])
+
+    async def explain_result(self, job_id: str) -> ExplainResult:
+        return _explained()
+
+    async def cancel(self, job_id: str) -> None:
+        self.cancelled.append(job_id)
+
+
+def _bot(tmp_path: Path, jobs: object) -> tuple[MatrixBot, Homeserver]:
+    config = BotConfig(
+        homeserver="http://127.0.0.1:1", user="@bot:hs", password="x", rooms=["!r:hs"],
+        allowed=["@alice:hs", "@bob:hs"], state=tmp_path / "state.json",
+    )  # fmt: skip
+    bot = MatrixBot(config, Settings.from_env({"KBISECT_DATA": str(tmp_path / "d")}))
+    hs = Homeserver()
+    bot.nio = hs  # type: ignore[assignment]
+    bot.jobs = jobs  # type: ignore[assignment]
+    bot.state.jobs["bisect-x-1"] = JobThread(room="!r:hs", root="$job")  # started here
+    return bot, hs
+
+
+async def _ask(bot: MatrixBot, hs: Homeserver, who: str, text: str) -> str:
+    """The bot's answer to who's command (its reply, whatever a follower posts meanwhile)."""
+    event = SimpleNamespace(sender=who, event_id=f"$ask{len(hs.sent)}")
+    await bot._obey("!r:hs", event, text)  # type: ignore[arg-type]
+    (body,) = [
+        c["body"]
+        for c in hs.sent
+        if c.get("m.relates_to", {}).get("m.in_reply_to", {}).get("event_id") == event.event_id
+    ]
+    return str(body)
+
+
+@pytest.mark.asyncio
+async def test_an_explain_started_in_matrix_is_the_bots_status_and_cancel_reach_it(
+    tmp_path: Path,
+) -> None:
+    """Started from chat, the explain job is the bot's, as a bisection is: in its state, a
+    thread of its own, and `status` and `cancel` act on it (not refused as a CLI job)."""
+    jobs = Starting(looks=-1)
+    bot, hs = _bot(tmp_path, jobs)
+    try:
+        started = await _ask(bot, hs, "@alice:hs", "explain bisect-x-1")
+        assert started.startswith("started bisect-x-1-explain: http://ui/bisect-x-1-explain")
+        assert jobs.started == [("bisect-x-1-explain", "@alice:hs (Matrix)")]
+        assert bot.state.jobs["bisect-x-1-explain"].by == "@alice:hs"
+        assert "bisect-x-1-explain" in bot.followers  # its thread: phases, boots, answer
+        status = await _ask(bot, hs, "@alice:hs", "status bisect-x-1-explain")
+        assert status == "bisect-x-1-explain is booting: 1 of 10 explain boots so far"
+        cancel = await _ask(bot, hs, "@alice:hs", "cancel bisect-x-1-explain")
+        assert cancel == "asked bisect-x-1-explain to stop"
+        assert jobs.cancelled == ["bisect-x-1-explain"]
+    finally:
+        for task in bot.followers.values():
+            task.cancel()
+
+
+@pytest.mark.asyncio
+async def test_a_person_at_the_limit_of_running_jobs_starts_no_explain(tmp_path: Path) -> None:
+    """DOOR_RUNNING_JOBS of alice's run (one that ended does not count): her explain is
+    refused in one line and starts nothing; bob's starts."""
+    jobs = Starting(looks=-1)
+    bot, hs = _bot(tmp_path, jobs)
+    for n in range(DOOR_RUNNING_JOBS):
+        bot.state.jobs[f"bisect-r-{n}"] = JobThread("!r:hs", f"$r{n}", by="@alice:hs")
+    bot.state.jobs["bisect-e-1"] = JobThread("!r:hs", "$e", done=True, by="@alice:hs")
+    try:
+        refused = await _ask(bot, hs, "@alice:hs", "explain bisect-x-1")
+        assert refused.startswith(f"refused: you have {DOOR_RUNNING_JOBS} jobs running here")
+        assert "\n" not in refused and jobs.started == []
+        assert (await _ask(bot, hs, "@bob:hs", "explain bisect-x-1")).startswith("started ")
+        assert [by for _, by in jobs.started] == ["@bob:hs (Matrix)"]
+    finally:
+        for task in bot.followers.values():
+            task.cancel()
+
+
+@pytest.mark.asyncio
+async def test_an_explain_job_is_followed_in_its_thread_to_its_answer() -> None:
+    """The door's thread of an explain job: its phase and boots as they come, then its
+    answer, each once."""
+    jobs = Starting(looks=2)
+    sent: list[Post] = []
+
+    async def send(post: Post) -> None:
+        sent.append(post)
+
+    assert await follow(jobs, "bisect-x-1-explain", [], send, poll=0) is None  # type: ignore[arg-type]
+    assert [p.key for p in sent] == ["phase:booting", "boot:0", "outcome"]
+    assert sent[1].text == "boot 1: parent pppppppppppp"
+    assert sent[2].text.startswith("explained: cccccccccccc") and "delay_tsc" in sent[2].text

@@ -27,6 +27,9 @@ from temporalio.client import WorkflowExecutionStatus
 from benchmarks.nginx import free_port
 from kbisect.builders.verify_commit import make_verify_commit
 from kbisect.contract import (
+    BACKPORT_WORKFLOW,
+    DOOR_RUNNING_JOBS,
+    EXPLAIN_WORKFLOW,
     BisectRequest,
     BisectResult,
     ExplainResult,
@@ -69,18 +72,34 @@ class RecordingJobs:
     result_of: dict[str, BisectResult] = field(default_factory=dict)
     cancelled: list[str] = field(default_factory=list)
     explained: dict[str, ExplainResult] = field(default_factory=dict)  # by explain job id
+    stages: dict[str, str] = field(default_factory=dict)  # explain and backport jobs: kind
 
     def needs(self) -> list[object]:
         return []
 
-    async def describe(self, job_id: str) -> None:
+    async def describe(self, job_id: str) -> SimpleNamespace:
+        if job_id in self.stages:
+            return SimpleNamespace(workflow_type=self.stages[job_id])
         raise UserError(f"no job {job_id!r}")
+
+    async def start_explain(self, req: object, job_id: str, by: str = "") -> str:
+        self.stages[job_id], self.by = EXPLAIN_WORKFLOW, by
+        return job_id
+
+    async def start_backport(self, req: object, job_id: str, by: str = "") -> str:
+        self.stages[job_id], self.by = BACKPORT_WORKFLOW, by
+        return job_id
+
+    async def backport_result(self, job_id: str) -> None:
+        raise UserError(f"job {job_id} failed: no build host")
 
     async def status_of(self, job_id: str) -> WorkflowExecutionStatus | None:
         # an explain job given its answer; none else: an SRU note goes without Why
         return WorkflowExecutionStatus.COMPLETED if job_id in self.explained else None
 
     async def explain_result(self, job_id: str) -> ExplainResult:
+        if job_id not in self.explained:
+            raise UserError(f"job {job_id} failed: no explain boot")
         return self.explained[job_id]
 
     async def require_workers(self, needs: object, *args: object) -> None:
@@ -854,3 +873,67 @@ def test_a_merge_requests_title_from_a_subject_pings_no_one() -> None:
     (mr,) = created
     assert "@all" not in mr["title"] and "@all" not in mr["description"]
     assert not any(ln.lstrip().startswith("/") for ln in mr["description"].splitlines())
+
+
+def _explained(job: str) -> ExplainResult:
+    return ExplainResult(
+        "explained", "/repo", "nvme-snapshot-read", "avg_read_sectors", "sectors", "higher",
+        "a" * 40, "c" * 40, ["add b", "add c"], job=job, boots=1, message="-98%",
+    )  # fmt: skip
+
+
+async def _said(receiver: Receiver, note_id: int, text: str, author: str = "alice") -> list[str]:
+    """The notes that answer one note of ours (its replies, then any progress note)."""
+    before = len(receiver.calls.of("POST", r".*/notes"))
+    await receiver.post(hook(note_id, text, author=author))
+    await receiver.settle()
+    return [n["body"] for n in receiver.calls.of("POST", r".*/notes")][before:]
+
+
+@pytest.mark.asyncio
+async def test_explain_and_backport_jobs_started_here_are_the_doors(receiver: Receiver) -> None:
+    """Started from a note, an explain or backport job is the door's, as a bisection is:
+    followed, and `status` and `cancel` act on it (not refused as another's)."""
+    job = "bisect-nvme-snapshot-read-00000001"
+    await _said(receiver, 200, BISECT)
+    eid = explain_id(job)
+    started, _ = await _said(receiver, 201, f"/kbisect explain {job}")
+    assert started.startswith(f"kbisect started `{eid}`: ")
+    assert receiver.door.followed[eid].by == "alice"
+    receiver.jobs.explained[eid] = _explained(job)  # it has ended with its answer
+    (status,) = await _said(receiver, 202, f"/kbisect status {eid}")
+    assert status.startswith(f"{eid}: ended\nexplained: cccccccccccc (add c) against its parent")
+    assert await _said(receiver, 203, f"/kbisect cancel {eid}") == [f"asked {eid} to stop"]
+    started, _ = await _said(receiver, 204, f"/kbisect backport {job} target=master")
+    bid = started.split("`")[1]
+    assert receiver.jobs.stages[bid] == BACKPORT_WORKFLOW
+    (status,) = await _said(receiver, 205, f"/kbisect status {bid}")
+    assert status == f"job {bid} failed: no build host"  # its own result, not a bisection's
+    assert await _said(receiver, 206, f"/kbisect cancel {bid}") == [f"asked {bid} to stop"]
+    assert receiver.jobs.cancelled == [eid, bid]
+
+
+@pytest.mark.asyncio
+async def test_a_person_runs_at_most_door_running_jobs_backports_alike(receiver: Receiver) -> None:
+    """With DOOR_RUNNING_JOBS of alice's running (one ended does not count), each of her
+    commands that would start a job, a backport's too, is refused in one line and starts
+    nothing; bob's backport starts, and once one of hers ends, her next one starts."""
+    job = "bisect-nvme-snapshot-read-00000001"
+    await _said(receiver, 300, BISECT)
+    assert receiver.door.followed[job].done  # ended: not one of her running jobs
+    running = [f"bisect-nvme-snapshot-read-run{n}" for n in range(DOOR_RUNNING_JOBS)]
+    for other in running:
+        receiver.door.followed[other] = FollowedJob(
+            Target(PROJECT, "issue", 3, "master"), 1, by="alice"
+        )
+    asks = [BISECT, f"/kbisect explain {job}", f"/kbisect backport {job} target=master"]
+    said = await _said(receiver, 301, "\n".join(asks))
+    assert len(said) == 3 and all("\n" not in s for s in said), said
+    refusal = f"refused: you have {DOOR_RUNNING_JOBS} jobs running here, and kbisect runs at "
+    assert all(s.startswith(refusal) for s in said), said
+    assert len(receiver.jobs.started) == 1 and receiver.jobs.stages == {}
+    bobs = await _said(receiver, 302, f"/kbisect backport {job} target=master", author="bob")
+    assert bobs[0].startswith("kbisect started `") and len(receiver.jobs.stages) == 1
+    receiver.door.followed[running[0]].done = True
+    (started, _) = await _said(receiver, 303, f"/kbisect explain {job}")
+    assert started.startswith(f"kbisect started `{explain_id(job)}`")
