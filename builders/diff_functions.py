@@ -4,11 +4,14 @@ headers (git names the function a hunk sits in) and from the function definition
 diff adds or removes."""
 
 import re
+from pathlib import Path
 
 from kbisect.infra.git import Git
 
-# git's default hunk header for C: the last line before the hunk that starts with a
-# letter, `_` or `$`, e.g. "static int nvme_setup_cmd(struct nvme_ns *ns, ...)"
+# The hunk header names the function a hunk sits in by git's cpp driver, chosen for this
+# command alone (never written into the user's tree): git's default takes the last line
+# before the hunk that starts with a letter, and a C label (`out:`) is one.
+C_FUNCTIONS = Path(__file__).with_name("c_functions.gitattributes")
 _CALLED = re.compile(r"([A-Za-z_]\w*)\s*\(")
 _HEADER = re.compile(r"^@@ [^@]* @@ ?(.*)$")
 # a definition's first line, added or removed: no indent, a name and "(", no ";" after
@@ -30,5 +33,5 @@ def functions_in(diff: str) -> list[str]:
 def changed_functions(git: Git, parent: str, culprit: str) -> list[str]:
     """The functions the C files change from parent to culprit."""
     diff = git.output("diff-tree", "-p", "-U0", "--no-color", parent, culprit, "--",
-                      "*.c", "*.h")  # fmt: skip
+                      "*.c", "*.h", config=[f"core.attributesFile={C_FUNCTIONS}"])  # fmt: skip
     return functions_in(diff.decode(errors="replace"))

@@ -12,7 +12,7 @@ are pinned.
 
 import os
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from kbisect.errors import InfraError, UnknownRevisionError, UserError
@@ -108,8 +108,9 @@ SCRUBBED_ENV = frozenset(
 )
 
 
-def git_argv(repo: Path, *args: str) -> list[str]:
-    """The full argv of `git args` in repo, with the user's settings pinned."""
+def git_argv(repo: Path, *args: str, config: Sequence[str] = ()) -> list[str]:
+    """The full argv of `git args` in repo, with the user's settings pinned and `config`
+    ("key=value", after the pins: it wins) set for this command alone."""
     cmd = list(args)
     if cmd and cmd[0] in DIFF_COMMANDS:
         cmd[1:1] = DIFF_OPTIONS
@@ -117,7 +118,7 @@ def git_argv(repo: Path, *args: str) -> list[str]:
         cmd[1:1] = BLAME_OPTIONS
     elif cmd and cmd[0] == "format-patch":
         cmd[1:1] = FORMAT_PATCH_OPTIONS
-    pins = [part for kv in SAFE_CONFIG for part in ("-c", kv)]
+    pins = [part for kv in (*SAFE_CONFIG, *config) for part in ("-c", kv)]
     return ["git", "--no-pager", "-C", str(repo), *pins, *cmd]
 
 
@@ -155,10 +156,10 @@ class Git:
             raise InfraError(f"git {args[0]} failed in {self.repo}: {err[-1] if err else '?'}")
         return proc.stdout.decode(errors="replace")
 
-    def output(self, *args: str, input: bytes | None = None) -> bytes:
+    def output(self, *args: str, input: bytes | None = None, config: Sequence[str] = ()) -> bytes:
         """git's output as bytes, as it wrote them: a patch to apply again, whatever the
-        encoding of the files it shows. InfraError when it fails."""
-        proc = self._proc(args, None, input)
+        encoding of the files it shows (`config` as git_argv's). InfraError when it fails."""
+        proc = self._proc(args, None, input, config)
         if proc.returncode != 0:
             err = proc.stderr.decode(errors="replace").strip().splitlines()
             raise InfraError(f"git {args[0]} failed in {self.repo}: {err[-1] if err else '?'}")
@@ -174,11 +175,15 @@ class Git:
         return self._proc(args, None, None).returncode == 0
 
     def _proc(
-        self, args: tuple[str, ...], env: Mapping[str, str] | None, input: bytes | None
+        self,
+        args: tuple[str, ...],
+        env: Mapping[str, str] | None,
+        input: bytes | None,
+        config: Sequence[str] = (),
     ) -> "subprocess.CompletedProcess[bytes]":
         try:
             return subprocess.run(
-                git_argv(self.repo, *args),
+                git_argv(self.repo, *args, config=config),
                 input=input,
                 capture_output=True,
                 env=git_env(env),

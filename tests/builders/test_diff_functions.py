@@ -3,6 +3,7 @@
 from pathlib import Path
 
 from kbisect.builders.diff_functions import changed_functions, functions_in
+from kbisect.explain.layout import suggestion
 from kbisect.infra.git import Git
 from tests.conftest import git
 
@@ -79,3 +80,32 @@ def test_calls_declarations_and_keywords_are_not_definitions() -> None:
         "-static inline bool *nvme_gone(void)",
     ])  # fmt: skip
     assert functions_in(diff) == ["nvme_queue_rq", "nvme_gone"]
+
+
+LABELLED = """\
+static int nvme_submit(struct nvme_ns *ns, struct request *req)
+{
+\tint ret;
+
+\tret = nvme_map(ns, req);
+\tif (ret)
+\t\tgoto out;
+\tnvme_ring(ns);
+out:
+\tnvme_unmap(ns, req);
+\treturn ret;
+}
+"""
+
+
+def test_a_hunk_below_a_c_label_is_in_its_function(tmp_path: Path) -> None:
+    repo = tmp_path / "kernel"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    parent = _commit(repo, "core.c", LABELLED)
+    culprit = _commit(repo, "core.c", LABELLED.replace("\treturn ret;", "\treturn ret ?: 1;"))
+    # git's default header for this hunk is "out:", which names no function
+    touched = changed_functions(Git(repo), parent, culprit)
+    assert touched == ["nvme_submit"]
+    # so explain does not send the user to the alignment check for a culprit in its profile
+    assert suggestion(touched, {"fio;nvme_submit;nvme_unmap": 90, "fio;memcpy": 10}, "j") == ""

@@ -50,6 +50,7 @@ def test_wheel_has_one_top_level_package_and_its_data(wheel: Path) -> None:
         "kbisect/testcases/nvme-snapshot-read/config.fragment",
         "kbisect/testcases/fio-read-latency/readers.fio",
         "kbisect/builders/host_userland.config",
+        "kbisect/builders/c_functions.gitattributes",
         "kbisect/workflows/bisect_workflow.py",
     ):
         assert data in names
