@@ -6,6 +6,7 @@ where it stopped and never posts a line twice."""
 import asyncio
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
+from typing import TypeVar
 
 from kbisect.contract import (
     BACKPORT_WORKFLOW,
@@ -121,6 +122,22 @@ async def follow(
     return result
 
 
+T = TypeVar("T")
+
+
+async def _ended_result(
+    fetch: Callable[[str], Awaitable[T]],
+    job_id: str,
+    post_new: Callable[[list[Post]], Awaitable[None]],
+) -> T | None:
+    """An ended stage job's result; None, said in its outcome post, when it has none."""
+    try:
+        return await fetch(job_id)
+    except KbisectError as exc:
+        await post_new([Post("outcome", f"{job_id} ended without a result: {exc}")])
+        return None
+
+
 async def _follow_explain(
     client: JobClient,
     job_id: str,
@@ -137,12 +154,9 @@ async def _follow_explain(
         return posts + [Post(f"boot:{n}", one_line(line)) for n, line in enumerate(p.boots)]
 
     await _until_ended(client, job_id, now, post_new, poll)
-    try:
-        result = await client.explain_result(job_id)
-    except KbisectError as exc:
-        await post_new([Post("outcome", f"{job_id} ended without a result: {exc}")])
-        return
-    await post_new([Post("outcome", "\n".join(explain_outcome(result)))])
+    result = await _ended_result(client.explain_result, job_id, post_new)
+    if result is not None:
+        await post_new([Post("outcome", "\n".join(explain_outcome(result)))])
 
 
 async def _follow_backport(
@@ -160,10 +174,8 @@ async def _follow_backport(
         return posts + [Post(f"boot:{n}", backport_boot_line(p, n)) for n in range(len(p.boots))]
 
     await _until_ended(client, job_id, now, post_new, poll)
-    try:
-        result = await client.backport_result(job_id)
-    except KbisectError as exc:
-        await post_new([Post("outcome", f"{job_id} ended without a result: {exc}")])
+    result = await _ended_result(client.backport_result, job_id, post_new)
+    if result is None:
         return
     await post_new([Post("outcome", "\n".join(backport_outcome(result)))])
     if result.word == BackportWord.VERIFIED and result.job:  # the outcome stands without it
