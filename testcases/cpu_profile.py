@@ -56,12 +56,15 @@ def script_lines(path: Path, said: list[str], limit: int = EXPLAIN_SCRIPT_BYTES)
 
 
 def _mib(n: int) -> str:
-    return f"{n / (1 << 20):,.0f} MiB"
+    return f"{n >> 20:,} MiB" if n >= 1 << 20 else f"{n:,} bytes"
 
 
 def _name(text: str, cut: list[int]) -> str:
     """A guest's symbol or command as a stack holds it: guest_text of EXPLAIN_NAME_CHARS
     at most (counted in `cut` when cut), with no ";" (the frames' separator)."""
+    if len(text) < EXPLAIN_NAME_CHARS and text.isprintable() and ";" not in text:
+        if "  " not in text and text == text.strip():
+            return text  # guest_text's own (the common case: a million frames a script)
     said = guest_text(text, EXPLAIN_NAME_CHARS)
     if len(said) == EXPLAIN_NAME_CHARS and said.endswith("\u2026"):
         cut[0] += 1

@@ -17,10 +17,10 @@ from pathlib import Path
 
 from kbisect.backends import Machine
 from kbisect.builders import kconfig
-from kbisect.contract import EXPLAIN_STATS_FILE_BYTES
+from kbisect.contract import EXPLAIN_STATS_FILE_BYTES, ExplainBootResult, TestStatus
 from kbisect.errors import TestcaseFailedError
 from kbisect.infra.initramfs import BOOT_EXPLAIN, build_image
-from kbisect.model import Artifact, BuildSpec, Score, Stats
+from kbisect.model import Artifact, BuildSpec, Score, Stats, stats_by_source
 from kbisect.testcases import cpu_profile, proc_stats, scoring
 from kbisect.testcases.manifest import Manifest
 from kbisect.testcases.runner import build_spec, guest_parts
@@ -45,6 +45,16 @@ class ExplainBoot:
     folder: str
     console: str
     notes: list[str] = field(default_factory=list)
+
+    def result(self, commit: str, metric: str, host: str) -> ExplainBootResult:
+        """The boot as its activity returns it: `metric`'s samples (the primary's when the
+        testcase has no such metric), and what was read, as bounded as it was read."""
+        m = self.score.metrics.get(metric) or self.score.primary_metric
+        return ExplainBootResult(
+            commit=commit, status=TestStatus.OK, samples=list(m.samples),
+            stats=stats_by_source(self.stats), stacks=dict(self.stacks), folder=self.folder,
+            host=host, notes=self.notes,
+        )  # fmt: skip
 
 
 def explain_manifest(manifest: Manifest) -> Manifest:
@@ -94,11 +104,17 @@ def explain_boot(
         guest, artifact, machine, image, prof, EXPLAIN_DISK, runs + 1, progress,
         "explain boot", "explain",
     )  # fmt: skip
-    score = scoring.score(manifest, run.records)
+    return read_boot(scoring.score(manifest, run.records), folder, run.console)
+
+
+def read_boot(score: Score, folder: Path, console: str) -> ExplainBoot:
+    """What the guest left in `folder`, read bounded: the statistics, the folded samples
+    and their shares, and the notes of what was left out. TestcaseFailedError: it left no
+    statistics."""
     said: list[str] = []
     stats, stacks = read_stats(folder, said), read_stacks(folder, said)
     stats.update(cpu_profile.shares(stacks, said))
-    return ExplainBoot(score, stats, stacks, str(folder), run.console, list(dict.fromkeys(said)))
+    return ExplainBoot(score, stats, stacks, str(folder), console, list(dict.fromkeys(said)))
 
 
 def _text(path: Path, said: list[str]) -> str | None:

@@ -73,7 +73,7 @@ from kbisect.errors import (
     UserError,
 )
 from kbisect.infra.git import Git
-from kbisect.model import Artifact, stats_by_source
+from kbisect.model import Artifact
 from kbisect.settings import Settings
 from kbisect.testcases import duet
 from kbisect.testcases import manifest as manifests
@@ -434,17 +434,7 @@ class VmActivities:
                 )
                 activity.logger.info("explain %s: %s: %s", req.commit[:12], status, exc)
                 return ExplainBootResult(commit=req.commit, status=status, error=str(exc))
-            metric = b.score.metrics.get(req.metric) or b.score.primary_metric
-            return ExplainBootResult(
-                commit=req.commit,
-                status=TestStatus.OK,
-                samples=list(metric.samples),
-                stats=stats_by_source(b.stats),
-                stacks=dict(b.stacks),  # bounded as the folded samples are
-                folder=b.folder,
-                host=self.machine.host,
-                notes=b.notes,
-            )
+            return b.result(req.commit, req.metric, self.machine.host)
 
         return with_heartbeats(explained)
 

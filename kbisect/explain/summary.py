@@ -18,6 +18,7 @@ from kbisect.explain.why import why_lines
 from kbisect.model import LEFT_OUT, stats_of, top_stacks
 
 EXPLAINED, UNEXPLAINED, NO_EFFECT = "explained", "unexplained", "no-effect"
+NAMED = 4  # boots a note names; past them, how many more said it
 
 
 @dataclass(frozen=True)
@@ -72,8 +73,9 @@ def summarise(
             f"{metric} {_pct(effect)}, and no statistic moved beyond its noise: more boots "
             "(--boots) or a testcase that reads what changed"
         )
-    said = _said("parent", p) + _said("culprit", c)
+    said: list[str] = []
     stacks = {"parent": _summed("parent", p, said), "culprit": _summed("culprit", c, said)}
+    said += _said({"parent": p, "culprit": c})
     return Summary(
         status, effect, comparison, why_lines(comparison), stacks, message, _capped(said)
     )
@@ -100,9 +102,22 @@ def _summed(side: str, boots: list[ExplainBootResult], said: list[str]) -> dict[
     return dict(kept)
 
 
-def _said(side: str, boots: list[ExplainBootResult]) -> list[str]:
-    """Each boot's notes, the boot named."""
-    return [f"the {side}'s boot {i}: {n}" for i, b in enumerate(boots, 1) for n in b.notes]
+def _said(sides: dict[str, list[ExplainBootResult]]) -> list[str]:
+    """The boots' notes, each once with the boots that said it (a few named)."""
+    said: dict[str, list[str]] = {}
+    for side, boots in sides.items():
+        for i, b in enumerate(boots, 1):
+            for note in b.notes:
+                said.setdefault(note, []).append(f"{side} {i}")
+    every = sum(len(boots) for boots in sides.values())
+    return [f"{note} ({_boots(who, every)})" for note, who in said.items()]
+
+
+def _boots(who: list[str], every: int) -> str:
+    if len(who) == every:
+        return "every boot"
+    more = f" and {len(who) - NAMED} more" if len(who) > NAMED else ""
+    return f"boots {', '.join(who[:NAMED])}{more}"
 
 
 def _capped(notes: list[str]) -> list[str]:

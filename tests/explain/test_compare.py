@@ -5,7 +5,9 @@ import random
 
 import pytest
 
+from kbisect.contract import EXPLAIN_CHANGES
 from kbisect.explain.compare import benjamini_hochberg, change_of, compare, interleaved
+from kbisect.explain.why import WHY_LINES, why_lines
 from kbisect.model import Stats
 
 
@@ -112,3 +114,32 @@ def test_the_boots_alternate_so_that_a_drift_weighs_on_both_sides_alike() -> Non
 def test_a_side_of_one_boot_is_refused() -> None:
     with pytest.raises(ValueError, match="two boots"):
         compare([{("stat", "user"): 1.0}], [{("stat", "user"): 2.0}] * 2)
+
+
+def test_a_figure_that_is_not_finite_or_overflows_is_not_tested() -> None:
+    """A guest's NaN or infinity would be a p of NaN, listed "+inf points, 95% CI +nan to
+    +nan"; figures near a float's range overflow the variance: neither is tested."""
+    figures = {
+        ("profile", "nan_function"): ([1.0, 2.0, 3.0], [math.nan, 50.0, 60.0]),
+        ("profile", "inf_function"): ([1.0, 2.0, 3.0], [math.inf, 50.0, 60.0]),
+        ("vmstat", "huge"): ([1e300, 2e300, 3e300], [-1e300, -2e300, -3e300]),
+        ("stat", "real"): ([100.0, 101.0, 99.0], [200.0, 201.0, 199.0]),
+    }
+    parent = [{k: a[i] for k, (a, _) in figures.items()} for i in range(3)]
+    culprit = [{k: c[i] for k, (_, c) in figures.items()} for i in range(3)]
+    result = compare(parent, culprit)
+    assert [c.name for c in result.changes] == ["real"] and result.tested == 1
+    with pytest.raises(ValueError, match="do not compare"):
+        change_of("metric", "throughput", [1.0, 2.0, 3.0], [math.nan, 2.0, 3.0])
+
+
+def test_the_listed_changes_kept_are_the_largest_and_the_rest_are_counted() -> None:
+    n = EXPLAIN_CHANGES + 10
+    parent = [{("vmstat", f"s{i}"): 100.0 + d for i in range(n)} for d in (0, 1, -1)]
+    culprit = [{("vmstat", f"s{i}"): 200.0 + i + d for i in range(n)} for d in (0, 1, -1)]
+    result = compare(parent, culprit)
+    assert len(result.changes) == EXPLAIN_CHANGES and result.more == 10 == n - EXPLAIN_CHANGES
+    assert result.changes[0].name == f"s{n - 1}"  # the largest kept
+    lines = why_lines(result)
+    assert lines[-2] == f"... and {n - WHY_LINES} more (the {EXPLAIN_CHANGES} largest in --json)"
+    assert lines[-1].startswith(f"{n} of {n} statistics changed")

@@ -3,13 +3,16 @@ for a counter or a pass/fail job); `kbisect explain`'s bad input: one line."""
 
 import argparse
 import asyncio
+import json
+import math
 from dataclasses import dataclass, field
 
 import pytest
 from temporalio.client import WorkflowExecutionStatus
 
-from kbisect.cli.explain import explain_after
+from kbisect.cli.explain import explain_after, show_result
 from kbisect.contract import (
+    EXPLAIN_MAX_BOOTS,
     AlignmentCheck,
     AlignmentWord,
     BisectRequest,
@@ -74,6 +77,10 @@ def test_a_culprit_named_on_a_timing_metric_is_explained_at_the_end_of_its_job(
         (["explain", "bisect-x-1", "--culprit", "HEAD"], "not both"),
         (["explain", "bisect-x-1", "--boots", "1"], "--boots 1: give 2 to"),
         (
+            ["explain", "bisect-x-1", "--boots", str(EXPLAIN_MAX_BOOTS + 1)],
+            f"give 2 to {EXPLAIN_MAX_BOOTS} boots of each side",
+        ),
+        (
             ["explain", "--repo", "/nonexistent", "--culprit", "x", "--testcase", "t"],
             "/nonexistent",
         ),
@@ -131,3 +138,20 @@ def test_asking_for_the_alignment_check_explains_again_only_a_job_without_one(
 
     got = asyncio.run(explain_job.lacks_alignment(Stored(), "bisect-x-1"))  # type: ignore[arg-type]
     assert got == lacks
+
+
+def test_the_json_answer_is_strict_json_whatever_the_guest_left(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """json.dumps writes NaN and Infinity, which no JSON reader but Python's takes."""
+    result = _explained(None)
+    result.effect = {"change": math.nan, "low": -math.inf, "high": math.inf, "p": 0.5}
+    result.comparison = {"read": 3, "changes": [{"name": "x", "p": math.nan}]}
+    show_result(result, "bisect-x-1-explain", argparse.Namespace(json=True, flame=None))
+
+    def refuse(constant: str) -> None:
+        raise ValueError(f"{constant} is not JSON")
+
+    data = json.loads(capsys.readouterr().out, parse_constant=refuse)
+    assert data["effect"] == {"change": None, "low": None, "high": None, "p": 0.5}
+    assert data["comparison"]["changes"] == [{"name": "x", "p": None}]

@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 from kbisect.builders import kconfig
-from kbisect.errors import TestcaseFailedError
 from kbisect.contract import EXPLAIN_NAME_CHARS
+from kbisect.errors import TestcaseFailedError
 from kbisect.testcases import manifest
 from kbisect.testcases.explain_run import explain_manifest, explain_spec, read_stacks, read_stats
 
@@ -70,3 +70,18 @@ def test_a_guest_that_left_no_statistics_is_a_failed_testcase(tmp_path: Path) ->
     (tmp_path / "explain").mkdir()
     with pytest.raises(TestcaseFailedError, match="no statistics"):
         read_stats(tmp_path / "explain", [])
+
+
+def test_an_uptime_that_does_not_read_leaves_out_the_rates_and_the_rest_counts(
+    tmp_path: Path,
+) -> None:
+    folder = guest_folder(tmp_path / "explain", "pgfault 160\npgmajfault 2\n")
+    for side, reads in (("before", 0), ("after", 100)):
+        (folder / side / "diskstats").write_text(f" 253 0 vda {reads} 0 800 50{' 0' * 7}\n")
+    assert ("diskstats", "vda r/s") in read_stats(folder, [])
+    (folder / "after" / "uptime").write_text("garbage\n")
+    said: list[str] = []
+    stats = read_stats(folder, said)
+    assert said == ["uptime: cannot read it: 'garbage' is not a number: no per-second figures"]
+    assert stats[("vmstat", "pgfault")] == 60 and ("diskstats", "vda rareq-sz sectors") in stats
+    assert not any(name.endswith("/s") for _, name in stats)

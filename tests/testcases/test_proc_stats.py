@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from kbisect.contract import EXPLAIN_NAME_CHARS, EXPLAIN_SOURCE_STATS
 from kbisect.testcases import proc_stats
 
 DATA = Path(__file__).parent / "explain_data"
@@ -76,3 +77,44 @@ def test_a_delta_is_after_less_before_and_a_file_missing_on_one_side_reads_nothi
     after = proc_stats.parse({"vmstat": "pgfault 250\npgmajfault 3\n", "schedstat": SCHEDSTAT})
     d = proc_stats.delta(before, after, seconds=1.0)
     assert d == {("vmstat", "pgfault"): 150, ("vmstat", "pgmajfault"): 0}
+
+
+def test_nan_inf_and_garbage_make_a_file_unreadable_and_the_other_files_count() -> None:
+    """A kernel under test that prints NaN, an infinity, a figure past a counter's range
+    or a word where a figure goes: that file is one "cannot read" line, not a statistic
+    (nor a bare ValueError that Temporal retries)."""
+    said: list[str] = []
+    stats = proc_stats.parse(
+        {
+            "vmstat": "pgfault 100\npgmajfault nan\n",
+            "meminfo": "MemFree: inf kB\n",
+            "schedstat": SCHEDSTAT.replace("1200", "1e30"),
+            "stat": "cpu 1 2 3 garbage\nctxt 5\n",
+            "softirqs": "CPU0\nNET_RX: 7\n",
+        },
+        said,
+    )
+    assert stats == {("softirqs", "NET_RX"): 7}
+    assert said == [
+        "vmstat: cannot read it: 'nan' is not a counter's value",
+        "meminfo: cannot read it: 'inf' is not a counter's value",
+        "schedstat: cannot read it: '1e30' is not a counter's value",
+        "stat: cannot read it: 'garbage' is not a number",
+    ]
+    with pytest.raises(proc_stats.Unreadable, match="'-inf' is not a counter's value"):
+        proc_stats.perf_stat("-inf,,context-switches,2004008123,100.00,,\n")
+
+
+def test_a_source_keeps_its_first_statistics_and_no_figure_out_of_range() -> None:
+    said: list[str] = []
+    many = "".join(f"name{i}{'n' * 200} {i}\n" for i in range(EXPLAIN_SOURCE_STATS + 5))
+    stats = proc_stats.parse({"vmstat": many}, said)
+    assert len(stats) == EXPLAIN_SOURCE_STATS
+    assert all(len(name) <= EXPLAIN_NAME_CHARS for _, name in stats)
+    assert said == [f"vmstat: statistics past its first {EXPLAIN_SOURCE_STATS:,}: 5 left out"]
+    # a delta over a tiny time: a rate past any counter's, left out, said
+    before = proc_stats.parse({"diskstats": disk("vda", *[0] * 11)})
+    after = proc_stats.parse({"diskstats": disk("vda", 10**19, *[0] * 10)})
+    rates = proc_stats.bounded(proc_stats.delta(before, after, seconds=1e-300), said)
+    assert ("diskstats", "vda r/s") not in rates and rates[("diskstats", "vda reads")] == 1e19
+    assert said[-1] == "diskstats: figures out of range: 1 left out"

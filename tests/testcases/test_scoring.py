@@ -1,4 +1,5 @@
 import dataclasses
+import math
 
 import pytest
 
@@ -50,3 +51,16 @@ def test_only_warm_up_samples_is_a_testcase_failure() -> None:
     m = manifest.load("nvme-snapshot-read")
     with pytest.raises(TestcaseFailedError, match="warm-up repetitions only"):
         scoring.score(m, [_metric(1, "avg_read_sectors", 512.0)])
+
+
+def test_a_value_that_is_not_a_finite_number_is_no_sample() -> None:
+    """A guest's NaN, infinity (JSON's readers take both) or an integer past a float's
+    range is no repetition's value: it would read as a median, or stop the boot."""
+    m = dataclasses.replace(manifest.load("nvme-snapshot-read"), warmup=0)
+    odd: list[object] = [math.nan, math.inf, -math.inf, 10**400, "8"]
+    records = [_metric(1, "avg_read_sectors", 8.0)]
+    records += [
+        {**_metric(rep, "avg_read_sectors", 0.0), "value": v} for rep, v in enumerate(odd, 2)
+    ]
+    assert scoring.score(m, records).primary_metric.samples == [8.0]
+    assert [scoring.sample(v) for v in odd] == [None] * len(odd)

@@ -10,6 +10,7 @@ from temporalio.testing import WorkflowEnvironment
 from benchmarks.dags import linear
 from kbisect.contract import (
     EXPLAIN_BOOTS_EXACT,
+    EXPLAIN_MAX_BOOTS,
     AlignmentWord,
     ExplainProgress,
     ExplainRequest,
@@ -63,6 +64,7 @@ async def test_the_culprit_and_its_parent_are_booted_in_turn_and_what_moved_is_l
     assert len(result.folders) == 8 and result.subjects == ["subject of c8", "subject of c9"]
     assert progress.status == "done" and len(progress.boots) == progress.planned == 8
     assert progress.boots[1].startswith("boot 2: culprit c9 avg_read_sectors 8")
+    assert result.notes == [f"{fakes.LEFT_OUT_NOTE} (every boot)"]  # what a guest's boot lost
 
 
 async def test_a_counter_takes_two_boots_a_side_and_a_pair_alike_shows_no_effect(
@@ -84,6 +86,16 @@ async def test_a_culprit_that_does_not_boot_fails_the_job_with_why(
     message = str(err.value.cause)
     assert "0 of the culprit's explain boots ran" in message
     assert "culprit c9: boot-failed: panic: oops" in message
+
+
+async def test_more_boots_than_the_cap_fail_the_job_before_a_build(
+    env: WorkflowEnvironment,
+) -> None:
+    scenario = Scenario(graph=linear(16), culprit="c9")
+    with pytest.raises(WorkflowFailureError) as err:
+        await explain(env, scenario, "c8", "c9", boots=EXPLAIN_MAX_BOOTS + 1)
+    assert f"{EXPLAIN_MAX_BOOTS} at most" in str(err.value.cause)
+    assert scenario.explains == [] and not scenario.explain_builds
 
 
 async def test_a_culprit_that_does_not_build_with_the_diagnostics_options_says_so(
