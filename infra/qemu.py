@@ -209,8 +209,10 @@ def parse_records(text: str) -> list[dict[str, object]]:
         if line.startswith(RECORD_PREFIX):
             try:
                 rec = _guest_value(json.loads(line[len(RECORD_PREFIX) :]))
-            except (json.JSONDecodeError, RecursionError):
-                continue  # a torn line (the guest died mid-write), or one nested too deep
+            except (ValueError, RecursionError):
+                # a torn line (the guest died mid-write), a number of more digits than
+                # Python converts, or a record nested too deep
+                continue
             if isinstance(rec, dict):
                 records.append(rec)
     return records

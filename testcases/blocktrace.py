@@ -13,6 +13,7 @@ Q2C, from the events (a request is followed from its first bio's queueing, by st
 sector, to its completion).
 """
 
+import itertools
 import math
 import re
 from collections import Counter
@@ -21,12 +22,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from kbisect.infra.qemu import guest_text
+from kbisect.testcases.manifest import MAX_DISKS
 
 # btt's "All Devices" table: NAME MIN AVG MAX N (seconds).
 _BTT_ROW = re.compile(
     r"^(Q2Q|Q2G|G2I|Q2M|I2D|M2D|D2C|Q2C)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\d+)"
 )
-MAX_LINES = 5_000_000  # an events file is read this far at most
+MAX_LINES = 5_000_000  # an events file, or a disk's latency files, read this far at most
+# Distinct request sizes kept in a disk's histogram (a real device's are a few dozen, each
+# a multiple of its block size): a guest's trace of unique sizes must not fill the result.
+MAX_SIZES = 512
+LINE_CHARS = 4096  # a line of the guest's files read at once, at most (an event's: 40)
 
 
 @dataclass
@@ -62,7 +68,8 @@ class DiskTrace:
 
     @property
     def avg_request_sectors(self) -> float:
-        return sum(s * n for s, n in self.sectors.items()) / self.requests if self.requests else 0.0
+        counted = sum(self.sectors.values())  # the requests of the sizes kept (MAX_SIZES)
+        return sum(s * n for s, n in self.sectors.items()) / counted if counted else 0.0
 
     def to_json(self) -> dict[str, object]:
         return asdict(self) | {"avg_request_sectors": round(self.avg_request_sectors, 1)}
@@ -87,8 +94,10 @@ def p99(values: list[float]) -> float | None:
 
 def latency_file(lines: Iterable[str]) -> list[float]:
     """Latencies (seconds) from btt's per-I/O file: 'time latency' lines."""
-    out = []
-    for line in lines:
+    out: list[float] = []
+    for i, line in enumerate(lines):
+        if i >= MAX_LINES:
+            break
         parts = line.split()
         if len(parts) >= 2:
             try:
@@ -129,7 +138,8 @@ def events(lines: Iterable[str]) -> Events:
             out.merges += 1
         elif action == "D" and way and n.isdigit() and int(n):
             out.issued += 1
-            out.sizes[int(n)] += 1
+            if int(n) in out.sizes or len(out.sizes) < MAX_SIZES:
+                out.sizes[int(n)] += 1
             d = out.directions.setdefault(way, Direction())
             d.requests += 1
             d.sectors += int(n)
@@ -174,8 +184,8 @@ DEVICE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,31}")
 def summarize(trace_dir: Path) -> list[DiskTrace]:
     """One DiskTrace per traced disk, from what the guest left in `trace_dir`."""
     out = []
-    disks = (trace_dir / "disks").read_text().split("\n") if (trace_dir / "disks").exists() else []
-    for row in disks:
+    rows = _lines(trace_dir / "disks") if (trace_dir / "disks").exists() else []
+    for row in itertools.islice(rows, MAX_DISKS):  # a testcase's disks, at most
         if len(row.split()) != 2:
             continue
         name, dev = row.split()
@@ -191,7 +201,7 @@ def summarize(trace_dir: Path) -> list[DiskTrace]:
             }
         for phase in ("q2c", "d2c"):
             files = sorted(trace_dir.glob(f"{dev}*_{phase}.dat"))
-            values = [v for f in files for v in latency_file(_lines(f))]
+            values = latency_file(line for f in files for line in _lines(f))
             if values and phase in trace.latencies:
                 trace.latencies[phase].p99_ms = (p99(values) or 0.0) * 1e3
         ev = trace_dir / f"{dev}.events"
@@ -208,8 +218,10 @@ def summarize(trace_dir: Path) -> list[DiskTrace]:
 
 
 def _lines(path: Path) -> Iterable[str]:
+    """The file's lines, each cut into pieces of LINE_CHARS at most: a guest's file of
+    one 500 MB line is not read into memory whole."""
     with open(path, errors="replace") as fh:
-        yield from fh
+        yield from iter(lambda: fh.readline(LINE_CHARS), "")
 
 
 def compare(old: DiskTrace, new: DiskTrace, same_within: float = 0.1) -> str:

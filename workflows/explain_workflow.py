@@ -74,7 +74,7 @@ class ExplainWorkflow(ShowsStatus):
     async def run(self, req: ExplainRequest) -> ExplainResult:
         p = self._progress
         p.testcase = req.testcase
-        if req.boots > EXPLAIN_MAX_BOOTS:  # every door checks it: a request made by hand
+        if req.boots > EXPLAIN_MAX_BOOTS:  # the doors refuse it; this is for a request by hand
             raise self._fail(f"{req.boots} boots of each side: {EXPLAIN_MAX_BOOTS} at most")
         sweep = SweepRequest(
             req.repo, [req.parent, req.culprit], [req.testcase], metric=req.metric,

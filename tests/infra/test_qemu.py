@@ -67,6 +67,12 @@ def test_a_record_nested_past_the_recursion_limit_is_skipped() -> None:
     assert parse_records(text) == [BOOTED]
 
 
+def test_a_number_of_more_digits_than_python_converts_is_skipped() -> None:
+    huge = f'{{"event": "metric", "value": {"9" * 5000}}}'
+    text = f"{qemu.RECORD_PREFIX}{huge}\n{qemu.RECORD_PREFIX}" + '{"event": "booted"}\n'
+    assert parse_records(text) == [BOOTED]
+
+
 def test_console_words_are_one_printable_line() -> None:
     console = "Kernel panic - not syncing: \x1b[31mVFS\tboom\x1b[0m" + "!" * 1000
     panic = classify_run([], console, True)[1]

@@ -3,7 +3,8 @@
 from pathlib import Path
 
 from kbisect.testcases import blocktrace
-from kbisect.testcases.blocktrace import Direction, DiskTrace, Latency
+from kbisect.testcases.blocktrace import LINE_CHARS, MAX_SIZES, Direction, DiskTrace, Latency
+from kbisect.testcases.manifest import MAX_DISKS
 
 BTT = """
 ==================== All Devices ====================
@@ -62,6 +63,18 @@ def test_a_device_name_that_is_a_path_reads_no_file_outside(tmp_path: Path) -> N
     outside.write_text(BTT)  # what "../secret" would read of the host
     (trace_dir / "disks").write_text("origin ../secret\ncow nvme1n1\n")
     assert [t.device for t in blocktrace.summarize(trace_dir)] == ["nvme1n1"]
+
+
+def test_a_guests_trace_is_read_bounded(tmp_path: Path) -> None:
+    rows = "".join(f"d{i} vd{i}\n" for i in range(MAX_DISKS + 5))
+    (tmp_path / "disks").write_text(rows)
+    sizes = "".join(f"D R {n}\n" for n in range(1, MAX_SIZES + 100))
+    (tmp_path / "vd0.events").write_text(sizes + "D R 8\n" + "x" * (LINE_CHARS * 50))
+    traces = blocktrace.summarize(tmp_path)
+    assert len(traces) == MAX_DISKS
+    first = traces[0]
+    assert first.requests == MAX_SIZES + 99 + 1 and len(first.sectors) == MAX_SIZES
+    assert first.avg_request_sectors == (sum(range(1, MAX_SIZES + 1)) + 8) / (MAX_SIZES + 1)
 
 
 def test_compare_says_what_changed_in_words() -> None:

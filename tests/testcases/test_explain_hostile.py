@@ -42,6 +42,7 @@ DATA = Path(__file__).parent / "explain_data"
 SCRIPT_MB = 100
 PEAK_RSS_MB = 500
 PAYLOAD_BYTES = 1 << 20  # half of Temporal's 2 MB
+HISTORY_BYTES = 50 << 20  # Temporal ends a workflow whose history grows past it
 # The reading, as the explain activity does it, in a process of its own: its peak RSS, and
 # its result as the Temporal payload it travels as
 READER = """
@@ -210,6 +211,8 @@ def test_at_every_cap_a_boots_result_and_the_answer_stay_well_under_a_payload() 
     print(f"\nat every cap: a boot's result {boot_bytes:,} bytes, the answer {answer_bytes:,}")
     assert len(stats) == len(sources) * EXPLAIN_SOURCE_STATS
     assert boot_bytes < PAYLOAD_BYTES and answer_bytes < PAYLOAD_BYTES
+    # a job's boots, each a result in its history: within half of Temporal's 50 MB limit
+    assert 2 * EXPLAIN_MAX_BOOTS * boot_bytes + answer_bytes < HISTORY_BYTES // 2
 
 
 def test_the_docs_state_the_contracts_caps() -> None:
