@@ -29,6 +29,8 @@ from kbisect.contract import (
     EXPLAIN,
     PLAN_BACKPORT,
     PREPARE_VERIFY,
+    SERIES_PLAN,
+    SERIES_RECORD,
     TEST,
     TRACE,
     VALIDATE,
@@ -46,6 +48,13 @@ from kbisect.contract import (
     DuetResult,
     ExplainBootRequest,
     ExplainBootResult,
+    PairWord,
+    SeriesAlert,
+    SeriesKernel,
+    SeriesPlan,
+    SeriesRecord,
+    SeriesTick,
+    SeriesWatch,
     SweepJob,
     SweepRequest,
     SweepTestcase,
@@ -104,6 +113,9 @@ class Scenario:
     # The culprit's change is code layout's: kernels with aligned functions all read FAST.
     layout_only: bool = False
     touched: list[str] = field(default_factory=list)  # the functions every diff changes
+    # A series watch's kernels (its `tree` is the scenario): the last measured, then the
+    # new ones; none: nothing new.
+    series: list[str] = field(default_factory=list)
     timing: bool = False  # the sweep's testcases read a timing, not a counter
     disks: bool = False  # ... and have disks of their own (blktrace can trace them)
     noisy: dict[str, list[float]] = field(default_factory=dict)  # values of successive tests
@@ -473,6 +485,29 @@ async def changed_functions(req: ChangedFunctionsRequest) -> list[str]:
     return SCENARIOS[req.repo].touched
 
 
+@activity.defn(name=SERIES_PLAN)
+async def series_plan(watch: SeriesWatch) -> SeriesPlan:
+    kernels = SCENARIOS[watch.tree].series
+    if not kernels:
+        return SeriesPlan(watch.tree, [], [], "nothing new")
+    series = [SeriesKernel(k, k, k) for k in kernels]
+    return SeriesPlan(watch.tree, kernels, series, f"{len(kernels) - 1} new since {kernels[0]}")
+
+
+@activity.defn(name=SERIES_RECORD)
+async def series_record(rec: SeriesRecord) -> SeriesTick:
+    """Each changed pair an alert; nothing kept (the real one keeps the boots on disk)."""
+    names = [k.name for k in rec.series]
+    alerts = [
+        SeriesAlert(
+            f"{rec.watch}:{p.old}:{p.new}", rec.watch, rec.sweep, names[p.old], names[p.new], p
+        )
+        for p in rec.result.pairs
+        if p.verdict == PairWord.CHANGED
+    ]
+    return SeriesTick(rec.watch, rec.sweep, rec.series, alerts, message=f"{len(alerts)} changed")
+
+
 FAKES = [
     changed_functions,
     decide,  # the real decisions: the workflow worker's own local activity
@@ -486,18 +521,20 @@ FAKES = [
     trace_testcase,
     explain_testcase,
     plan_backport,
+    series_plan,
+    series_record,
 ]
 
 
-def fake_worker(client: Client, queue: str, workflow: type) -> Worker:
-    """A worker of the real `workflow` (in Temporal's sandbox) with these fake activities,
-    on `queue`: the workflow tests' way to run a job."""
+def fake_worker(client: Client, queue: str, *workflows: type) -> Worker:
+    """A worker of the real `workflows` (in Temporal's sandbox) with these fake activities,
+    on `queue`: the workflow tests' way to run a job (and its child jobs)."""
     from kbisect.workflows.bisect_workflow import sandbox_runner
 
     return Worker(
         client,
         task_queue=queue,
-        workflows=[workflow],
+        workflows=list(workflows),
         activities=FAKES,
         workflow_runner=sandbox_runner(),
         activity_executor=ThreadPoolExecutor(2),

@@ -19,12 +19,18 @@ from kbisect.reports.backport_report import boot_line
 from kbisect.workflows.backport_workflow import BackportWorkflow
 from tests.workflows import fakes
 from tests.workflows.fakes import SCENARIOS, VERIFY_PREFIX, Scenario
+from tests.workflows.recording import keep
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 
 async def backport(
-    env: WorkflowEnvironment, scenario: Scenario, change: str, target: str, **kw: object
+    env: WorkflowEnvironment,
+    scenario: Scenario,
+    change: str,
+    target: str,
+    record: str = "",
+    **kw: object,
 ) -> tuple[BackportResult, BackportProgress]:
     key = f"scenario-{uuid.uuid4().hex[:8]}"
     SCENARIOS[key] = scenario
@@ -42,6 +48,7 @@ async def backport(
             result = await handle.result()
         finally:
             progress = await handle.query(BackportWorkflow.progress)
+        await keep(handle, record)
     return result, progress
 
 
@@ -49,7 +56,7 @@ async def test_a_fix_that_makes_the_target_good_is_verified_with_its_figures(
     env: WorkflowEnvironment,
 ) -> None:
     scenario = Scenario(graph=linear(16), culprit="c9", mode="fix")
-    result, progress = await backport(env, scenario, "c9", "c2")
+    result, progress = await backport(env, scenario, "c9", "c2", record="backport-verified")
     patched = f"{VERIFY_PREFIX}c9:c2"
     assert result.word == BackportWord.VERIFIED, result.message
     assert scenario.builds == {"c2": 1, patched: 1}  # each built once
@@ -92,7 +99,7 @@ async def test_a_pass_fail_fix_is_verified_by_failures_on_each_side(
     env: WorkflowEnvironment,
 ) -> None:
     scenario = Scenario(graph=linear(16), culprit="c9", mode="fix", pass_fail=True)
-    result, progress = await backport(env, scenario, "c9", "c2")
+    result, progress = await backport(env, scenario, "c9", "c2", record="backport-pass-fail")
     assert result.word == BackportWord.VERIFIED, result.message
     assert result.failures == {"without": [PASS_FAIL_BOOTS] * 2, "with": [0, PASS_FAIL_BOOTS]}
     assert result.pair is None and progress.pass_fail
@@ -123,7 +130,8 @@ async def test_a_pass_fail_fix_is_verified_by_failures_on_each_side(
 async def test_a_change_already_there_or_that_does_not_apply_builds_nothing(
     env: WorkflowEnvironment, scenario: Scenario, word: str
 ) -> None:
-    result, progress = await backport(env, scenario, "c9", "c2")
+    kept = "backport-already" if word == BackportWord.ALREADY else ""  # both end at the plan
+    result, progress = await backport(env, scenario, "c9", "c2", record=kept)
     assert result.word == word and result.pair is None
     assert not scenario.builds and not scenario.tests
     assert progress.status == "done" and progress.message == result.message

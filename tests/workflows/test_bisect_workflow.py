@@ -5,14 +5,12 @@ import contextlib
 import dataclasses
 import json
 import math
-import os
 import statistics
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from temporalio import activity
@@ -54,9 +52,9 @@ from kbisect.workflows.bisect_workflow import (
 )
 from tests.workflows import fakes
 from tests.workflows.fakes import Scenario
+from tests.workflows.recording import keep
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
-HISTORIES = Path(__file__).parent / "histories"
 
 
 @contextlib.asynccontextmanager
@@ -74,21 +72,11 @@ async def bisect(
 ) -> tuple[BisectResult, Scenario]:
     async with running(client, scenario, **kw) as handle:
         result = await handle.result()
-        await _keep(handle, record)
+        await keep(handle, record)
     return result, scenario
 
 
 Job = WorkflowHandle[BisectWorkflow, BisectResult]
-
-
-async def _keep(handle: Job, record: str) -> None:
-    """Save the ended job's history for test_replay (only when re-recording)."""
-    if record and os.environ.get("KBISECT_RECORD_HISTORIES"):
-        history = await handle.fetch_history()
-        HISTORIES.mkdir(exist_ok=True)
-        # compact: the indented form is a third larger, and nobody reads these by eye
-        compact = json.dumps(json.loads(history.to_json()), separators=(",", ":"))
-        (HISTORIES / f"{record}.json").write_text(compact)
 
 
 async def _until_status(handle: Job, status: str) -> Progress:
@@ -700,7 +688,7 @@ async def test_progress_query_and_a_person_marking_a_commit(env: WorkflowEnviron
         answer = await handle.execute_update("mark", MarkRequest("c41", "bad"), result_type=str)
         assert "c41" in answer
         result: BisectResult = await handle.result()
-        await _keep(handle, "mark")
+        await keep(handle, "mark")
     assert result.culprit == "c40"
     marked = [s for s in result.steps if s.source == "marked"]
     assert [(s.commit, s.verdict, s.note) for s in marked] == [("c41", "bad", "marked by a person")]
@@ -783,7 +771,7 @@ async def test_a_host_problem_blocks_the_job_until_resumed(env: WorkflowEnvironm
         answer = await handle.execute_update("resume", result_type=str)
         assert "resuming 1 blocked step" in answer
         result: BisectResult = await handle.result()
-        await _keep(handle, "resume")
+        await keep(handle, "resume")
     assert result.status == "found" and result.culprit == "c9"
     assert scenario.builds["c16"] == 2  # the failed build, then the one after resuming
 
@@ -798,7 +786,7 @@ async def test_a_job_cancelled_during_a_boot_ends_cancelled_not_blocked(
         await handle.cancel()
         with pytest.raises(WorkflowFailureError) as failed:
             await asyncio.wait_for(handle.result(), timeout=30)
-        await _keep(handle, "cancel")
+        await keep(handle, "cancel")
     assert "cancel" in str(failed.value.cause).lower()
     assert (await handle.describe()).status == WorkflowExecutionStatus.CANCELED
 
@@ -810,7 +798,7 @@ async def test_a_bad_endpoint_that_does_not_build_fails_the_job(env: WorkflowEnv
         with pytest.raises(WorkflowFailureError) as err:
             await handle.result()
         desc = await handle.describe()
-        await _keep(handle, "failed")
+        await keep(handle, "failed")
     cause = err.value.cause
     assert isinstance(cause, ApplicationError) and cause.type == "JobFailed"
     assert cause.message.startswith("the bad endpoint c16 does not build: kernel does not build")

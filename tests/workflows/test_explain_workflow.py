@@ -19,12 +19,18 @@ from kbisect.contract import (
 from kbisect.workflows.explain_workflow import ExplainWorkflow
 from tests.workflows import fakes
 from tests.workflows.fakes import SCENARIOS, Scenario
+from tests.workflows.recording import keep
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 
 async def explain(
-    env: WorkflowEnvironment, scenario: Scenario, parent: str, culprit: str, **kw: object
+    env: WorkflowEnvironment,
+    scenario: Scenario,
+    parent: str,
+    culprit: str,
+    record: str = "",
+    **kw: object,
 ) -> tuple[ExplainResult, ExplainProgress]:
     key = f"scenario-{uuid.uuid4().hex[:8]}"
     SCENARIOS[key] = scenario
@@ -41,6 +47,7 @@ async def explain(
             result = await handle.result()
         finally:
             progress = await handle.query(ExplainWorkflow.progress)
+        await keep(handle, record)
     return result, progress
 
 
@@ -48,7 +55,7 @@ async def test_the_culprit_and_its_parent_are_booted_in_turn_and_what_moved_is_l
     env: WorkflowEnvironment,
 ) -> None:
     scenario = Scenario(graph=linear(16), culprit="c9")
-    result, progress = await explain(env, scenario, "c8", "c9", boots=4)
+    result, progress = await explain(env, scenario, "c8", "c9", record="explain-pair", boots=4)
     # each built once, with the diagnostics options; A B B A, A B B A
     assert scenario.explain_builds == {"c8": 1, "c9": 1}
     assert scenario.explains == ["c8", "c9", "c9", "c8"] * 2
@@ -131,7 +138,9 @@ async def test_the_alignment_check_rebuilds_the_pair_aligned_and_the_change_rema
     env: WorkflowEnvironment,
 ) -> None:
     scenario = Scenario(graph=linear(16), culprit="c9")
-    result, progress = await explain(env, scenario, "c8", "c9", boots=2, alignment=True)
+    result, progress = await explain(
+        env, scenario, "c8", "c9", record="explain-alignment", boots=2, alignment=True
+    )
     # the job's kernels (not the diagnostics ones) rebuilt aligned, booted A B B A
     assert scenario.aligned_builds == {"c8": 1, "c9": 1}
     assert scenario.explain_builds == {"c8": 1, "c9": 1}
@@ -189,7 +198,7 @@ async def test_a_testcase_with_disks_gets_traced_boots_whose_figures_are_compare
     assert "traced parent c8: the traced run left no readable trace" in result.failed
     assert not [c for c in result.comparison["changes"] if c["source"] == "blktrace"]
     scenario = Scenario(graph=linear(16), culprit="c9", disks=True)
-    result, _ = await explain(env, scenario, "c8", "c9", boots=2)
+    result, _ = await explain(env, scenario, "c8", "c9", record="explain-traced", boots=2)
     changes = {c["name"]: c for c in result.comparison["changes"] if c["source"] == "blktrace"}
     size = changes["nvme0n1 request size (sectors)"]
     assert (size["parent"], size["culprit"]) == (512, 8), changes

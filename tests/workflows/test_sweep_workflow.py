@@ -11,12 +11,13 @@ from kbisect.contract import PairWord, SweepProgress, SweepRequest, SweepResult
 from kbisect.workflows.sweep_workflow import SweepWorkflow
 from tests.workflows import fakes
 from tests.workflows.fakes import SCENARIOS, Scenario
+from tests.workflows.recording import keep
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 
 async def sweep(
-    env: WorkflowEnvironment, scenario: Scenario, kernels: list[str], **kw: object
+    env: WorkflowEnvironment, scenario: Scenario, kernels: list[str], record: str = "", **kw: object
 ) -> tuple[SweepResult, SweepProgress]:
     key = f"scenario-{uuid.uuid4().hex[:8]}"
     SCENARIOS[key] = scenario
@@ -39,6 +40,7 @@ async def sweep(
             attrs = (await handle.describe()).search_attributes
             SEEN[kernels[0]] = {k: v for k, v in attrs.items() if k.startswith("Kbisect")}
         progress = await handle.query(SweepWorkflow.progress)
+        await keep(handle, record)
     return result, progress
 
 
@@ -54,7 +56,7 @@ async def test_a_noisy_series_is_changed_at_the_culprit_s_pair_only(
     # simulation (tests/decide/test_sweep.py).
     scenario = Scenario(graph=linear(16), culprit="c9", noise=NOISE, slow=fakes.FAST * 0.7)
     kernels = ["c2", "c5", "c8", "c9", "c12"]
-    result, progress = await sweep(env, scenario, kernels)
+    result, progress = await sweep(env, scenario, kernels, record="sweep-noisy")
     words = [(p.old, p.new, p.verdict) for p in result.pairs]
     assert words[2] == (2, 3, PairWord.CHANGED), result.pairs
     assert result.pairs[2].direction == "worse"
@@ -113,7 +115,7 @@ async def test_trace_boots_both_kernels_of_each_changed_pair_once_after_the_scor
 
     scenario = Scenario(graph=linear(16), culprit="c9", broken_trace={"c12"})
     kernels = ["c2", "c8", "c9", "c12", "c2"]  # two changes: c8 -> c9 and c12 -> c2
-    result, _ = await sweep(env, scenario, kernels, trace=True)
+    result, _ = await sweep(env, scenario, kernels, record="sweep-trace", trace=True)
     changed = [(p.old, p.new) for p in result.pairs if p.verdict == PairWord.CHANGED]
     assert changed == [(1, 2), (3, 4)]
     assert scenario.traces == ["c8", "c9", "c12", "c2"]  # the unchanged pairs: none
