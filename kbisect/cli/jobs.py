@@ -22,6 +22,7 @@ from kbisect.contract import (
     FLAKY_BOOTS_FACTOR,
     MAX_COMMIT_BOOTS,
     SWEEP_WORKFLOW,
+    WORKFLOW,
     BisectRequest,
     BisectResult,
     Mode,
@@ -30,7 +31,7 @@ from kbisect.contract import (
 from kbisect.errors import UserError
 from kbisect.infra.git import Git
 from kbisect.jobs import cross_tree, explain_job, kernel_phase
-from kbisect.jobs.client import WORKER_GRACE, JobClient, check_job_id
+from kbisect.jobs.client import ANY_JOB, WORKER_GRACE, JobClient, check_job_id, check_kind
 from kbisect.jobs.request import JobOptions, checked_request
 from kbisect.reports.job_report import bisect_log, markdown, to_json
 from kbisect.reports.lines import columns
@@ -151,6 +152,7 @@ def cmd_watch(args: argparse.Namespace, settings: Settings) -> int:
 
     async def go(client: JobClient, args: argparse.Namespace) -> int:
         kind = (await client.describe(args.id)).workflow_type
+        check_kind(args.id, kind, ANY_JOB)
         if kind == EXPLAIN_WORKFLOW:
             from kbisect.cli.explain import follow_explain
 
@@ -225,6 +227,7 @@ def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
 
     async def go(client: JobClient, args: argparse.Namespace) -> int:
         kind = (await client.describe(args.id)).workflow_type
+        _check_report_options(args, kind)
         if kind == EXPLAIN_WORKFLOW:
             from kbisect.cli.explain import show_result as show_explained
 
@@ -262,6 +265,27 @@ def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
         return 0
 
     return with_client(settings, args, go)
+
+
+# report's options that only some kinds of job take (the others' reports would ignore them)
+REPORT_OPTIONS = {
+    "--plot": (WORKFLOW, SWEEP_WORKFLOW),
+    "--bisect-log": (WORKFLOW,),
+    "--sru": (WORKFLOW, BACKPORT_WORKFLOW),
+    "--sru-patch": (WORKFLOW, BACKPORT_WORKFLOW),
+}
+
+
+def _check_report_options(args: argparse.Namespace, kind: str) -> None:
+    check_kind(args.id, kind, ANY_JOB)
+    for option, kinds in REPORT_OPTIONS.items():
+        if getattr(args, option.removeprefix("--").replace("-", "_")):
+            check_kind(
+                args.id,
+                kind,
+                kinds,
+                f"{option} is for those ('kbisect report {args.id}' without it)",
+            )
 
 
 async def _backport_report(client: JobClient, args: argparse.Namespace) -> int:
@@ -317,9 +341,7 @@ def cmd_mark(args: argparse.Namespace, settings: Settings) -> int:
     check_job_id(args.id)
 
     async def go(client: JobClient, args: argparse.Namespace) -> int:
-        req = await client.job_request(args.id)  # a clear error for an unknown id
-        if req is None:
-            raise UserError(f"{args.id} is not a bisection job: see 'kbisect status'")
+        req = await client.bisection_request(args.id)
         commit = Git(Path(req.repo)).resolve(args.rev)
         out(await client.mark(args.id, commit, args.verdict))
         return 0

@@ -162,9 +162,7 @@ async def _execute(
         await client.cancel(job)
         return Reply(f"asked {job} to stop")
     if cmd.verb == "mark":
-        req = await client.job_request(job)
-        if req is None:
-            raise UserError(f"{job} is not a bisection job: see 'status'")
+        req = await client.bisection_request(job)
         commit = await off_loop(Git(Path(req.repo)).resolve, cmd.rev or "")
         return Reply(await client.mark(job, commit, cmd.verdict or ""))
     if cmd.verb == "sru" and cmd.one("branch"):

@@ -10,7 +10,7 @@ import asyncio
 import dataclasses
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
@@ -38,6 +38,8 @@ from kbisect.contract import (
     SA_STATUS_NAME,
     SA_TESTCASE_NAME,
     SEARCH_ATTRIBUTE_NAMES,
+    SERIES_SCHEDULE_PREFIX,
+    SERIES_WORKFLOW,
     SWEEP_WORKFLOW,
     WORKFLOW,
     BackportProgress,
@@ -108,6 +110,53 @@ JOB_KINDS = {
     EXPLAIN_WORKFLOW: "explain",
     BACKPORT_WORKFLOW: "backport",
 }
+ANY_JOB = tuple(JOB_KINDS)
+# Each workflow as a refusal names it: "sweep-… is a sweep, not a bisection"
+KIND_NAMES = {
+    WORKFLOW: "a bisection",
+    SWEEP_WORKFLOW: "a sweep",
+    EXPLAIN_WORKFLOW: "an explain job",
+    BACKPORT_WORKFLOW: "a backport job",
+    SERIES_WORKFLOW: "a series watch's tick",
+}
+
+
+def new_job_id(workflow: str, *parts: str) -> str:
+    """A new job's id: its kind's word, `parts`, a random tag ("sweep-1a2b3c4d")."""
+    return "-".join([JOB_KINDS[workflow], *parts, uuid.uuid4().hex[:8]])
+
+
+def kind_name(workflow_type: str) -> str:
+    return KIND_NAMES.get(workflow_type, f"a workflow of type {workflow_type}")
+
+
+def _wanted_names(wanted: Sequence[str]) -> str:
+    """'a bisection', 'a bisection or a backport job'; every kind: 'a bisect, sweep,
+    explain or backport job'."""
+    if set(wanted) == set(ANY_JOB):
+        *most, last = (JOB_KINDS[w] for w in ANY_JOB)
+        return f"a {', '.join(most)} or {last} job"
+    return " or ".join(kind_name(w) for w in wanted)
+
+
+def _where_ids_are(wanted: Sequence[str]) -> str:
+    if len(wanted) == 1:  # a bisection's or a sweep's id is new_job_id's
+        word = JOB_KINDS[wanted[0]]
+        return (
+            f"give the id 'kbisect {word}' printed as 'job {word}-…' ('kbisect status' lists them)"
+        )
+    return "give a job's id, as 'kbisect status' lists them"
+
+
+def check_kind(job_id: str, workflow_type: str, wanted: Sequence[str], then: str = "") -> None:
+    """UserError unless the job is of a kind the command takes: what the id is, what the
+    command takes, then `then` (default: where such an id is found). An id of another
+    kind's result or progress would not decode, or would decode as nonsense."""
+    if workflow_type not in wanted:
+        raise UserError(
+            f"{job_id} is {kind_name(workflow_type)}, not {_wanted_names(wanted)}: "
+            + (then or _where_ids_are(wanted))
+        )
 
 
 def queue_kind(activity: str) -> QueueKind | None:
@@ -185,13 +234,13 @@ class JobClient:
         asked, for the job's details (default: this shell's user@host)."""
         req = dataclasses.replace(req, build_queue=self.queues.build, vm_queue=self.queues.vm)
         req.search_attributes = await self.has_search_attributes()
-        return await self._start(WORKFLOW, req, f"bisect-{req.testcase}-{uuid.uuid4().hex[:8]}", by)
+        return await self._start(WORKFLOW, req, new_job_id(WORKFLOW, req.testcase), by)
 
     async def start_sweep(self, req: SweepRequest, by: str = "") -> str:
         """Start a sweep; its id (as a job's: watch, cancel and resume take it)."""
         req = dataclasses.replace(req, build_queue=self.queues.build, vm_queue=self.queues.vm)
         req.search_attributes = await self.has_search_attributes()
-        return await self._start(SWEEP_WORKFLOW, req, f"sweep-{uuid.uuid4().hex[:8]}", by)
+        return await self._start(SWEEP_WORKFLOW, req, new_job_id(SWEEP_WORKFLOW), by)
 
     async def start_explain(self, req: ExplainRequest, job_id: str, by: str = "") -> str:
         """Start an explain job under this id (`explain_id`: one a bisection, again
@@ -241,7 +290,23 @@ class JobClient:
         try:
             return await self._handle(job_id).describe()
         except RPCError as exc:
+            if await self._is_watch(job_id):
+                name = job_id.removeprefix(SERIES_SCHEDULE_PREFIX)
+                raise UserError(
+                    f"{job_id} is a series watch, not a job: 'kbisect series show {name}' "
+                    "shows it and its ticks"
+                ) from exc
             raise self._not_found(job_id, exc) from exc
+
+    async def _is_watch(self, job_id: str) -> bool:
+        """Whether the id is a series watch's: a Schedule's, which `series watch` prints."""
+        if not job_id.startswith(SERIES_SCHEDULE_PREFIX):
+            return False
+        try:
+            await self.temporal.get_schedule_handle(job_id).describe()
+        except RPCError:
+            return False
+        return True
 
     async def status_of(self, job_id: str) -> WorkflowExecutionStatus | None:
         """The job's state on the server; None: there is no such job."""
@@ -255,18 +320,20 @@ class JobClient:
 
     async def progress(self, job_id: str) -> Progress:
         """The job's own view (a workflow worker answers); InfraError if none does."""
-        return await self._query(job_id, Progress)
+        return await self._query(job_id, Progress, WORKFLOW)
 
     async def sweep_progress(self, job_id: str) -> SweepProgress:
-        return await self._query(job_id, SweepProgress)
+        return await self._query(job_id, SweepProgress, SWEEP_WORKFLOW)
 
     async def explain_progress(self, job_id: str) -> ExplainProgress:
-        return await self._query(job_id, ExplainProgress)
+        return await self._query(job_id, ExplainProgress, EXPLAIN_WORKFLOW)
 
     async def backport_progress(self, job_id: str) -> BackportProgress:
-        return await self._query(job_id, BackportProgress)
+        return await self._query(job_id, BackportProgress, BACKPORT_WORKFLOW)
 
-    async def _query(self, job_id: str, kind: type[T]) -> T:
+    async def _query(self, job_id: str, kind: type[T], workflow: str) -> T:
+        # another kind's progress may decode (each has a status): it would be nonsense
+        check_kind(job_id, (await self.describe(job_id)).workflow_type, (workflow,))
         try:
             result: T = await self._handle(job_id).query(
                 "progress", result_type=kind, rpc_timeout=QUERY_TIMEOUT
@@ -279,19 +346,20 @@ class JobClient:
 
     async def result(self, job_id: str) -> BisectResult:
         """The result of a finished job; UserError if it runs still or has failed."""
-        return await self._result(job_id, BisectResult)
+        return await self._result(job_id, BisectResult, WORKFLOW)
 
     async def sweep_result(self, job_id: str) -> SweepResult:
-        return await self._result(job_id, SweepResult)
+        return await self._result(job_id, SweepResult, SWEEP_WORKFLOW)
 
     async def explain_result(self, job_id: str) -> ExplainResult:
-        return await self._result(job_id, ExplainResult)
+        return await self._result(job_id, ExplainResult, EXPLAIN_WORKFLOW)
 
     async def backport_result(self, job_id: str) -> BackportResult:
-        return await self._result(job_id, BackportResult)
+        return await self._result(job_id, BackportResult, BACKPORT_WORKFLOW)
 
-    async def _result(self, job_id: str, kind: type[T]) -> T:
+    async def _result(self, job_id: str, kind: type[T], workflow: str) -> T:
         desc = await self.describe(job_id)
+        check_kind(job_id, desc.workflow_type, (workflow,))
         if desc.status == WorkflowExecutionStatus.RUNNING:
             raise UserError(
                 f"job {job_id} is still running: follow it with 'kbisect watch {job_id}'"
@@ -318,7 +386,7 @@ class JobClient:
         """Tell a running job that a commit (a full hash) is good, bad or skip."""
         if verdict not in tuple(Verdict):
             raise UserError(f"unknown verdict {verdict!r}: use good, bad or skip")
-        desc = await self._live(job_id, "it takes no marks")
+        desc = await self._live(job_id, (WORKFLOW,), "it takes no marks")
         needs = [n for n in await self.job_queues(job_id, desc) if n.kind == QueueKind.WORKFLOW]
         await self.require_workers(needs, job_id, grace=WORKER_GRACE)
         request = MarkRequest(commit=commit, verdict=verdict)
@@ -326,12 +394,15 @@ class JobClient:
 
     async def resume(self, job_id: str) -> str:
         """Tell a job blocked on a host problem (full disk, missing tool) that it is fixed."""
-        desc = await self._live(job_id, "nothing to resume")
+        desc = await self._live(job_id, ANY_JOB, "nothing to resume")
         await self.require_workers(await self.job_queues(job_id, desc), job_id, WORKER_GRACE)
         return await self._update(job_id, "resume", "resume")
 
-    async def _live(self, job_id: str, otherwise: str) -> WorkflowExecutionDescription:
+    async def _live(
+        self, job_id: str, wanted: Sequence[str], otherwise: str
+    ) -> WorkflowExecutionDescription:
         desc = await self.describe(job_id)
+        check_kind(job_id, desc.workflow_type, wanted)
         if desc.status != WorkflowExecutionStatus.RUNNING:
             raise UserError(f"job {job_id} has ended ({_state(desc.status)}): {otherwise}")
         return desc
@@ -395,6 +466,14 @@ class JobClient:
         """The queues a new job on these queues needs served."""
         q = queues or self.queues
         return [QueueNeed(q.name(kind), kind) for kind in QueueKind]
+
+    async def bisection_request(self, job_id: str) -> BisectRequest:
+        """What a bisection was started with; UserError for an id of another kind."""
+        check_kind(job_id, (await self.describe(job_id)).workflow_type, (WORKFLOW,))
+        req = await self.job_request(job_id)
+        if req is None:
+            raise UserError(f"cannot read what {job_id} was started with: an older kbisect's?")
+        return req
 
     async def job_request(self, job_id: str) -> BisectRequest | None:
         """What the job was started with (from its history: no worker needed)."""

@@ -5,17 +5,45 @@ import os
 import re
 import sys
 import uuid
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
+import pytest_asyncio
+from temporalio import workflow
+from temporalio.client import (
+    Schedule,
+    ScheduleActionStartWorkflow,
+    ScheduleIntervalSpec,
+    ScheduleSpec,
+    ScheduleState,
+)
+from temporalio.common import RawValue
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from benchmarks.dags import linear
 from kbisect.builders.kernel_build import KernelBuilder
-from kbisect.contract import WORKFLOW, BisectResult
+from kbisect.contract import (
+    BACKPORT_WORKFLOW,
+    EXPLAIN_WORKFLOW,
+    SERIES_SCHEDULE_PREFIX,
+    SERIES_WORKFLOW,
+    SWEEP_WORKFLOW,
+    WORKFLOW,
+    BackportPlan,
+    BackportResult,
+    BisectResult,
+    ExplainResult,
+    SeriesTick,
+    SweepResult,
+)
+from kbisect.doors.actions import execute
+from kbisect.doors.grammar import parse
 from kbisect.infra.lab import LabOptions, create_lab
+from kbisect.jobs.client import JobClient
 from kbisect.main import main
 from kbisect.settings import Settings
 from kbisect.workers.activities import BuildActivities
@@ -253,3 +281,124 @@ async def test_piped_bisect_prints_whole_lines(env: WorkflowEnvironment, lab: Pa
     assert re.fullmatch(r"bisect-nvme-snapshot-read-[0-9a-f]{8}", job_id)
     assert f"job {job_id}" in err.splitlines()
     assert f"Web UI: {ui}/namespaces/default/workflows/{job_id}" in err.splitlines()
+
+
+# --- an id of another kind than the command takes: one line that says what it is -----
+ENDED = {  # each kind's result, as small as its dataclass allows
+    SWEEP_WORKFLOW: SweepResult(
+        "/r", ["a" * 40, "b" * 40], ["v1", "v2"], ["s", "t"], [], [], [], 3
+    ),
+    EXPLAIN_WORKFLOW: ExplainResult(
+        "explained", "/r", "t", "m", "us", "lower", "p" * 40, "c" * 40, ["p", "c"]
+    ),
+    BACKPORT_WORKFLOW: BackportResult("verified", BackportPlan("", "c" * 40), "/r", "t" * 40, ""),
+    SERIES_WORKFLOW: SeriesTick("w"),
+}
+
+
+@workflow.defn(dynamic=True, sandboxed=False)
+class Ended:
+    """A job of any of those kinds, ended at once with its kind's result."""
+
+    @workflow.run
+    async def run(self, args: Sequence[RawValue]) -> object:
+        return ENDED[workflow.info().workflow_type]
+
+
+# What a user may give in place of a bisection's id, as each is named in the refusal
+NAMED = {
+    "sweep": "a sweep",
+    "explain": "an explain job",
+    "backport": "a backport job",
+    "tick": "a series watch's tick",
+    "watch": "a series watch",
+}
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def other_ids(env: WorkflowEnvironment) -> dict[str, str]:
+    """By NAMED's kinds: an ended sweep, explain and backport job and series tick, a series
+    watch (its schedule's id, as `kbisect series watch` prints it); and an id of no job."""
+    queue, tag = f"q-{uuid.uuid4().hex[:6]}", uuid.uuid4().hex[:8]
+    ended = {  # as each kind's id is formed (a tick's: its Schedule's time appended)
+        "sweep": (SWEEP_WORKFLOW, f"sweep-{tag}"),
+        "explain": (EXPLAIN_WORKFLOW, f"bisect-t-{tag}-explain"),
+        "backport": (BACKPORT_WORKFLOW, f"bisect-t-{tag}-backport-0123abcd"),
+        "tick": (SERIES_WORKFLOW, f"series-w{tag}-2026-01-01T00:00:00Z"),
+    }
+    async with Worker(env.client, task_queue=queue, workflows=[Ended]):
+        for kind, job in ended.values():
+            await env.client.execute_workflow(kind, id=job, task_queue=queue)
+    ids = {name: job for name, (_, job) in ended.items()}
+    ids["watch"] = SERIES_SCHEDULE_PREFIX + f"w{tag}"
+    tick = ScheduleActionStartWorkflow(SERIES_WORKFLOW, id=f"series-w{tag}", task_queue=queue)
+    await env.client.create_schedule(
+        ids["watch"],
+        Schedule(tick, ScheduleSpec(intervals=[ScheduleIntervalSpec(timedelta(days=1))]),
+                 state=ScheduleState(paused=True)),
+    )  # fmt: skip
+    return {**ids, "none": f"bisect-t-{tag}-gone"}
+
+
+def _words(command: str) -> str:
+    return " ".join(w for w in command.split() if "{" not in w)
+
+
+OTHERS = ("sweep", "explain", "backport", "tick")
+REFUSED = {  # each command that takes a job id, and the kinds (of NAMED's) it refuses
+    "explain {}": OTHERS,
+    "backport {} --target HEAD": OTHERS,
+    "mark {} HEAD good": OTHERS,
+    "report {} --bisect-log {dir}/log": OTHERS,
+    "report {} --sru": ("sweep", "explain", "tick"),
+    "report {} --sru-patch {dir}": ("sweep", "explain", "tick"),
+    "report {} --plot {dir}/p.png": ("explain", "backport", "tick"),
+    "report {}": ("tick",),
+    "watch {}": ("tick",),
+    "resume {}": ("tick",),
+}
+
+
+@pytest.mark.parametrize(
+    ("command", "kind"),
+    [
+        pytest.param(command, kind, id=f"{_words(command)}-{kind}")
+        for command, kinds in REFUSED.items()
+        for kind in (*kinds, "watch", "none")
+    ],
+)
+async def test_an_id_of_another_kind_is_one_line_that_says_what_it_is(
+    env: WorkflowEnvironment,
+    other_ids: dict[str, str],
+    command: str,
+    kind: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`kbisect explain sweep-…` (the id `bisect --cross-tree` prints first) ended in a
+    traceback: each command that takes one kind of job names what the id is instead."""
+    monkeypatch.setenv("KBISECT_TEMPORAL_ADDRESS", env.client.service_client.config.target_host)
+    job = other_ids[kind]
+    argv = command.format(job, dir=tmp_path).split()
+    assert await asyncio.to_thread(main, [*argv, "--no-start"]) == 2
+    line = _one_error(capsys.readouterr().err)
+    said = f"no job {job!r}" if kind == "none" else f"{job} is {NAMED[kind]}, not "
+    assert said in line, line
+
+
+@pytest.mark.parametrize("kind", ["sweep", "explain", "backport"])
+@pytest.mark.parametrize(
+    "command", ["explain {}", "backport {} target=HEAD", "sru {}", "report {}", "mark {} HEAD good"]
+)
+async def test_a_door_refuses_an_id_of_another_kind_in_one_line(
+    env: WorkflowEnvironment, other_ids: dict[str, str], command: str, kind: str, tmp_path: Path
+) -> None:
+    """The doors' `explain JOB`, `backport JOB target=…`, `sru JOB`, `report JOB` and
+    `mark JOB` read a bisection too: the same one line as a reply."""
+    job = other_ids[kind]
+    settings = Settings.from_env({"KBISECT_DATA": str(tmp_path / "d")})
+    client = JobClient(settings, env.client)
+    reply = await execute(parse(command.format(job)), client, settings, lambda j: True)
+    assert not reply.ok and reply.text.startswith(f"{job} is {NAMED[kind]}, not a bisection: ")
+    assert "\n" not in reply.text
