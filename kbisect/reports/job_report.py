@@ -148,7 +148,7 @@ def trace_section(result: BisectResult) -> list[str]:
         ta, tb = traces_of(da), traces_of(db)
         for name, trace in ta.items():
             if name in tb:
-                lines.append(f"- {label}, {compare(trace, tb[name])}")
+                lines.append(f"- {label}, {md_text(compare(trace, tb[name]))}")  # disk names
     lines += _above_the_block_layer(result)
     folders = {c: d.get("folder") for c, d in result.diagnostics.items() if d.get("folder")}
     lines += ["", *(f"Traces of `{c[:12]}`: `{f}`" for c, f in folders.items()), ""]
@@ -168,8 +168,8 @@ def _above_the_block_layer(result: BisectResult) -> list[str]:
         return []
     metric = result.metric or "the score"
     return [
-        f"- the block layer held up on the bad endpoint ({', '.join(shared)}: no Q2C or D2C "
-        f"over 10% slower, requests not over 10% smaller), so what made {metric} worse "
+        f"- the block layer held up on the bad endpoint ({md_text(', '.join(shared))}: no "
+        f"Q2C or D2C over 10% slower, requests not over 10% smaller), so what made {metric} worse "
         "happens above it (a lock, the page cache, the scheduler), not in the queue or the "
         "device; one traced boot each: a hint, not a verdict"
     ]

@@ -4,6 +4,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from markdown_it import MarkdownIt
 
 from kbisect.contract import BadBoot, BisectResult, Step, Verification
 from kbisect.reports.job_report import bisect_log, markdown, to_json
@@ -299,3 +300,18 @@ def test_a_summary_fits_temporal_s_limit_as_json() -> None:
     for text in ("x" * 1000, "é" * 300, "nvme: " + "ü" * 200):
         cut = fit_summary(text)
         assert len(json.dumps(cut)) <= SUMMARY_BYTES and cut.endswith("…"), cut
+
+
+def test_a_disk_name_the_guest_wrote_is_text_in_the_trace_section() -> None:
+    h = [f"{i:040x}" for i in range(4)]
+    result = _result(h, "regression", 2, [(0, "good"), (3, "bad")])
+    name = "[click](https://evil.example/x)<img/src=x>"
+    good, bad = _traced(4.0, 340), _traced(4.1, 340)
+    for side in (good, bad):
+        disks = side["disks"]
+        assert isinstance(disks, dict)
+        side["disks"] = {name: {**disks["data"], "disk": name}}
+    result.diagnostics = {h[0]: good, h[3]: bad}
+    html = MarkdownIt("commonmark").render(markdown(result, "job-1"))
+    assert "happens above it" in html and "evil.example/x)" in html
+    assert "<a " not in html and "<img" not in html
