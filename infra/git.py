@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from kbisect.errors import InfraError, UnknownRevisionError, UserError
+from kbisect.infra import printable
 from kbisect.model import Commit
 
 # Deterministic identity for commits kbisect itself writes (the lab).
@@ -26,6 +27,9 @@ LAB_IDENTITY = {
     "GIT_COMMITTER_EMAIL": "lab@kbisect.invalid",
 }
 
+# A commit's subject and author as kbisect keeps them: a repository's text reaches reports,
+# pages and posts, and git takes a subject of any length (a real one is under 100).
+SUBJECT_CAP = 200
 # `-c` overrides on every command (they win over every config file).
 SAFE_CONFIG = (
     "core.hooksPath=/dev/null",  # no hooks: a post-checkout hook must not fail a build
@@ -215,7 +219,12 @@ class Git:
         full = self.resolve(rev)
         out = self.run("show", "-s", "--format=%H%x00%s%x00%an <%ae>%x00%aI", full)
         h, subject, author, date = out.rstrip("\n").split("\0")
-        return Commit(hash=h, subject=subject, author=author, date=date)
+        return Commit(
+            hash=h,
+            subject=printable.one_line(subject, SUBJECT_CAP),
+            author=printable.one_line(author, SUBJECT_CAP),
+            date=date,
+        )
 
     def tree_of(self, commit: str) -> str:
         return self.run("rev-parse", f"{commit}^{{tree}}").strip()

@@ -26,7 +26,7 @@ from typing import BinaryIO
 
 from kbisect import settings
 from kbisect.errors import InfraError
-from kbisect.infra import atomic_write, host_lock
+from kbisect.infra import atomic_write, host_lock, printable
 from kbisect.infra.procs import die_with_parent
 from kbisect.model import Artifact, DeviceProfile, Disk, GuestImage, GuestRun, Outcome
 
@@ -181,14 +181,9 @@ def make_images(run_dir: Path, disks: list[Disk]) -> tuple[list[Path], list[Path
 
 
 def guest_text(text: object, cap: int = DETAIL_CAP) -> str:
-    """What a guest wrote, as one printable line of at most `cap` characters. The guest is
-    untrusted and its words reach chat and GitLab notes, where a line of their own could
-    read as a command ("/close") and megabytes of it would bury the rest."""
-    s = text if isinstance(text, str) else str(text)
-    if not s.isprintable():  # control and format characters, line and other separators
-        s = "".join(c if c.isprintable() else " " for c in s)
-    s = " ".join(s.split())
-    return s if len(s) <= cap else s[: cap - 1] + "\u2026"
+    """What a guest wrote, as one printable line of at most `cap` characters: the guest
+    is untrusted and its words reach chat and GitLab notes."""
+    return printable.one_line(text, cap)
 
 
 def _guest_value(value: object) -> object:

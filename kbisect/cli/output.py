@@ -178,7 +178,7 @@ def progress_view(p: Progress, clock: BuildClock | None = None) -> Group:
         table.add_row(
             str(i),
             s.commit[:12],
-            s.subject[:48],
+            Text(s.subject[:48]),  # the repository's words: text, never rich markup
             f"[{colour}]{s.verdict}[/]",
             "" if s.value is None else f"{s.value:g}",
             s.source,

@@ -4,6 +4,7 @@ from dataclasses import asdict
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from kbisect.jobs.try_pipeline import TryResult
 from kbisect.model import Metric
@@ -94,7 +95,7 @@ def _guest_line(r: TryResult) -> str:
 
 def render_try(r: TryResult, console: Console) -> None:
     score = r.result.score
-    console.print(f"[bold]{_name(r)}[/] {r.commit.subject}", highlight=False)
+    console.print(Text.assemble((_name(r), "bold"), " ", r.commit.subject), highlight=False)
     table = Table(
         title=f"{score.testcase} ({r.result.profile}, {plural(r.result.repetitions, 'repetition')})"
     )
@@ -105,13 +106,12 @@ def render_try(r: TryResult, console: Console) -> None:
     table.add_column("samples")
     table.add_column("warm-up (not scored)")
     for name, m in score.metrics.items():
-        label = f"[bold]{name}[/] (primary)" if name == score.primary else name
+        label = Text.assemble((name, "bold"), " (primary)") if name == score.primary else name
         table.add_row(label, f"{m.value:g}", m.unit, m.better.value, *_samples(m))
     console.print(table)
-    console.print(_build_line(r), highlight=False)
-    console.print(_guest_line(r), highlight=False)
-    for line in [*verdict_lines(r), *trace_lines(r)]:
-        console.print(line, highlight=False)
+    # a subject's or a guest's words are text, never rich markup ("[/x]" would raise)
+    for line in [_build_line(r), _guest_line(r), *verdict_lines(r), *trace_lines(r)]:
+        console.print(line, highlight=False, markup=False)
 
 
 def trace_lines(r: TryResult) -> list[str]:

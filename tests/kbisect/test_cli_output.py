@@ -183,3 +183,29 @@ def test_the_live_view_shows_each_build_with_its_time_so_far(
     console = Console(width=120, record=True)
     console.print(view)
     assert f"building {'a' * 12} (nvme: set nomerges) 2:31" in console.export_text()
+
+
+def test_a_subject_or_a_console_path_is_text_on_a_terminal_never_markup() -> None:
+    from rich.console import Console
+
+    from kbisect.cli.output import progress_view
+    from kbisect.reports.try_report import render_try
+
+    hostile = "nvme: [/x] [bold]set[/bold] nomerges"
+    score = Score("t", "x", {"x": Metric("x", "s", Direction("lower"), 1.0, [1.0])})
+    run = GuestRun(
+        Outcome.SUCCESS, records=[], console="/runs/[/c]/console.log", seconds=1.0, accel="tcg"
+    )
+    artifact = Artifact("f" * 40, "t", "c", "/k", "/c", "/b/[/l]/build.log", cached=True)
+    result = TryResult(
+        commit=Commit("f" * 40, hostile),
+        artifact=artifact,
+        result=TestcaseRun(run=run, score=score, profile="fast", repetitions=1),
+    )
+    console = Console(width=200, record=True)
+    render_try(result, console)
+    p = Progress(status="bisecting", metric="x", steps=[Step("a" * 40, hostile, "bad", "test")])
+    console.print(progress_view(p))
+    text = console.export_text()
+    assert f"{'f' * 12} {hostile}" in text and "/runs/[/c]/console.log" in text
+    assert "nvme: [/x] [bold]set[/bold" in text  # the table's cell, cut at 48

@@ -8,7 +8,7 @@ import pytest
 
 from kbisect.builders import worktree
 from kbisect.builders.verify_commit import make_verify_commit
-from kbisect.infra.git import LAB_IDENTITY, Git
+from kbisect.infra.git import LAB_IDENTITY, SUBJECT_CAP, Git
 
 HOSTILE_CONFIG = {
     "diff.noprefix": "true",
@@ -121,3 +121,18 @@ def test_inherited_git_variables_do_not_redirect(
     made = make_verify_commit(git, c["culprit"], c["later"], revert=True)
     assert made.commit is not None, made.error
     assert not (tmp_path / "stray-index").exists()
+
+
+def test_a_subject_is_one_printable_line_of_at_most_the_cap(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subject = "\x1b[2Jnvme: " + "x" * (5 * SUBJECT_CAP)
+    subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=a\x07b", "-c", "user.email=a@b",
+         "commit", "-q", "--allow-empty", "-m", subject],
+        check=True,
+    )  # fmt: skip
+    info = Git(repo).commit_info("HEAD")
+    assert info.subject.startswith("[2Jnvme: x") and len(info.subject) == SUBJECT_CAP
+    assert info.subject.isprintable() and info.author.isprintable()
