@@ -51,6 +51,9 @@ with workflow.unsafe.imports_passed_through():
         validate_sweep,
     )
 
+# A job's --boots over EXPLAIN_MAX_BOOTS fails at once (its results would fill the history)
+BOOTS_CAP_PATCH = "explain-boots-cap"
+
 
 @workflow.defn(name=EXPLAIN_WORKFLOW)
 class ExplainWorkflow(ShowsStatus):
@@ -74,7 +77,9 @@ class ExplainWorkflow(ShowsStatus):
     async def run(self, req: ExplainRequest) -> ExplainResult:
         p = self._progress
         p.testcase = req.testcase
-        if req.boots > EXPLAIN_MAX_BOOTS:  # the doors refuse it; this is for a request by hand
+        # the doors refuse it; this is for a request by hand (patched: a job started with
+        # more before the cap carries on as it began)
+        if req.boots > EXPLAIN_MAX_BOOTS and workflow.patched(BOOTS_CAP_PATCH):
             raise self._fail(f"{req.boots} boots of each side: {EXPLAIN_MAX_BOOTS} at most")
         sweep = SweepRequest(
             req.repo, [req.parent, req.culprit], [req.testcase], metric=req.metric,
