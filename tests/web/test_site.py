@@ -154,10 +154,12 @@ async def test_with_a_token_a_request_without_it_is_refused(temporal: StandIn) -
             "/", headers={"Authorization": "Bearer s3cret"}, allow_redirects=False
         )
         assert home.status == 302
-        assert (await http.get("/kbisect/", headers={"Authorization": f"Basic {basic}"})).ok
+        page = await http.get("/kbisect/", headers={"Authorization": f"Basic {basic}"})
+        assert page.ok and page.headers["Cache-Control"] == "no-store"  # no proxy keeps it
         assert temporal.calls["jobs"] == 1  # the refused asked nothing of Temporal
     async with _client() as http:  # no token: none asked for
-        assert (await http.get("/kbisect/")).status == 200
+        page = await http.get("/kbisect/")
+        assert page.status == 200 and "Cache-Control" not in page.headers
 
 
 def test_the_pages_carry_no_style_or_script_but_the_ones_the_policy_names() -> None:

@@ -114,9 +114,16 @@ async def _secure(request: web.Request, response: web.StreamResponse) -> None:
     response.headers["X-Content-Type-Options"] = "nosniff"
 
 
+async def _private(request: web.Request, response: web.StreamResponse) -> None:
+    """Pages behind a token are for its holders: no cache between (a proxy) keeps them."""
+    response.headers["Cache-Control"] = "no-store"
+
+
 def _app(hosts: Iterable[str], token: str = "") -> web.Application:
     app = web.Application(middlewares=[_guard(tuple(hosts), token)])
     app.on_response_prepare.append(_secure)
+    if token:
+        app.on_response_prepare.append(_private)
     return app
 
 
