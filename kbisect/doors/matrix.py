@@ -229,11 +229,15 @@ class MatrixBot:
         owns, by = self.state.jobs.__contains__, f"{event.sender} (Matrix)"
         with self.quota.command(event.sender) as claim:  # held until the job is recorded
             reply = await execute(cmd, self.jobs, self.settings, owns, by, claim)
-            root = await self._reply(room, event.event_id, reply.text)
-            if reply.job_id and root:
-                self.state.jobs[reply.job_id] = JobThread(room=room, root=root, by=event.sender)
-                self.state.save()
-                self._follow(reply.job_id)
+            root: str | None = None
+            try:
+                root = await self._reply(room, event.event_id, reply.text)
+            finally:  # a started job is the door's, counted and followed, said or not:
+                if reply.job_id:  # its thread hangs off the command then
+                    thread_root = root or event.event_id
+                    self.state.jobs[reply.job_id] = JobThread(room, thread_root, by=event.sender)
+                    self.state.save()
+                    self._follow(reply.job_id)
         for f in reply.files:  # a flame graph beside an explain job's answer
             if root is None or not await self._post_file(room, root, f.name, f.data, f.mimetype):
                 break

@@ -254,6 +254,31 @@ async def test_an_explain_started_in_matrix_is_the_bots_status_and_cancel_reach_
 
 
 @pytest.mark.asyncio
+async def test_a_job_started_when_its_reply_cannot_be_posted_is_still_the_bots(
+    tmp_path: Path,
+) -> None:
+    """The homeserver refuses the reply: the job runs all the same, so the bot counts it
+    against its starter and follows it, in a thread under the command."""
+    jobs = Starting(looks=-1)
+    bot, _ = _bot(tmp_path, jobs)
+
+    async def refused(room: str, to: str, text: str) -> str | None:
+        raise OSError("the homeserver is away")
+
+    bot._reply = refused  # type: ignore[method-assign]
+    event = SimpleNamespace(sender="@alice:hs", event_id="$cmd")
+    try:
+        with pytest.raises(OSError):
+            await bot._obey("!r:hs", event, "explain bisect-x-1")  # type: ignore[arg-type]
+        thread = bot.state.jobs["bisect-x-1-explain"]
+        assert (thread.root, thread.by) == ("$cmd", "@alice:hs")
+        assert "bisect-x-1-explain" in bot.followers
+    finally:
+        for task in bot.followers.values():
+            task.cancel()
+
+
+@pytest.mark.asyncio
 async def test_a_person_at_the_limit_of_running_jobs_starts_no_explain(tmp_path: Path) -> None:
     """DOOR_RUNNING_JOBS of alice's run (one that ended does not count): her explain is
     refused in one line and starts nothing; bob's starts."""
