@@ -221,6 +221,7 @@ class JobClient:
         self.queues = settings.queues
         self.temporal = client
         self.submitter = static_card.cli_user()  # a job's "submitted by" (a door says who)
+        self._types: dict[str, str] = {}  # a job's workflow type, which never changes
 
     @classmethod
     async def connect(cls, settings: Settings) -> "JobClient":
@@ -298,6 +299,12 @@ class JobClient:
                 ) from exc
             raise self._not_found(job_id, exc) from exc
 
+    async def _workflow_type(self, job_id: str) -> str:
+        """The job's workflow type, asked of the server once (a watch polls its progress)."""
+        if job_id not in self._types:
+            self._types[job_id] = (await self.describe(job_id)).workflow_type
+        return self._types[job_id]
+
     async def _is_watch(self, job_id: str) -> bool:
         """Whether the id is a series watch's: a Schedule's, which `series watch` prints."""
         if not job_id.startswith(SERIES_SCHEDULE_PREFIX):
@@ -333,7 +340,7 @@ class JobClient:
 
     async def _query(self, job_id: str, kind: type[T], workflow: str) -> T:
         # another kind's progress may decode (each has a status): it would be nonsense
-        check_kind(job_id, (await self.describe(job_id)).workflow_type, (workflow,))
+        check_kind(job_id, await self._workflow_type(job_id), (workflow,))
         try:
             result: T = await self._handle(job_id).query(
                 "progress", result_type=kind, rpc_timeout=QUERY_TIMEOUT

@@ -16,6 +16,7 @@ from kbisect.contract import (
     ExplainRequest,
     ExplainResult,
 )
+from kbisect.errors import UserError
 from kbisect.workflows.explain_workflow import ExplainWorkflow
 from tests.workflows import fakes
 from tests.workflows.fakes import SCENARIOS, Scenario
@@ -203,3 +204,31 @@ async def test_a_testcase_with_disks_gets_traced_boots_whose_figures_are_compare
     size = changes["nvme0n1 request size (sectors)"]
     assert (size["parent"], size["culprit"]) == (512, 8), changes
     assert changes["nvme0n1 Q2C avg ms"]["culprit"] == 9.0
+
+
+async def test_a_watch_asks_a_jobs_type_once_over_its_progress_polls(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from types import SimpleNamespace
+
+    from kbisect.contract import EXPLAIN_WORKFLOW, ExplainProgress
+    from kbisect.jobs.client import JobClient
+    from kbisect.settings import Settings
+
+    client = JobClient(Settings.from_env(), SimpleNamespace())  # type: ignore[arg-type]
+    asked: list[str] = []
+
+    async def describe(job_id: str) -> object:
+        asked.append(job_id)
+        return SimpleNamespace(workflow_type=EXPLAIN_WORKFLOW)
+
+    async def query(*args: object, **kwargs: object) -> ExplainProgress:
+        return ExplainProgress("booting")
+
+    monkeypatch.setattr(client, "describe", describe)
+    monkeypatch.setattr(client, "_handle", lambda job_id: SimpleNamespace(query=query))
+    for _ in range(5):
+        assert (await client.explain_progress("bisect-x-1-explain")).status == "booting"
+    assert asked == ["bisect-x-1-explain"]
+    with pytest.raises(UserError, match="is an explain job, not a sweep"):
+        await client.sweep_progress("bisect-x-1-explain")
