@@ -104,7 +104,7 @@ def explain_boot(
         guest, artifact, machine, image, prof, EXPLAIN_DISK, runs + 1, progress,
         "explain boot", "explain",
     )  # fmt: skip
-    return read_boot(scoring.score(manifest, run.records), folder, run.console)
+    return read_boot(scoring.score(manifest, run.records, runs=runs), folder, run.console)
 
 
 def read_boot(score: Score, folder: Path, console: str) -> ExplainBoot:

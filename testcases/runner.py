@@ -154,7 +154,7 @@ def run_testcase(
             raise
         return TestcaseRun(
             run=run,
-            score=scoring.passed(manifest, run.records, warmup, good=not judged.bad),
+            score=scoring.passed(manifest, run.records, warmup, good=not judged.bad, runs=runs),
             profile=prof.name,
             repetitions=reps,
             run_modules=image.modules,
@@ -171,7 +171,7 @@ def run_testcase(
         raise TestcaseFailedError(run.detail, console_path=run.console)
     return TestcaseRun(
         run=run,
-        score=scoring.score(manifest, run.records, warmup),
+        score=scoring.score(manifest, run.records, warmup, runs),
         profile=prof.name,
         repetitions=reps,
         run_modules=image.modules,

@@ -11,35 +11,55 @@ from kbisect.model import Metric, Score
 from kbisect.testcases.manifest import Manifest
 
 
-def score(manifest: Manifest, records: list[dict[str, object]], warmup: int | None = None) -> Score:
+def score(
+    manifest: Manifest,
+    records: list[dict[str, object]],
+    warmup: int | None = None,
+    runs: int | None = None,
+) -> Score:
     """Each metric's median over the scored repetitions; the first `warmup` (default: the
-    manifest's) are kept apart."""
-    samples = _samples(manifest, records)
+    manifest's) are kept apart. `runs`: the repetitions the boot ran, warm-up ones
+    included (default: the manifest's)."""
+    warm = manifest.warmup if warmup is None else warmup
+    samples = _samples(manifest, records, _ran(manifest, warm, runs))
     if manifest.primary not in samples:
         raise TestcaseFailedError(
             f"testcase {manifest.name} reported no '{manifest.primary}' (its primary metric)"
         )
-    return _score(manifest, samples, manifest.warmup if warmup is None else warmup)
+    return _score(manifest, samples, warm)
 
 
 def passed(
-    manifest: Manifest, records: list[dict[str, object]], warmup: int, *, good: bool
+    manifest: Manifest,
+    records: list[dict[str, object]],
+    warmup: int,
+    *,
+    good: bool,
+    runs: int | None = None,
 ) -> Score:
     """A pass/fail boot's score: `passed` 1 or 0, and what else a good boot's script
-    reported (a bad one's may have stopped half-way)."""
-    samples = _samples(manifest, records) if good else {}
+    reported (a bad one's may have stopped half-way); `runs` as for score."""
+    samples = _samples(manifest, records, _ran(manifest, warmup, runs)) if good else {}
     samples[manifest.primary] = {rep: float(good) for rep in range(warmup + 1)}
     return _score(manifest, samples, warmup)
 
 
-def _samples(manifest: Manifest, records: list[dict[str, object]]) -> dict[str, dict[int, float]]:
-    """Each metric's value by repetition, from the guest's records."""
+def _ran(manifest: Manifest, warmup: int, runs: int | None) -> int:
+    return manifest.repetitions + warmup if runs is None else runs
+
+
+def _samples(
+    manifest: Manifest, records: list[dict[str, object]], runs: int
+) -> dict[str, dict[int, float]]:
+    """Each metric's value by repetition, from the guest's records: only the `runs`
+    repetitions the boot ran, so a guest's flood of reps cannot fill the result. Scripts
+    count them from 1 (kb_metric's REP); 0 is taken too, for a script counting from it."""
     samples: dict[str, dict[int, float]] = {}
     for rec in records:
         if rec.get("event") != "metric" or rec.get("name") not in manifest.metrics:
             continue
         value, rep = sample(rec.get("value")), rec.get("rep")
-        if value is not None and isinstance(rep, int):
+        if value is not None and isinstance(rep, int) and 0 <= rep <= runs:
             samples.setdefault(str(rec["name"]), {})[rep] = value
     return samples
 

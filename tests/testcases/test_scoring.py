@@ -64,3 +64,18 @@ def test_a_value_that_is_not_a_finite_number_is_no_sample() -> None:
     ]
     assert scoring.score(m, records).primary_metric.samples == [8.0]
     assert [scoring.sample(v) for v in odd] == [None] * len(odd)
+
+
+def test_only_the_repetitions_the_boot_ran_are_samples() -> None:
+    """A guest's flood of reps (80,000 of one metric made a 2 MB Score, Temporal's
+    payload limit) keeps only the boot's: the warm-up and the scored ones, from 1."""
+    m = manifest.load("nvme-snapshot-read")
+    runs = m.warmup + m.repetitions
+    flood = [_metric(rep, "avg_read_sectors", 8.0) for rep in range(-5, 100_000)]
+    score = scoring.score(m, [*flood, _metric(2**70, "avg_read_sectors", 8.0)])
+    assert len(score.primary_metric.samples) + len(score.primary_metric.warmup) == runs + 1
+    score = scoring.score(m, flood, warmup=0, runs=2)
+    assert score.primary_metric.samples == [8.0] * 3  # reps 0, 1 and 2
+    more = [_metric(rep, "throughput", 1.0) for rep in range(100_000)]
+    good = scoring.passed(m, more, 0, good=True, runs=2)  # a pass/fail boot's other metrics
+    assert len(good.metrics["throughput"].samples) == 3

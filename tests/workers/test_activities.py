@@ -215,6 +215,18 @@ def test_a_scored_run_carries_medians_and_samples(cache: Path, tmp_path: Path) -
     assert result.host == "fake-host"  # the engine judges it against this host's references
 
 
+def test_a_jobs_own_repetitions_are_all_samples(cache: Path, tmp_path: Path) -> None:
+    """A job's repetitions, not the manifest's 3, bound the reps a boot's samples take."""
+    records: list[dict[str, object]] = [
+        {"event": "metric", "rep": r, "name": "avg_read_sectors", "value": float(r)}
+        for r in range(1, 9)  # the warm-up, 6 repetitions, and one the boot never ran
+    ]
+    run = GuestRun(Outcome.SUCCESS, [*records, {"event": "done", "status": 0}], "/c", 4.0, "tcg")
+    req = TestRequest("r", "c" * 40, "nvme-snapshot-read", "fast", 6, ART)
+    result = ActivityEnvironment().run(_vm(tmp_path, run).run_test, req)
+    assert result.warmup == [1.0] and result.samples == [2.0, 3.0, 4.0, 5.0, 6.0, 7.0]
+
+
 @pytest.mark.parametrize(
     ("metric", "warmup", "samples", "alone"),
     [
@@ -249,7 +261,8 @@ def test_a_job_judging_an_exact_metric_boots_without_warm_up_or_the_host_alone(
         for n in ("avg_read_sectors", "throughput")
     ]
     run = GuestRun(Outcome.SUCCESS, records, "/console", 4.0, "tcg")
-    req = TestRequest("r", "c" * 40, "nvme-snapshot-read", "fast", 2, ART, metric=metric)
+    # the fake's reps 1-3 are within either boot's: 3, or a warm-up and 3
+    req = TestRequest("r", "c" * 40, "nvme-snapshot-read", "fast", 3, ART, metric=metric)
     result = ActivityEnvironment().run(_vm(tmp_path, run).run_test, req)
     assert result.warmup == warmup and result.samples_of("throughput") == samples
     assert locks == [alone]
