@@ -23,16 +23,25 @@ from pathlib import Path
 
 from kbisect.infra.qemu import guest_text
 from kbisect.testcases.manifest import MAX_DISKS
+from kbisect.testcases.scoring import sample
 
 # btt's "All Devices" table: NAME MIN AVG MAX N (seconds).
 _BTT_ROW = re.compile(
     r"^(Q2Q|Q2G|G2I|Q2M|I2D|M2D|D2C|Q2C)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\d+)"
 )
-MAX_LINES = 5_000_000  # an events file, or a disk's latency files, read this far at most
+# an events file, a disk's latency files or its btt report, read this far at most
+MAX_LINES = 5_000_000
 # Distinct request sizes kept in a disk's histogram (a real device's are a few dozen, each
 # a multiple of its block size): a guest's trace of unique sizes must not fill the result.
 MAX_SIZES = 512
 LINE_CHARS = 4096  # a line of the guest's files read at once, at most (an event's: 40)
+# A count, sector or time field's digits at most (10^12 sectors is 512 TB): a longer one,
+# or one not in ASCII digits ('²' is isdigit()), is none of blkparse's or btt's.
+COUNT_DIGITS = 12
+# Requests followed at once per phase (queued, inserted, issued): a device has a few
+# thousand in flight; past it, a request queued, inserted or issued is not followed (its
+# Q2G, I2D, D2C or Q2C not counted), so 5 million Q lines cannot fill memory.
+MAX_PENDING = 1_000_000
 
 
 @dataclass
@@ -75,14 +84,34 @@ class DiskTrace:
         return asdict(self) | {"avg_request_sectors": round(self.avg_request_sectors, 1)}
 
 
-def btt_averages(text: str) -> dict[str, Latency]:
-    """Each phase's average (ms) and count from btt's first (all devices) table."""
+def btt_averages(lines: Iterable[str]) -> dict[str, Latency]:
+    """Each phase's average (ms) and count from btt's first (all devices) table; a row
+    whose figures are not finite or its count no count is none."""
     found: dict[str, Latency] = {}
-    for line in text.splitlines():
+    for line in lines:
         m = _BTT_ROW.match(line.strip())
-        if m and m.group(1).lower() not in found:
-            found[m.group(1).lower()] = Latency(float(m.group(3)) * 1e3, None, int(m.group(5)))
+        if not m or m.group(1).lower() in found:
+            continue
+        avg, n = _seconds(m.group(3)), _count(m.group(5))
+        if avg is not None and n is not None:
+            found[m.group(1).lower()] = Latency(avg * 1e3, None, n)
     return found
+
+
+def _count(text: str) -> int | None:
+    """A guest's count, sector or time field: ASCII digits, COUNT_DIGITS at most."""
+    ok = text.isascii() and text.isdigit() and len(text) <= COUNT_DIGITS
+    return int(text) if ok else None
+
+
+def _seconds(text: str) -> float | None:
+    """A guest's seconds, finite in milliseconds too (as reports show them): not NaN,
+    an infinity or 1e999."""
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if sample(value * 1e3) is not None else None
 
 
 def p99(values: list[float]) -> float | None:
@@ -99,11 +128,8 @@ def latency_file(lines: Iterable[str]) -> list[float]:
         if i >= MAX_LINES:
             break
         parts = line.split()
-        if len(parts) >= 2:
-            try:
-                out.append(float(parts[1]))
-            except ValueError:
-                continue
+        if len(parts) >= 2 and (value := _seconds(parts[1])) is not None:
+            out.append(value)
     return out
 
 
@@ -122,9 +148,9 @@ def events(lines: Iterable[str]) -> Events:
     """Requests, merges, the size histogram and each direction's figures from 'ACTION RWBS
     SECTORS [START SECONDS NANOSECONDS]' lines (older traces lack the last three)."""
     out = Events()
-    queued: dict[tuple[str, str], float] = {}
-    issued: dict[tuple[str, str], float] = {}
-    inserted: dict[tuple[str, str], float] = {}
+    queued: dict[tuple[str, int], float] = {}  # MAX_PENDING each
+    issued: dict[tuple[str, int], float] = {}
+    inserted: dict[tuple[str, int], float] = {}
     times: dict[str, tuple[list[float], list[float]]] = {}  # direction -> (d2c, q2c), s
     for i, line in enumerate(lines):
         if i >= MAX_LINES:
@@ -132,31 +158,32 @@ def events(lines: Iterable[str]) -> Events:
         parts = line.split()
         if len(parts) < 3:
             continue
-        action, rwbs, n = parts[0], parts[1], parts[2]
+        action, rwbs, n = parts[0], parts[1], _count(parts[2])
         way = "read" if "R" in rwbs else "write" if "W" in rwbs else ""
         if action in ("M", "F"):
             out.merges += 1
-        elif action == "D" and way and n.isdigit() and int(n):
+        elif action == "D" and way and n:
             out.issued += 1
-            if int(n) in out.sizes or len(out.sizes) < MAX_SIZES:
-                out.sizes[int(n)] += 1
+            if n in out.sizes or len(out.sizes) < MAX_SIZES:
+                out.sizes[n] += 1
             d = out.directions.setdefault(way, Direction())
             d.requests += 1
-            d.sectors += int(n)
+            d.sectors += n
         if not way or len(parts) < 6:
             continue
-        try:
-            key, t = (way, parts[3]), int(parts[4]) + int(parts[5]) / 1e9
-        except ValueError:
+        start, sec, ns = (_count(p) for p in parts[3:6])
+        if start is None or sec is None or ns is None:
             continue
-        if action == "Q":
+        key, t = (way, start), sec + ns / 1e9
+        if action == "Q" and len(queued) < MAX_PENDING:
             queued.setdefault(key, t)
         elif action == "G" and key in queued:
             out.phases["q2g"].append(t - queued[key])
-        elif action == "I":
+        elif action == "I" and (key in inserted or len(inserted) < MAX_PENDING):
             inserted[key] = t
         elif action == "D":
-            issued[key] = t
+            if key in issued or len(issued) < MAX_PENDING:
+                issued[key] = t
             if key in inserted:
                 out.phases["i2d"].append(t - inserted.pop(key))
         elif action == "C":
@@ -196,7 +223,7 @@ def summarize(trace_dir: Path) -> list[DiskTrace]:
         if btt.exists():
             trace.latencies = {
                 k: v
-                for k, v in btt_averages(btt.read_text(errors="replace")).items()
+                for k, v in btt_averages(itertools.islice(_lines(btt), MAX_LINES)).items()
                 if k in ("q2c", "d2c", "q2g", "i2d")
             }
         for phase in ("q2c", "d2c"):

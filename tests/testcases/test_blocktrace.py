@@ -1,6 +1,10 @@
 """Block-trace summaries: btt's table, its per-I/O latency files, blkparse's events."""
 
+import json
+import tracemalloc
 from pathlib import Path
+
+import pytest
 
 from kbisect.testcases import blocktrace
 from kbisect.testcases.blocktrace import LINE_CHARS, MAX_SIZES, Direction, DiskTrace, Latency
@@ -33,7 +37,7 @@ def _folder(tmp_path: Path, events: str) -> Path:
 
 
 def test_btt_averages_in_milliseconds() -> None:
-    found = blocktrace.btt_averages(BTT)
+    found = blocktrace.btt_averages(BTT.splitlines())
     assert round(found["q2c"].avg_ms, 6) == 0.325948 and found["q2c"].n == 1026
     assert round(found["d2c"].avg_ms, 6) == 0.320658
     assert "q2g" in found and "i2d" in found
@@ -154,3 +158,59 @@ def test_no_worse_looks_at_each_direction_and_the_request_size() -> None:
     assert not blocktrace.no_worse(good, trace(3.0, 300))  # reads wait longer in the queue
     assert not blocktrace.no_worse(good, trace(2.0, 8))  # requests stopped merging
     assert not blocktrace.no_worse(DiskTrace("data", "nvme0n1"), good)  # nothing traced
+
+
+def test_a_guests_numbers_that_are_no_numbers_are_skipped(tmp_path: Path) -> None:
+    """'²' is isdigit() but no int, 5,000 digits are past int()'s limit, a huge field
+    overflowed a float: each stopped the read; a NaN, an infinity or 1e999 in btt's
+    files reached the report and its JSON."""
+    (tmp_path / "disks").write_text("origin nvme0n1\n")
+    long, huge = "9" * 5000, "9" * 400
+    btt = BTT.replace("1026\n", long + "\n", 1)  # Q2G's count
+    btt = btt.replace("0.000325948", huge + ".0")  # Q2C's average: inf as a float
+    (tmp_path / "nvme0n1.btt").write_text(btt)
+    dat = "".join(f"0.1 {v}\n" for v in ("nan", "inf", "-inf", "1e999", "1e307", "0.002"))
+    (tmp_path / "nvme0n1_259,0_d2c.dat").write_text(dat)
+    events = [
+        "D R \u00b2",
+        f"D R {long}",
+        "D R \u0663",  # Arabic-Indic 3: int() reads it, blkparse never writes it
+        f"Q R 8 0 0 {huge}",
+        f"Q R 8 {huge} 0 0",
+        f"C R 8 0 {huge} 0",
+        f"Q R 8 16 {long} 0",
+        "Q R 8 32 0 1000",
+        "D R 8 32 0 2000",
+        "C R 8 32 0 3000",
+    ]
+    (tmp_path / "nvme0n1.events").write_text("\n".join(events) + "\n")
+    (trace,) = blocktrace.summarize(tmp_path)
+    assert set(trace.latencies) == {"d2c", "i2d"}  # Q2G's and Q2C's rows are none
+    assert trace.latencies["d2c"].p99_ms == 2.0  # 1e307 s is no finite ms
+    assert trace.requests == 1 and trace.sectors == {8: 1}
+    read = trace.directions["read"]
+    assert read.q2c and read.q2c.n == 1 and round(read.q2c.avg_ms, 6) == 0.002
+    json.dumps(trace.to_json(), allow_nan=False)  # strict JSON: every figure finite
+
+
+def test_requests_followed_at_once_are_capped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """5 million queued bios that never complete held ~950 MB: past MAX_PENDING in a
+    phase, a request is not followed, and those followed still pair."""
+    monkeypatch.setattr(blocktrace, "MAX_PENDING", 3)
+    lines = [f"{a} R 8 {s} 0 {s}" for a in "QID" for s in range(0, 80, 8)]
+    lines += [f"C R 8 {s} 1 0" for s in range(0, 80, 8)]
+    read = blocktrace.events(lines).directions["read"]
+    assert read.q2c and read.d2c and (read.q2c.n, read.d2c.n) == (3, 3)
+
+
+def test_btts_report_is_read_a_line_at_a_time(tmp_path: Path) -> None:
+    """The tar holds up to 512 MB: a .btt of one line is not read whole."""
+    (tmp_path / "disks").write_text("origin nvme0n1\n")
+    (tmp_path / "nvme0n1.btt").write_text("x" * (32 << 20) + "\n" + BTT)
+    tracemalloc.start()
+    try:
+        (trace,) = blocktrace.summarize(tmp_path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert trace.latencies["q2c"].n == 1026 and peak < 4 << 20
