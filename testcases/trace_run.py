@@ -18,7 +18,6 @@ from kbisect.backends import Machine
 from kbisect.errors import BootError, InfraError, TestcaseFailedError, UserError
 from kbisect.infra import host_lock
 from kbisect.infra.initramfs import BOOT_TRACE, build_image, find_tool
-from kbisect.infra.qemu import guest_text
 from kbisect.model import Artifact, DeviceProfile, Disk, GuestImage, GuestRun, Outcome
 from kbisect.testcases import blocktrace
 from kbisect.testcases.manifest import Manifest
@@ -29,6 +28,9 @@ TRACE_DISK = "kbtrace"
 TRACE_DISK_MIB = 512  # and an explain boot's disk (explain_run)
 TRACE_TOOLS = ("blktrace", "blkparse", "btt")
 MAX_TRACE_BYTES = TRACE_DISK_MIB << 20
+# Files in a guest's tar at most: a trace leaves a few a disk (and blktrace's one a CPU),
+# an explain boot a few dozen; a tar of a million empty files is no boot's.
+MAX_TAR_MEMBERS = 10_000
 
 
 @dataclass
@@ -82,12 +84,21 @@ def trace_testcase(
     run, folder = boot_leaving_tar(
         manifest, artifact, machine, image, prof, TRACE_DISK, 2, progress, "traced run", "trace"
     )
-    metrics = {
-        guest_text(r["name"]): value
-        for r in run.records
-        if r.get("event") == "traced-metric" and (value := sample(r.get("value"))) is not None
-    }
+    metrics = traced_metrics(manifest, run.records)
     return Diagnostics(str(folder), blocktrace.summarize(folder), metrics, run.console)
+
+
+def traced_metrics(manifest: Manifest, records: list[dict[str, object]]) -> dict[str, float]:
+    """The traced run's figures: the script's kb_metric under KB_TRACING, so only the
+    metrics the testcase declares, each a finite number (a guest's names are not kept)."""
+    return {
+        name: value
+        for r in records
+        if r.get("event") == "traced-metric"
+        and isinstance(name := r.get("name"), str)
+        and name in manifest.metrics
+        and (value := sample(r.get("value"))) is not None
+    }
 
 
 def boot_leaving_tar(
@@ -130,12 +141,29 @@ def _unpack(tar: Path, folder: Path, console: str, boot: str, what: str) -> None
     folder.mkdir(exist_ok=True)
     try:
         with tarfile.open(tar, "r:") as tf:
-            total = sum(m.size for m in tf.getmembers())
+            members = _members(tf, boot, what, console)
+            total = sum(m.size for m in members)
             if total > MAX_TRACE_BYTES:
                 raise InfraError(f"{what} tar {tar} claims {total} bytes: not unpacked")
-            tf.extractall(folder, filter="data")  # no links or paths out of the folder
+            # no links or paths out of the folder
+            tf.extractall(folder, members, filter="data")
     except tarfile.TarError as exc:  # e.g. a kernel without blktrace support
         raise TestcaseFailedError(
             f"the {boot} left no readable tar of its {what} ({exc}): see the console",
             console_path=console,
         ) from exc
+
+
+def _members(tf: tarfile.TarFile, boot: str, what: str, console: str) -> list[tarfile.TarInfo]:
+    """The tar's members, read one at a time (getmembers() would read them all).
+    TestcaseFailedError: more than MAX_TAR_MEMBERS."""
+    members: list[tarfile.TarInfo] = []
+    for member in tf:
+        if len(members) == MAX_TAR_MEMBERS:
+            raise TestcaseFailedError(
+                f"the {boot} left a tar of its {what} of more than {MAX_TAR_MEMBERS:,} files:"
+                " not unpacked",
+                console_path=console,
+            )
+        members.append(member)
+    return members
