@@ -125,6 +125,9 @@ class Reply:
     job_id: str | None = None  # the job this command started
     ok: bool = True
     files: list[Attachment] = field(default_factory=list)
+    # text is markdown kbisect wrote, what it inserts escaped (the report); else plain text,
+    # which a door rendering markdown escapes (it holds a guest's or a repository's words)
+    markdown: bool = False
 
 
 async def execute(
@@ -176,7 +179,8 @@ async def _execute(
         return await _backport(client, job, cmd.one("target") or "", by, claim)
     result = await client.result(job)
     if cmd.verb == "report":
-        return Reply(await off_loop(markdown, result, job))  # git: the commits' subjects
+        text = await off_loop(markdown, result, job)  # git: the commits' subjects
+        return Reply(text, markdown=True)
     why = await explain_job.why_of(client, job)
     return Reply(await off_loop(sru_text, result, job, cmd, why))
 

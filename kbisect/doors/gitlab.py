@@ -47,12 +47,13 @@ from kbisect.doors.actions import (
 )
 from kbisect.doors.grammar import MAX_COMMANDS, Command, parse
 from kbisect.doors.job_posts import Post, follow, summary
-from kbisect.doors.quoting import inert
+from kbisect.doors.quoting import code_span, inert
 from kbisect.errors import InfraError, KbisectError, UserError
 from kbisect.infra.git import Git
 from kbisect.jobs import series_client
 from kbisect.jobs.client import JobClient
 from kbisect.jobs.series_client import check_name
+from kbisect.reports.lines import md_lines, md_text
 from kbisect.reports.sru_branch import push_sru_branch, tested_changes
 from kbisect.reports.sru_patch import sru_commit
 from kbisect.reports.sweep_report import alert_lines
@@ -224,7 +225,7 @@ class GitLabDoor:
     async def _handle(self, target: Target, author: str, commands: list[str]) -> None:
         refusal = self._refusal(author, len(commands))
         if refusal:  # one reply, however many commands the note holds
-            note = await self._note(target, refusal)
+            note = await self._note(target, md_lines(refusal))
             log.info("%s: refused %d commands -> note %s", author, len(commands), note)
             return
         for text in commands:
@@ -261,7 +262,7 @@ class GitLabDoor:
             except Exception as exc:  # GitLab's errors, the network's: said, not fatal
                 log.warning("could not upload %s: %s", f.name, exc)
                 links.append(f"(could not upload {f.name})")
-        return "\n\n".join([reply.text, *links])
+        return "\n\n".join([reply.text if reply.markdown else md_lines(reply.text), *links])
 
     def _refusal(self, author: str, count: int) -> str | None:
         if self.config.allowed and author not in self.config.allowed:
@@ -296,7 +297,8 @@ class GitLabDoor:
         reply = await execute(cmd, self.jobs, self.settings, self._owns(target), by, claim)
         if reply.job_id:
             link = self.jobs.job_url(reply.job_id)
-            return Reply(f"kbisect started `{reply.job_id}`: {link}", job_id=reply.job_id)
+            text = f"kbisect started `{reply.job_id}`: {link}"
+            return Reply(text, job_id=reply.job_id, markdown=True)
         return reply
 
     # --- GitLab calls (python-gitlab is synchronous: asyncio.to_thread, whose threads a
@@ -325,7 +327,7 @@ class GitLabDoor:
         async def send(post: Post) -> None:
             job.lines.append(post.text if post.key != "summary" else "(report below)")
             body = f"kbisect `{job_id}` ({self.jobs.job_url(job_id)}):\n\n" + "\n".join(
-                f"- {line}" for line in "\n".join(job.lines).splitlines()
+                f"- {md_text(line)}" for line in "\n".join(job.lines).splitlines()
             )
             await self._edit(job.target, job.progress_note, body)
             job.posted.append(post.key)
@@ -381,7 +383,8 @@ class GitLabDoor:
                         await self._post_alert(where, alert)
                 for blocked in news.blocked:
                     if blocked.key not in self.alerts:
-                        await self._series_note(where, f"- {blocked.line()}", blocked.key)
+                        body = f"- {md_text(blocked.line())}"
+                        await self._series_note(where, body, blocked.key)
                 self.series_since[where.watch] = news.since
                 self._save()
             except (KbisectError, gitlab.GitlabError) as exc:
@@ -400,7 +403,7 @@ class GitLabDoor:
         upload = await asyncio.to_thread(project.upload, png.name, filedata=png.read_bytes())
         png.unlink(missing_ok=True)
         lines = alert_lines(alert, result)
-        body = "\n".join(f"- {line}" for line in lines) + f"\n\n{upload['markdown']}"
+        body = "\n".join(f"- {md_text(line)}" for line in lines) + f"\n\n{upload['markdown']}"
         await self._series_note(where, body, alert.key)
 
     async def _series_note(self, where: SeriesIssue, body: str, key: str) -> None:
@@ -430,7 +433,7 @@ class GitLabDoor:
         """The tested commit on a new branch, and a merge request of it."""
         job, branch = cmd.job or "", cmd.one("branch") or ""
         result = await self.jobs.result(job)
-        note = await off_loop(sru_text, result, job, cmd)
+        note = md_lines(await off_loop(sru_text, result, job, cmd))
         made = await off_loop(sru_commit, result, job, sru_options(cmd, self._signoff()))
         changes = await off_loop(tested_changes, Git(Path(result.repo)), made)
         project = self.gl.projects.get(target.project, lazy=True)
@@ -439,13 +442,15 @@ class GitLabDoor:
             push_sru_branch, project, target.branch, branch, made, changes, job, note, _safe
         )
         return Reply(
-            f"kbisect opened !{mr.iid} from `{branch}` into `{target.branch}`: {mr.web_url} "
-            f"({made.provenance}: the change kbisect tested on {made.onto[:12]})"
+            f"kbisect opened !{mr.iid} from {code_span(branch)} into {code_span(target.branch)}: "
+            f"{mr.web_url} ({made.provenance}: the change kbisect tested on {made.onto[:12]})",
+            markdown=True,
         )
 
 
 def _safe(body: str) -> str:
     """A note of ours must never act when GitLab takes it, nor when its hook comes back to
     us: no line starts with "/" (a quick action such as `/close`, applied as the bot's; or
-    our own `/kbisect`) and no mention (`@all`) notifies."""
-    return inert(body, "/")
+    our own `/kbisect`) and no mention (`@all`) notifies. body is markdown of ours: others'
+    words in it escaped (md_text, md_lines), or in a fenced code block."""
+    return inert(body, "/", markdown=True)

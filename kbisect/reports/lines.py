@@ -30,6 +30,13 @@ def md_text(text: str) -> str:
     return _MD_LINE_START.sub(r"\1\\\2", _MD_INLINE.sub(r"\\\g<0>", flat))
 
 
+def md_lines(text: str) -> str:
+    """Plain text (kbisect's lines, with others' words in them) as markdown that shows each
+    line as it is, the line breaks kept: md_text line by line. A line's leading blanks go,
+    so that none is read as indented code, which would show the escapes."""
+    return "\n".join(md_text(line) for line in text.splitlines())
+
+
 def backtick_fence(text: str, least: int = 1) -> str:
     """A CommonMark fence (of `least` backticks at least) longer than any run of backticks
     in text, which therefore cannot close it early."""

@@ -6,10 +6,11 @@ end-to-end test's; here what counts is what the receiver starts, how often, and 
 
 import asyncio
 import dataclasses
+import html
 import json
 import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -30,6 +31,7 @@ from kbisect.contract import (
     BACKPORT_WORKFLOW,
     DOOR_RUNNING_JOBS,
     EXPLAIN_WORKFLOW,
+    BadBoot,
     BisectRequest,
     BisectResult,
     ExplainResult,
@@ -51,6 +53,7 @@ from kbisect.errors import UserError
 from kbisect.infra import qemu
 from kbisect.infra.git import Git
 from kbisect.jobs.explain_job import explain_id
+from kbisect.reports.lines import md_code, md_lines
 from kbisect.reports.sru_branch import push_sru_branch
 from kbisect.reports.sru_patch import SruCommit
 from kbisect.settings import Settings
@@ -73,6 +76,7 @@ class RecordingJobs:
     cancelled: list[str] = field(default_factory=list)
     explained: dict[str, ExplainResult] = field(default_factory=dict)  # by explain job id
     stages: dict[str, str] = field(default_factory=dict)  # explain and backport jobs: kind
+    edit: Callable[[BisectResult], BisectResult] = lambda r: r  # a test's, to each result
 
     def needs(self) -> list[object]:
         return []
@@ -109,7 +113,7 @@ class RecordingJobs:
         self.started.append(req)
         self.by = by
         job = f"bisect-nvme-snapshot-read-{len(self.started):08x}"
-        self.result_of[job] = _result(req)
+        self.result_of[job] = self.edit(_result(req))
         return job
 
     def job_url(self, job_id: str) -> str:
@@ -265,6 +269,11 @@ def _gitlab_api(mock: responses.RequestsMock, calls: Calls, blobs: dict[str, str
     mock.add_callback(responses.POST, mrs, callback=ok(mr, 201), content_type="application/json")
 
 
+def shown(body: str) -> str:
+    """A note's text as GitLab shows it: its markdown rendered (CommonMark), tags dropped."""
+    return html.unescape(re.sub(r"<[^>]*>", "", MarkdownIt("commonmark").render(body)))
+
+
 def hook(note_id: int, text: str, author: str = "alice", on: str = "Issue") -> dict[str, Any]:
     """A Note Hook payload, shaped as GitLab's webhook documentation shows it."""
     payload: dict[str, Any] = {
@@ -406,7 +415,7 @@ async def test_bad_text_gets_one_line_and_nothing_runs(receiver: Receiver, tmp_p
     await receiver.settle()
     bodies = [n["body"] for n in receiver.calls.of("POST", r".*/issues/3/notes")]
     assert len(bodies) == 4 and all("\n" not in b for b in bodies), bodies
-    assert "'$' is not allowed" in bodies[0] and "starts with '-'" in bodies[1]
+    assert "'$' is not allowed" in shown(bodies[0]) and "starts with '-'" in bodies[1]
     assert "unknown key 'repo'" in bodies[2] and "no tree 'nope'" in bodies[3]
     assert receiver.jobs.started == [] and not (tmp_path / "pwned").exists()
 
@@ -453,7 +462,7 @@ async def test_sru_pushes_the_tested_commit_and_opens_a_merge_request(receiver: 
     assert mr["title"] == 'Revert "add c"' and "SRU Justification" in mr["description"]
     assert "in Noble" in mr["description"]  # the series the command names
     (reply,) = receiver.calls.of("POST", rf"/projects/{PROJECT}/merge_requests/4/notes")
-    assert reply["body"].startswith("kbisect opened !12 from `sru/nvme` into `stable-6.1`")
+    assert shown(reply["body"]).startswith("kbisect opened !12 from sru/nvme into stable-6.1")
     assert "revert: the change kbisect tested on" in reply["body"]
 
 
@@ -469,7 +478,7 @@ async def test_sru_refuses_a_branch_whose_files_differ_from_the_tested_ones(
     await receiver.settle()
     (reply,) = receiver.calls.of("POST", rf"/projects/{PROJECT}/merge_requests/4/notes")
     assert "\n" not in reply["body"]
-    assert reply["body"].startswith("`stable-6.1` (ffffffffffff) has other versions of c than ")
+    assert shown(reply["body"]).startswith("`stable-6.1` (ffffffffffff) has other versions of c")
     assert f"kbisect report {job} --sru-patch DIR" in reply["body"]
     assert receiver.calls.of("POST", r".*/repository/commits") == []
     assert receiver.calls.of("POST", r".*/merge_requests") == []
@@ -538,7 +547,7 @@ async def test_a_guests_words_in_a_note_close_nothing_and_ping_no_one(receiver: 
     await receiver.settle()
     (note,) = receiver.calls.of("POST", rf"/projects/{PROJECT}/issues/3/notes")
     body = note["body"]
-    assert "failed boot: culprit cccccccccccc" in body and "x /close /label ~pwned" in body
+    assert "failed boot: culprit cccccccccccc" in body and "x /close /label ~pwned" in shown(body)
     assert [ln for ln in body.splitlines() if ln.lstrip().startswith("/")] == []
     assert "@all" not in body
 
@@ -568,6 +577,140 @@ def test_quoting_leaves_no_quick_action_and_no_mention() -> None:
         posted[3] == f"cc @{WORD_JOINER}user, @{WORD_JOINER}group/sub and (@{WORD_JOINER}someone)"
     )
     assert posted[6] == "mail kay@example.com"  # an address, not a mention
+
+
+def test_a_fenced_block_of_a_note_is_shown_as_it_is_and_the_rest_made_inert() -> None:
+    """A console in a fenced code block (a report's bad boot) is shown as the guest wrote
+    it: its mentions left (none notifies in code), its "/" lines a space in, never quoted in
+    backticks. The same lines outside a fence, or in what only looks like one, are inert."""
+    console = "/init: line 5: fio: not found\nmail a@b @all"
+    fenced = [*md_code(f"{console}\n```"), "~~~~", "/close @all", "  ~~~~~  ", "```a`b", "/close"]
+    posted = _safe("\n".join(["## The bad boot", "", *fenced, "", console]))
+    blocks = [t.content for t in MarkdownIt("commonmark").parse(posted) if t.type == "fence"]
+    assert blocks == [f" {console}\n```\n", " /close @all\n"]
+    # "```a`b" opens no fence (a backtick after), so what follows it is not code
+    inert_lines = ["` /init: line 5: fio: not found `", f"mail a@b @{WORD_JOINER}all"]
+    assert posted.splitlines()[-5:] == ["```a`b", "` /close `", "", *inert_lines]
+
+
+def test_plain_lines_escaped_for_a_note_show_as_they_are() -> None:
+    """A line a line, as the same text: no emphasis from "x * y", no list, heading, rule or
+    HTML, and no code block from a line's indent (which would show the escapes)."""
+    lines = ["x * y, *z*, _w_, a_b", "    indented `code`", "1. one", "- two", "# three", "---"]
+    lines += ["", "a | b <b>c</b> &amp; \\"]
+    assert shown(md_lines("\n".join(lines))).splitlines() == [ln.strip() for ln in lines if ln]
+
+
+# Markdown that a guest or a repository may write: an image the reader's browser would
+# fetch, raw HTML, a link, and a comment that would hide the rest of the note.
+MARKUP = "![p](http://127.0.0.2:9/t.png) <img src=x> [a](http://x) <!--"
+MARKUP_SHOWN = html.escape(MARKUP, quote=False)  # in the rendered HTML, shown as text
+
+
+def _rendered_inert(body: str) -> str:
+    """body as CommonMark renders it, checked: no raw HTML, and no image or link but to the
+    project's uploads (kbisect's plots and flame graphs)."""
+    md = MarkdownIt("commonmark")
+    tokens = [t for block in md.parse(body) for t in [block, *(block.children or [])]]
+    assert [t.content for t in tokens if t.type.startswith("html")] == [], body
+    for t in tokens:
+        if t.type in ("image", "link_open"):
+            assert str(t.attrs.get("src", t.attrs.get("href"))).startswith("/uploads/"), body
+    return md.render(body)
+
+
+def _with_markup(r: BisectResult) -> BisectResult:
+    """r with markup in every guest's and repository's words it carries: each step's note
+    (a guest's last words), the subjects, the verification's message, the bad boot."""
+    assert r.verification is not None and r.culprit
+    return dataclasses.replace(
+        r,
+        steps=[dataclasses.replace(s, note=MARKUP) for s in r.steps],
+        subjects={c: f"{s} {MARKUP}" for c, s in r.subjects.items()},
+        verification=dataclasses.replace(r.verification, message=MARKUP),
+        bad_boot=BadBoot(r.culprit, "fails", f"{MARKUP}\n/init: line 5: fio: not found"),
+    )
+
+
+@pytest.mark.asyncio
+async def test_markup_in_guests_and_repositorys_words_is_text_in_every_note(
+    receiver: Receiver,
+) -> None:
+    """The door's plain posts (the progress note's steps and outcome, `status`, the explain
+    answer with a failed boot's reason, the SRU merge request's description) show others'
+    markdown as the text it is: no image that a reader's browser fetches, no link, no HTML."""
+    job = "bisect-nvme-snapshot-read-00000001"
+    receiver.jobs.edit = _with_markup
+    await _said(receiver, 300, BISECT)
+    receiver.jobs.explained[explain_id(job)] = dataclasses.replace(
+        _explained(job),
+        subjects=[f"add b {MARKUP}", f"add c {MARKUP}"],
+        failed=[f"culprit cccccccccccc: {TestStatus.TESTCASE_FAILED}: {MARKUP}"],
+    )
+    (status,) = await _said(receiver, 301, f"/kbisect status {job}")
+    (explained,) = await _said(receiver, 302, f"/kbisect explain {job}")
+    receiver.blobs["c"] = git(receiver.upstream, "rev-parse", "master:c").strip()
+    await receiver.post(hook(303, f"/kbisect sru {job} branch=sru/nvme", on="MergeRequest"))
+    await receiver.settle()
+    (mr,) = receiver.calls.of("POST", rf"/projects/{PROJECT}/merge_requests")
+    progress = receiver.calls.of("PUT", rf"/projects/{PROJECT}/issues/3/notes/101")[-1]["body"]
+    for body in (progress, status, explained, mr["description"]):
+        assert MARKUP_SHOWN in _rendered_inert(body), body
+    notes = receiver.calls.of("POST", r".*/notes") + receiver.calls.of("PUT", r".*/notes/\d+")
+    for note in notes:
+        _rendered_inert(note["body"])
+    assert len(notes) > 8
+
+
+@pytest.mark.asyncio
+async def test_a_series_watchs_notes_show_guest_markup_as_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An alert (its kernels' names, its traced boots' words) and a blocked tick (its
+    reason) show markup as the text it is."""
+    from kbisect.contract import PairWord, SeriesAlert, SweepPair, SweepResult, SweepTrace
+    from kbisect.doors.gitlab import SeriesIssue
+    from kbisect.jobs import series_client
+    from kbisect.reports import sweep_plot
+
+    pair = SweepPair("t", "m", "MB/s", 0, 1, PairWord.CHANGED, "worse", -0.5, -0.6, -0.4)
+    alert = SeriesAlert("w/k", "w", "series-w-1-sweep", f"v1 {MARKUP}", "v2", pair)
+    traces = [SweepTrace("t", k, {"error": MARKUP}) for k in (0, 1)]
+    kernels = ["v1", "v2"]
+    result = SweepResult("r", ["a", "b"], kernels, kernels, [], [pair], [], 12, traces=traces)
+    blocked = series_client.Blocked("series-w-2/blocked", "w", "series-w-2-sweep", MARKUP)
+
+    async def news(jobs: object, watch: str, since: str) -> series_client.News:
+        return series_client.News([alert], [blocked], "mark")
+
+    class Sweeps:
+        async def sweep_result(self, job_id: str) -> SweepResult:
+            return result
+
+    def plot(result: SweepResult, out: Path) -> Path:  # the plot is not what is tested
+        out.write_bytes(b"png")
+        return out
+
+    monkeypatch.setattr(series_client, "news", news)
+    monkeypatch.setattr(sweep_plot, "plot_sweep", plot)
+    calls = Calls()
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
+        _gitlab_api(mock, calls, {})
+        config = GitLabConfig(
+            url=GITLAB, token="glpat-x", secret=SECRET, state=tmp_path / "gl.json",
+            series=(SeriesIssue.parse(f"w={PROJECT}#3"),),
+        )  # fmt: skip
+        settings = Settings.from_env({"KBISECT_DATA": str(tmp_path / "d")})
+        gl = gitlab.Gitlab(GITLAB, private_token="glpat-x")
+        door = GitLabDoor(config, settings, Sweeps(), gl)  # type: ignore[arg-type]
+        await door.start()
+        async with asyncio.timeout(60):
+            while len(calls.of("POST", r".*/notes")) < 2:
+                await asyncio.sleep(0.01)
+        for task in list(door.tasks):
+            task.cancel()
+    for note in calls.of("POST", r".*/notes"):
+        assert MARKUP_SHOWN in _rendered_inert(note["body"]), note["body"]
 
 
 def test_commands_are_found_at_line_starts_only() -> None:
@@ -717,7 +860,7 @@ async def test_a_tree_urls_credentials_are_in_no_note(receiver: Receiver) -> Non
     await receiver.post(hook(140, BISECT.replace("tree=lab", "tree=private")))
     await receiver.settle()
     (reply,) = receiver.calls.of("POST", r".*/issues/3/notes")
-    assert f"could not fetch http://***@{WORD_JOINER}127.0.0.1:" in reply["body"]
+    assert f"could not fetch http://***@{WORD_JOINER}127.0.0.1:" in shown(reply["body"])
     assert "SECRET123" not in reply["body"] and "kb:" not in reply["body"]
 
 
