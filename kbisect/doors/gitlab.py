@@ -106,7 +106,7 @@ class Target:
 @dataclass
 class FollowedJob:
     target: Target
-    progress_note: int
+    progress_note: int  # its note's id (0: none yet)
     lines: list[str] = field(default_factory=list)
     posted: list[str] = field(default_factory=list)
     done: bool = False
@@ -240,15 +240,22 @@ class GitLabDoor:
         except Exception as exc:  # a note must never be left unanswered
             log.exception("command %r", text)
             reply = Reply(text=failure_text(exc), ok=False)
-        note = await self._note(target, await self._with_files(target, reply))
-        if reply.job_id:
-            progress = await self._note(target, f"kbisect `{reply.job_id}`: waiting to start")
-            self.followed[reply.job_id] = FollowedJob(
-                target=target, progress_note=progress, by=author
-            )
+        try:
+            return await self._note(target, await self._with_files(target, reply))
+        finally:
+            if reply.job_id:
+                await self._adopt(target, author, reply.job_id)
+
+    async def _adopt(self, target: Target, author: str, job_id: str) -> None:
+        """A job started here is the door's, counted against its starter and followed,
+        whatever posting does: GitLab away, its follower makes the progress note."""
+        job = self.followed[job_id] = FollowedJob(target=target, progress_note=0, by=author)
+        self._save()
+        try:
+            job.progress_note = await self._note(target, f"kbisect `{job_id}`: waiting to start")
             self._save()
-            self._spawn(self._follow(reply.job_id))
-        return note
+        finally:
+            self._spawn(self._follow(job_id))
 
     async def _with_files(self, target: Target, reply: Reply) -> str:
         """The reply's text, and its files uploaded to the project, each a markdown link
@@ -329,7 +336,10 @@ class GitLabDoor:
             body = f"kbisect `{job_id}` ({self.jobs.job_url(job_id)}):\n\n" + "\n".join(
                 f"- {md_text(line)}" for line in "\n".join(job.lines).splitlines()
             )
-            await self._edit(job.target, job.progress_note, body)
+            if job.progress_note:
+                await self._edit(job.target, job.progress_note, body)
+            else:  # its start could not post one
+                job.progress_note = await self._note(job.target, body)
             job.posted.append(post.key)
             self._save()
 

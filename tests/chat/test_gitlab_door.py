@@ -363,6 +363,32 @@ BISECT = "/kbisect bisect tree=lab good=v1 bad=master testcase=nvme-snapshot-rea
 
 
 @pytest.mark.asyncio
+async def test_a_job_whose_reply_gitlab_refuses_is_still_the_doors(receiver: Receiver) -> None:
+    """GitLab refuses the reply note (and the progress note) once the job has started: the
+    job is counted against its starter and followed all the same, its progress in a note
+    its follower makes."""
+    door, real_note, refused = receiver.door, receiver.door._note, [0]
+
+    async def note(target: Target, body: str) -> int:
+        if refused[0] < 2:
+            refused[0] += 1
+            raise gitlab.GitlabCreateError("502 Bad Gateway", 502)
+        return await real_note(target, body)
+
+    door._note = note  # type: ignore[method-assign]
+    await receiver.post(hook(51, BISECT))
+    with pytest.raises(gitlab.GitlabCreateError):  # the command's task, as GitLab said
+        await receiver.settle()
+    await receiver.settle()  # the job's follower
+    job = "bisect-nvme-snapshot-read-00000001"
+    assert refused == [2] and receiver.jobs.started
+    followed = door.followed[job]
+    assert followed.by == "alice" and followed.done and followed.progress_note
+    (progress, report) = receiver.calls.of("POST", rf"/projects/{PROJECT}/issues/3/notes")
+    assert progress["body"].startswith(f"kbisect `{job}`") and report["body"].startswith("# ")
+
+
+@pytest.mark.asyncio
 async def test_wrong_or_missing_token_is_401_and_starts_nothing(receiver: Receiver) -> None:
     assert (await receiver.post(hook(1, BISECT), token="wrong"))[0] == 401
     assert (await receiver.post(hook(1, BISECT), token=None))[0] == 401
