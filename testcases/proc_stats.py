@@ -11,7 +11,6 @@ range makes its file unreadable (Unreadable), and a source's statistics are boun
 (`bounded`); what is left out is said in `said`.
 """
 
-import math
 from collections import Counter
 from collections.abc import Callable, Mapping
 
@@ -194,7 +193,7 @@ def bounded(stats: Stats, said: list[str]) -> Stats:
     kept: Counter[str] = Counter()
     left: Counter[str] = Counter()
     for (source, name), value in stats.items():
-        if not (math.isfinite(value) and abs(value) <= LARGEST):
+        if not abs(value) <= LARGEST:  # NaN and the infinities too
             left[f"{source}: figures out of range"] += 1
         elif kept[source] >= EXPLAIN_SOURCE_STATS:
             left[f"{source}: statistics past its first {EXPLAIN_SOURCE_STATS:,}"] += 1

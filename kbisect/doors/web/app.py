@@ -23,7 +23,6 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from kbisect.contract import (
-    BACKPORT_WORKFLOW,
     EXPLAIN_WORKFLOW,
     RESULTS_PATH,
     SWEEP_WORKFLOW,
@@ -38,7 +37,7 @@ from kbisect.doors.web.html import PAGE_CSP
 from kbisect.errors import KbisectError, UserError
 from kbisect.infra.temporal_server import LOOPBACK_NAMES, foreign
 from kbisect.jobs import explain_job, series_client
-from kbisect.jobs.client import JobClient, JobSummary
+from kbisect.jobs.client import JOB_KINDS, JobClient, JobSummary, kind_name
 from kbisect.reports import backport_report, explain_report, job_report, sweep_report
 from kbisect.settings import Settings
 from kbisect.testcases.manifest import PASSED
@@ -378,7 +377,7 @@ class Site:
                 progress, done, _ = await self._bisect(job_id, ended)
                 result = done.result if done else _as_result(progress)
             else:
-                raise UserError(f"{job_id} is a {OTHERS.get(kind, kind)} job: it has no plot")
+                raise UserError(f"{job_id} is {kind_name(kind)}: it has no plot")
         except KbisectError as exc:
             return web.Response(status=404, text=str(exc))
         return web.Response(body=await self._drawn(job_id, result), content_type="image/svg+xml")
@@ -446,7 +445,7 @@ class Site:
         return web.Response(text=strict_json(data, default=str), content_type="application/json")
 
 
-OTHERS = {SWEEP_WORKFLOW: "sweep", EXPLAIN_WORKFLOW: "explain", BACKPORT_WORKFLOW: "backport"}
+OTHERS = {kind: word for kind, word in JOB_KINDS.items() if kind != WORKFLOW}  # not a bisection
 
 
 def _watching(w: series_client.WatchSummary) -> str:
