@@ -10,7 +10,9 @@ after the merge base of the two are read: the target's history before it is upst
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
+from kbisect.errors import KbisectError
 from kbisect.infra.git import Git
 
 # The lines that name an upstream commit in a backport's message.
@@ -102,3 +104,24 @@ def fixes_naming(git: Git, commits: list[str]) -> list[str]:
         ):
             found.append(commit)
     return found
+
+
+def upstream_fixes(repo: str, commit: str) -> list[tuple[str, str]]:
+    """Commits on any branch or tag whose `Fixes:` tag names this one (hash, subject),
+    newest first: the upstream fix to backport ([] where the repository is not readable
+    from here)."""
+    try:
+        git = Git(Path(repo))
+        return [(h, git.commit_info(h).subject) for h in reversed(fixes_naming(git, [commit]))]
+    except KbisectError:
+        return []
+
+
+def change_to_take(repo: str, culprit: str, regression: bool) -> tuple[str, bool]:
+    """What a bisection's answer takes to a target, and whether as a revert: a fix as it is;
+    for a regression the first commit whose `Fixes:` names the culprit (later ones are its
+    follow-ups), else the culprit reverted."""
+    if not regression:
+        return culprit, False
+    fixes = upstream_fixes(repo, culprit)
+    return (fixes[-1][0], False) if fixes else (culprit, True)

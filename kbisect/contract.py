@@ -28,11 +28,13 @@ SERIES_PLAN = "series_plan"
 SERIES_RECORD = "series_record"
 PLAN_BACKPORT = "plan_backport"  # is the change in the target, what it needs, its commits
 CHANGED_FUNCTIONS = "changed_functions"  # the functions a commit's diff touches (explain)
+BACKPORT_CHANGE = "backport_change"  # what a bisection's answer takes to a target
 DECIDE = "decide"  # a local activity: the job's next decision, run by its workflow worker
 WORKFLOW = "BisectWorkflow"
 SWEEP_WORKFLOW = "SweepWorkflow"
 SERIES_WORKFLOW = "SeriesTickWorkflow"
 EXPLAIN_WORKFLOW = "ExplainWorkflow"
+INVESTIGATION_WORKFLOW = "InvestigationWorkflow"  # the chain of stages (a child job each)
 EXPLAIN_SUFFIX = "-explain"  # a bisection's explain job is its id plus this
 BACKPORT_WORKFLOW = "BackportWorkflow"
 BACKPORT_SUFFIX = "-backport"  # a bisection's backport job: its id, this, the target's hash
@@ -57,6 +59,7 @@ ACTIVITY_QUEUE: dict[str, QueueKind] = {
     SERIES_RECORD: QueueKind.BUILD,
     PLAN_BACKPORT: QueueKind.BUILD,
     CHANGED_FUNCTIONS: QueueKind.BUILD,
+    BACKPORT_CHANGE: QueueKind.BUILD,
     TEST: QueueKind.VM,
     DUET: QueueKind.VM,
     TRACE: QueueKind.VM,

@@ -23,11 +23,13 @@ from temporalio.exceptions import ApplicationError
 
 from kbisect.backends import Builder, Machine
 from kbisect.builders import artifact_cache, artifact_store, kconfig, prebuilt
+from kbisect.builders.backport_found import change_to_take
 from kbisect.builders.backport_plan import plan_backport
 from kbisect.builders.diff_functions import changed_functions
 from kbisect.builders.sources import inert_commits, read_sources
 from kbisect.builders.verify_commit import make_verify_commit
 from kbisect.contract import (
+    BACKPORT_CHANGE,
     BUILD,
     CHANGED_FUNCTIONS,
     CLASSIFY,
@@ -52,6 +54,7 @@ from kbisect.contract import (
     ErrorType,
     ExplainBootRequest,
     ExplainBootResult,
+    Mode,
     SweepJob,
     SweepRequest,
     TestRequest,
@@ -81,6 +84,7 @@ from kbisect.testcases.explain_run import explain_boot, explain_spec
 from kbisect.testcases.runner import build_spec, run_testcase
 from kbisect.testcases.trace_run import trace_testcase
 from kbisect.workers.validation import validate, validate_sweep
+from kbisect.workflows.investigation_types import BackportChange, BackportChangeRequest
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -241,6 +245,12 @@ class BuildActivities:
         activity.logger.info("backport of %s to %s: %s", req.change[:12], req.target[:12],
                              plan.message)  # fmt: skip
         return plan
+
+    @activity.defn(name=BACKPORT_CHANGE)
+    @typed_failures
+    def backport_change(self, req: BackportChangeRequest) -> BackportChange:
+        change, revert = change_to_take(req.repo, req.culprit, req.mode == Mode.REGRESSION)
+        return BackportChange(change, revert)
 
     @activity.defn(name=CHANGED_FUNCTIONS)
     @typed_failures

@@ -25,6 +25,7 @@ from kbisect.workers.series_activities import SeriesActivities
 from kbisect.workflows.backport_workflow import BackportWorkflow
 from kbisect.workflows.bisect_workflow import BisectWorkflow, sandbox_runner
 from kbisect.workflows.explain_workflow import ExplainWorkflow
+from kbisect.workflows.investigation_workflow import InvestigationWorkflow
 from kbisect.workflows.series_workflow import SeriesTickWorkflow
 from kbisect.workflows.sweep_workflow import SweepWorkflow
 
@@ -63,6 +64,7 @@ def make_workers(
                     SeriesTickWorkflow,
                     ExplainWorkflow,
                     BackportWorkflow,
+                    InvestigationWorkflow,
                 ],
                 workflow_runner=sandbox_runner(),
                 activities=[decide],  # local: each job's decisions, into its history

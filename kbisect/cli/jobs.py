@@ -4,6 +4,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kbisect.cli.investigation import follow_investigation
 from kbisect.cli.job_service import (
     PROFILE_HELP,
     follow_result,
@@ -20,19 +21,19 @@ from kbisect.contract import (
     DEFAULT_MIN_RATE_STEP,
     EXPLAIN_WORKFLOW,
     FLAKY_BOOTS_FACTOR,
+    INVESTIGATION_WORKFLOW,
     MAX_COMMIT_BOOTS,
     SWEEP_WORKFLOW,
     WORKFLOW,
-    BisectRequest,
     BisectResult,
     Mode,
     strict_json,
 )
 from kbisect.errors import UserError
 from kbisect.infra.git import Git
-from kbisect.jobs import cross_tree, explain_job, kernel_phase
+from kbisect.jobs import explain_job, investigation
 from kbisect.jobs.client import ANY_JOB, WORKER_GRACE, JobClient, check_job_id, check_kind
-from kbisect.jobs.request import JobOptions, checked_request
+from kbisect.jobs.request import JobOptions
 from kbisect.reports.job_report import bisect_log, markdown, to_json
 from kbisect.reports.lines import columns
 from kbisect.reports.sru_note import sru_note
@@ -44,8 +45,6 @@ from kbisect.settings import Settings
 
 # --- bisect --------------------------------------------------------------------------
 def _options(args: argparse.Namespace) -> JobOptions:
-    if not args.kernels and (not args.good or not args.bad):
-        raise UserError("give --good REV and --bad REV (or --kernels K1,K2,... of prebuilt ones)")
     return JobOptions(
         good=args.good or [],
         bad=args.bad or "",
@@ -69,81 +68,28 @@ def _options(args: argparse.Namespace) -> JobOptions:
 
 
 def cmd_bisect(args: argparse.Namespace, settings: Settings) -> int:
-    opts = _options(args)
-    if args.cross_tree and args.kernels:
-        raise UserError("--cross-tree bisects revisions of one repository: drop --kernels")
-    kernels = kernel_phase.plan(args.kernels, opts, settings) if args.kernels else None
-    req = checked_request(kernels.options if kernels else opts, settings)
-    cross = cross_tree.find(Git(Path(req.repo)), req) if args.cross_tree else None
-    if args.cross_tree and cross is None:
-        note("--cross-tree: the endpoints are on one line already; bisecting them as they are")
+    """Start an investigation (the chain of stages runs in the service) and follow it."""
+    chain = investigation.Chain(
+        cross_tree=args.cross_tree,
+        kernels=args.kernels or "",
+        explain=not args.no_explain,
+        target=args.target or "",
+    )
+    req, said = investigation.plan(_options(args), chain, settings)
+    if said:
+        note(said)
 
     async def go(client: JobClient, args: argparse.Namespace) -> int:
         await client.require_workers(client.needs(), grace=WORKER_GRACE)
-        job_req = req
-        if cross is not None:
-            checked = await _cross_tree_check(client, req, cross)
-            if checked is None:
-                return 130
-            job_req = checked
-        code, result, job_id = await _start_and_follow(client, job_req, args)
-        if cross is not None and result is not None and result.culprit:
-            distro = args.bad if cross.side == "bad" else args.good[0]
-            note(f"next: kbisect backport {job_id} --target {distro}")
-        if kernels is not None and result is not None:
-            # Narrowed over prebuilt kernels: now the commits between the two builds.
-            second = kernels.commits_between(result, opts)
-            if second is None:
-                return code
-            note(f"bisecting the commits between them: {second.bad} vs {' '.join(second.good)}")
-            code, result, job_id = await _start_and_follow(
-                client, checked_request(second, settings), args
-            )
-        if result is not None and not args.no_explain:
-            from kbisect.cli.explain import explain_after
-
-            await explain_after(client, job_id, result, args)
-        return code
+        job_id = await client.start_investigation(req)
+        note(f"job {job_id}")
+        note(f"Web UI: {client.job_url(job_id)}")
+        if args.detach:
+            out(job_id)
+            return 0
+        return await follow_investigation(client, job_id, args)
 
     return with_client(settings, args, go)
-
-
-async def _cross_tree_check(
-    client: JobClient, req: BisectRequest, ct: cross_tree.CrossTree
-) -> BisectRequest | None:
-    """The sweep of the distro endpoint against the merge base, then the job on upstream's
-    line; UserError when they differ. None: Ctrl-C stopped the watching."""
-    from kbisect.cli.sweep import watch_sweep
-    from kbisect.reports.sweep_report import pair_line
-
-    note(
-        f"cross-tree: the distro {ct.side} {ct.distro[:12]} is not on the line of "
-        f"{ct.upstream[:12]}; checking that their merge base {ct.base[:12]} behaves like it"
-    )
-    sweep_id = await client.start_sweep(cross_tree.check_sweep(req, ct))
-    note(f"job {sweep_id} (the merge base's check)")
-    result = await watch_sweep(client, sweep_id)
-    if result is None:
-        return None
-    (pair,) = result.pairs
-    line = pair_line(result, pair)
-    note(f"merge base check: {line}")
-    if (why := cross_tree.refusal(ct, pair)) is not None:
-        raise UserError(why)
-    note(f"bisecting upstream from the merge base {ct.base[:12]} to {ct.upstream[:12]}")
-    return cross_tree.on_base(req, ct)
-
-
-async def _start_and_follow(
-    client: JobClient, req: BisectRequest, args: argparse.Namespace
-) -> tuple[int, BisectResult | None, str]:
-    job_id = await client.start(req)
-    note(f"job {job_id}")
-    note(f"Web UI: {client.job_url(job_id)}")
-    if args.detach:
-        out(job_id)
-        return 0, None, job_id
-    return (*await follow_result(client, job_id, args.json), job_id)
 
 
 # --- watch ---------------------------------------------------------------------------
@@ -153,6 +99,8 @@ def cmd_watch(args: argparse.Namespace, settings: Settings) -> int:
     async def go(client: JobClient, args: argparse.Namespace) -> int:
         kind = (await client.describe(args.id)).workflow_type
         check_kind(args.id, kind, ANY_JOB)
+        if kind == INVESTIGATION_WORKFLOW:
+            return await follow_investigation(client, args.id, args)
         if kind == EXPLAIN_WORKFLOW:
             from kbisect.cli.explain import follow_explain
 
@@ -227,6 +175,14 @@ def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
 
     async def go(client: JobClient, args: argparse.Namespace) -> int:
         kind = (await client.describe(args.id)).workflow_type
+        check_kind(args.id, kind, ANY_JOB)
+        if kind == INVESTIGATION_WORKFLOW:
+            if not any(
+                getattr(args, o.removeprefix("--").replace("-", "_")) for o in REPORT_OPTIONS
+            ):
+                return await _investigation_report(client, args)
+            args.id = await client.bisection_of(args.id)  # its bisection's SRU, plot or log
+            kind = WORKFLOW
         _check_report_options(args, kind)
         if kind == EXPLAIN_WORKFLOW:
             from kbisect.cli.explain import show_result as show_explained
@@ -276,16 +232,33 @@ REPORT_OPTIONS = {
 }
 
 
+def _given(args: argparse.Namespace, option: str) -> bool:
+    return bool(getattr(args, option.removeprefix("--").replace("-", "_")))
+
+
 def _check_report_options(args: argparse.Namespace, kind: str) -> None:
     check_kind(args.id, kind, ANY_JOB)
     for option, kinds in REPORT_OPTIONS.items():
-        if getattr(args, option.removeprefix("--").replace("-", "_")):
+        if _given(args, option):
             check_kind(
                 args.id,
                 kind,
                 kinds,
                 f"{option} is for those ('kbisect report {args.id}' without it)",
             )
+
+
+async def _investigation_report(client: JobClient, args: argparse.Namespace) -> int:
+    """Every stage's answer in order, then the SRU draft of what it found."""
+    from kbisect.reports import investigation_report
+
+    found = await investigation.answers(client, args.id)
+    if args.json:
+        out(strict_json(investigation_report.to_json(args.id, found), indent=2))
+        return 0
+    sru = investigation_report.sru_draft(found, args.id)
+    out(investigation_report.markdown(args.id, found, sru))
+    return 0
 
 
 async def _backport_report(client: JobClient, args: argparse.Namespace) -> int:
@@ -341,9 +314,10 @@ def cmd_mark(args: argparse.Namespace, settings: Settings) -> int:
     check_job_id(args.id)
 
     async def go(client: JobClient, args: argparse.Namespace) -> int:
-        req = await client.bisection_request(args.id)
+        job = await client.bisection_of(args.id)  # an investigation's: its bisection
+        req = await client.bisection_request(job)
         commit = Git(Path(req.repo)).resolve(args.rev)
-        out(await client.mark(args.id, commit, args.verdict))
+        out(await client.mark(job, commit, args.verdict))
         return 0
 
     return with_client(settings, args, go)
@@ -353,7 +327,7 @@ def cmd_resume(args: argparse.Namespace, settings: Settings) -> int:
     check_job_id(args.id)
 
     async def go(client: JobClient, args: argparse.Namespace) -> int:
-        out(await client.resume(args.id))
+        out(await client.resume(await client.stage_running(args.id)))
         return 0
 
     return with_client(settings, args, go)
@@ -361,7 +335,11 @@ def cmd_resume(args: argparse.Namespace, settings: Settings) -> int:
 
 # --- the parser ----------------------------------------------------------------------
 def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    b = sub.add_parser("bisect", help="start a bisection job and follow it")
+    b = sub.add_parser(
+        "bisect",
+        help="start an investigation (check, bisection, verification, explain, backport) and "
+        "follow it",
+    )
     where = b.add_mutually_exclusive_group()
     where.add_argument("--repo", help="the kernel git repository (a path)")
     where.add_argument(
@@ -458,6 +436,12 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
         help="the distro endpoint (bad in fix mode, good in a regression) is an upstream "
         "release plus distro commits: check that their merge base behaves like it, then "
         "bisect upstream from there (then: kbisect backport JOB --target DISTRO)",
+    )
+    b.add_argument(
+        "--target",
+        metavar="REV",
+        help="once the change is named, take it to this revision (the distro kernel that "
+        "ships) and measure it there before and after (as kbisect backport JOB --target)",
     )
     b.add_argument(
         "--no-explain",

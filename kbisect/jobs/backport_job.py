@@ -6,12 +6,13 @@ import asyncio
 import hashlib
 from pathlib import Path
 
+from kbisect.builders.backport_found import change_to_take
 from kbisect.contract import BACKPORT_SUFFIX, DEFAULT_SWEEP_BOOTS, BackportRequest, Mode
 from kbisect.errors import UserError
 from kbisect.infra.git import Git
 from kbisect.jobs.client import JobClient
-from kbisect.reports.sru_note import upstream_fixes
 from kbisect.settings import Settings
+from kbisect.workflows.investigation_types import BackportChange, backport_request
 
 
 def backport_id(job: str, req: BackportRequest) -> str:
@@ -60,9 +61,6 @@ async def request_for(
             f"job {job} named no commit ({result.status}): there is nothing to backport"
         )
     req = await client.job_request(job)
-    ends = {
-        s.verdict: s.value for s in result.steps if s.source == "endpoint" and s.value is not None
-    }
     culprit = result.culprit
 
     def in_the_repository() -> BackportRequest:  # git: off the caller's event loop
@@ -74,17 +72,10 @@ async def request_for(
             name = f"{tree} {target}" if target else tree
         else:
             full = git.resolve(target)
-        change, revert = culprit, False
-        if result.mode == Mode.REGRESSION:
-            fixes = upstream_fixes(result.repo, culprit)
-            change, revert = (fixes[-1][0], False) if fixes else (culprit, True)
-        return BackportRequest(
-            repo=result.repo, change=change, target=full, target_name=name,
-            testcase=result.testcase, revert=revert, with_followups=followups, job=job,
-            flaky=bool(req and req.flaky),
-            metric=result.metric or None, profile=result.profile or None,
-            config=req.config if req else "", boots=boots or DEFAULT_SWEEP_BOOTS,
-            good_value=ends.get("good"), bad_value=ends.get("bad"),
+        change, revert = change_to_take(result.repo, culprit, result.mode == Mode.REGRESSION)
+        return backport_request(
+            result, job, BackportChange(change, revert), (full, name),
+            boots or DEFAULT_SWEEP_BOOTS, req, followups,
         )  # fmt: skip
 
     return await asyncio.to_thread(in_the_repository)

@@ -34,6 +34,7 @@ from kbisect.contract import (
     ACTIVITY_QUEUE,
     BACKPORT_WORKFLOW,
     EXPLAIN_WORKFLOW,
+    INVESTIGATION_WORKFLOW,
     SA_CULPRIT_NAME,
     SA_STATUS_NAME,
     SA_TESTCASE_NAME,
@@ -57,11 +58,17 @@ from kbisect.contract import (
     SweepRequest,
     SweepResult,
     Verdict,
+    fit_summary,
 )
 from kbisect.errors import InfraError, UserError
 from kbisect.jobs import connection, static_card
 from kbisect.settings import Queues, Settings
 from kbisect.summaries import Request, summary
+from kbisect.workflows.investigation_types import (
+    InvestigationProgress,
+    InvestigationRequest,
+    InvestigationResult,
+)
 
 # Set once a Temporal client exists: its runtime threads outlive asyncio.run and abort
 # the interpreter's finalization ("PyGILState_Release ... must be current"), so such a
@@ -105,6 +112,7 @@ class JobSummary:
 
 
 JOB_KINDS = {
+    INVESTIGATION_WORKFLOW: "inv",
     WORKFLOW: "bisect",
     SWEEP_WORKFLOW: "sweep",
     EXPLAIN_WORKFLOW: "explain",
@@ -113,6 +121,7 @@ JOB_KINDS = {
 ANY_JOB = tuple(JOB_KINDS)
 # Each workflow as a refusal names it: "sweep-… is a sweep, not a bisection"
 KIND_NAMES = {
+    INVESTIGATION_WORKFLOW: "an investigation",
     WORKFLOW: "a bisection",
     SWEEP_WORKFLOW: "a sweep",
     EXPLAIN_WORKFLOW: "an explain job",
@@ -131,11 +140,9 @@ def kind_name(workflow_type: str) -> str:
 
 
 def _wanted_names(wanted: Sequence[str]) -> str:
-    """'a bisection', 'a bisection or a backport job'; every kind: 'a bisect, sweep,
-    explain or backport job'."""
+    """'a bisection', 'a bisection or a backport job'; every kind: 'a job of kbisect's'."""
     if set(wanted) == set(ANY_JOB):
-        *most, last = (JOB_KINDS[w] for w in ANY_JOB)
-        return f"a {', '.join(most)} or {last} job"
+        return "a job of kbisect's"
     return " or ".join(kind_name(w) for w in wanted)
 
 
@@ -237,6 +244,35 @@ class JobClient:
         req.search_attributes = await self.has_search_attributes()
         return await self._start(WORKFLOW, req, new_job_id(WORKFLOW, req.testcase), by)
 
+    async def start_investigation(self, req: InvestigationRequest, by: str = "") -> str:
+        """Start an investigation (the chain of stages `kbisect bisect` asks for); its id.
+        Each stage job runs on this client's queues."""
+        sa = await self.has_search_attributes()
+        b, v = self.queues.build, self.queues.vm
+        bisection = dataclasses.replace(req.bisection, build_queue=b, vm_queue=v)
+        bisection.search_attributes = sa
+        check, kernels = req.check, req.kernels
+        if check is not None:
+            sweep = dataclasses.replace(check.sweep, build_queue=b, vm_queue=v)
+            sweep.search_attributes = sa
+            check = dataclasses.replace(check, sweep=sweep)
+        if kernels is not None and kernels.between is not None:
+            between = dataclasses.replace(kernels.between, build_queue=b, vm_queue=v)
+            between.search_attributes = sa
+            kernels = dataclasses.replace(kernels, between=between)
+        req = dataclasses.replace(
+            req, bisection=bisection, check=check, kernels=kernels, search_attributes=sa
+        )
+        job_id = new_job_id(INVESTIGATION_WORKFLOW, req.testcase)
+        text = summary(bisection)
+        stages = [w for w, on in (("cross-tree", check), ("kernels", kernels)) if on]
+        stages += [w for w, on in (("explain", req.explain), ("backport", req.target)) if on]
+        shown = f"investigate: {text}" + (f" (+{', '.join(stages)})" if stages else "")
+        details = static_card.details(bisection, by or self.submitter)
+        if req.target:
+            details += f"\n- **backport to**: {req.target_name} ({req.target[:12]})"
+        return await self._start(INVESTIGATION_WORKFLOW, req, job_id, by, (shown, details))
+
     async def start_sweep(self, req: SweepRequest, by: str = "") -> str:
         """Start a sweep; its id (as a job's: watch, cancel and resume take it)."""
         req = dataclasses.replace(req, build_queue=self.queues.build, vm_queue=self.queues.vm)
@@ -255,15 +291,26 @@ class JobClient:
         req.search_attributes = await self.has_search_attributes()
         return await self._start(BACKPORT_WORKFLOW, req, job_id, by)
 
-    async def _start(self, workflow: str, req: Request, job_id: str, by: str = "") -> str:
+    async def _start(
+        self,
+        workflow: str,
+        req: Request | InvestigationRequest,
+        job_id: str,
+        by: str = "",
+        card: tuple[str, str] | None = None,
+    ) -> str:
+        """Start the workflow; `card`: its summary and details (default: the request's)."""
+        if card is None:
+            assert not isinstance(req, InvestigationRequest)
+            card = summary(req), static_card.details(req, by or self.submitter)
         try:
             await self.temporal.start_workflow(
                 workflow,
                 req,
                 id=job_id,
                 task_queue=self.queues.control,
-                static_summary=summary(req),
-                static_details=static_card.details(req, by or self.submitter),
+                static_summary=fit_summary(card[0]),
+                static_details=card[1],
             )
         except RPCError as exc:
             raise InfraError(f"cannot start a job on {self.endpoint.address}: {exc}") from exc
@@ -338,6 +385,9 @@ class JobClient:
     async def backport_progress(self, job_id: str) -> BackportProgress:
         return await self._query(job_id, BackportProgress, BACKPORT_WORKFLOW)
 
+    async def investigation_progress(self, job_id: str) -> InvestigationProgress:
+        return await self._query(job_id, InvestigationProgress, INVESTIGATION_WORKFLOW)
+
     async def _query(self, job_id: str, kind: type[T], workflow: str) -> T:
         # another kind's progress may decode (each has a status): it would be nonsense
         check_kind(job_id, await self._workflow_type(job_id), (workflow,))
@@ -363,6 +413,34 @@ class JobClient:
 
     async def backport_result(self, job_id: str) -> BackportResult:
         return await self._result(job_id, BackportResult, BACKPORT_WORKFLOW)
+
+    async def investigation_result(self, job_id: str) -> InvestigationResult:
+        return await self._result(job_id, InvestigationResult, INVESTIGATION_WORKFLOW)
+
+    async def stage_running(self, job_id: str) -> str:
+        """The job itself, or an investigation's running stage job (resume goes there)."""
+        if await self._workflow_type(job_id) != INVESTIGATION_WORKFLOW:
+            return job_id
+        await self._live(job_id, ANY_JOB, "nothing to resume")
+        stages = (await self.investigation_progress(job_id)).stages
+        running = [s.job for s in stages if s.state == "running"]
+        if not running:
+            raise UserError(f"{job_id} runs no stage job now: nothing to resume")
+        return running[-1]
+
+    async def bisection_of(self, job_id: str) -> str:
+        """The job itself, or an investigation's bisection (its last: the commits one), for
+        a command that takes a bisection; UserError if it has none yet."""
+        if await self._workflow_type(job_id) != INVESTIGATION_WORKFLOW:
+            return job_id
+        if await self.running(job_id):
+            stages = (await self.investigation_progress(job_id)).stages
+        else:
+            stages = (await self.investigation_result(job_id)).stages
+        jobs = [s.job for s in stages if s.kind == WORKFLOW]
+        if not jobs:
+            raise UserError(f"{job_id} has no bisection yet: 'kbisect watch {job_id}' follows it")
+        return jobs[-1]
 
     async def _result(self, job_id: str, kind: type[T], workflow: str) -> T:
         desc = await self.describe(job_id)
@@ -436,10 +514,7 @@ class JobClient:
         `errors`: each failed job's cause too (its history read, a call to the server each)."""
         found = []
         try:
-            kinds = " OR ".join(
-                f'WorkflowType="{kind}"'
-                for kind in (WORKFLOW, SWEEP_WORKFLOW, EXPLAIN_WORKFLOW, BACKPORT_WORKFLOW)
-            )
+            kinds = " OR ".join(f'WorkflowType="{kind}"' for kind in JOB_KINDS)
             async for wf in self.temporal.list_workflows(kinds, limit=limit):
                 sa = wf.search_attributes
                 failed = errors and wf.status == WorkflowExecutionStatus.FAILED
@@ -492,6 +567,11 @@ class JobClient:
                 payloads = list(attrs.input.payloads)[:1]
                 if not payloads:
                     return None
+                if await self._workflow_type(job_id) == INVESTIGATION_WORKFLOW:
+                    (inv,) = await self.temporal.data_converter.decode(
+                        payloads, [InvestigationRequest]
+                    )
+                    return inv.bisection if isinstance(inv, InvestigationRequest) else None
                 (req,) = await self.temporal.data_converter.decode(payloads, [BisectRequest])
                 return req if isinstance(req, BisectRequest) else None
         except RPCError as exc:

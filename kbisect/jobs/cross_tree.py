@@ -9,24 +9,16 @@ no upstream range holds the answer: the job stops and says so.
 """
 
 import dataclasses
-from dataclasses import dataclass
 
-from kbisect.contract import BisectRequest, Mode, PairWord, SweepPair, SweepRequest
+from kbisect.contract import BisectRequest, Mode, SweepRequest
 from kbisect.errors import UserError
 from kbisect.infra.git import Git
+from kbisect.workflows.investigation_types import CrossTreeCheck
 
 
-@dataclass(frozen=True)
-class CrossTree:
-    distro: str  # the endpoint off upstream's line (full hash)
-    upstream: str  # the other endpoint
-    base: str  # their merge base: where the distro forked from upstream
-    side: str  # which of the job's endpoints the distro one is: "bad" or "good"
-
-
-def find(git: Git, req: BisectRequest) -> CrossTree | None:
-    """The cross-tree shape of a checked request; None when the endpoints are on one line
-    already (the job then runs as it is)."""
+def find(git: Git, req: BisectRequest) -> CrossTreeCheck | None:
+    """The cross-tree shape of a checked request, with the sweep that checks the merge
+    base; None when the endpoints are on one line already (the job runs as it is)."""
     if req.mode == Mode.FIX:
         distro, upstream, side = req.bad, req.good[0], "bad"
     else:
@@ -47,32 +39,20 @@ def find(git: Git, req: BisectRequest) -> CrossTree | None:
             f"the {later} upstream {upstream[:12]} is already in the distro's history "
             f"({distro[:12]}): give a later upstream release"
         )
-    return CrossTree(distro, upstream, base, side)
+    return CrossTreeCheck(check_sweep(req, distro, base, side), distro, upstream, base, side)
 
 
-def on_base(req: BisectRequest, ct: CrossTree) -> BisectRequest:
+def on_base(req: BisectRequest, ct: CrossTreeCheck) -> BisectRequest:
     """The job on upstream's line: the merge base in the distro endpoint's place."""
     if ct.side == "bad":
         return dataclasses.replace(req, bad=ct.base, cross_tree=ct.distro)
     return dataclasses.replace(req, good=[ct.base], cross_tree=ct.distro)
 
 
-def check_sweep(req: BisectRequest, ct: CrossTree) -> SweepRequest:
+def check_sweep(req: BisectRequest, distro: str, base: str, side: str) -> SweepRequest:
     """The sweep that compares the distro endpoint with the merge base."""
     return SweepRequest(
-        repo=req.repo, kernels=[ct.distro, ct.base], testcases=[req.testcase],
-        names=[f"the distro {ct.side} {ct.distro[:12]}", f"their merge base {ct.base[:12]}"],
+        repo=req.repo, kernels=[distro, base], testcases=[req.testcase],
+        names=[f"the distro {side} {distro[:12]}", f"their merge base {base[:12]}"],
         metric=req.metric, profile=req.profile, min_effect=req.min_effect, config=req.config,
     )  # fmt: skip
-
-
-def refusal(ct: CrossTree, pair: SweepPair) -> str | None:
-    """Why the job must not bisect from the merge base (its pair changed), or None."""
-    if pair.verdict != PairWord.CHANGED:
-        return None
-    effect = f", {pair.effect:+.1%}" if pair.effect is not None else ""
-    return (
-        f"the merge base {ct.base[:12]} does not behave like the distro {ct.side} "
-        f"{ct.distro[:12]} ({pair.metric} {pair.verdict}{effect}): the distro's own commits "
-        "matter, and no upstream range holds the answer; bisect the distro branch itself"
-    )

@@ -6,11 +6,8 @@ from temporalio.client import WorkflowExecutionStatus
 from kbisect.contract import EXPLAIN_SUFFIX, ExplainRequest, ExplainResult
 from kbisect.errors import UserError
 from kbisect.jobs.client import JobClient
-
-
-def explain_id(job: str) -> str:
-    """The explain job of a bisection: one at a time, started again once it has ended."""
-    return job + EXPLAIN_SUFFIX
+from kbisect.workflows.investigation_types import explain_id as explain_id  # its doors use it
+from kbisect.workflows.investigation_types import explain_request
 
 
 def is_explain(job_id: str) -> bool:
@@ -40,18 +37,10 @@ async def request_for(
             "report; explain compares a metric's scores"
         )
     req = await client.job_request(job)
-    return ExplainRequest(
-        repo=result.repo,
-        parent=f"{result.culprit}^",  # resolved by the explain job's validating activity
-        culprit=result.culprit,
-        testcase=result.testcase,
-        job=job,
-        metric=metric or result.metric or None,
-        profile=profile or result.profile or None,
-        config=req.config if req else "",
-        boots=boots,
-        alignment=alignment,
-    )
+    ask = explain_request(result, job, req.config if req else "")
+    ask.metric, ask.profile = metric or ask.metric, profile or ask.profile
+    ask.boots, ask.alignment = boots, alignment
+    return ask
 
 
 async def lacks_alignment(client: JobClient, job: str) -> bool:

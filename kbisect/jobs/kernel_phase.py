@@ -1,31 +1,24 @@
 """`bisect --kernels`: a job over prebuilt kernels first, then (with K=REV and --repo) a
-job over the commits between the last old-like build and the first new-like one."""
+job over the commits between the last old-like build and the first new-like one (the
+investigation narrows it: investigation_types.KernelsPhase)."""
 
 import dataclasses
 from dataclasses import dataclass
 
 from kbisect.builders import kernel_list
-from kbisect.contract import BisectResult, JobStatus, Mode
+from kbisect.contract import Mode
 from kbisect.errors import UserError
 from kbisect.infra.git import Git
-from kbisect.jobs.request import JobOptions, repository
+from kbisect.jobs.request import JobOptions, checked_request, repository
 from kbisect.settings import Settings
+from kbisect.workflows.investigation_types import KernelsPhase
 
 
 @dataclass(frozen=True)
 class KernelPhase:
     kernels: kernel_list.KernelList
-    revs: list[str]  # each kernel's source revision (full hashes), or empty
     options: JobOptions  # the job over the kernels
-
-    def commits_between(self, result: BisectResult, opts: JobOptions) -> JobOptions | None:
-        """The commits job, once the kernels job named a build and revisions are known."""
-        if not self.revs or result.status != JobStatus.FOUND or not result.culprit:
-            return None
-        i = self.kernels.commits.index(result.culprit)
-        older, newer = self.revs[i - 1], self.revs[i]
-        good, bad = ([older], newer) if opts.mode == Mode.REGRESSION else ([newer], older)
-        return dataclasses.replace(opts, good=good, bad=bad)
+    phase: KernelsPhase  # what the investigation needs to go on to the commits between
 
 
 def plan(text: str, opts: JobOptions, settings: Settings) -> KernelPhase:
@@ -49,4 +42,9 @@ def plan(text: str, opts: JobOptions, settings: Settings) -> KernelPhase:
     job = dataclasses.replace(
         opts, repo=str(kernels.repo), tree=None, good=good, bad=bad, verify=False
     )
-    return KernelPhase(kernels, revs, job)
+    between = None
+    if revs:  # checked now with the outer revisions; the workflow narrows them
+        ends = ([revs[0]], revs[-1]) if opts.mode == Mode.REGRESSION else ([revs[-1]], revs[0])
+        outer = dataclasses.replace(opts, good=ends[0], bad=ends[1], fetch=False)
+        between = checked_request(outer, settings)
+    return KernelPhase(kernels, job, KernelsPhase(list(kernels.commits), revs, between))

@@ -1,12 +1,9 @@
 """A draft Ubuntu SRU justification from a finished job: what to backport (or revert), the
 evidence, and how to test it. A draft for a person to finish, never sent anywhere."""
 
-from pathlib import Path
-
-from kbisect.builders.backport_found import fixes_naming
+from kbisect.builders.backport_found import upstream_fixes
 from kbisect.contract import BackportResult, BisectResult, Mode, Step
 from kbisect.errors import KbisectError, UserError
-from kbisect.infra.git import Git
 from kbisect.reports.backport_report import before_after, left_out, role
 from kbisect.reports.job_report import commit_info, repo_output
 from kbisect.reports.sru_risk import where_problems
@@ -37,17 +34,6 @@ def _value(step: Step | None, metric: str) -> str:
 def _files(repo: str, commit: str) -> list[str]:
     out = repo_output(repo, "show", "--format=", "--stat=100", "--first-parent", commit) or ""
     return [line.strip() for line in out.splitlines() if line.strip()]
-
-
-def upstream_fixes(repo: str, commit: str) -> list[tuple[str, str]]:
-    """Commits on any branch or tag whose `Fixes:` tag names this one (hash, subject),
-    newest first: the upstream fix to backport ([] where the repository is not readable
-    from here)."""
-    try:
-        git = Git(Path(repo))
-        return [(h, git.commit_info(h).subject) for h in reversed(fixes_naming(git, [commit]))]
-    except KbisectError:
-        return []
 
 
 def sru_note(

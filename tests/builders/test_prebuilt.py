@@ -263,14 +263,15 @@ def test_mapped_builds_lead_to_the_commits_between_them(cache: Path, tmp_path: P
     phase = plan(text, opts, Settings.from_env())
     assert phase.options.good == [phase.kernels.first] and phase.options.bad == phase.kernels.last
     assert phase.options.repo == str(phase.kernels.repo) and not phase.options.verify
-    second = phase.commits_between(_result(phase.kernels, phase.kernels.commits[2]), opts)
+    second = phase.phase.commits_between(_result(phase.kernels, phase.kernels.commits[2]))
     assert second is not None and second.good == [revs[1]] and second.bad == revs[2]
-    assert second.repo == str(tiny_repo) and second.verify
+    assert second.repo == str(tiny_repo.resolve()) and second.verify
     fix = plan(text, JobOptions(**{**opts.__dict__, "mode": "fix"}), Settings.from_env())
     assert fix.options.good == [fix.kernels.last] and fix.options.bad == fix.kernels.first
-    assert (
-        fix.commits_between(_result(fix.kernels, fix.kernels.commits[1]), fix.options) is not None
+    fixed = fix.phase.commits_between(
+        dataclasses.replace(_result(fix.kernels, fix.kernels.commits[1]), mode="fix")
     )
+    assert fixed is not None and fixed.good == [revs[1]] and fixed.bad == revs[0]
 
 
 @pytest.mark.parametrize(

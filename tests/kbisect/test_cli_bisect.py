@@ -49,6 +49,7 @@ from kbisect.settings import Settings
 from kbisect.workers.activities import BuildActivities
 from kbisect.workers.decisions import decide
 from kbisect.workflows.bisect_workflow import BisectWorkflow, sandbox_runner
+from kbisect.workflows.investigation_workflow import InvestigationWorkflow
 from tests.conftest import one_queue_env
 from tests.workflows import fakes
 from tests.workflows.fakes import Scenario
@@ -64,7 +65,7 @@ async def _kbisect(
     async with Worker(
         env.client,
         task_queue=queue,
-        workflows=[BisectWorkflow],
+        workflows=[InvestigationWorkflow, BisectWorkflow],
         activities=[BuildActivities(Settings.from_env(), KernelBuilder()).validate_job, decide],
         workflow_runner=sandbox_runner(),
         activity_executor=ThreadPoolExecutor(2),

@@ -25,16 +25,16 @@ def test_a_distro_bad_is_replaced_by_its_merge_base_with_upstream(
     tip = truth["distro"]["tip"]
     req = _request(truth["good"], tip)
     ct = cross_tree.find(Git(repo), req)
-    assert ct == cross_tree.CrossTree(tip, truth["good"], truth["old"], "bad")
+    assert ct is not None
+    assert (ct.distro, ct.upstream, ct.base, ct.side) == (tip, truth["good"], truth["old"], "bad")
     job = cross_tree.on_base(req, ct)
     assert (job.bad, job.good, job.cross_tree) == (truth["old"], [truth["good"]], tip)
-    check = cross_tree.check_sweep(req, ct)
-    assert check.kernels == [tip, truth["old"]] and check.config == "/c"
+    assert ct.sweep.kernels == [tip, truth["old"]] and ct.sweep.config == "/c"
     same = SweepPair("nvme-snapshot-read", "avg_read_sectors", "sectors", 0, 1, PairWord.SAME)
-    assert cross_tree.refusal(ct, same) is None
+    assert ct.refusal(same) is None
     changed = SweepPair("nvme-snapshot-read", "avg_read_sectors", "sectors", 0, 1,
                         PairWord.CHANGED, "worse", -0.984)  # fmt: skip
-    why = cross_tree.refusal(ct, changed)
+    why = ct.refusal(changed)
     assert why is not None and "does not behave like the distro bad" in why
     assert "(avg_read_sectors changed, -98.4%)" in why and "bisect the distro branch itself" in why
 

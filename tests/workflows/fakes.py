@@ -21,6 +21,7 @@ from temporalio.worker import Worker
 
 from benchmarks.dags import culprit_is_in, validated_job
 from kbisect.contract import (
+    BACKPORT_CHANGE,
     BUILD,
     CANNOT_TEST,
     CHANGED_FUNCTIONS,
@@ -71,6 +72,7 @@ from kbisect.decide.strategy import Graph
 from kbisect.model import Artifact
 from kbisect.testcases.manifest import PASSED
 from kbisect.workers.decisions import decide
+from kbisect.workflows.investigation_types import BackportChange, BackportChangeRequest
 
 FAST, SLOW = 512.0, 8.0
 
@@ -383,6 +385,12 @@ async def plan_backport(req: BackportRequest) -> BackportPlan:
                         message="applies")  # fmt: skip
 
 
+@activity.defn(name=BACKPORT_CHANGE)
+async def backport_change(req: BackportChangeRequest) -> BackportChange:
+    """No upstream fix names a culprit here: a regression's is reverted, a fix taken."""
+    return BackportChange(req.culprit, req.mode == "regression")
+
+
 def bisection_builds(s: Scenario) -> int:
     """Builds of commits in the range and the endpoints, not of the verify commit."""
     return sum(n for c, n in s.builds.items() if not c.startswith(VERIFY_PREFIX))
@@ -419,7 +427,9 @@ async def validate_sweep(req: SweepRequest) -> SweepJob:
         )
         for name in req.testcases
     ]
-    return SweepJob(list(req.kernels), [f"subject of {k}" for k in req.kernels], testcases)
+    # "c9^" is c9's first parent, as git resolves it (explain's parent)
+    kernels = [s.graph.parents[k[:-1]][0] if k.endswith("^") else k for k in req.kernels]
+    return SweepJob(kernels, [f"subject of {k}" for k in kernels], testcases)
 
 
 @activity.defn(name=TRACE)
@@ -509,6 +519,7 @@ async def series_record(rec: SeriesRecord) -> SeriesTick:
 
 
 FAKES = [
+    backport_change,
     changed_functions,
     decide,  # the real decisions: the workflow worker's own local activity
     validate_job,

@@ -33,6 +33,7 @@ from kbisect.contract import (
     DECIDE,
     DUET,
     EXPLAIN_WORKFLOW,
+    INVESTIGATION_WORKFLOW,
     SERIES_WORKFLOW,
     SWEEP_WORKFLOW,
     WORKFLOW,
@@ -55,6 +56,7 @@ from kbisect.workflows.bisect_workflow import (
     TRACE_PATCH,
     sandbox_runner,
 )
+from kbisect.workflows.investigation_types import BackportChange
 from kbisect.workflows.job_decisions import JobDecisions
 from tests.workflows.recording import HISTORIES as FOLDER
 
@@ -267,7 +269,13 @@ async def _nothing_recorded(rec: SeriesRecord, build_queue: str) -> SeriesTick:
     return SeriesTick(rec.watch, rec.sweep, rec.series)
 
 
+async def _decided_here(activity: str, arg: object, result_type: type, queue: str) -> object:
+    return BackportChange("c9", True)  # a build host's answer made up in the workflow
+
+
 CHANGED_STEPS: dict[str, tuple[str, object, str, Callable[..., Any]]] = {
+    INVESTIGATION_WORKFLOW: ("investigation-chain", activity_calls, "on_a_build_host",
+                             _decided_here),  # fmt: skip
     SWEEP_WORKFLOW: ("sweep-noisy", JobActivities, "test", _traced_boot),
     EXPLAIN_WORKFLOW: ("explain-pair", JobActivities, "explain", _plain_boot),
     BACKPORT_WORKFLOW: ("backport-verified", activity_calls, "plan_backport", _planned_here),

@@ -1,0 +1,183 @@
+"""InvestigationWorkflow on a real local Temporal dev server, with fake activities: the
+chain runs as child jobs in order (check, bisection, explain, backport), a check that
+changed stops it before any bisection, the kernels phase leads to the commits between, a
+failed stage fails it in that stage's words, and a cancel reaches the running stage."""
+
+import asyncio
+import dataclasses
+import uuid
+
+import pytest
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.testing import WorkflowEnvironment
+
+from benchmarks.dags import linear
+from kbisect.contract import (
+    BACKPORT_WORKFLOW,
+    EXPLAIN_WORKFLOW,
+    SWEEP_WORKFLOW,
+    WORKFLOW,
+    BackportResult,
+    BisectResult,
+    JobStatus,
+    SweepRequest,
+)
+from kbisect.workflows.backport_workflow import BackportWorkflow
+from kbisect.workflows.bisect_workflow import BisectWorkflow
+from kbisect.workflows.explain_workflow import ExplainWorkflow
+from kbisect.workflows.investigation_types import (
+    CrossTreeCheck,
+    InvestigationProgress,
+    InvestigationRequest,
+    InvestigationResult,
+    KernelsPhase,
+    StageName,
+    StageState,
+    explain_id,
+)
+from kbisect.workflows.investigation_workflow import InvestigationWorkflow
+from kbisect.workflows.sweep_workflow import SweepWorkflow
+from tests.workflows import fakes
+from tests.workflows.fakes import Scenario
+from tests.workflows.recording import keep
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+CHAIN = (InvestigationWorkflow, BisectWorkflow, SweepWorkflow, ExplainWorkflow, BackportWorkflow)
+
+
+def _check(req: SweepRequest, distro: str, base: str) -> CrossTreeCheck:
+    sweep = dataclasses.replace(req, kernels=[distro, base], names=["distro", "base"])
+    return CrossTreeCheck(sweep, distro, "c16", base, "good")
+
+
+async def _ended(env: WorkflowEnvironment, job: str) -> None:
+    child = env.client.get_workflow_handle(job)
+    for _ in range(100):
+        if (await child.describe()).status != WorkflowExecutionStatus.RUNNING:
+            return
+        await asyncio.sleep(0.1)
+
+
+async def investigate(
+    env: WorkflowEnvironment,
+    scenario: Scenario,
+    record: str = "",
+    cancel_at: str = "",
+    **kw: object,
+) -> tuple[InvestigationResult | BaseException, InvestigationProgress, str]:
+    """Run one investigation over the scenario; its answer (or failure), last progress, id.
+    `cancel_at`: cancel it once that stage runs."""
+    queue = f"q-{uuid.uuid4().hex[:8]}"
+    bisection = fakes.request(scenario, queue)
+    sweep = SweepRequest(
+        bisection.repo, [], [bisection.testcase], boots=4, build_queue=queue, vm_queue=queue
+    )
+    check = kw.pop("check", None)
+    phase = kw.get("kernels")
+    if isinstance(phase, KernelsPhase) and phase.between is not None:  # on this run's queue
+        between = dataclasses.replace(phase.between, build_queue=queue, vm_queue=queue)
+        kw["kernels"] = dataclasses.replace(phase, between=between)
+    req = InvestigationRequest(
+        bisection=bisection,
+        check=_check(sweep, *check) if isinstance(check, tuple) else None,
+        **kw,  # type: ignore[arg-type]
+    )
+    job = f"inv-{uuid.uuid4().hex[:8]}"
+    async with fakes.fake_worker(env.client, queue, *CHAIN):
+        handle = await env.client.start_workflow(
+            InvestigationWorkflow.run, req, id=job, task_queue=queue
+        )
+        if cancel_at:
+            while not any(
+                s.name == cancel_at
+                for s in (await handle.query(InvestigationWorkflow.progress)).stages
+            ):
+                await asyncio.sleep(0.2)
+            await handle.cancel()
+        answer: InvestigationResult | BaseException
+        try:
+            answer = await handle.result()
+        except WorkflowFailureError as err:
+            answer = err
+        progress = await handle.query(InvestigationWorkflow.progress)
+        await keep(handle, record)
+        if cancel_at:  # the stage's cancel is asked as the parent's goes through
+            await _ended(env, f"{job}-{cancel_at}")
+    return answer, progress, job
+
+
+async def test_the_chain_runs_each_stage_as_a_child_job_in_order(env: WorkflowEnvironment) -> None:
+    scenario = Scenario(graph=linear(16), culprit="c9", timing=True)
+    result, progress, job = await investigate(
+        env, scenario, record="investigation-chain", check=("c2", "c1"), explain=True,
+        target="c12", target_name="distro-12",
+    )  # fmt: skip
+    assert isinstance(result, InvestigationResult), result
+    assert (result.status, result.culprit) == (JobStatus.FOUND, "c9")
+    names = [(s.name, s.kind, s.state) for s in result.stages]
+    assert names == [
+        (StageName.CHECK, SWEEP_WORKFLOW, StageState.DONE),
+        (StageName.BISECT, WORKFLOW, StageState.DONE),
+        (StageName.EXPLAIN, EXPLAIN_WORKFLOW, StageState.DONE),
+        (StageName.BACKPORT, BACKPORT_WORKFLOW, StageState.DONE),
+    ]
+    check, bisect, explain, backport = result.stages
+    assert check.job == f"{job}-check" and "same" in check.line, check
+    assert bisect.job == result.bisection == f"{job}-bisect" and bisect.line.startswith("found")
+    assert explain.job == explain_id(bisect.job)
+    assert progress.status == "done" and progress.stages == result.stages
+    # each stage is a job of its own: its answer is read by its id, as its command reads it
+    handle = env.client.get_workflow_handle(bisect.job, result_type=BisectResult)
+    assert (await handle.result()).culprit == "c9"
+    ported = await env.client.get_workflow_handle(
+        backport.job, result_type=BackportResult
+    ).result()
+    assert (ported.plan.change, ported.target, ported.job) == ("c9", "c12", bisect.job)
+    assert ported.target_name == "distro-12" and backport.line.endswith(ported.message)
+
+
+async def test_a_merge_base_unlike_the_distro_stops_before_any_bisection(
+    env: WorkflowEnvironment,
+) -> None:
+    scenario = Scenario(graph=linear(16), culprit="c9")
+    result, _, job = await investigate(env, scenario, check=("c12", "c1"))
+    assert isinstance(result, InvestigationResult), result
+    assert result.status == "refused" and "bisect the distro branch itself" in result.message
+    assert [(s.name, s.state) for s in result.stages] == [(StageName.CHECK, StageState.REFUSED)]
+    assert set(scenario.builds) == {"c12", "c1"}  # the check's two kernels, nothing more
+
+
+async def test_a_kernels_phase_leads_to_the_commits_between_the_two_builds(
+    env: WorkflowEnvironment,
+) -> None:
+    scenario = Scenario(graph=linear(16), culprit="c9")
+    # the "builds" are the scenario's own commits; their sources another range of it
+    between = fakes.request(scenario, "unused")
+    phase = KernelsPhase(commits=list(reversed(linear(16).order)), revs=[f"c{i}" for i in
+                         range(1, 17)], between=between)  # fmt: skip
+    result, _, job = await investigate(env, scenario, kernels=phase)
+    assert isinstance(result, InvestigationResult), result
+    assert [s.name for s in result.stages] == [StageName.KERNELS, StageName.BISECT]
+    second = await env.client.get_workflow_handle(f"{job}-bisect").describe()
+    assert second.status == WorkflowExecutionStatus.COMPLETED
+    assert result.bisection == f"{job}-bisect" and result.culprit == "c9"
+
+
+async def test_a_failed_bisection_fails_the_investigation_in_its_words(
+    env: WorkflowEnvironment,
+) -> None:
+    scenario = Scenario(graph=linear(8), culprit="c5", user_error="testcase nope: no such one")
+    failed, progress, job = await investigate(env, scenario, explain=True)
+    assert isinstance(failed, WorkflowFailureError)
+    assert "the bisect stage" in str(failed.cause) and "no such one" in str(failed.cause)
+    assert progress.status == "failed" and progress.stages[-1].state == StageState.FAILED
+
+
+async def test_cancelling_the_investigation_cancels_its_running_stage(
+    env: WorkflowEnvironment,
+) -> None:
+    scenario = Scenario(graph=linear(16), culprit="c9", test_delay=0.5)
+    failed, _, job = await investigate(env, scenario, cancel_at=StageName.BISECT)
+    assert isinstance(failed, WorkflowFailureError), failed
+    child = env.client.get_workflow_handle(f"{job}-bisect")
+    assert (await child.describe()).status == WorkflowExecutionStatus.CANCELED
