@@ -129,9 +129,7 @@ async def test_the_chain_runs_each_stage_as_a_child_job_in_order(env: WorkflowEn
     # each stage is a job of its own: its answer is read by its id, as its command reads it
     handle = env.client.get_workflow_handle(bisect.job, result_type=BisectResult)
     assert (await handle.result()).culprit == "c9"
-    ported = await env.client.get_workflow_handle(
-        backport.job, result_type=BackportResult
-    ).result()
+    ported = await env.client.get_workflow_handle(backport.job, result_type=BackportResult).result()
     assert (ported.plan.change, ported.target, ported.job) == ("c9", "c12", bisect.job)
     assert ported.target_name == "distro-12" and backport.line.endswith(ported.message)
 
@@ -140,7 +138,7 @@ async def test_a_merge_base_unlike_the_distro_stops_before_any_bisection(
     env: WorkflowEnvironment,
 ) -> None:
     scenario = Scenario(graph=linear(16), culprit="c9")
-    result, _, job = await investigate(env, scenario, check=("c12", "c1"))
+    result, _, _ = await investigate(env, scenario, check=("c12", "c1"))
     assert isinstance(result, InvestigationResult), result
     assert result.status == "refused" and "bisect the distro branch itself" in result.message
     assert [(s.name, s.state) for s in result.stages] == [(StageName.CHECK, StageState.REFUSED)]
@@ -167,7 +165,7 @@ async def test_a_failed_bisection_fails_the_investigation_in_its_words(
     env: WorkflowEnvironment,
 ) -> None:
     scenario = Scenario(graph=linear(8), culprit="c5", user_error="testcase nope: no such one")
-    failed, progress, job = await investigate(env, scenario, explain=True)
+    failed, progress, _ = await investigate(env, scenario, explain=True)
     assert isinstance(failed, WorkflowFailureError)
     assert "the bisect stage" in str(failed.cause) and "no such one" in str(failed.cause)
     assert progress.status == "failed" and progress.stages[-1].state == StageState.FAILED

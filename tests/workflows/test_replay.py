@@ -274,8 +274,12 @@ async def _decided_here(activity: str, arg: object, result_type: type, queue: st
 
 
 CHANGED_STEPS: dict[str, tuple[str, object, str, Callable[..., Any]]] = {
-    INVESTIGATION_WORKFLOW: ("investigation-chain", activity_calls, "on_a_build_host",
-                             _decided_here),  # fmt: skip
+    INVESTIGATION_WORKFLOW: (
+        "investigation-chain",
+        activity_calls,
+        "on_a_build_host",
+        _decided_here,
+    ),
     SWEEP_WORKFLOW: ("sweep-noisy", JobActivities, "test", _traced_boot),
     EXPLAIN_WORKFLOW: ("explain-pair", JobActivities, "explain", _plain_boot),
     BACKPORT_WORKFLOW: ("backport-verified", activity_calls, "plan_backport", _planned_here),
