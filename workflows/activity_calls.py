@@ -8,6 +8,7 @@ input (ErrorType.USER) is never retried and fails the job at once.
 
 from collections import Counter
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Protocol, TypeVar
 
@@ -244,12 +245,43 @@ class ShowsStatus(Resumable):
             )
 
 
+class HasSite(Protocol):
+    """A job's request that names its repository, kernel config and queues: a
+    bisection's, a sweep's, an explain job's, a backport's."""
+
+    @property
+    def repo(self) -> str: ...
+    @property
+    def config(self) -> str: ...
+    @property
+    def build_queue(self) -> str: ...
+    @property
+    def vm_queue(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class JobSite:
+    """What the job's activities need of its request: the repository its kernels come
+    from, the user's kernel config (a path in the shared cache, "" for none) and the task
+    queues of the hosts that build them and of those that boot them. Workflow code only:
+    never an activity's input."""
+
+    repo: str
+    config: str
+    build_queue: str
+    vm_queue: str
+
+    @classmethod
+    def of(cls, req: HasSite) -> "JobSite":
+        return cls(req.repo, req.config, req.build_queue, req.vm_queue)
+
+
 class JobActivities:
     """Each activity a job calls, with a summary a person reads in the Web UI's timeline
     ("build 1823859153e5 nvme: set nomerges", "boot 1823859153e5 #2")."""
 
-    def __init__(self, req: BisectRequest, blocking: Blocking) -> None:
-        self.req = req
+    def __init__(self, site: JobSite, blocking: Blocking) -> None:
+        self.site = site
         self.blocking = blocking
         self.subjects: dict[str, str] = {}  # the job's subjects, once validated
         self._boots: Counter[str] = Counter()  # boots asked of each commit so far
@@ -264,12 +296,13 @@ class JobActivities:
     def _queue(self, activity: str) -> str:
         """The job's task queue for this activity's kind (the contract says which)."""
         kind = ACTIVITY_QUEUE[activity]
-        return self.req.vm_queue if kind == QueueKind.VM else self.req.build_queue
+        return self.site.vm_queue if kind == QueueKind.VM else self.site.build_queue
 
-    async def validate(self) -> ValidatedJob:
+    async def validate(self, req: BisectRequest) -> ValidatedJob:
+        """A bisection's request, resolved: its revisions, range and testcase."""
         job: ValidatedJob = await workflow.execute_activity(
             VALIDATE,
-            self.req,
+            req,
             result_type=ValidatedJob,
             task_queue=self._queue(VALIDATE),
             start_to_close_timeout=GIT_TIMEOUT,
@@ -289,7 +322,7 @@ class JobActivities:
             f"building {commit[:12]}",
             lambda: workflow.execute_activity(
                 BUILD,
-                BuildRequest(self.req.repo, commit, testcase, self.req.config, explain, aligned),
+                BuildRequest(self.site.repo, commit, testcase, self.site.config, explain, aligned),
                 result_type=BuildResult,
                 task_queue=self._queue(BUILD),
                 start_to_close_timeout=BUILD_TIMEOUT,
@@ -325,7 +358,7 @@ class JobActivities:
         self, job: ValidatedJob, commit: str, artifact: Artifact, repetitions: int
     ) -> TestRequest:
         return TestRequest(
-            repo=self.req.repo,
+            repo=self.site.repo,
             commit=commit,
             testcase=job.testcase,
             profile=job.profile,
@@ -337,7 +370,7 @@ class JobActivities:
 
     async def trace(self, job: ValidatedJob, commit: str, artifact: Artifact) -> TraceResult:
         """A traced boot for the report (one repetition under blktrace)."""
-        request = TraceRequest(self.req.repo, commit, job.testcase, job.profile, artifact)
+        request = TraceRequest(self.site.repo, commit, job.testcase, job.profile, artifact)
         what, summary = f"tracing {commit[:12]}", self._boot_summary("traced boot", commit)
         return await self._boot(what, TRACE, request, TraceResult, job.test_timeout * 2, summary)
 
@@ -347,7 +380,7 @@ class JobActivities:
         """An explain boot (statistics and a CPU profile about the testcase's repetitions);
         perf's sampling slows the guest, so it gets twice a test's time."""
         request = ExplainBootRequest(
-            self.req.repo, commit, job.testcase, job.profile, artifact, job.primary
+            self.site.repo, commit, job.testcase, job.profile, artifact, job.primary
         )
         what, summary = f"explaining {commit[:12]}", self._boot_summary("explain boot", commit)
         return await self._boot(
@@ -382,7 +415,7 @@ class JobActivities:
     async def classify(self, commits: list[str], sources: list[str]) -> ClassifyResult:
         result: ClassifyResult = await workflow.execute_activity(
             CLASSIFY,
-            ClassifyRequest(repo=self.req.repo, commits=commits, sources=sources),
+            ClassifyRequest(repo=self.site.repo, commits=commits, sources=sources),
             result_type=ClassifyResult,
             task_queue=self._queue(CLASSIFY),
             start_to_close_timeout=GIT_TIMEOUT,
@@ -394,7 +427,7 @@ class JobActivities:
     async def prepare_verify(self, change: str, onto: str, revert: bool) -> VerifyCommit:
         made: VerifyCommit = await workflow.execute_activity(
             PREPARE_VERIFY,
-            VerifyRequest(repo=self.req.repo, change=change, onto=onto, revert=revert),
+            VerifyRequest(repo=self.site.repo, change=change, onto=onto, revert=revert),
             result_type=VerifyCommit,
             task_queue=self._queue(PREPARE_VERIFY),
             start_to_close_timeout=GIT_TIMEOUT,

@@ -22,7 +22,6 @@ with workflow.unsafe.imports_passed_through():
         BackportRequest,
         BackportResult,
         BackportWord,
-        BisectRequest,
         PairWord,
         SweepBoot,
         SweepJob,
@@ -35,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
         Blocking,
         JobActivities,
         JobFailed,
+        JobSite,
         ShowsStatus,
         plan_backport,
         testcase_job,
@@ -95,11 +95,7 @@ class BackportWorkflow(ShowsStatus):
             self._set("failed", err.message)
             raise
         p.planned = 2 * req.boots
-        shim = BisectRequest(
-            repo=req.repo, good=[], bad="", testcase=req.testcase, config=req.config,
-            build_queue=req.build_queue, vm_queue=req.vm_queue,
-        )  # fmt: skip
-        calls = JobActivities(shim, self._blocking)
+        calls = JobActivities(JobSite.of(req), self._blocking)
         sweep = Sweep(2, job.testcases, req.boots, req.min_effect)
         self._set("building", "the target without and with the series")
         builds = await build_series(calls, sweep, job)

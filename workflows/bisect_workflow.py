@@ -41,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
         Blocking,
         JobActivities,
         JobFailed,
+        JobSite,
         Resumable,
         cause,
         cause_type,
@@ -167,7 +168,7 @@ class BisectWorkflow(Resumable):
     async def run(self, req: BisectRequest) -> BisectResult:
         """Validate the range, boot what the engine asks for until it has decided, then
         verify, trace and report the answer."""
-        calls = JobActivities(req, self._blocking)
+        calls = JobActivities(JobSite.of(req), self._blocking)
         try:
             state = await self._validate(req, calls)
             for patch in DEPRECATED:
@@ -192,7 +193,7 @@ class BisectWorkflow(Resumable):
         self._progress.repo = req.repo
         self._upsert(SA_TESTCASE.value_set(req.testcase), SA_STATUS.value_set("validating"))
         try:
-            job = await calls.validate()
+            job = await calls.validate(req)
         except ActivityError as err:
             raise JobFailed(cause(err)) from err
         self._state = state = JobState.of(req, job)

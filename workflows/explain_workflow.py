@@ -24,7 +24,6 @@ with workflow.unsafe.imports_passed_through():
         EXPLAIN_WORKFLOW,
         AlignmentCheck,
         AlignmentWord,
-        BisectRequest,
         ChangedFunctionsRequest,
         ExplainBootResult,
         ExplainProgress,
@@ -44,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
         Blocking,
         JobActivities,
         JobFailed,
+        JobSite,
         ShowsStatus,
         cause,
         on_a_build_host,
@@ -94,11 +94,7 @@ class ExplainWorkflow(ShowsStatus):
         p.parent, p.culprit = parent, culprit
         boots = req.boots or (EXPLAIN_BOOTS_EXACT if tc.exact else EXPLAIN_BOOTS_TIMING)
         p.planned = 2 * boots
-        shim = BisectRequest(
-            repo=req.repo, good=[], bad="", testcase=tc.name, config=req.config,
-            build_queue=req.build_queue, vm_queue=req.vm_queue,
-        )  # fmt: skip
-        calls = JobActivities(shim, self._blocking)
+        calls = JobActivities(JobSite.of(req), self._blocking)
         self._set("building", "the parent and the culprit with the diagnostics options")
         builds = await asyncio.gather(
             *(calls.build(commit, tc.name, explain=True) for commit in (parent, culprit))

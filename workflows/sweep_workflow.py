@@ -13,7 +13,6 @@ from temporalio.exceptions import ActivityError
 with workflow.unsafe.imports_passed_through():
     from kbisect.contract import (
         SWEEP_WORKFLOW,
-        BisectRequest,
         BuildResult,
         PairWord,
         SweepJob,
@@ -28,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
         Blocking,
         JobActivities,
         JobFailed,
+        JobSite,
         ShowsStatus,
         cause,
         testcase_job,
@@ -66,16 +66,7 @@ class SweepWorkflow(ShowsStatus):
             self._set("failed", err.message)
             raise
         p.planned = len(job.kernels) * len(job.testcases) * req.boots
-        shim = BisectRequest(
-            repo=req.repo,
-            good=[],
-            bad="",
-            testcase="",
-            config=req.config,
-            build_queue=req.build_queue,
-            vm_queue=req.vm_queue,
-        )
-        calls = JobActivities(shim, self._blocking)
+        calls = JobActivities(JobSite.of(req), self._blocking)
         calls.subjects = dict(zip(job.kernels, job.subjects, strict=False))
         sweep = Sweep(len(job.kernels), job.testcases, req.boots, req.min_effect, req.max_boots)
         self._set("building", f"{len(set(job.kernels)) * len(job.testcases)} kernels")
