@@ -9,20 +9,12 @@ from kbisect.builders.kernel_build import KernelBuilder
 from kbisect.infra.git import Git
 from kbisect.infra.qemu import QemuMachine
 from kbisect.model import Artifact, Commit
+from kbisect.reports.try_report import TryResult
 from kbisect.settings import Settings
 from kbisect.testcases import manifest as manifests
-from kbisect.testcases.runner import TestcaseRun, build_spec, profile, run_testcase
-from kbisect.testcases.trace_run import Diagnostics, check_traceable, trace_testcase
+from kbisect.testcases.runner import build_spec, profile, run_testcase
+from kbisect.testcases.trace_run import check_traceable, trace_testcase
 from kbisect.testcases.tuning import check_repetitions
-
-
-@dataclass(frozen=True)
-class TryResult:
-    commit: Commit  # a prebuilt kernel's: its package (or file) name and version
-    artifact: Artifact
-    result: TestcaseRun
-    diagnostics: Diagnostics | None = None  # with --trace
-    prebuilt: bool = False
 
 
 def _quiet(_: str) -> None:

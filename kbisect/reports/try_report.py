@@ -1,15 +1,28 @@
 """How `kbisect try` shows its result: a table for people, JSON for scripts."""
 
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from kbisect.jobs.try_pipeline import TryResult
-from kbisect.model import Metric
+from kbisect.model import Artifact, Commit, Metric
 from kbisect.testcases.manifest import PASSED
+from kbisect.testcases.runner import TestcaseRun
+from kbisect.testcases.trace_run import Diagnostics
 from kbisect.words import plural
+
+
+@dataclass(frozen=True)
+class TryResult:
+    """What `kbisect try` found (kbisect.jobs.try_pipeline makes it): the kernel, and the
+    testcase's run on it."""
+
+    commit: Commit  # a prebuilt kernel's: its package (or file) name and version
+    artifact: Artifact
+    result: TestcaseRun
+    diagnostics: Diagnostics | None = None  # with --trace
+    prebuilt: bool = False
 
 
 def try_to_json(r: TryResult) -> dict[str, object]:

@@ -4,10 +4,9 @@ import pytest
 
 from kbisect.cli.output import EventLines
 from kbisect.contract import Progress, Step
-from kbisect.jobs.try_pipeline import TryResult
 from kbisect.model import Artifact, Commit, Direction, GuestRun, Metric, Outcome, Score
 from kbisect.reports.lines import columns
-from kbisect.reports.try_report import try_lines
+from kbisect.reports.try_report import TryResult, try_lines
 from kbisect.testcases.runner import TestcaseRun
 
 LONG = "/a/very/long/path/that/a/terminal/of/eighty/columns/would/wrap/somewhere/in/the/middle"
