@@ -11,10 +11,15 @@ vocabulary only, and no backend imports them.
     decisions     kbisect.decide, kbisect.explain  (the vocabulary only: pure, no Temporal)
     vocabulary    kbisect.contract, settings, errors, model, words, summaries, backends
 
-A module no layer names fails too: a new module gets placed on purpose.
+A module no layer names fails too: a new module gets placed on purpose. Two packages of
+one rank (kbisect.jobs and kbisect.reports) may import each other's modules one way only:
+a circle of them fails. An import by name, `importlib.import_module("kbisect.x")` with
+the name written out, counts as an import.
 """
 
 import ast
+import functools
+import itertools
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,10 +77,16 @@ def modules() -> dict[str, Path]:
 
 def imports(name: str, path: Path) -> set[str]:
     """The kbisect modules this one imports (`from kbisect.x import y` counts y if it is a
-    module, else x)."""
+    module, else x), by name too: `importlib.import_module("kbisect.x")`,
+    `import_module(...)` or `__import__(...)` with the name as a string literal."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    return set(_imports(package, path.read_text()))
+
+
+@functools.cache  # each file parsed once for every check of the run
+def _imports(package: str, text: str) -> frozenset[str]:
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(ast.parse(text)):
         if isinstance(node, ast.Import):
             found.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -85,7 +96,73 @@ def imports(name: str, path: Path) -> set[str]:
                 base = ".".join([*anchor, base] if base else anchor)
             found.update(f"{base}.{a.name}" for a in node.names)
             found.add(base)
-    return {m for m in found if m == "kbisect" or m.startswith("kbisect.")}
+        elif isinstance(node, ast.Call) and _by_name(node.func) and node.args:
+            first = node.args[0]
+            if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                found.add(first.value)
+    return frozenset(m for m in found if m == "kbisect" or m.startswith("kbisect."))
+
+
+def _by_name(func: ast.expr) -> bool:
+    """An import by name: importlib.import_module, import_module, __import__."""
+    if isinstance(func, ast.Attribute):
+        return func.attr == "import_module"
+    return isinstance(func, ast.Name) and func.id in ("import_module", "__import__")
+
+
+def package(module: str) -> str | None:
+    """The LAYERS prefix a module belongs to (kbisect.jobs for kbisect.jobs.client)."""
+    named = [p for p, _, _ in LAYERS if module == p or module.startswith(p + ".")]
+    return max(named, key=len) if named else None
+
+
+def package_imports(all_modules: dict[str, Path]) -> dict[tuple[str, str], list[str]]:
+    """Which module imports which, between two packages of one rank:
+    (importer's package, imported's package) -> "a imports b" lines."""
+    found: dict[tuple[str, str], list[str]] = {}
+    for name, path in sorted(all_modules.items()):
+        mine, home = layer(name), package(name)
+        targets = {
+            t
+            for t in imports(name, path)
+            if t in all_modules or t.rpartition(".")[0] not in all_modules
+        }
+        for target in sorted(targets):
+            if any(t.startswith(target + ".") for t in targets):
+                continue  # `from kbisect.jobs import try_pipeline`: said once, as the module
+            theirs = layer(target)
+            if mine is None or theirs is None or target == "kbisect" or mine[0] != theirs[0]:
+                continue
+            edge = (home or "", package(target) or "")
+            if edge[0] != edge[1]:
+                found.setdefault(edge, []).append(f"{name} imports {target}")
+    return found
+
+
+def circles(all_modules: dict[str, Path]) -> list[str]:
+    """Each circle of imports between packages of one rank, with the imports that make it
+    (one line a circle, its packages in order from the smallest name)."""
+    edges = package_imports(all_modules)
+    after: dict[str, set[str]] = {}
+    for a, b in edges:
+        after.setdefault(a, set()).add(b)
+    problems = []
+    seen: set[tuple[str, ...]] = set()
+
+    def walk(path: list[str]) -> None:
+        for nxt in sorted(after.get(path[-1], ())):
+            if nxt == path[0]:
+                ring = (*path, nxt)
+                if min(path) == path[0] and ring not in seen:
+                    seen.add(ring)
+                    why = "; ".join(w for a, b in itertools.pairwise(ring) for w in edges[a, b])
+                    problems.append(f"circle {' -> '.join(ring)}: {why}")
+            elif nxt not in path:
+                walk([*path, nxt])
+
+    for start in sorted(after):
+        walk([start])
+    return problems
 
 
 def wrong_way(all_modules: dict[str, Path]) -> list[str]:
@@ -140,6 +217,59 @@ def test_a_planted_wrong_way_import_is_caught(tmp_path: Path) -> None:
     planted.write_text("def f() -> None:\n    from kbisect.doors import matrix\n")
     found = wrong_way({"kbisect.cli.chat": planted, "kbisect.doors.matrix": planted})
     assert "kbisect.cli.chat (cli) imports kbisect.doors.matrix (doors)" in found
+
+
+def test_no_circle_between_packages_of_one_rank() -> None:
+    assert circles(modules()) == []
+
+
+def test_a_planted_circle_is_caught(tmp_path: Path) -> None:
+    # the circle there was: each import alone goes to its own rank
+    job, report = tmp_path / "investigation.py", tmp_path / "try_report.py"
+    job.write_text("from kbisect.reports.investigation_report import Answers\n")
+    report.write_text("def f() -> None:\n    from kbisect.jobs import try_pipeline\n")
+    (tmp_path / "empty.py").write_text("")
+    planted = {
+        "kbisect.jobs.investigation": job,
+        "kbisect.jobs.try_pipeline": tmp_path / "empty.py",
+        "kbisect.reports.investigation_report": tmp_path / "empty.py",
+        "kbisect.reports.try_report": report,
+    }
+    assert wrong_way(planted) == []
+    assert circles(planted) == [
+        "circle kbisect.jobs -> kbisect.reports -> kbisect.jobs: "
+        "kbisect.jobs.investigation imports kbisect.reports.investigation_report; "
+        "kbisect.reports.try_report imports kbisect.jobs.try_pipeline"
+    ]
+    report.write_text("")  # one way only: no circle
+    assert circles(planted) == []
+    # of three packages: said once, from the smallest name, whichever module starts it
+    files = {n: tmp_path / f"{n}.py" for n in ("contract", "errors", "model")}
+    files["model"].write_text("from kbisect.errors import KbisectError\n")
+    files["errors"].write_text("import kbisect.contract\n")
+    files["contract"].write_text("def f() -> None:\n    from kbisect import model\n")
+    found = circles({f"kbisect.{n}": path for n, path in files.items()})
+    assert found == [
+        "circle kbisect.contract -> kbisect.model -> kbisect.errors -> kbisect.contract: "
+        "kbisect.contract imports kbisect.model; kbisect.model imports kbisect.errors; "
+        "kbisect.errors imports kbisect.contract"
+    ]
+
+
+def test_an_import_by_name_is_caught(tmp_path: Path) -> None:
+    planted = tmp_path / "engine.py"
+    for code in (
+        'import importlib\nimportlib.import_module("kbisect.cli.output")\n',
+        'from importlib import import_module\nimport_module("kbisect.cli.output")\n',
+        'def f() -> object:\n    return __import__("kbisect.cli.output")\n',
+    ):
+        planted.write_text(code)
+        assert imports("kbisect.decide.engine", planted) == {"kbisect.cli.output"}, code
+        found = wrong_way({"kbisect.decide.engine": planted, "kbisect.cli.output": planted})
+        assert found == ["kbisect.decide.engine (decisions) imports kbisect.cli.output (cli)"]
+    # a name the code works out is not known here (the Web UI's mount, by name on purpose)
+    planted.write_text("import importlib\nimportlib.import_module(NAME)\n")
+    assert imports("kbisect.decide.engine", planted) == set()
 
 
 def test_benchmarks_never_import_tests() -> None:
