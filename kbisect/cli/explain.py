@@ -26,7 +26,6 @@ from kbisect.contract import (
     EXPLAIN_BOOTS_EXACT,
     EXPLAIN_BOOTS_TIMING,
     EXPLAIN_MAX_BOOTS,
-    BisectResult,
     ExplainProgress,
     ExplainRequest,
     ExplainResult,
@@ -99,26 +98,6 @@ async def follow_explain(client: JobClient, explain_id: str, args: argparse.Name
     result = await client.explain_result(explain_id)
     show_result(result, explain_id, args)
     return 0
-
-
-async def explain_after(
-    client: JobClient, job: str, result: BisectResult, args: argparse.Namespace
-) -> None:
-    """At the end of a bisection that named a commit on a timing metric: its explain job,
-    followed (with --json started only, its id on stderr). A counter or a pass/fail job
-    is explained on request: its report already shows what changed."""
-    from kbisect.testcases import manifest as manifests
-
-    if result.status != "found" or result.culprit is None or result.pass_fail:
-        return
-    metric = manifests.load(result.testcase).metrics.get(result.metric)
-    if metric is None or metric.exact:
-        return
-    eid = explain_job.explain_id(job)
-    await client.start_explain(await explain_job.request_for(client, job), eid)
-    note(f"explaining the culprit: job {eid} (kbisect explain {job}; --no-explain: not)")
-    if not args.json:
-        await follow_explain(client, eid, args)
 
 
 def show_result(result: ExplainResult, explain_id: str, args: argparse.Namespace) -> None:

@@ -14,10 +14,11 @@ from kbisect.contract import (
     WORKFLOW,
     strict_json,
 )
-from kbisect.errors import UserError
+from kbisect.errors import InfraError, UserError
 from kbisect.jobs.client import JobClient
-from kbisect.jobs.investigation import answers
 from kbisect.reports import investigation_report
+from kbisect.reports.investigation_report import Answers
+from kbisect.reports.job_report import to_json
 from kbisect.workflows.investigation_types import Stage, StageName
 
 STOPPED = 130  # a follower's code when Ctrl-C stopped the watching
@@ -44,7 +45,11 @@ async def _follow_stage(client: JobClient, stage: Stage, args: argparse.Namespac
 async def _stages(client: JobClient, job_id: str) -> tuple[bool, list[Stage]]:
     """Whether the investigation runs, and its stages so far."""
     if await client.running(job_id):
-        return True, (await client.investigation_progress(job_id)).stages
+        try:
+            return True, (await client.investigation_progress(job_id)).stages
+        except InfraError:  # no workflow worker answered: one that polls must be there
+            await client.require_workers(await client.job_queues(job_id), job_id)
+            return True, []
     try:
         return False, (await client.investigation_result(job_id)).stages
     except UserError:  # it failed or was cancelled: its last stage says why, if any
@@ -53,7 +58,8 @@ async def _stages(client: JobClient, job_id: str) -> tuple[bool, list[Stage]]:
 
 async def follow_investigation(client: JobClient, job_id: str, args: argparse.Namespace) -> int:
     """Each stage as it starts, followed to its answer; then how the chain ended. With
-    --json: the stages' lines on stderr and the whole answer as JSON at the end."""
+    --json: the stages' lines on stderr, and at the end the bisection's answer as JSON (as
+    `kbisect report BISECTION --json`) with the whole chain under "investigation"."""
     followed: set[str] = set()
     try:
         while True:
@@ -85,9 +91,10 @@ async def follow_investigation(client: JobClient, job_id: str, args: argparse.Na
 
 async def _ended(client: JobClient, job_id: str, args: argparse.Namespace) -> int:
     result = await client.investigation_result(job_id)  # a failed one: its one line
-    if args.json:
-        found = await answers(client, job_id)
-        out(strict_json(investigation_report.to_json(job_id, found), indent=2))
+    if args.json:  # the bisection's answer as a bare bisection gives it, and the chain's
+        whole = investigation_report.to_json(job_id, Answers(result))  # each stage's line
+        shown = to_json(await client.result(result.bisection)) if result.bisection else {}
+        out(strict_json({**shown, "investigation": whole}, indent=2))
     elif result.status == "refused":
         note(f"stopped before bisecting: {result.message}")
     if not args.json:

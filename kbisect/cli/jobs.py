@@ -72,7 +72,7 @@ def cmd_bisect(args: argparse.Namespace, settings: Settings) -> int:
     chain = investigation.Chain(
         cross_tree=args.cross_tree,
         kernels=args.kernels or "",
-        explain=not args.no_explain,
+        explain=False if args.no_explain else (True if args.explain else None),
         target=args.target or "",
     )
     req, said = investigation.plan(_options(args), chain, settings)
@@ -443,10 +443,17 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
         help="once the change is named, take it to this revision (the distro kernel that "
         "ships) and measure it there before and after (as kbisect backport JOB --target)",
     )
-    b.add_argument(
+    explained = b.add_mutually_exclusive_group()
+    explained.add_argument(
+        "--explain",
+        action="store_true",
+        help="explain the culprit once named even on a counter (a timing's is by default): "
+        "its statistics and CPU profile against its parent's (kbisect explain)",
+    )
+    explained.add_argument(
         "--no-explain",
         action="store_true",
-        help="do not explain the culprit of a timing metric once it is named (kbisect explain)",
+        help="do not explain the culprit of a timing metric once it is named",
     )
     b.add_argument(
         "--no-verify",

@@ -25,7 +25,9 @@ class Chain:
 
     cross_tree: bool = False  # the distro endpoint is checked against the merge base first
     kernels: str = ""  # K1,K2,... prebuilt kernels bisected first ("": none)
-    explain: bool = True  # a timing culprit is explained once named
+    # explain the culprit once named: None a timing's only (a counter's or pass/fail's
+    # report shows what changed), True a counter's too, False none
+    explain: bool | None = None
     target: str = ""  # a revision the change is backported to once named ("": none)
 
 
@@ -55,7 +57,7 @@ def plan(opts: JobOptions, chain: Chain, settings: Settings) -> tuple[Investigat
             bisection=req,
             check=check,
             kernels=phase.phase if phase else None,
-            explain=chain.explain and _timing(req.testcase, req.metric),
+            explain=_explained(chain.explain, req.testcase, req.metric),
             target=target,
             target_name=chain.target,
         ),
@@ -63,16 +65,18 @@ def plan(opts: JobOptions, chain: Chain, settings: Settings) -> tuple[Investigat
     )
 
 
-def _timing(testcase: str, metric: str | None) -> bool:
-    """Whether the job's metric is a timing (explained once named); a counter's or a
-    pass/fail job's report already shows what changed."""
+def _explained(asked: bool | None, testcase: str, metric: str | None) -> bool:
+    """Whether the chain explains its culprit: never a pass/fail job's (its bad boot's
+    console is the answer); a timing's unless asked not to; a counter's when asked."""
     from kbisect.testcases import manifest as manifests
 
     manifest = manifests.load(testcase)
-    if manifest.pass_fail:
+    if asked is False or manifest.pass_fail:
+        if asked:
+            raise UserError(f"{testcase} is pass/fail: explain compares a metric's scores")
         return False
     found = manifest.metrics.get(metric or manifest.primary)
-    return found is not None and not found.exact
+    return asked is True or (found is not None and not found.exact)
 
 
 async def answers(client: JobClient, job_id: str) -> Answers:

@@ -2,10 +2,12 @@
 server's worth of kbisect for one test (its own ports, task queues and data folder, and a
 worker process on them)."""
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -55,11 +57,10 @@ def bisect_on_own_service(
     return on_own_service(tmp_path, ["bisect", *args], timeout, as_json)
 
 
-def on_own_service(
-    tmp_path: Path, args: list[str], timeout: float, as_json: bool = True
-) -> "subprocess.CompletedProcess[str]":
-    """`kbisect ARGS --json --no-start` (bisect or sweep; without --json unless `as_json`)
-    against a dev server and a worker of the test's own, both stopped afterwards."""
+@contextlib.contextmanager
+def own_service(tmp_path: Path) -> Iterator[dict[str, str]]:
+    """A dev server and a worker of the test's own, stopped afterwards: the environment
+    of a kbisect command that talks to them."""
     import uuid
 
     from benchmarks.nginx import free_port
@@ -70,6 +71,24 @@ def on_own_service(
     env = {**os.environ, **service_env(tmp_path, port, ui_port, uuid.uuid4().hex[:8])}
     worker = start_worker(env, tmp_path / "worker.log")
     try:
+        yield env
+    finally:
+        worker.terminate()
+        worker.wait(timeout=60)
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def worker_log(tmp_path: Path) -> str:
+    return (tmp_path / "worker.log").read_text()[-2000:]
+
+
+def on_own_service(
+    tmp_path: Path, args: list[str], timeout: float, as_json: bool = True
+) -> "subprocess.CompletedProcess[str]":
+    """`kbisect ARGS --json --no-start` (bisect or sweep; without --json unless `as_json`)
+    against a dev server and a worker of the test's own, both stopped afterwards."""
+    with own_service(tmp_path) as env:
         proc = subprocess.run(
             [*KBISECT, *args, *(["--json"] if as_json else []), "--no-start"],
             env=env,
@@ -77,20 +96,14 @@ def on_own_service(
             text=True,
             timeout=timeout,
         )
-    finally:
-        worker.terminate()
-        worker.wait(timeout=60)
-        server.terminate()
-        server.wait(timeout=30)
-    log = (tmp_path / "worker.log").read_text()[-2000:]
-    assert proc.returncode == 0, proc.stderr[-2000:] + log
+    assert proc.returncode == 0, proc.stderr[-2000:] + worker_log(tmp_path)
     return proc
 
 
 def watch_job(env: dict[str, str], job_id: str) -> dict[str, object]:
     """`kbisect watch ID --json` until the job ends: its result."""
     watched = subprocess.run(
-        [*KBISECT, "watch", job_id, "--json"],
+        [*KBISECT, "watch", job_id, "--json", "--no-start"],
         env=env,
         capture_output=True,
         text=True,

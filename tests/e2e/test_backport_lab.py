@@ -1,8 +1,9 @@
-"""`kbisect backport` for real, in the seed's shape: a distro branch forked from a fix-mode
-lab's old endpoint, whose fix needs an earlier upstream refactor. The backport must
-propose that prerequisite and the fix, build the distro tip without and with them, boot
-both in QEMU and call it verified; a branch that already carries the fix under another
-hash builds nothing."""
+"""The seed's whole way for real, as one investigation: a distro branch forked from a
+fix-mode lab's old endpoint, whose fix needs an earlier upstream refactor. `bisect
+--cross-tree --target` checks the merge base, bisects the fix upstream, explains it, and
+backports it with that prerequisite to the distro tip, built without and with them and
+booted in QEMU: verified. A branch that already carries the fix under another hash builds
+nothing."""
 
 import json
 import subprocess
@@ -12,7 +13,7 @@ import pytest
 
 from kbisect import settings
 from kbisect.infra.lab import LabOptions, create_lab
-from tests.e2e.service import on_own_service
+from tests.e2e.service import KBISECT, on_own_service, own_service, watch_job
 
 pytestmark = pytest.mark.e2e
 
@@ -32,9 +33,28 @@ def _with_fix_picked(lab: Path, truth: dict[str, object], tmp_path: Path) -> str
     return "fixed"
 
 
-def test_backport_proposes_the_prerequisite_and_verifies_the_fix_on_the_distro_tip(
+def _started(env: dict[str, str], args: list[str]) -> str:
+    """`kbisect bisect ARGS` killed (-9) right after it prints the job id: the id."""
+    cli = subprocess.Popen([*KBISECT, "bisect", *args, "--no-start"], env=env, text=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    assert cli.stderr is not None
+    seen = []
+    for line in cli.stderr:
+        seen.append(line)
+        if line.startswith("job inv-"):
+            cli.kill()
+            cli.wait()
+            return line.split()[1]
+    raise AssertionError("no job id printed: " + "".join(seen)[-2000:])
+
+
+def test_the_chain_from_a_distro_branch_outlives_its_terminal_and_verifies_the_backport(
     tmp_path: Path,
 ) -> None:
+    """The seed's whole way as one investigation: the distro kernel's merge base checked,
+    the fix bisected upstream from it, explained, and backported (with its prerequisite) to
+    the distro tip, built and booted there: "verified". The CLI is killed the moment it
+    prints the id; `kbisect watch` shows it all."""
     if not settings.KERNEL_SOURCE_TARBALL.exists():
         pytest.fail(f"{settings.KERNEL_SOURCE_TARBALL} missing: run infra/install.sh")
     lab = tmp_path / "lab"
@@ -43,22 +63,44 @@ def test_backport_proposes_the_prerequisite_and_verifies_the_fix_on_the_distro_t
                         fix_needs_prereq=True),
     )  # fmt: skip
     fix, prereq = str(truth["culprit"]), str(truth["prerequisite"])
+    args = ["--repo", str(lab), "--mode", "fix", "--cross-tree", "--good", "lab-good"]
+    args += ["--bad", "lab-distro", "--target", "lab-distro", "--explain"]
+    args += ["--testcase", "nvme-snapshot-read", "--repetitions", "1"]
+    with own_service(tmp_path) as env:
+        job = _started(env, args)
+        result = watch_job(env, job)
+        report = subprocess.run([*KBISECT, "report", job, "--no-start"], env=env, text=True,
+                                capture_output=True, timeout=300)  # fmt: skip
+    assert (result["status"], result["culprit"]) == ("found", fix), result["message"]
+    chain = result["investigation"]
+    stages = {s["name"]: s for s in chain["stages"]}  # type: ignore[union-attr]
+    assert list(stages) == ["check", "bisect", "explain", "backport"], stages
+    assert all(s["state"] == "done" for s in stages.values()), stages
+    assert "same" in stages["check"]["line"], stages["check"]
+    assert stages["backport"]["line"].startswith("verified"), stages["backport"]
+    assert report.returncode == 0, report.stderr[-2000:]
+    text = report.stdout
+    print(text[:3000])  # the figures, in the log
+    for heading in ("## Check", "## Bisect", "## Explain", "## Backport", "## SRU draft"):
+        assert heading in text, heading
+    assert text.index("## Check") < text.index("## Bisect") < text.index("## Explain")
+    assert "read request size (sectors)" in text  # explain's Why, in the report
+    assert f"{prereq[:12]}" in text  # the backport took its prerequisite
+
+
+def test_a_branch_that_carries_the_fix_already_builds_nothing(tmp_path: Path) -> None:
+    if not settings.KERNEL_SOURCE_TARBALL.exists():
+        pytest.fail(f"{settings.KERNEL_SOURCE_TARBALL} missing: run infra/install.sh")
+    lab = tmp_path / "lab"
+    truth = create_lab(
+        lab, LabOptions(commits=6, mode="fix", culprit_at=4, seed=62, distro=3,
+                        fix_needs_prereq=True),
+    )  # fmt: skip
+    fix = str(truth["culprit"])
     by_hand = ["backport", "--repo", str(lab), "--change", fix,
                "--testcase", "nvme-snapshot-read"]  # fmt: skip
-    for run in ("one", "two"):
-        (tmp_path / run).mkdir()
-    proc = on_own_service(tmp_path / "one", [*by_hand, "--target", "lab-distro"], timeout=1700)
-    result = json.loads(proc.stdout)
-    print(result["message"])  # the figures, in the log
-    assert result["word"] == "verified", result["message"]
-    assert result["plan"]["series"] == [prereq, fix] and result["plan"]["prerequisites"] == [prereq]
-    assert result["pair"]["effect"] > 10  # avg_read_sectors: 8 -> 512 with the series
-    boots = [line for line in proc.stderr.splitlines() if line.startswith("boot ")]
-    assert boots and boots[0].startswith("boot 1: "), proc.stderr[-2000:]
-    assert Path(result["kernels"]["with"]).is_file()  # the test kernel, kept
-
     fixed = _with_fix_picked(lab, truth, tmp_path)
-    proc = on_own_service(tmp_path / "two", [*by_hand, "--target", fixed], timeout=600)
+    proc = on_own_service(tmp_path, [*by_hand, "--target", fixed], timeout=600)
     again = json.loads(proc.stdout)
     assert again["word"] == "already there" and again["plan"]["found_how"] == "provenance line"
     assert again["pair"] is None and again["boots"] == []  # nothing built, nothing booted

@@ -194,7 +194,7 @@ async def _start_job(env: WorkflowEnvironment, queue: str, scenario: Scenario | 
 
 
 def _fake_worker(env: WorkflowEnvironment, queue: str) -> Worker:
-    return fakes.fake_worker(env.client, queue, BisectWorkflow)
+    return fakes.fake_worker(env.client, queue, InvestigationWorkflow, BisectWorkflow)
 
 
 async def test_bisect_without_a_worker_says_so_and_starts_nothing(
@@ -279,7 +279,7 @@ async def test_piped_bisect_prints_whole_lines(env: WorkflowEnvironment, lab: Pa
         )
     assert code == 0, err
     job_id = out.strip()
-    assert re.fullmatch(r"bisect-nvme-snapshot-read-[0-9a-f]{8}", job_id)
+    assert re.fullmatch(r"inv-nvme-snapshot-read-[0-9a-f]{8}", job_id)
     assert f"job {job_id}" in err.splitlines()
     assert f"Web UI: {ui}/namespaces/default/workflows/{job_id}" in err.splitlines()
 
