@@ -8,9 +8,11 @@ answer (pure: the workflow and the doors share it).
 """
 
 import dataclasses
+import hashlib
 from dataclasses import dataclass, field
 
 from kbisect.contract import (
+    BACKPORT_SUFFIX,
     EXPLAIN_SUFFIX,
     BackportRequest,
     BisectRequest,
@@ -159,6 +161,13 @@ def stage_id(investigation: str, name: str) -> str:
     """A stage job's id; explain's is its bisection's explain id, as `kbisect explain`
     gives it."""
     return f"{investigation}-{name}"
+
+
+def backport_id(job: str, req: BackportRequest) -> str:
+    """One backport job of a bisection per target, testcase and choice of follow-ups:
+    asked again, the same (its answer shown, unless --again)."""
+    key = f"{req.change}:{req.target}:{req.testcase}:{req.with_followups}:{req.revert}"
+    return f"{job}{BACKPORT_SUFFIX}-{hashlib.sha256(key.encode()).hexdigest()[:8]}"
 
 
 def explain_id(job: str) -> str:

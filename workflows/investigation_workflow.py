@@ -42,6 +42,7 @@ with workflow.unsafe.imports_passed_through():
         Stage,
         StageName,
         StageState,
+        backport_id,
         backport_request,
         explain_id,
         explain_request,
@@ -182,7 +183,10 @@ class InvestigationWorkflow:
         backport = backport_request(result, job, change, target, boots, bisection)
         backport.build_queue, backport.vm_queue = bisection.build_queue, bisection.vm_queue
         backport.search_attributes = req.search_attributes
-        done = await self._stage(StageName.BACKPORT, BACKPORT_WORKFLOW, backport, BackportResult)
+        done = await self._stage(
+            StageName.BACKPORT, BACKPORT_WORKFLOW, backport, BackportResult,
+            backport_id(job, backport),
+        )  # fmt: skip
         if done is not None:
             word = f"{done.word}: " if done.word else ""
             self._progress.stages[-1].line = f"{word}{done.message}"

@@ -3,7 +3,6 @@ target, and what has come of it. The CLI (`kbisect backport`) and the chat door
 (`backport JOB target=REV`) share it."""
 
 import asyncio
-import hashlib
 from pathlib import Path
 
 from kbisect.builders.backport_found import change_to_take
@@ -13,13 +12,7 @@ from kbisect.infra.git import Git
 from kbisect.jobs.client import JobClient
 from kbisect.settings import Settings
 from kbisect.workflows.investigation_types import BackportChange, backport_request
-
-
-def backport_id(job: str, req: BackportRequest) -> str:
-    """One backport job of a bisection per target, testcase and choice of follow-ups:
-    asked again, the same (its answer shown, unless --again)."""
-    key = f"{req.change}:{req.target}:{req.testcase}:{req.with_followups}:{req.revert}"
-    return f"{job}{BACKPORT_SUFFIX}-{hashlib.sha256(key.encode()).hexdigest()[:8]}"
+from kbisect.workflows.investigation_types import backport_id as backport_id  # its doors'
 
 
 def is_backport(job_id: str) -> bool:

@@ -125,6 +125,7 @@ async def test_the_chain_runs_each_stage_as_a_child_job_in_order(env: WorkflowEn
     assert check.job == f"{job}-check" and "same" in check.line, check
     assert bisect.job == result.bisection == f"{job}-bisect" and bisect.line.startswith("found")
     assert explain.job == explain_id(bisect.job)
+    assert backport.job.startswith(f"{bisect.job}-backport-")  # as 'kbisect backport' names it
     assert progress.status == "done" and progress.stages == result.stages
     # each stage is a job of its own: its answer is read by its id, as its command reads it
     handle = env.client.get_workflow_handle(bisect.job, result_type=BisectResult)
