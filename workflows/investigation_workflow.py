@@ -160,8 +160,7 @@ class InvestigationWorkflow:
         result = await self._stage(name, WORKFLOW, req, BisectResult)
         stage = self._progress.stages[-1]
         if result is not None:
-            named = f"{result.culprit[:12]} " if result.culprit else ""
-            stage.line = f"{result.status}: {named}{result.message}".strip()
+            stage.line = f"{result.status}: {result.message}"
         return stage.job, result
 
     async def _backport(
@@ -188,8 +187,8 @@ class InvestigationWorkflow:
             backport_id(job, backport),
         )  # fmt: skip
         if done is not None:
-            word = f"{done.word}: " if done.word else ""
-            self._progress.stages[-1].line = f"{word}{done.message}"
+            said = done.message.startswith(done.word)  # "verified: ..." says its word
+            self._progress.stages[-1].line = f"{'' if said else done.word + ': '}{done.message}"
 
     def _failed(self) -> JobFailed:
         """The chain stops at a failed stage: the investigation fails in its words."""

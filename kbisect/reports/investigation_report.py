@@ -29,6 +29,18 @@ class Answers:
         return stage, self.by_job[stage.job]
 
 
+def _one_down(lines: list[str]) -> list[str]:
+    """A report's sections one level down (## -> ###), fenced code left as it is."""
+    fence, out = "", []
+    for line in lines:
+        if fence and line.strip() == fence:
+            fence = ""
+        elif not fence and line.startswith("```"):
+            fence = line[: len(line) - len(line.lstrip("`"))]
+        out.append(f"#{line}" if not fence and line.startswith("## ") else line)
+    return out
+
+
 def stage_line(s: Stage) -> str:
     return f"{s.name}: {s.state} ({s.job or 'no job'})" + (f": {s.line}" if s.line else "")
 
@@ -53,9 +65,9 @@ def markdown(job_id: str, a: Answers, sru: str = "") -> str:
         lines += ["", f"## {s.name.capitalize()}: {md_text(s.job)}", ""]
         if isinstance(answer, SweepResult):
             lines.append(sweep_report.markdown(answer))
-        elif isinstance(answer, BisectResult):  # its own title goes: this one's is the page's
-            body = job_report.markdown(answer, s.job).split("\n", 1)[1]
-            lines.append(body.strip("\n"))
+        elif isinstance(answer, BisectResult):  # its title goes, its sections go one down
+            body = job_report.markdown(answer, s.job).split("\n", 1)[1].strip("\n")
+            lines += _one_down(body.split("\n"))
         elif isinstance(answer, ExplainResult):
             lines.append(md_lines("\n".join(explain_report.outcome_lines(answer))))
         else:

@@ -43,6 +43,7 @@ def test_the_report_shows_the_stages_in_order_and_others_words_as_text(tmp_path:
     assert text.index("## Stages") < text.index("## Check") < text.index("## Bisect")
     assert text.index("## Bisect") < text.index("## SRU draft")
     assert "## Backport" not in text  # a failed stage has no answer: its line says why
+    assert "\n### Tested commits" in text and "\n## Tested commits" not in text
     html = MarkdownIt().render(text)
     assert "<img" not in html and "<a " not in html  # the guest's image is text
     assert "&lt;img src=x&gt; no host" in html
