@@ -23,6 +23,7 @@ from kbisect.contract import (
     PairWord,
     SweepPair,
     SweepRequest,
+    SweepResult,
 )
 
 
@@ -31,9 +32,13 @@ class StageName:
 
     CHECK = "check"  # the distro endpoint against the merge base (a sweep)
     KERNELS = "kernels"  # the bisection over prebuilt kernels
+    SWEEP = "sweep"  # sweep --bisect: the series, then "bisect-N" for each change
     BISECT = "bisect"  # the bisection over commits
     EXPLAIN = "explain"
     BACKPORT = "backport"
+
+
+NO_CHANGE = "no-change"  # sweep --bisect: no pair changed between two revisions
 
 
 class StageState:
@@ -101,9 +106,38 @@ class KernelsPhase:
         return dataclasses.replace(self.between, good=good, bad=bad)
 
 
+@dataclass(frozen=True)
+class SweepBisect:
+    """`sweep --bisect`: the sweep first, then a bisection of each neighbouring pair that
+    changed between two different source revisions, in regression mode when the newer
+    kernel is worse and in fix mode when it is better."""
+
+    sweep: SweepRequest
+    revs: list[str]  # each kernel's source revision (full hashes)
+    # by testcase: its bisection as checked at submit (over the series' outer revisions);
+    # the workflow puts each pair's revisions and mode in
+    bisections: dict[str, BisectRequest]
+
+    def bisections_of(self, result: SweepResult) -> list[tuple[SweepPair, BisectRequest]]:
+        jobs = []
+        for p in result.pairs:
+            old, new = self.revs[p.old], self.revs[p.new]
+            if p.verdict != PairWord.CHANGED or old == new or p.testcase not in self.bisections:
+                continue
+            fix = p.direction == "better"
+            mode = (Mode.FIX if fix else Mode.REGRESSION).value
+            good, bad = ([new], old) if fix else ([old], new)
+            template = self.bisections[p.testcase]
+            job = dataclasses.replace(template, good=good, bad=bad, mode=mode, metric=p.metric)
+            jobs.append((p, job))
+        return jobs
+
+
 @dataclass
 class InvestigationRequest:
-    bisection: BisectRequest  # the first bisection (over kernels, or from the merge base)
+    # the first bisection (over kernels, or from the merge base); None: a sweep's
+    bisection: BisectRequest | None = None
+    sweep: SweepBisect | None = None
     check: CrossTreeCheck | None = None
     kernels: KernelsPhase | None = None
     explain: bool = False  # explain a named culprit (a timing metric, and not --no-explain)
@@ -114,11 +148,9 @@ class InvestigationRequest:
 
     @property
     def testcase(self) -> str:
-        return self.bisection.testcase
-
-    @property
-    def repo(self) -> str:
-        return self.bisection.repo
+        if self.bisection is not None:
+            return self.bisection.testcase
+        return ",".join(self.sweep.sweep.testcases) if self.sweep else ""
 
 
 @dataclass

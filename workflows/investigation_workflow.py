@@ -9,6 +9,7 @@ culprit finder: one parent, a child per stage); cancelling the investigation can
 running stage. The SRU draft is made from the stages' answers by `kbisect report`.
 """
 
+import asyncio
 from typing import TypeVar
 
 from temporalio import workflow
@@ -28,12 +29,14 @@ with workflow.unsafe.imports_passed_through():
         BisectResult,
         ExplainResult,
         JobStatus,
+        PairWord,
         SweepResult,
         fit_summary,
     )
     from kbisect.summaries import Request, summary
     from kbisect.workflows.activity_calls import JobFailed, on_a_build_host
     from kbisect.workflows.investigation_types import (
+        NO_CHANGE,
         BackportChange,
         BackportChangeRequest,
         InvestigationProgress,
@@ -42,6 +45,7 @@ with workflow.unsafe.imports_passed_through():
         Stage,
         StageName,
         StageState,
+        SweepBisect,
         backport_id,
         backport_request,
         explain_id,
@@ -88,9 +92,12 @@ class InvestigationWorkflow:
         stage = Stage(name, job or stage_id(workflow.info().workflow_id, name), kind)
         self._progress.stages.append(stage)
         self._set(name, f"job {stage.job}")
+        return await self._child(stage, req, result_type)
+
+    async def _child(self, stage: Stage, req: Request, result_type: type[R]) -> R | None:
         try:
             result: R = await workflow.execute_child_workflow(
-                kind,
+                stage.kind,
                 req,
                 id=stage.job,
                 result_type=result_type,
@@ -121,7 +128,10 @@ class InvestigationWorkflow:
         if req.search_attributes:
             self._sa = True
             workflow.upsert_search_attributes([SA_TESTCASE.value_set(req.testcase)])
+        if req.sweep is not None:
+            return await self._sweep_then_bisect(req.sweep)
         bisection = req.bisection
+        assert bisection is not None
         if req.check is not None:
             sweep = await self._stage(StageName.CHECK, SWEEP_WORKFLOW, req.check.sweep, SweepResult)
             if sweep is None:
@@ -155,6 +165,38 @@ class InvestigationWorkflow:
         if req.target:
             await self._backport(req, bisection, job, result)
         return self._end(result.status, result.message, job, result.culprit)
+
+    async def _sweep_then_bisect(self, asked: SweepBisect) -> InvestigationResult:
+        """The series swept, then each change bisected, all at once (a farm takes them)."""
+        sweep = await self._stage(StageName.SWEEP, SWEEP_WORKFLOW, asked.sweep, SweepResult)
+        if sweep is None:
+            raise self._failed()
+        jobs = asked.bisections_of(sweep)
+        changed = sum(p.verdict == PairWord.CHANGED for p in sweep.pairs)
+        self._progress.stages[-1].line = f"{changed} of {len(sweep.pairs)} pairs changed"
+        me = workflow.info().workflow_id
+        stages = [
+            Stage(f"{StageName.BISECT}-{n}", stage_id(me, f"{StageName.BISECT}-{n}"), WORKFLOW)
+            for n in range(1, len(jobs) + 1)
+        ]
+        self._progress.stages += stages
+        if stages:
+            self._set(StageName.BISECT, ", ".join(s.job for s in stages))
+        results = await asyncio.gather(
+            *(self._child(st, job, BisectResult) for st, (_, job) in zip(stages, jobs, strict=True))
+        )
+        for stage, got in zip(stages, results, strict=True):
+            if got is not None:
+                stage.line = f"{got.status}: {got.message}"
+        found = [r for r in results if r is not None and r.culprit]
+        if not jobs:
+            return self._end(NO_CHANGE, "no change to bisect")
+        message = "; ".join(f"{s.name}: {s.line}" for s in stages)
+        if len(jobs) == 1 and results[0] is not None:
+            only = results[0]
+            return self._end(only.status, only.message, stages[0].job, only.culprit)
+        status = JobStatus.FOUND if len(found) == len(jobs) else "partly"
+        return self._end(status, message)
 
     async def _bisect(self, name: str, req: BisectRequest) -> tuple[str, BisectResult | None]:
         result = await self._stage(name, WORKFLOW, req, BisectResult)

@@ -16,10 +16,10 @@ from kbisect.contract import (
 )
 from kbisect.errors import InfraError, UserError
 from kbisect.jobs.client import JobClient
-from kbisect.reports import investigation_report
+from kbisect.reports import investigation_report, sweep_report
 from kbisect.reports.investigation_report import Answers
 from kbisect.reports.job_report import to_json
-from kbisect.workflows.investigation_types import Stage, StageName
+from kbisect.workflows.investigation_types import NO_CHANGE, Stage, StageName
 
 STOPPED = 130  # a follower's code when Ctrl-C stopped the watching
 
@@ -93,7 +93,11 @@ async def _ended(client: JobClient, job_id: str, args: argparse.Namespace) -> in
     result = await client.investigation_result(job_id)  # a failed one: its one line
     if args.json:  # the bisection's answer as a bare bisection gives it, and the chain's
         whole = investigation_report.to_json(job_id, Answers(result))  # each stage's line
-        shown = to_json(await client.result(result.bisection)) if result.bisection else {}
+        shown: dict[str, object] = {}
+        if result.bisection:
+            shown = to_json(await client.result(result.bisection))
+        elif (swept := result.stage(StageName.SWEEP)) is not None:  # sweep --bisect
+            shown = sweep_report.to_json(await client.sweep_result(swept.job), swept.job)
         out(strict_json({**shown, "investigation": whole}, indent=2))
     elif result.status == "refused":
         note(f"stopped before bisecting: {result.message}")
@@ -102,4 +106,4 @@ async def _ended(client: JobClient, job_id: str, args: argparse.Namespace) -> in
         if check is not None and backport is None and result.culprit:
             note(f"next: kbisect backport {result.bisection} --target DISTRO (or bisect --target)")
         note(f"the whole answer: kbisect report {job_id}")
-    return 0 if result.status in ("found", "ambiguous") else 1
+    return 0 if result.status in ("found", "ambiguous", NO_CHANGE) else 1

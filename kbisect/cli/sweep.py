@@ -8,7 +8,6 @@ from pathlib import Path
 from kbisect.builders import kernel_list
 from kbisect.cli.job_service import (
     PROFILE_HELP,
-    follow_result,
     job_output_options,
     poll_stage,
     stage_bar,
@@ -30,11 +29,13 @@ from kbisect.contract import (
 )
 from kbisect.errors import UserError
 from kbisect.infra.git import Git
+from kbisect.jobs import sweep_bisect
 from kbisect.jobs.client import WORKER_GRACE, JobClient
-from kbisect.jobs.request import JobOptions, checked_request, repository
-from kbisect.jobs.sweep_bisect import Sources, bisections
+from kbisect.jobs.request import JobOptions, repository
+from kbisect.jobs.sweep_bisect import Sources
 from kbisect.reports import sweep_report
 from kbisect.settings import Settings
+from kbisect.workflows.investigation_types import InvestigationRequest
 
 
 def sweep_request(
@@ -115,47 +116,27 @@ def checked_measure(args: argparse.Namespace) -> float:
 def cmd_sweep(args: argparse.Namespace, settings: Settings) -> int:
     checked_output(args.plot, "--plot")  # before the sweep, not after it
     req, sources = sweep_request(args, settings)
+    # --bisect: one investigation, the sweep then a bisection of each change, in the service
+    chain = sweep_bisect.plan(req, sources, settings) if args.bisect and sources else None
 
     async def go(client: JobClient, args: argparse.Namespace) -> int:
         await client.require_workers(client.needs(), grace=WORKER_GRACE)
-        job_id = await client.start_sweep(req)
+        if chain is not None:
+            job_id = await client.start_investigation(InvestigationRequest(sweep=chain))
+        else:
+            job_id = await client.start_sweep(req)
         note(f"job {job_id}")
         note(f"Web UI: {client.job_url(job_id)}")
         if args.detach:
             out(job_id)
             return 0
-        code, result = await follow_sweep(client, job_id, args)
-        if result is None or not args.bisect or sources is None:
-            return code
-        return max(code, await _bisect_changes(client, result, sources, req, args, settings))
+        if chain is not None:
+            from kbisect.cli.investigation import follow_investigation
+
+            return await follow_investigation(client, job_id, args)
+        return (await follow_sweep(client, job_id, args))[0]
 
     return with_client(settings, args, go)
-
-
-async def _bisect_changes(
-    client: JobClient,
-    result: SweepResult,
-    sources: Sources,
-    req: SweepRequest,
-    args: argparse.Namespace,
-    settings: Settings,
-) -> int:
-    """One bisection per change, started at once (each job's id a line on stderr, with
-    the pair it bisects); then followed in turn, unless --json (follow them with watch)."""
-    jobs = []
-    for pair, opts in bisections(result, sources, req.profile, req.min_effect):
-        job_id = await client.start(checked_request(opts, settings))
-        what = f"{sweep_report.label(result, pair.old)} -> {sweep_report.label(result, pair.new)}"
-        note(f"bisecting {what} ({pair.testcase} {pair.metric}, {pair.direction}): job {job_id}")
-        jobs.append(job_id)
-    if not jobs:
-        note("no change to bisect")
-    if args.json:
-        return 0
-    code = 0
-    for job_id in jobs:
-        code = max(code, (await follow_result(client, job_id, False))[0])
-    return code
 
 
 async def follow_sweep(

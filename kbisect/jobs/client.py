@@ -83,6 +83,7 @@ POLLER_WINDOW = 300.0
 WORKER_GRACE = 30.0
 QUERY_TIMEOUT = timedelta(seconds=10)  # a query or update that no workflow worker answers
 T = TypeVar("T")
+J = TypeVar("J", BisectRequest, SweepRequest)
 
 
 @dataclass(frozen=True)
@@ -248,27 +249,35 @@ class JobClient:
         """Start an investigation (the chain of stages `kbisect bisect` asks for); its id.
         Each stage job runs on this client's queues."""
         sa = await self.has_search_attributes()
-        b, v = self.queues.build, self.queues.vm
-        bisection = dataclasses.replace(req.bisection, build_queue=b, vm_queue=v)
-        bisection.search_attributes = sa
-        check, kernels = req.check, req.kernels
+
+        def here(stage: J) -> J:  # a stage's request on this client's queues
+            done = dataclasses.replace(
+                stage, build_queue=self.queues.build, vm_queue=self.queues.vm
+            )
+            done.search_attributes = sa
+            return done
+
+        bisection = here(req.bisection) if req.bisection else None
+        check, kernels, swept = req.check, req.kernels, req.sweep
         if check is not None:
-            sweep = dataclasses.replace(check.sweep, build_queue=b, vm_queue=v)
-            sweep.search_attributes = sa
-            check = dataclasses.replace(check, sweep=sweep)
+            check = dataclasses.replace(check, sweep=here(check.sweep))
         if kernels is not None and kernels.between is not None:
-            between = dataclasses.replace(kernels.between, build_queue=b, vm_queue=v)
-            between.search_attributes = sa
-            kernels = dataclasses.replace(kernels, between=between)
+            kernels = dataclasses.replace(kernels, between=here(kernels.between))
+        if swept is not None:
+            jobs = {name: here(job) for name, job in swept.bisections.items()}
+            swept = dataclasses.replace(swept, sweep=here(swept.sweep), bisections=jobs)
         req = dataclasses.replace(
-            req, bisection=bisection, check=check, kernels=kernels, search_attributes=sa
-        )
-        job_id = new_job_id(INVESTIGATION_WORKFLOW, req.testcase)
-        text = summary(bisection)
+            req, bisection=bisection, check=check, kernels=kernels, sweep=swept,
+            search_attributes=sa,
+        )  # fmt: skip
+        job_id = new_job_id(INVESTIGATION_WORKFLOW, req.testcase.replace(",", "-"))
+        first: Request | None = bisection or (swept.sweep if swept else None)
+        assert first is not None, "an investigation bisects, or sweeps first"
         stages = [w for w, on in (("cross-tree", check), ("kernels", kernels)) if on]
         stages += [w for w, on in (("explain", req.explain), ("backport", req.target)) if on]
-        shown = f"investigate: {text}" + (f" (+{', '.join(stages)})" if stages else "")
-        details = static_card.details(bisection, by or self.submitter)
+        stages += ["bisect each change"] if swept else []
+        shown = f"investigate: {summary(first)}" + (f" (+{', '.join(stages)})" if stages else "")
+        details = static_card.details(first, by or self.submitter)
         if req.target:
             details += f"\n- **backport to**: {req.target_name} ({req.target[:12]})"
         return await self._start(INVESTIGATION_WORKFLOW, req, job_id, by, (shown, details))

@@ -1,11 +1,14 @@
-"""From a sweep's changes to bisections: one job per neighbouring pair that changed,
-between the two kernels' source revisions (a commit bisection), in regression mode when
-the newer kernel is worse and in fix mode when it is better."""
+"""`sweep --bisect`: the investigation that sweeps a series and then bisects each pair that
+changed (investigation_types.SweepBisect), its bisections checked here, before anything
+starts: one per testcase over the series' outer revisions, whose endpoints and mode the
+workflow sets for each change."""
 
 from dataclasses import dataclass
 
-from kbisect.contract import Mode, PairWord, SweepPair, SweepResult
-from kbisect.jobs.request import JobOptions
+from kbisect.contract import SweepRequest
+from kbisect.jobs.request import JobOptions, checked_request
+from kbisect.settings import Settings
+from kbisect.workflows.investigation_types import SweepBisect
 
 
 @dataclass(frozen=True)
@@ -17,30 +20,16 @@ class Sources:
     revs: list[str]
 
 
-def bisection(
-    pair: SweepPair, sources: Sources, profile: str | None, min_effect: float
-) -> JobOptions:
-    old, new = sources.revs[pair.old], sources.revs[pair.new]
-    fix = pair.direction == "better"
-    return JobOptions(
-        good=[new] if fix else [old],
-        bad=old if fix else new,
-        testcase=pair.testcase,
-        repo=sources.repo,
-        mode=(Mode.FIX if fix else Mode.REGRESSION).value,
-        metric=pair.metric,
-        profile=profile,
-        min_effect_pct=min_effect * 100,
-    )
-
-
-def bisections(
-    result: SweepResult, sources: Sources, profile: str | None, min_effect: float
-) -> list[tuple[SweepPair, JobOptions]]:
-    """A job for each pair that changed and whose two kernels come from different
-    revisions (the same revision twice has nothing between to bisect)."""
-    return [
-        (p, bisection(p, sources, profile, min_effect))
-        for p in result.pairs
-        if p.verdict == PairWord.CHANGED and sources.revs[p.old] != sources.revs[p.new]
-    ]
+def plan(req: SweepRequest, sources: Sources, settings: Settings) -> SweepBisect:
+    """The sweep and each testcase's bisection, checked as `kbisect bisect` checks one."""
+    first = sources.revs[0]
+    other = next((r for r in sources.revs if r != first), None)
+    jobs = {}
+    if other is not None:  # else every kernel is one revision: nothing between to bisect
+        for testcase in req.testcases:
+            opts = JobOptions(
+                good=[first], bad=other, testcase=testcase, repo=sources.repo,
+                metric=req.metric, profile=req.profile, min_effect_pct=req.min_effect * 100,
+            )  # fmt: skip
+            jobs[testcase] = checked_request(opts, settings)
+    return SweepBisect(req, list(sources.revs), jobs)

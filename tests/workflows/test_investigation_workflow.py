@@ -18,6 +18,7 @@ from kbisect.contract import (
     SWEEP_WORKFLOW,
     WORKFLOW,
     BackportResult,
+    BisectRequest,
     BisectResult,
     JobStatus,
     SweepRequest,
@@ -33,6 +34,7 @@ from kbisect.workflows.investigation_types import (
     KernelsPhase,
     StageName,
     StageState,
+    SweepBisect,
     explain_id,
 )
 from kbisect.workflows.investigation_workflow import InvestigationWorkflow
@@ -68,11 +70,21 @@ async def investigate(
     """Run one investigation over the scenario; its answer (or failure), last progress, id.
     `cancel_at`: cancel it once that stage runs."""
     queue = f"q-{uuid.uuid4().hex[:8]}"
-    bisection = fakes.request(scenario, queue)
+    bisection: BisectRequest | None = fakes.request(scenario, queue)
+    assert bisection is not None
     sweep = SweepRequest(
         bisection.repo, [], [bisection.testcase], boots=4, build_queue=queue, vm_queue=queue
     )
     check = kw.pop("check", None)
+    swept = kw.get("sweep")
+    if isinstance(swept, SweepBisect):  # on this run's queue
+        on_queue = dataclasses.replace(swept.sweep, build_queue=queue, vm_queue=queue)
+        jobs = {
+            name: dataclasses.replace(job, build_queue=queue, vm_queue=queue)
+            for name, job in swept.bisections.items()
+        }
+        kw["sweep"] = dataclasses.replace(swept, sweep=on_queue, bisections=jobs)
+        bisection = None
     phase = kw.get("kernels")
     if isinstance(phase, KernelsPhase) and phase.between is not None:  # on this run's queue
         between = dataclasses.replace(phase.between, build_queue=queue, vm_queue=queue)
@@ -180,3 +192,26 @@ async def test_cancelling_the_investigation_cancels_its_running_stage(
     assert isinstance(failed, WorkflowFailureError), failed
     child = env.client.get_workflow_handle(f"{job}-bisect")
     assert (await child.describe()).status == WorkflowExecutionStatus.CANCELED
+
+
+async def test_a_sweep_then_bisects_each_change_between_its_two_revisions(
+    env: WorkflowEnvironment,
+) -> None:
+    scenario = Scenario(graph=linear(16), culprit="c9")
+    template = fakes.request(scenario, "unused")
+    kernels = ["c2", "c5", "c12", "c16"]
+    sweep = SweepRequest(template.repo, kernels, [template.testcase], boots=4)
+    asked = SweepBisect(sweep, kernels, {template.testcase: template})
+    result, _, job = await investigate(env, scenario, sweep=asked)
+    assert isinstance(result, InvestigationResult), result
+    assert [(s.name, s.kind) for s in result.stages] == [
+        (StageName.SWEEP, SWEEP_WORKFLOW),
+        ("bisect-1", WORKFLOW),  # c5 -> c12 only: the other pairs stayed the same
+    ]
+    assert result.stages[0].line == "1 of 3 pairs changed"
+    assert (result.status, result.culprit, result.bisection) == ("found", "c9", f"{job}-bisect-1")
+    asked_of = await env.client.get_workflow_handle(f"{job}-bisect-1").fetch_history()
+    started = asked_of.events[0].workflow_execution_started_event_attributes.input
+    assert (
+        b'"good":["c5"]' in started.payloads[0].data and b'"bad":"c12"' in started.payloads[0].data
+    )
