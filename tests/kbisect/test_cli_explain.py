@@ -5,19 +5,16 @@ import argparse
 import asyncio
 import json
 import math
-from dataclasses import dataclass, field
 
 import pytest
 from temporalio.client import WorkflowExecutionStatus
 
-from kbisect.cli.explain import explain_after, show_result
+from kbisect.cli.explain import show_result
 from kbisect.contract import (
     EXPLAIN_MAX_BOOTS,
     AlignmentCheck,
     AlignmentWord,
-    BisectRequest,
     BisectResult,
-    ExplainRequest,
     ExplainResult,
 )
 from kbisect.jobs import explain_job
@@ -25,48 +22,43 @@ from kbisect.main import main
 from kbisect.reports import explain_report
 
 
-@dataclass
-class Client:
-    """The JobClient calls explain_after makes, recorded."""
-
-    result_: BisectResult
-    started: list[tuple[str, ExplainRequest]] = field(default_factory=list)
-
-    async def result(self, job_id: str) -> BisectResult:
-        return self.result_
-
-    async def job_request(self, job_id: str) -> BisectRequest:
-        return BisectRequest("/lab", ["g"], "b", "t", config="/cache/configs/x.config")
-
-    async def start_explain(self, req: ExplainRequest, job_id: str, by: str = "") -> str:
-        self.started.append((job_id, req))
-        return job_id
-
-
-def _found(metric: str, pass_fail: bool = False) -> BisectResult:
-    return BisectResult(
-        "found", "regression", "nvme-snapshot-read", "/lab", ["a" * 40], "b" * 40, "c" * 40,
-        ["c" * 40], [], "m", metric=metric, profile="fast", pass_fail=pass_fail,
-    )  # fmt: skip
-
-
 @pytest.mark.parametrize(
-    ("metric", "pass_fail", "explained"),
-    [("throughput", False, True), ("avg_read_sectors", False, False), ("wall", True, False)],
+    ("testcase", "metric", "asked", "explained"),
+    [
+        ("nvme-snapshot-read", "throughput", None, True),  # a timing: by default
+        ("nvme-snapshot-read", "avg_read_sectors", None, False),  # a counter: on request
+        ("nvme-snapshot-read", "avg_read_sectors", True, True),
+        ("nvme-snapshot-read", "throughput", False, False),  # --no-explain
+        ("boots", None, None, False),  # pass/fail: its bad boot is the answer
+    ],
 )
-def test_a_culprit_named_on_a_timing_metric_is_explained_at_the_end_of_its_job(
-    metric: str, pass_fail: bool, explained: bool
+def test_the_investigation_explains_a_timing_culprit_and_a_counter_on_request(
+    testcase: str, metric: str | None, asked: bool | None, explained: bool
 ) -> None:
-    client = Client(_found(metric, pass_fail))
-    args = argparse.Namespace(json=True)  # started, not followed
-    asyncio.run(explain_after(client, "bisect-x-1", client.result_, args))  # type: ignore[arg-type]
-    if not explained:
-        assert client.started == []
-        return
-    [(job_id, req)] = client.started
-    assert job_id == "bisect-x-1-explain"
+    from kbisect.jobs.investigation import _explained
+
+    assert _explained(asked, testcase, metric) is explained
+
+
+def test_explaining_a_pass_fail_job_on_request_is_one_line() -> None:
+    from kbisect.errors import UserError
+    from kbisect.jobs.investigation import _explained
+
+    with pytest.raises(UserError, match="is pass/fail: explain compares a metric's scores"):
+        _explained(True, "boots", None)
+
+
+def test_the_explain_stage_asks_about_the_culprit_against_its_parent() -> None:
+    from kbisect.workflows.investigation_types import explain_id, explain_request
+
+    result = BisectResult(
+        "found", "regression", "nvme-snapshot-read", "/lab", ["a" * 40], "b" * 40, "c" * 40,
+        ["c" * 40], [], "m", metric="throughput", profile="fast",
+    )  # fmt: skip
+    req = explain_request(result, "inv-x-bisect", "/cache/configs/x.config")
+    assert explain_id("inv-x-bisect") == "inv-x-bisect-explain"
     assert (req.culprit, req.parent) == ("c" * 40, "c" * 40 + "^")
-    assert (req.job, req.metric, req.profile) == ("bisect-x-1", "throughput", "fast")
+    assert (req.job, req.metric, req.profile) == ("inv-x-bisect", "throughput", "fast")
     assert req.config == "/cache/configs/x.config"  # the job's own kernel config
 
 
