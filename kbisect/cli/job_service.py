@@ -236,8 +236,22 @@ async def start_stage(
     if start is not None:
         await client.require_workers(client.needs(), grace=WORKER_GRACE)
         await start()
-        note(f"job {job_id}{about}")
-        note(f"Web UI: {client.job_url(job_id)}")
+        announce(client, job_id, about)
+    if args.detach:
+        out(job_id)
+        return 0
+    return await follow(client, job_id, args)
+
+
+def announce(client: JobClient, job_id: str, about: str = "") -> None:
+    """A started job's id and Web UI link, on stderr."""
+    note(f"job {job_id}{about}")
+    note(f"Web UI: {client.job_url(job_id)}")
+
+
+async def started(client: JobClient, job_id: str, args: argparse.Namespace, follow: Follow) -> int:
+    """A job just started: announced, then its id alone with --detach, else followed."""
+    announce(client, job_id)
     if args.detach:
         out(job_id)
         return 0

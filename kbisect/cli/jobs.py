@@ -10,6 +10,7 @@ from kbisect.cli.job_service import (
     follow_result,
     job_output_options,
     no_start,
+    started,
     with_client,
 )
 from kbisect.cli.output import note, out
@@ -82,12 +83,7 @@ def cmd_bisect(args: argparse.Namespace, settings: Settings) -> int:
     async def go(client: JobClient, args: argparse.Namespace) -> int:
         await client.require_workers(client.needs(), grace=WORKER_GRACE)
         job_id = await client.start_investigation(req)
-        note(f"job {job_id}")
-        note(f"Web UI: {client.job_url(job_id)}")
-        if args.detach:
-            out(job_id)
-            return 0
-        return await follow_investigation(client, job_id, args)
+        return await started(client, job_id, args, follow_investigation)
 
     return with_client(settings, args, go)
 

@@ -12,6 +12,7 @@ from kbisect.cli.job_service import (
     poll_stage,
     stage_bar,
     stage_lines,
+    started,
     until_done,
     with_client,
 )
@@ -121,22 +122,18 @@ def cmd_sweep(args: argparse.Namespace, settings: Settings) -> int:
 
     async def go(client: JobClient, args: argparse.Namespace) -> int:
         await client.require_workers(client.needs(), grace=WORKER_GRACE)
-        if chain is not None:
-            job_id = await client.start_investigation(InvestigationRequest(sweep=chain))
-        else:
-            job_id = await client.start_sweep(req)
-        note(f"job {job_id}")
-        note(f"Web UI: {client.job_url(job_id)}")
-        if args.detach:
-            out(job_id)
-            return 0
-        if chain is not None:
-            from kbisect.cli.investigation import follow_investigation
+        if chain is None:
+            return await started(client, await client.start_sweep(req), args, _followed)
+        from kbisect.cli.investigation import follow_investigation
 
-            return await follow_investigation(client, job_id, args)
-        return (await follow_sweep(client, job_id, args))[0]
+        job_id = await client.start_investigation(InvestigationRequest(sweep=chain))
+        return await started(client, job_id, args, follow_investigation)
 
     return with_client(settings, args, go)
+
+
+async def _followed(client: JobClient, job_id: str, args: argparse.Namespace) -> int:
+    return (await follow_sweep(client, job_id, args))[0]
 
 
 async def follow_sweep(

@@ -33,6 +33,16 @@ def _with_fix_picked(lab: Path, truth: dict[str, object], tmp_path: Path) -> str
     return "fixed"
 
 
+def _lab(tmp_path: Path) -> tuple[Path, dict[str, object]]:
+    """A fix-mode lab whose distro branch forked from its old end; its fix needs a
+    prerequisite."""
+    if not settings.KERNEL_SOURCE_TARBALL.exists():
+        pytest.fail(f"{settings.KERNEL_SOURCE_TARBALL} missing: run infra/install.sh")
+    options = LabOptions(commits=6, mode="fix", culprit_at=4, seed=62, distro=3,
+                         fix_needs_prereq=True)  # fmt: skip
+    return tmp_path / "lab", create_lab(tmp_path / "lab", options)
+
+
 def _started(env: dict[str, str], args: list[str]) -> str:
     """`kbisect bisect ARGS` killed (-9) right after it prints the job id: the id."""
     cli = subprocess.Popen([*KBISECT, "bisect", *args, "--no-start"], env=env, text=True,
@@ -55,13 +65,7 @@ def test_the_chain_from_a_distro_branch_outlives_its_terminal_and_verifies_the_b
     the fix bisected upstream from it, explained, and backported (with its prerequisite) to
     the distro tip, built and booted there: "verified". The CLI is killed the moment it
     prints the id; `kbisect watch` shows it all."""
-    if not settings.KERNEL_SOURCE_TARBALL.exists():
-        pytest.fail(f"{settings.KERNEL_SOURCE_TARBALL} missing: run infra/install.sh")
-    lab = tmp_path / "lab"
-    truth = create_lab(
-        lab, LabOptions(commits=6, mode="fix", culprit_at=4, seed=62, distro=3,
-                        fix_needs_prereq=True),
-    )  # fmt: skip
+    lab, truth = _lab(tmp_path)
     fix, prereq = str(truth["culprit"]), str(truth["prerequisite"])
     args = ["--repo", str(lab), "--mode", "fix", "--cross-tree", "--good", "lab-good"]
     args += ["--bad", "lab-distro", "--target", "lab-distro", "--explain"]
@@ -89,13 +93,7 @@ def test_the_chain_from_a_distro_branch_outlives_its_terminal_and_verifies_the_b
 
 
 def test_a_branch_that_carries_the_fix_already_builds_nothing(tmp_path: Path) -> None:
-    if not settings.KERNEL_SOURCE_TARBALL.exists():
-        pytest.fail(f"{settings.KERNEL_SOURCE_TARBALL} missing: run infra/install.sh")
-    lab = tmp_path / "lab"
-    truth = create_lab(
-        lab, LabOptions(commits=6, mode="fix", culprit_at=4, seed=62, distro=3,
-                        fix_needs_prereq=True),
-    )  # fmt: skip
+    lab, truth = _lab(tmp_path)
     fix = str(truth["culprit"])
     by_hand = ["backport", "--repo", str(lab), "--change", fix,
                "--testcase", "nvme-snapshot-read"]  # fmt: skip
