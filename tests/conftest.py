@@ -133,7 +133,15 @@ def git(repo: Path, *args: str) -> str:
 
 
 @pytest.fixture(scope="session")
-def synapse(tmp_path_factory: pytest.TempPathFactory) -> Iterator["Synapse"]:
+def server() -> None:
+    """Requested by every fixture (or test) that starts a local server: a Temporal dev
+    server, Synapse, libvirtd, nginx, a git daemon, versitygw. The tests that need it, even
+    through another fixture, are marked `server` (pytest_collection_modifyitems), so the
+    unit tier, `pytest -m "not e2e and not server"`, runs none of them."""
+
+
+@pytest.fixture(scope="session")
+def synapse(tmp_path_factory: pytest.TempPathFactory, server: None) -> Iterator["Synapse"]:
     """A real Synapse homeserver on 127.0.0.1 for the chat tests (tests/chat/homeserver.py)."""
     from tests.chat.homeserver import Synapse
 
@@ -148,8 +156,12 @@ E2E_TIMEOUT = 1800  # seconds: the slowest end-to-end test builds and boots for 
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """End-to-end tests run last, each with the long timeout (the rest keep the short one)."""
+    """A test that needs a local server (the `server` fixture, even through another one) is
+    marked `server`. End-to-end tests run last, each with the long timeout (the rest keep
+    the short one)."""
     for item in items:
+        if "server" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.server)
         if item.get_closest_marker("e2e") is not None:
             item.add_marker(pytest.mark.timeout(E2E_TIMEOUT))
     items.sort(key=lambda item: item.get_closest_marker("e2e") is not None)
@@ -184,7 +196,7 @@ def tree_lab(tmp_path: Path, cache: Path) -> tuple[Path, settings.Settings]:
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def env() -> "AsyncIterator[WorkflowEnvironment]":
+async def env(server: None) -> "AsyncIterator[WorkflowEnvironment]":
     """A local Temporal dev server for the test module, with kbisect's search attributes."""
     from temporalio.testing import WorkflowEnvironment
 

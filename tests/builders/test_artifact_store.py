@@ -131,7 +131,7 @@ def test_a_kernel_the_store_lacks_is_none(tmp_path: Path, monkeypatch: pytest.Mo
 
 
 @pytest.fixture
-def webdav(tmp_path: Path) -> Iterator[str]:
+def webdav(tmp_path: Path, server: None) -> Iterator[str]:
     with nginx.webdav(tmp_path / "nginx") as url:
         yield url
     # what went over the wire: PUTs by the build host, GETs by the VM host
@@ -164,6 +164,7 @@ def test_a_second_fetch_never_replaces_a_whole_entry_another_worker_placed(
     assert Path(here.kernel).read_bytes() == b"another copy" and not late.exists()
 
 
+@pytest.mark.server
 def test_a_kernel_goes_through_an_s3_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with s3_gateway(tmp_path / "s3", "kernels") as s3:
         for name, value in s3.env.items():

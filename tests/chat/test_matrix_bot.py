@@ -18,7 +18,7 @@ from tests.chat.homeserver import Synapse
 
 
 @pytest.fixture(scope="module")
-def temporal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+def temporal(tmp_path_factory: pytest.TempPathFactory, server: None) -> Iterator[dict[str, str]]:
     tmp = tmp_path_factory.mktemp("temporal")
     port, ui_port = free_port(), free_port()
     server = temporal_server.start(port=port, ui_port=ui_port, db=tmp / "t.db", log=tmp / "log")

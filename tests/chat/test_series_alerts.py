@@ -62,7 +62,7 @@ class Service:
 
 
 @pytest.fixture
-def service(tmp_path: Path) -> Iterator[Service]:
+def service(tmp_path: Path, server: None) -> Iterator[Service]:
     queue = f"kb-{uuid.uuid4().hex[:6]}"
     env = {
         "KBISECT_CACHE": str(tmp_path / "cache"),

@@ -23,7 +23,7 @@ MADE: list[str] = []  # the domains a test made, removed after it
 
 
 @pytest.fixture(scope="module")
-def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+def daemon(tmp_path_factory: pytest.TempPathFactory, server: None) -> Iterator[None]:
     pytest.importorskip("libvirt")
     with libvirt_daemon(URI, tmp_path_factory.mktemp("libvirtd")) as up:
         if not up:

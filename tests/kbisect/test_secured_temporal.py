@@ -20,7 +20,7 @@ from tests.tls_front import Certs, make_certs, secured_env, tls_front
 
 
 @pytest.fixture(scope="module")
-def front(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Certs]]:
+def front(tmp_path_factory: pytest.TempPathFactory, server: None) -> Iterator[tuple[str, Certs]]:
     """A plaintext dev server on 127.0.0.1 and nginx's TLS front: (front's address, certs)."""
     folder = tmp_path_factory.mktemp("secured")
     certs = make_certs(folder / "certs")

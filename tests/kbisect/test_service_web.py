@@ -10,6 +10,7 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
@@ -110,6 +111,7 @@ async def _start_victim(address: str, victim: str) -> None:
     await client.start_workflow("Victim", id=victim, task_queue=f"nobody-{victim}")
 
 
+@pytest.mark.server
 def test_a_web_page_cannot_start_or_cancel_jobs_but_the_ui_shows_them(tmp_path: Path) -> None:
     port, ui = free_port(), free_port()
     address = f"127.0.0.1:{port}"

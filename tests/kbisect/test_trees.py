@@ -111,7 +111,7 @@ def test_missing_tree_says_how_to_add_it(settings: Settings) -> None:
 
 
 @pytest.fixture
-def daemon(upstream: Path) -> Iterator[str]:
+def daemon(upstream: Path, server: None) -> Iterator[str]:
     """A real git server on 127.0.0.1 serving the upstream repository."""
     port = free_port()
     proc = subprocess.Popen(

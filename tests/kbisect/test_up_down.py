@@ -37,6 +37,7 @@ def _start_up(
     return env, cli, up
 
 
+@pytest.mark.server
 def test_up_then_down(tmp_path: Path) -> None:
     port, ui = free_port(), free_port()
     env, cli, up = _start_up(tmp_path, port, ui, f"127.0.0.1:{port}")
@@ -67,6 +68,7 @@ def test_up_then_down(tmp_path: Path) -> None:
             up.kill()
 
 
+@pytest.mark.server
 def test_sigterm_stops_the_server_and_its_dev_server(tmp_path: Path) -> None:
     port, ui = free_port(), free_port()
     env = {**os.environ, "KBISECT_DATA": str(tmp_path)}
@@ -90,6 +92,7 @@ def test_sigterm_stops_the_server_and_its_dev_server(tmp_path: Path) -> None:
             server.kill()
 
 
+@pytest.mark.server
 def test_a_killed_up_takes_its_dev_server_along(tmp_path: Path) -> None:
     port, ui = free_port(), free_port()
     env, cli, up = _start_up(tmp_path, port, ui, f"127.0.0.1:{port}")
@@ -173,6 +176,7 @@ async def _pollers(address: str, queue: str) -> int:
     return len(resp.pollers)
 
 
+@pytest.mark.server
 def test_up_port_is_where_its_workers_connect_and_all_of_it_is_on_loopback(
     tmp_path: Path,
 ) -> None:
@@ -235,6 +239,7 @@ def test_down_never_signals_a_reused_pid(tmp_path: Path, form: str) -> None:
         sleeper.wait()
 
 
+@pytest.mark.server
 def test_a_job_command_starts_the_local_service_unless_told_not_to(tmp_path: Path) -> None:
     # After a reboot or 'kbisect down', 'kbisect status' (or watch, report, ...) brings the
     # embedded service back in the background; --no-start says what to do instead.
