@@ -75,14 +75,12 @@ async def follow_investigation(client: JobClient, job_id: str, args: argparse.Na
                         note(f"the investigation goes on too: kbisect watch {job_id}")
                         return STOPPED
                 except UserError as err:
-                    if stage.kind == WORKFLOW:  # the chain ends with it: said once, below
-                        running = False
-                        break
+                    if stage.kind == WORKFLOW:  # the chain ends with it, said once below
+                        break  # (once the investigation has seen it fail too)
                     note(str(err))  # explain or backport: the chain goes on
             if not running:
                 break
-            if not new:
-                await asyncio.sleep(POLL_SECONDS)
+            await asyncio.sleep(POLL_SECONDS)
     except (KeyboardInterrupt, asyncio.CancelledError):
         note(f"stopped watching; the investigation goes on: kbisect watch {job_id}")
         return STOPPED
