@@ -1,15 +1,22 @@
 """What a door's command does, through the same JobClient and checks as the CLI: the reply
 is text for a person (markdown where a door renders it), and a started job's id.
 
-A door acts only on the jobs it started (`owns`, from the door's own state): a CLI job on a
-private path, or another project's, is refused in one line. A person runs at most
-DOOR_RUNNING_JOBS jobs through a door at a time, whatever their kind (Quota). A command's
+`bisect` starts an investigation (kbisect.jobs.investigation.plan, as `kbisect bisect`):
+the chain of stage jobs runs in the service and the door follows it (job_posts). A command
+that takes a bisection (explain, backport, sru, mark) given an investigation's id works
+on its bisection; `status` and `report` of one show the investigation, stage by stage.
+
+A door acts only on the jobs it started (`owns`, from the door's own state) and on the
+stage jobs of an investigation it started: a CLI job on a private path, or another
+project's, is refused in one line. A person runs at most DOOR_RUNNING_JOBS jobs through a
+door at a time, whatever their kind (Quota); an investigation is one. A command's
 blocking work (a tree's fetch, git, testcase files) runs on a few threads of its own, off
 the door's event loop, so a fetch that hangs holds one thread and never the door's other
 hooks or messages.
 """
 
 import asyncio
+import re
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -24,15 +31,16 @@ from kbisect.contract import (
     BACKPORT_WORKFLOW,
     DOOR_RUNNING_JOBS,
     EXPLAIN_WORKFLOW,
+    INVESTIGATION_WORKFLOW,
     WORKFLOW,
     BisectResult,
 )
 from kbisect.doors.grammar import Command, help_text
 from kbisect.errors import KbisectError, UserError
 from kbisect.infra.git import Git
-from kbisect.jobs import backport_job, explain_job
-from kbisect.jobs.client import JobClient, check_job_id
-from kbisect.jobs.request import checked_request
+from kbisect.jobs import backport_job, explain_job, investigation
+from kbisect.jobs.client import JOB_KINDS, JobClient, check_job_id
+from kbisect.reports import investigation_report
 from kbisect.reports.backport_report import outcome_lines as backport_outcome
 from kbisect.reports.explain_report import flame_svg
 from kbisect.reports.explain_report import outcome_lines as explain_outcome
@@ -40,10 +48,19 @@ from kbisect.reports.job_report import markdown
 from kbisect.reports.lines import outcome_lines
 from kbisect.reports.sru_patch import SruOptions, SruPatch, write_sru_patch
 from kbisect.settings import Settings
+from kbisect.workflows.investigation_types import Stage
 
 # More commands with blocking work than this wait for a thread (the event loop does not).
 BLOCKING = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kbisect-door")
 STATUS_LOOKS = 100  # 'status' lists the door's own among this many newest jobs
+INVESTIGATION_PREFIX = JOB_KINDS[INVESTIGATION_WORKFLOW] + "-"  # "inv-": new_job_id's
+# A stage job's id: the investigation's, the stage's name, and an explain or backport
+# job's suffix when it is one of the bisection's (investigation_types: stage_id,
+# explain_id, backport_id). The investigation's id ends in new_job_id's tag.
+STAGE_ID = re.compile(
+    r"(inv-.+-[0-9a-f]{8})-(?:check|kernels|sweep|bisect(?:-\d+)?)"
+    r"(?:-explain|-backport-[0-9a-f]{8})?"
+)
 Owns = Callable[[str], bool]  # whether a job id was started through this door (and place)
 Claim = Callable[[], None]  # takes one of the asker's running jobs for a start (Quota)
 P = ParamSpec("P")
@@ -62,8 +79,22 @@ def failure_text(exc: BaseException) -> str:
     return redact(" ".join(f"kbisect could not do that: {exc}".split()))
 
 
+def is_investigation(job_id: str) -> bool:
+    """Whether the id has an investigation's form or one of its stage jobs' (the server
+    says which it is)."""
+    return job_id.startswith(INVESTIGATION_PREFIX)
+
+
+def investigation_of(job_id: str) -> str | None:
+    """The investigation whose stage job this id is, by its form; None: it is none."""
+    found = STAGE_ID.fullmatch(job_id)
+    return found[1] if found else None
+
+
 def check_origin(job: str, owns: Owns) -> None:
-    if not owns(job):
+    """UserError unless the door started the job, or the investigation it is a stage of."""
+    parent = investigation_of(job)
+    if not (owns(job) or (parent is not None and owns(parent))):
         raise UserError(
             f"refused: {job} was not started here: kbisect acts here only on the jobs started "
             "here ('status' lists them); use the kbisect command line for others"
@@ -164,6 +195,9 @@ async def _execute(
     if cmd.verb == "cancel":
         await client.cancel(job)
         return Reply(f"asked {job} to stop")
+    if cmd.verb == "report" and await kind_of(client, job) == INVESTIGATION_WORKFLOW:
+        return await _investigation_report(client, job)
+    job = await bisection_of(client, job)  # an investigation's: its bisection
     if cmd.verb == "mark":
         req = await client.bisection_request(job)
         commit = await off_loop(Git(Path(req.repo)).resolve, cmd.rev or "")
@@ -211,6 +245,23 @@ def sru_files(
     """The cover letter and patch of an sru command, as `kbisect report --sru-patch` writes
     them (the tested commit, checked against the branch it is for, checkpatch run)."""
     return write_sru_patch(result, job, out, sru_options(cmd, signoff))
+
+
+async def bisection_of(client: JobClient, job: str) -> str:
+    """The job itself, or an investigation's bisection (its last), for a command that
+    takes a bisection; no call to the server for an id of no investigation's form."""
+    return await client.bisection_of(job) if is_investigation(job) else job
+
+
+async def _investigation_report(client: JobClient, job: str) -> Reply:
+    """An ended investigation's report (every stage's answer, then the SRU draft), as
+    `kbisect report INV` gives it; while it runs, its stages so far."""
+    if await client.running(job):
+        text = await _investigation_status(client, job)
+        return Reply(f"{text}\n(its report comes once it has ended: 'report {job}' then)")
+    found = await investigation.answers(client, job)
+    sru = await off_loop(investigation_report.sru_draft, found, job)  # git: the patch
+    return Reply(investigation_report.markdown(job, found, sru), markdown=True)
 
 
 async def _ran(
@@ -285,17 +336,28 @@ async def _backport(client: JobClient, job: str, target: str, by: str, claim: Cl
 async def _bisect(
     cmd: Command, client: JobClient, settings: Settings, by: str, claim: Claim
 ) -> Reply:
-    req = await off_loop(checked_request, cmd.options(), settings)  # fetches the tree
+    """Start an investigation, planned and checked as `kbisect bisect` plans it (the
+    tree's fetch, git and the testcase's files: off the event loop); the door follows it."""
+    req, _ = await off_loop(investigation.plan, cmd.options(), cmd.chain(), settings)
     await client.require_workers(client.needs())
     claim()
-    job_id = await client.start(req, by)
-    return Reply(f"started {job_id}: {client.job_url(job_id)}", job_id=job_id)
+    job_id = await client.start_investigation(req, by)
+    text = f"started {job_id}: {client.job_url(job_id)}"
+    if cmd.switch("cross-tree") and req.check is None:  # plan's note, in the door's words
+        text += (
+            "\ncross-tree=yes: the endpoints are on one line already; bisecting them as they are"
+        )
+    return Reply(text, job_id=job_id)
 
 
 async def kind_of(client: JobClient, job_id: str) -> str:
-    """The job's workflow: a bisection's when its id has no stage job's form (no call to
-    the server), else the one the server names."""
-    if not (explain_job.is_explain(job_id) or backport_job.is_backport(job_id)):
+    """The job's workflow: a bisection's when its id has neither an investigation's form
+    nor a stage job's (no call to the server), else the one the server names."""
+    if not (
+        is_investigation(job_id)
+        or explain_job.is_explain(job_id)
+        or backport_job.is_backport(job_id)
+    ):
         return WORKFLOW
     return (await client.describe(job_id)).workflow_type
 
@@ -312,6 +374,8 @@ async def _status(client: JobClient, job: str | None, owns: Owns) -> str:
         )
     check_job_id(job)
     kind = await kind_of(client, job)
+    if kind == INVESTIGATION_WORKFLOW:
+        return await _investigation_status(client, job)
     if kind == EXPLAIN_WORKFLOW:
         if await client.running(job):
             return await _explain_how_far(client, job)
@@ -325,6 +389,29 @@ async def _status(client: JobClient, job: str | None, owns: Owns) -> str:
         text = f"{job}: {p.status}, {p.candidates} candidates, {len(p.steps)} steps done"
         return text + (f", testing {', '.join(c[:12] for c in p.current)}" if p.current else "")
     return "\n".join([f"{job}: ended", *outcome_lines(await client.result(job))])
+
+
+async def _investigation_status(client: JobClient, job: str) -> str:
+    """How far an investigation is, or how it ended; then each stage's line, in order."""
+    if await client.running(job):
+        p = await client.investigation_progress(job)
+        head, stages = f"{job}: {p.status}" + (f": {p.message}" if p.message else ""), p.stages
+    else:
+        try:
+            r = await client.investigation_result(job)
+            head, stages = f"{job}: ended\n{r.status}: {r.message}", r.stages
+        except UserError as exc:  # it failed or was cancelled: its stages, if a worker says
+            head, stages = f"{job}: ended\n{exc}", await last_stages(client, job)
+    return "\n".join([head, *(investigation_report.stage_line(s) for s in stages)])
+
+
+async def last_stages(client: JobClient, job: str) -> list[Stage]:
+    """A failed or cancelled investigation's stages: its last progress (a closed
+    workflow's query, from its history: a workflow worker answers); none without one."""
+    try:
+        return (await client.investigation_progress(job)).stages
+    except KbisectError:
+        return []
 
 
 def _testcases() -> str:

@@ -3,6 +3,9 @@ on an issue or merge request runs through the same grammar, checks and JobClient
 CLI. A started job gets a reply note with its link, one progress note kept up to date, and
 at the end a report note with the score plot (uploaded through the project uploads API)
 and a scoped label, `kbisect::found` (or `kbisect::no-difference`, `kbisect::ambiguous`).
+`bisect` starts an investigation: its progress note has each stage's line and that stage
+job's story, then the investigation's outcome; its report note is the investigation's
+report (every stage's answer and the SRU draft) with the last bisection's plot.
 `/kbisect sru JOB [series=S] [bug=N] branch=B` pushes the commit kbisect built and tested
 (its verification: the fix applied to the old endpoint, or the culprit reverted on the new
 one) onto a new branch B from the target, with the SRU patch's message, through the
@@ -31,16 +34,18 @@ from typing import Any
 import gitlab
 from aiohttp import web
 
-from kbisect.contract import BisectResult, SeriesAlert
+from kbisect.contract import INVESTIGATION_WORKFLOW, BisectResult, SeriesAlert
 from kbisect.doors import state_file
 from kbisect.doors.actions import (
     Claim,
     Owns,
     Quota,
     Reply,
+    bisection_of,
     check_origin,
     execute,
     failure_text,
+    kind_of,
     off_loop,
     sru_options,
     sru_text,
@@ -50,9 +55,10 @@ from kbisect.doors.job_posts import Post, follow, summary
 from kbisect.doors.quoting import code_span, inert
 from kbisect.errors import InfraError, KbisectError, UserError
 from kbisect.infra.git import Git
-from kbisect.jobs import series_client
+from kbisect.jobs import investigation, series_client
 from kbisect.jobs.client import JobClient
 from kbisect.jobs.series_client import check_name
+from kbisect.reports import investigation_report
 from kbisect.reports.lines import md_lines, md_text
 from kbisect.reports.sru_branch import push_sru_branch, tested_changes
 from kbisect.reports.sru_patch import sru_commit
@@ -305,6 +311,8 @@ class GitLabDoor:
         if reply.job_id:
             link = self.jobs.job_url(reply.job_id)
             text = f"kbisect started `{reply.job_id}`: {link}"
+            said = reply.text.split("\n", 1)[1:]  # what the start said besides (plain)
+            text += "".join(f"\n\n{md_lines(line)}" for line in said)
             return Reply(text, job_id=reply.job_id, markdown=True)
         return reply
 
@@ -332,7 +340,7 @@ class GitLabDoor:
         job = self.followed[job_id]
 
         async def send(post: Post) -> None:
-            job.lines.append(post.text if post.key != "summary" else "(report below)")
+            job.lines.append(post.text if not post.is_summary else "(report below)")
             body = f"kbisect `{job_id}` ({self.jobs.job_url(job_id)}):\n\n" + "\n".join(
                 f"- {md_text(line)}" for line in "\n".join(job.lines).splitlines()
             )
@@ -346,8 +354,7 @@ class GitLabDoor:
         while True:
             try:
                 result = await follow(self.jobs, job_id, job.posted, send)
-                if result is not None:
-                    await self._finish(job_id, job, result)
+                await self._finish(job_id, job, result)
                 job.done = True
                 self._save()
                 return
@@ -363,18 +370,38 @@ class GitLabDoor:
                 log.exception("following %s; trying again in a minute", job_id)
                 await asyncio.sleep(60)
 
-    async def _finish(self, job_id: str, job: FollowedJob, result: BisectResult) -> None:
+    async def _finish(self, job_id: str, job: FollowedJob, result: BisectResult | None) -> None:
+        """The report note, with the plot of `result` (an investigation's: its last
+        bisection's, if it has one), and the label of how it ended; once (key "report")."""
         from kbisect.reports.plot import plot_scores
 
-        text = await off_loop(summary, result, job_id)
+        status = result.status if result is not None else ""
+        if await kind_of(self.jobs, job_id) == INVESTIGATION_WORKFLOW:
+            try:
+                found = await investigation.answers(self.jobs, job_id)
+            except UserError:  # it failed or was cancelled: its progress note says why
+                return
+            sru = await off_loop(investigation_report.sru_draft, found, job_id)  # git
+            text = investigation_report.markdown(job_id, found, sru)
+            status = found.result.status
+        elif result is not None:
+            text = await off_loop(summary, result, job_id)
+        else:
+            return
         project = self.gl.projects.get(job.target.project, lazy=True)
-        png = await asyncio.to_thread(
-            plot_scores, result, self.config.state.parent / f"{job_id}.png"
-        )
-        upload = await asyncio.to_thread(project.upload, f"{job_id}.png", filedata=png.read_bytes())
-        png.unlink(missing_ok=True)
-        await self._note(job.target, f"{text}\n\n{upload['markdown']}")
-        label = f"kbisect::{result.status}"
+        if "report" not in job.posted:
+            if result is not None:
+                png = await asyncio.to_thread(
+                    plot_scores, result, self.config.state.parent / f"{job_id}.png"
+                )
+                name, data = f"{job_id}.png", png.read_bytes()
+                png.unlink(missing_ok=True)
+                upload = await asyncio.to_thread(project.upload, name, filedata=data)
+                text += f"\n\n{upload['markdown']}"
+            await self._note(job.target, text)
+            job.posted.append("report")
+            self._save()
+        label = f"kbisect::{status}"
         manager = project.mergerequests if job.target.kind == "merge_request" else project.issues
         await asyncio.to_thread(manager.update, job.target.iid, {"add_labels": label})
 
@@ -441,7 +468,7 @@ class GitLabDoor:
 
     async def _sru_branch(self, target: Target, cmd: Command) -> Reply:
         """The tested commit on a new branch, and a merge request of it."""
-        job, branch = cmd.job or "", cmd.one("branch") or ""
+        job, branch = await bisection_of(self.jobs, cmd.job or ""), cmd.one("branch") or ""
         result = await self.jobs.result(job)
         note = md_lines(await off_loop(sru_text, result, job, cmd))
         made = await off_loop(sru_commit, result, job, sru_options(cmd, self._signoff()))

@@ -6,16 +6,31 @@ one line that says what to write instead.
 
     bisect tree=NAME good=REV bad=REV testcase=NAME [mode=fix] [profile=P]
            [repetitions=N] [parallel=K] [metric=M] [flaky=yes] [duets=yes]
+           [cross-tree=yes] [target=REV] [explain=yes|no]
+    bisect kernels=K1,K2,... testcase=NAME [...]        (prebuilt kernels, no tree)
+    bisect tree=NAME kernels=K1=REV1,K2=REV2,... testcase=NAME [target=REV] [...]
     status [JOB] | cancel JOB | report JOB | explain JOB | sru JOB [series=S] [bug=N] [branch=B]
     backport JOB target=REV
     mark JOB REV good|bad|skip | testcases | help
+
+`bisect` starts an investigation, as `kbisect bisect` does: cross-tree=yes checks the
+distro endpoint's merge base first (--cross-tree), kernels= bisects prebuilt kernels first
+(--kernels), target=REV backports the named change to REV and measures it there
+(--target), explain=no leaves a timing's culprit unexplained (--no-explain) and explain=yes
+explains a counter's too (--explain). The investigation's own checks are the CLI's
+(kbisect.jobs.investigation.plan); the combinations the CLI refuses in its options' words
+are refused here first in the door's. kernels= takes Debian linux-image-* package names
+only: a file named from a chat would be a path on the door's host, which a chat user
+must not probe or have booted (the CLI takes .deb and vmlinuz files).
 """
 
 import re
 from dataclasses import dataclass, field
 
+from kbisect.builders.prebuilt import PACKAGE_RE
 from kbisect.contract import Mode
 from kbisect.errors import UserError
+from kbisect.jobs.investigation import Chain
 from kbisect.jobs.request import JobOptions
 
 # What a word may hold: git revision syntax (HEAD~2, v6.1^), names, numbers. Nothing a
@@ -27,15 +42,18 @@ MAX_LENGTH = 1000
 MAX_COMMANDS = 5  # in one note or message: one note must not make hundreds of replies
 
 BISECT_KEYS = ("tree", "good", "bad", "testcase", "mode", "profile", "repetitions", "parallel")
-SWITCHES = ("flaky", "duets")  # yes or no
-BISECT_EXTRA = ("metric", *SWITCHES)
+SWITCHES = ("flaky", "duets", "cross-tree", "explain")  # yes or no
+CHAIN_KEYS = ("kernels", "target")  # the investigation's stages beyond the bisection
+BISECT_EXTRA = ("metric", *SWITCHES, *CHAIN_KEYS)
 YES, NO = ("yes", "true"), ("no", "false")
 SRU_KEYS = ("series", "bug", "branch")
 NUMBER_KEYS = {"repetitions", "parallel", "bug"}
 REPEATABLE = {"good"}
 USAGE = {
     "bisect": "bisect tree=NAME good=REV bad=REV testcase=NAME [mode=fix] [profile=P] "
-    "[repetitions=N] [parallel=K] [metric=M] [flaky=yes] [duets=yes]",
+    "[repetitions=N] [parallel=K] [metric=M] [flaky=yes] [duets=yes] [cross-tree=yes] "
+    "[target=REV] [explain=yes|no] (or kernels=K1,K2,... of linux-image-* packages in place of "
+    "tree, good and bad; with tree=NAME, kernels=K1=REV1,K2=REV2,...)",
     "status": "status [JOB]",
     "cancel": "cancel JOB",
     "report": "report JOB",
@@ -62,7 +80,7 @@ class Command:
 
     def options(self) -> JobOptions:
         """A bisect command as the CLI's job options (then checked the same way)."""
-        good = [g for value in self.keys["good"] for g in value.split(",") if g]
+        good = [g for value in self.keys.get("good", []) for g in value.split(",") if g]
         return JobOptions(
             good=good,
             bad=self.one("bad") or "",
@@ -75,6 +93,19 @@ class Command:
             metric=self.one("metric"),
             flaky=self.switch("flaky"),
             duets=self.switch("duets"),
+        )
+
+    def chain(self) -> Chain:
+        """A bisect command's stages beyond the bisection, as the CLI's --cross-tree,
+        --kernels, --target and --explain / --no-explain (then planned and checked the same
+        way): explain=yes explains a counter's culprit too, explain=no none, and without it
+        a timing's only."""
+        explain = self.one("explain")
+        return Chain(
+            cross_tree=self.switch("cross-tree"),
+            kernels=self.one("kernels") or "",
+            explain=None if explain is None else explain.lower() in YES,
+            target=self.one("target") or "",
         )
 
     def switch(self, key: str) -> bool:
@@ -187,7 +218,11 @@ def _bisect(positional: list[str], pairs: list[str]) -> Command:
     if positional:
         raise UserError(f"refused: {positional[0]!r} is not key=value; write: {USAGE['bisect']}")
     keys = _keys("bisect", pairs, BISECT_KEYS + BISECT_EXTRA)
-    missing = [k for k in ("tree", "good", "bad", "testcase") if k not in keys]
+    mapped = _kernels(keys["kernels"][-1]) if "kernels" in keys else None
+    needed = ["testcase"] if mapped is not None else ["tree", "good", "bad", "testcase"]
+    if mapped:  # each kernel's revision is the tree's
+        needed.insert(0, "tree")
+    missing = [k for k in needed if k not in keys]
     if missing:
         given = " ".join(f"{k}=..." for k in missing)
         raise UserError(f"refused: bisect needs {given}; write: {USAGE['bisect']}")
@@ -198,4 +233,54 @@ def _bisect(positional: list[str], pairs: list[str]) -> Command:
         value = keys.get(key, ["no"])[-1].lower()
         if value not in YES + NO:
             raise UserError(f"refused: {key}={value[:20]}: write {key}=yes or {key}=no")
-    return Command(verb="bisect", keys=keys)
+    if mapped is not None:
+        _check_kernels(keys, mapped)
+    cmd = Command(verb="bisect", keys=keys)
+    if cmd.switch("cross-tree") and mode == Mode.REGRESSION and len(cmd.options().good) > 1:
+        raise UserError("refused: cross-tree=yes takes one good= (the distro kernel that was good)")
+    return cmd
+
+
+def _kernels(value: str) -> bool:
+    """Whether kernels=K1,K2,... maps each kernel to its revision (K=REV); refused unless
+    each is a Debian linux-image-* package name (a file is the command line's), at least
+    two, none twice, and all mapped or none."""
+    items = [part.partition("=") for part in value.split(",")]
+    for spec, sep, rev in items:
+        if not PACKAGE_RE.match(spec):
+            raise UserError(
+                f"refused: kernels=: {spec[:60]!r} is not a Debian linux-image-* package name "
+                "(kbisect takes kernel files on the command line only)"
+            )
+        if sep and (not rev or rev.startswith("-")):
+            raise UserError(
+                f"refused: kernels=: {spec}={rev[:20]}: give the kernel's revision, a commit "
+                "hash, tag or branch name"
+            )
+    if len(items) < 2:
+        raise UserError("refused: kernels= needs at least two kernels, oldest first: K1,K2")
+    if len({spec for spec, _, _ in items}) != len(items):
+        raise UserError("refused: kernels= names a kernel twice")
+    mapped = [bool(sep) for _, sep, _ in items]
+    if any(mapped) and not all(mapped):
+        raise UserError("refused: kernels=: map every kernel to its revision (K=REV), or none")
+    return all(mapped)
+
+
+def _check_kernels(keys: dict[str, list[str]], mapped: bool) -> None:
+    """kernels= with the rest of a bisect command: what the CLI's --kernels refuses, in the
+    door's words (the first kernel is the old side; revisions are the tree's)."""
+    if "good" in keys or "bad" in keys:
+        raise UserError("refused: kernels= takes the first kernel as the old side: drop good= bad=")
+    if "cross-tree" in keys and keys["cross-tree"][-1].lower() in YES:
+        raise UserError("refused: cross-tree=yes bisects revisions of one tree: drop kernels=")
+    if not mapped and "tree" in keys:
+        raise UserError(
+            "refused: kernels= with tree= maps each kernel to its revision there: write "
+            "kernels=K1=REV1,K2=REV2,..."
+        )
+    if not mapped and "target" in keys:
+        raise UserError(
+            "refused: target= needs the commits bisected: give tree=NAME and map each kernel "
+            "to its revision, kernels=K1=REV1,K2=REV2,..."
+        )

@@ -2,7 +2,9 @@
 through the same grammar, checks and JobClient as the CLI; a started job gets a thread
 (the job id and Web UI link first, then its phases and steps, the outcome, the report's
 summary and the score plot). `sru JOB` posts the SRU text, then the cover letter and patch
-(`kbisect report --sru-patch`) as files in its thread.
+(`kbisect report --sru-patch`) as files in its thread. `bisect` starts an investigation:
+its thread has each stage's line, then that stage job's story, then the investigation's
+outcome and the last bisection's plot.
 
 The bot posts notices (m.notice: bots' messages, which bots ignore), ignores its own
 messages, notices and whatever was sent before it started. Its login (access token and
@@ -40,7 +42,14 @@ from nio import (
 
 from kbisect.contract import SeriesAlert
 from kbisect.doors import state_file
-from kbisect.doors.actions import Quota, execute, failure_text, off_loop, sru_files
+from kbisect.doors.actions import (
+    Quota,
+    bisection_of,
+    execute,
+    failure_text,
+    off_loop,
+    sru_files,
+)
 from kbisect.doors.grammar import Command, parse
 from kbisect.doors.job_posts import Post, follow
 from kbisect.doors.quoting import inert
@@ -248,9 +257,9 @@ class MatrixBot:
         """The cover letter and patch (`kbisect report --sru-patch`) as files in the thread
         of the SRU text, and a line with where it applies and checkpatch's summary."""
         assert self.jobs is not None
-        job = cmd.job or ""
         with tempfile.TemporaryDirectory(prefix="kbisect-sru-") as tmp:
             try:
+                job = await bisection_of(self.jobs, cmd.job or "")  # an investigation's
                 result = await self.jobs.result(job)
                 done = await off_loop(sru_files, result, job, cmd, self.config.signoff, Path(tmp))
             except KbisectError as exc:

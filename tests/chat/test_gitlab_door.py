@@ -31,6 +31,8 @@ from kbisect.contract import (
     BACKPORT_WORKFLOW,
     DOOR_RUNNING_JOBS,
     EXPLAIN_WORKFLOW,
+    INVESTIGATION_WORKFLOW,
+    WORKFLOW,
     BadBoot,
     BisectRequest,
     BisectResult,
@@ -57,6 +59,14 @@ from kbisect.reports.lines import md_code, md_lines
 from kbisect.reports.sru_branch import push_sru_branch
 from kbisect.reports.sru_patch import SruCommit
 from kbisect.settings import Settings
+from kbisect.workflows.investigation_types import (
+    InvestigationProgress,
+    InvestigationRequest,
+    InvestigationResult,
+    Stage,
+    StageName,
+    StageState,
+)
 from tests.chat.hanging_git import HangingGitServer, hanging_tree
 from tests.conftest import git, tree_lab
 
@@ -66,16 +76,22 @@ SECRET = "s3cret-hook-token"
 PROJECT = 7
 
 
+JOB = "inv-nvme-snapshot-read-00000001"  # the first investigation a note starts
+BISECTION = f"{JOB}-bisect"  # its bisection
+
+
 @dataclass
 class RecordingJobs:
-    """JobClient's calls the receiver makes, with a scripted job: two looks, then found."""
+    """JobClient's calls the receiver makes, with a scripted investigation: its bisection
+    runs two looks, then has found; the investigation ends with it."""
 
-    started: list[BisectRequest] = field(default_factory=list)
+    started: list[BisectRequest] = field(default_factory=list)  # each investigation's
     looks: int = 0
-    result_of: dict[str, BisectResult] = field(default_factory=dict)
+    result_of: dict[str, BisectResult] = field(default_factory=dict)  # by bisection id
     cancelled: list[str] = field(default_factory=list)
     explained: dict[str, ExplainResult] = field(default_factory=dict)  # by explain job id
     stages: dict[str, str] = field(default_factory=dict)  # explain and backport jobs: kind
+    investigations: dict[str, str] = field(default_factory=dict)  # its bisection, by id
     edit: Callable[[BisectResult], BisectResult] = lambda r: r  # a test's, to each result
 
     def needs(self) -> list[object]:
@@ -84,6 +100,10 @@ class RecordingJobs:
     async def describe(self, job_id: str) -> SimpleNamespace:
         if job_id in self.stages:
             return SimpleNamespace(workflow_type=self.stages[job_id])
+        if job_id in self.investigations:
+            return SimpleNamespace(workflow_type=INVESTIGATION_WORKFLOW)
+        if job_id in self.result_of:
+            return SimpleNamespace(workflow_type=WORKFLOW)
         raise UserError(f"no job {job_id!r}")
 
     async def start_explain(self, req: object, job_id: str, by: str = "") -> str:
@@ -97,9 +117,17 @@ class RecordingJobs:
     async def backport_result(self, job_id: str) -> None:
         raise UserError(f"job {job_id} failed: no build host")
 
+    async def sweep_result(self, job_id: str) -> None:
+        raise UserError(f"no job {job_id!r}")
+
     async def status_of(self, job_id: str) -> WorkflowExecutionStatus | None:
         # an explain job given its answer; none else: an SRU note goes without Why
-        return WorkflowExecutionStatus.COMPLETED if job_id in self.explained else None
+        if job_id in self.explained:
+            return WorkflowExecutionStatus.COMPLETED
+        if job_id in self.result_of:  # a bisection: it runs two looks
+            running = self.looks <= 2
+            return WorkflowExecutionStatus.RUNNING if running else WorkflowExecutionStatus.COMPLETED
+        return None
 
     async def explain_result(self, job_id: str) -> ExplainResult:
         if job_id not in self.explained:
@@ -109,17 +137,36 @@ class RecordingJobs:
     async def require_workers(self, needs: object, *args: object) -> None:
         return None
 
-    async def start(self, req: BisectRequest, by: str = "") -> str:
-        self.started.append(req)
+    async def start_investigation(self, req: InvestigationRequest, by: str = "") -> str:
+        assert req.bisection is not None
+        self.started.append(req.bisection)
         self.by = by
-        job = f"bisect-nvme-snapshot-read-{len(self.started):08x}"
-        self.result_of[job] = self.edit(_result(req))
+        job = f"inv-nvme-snapshot-read-{len(self.started):08x}"
+        self.investigations[job] = f"{job}-bisect"
+        self.result_of[f"{job}-bisect"] = self.edit(_result(req.bisection))
         return job
+
+    async def bisection_of(self, job_id: str) -> str:
+        return self.investigations.get(job_id, job_id)
+
+    async def investigation_progress(self, job_id: str) -> InvestigationProgress:
+        bisection = self.investigations[job_id]
+        stage = Stage(StageName.BISECT, bisection, WORKFLOW)
+        return InvestigationProgress("bisect", f"job {bisection}", [stage])
+
+    async def investigation_result(self, job_id: str) -> InvestigationResult:
+        bisection = self.investigations[job_id]
+        r = self.result_of[bisection]
+        line = f"{r.status}: {r.message}"
+        stage = Stage(StageName.BISECT, bisection, WORKFLOW, StageState.DONE, line)
+        return InvestigationResult([stage], r.status, r.message, r.culprit, bisection, r.testcase)
 
     def job_url(self, job_id: str) -> str:
         return f"http://127.0.0.1:8233/namespaces/default/workflows/{job_id}"
 
     async def running(self, job_id: str) -> bool:
+        if job_id in self.investigations:  # while its bisection does
+            return self.looks <= 2
         self.looks += 1
         return self.looks <= 2
 
@@ -380,7 +427,7 @@ async def test_a_job_whose_reply_gitlab_refuses_is_still_the_doors(receiver: Rec
     with pytest.raises(gitlab.GitlabCreateError):  # the command's task, as GitLab said
         await receiver.settle()
     await receiver.settle()  # the job's follower
-    job = "bisect-nvme-snapshot-read-00000001"
+    job = JOB
     assert refused == [2] and receiver.jobs.started
     followed = door.followed[job]
     assert followed.by == "alice" and followed.done and followed.progress_note
@@ -411,17 +458,20 @@ async def test_a_note_starts_one_job_however_often_it_is_delivered(receiver: Rec
     assert receiver.jobs.by == f"@alice (GitLab {PROJECT})"  # the job's "submitted by"
 
     notes = receiver.calls.of("POST", rf"/projects/{PROJECT}/issues/3/notes")
-    job = "bisect-nvme-snapshot-read-00000001"
+    job = JOB
     assert notes[0]["body"].startswith(f"kbisect started `{job}`: http://127.0.0.1:8233/")
     assert notes[1]["body"] == f"kbisect `{job}`: waiting to start"  # the progress note
     edits = receiver.calls.of("PUT", rf"/projects/{PROJECT}/issues/3/notes/101")
     assert any("- calibrating" in e["body"] for e in edits)
-    assert "first bad commit: " in edits[-1]["body"]
-    report = notes[2]["body"]
+    lines = edits[-1]["body"].splitlines()  # the investigation's stage, its story, its end
+    assert lines[2] == f"- bisect: job {BISECTION}" and "first bad commit: " in lines[-4]
+    assert lines[-2:] == ["- (report below)", f"- {job} found: first bad commit"]
+    report = notes[2]["body"]  # the investigation's: each stage's answer, the SRU draft
     assert report.startswith(f"# kbisect {job}") and "![plot](/uploads/" in report
+    assert f"## Bisect: {BISECTION}" in report and "## SRU draft" in report
     assert len(notes) == 3
     upload = receiver.calls.of("POST", rf"/projects/{PROJECT}/uploads")
-    assert len(upload) == 1 and b'filename="bisect-nvme' in upload[0]  # multipart, field "file"
+    assert len(upload) == 1 and b'filename="inv-nvme' in upload[0]  # multipart, field "file"
     assert b'name="file"' in upload[0]
     assert receiver.calls.of("PUT", rf"/projects/{PROJECT}/issues/3") == [
         {"add_labels": "kbisect::found"}
@@ -462,8 +512,8 @@ async def test_own_notes_and_other_events_are_ignored(receiver: Receiver) -> Non
 async def test_sru_pushes_the_tested_commit_and_opens_a_merge_request(receiver: Receiver) -> None:
     await receiver.post(hook(41, BISECT))
     await receiver.settle()
-    job = "bisect-nvme-snapshot-read-00000001"
-    result = receiver.jobs.result_of[job]
+    job = JOB  # the investigation: sru takes its bisection
+    result = receiver.jobs.result_of[BISECTION]
     # The target branch has c as the tested commit's parent (the new endpoint) has it.
     receiver.blobs["c"] = git(receiver.upstream, "rev-parse", "master:c").strip()
     sru = f"/kbisect sru {job} series=noble bug=2012345 branch=sru/nvme"
@@ -498,14 +548,14 @@ async def test_sru_refuses_a_branch_whose_files_differ_from_the_tested_ones(
 ) -> None:
     await receiver.post(hook(51, BISECT))
     await receiver.settle()
-    job = "bisect-nvme-snapshot-read-00000001"
+    job = JOB
     receiver.blobs["c"] = "0" * 40  # the branch has another c than the one tested
     await receiver.post(hook(52, f"/kbisect sru {job} branch=sru/nvme", on="MergeRequest"))
     await receiver.settle()
     (reply,) = receiver.calls.of("POST", rf"/projects/{PROJECT}/merge_requests/4/notes")
     assert "\n" not in reply["body"]
     assert shown(reply["body"]).startswith("`stable-6.1` (ffffffffffff) has other versions of c")
-    assert f"kbisect report {job} --sru-patch DIR" in reply["body"]
+    assert f"kbisect report {BISECTION} --sru-patch DIR" in reply["body"]
     assert receiver.calls.of("POST", r".*/repository/commits") == []
     assert receiver.calls.of("POST", r".*/merge_requests") == []
 
@@ -514,7 +564,7 @@ async def test_sru_refuses_a_branch_whose_files_differ_from_the_tested_ones(
 async def test_sru_text_in_a_note_names_the_series_and_bug(receiver: Receiver) -> None:
     await receiver.post(hook(61, BISECT))
     await receiver.settle()
-    job = "bisect-nvme-snapshot-read-00000001"
+    job = JOB
     await receiver.post(hook(62, f"/kbisect sru {job} series=focal bug=77"))
     await receiver.settle()
     body = receiver.calls.of("POST", rf"/projects/{PROJECT}/issues/3/notes")[-1]["body"]
@@ -665,7 +715,7 @@ async def test_markup_in_guests_and_repositorys_words_is_text_in_every_note(
     """The door's plain posts (the progress note's steps and outcome, `status`, the explain
     answer with a failed boot's reason, the SRU merge request's description) show others'
     markdown as the text it is: no image that a reader's browser fetches, no link, no HTML."""
-    job = "bisect-nvme-snapshot-read-00000001"
+    job = BISECTION  # a stage job of the door's investigation
     receiver.jobs.edit = _with_markup
     await _said(receiver, 300, BISECT)
     receiver.jobs.explained[explain_id(job)] = dataclasses.replace(
@@ -854,8 +904,8 @@ async def test_parallel_is_bounded_as_on_the_command_line(
 async def test_the_door_acts_only_on_jobs_it_started_in_that_project(receiver: Receiver) -> None:
     await receiver.post(hook(101, BISECT))
     await receiver.settle()
-    own = "bisect-nvme-snapshot-read-00000001"
-    result = receiver.jobs.result_of[own]
+    own = JOB
+    result = receiver.jobs.result_of[BISECTION]
     receiver.blobs["c"] = git(receiver.upstream, "rev-parse", "master:c").strip()
     cli_job, elsewhere = "bisect-nvme-snapshot-read-cli1", "bisect-nvme-snapshot-read-other"
     receiver.jobs.result_of |= {cli_job: result, elsewhere: result}
@@ -1063,13 +1113,13 @@ async def _said(receiver: Receiver, note_id: int, text: str, author: str = "alic
 async def test_explain_and_backport_jobs_started_here_are_the_doors(receiver: Receiver) -> None:
     """Started from a note, an explain or backport job is the door's, as a bisection is:
     followed, and `status` and `cancel` act on it (not refused as another's)."""
-    job = "bisect-nvme-snapshot-read-00000001"
+    job = JOB
     await _said(receiver, 200, BISECT)
-    eid = explain_id(job)
+    eid = explain_id(BISECTION)  # the investigation's bisection's
     started, _ = await _said(receiver, 201, f"/kbisect explain {job}")
     assert started.startswith(f"kbisect started `{eid}`: ")
     assert receiver.door.followed[eid].by == "alice"
-    receiver.jobs.explained[eid] = _explained(job)  # it has ended with its answer
+    receiver.jobs.explained[eid] = _explained(BISECTION)  # it has ended with its answer
     (status,) = await _said(receiver, 202, f"/kbisect status {eid}")
     assert status.startswith(f"{eid}: ended\nexplained: cccccccccccc (add c) against its parent")
     assert await _said(receiver, 203, f"/kbisect cancel {eid}") == [f"asked {eid} to stop"]
@@ -1087,7 +1137,7 @@ async def test_a_person_runs_at_most_door_running_jobs_backports_alike(receiver:
     """With DOOR_RUNNING_JOBS of alice's running (one ended does not count), each of her
     commands that would start a job, a backport's too, is refused in one line and starts
     nothing; bob's backport starts, and once one of hers ends, her next one starts."""
-    job = "bisect-nvme-snapshot-read-00000001"
+    job = JOB
     await _said(receiver, 300, BISECT)
     assert receiver.door.followed[job].done  # ended: not one of her running jobs
     running = [f"bisect-nvme-snapshot-read-run{n}" for n in range(DOOR_RUNNING_JOBS)]
@@ -1105,4 +1155,4 @@ async def test_a_person_runs_at_most_door_running_jobs_backports_alike(receiver:
     assert bobs[0].startswith("kbisect started `") and len(receiver.jobs.stages) == 1
     receiver.door.followed[running[0]].done = True
     (started, _) = await _said(receiver, 303, f"/kbisect explain {job}")
-    assert started.startswith(f"kbisect started `{explain_id(job)}`")
+    assert started.startswith(f"kbisect started `{explain_id(BISECTION)}`")

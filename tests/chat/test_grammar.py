@@ -4,6 +4,7 @@ import pytest
 
 from kbisect.doors.grammar import help_text, parse
 from kbisect.errors import UserError
+from kbisect.jobs.investigation import Chain
 
 BISECT = "bisect tree=lab good=lab-good bad=lab-bad testcase=nvme-snapshot-read"
 
@@ -23,6 +24,22 @@ def test_a_flaky_pass_fail_job_or_one_in_duets_from_chat(key: str) -> None:
     assert not getattr(parse(f"{BISECT} {key}=no").options(), key)
     with pytest.raises(UserError, match=f"write {key}=yes or {key}=no"):
         parse(f"{BISECT} {key}=maybe")
+
+
+def test_bisect_asks_the_clis_chain_of_stages() -> None:
+    """cross-tree=, target=, explain= and kernels= as --cross-tree, --target, --explain /
+    --no-explain and --kernels (then planned and checked by the CLI's own plan)."""
+    cmd = parse(f"{BISECT} cross-tree=yes target=ubuntu/jammy~2 explain=no")
+    assert cmd.chain() == Chain(cross_tree=True, kernels="", explain=False, target="ubuntu/jammy~2")
+    assert parse(f"{BISECT} explain=yes").chain().explain is True  # a counter's too
+    assert parse(BISECT).chain() == Chain()  # the CLI's defaults: a timing's explained
+    kernels = "linux-image-6.1.0-1-amd64,linux-image-6.1.0-2-amd64"
+    cmd = parse(f"bisect kernels={kernels} testcase=t")
+    assert cmd.chain().kernels == kernels and (cmd.options().good, cmd.options().bad) == ([], "")
+    assert cmd.options().tree is None
+    mapped = "kernels=linux-image-6.1.0-1-amd64=v6.1,linux-image-6.1.0-2-amd64=v6.1.1"
+    cmd = parse(f"bisect tree=lab {mapped} testcase=t target=v6.2")
+    assert cmd.chain().kernels == mapped.removeprefix("kernels=") and cmd.options().tree == "lab"
 
 
 def test_several_goods_and_git_revision_syntax() -> None:
@@ -96,6 +113,23 @@ def test_backport_takes_a_target() -> None:
         ("status x=1", "status takes no key=value"),
         ("sru bisect-x-1 signoff=me", "unknown key 'signoff' for sru"),
         ("bisect " + "x=1 " * 40, "at most 32 words"),
+        (f"{BISECT} cross-tree=maybe", "write cross-tree=yes or cross-tree=no"),
+        (f"{BISECT} explain=sometimes", "write explain=yes or explain=no"),
+        (f"{BISECT} target=-x", "starts with '-'"),
+        (f"{BISECT} target=a target=b", "target= given twice"),
+        ("bisect tree=lab good=a,b bad=c testcase=t cross-tree=yes", "takes one good="),
+        ("bisect kernels=/etc/shadow,/boot/vmlinuz testcase=t", "not a Debian linux-image-*"),
+        ("bisect kernels=../k.deb,linux-image-a testcase=t", "not a Debian linux-image-*"),
+        ("bisect kernels=linux-image-a testcase=t", "at least two kernels"),
+        ("bisect kernels=linux-image-a,linux-image-a testcase=t", "names a kernel twice"),
+        ("bisect kernels=linux-image-a=v1,linux-image-b tree=lab testcase=t", "or none"),
+        ("bisect kernels=linux-image-a=-x,linux-image-b=v2 tree=lab testcase=t", "revision"),
+        ("bisect kernels=linux-image-a,linux-image-b good=v1 testcase=t", "drop good= bad="),
+        ("bisect kernels=linux-image-a,linux-image-b testcase=t cross-tree=yes", "drop kernels="),
+        ("bisect kernels=linux-image-a,linux-image-b tree=lab testcase=t", "K1=REV1"),
+        ("bisect kernels=linux-image-a,linux-image-b testcase=t target=v2", "target= needs"),
+        ("bisect kernels=linux-image-a=v1,linux-image-b=v2 testcase=t", "needs tree=..."),
+        ("bisect kernels=linux-image-a,linux-image-b", "bisect needs testcase=..."),
     ],
 )
 def test_refusals_are_one_line(text: str, says: str) -> None:
@@ -112,3 +146,5 @@ def test_help_lists_every_command() -> None:
              "backport")  # fmt: skip
     for verb in (*verbs, "help"):
         assert verb in text
+    for key in ("cross-tree=yes", "kernels=K1,K2", "target=REV", "explain=yes|no"):
+        assert key in text

@@ -12,15 +12,17 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from kbisect.contract import BisectRequest, BisectResult, Progress
+from kbisect.contract import INVESTIGATION_WORKFLOW, BisectRequest
 from kbisect.doors.matrix import PREFIX, BotConfig, MatrixBot, _quiet, command_text
 from kbisect.doors.quoting import WORD_JOINER
 from kbisect.jobs.client import JobClient, JobSummary
 from kbisect.settings import Settings
+from kbisect.workflows.investigation_types import InvestigationProgress, InvestigationRequest
 from tests.chat.bot_process import bot_posts, members, reply_to
 from tests.chat.hanging_git import HangingGitServer, hanging_tree
 from tests.chat.homeserver import Synapse, User
@@ -32,7 +34,8 @@ CLI_JOB = "bisect-nvme-snapshot-read-cli1"  # a CLI user's, on a private path
 
 @dataclass
 class StubJobs:
-    """The JobClient calls the bot makes; `result` fails as no kbisect error would."""
+    """The JobClient calls the bot makes; an investigation's progress fails as no kbisect
+    error would."""
 
     started: list[BisectRequest] = field(default_factory=list)
     cancelled: list[str] = field(default_factory=list)
@@ -43,10 +46,17 @@ class StubJobs:
     async def require_workers(self, *args: object) -> None:
         return None
 
-    async def start(self, req: BisectRequest, by: str = "") -> str:
-        self.started.append(req)
+    async def start_investigation(self, req: InvestigationRequest, by: str = "") -> str:
+        assert req.bisection is not None
+        self.started.append(req.bisection)
         self.by = by
-        return f"bisect-nvme-snapshot-read-{len(self.started):08x}"
+        return f"inv-nvme-snapshot-read-{len(self.started):08x}"
+
+    async def describe(self, job_id: str) -> SimpleNamespace:
+        return SimpleNamespace(workflow_type=INVESTIGATION_WORKFLOW)
+
+    async def investigation_progress(self, job_id: str) -> InvestigationProgress:
+        raise RuntimeError("the service sent something odd")
 
     def job_url(self, job_id: str) -> str:
         return f"http://127.0.0.1:8233/namespaces/default/workflows/{job_id}"
@@ -54,18 +64,12 @@ class StubJobs:
     async def running(self, job_id: str) -> bool:
         return True
 
-    async def progress(self, job_id: str) -> Progress:
-        return Progress(status="queued")
-
     async def cancel(self, job_id: str) -> None:
         self.cancelled.append(job_id)
 
-    async def result(self, job_id: str) -> BisectResult:
-        raise RuntimeError("the service sent something odd")
-
     async def jobs(self, limit: int = 20) -> list[JobSummary]:
         """The service's newest jobs: a CLI user's, and those the bot started."""
-        ids = [CLI_JOB, *(f"bisect-nvme-snapshot-read-{i:08x}" for i in range(1, 3))]
+        ids = [CLI_JOB, *(f"inv-nvme-snapshot-read-{i:08x}" for i in range(1, 3))]
         now = datetime.now(UTC)
         return [JobSummary(i, "running", "bisecting", "nvme-snapshot-read", "", now) for i in ids]
 
@@ -237,7 +241,7 @@ def test_the_bot_acts_only_on_jobs_it_started(room: Room) -> None:
         assert answer.startswith("refused: ") and "not started here" in answer, answer
         assert "\n" not in answer
     started = room.answer(room.alice.say(room.room, BISECT))
-    job = "bisect-nvme-snapshot-read-00000001"
+    job = "inv-nvme-snapshot-read-00000001"
     assert started.startswith(f"started {job}")
     assert (
         room.answer(room.alice.say(room.room, f"!kbisect cancel {job}")) == f"asked {job} to stop"

@@ -1,7 +1,9 @@
 """A real job from chat: a user's `!kbisect bisect tree=...` on a real Synapse starts a real
-bisection of the lab (dev server, worker, QEMU) from a named tree; the bot, killed mid-job
-and started again, follows the job on in its thread without posting anything twice, and
-ends with the outcome, the report's summary and the score plot."""
+investigation of the lab (dev server, worker, QEMU) from a named tree, its bisection a
+stage job; the bot, killed mid-job and started again, follows it on in its thread without
+posting anything twice, and ends with the bisection's outcome, its report's summary, the
+investigation's outcome and the score plot. `backport INV target=...` takes the
+investigation's bisection to the target."""
 
 import json
 import os
@@ -50,7 +52,7 @@ def test_chat_user_bisects_a_named_tree_through_a_bot_restart(
         first = root()
         assert first is not None
         body = str(first["content"]["body"])  # type: ignore[index]
-        assert body.startswith("started bisect-nvme-snapshot-read-"), body
+        assert body.startswith("started inv-nvme-snapshot-read-"), body
         job_id = body.split()[1].rstrip(":")
         assert f"http://127.0.0.1:{ui_port}/namespaces/default/workflows/{job_id}" in body
         root_id = str(first["event_id"])
@@ -114,9 +116,12 @@ def test_chat_user_bisects_a_named_tree_through_a_bot_restart(
         assert truth["culprit"] in result["candidates"]
         outcome = result["message"]
     assert any(b.startswith(outcome) for b in bodies), (outcome, bodies)
-    assert any(b.startswith(f"# kbisect {job_id}") for b in bodies)  # the report's summary
+    assert f"bisect: job {job_id}-bisect" in bodies  # the investigation's stage
+    assert any(b.startswith(f"# kbisect {job_id}-bisect") for b in bodies)  # its summary
+    assert any(b.startswith(f"{job_id} {result['status']}: ") for b in bodies)  # the end
     assert [e["content"]["msgtype"] for e in posts][-1] == "m.image"  # type: ignore[index]
-    assert str(started["content"]["body"]).startswith(f"started {job_id}-backport-")  # type: ignore[index]
+    # the investigation's id to backport: its bisection's backport
+    assert str(started["content"]["body"]).startswith(f"started {job_id}-bisect-backport-")  # type: ignore[index]
     assert any(b.startswith("verified: ") for b in backport_posts), backport_posts
     assert any(b.startswith("boot 1: ") for b in backport_posts), backport_posts
     note = next(b for b in backport_posts if "[Test Plan]" in b)
