@@ -24,6 +24,7 @@ from aiohttp.typedefs import Middleware
 
 from kbisect.contract import (
     EXPLAIN_WORKFLOW,
+    INVESTIGATION_WORKFLOW,
     RESULTS_PATH,
     SWEEP_WORKFLOW,
     WORKFLOW,
@@ -36,11 +37,18 @@ from kbisect.doors.web import pages
 from kbisect.doors.web.html import PAGE_CSP
 from kbisect.errors import KbisectError, UserError
 from kbisect.infra.temporal_server import LOOPBACK_NAMES, foreign
-from kbisect.jobs import explain_job, series_client
+from kbisect.jobs import explain_job, investigation, series_client
 from kbisect.jobs.client import JOB_KINDS, JobClient, JobSummary, kind_name
-from kbisect.reports import backport_report, explain_report, job_report, sweep_report
+from kbisect.reports import (
+    backport_report,
+    explain_report,
+    investigation_report,
+    job_report,
+    sweep_report,
+)
 from kbisect.settings import Settings
 from kbisect.testcases.manifest import PASSED
+from kbisect.workflows.investigation_types import Stage
 
 log = logging.getLogger(__name__)
 BASE = RESULTS_PATH
@@ -179,6 +187,14 @@ class Row:
 
 
 @dataclasses.dataclass
+class Investigated:
+    """An ended investigation's page and JSON, which never change again."""
+
+    view: pages.InvestigationView
+    data: dict[str, object]
+
+
+@dataclasses.dataclass
 class Ended:
     """A finished bisection's parts that never change again."""
 
@@ -196,6 +212,7 @@ class Site:
         self._client: JobClient | None = None
         self._lock = asyncio.Lock()
         self._ended: dict[str, Ended] = {}  # by job id
+        self._investigated: dict[str, Investigated] = {}  # ended investigations, by id
         self._rows: dict[str, Row] = {}  # the listed jobs' rows, by job id
         self._listing = asyncio.Lock()  # one reading of the list at a time, the rest wait
         self._plots: dict[str, tuple[str, bytes]] = {}  # by job id: (what it drew, the SVG)
@@ -275,6 +292,8 @@ class Site:
         """The job's workflow type, and whether it has ended."""
         if job_id in self._ended:  # a bisection's id is never used again
             return WORKFLOW, True
+        if job_id in self._investigated:  # nor an investigation's
+            return INVESTIGATION_WORKFLOW, True
         desc = await (await self.client()).describe(job_id)
         return desc.workflow_type, desc.status is not None and desc.status.name != "RUNNING"
 
@@ -323,6 +342,9 @@ class Site:
         job_id = request.match_info["id"]
         try:
             kind, ended = await self._kind(job_id)
+            if kind == INVESTIGATION_WORKFLOW:
+                view = (await self._investigation(job_id, ended)).view
+                return _html(pages.investigation_page(view, BASE))
             if kind in OTHERS:
                 words = await self._other(job_id, kind, ended)
                 url = self.temporal_url(job_id)
@@ -335,11 +357,43 @@ class Site:
         job_id = request.match_info["id"]
         try:
             kind, ended = await self._kind(job_id)
+            if kind == INVESTIGATION_WORKFLOW:
+                view = (await self._investigation(job_id, ended)).view
+                return _html(pages.investigation_live(view, BASE))
             if kind in OTHERS:
                 return _html(pages.other_live(await self._other(job_id, kind, ended), ended))
             return _html(pages.bisect_live(await self._view(job_id, ended), BASE))
         except KbisectError as exc:
             return web.Response(status=404, text=str(exc))
+
+    async def _investigation(self, job_id: str, over: bool) -> Investigated:
+        """An investigation's page and JSON: its stages as its progress says while it
+        runs; once it ended, its result's, with its report (each stage job's answer read,
+        git for the commits and the SRU draft: off the event loop), kept."""
+        if job_id in self._investigated:
+            return self._investigated[job_id]
+        client = await self.client()
+        url = self.temporal_url(job_id)
+        if not over:
+            p = await client.investigation_progress(job_id)
+            view = pages.InvestigationView(job_id, p.status, p.message, p.stages, False, url)
+            return Investigated(view, _stages_json(job_id, view))
+        try:
+            found = await investigation.answers(client, job_id)
+        except KbisectError as exc:  # failed or cancelled: its last stages, and why
+            last = await _last_stages(client, job_id)
+            view = pages.InvestigationView(job_id, "failed", str(exc), last, True, url)
+            return Investigated(view, _stages_json(job_id, view))
+        r = found.result
+        sru = await asyncio.to_thread(_investigation_sru, found, job_id)
+        report = await asyncio.to_thread(investigation_report.markdown, job_id, found, sru)
+        view = pages.InvestigationView(
+            job_id, r.status, r.message, r.stages, True, url, testcase=r.testcase,
+            report=report, bisection=r.bisection if r.bisection in found.by_job else "",
+        )  # fmt: skip
+        done = Investigated(view, investigation_report.to_json(job_id, found))
+        self._investigated[job_id] = done
+        return done
 
     async def _other(self, job_id: str, kind: str, ended: bool) -> pages.Words:
         """A sweep's, explain or backport job's status and its words."""
@@ -428,8 +482,10 @@ class Site:
         client = await self.client()
         try:
             kind, ended = await self._kind(job_id)
-            if kind == SWEEP_WORKFLOW and ended:
-                data: object = sweep_report.to_json(await client.sweep_result(job_id), job_id)
+            if kind == INVESTIGATION_WORKFLOW:
+                data: object = (await self._investigation(job_id, ended)).data
+            elif kind == SWEEP_WORKFLOW and ended:
+                data = sweep_report.to_json(await client.sweep_result(job_id), job_id)
             elif kind in OTHERS:
                 words = await self._other(job_id, kind, ended)
                 data = {"id": job_id, **dataclasses.asdict(words)}
@@ -445,7 +501,10 @@ class Site:
         return web.Response(text=strict_json(data, default=str), content_type="application/json")
 
 
-OTHERS = {kind: word for kind, word in JOB_KINDS.items() if kind != WORKFLOW}  # not a bisection
+# neither a bisection nor an investigation: a sweep, explain or backport job
+OTHERS = {
+    kind: word for kind, word in JOB_KINDS.items() if kind not in (WORKFLOW, INVESTIGATION_WORKFLOW)
+}
 
 
 def _watching(w: series_client.WatchSummary) -> str:
@@ -503,6 +562,30 @@ async def _last_progress(client: JobClient, job_id: str) -> Progress:
         return await client.progress(job_id)  # a closed workflow's query, from its history
     except KbisectError:
         return Progress(status="failed")
+
+
+def _stages_json(job_id: str, v: pages.InvestigationView) -> dict[str, object]:
+    """A running (or failed) investigation's JSON: its word and its stages so far."""
+    stages = [dataclasses.asdict(s) for s in v.stages]
+    return {"id": job_id, "kind": "investigation", "status": v.status, "message": v.message,
+            "stages": stages}  # fmt: skip
+
+
+async def _last_stages(client: JobClient, job_id: str) -> list[Stage]:
+    """A failed or cancelled investigation's stages, from its last progress (none if no
+    worker answers for it)."""
+    try:
+        return (await client.investigation_progress(job_id)).stages
+    except KbisectError:
+        return []
+
+
+def _investigation_sru(found: investigation_report.Answers, job_id: str) -> str:
+    try:
+        return investigation_report.sru_draft(found, job_id)
+    except Exception as exc:  # the repository moved, or git cannot read it here: no draft
+        log.info("results pages: no SRU draft for %s: %s", job_id, exc)
+        return ""
 
 
 def _sru(result: BisectResult, job_id: str) -> str:

@@ -8,6 +8,7 @@ from urllib.parse import quote
 
 from kbisect.contract import Progress, Step, StepSource
 from kbisect.doors.web.html import badge, esc, markdown, page, table
+from kbisect.workflows.investigation_types import Stage
 
 
 @dataclass
@@ -234,6 +235,65 @@ def other_live(words: Words, done: bool) -> str:
     mark = " data-done='1'" if done else ""
     text = markdown(words.markdown) if words.markdown else "<br>".join(map(esc, words.lines))
     return f"<div class='card report'{mark}>{badge(words.status)} {text}</div>"
+
+
+@dataclass
+class InvestigationView:
+    """An investigation as its page shows it: its stages in order, each a link to its own
+    job's page; once it ended, its report (every stage's answer and the SRU draft)."""
+
+    id: str
+    status: str  # its progress's word while it runs; then how it ended
+    message: str
+    stages: list[Stage]
+    done: bool
+    temporal_url: str
+    testcase: str = ""
+    report: str = ""  # markdown, kbisect's own with others' words escaped
+    bisection: str = ""  # the bisection that answered: its plot is shown
+
+
+def investigation_live(v: InvestigationView, base: str) -> str:
+    """The part of an investigation's page that changes while it runs: its word and its
+    stages so far."""
+    done = " data-done='1'" if v.done else ""
+    rows = (
+        (
+            str(i),
+            esc(s.name),
+            f"<a class='hash' href='{href(base, 'jobs', s.job)}'>{esc(s.job)}</a>" if s.job else "",
+            badge(s.state),
+            esc(s.line),
+        )
+        for i, s in enumerate(v.stages, 1)
+    )
+    stages = (
+        table(("#", "stage", "job", "state", "how it ended"), rows)
+        if v.stages
+        else "<p class='dim'>No stage has started yet.</p>"
+    )
+    return (
+        f"<div class='card answer'{done}>{badge(v.status)} {esc(v.message)}</div>"
+        f"<h2>Stages</h2><div class='card flush'>{stages}</div>"
+    )
+
+
+def investigation_page(v: InvestigationView, base: str) -> str:
+    live = "" if v.done else href(base, "jobs", v.id, "live")
+    what = f" {esc(v.testcase)}" if v.testcase else ""
+    body = [
+        f"<h1>investigation{what}</h1>"
+        f"<p class='dim'><code>{esc(v.id)}</code> · "
+        f"<a href='{esc(v.temporal_url)}'>Temporal page</a> · "
+        f"<a href='{href(base, 'api', 'jobs', v.id)}'>JSON</a></p>",
+        f"<div id='live' data-url='{live}'>{investigation_live(v, base)}</div>",
+    ]
+    if v.bisection:
+        src = href(base, "jobs", v.bisection, "plot.svg")
+        body.append(f"<img class='plot' alt='scores across commits' src='{src}'>")
+    if v.report:
+        body.append(f"<h2>Report</h2><div class='card report'>{markdown(v.report)}</div>")
+    return page(v.id, "".join(body), base)
 
 
 @dataclass
