@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from temporalio.client import Client
+from temporalio.service import RPCError
 
 from benchmarks.nginx import free_port
 from kbisect import settings
@@ -23,6 +24,7 @@ from kbisect.builders import artifact_cache
 from kbisect.builders.worktree import repo_key
 from kbisect.infra import temporal_server
 from kbisect.infra.git import Git
+from kbisect.workflows.investigation_types import StageName, stage_id
 from tests.e2e.service import watch_job
 
 pytestmark = pytest.mark.e2e
@@ -89,7 +91,10 @@ def _steps(address: str, job_id: str) -> set[tuple[str, str]]:
 
     async def go() -> set[tuple[str, str]]:
         client = await Client.connect(address)
-        progress = await client.get_workflow_handle(job_id).query("progress")
+        try:
+            progress = await client.get_workflow_handle(job_id).query("progress")
+        except RPCError:  # the investigation has not started its bisection yet
+            return set()
         return {(step["commit"], step["verdict"]) for step in progress["steps"]}
 
     return asyncio.run(go())
@@ -135,18 +140,19 @@ def test_bisection_names_the_culprit_through_a_worker_kill_and_a_server_restart(
             text=True,
             check=True,
         )
-        job_id = started.stdout.strip()
+        job_id = started.stdout.strip()  # the investigation's; its bisection is a stage
+        bisection = stage_id(job_id, StageName.BISECT)
 
         # Once steps have finished (the endpoints are judged), kill the worker while it is
         # really compiling (not on a cache hit), and the server with it: both crash.
         address = f"127.0.0.1:{port}"
-        _wait_for(lambda: len(_steps(address, job_id)) >= 2, 1500, "the endpoints judged")
+        _wait_for(lambda: len(_steps(address, bisection)) >= 2, 1500, "the endpoints judged")
         slots = settings.cache_dir() / "slots"
         _wait_for(
             lambda: any(slots.glob(f"{repo_key(lab)}-*/build-in-progress")), 1500, "a real build"
         )
         time.sleep(3)
-        done_before_kill = _steps(address, job_id)
+        done_before_kill = _steps(address, bisection)
         os.killpg(worker.pid, signal.SIGKILL)
         worker.wait()
         server.kill()  # SIGKILL: the dev server goes with its supervisor, mid-write
@@ -159,7 +165,7 @@ def test_bisection_names_the_culprit_through_a_worker_kill_and_a_server_restart(
         worker = _worker(env, tmp_path / "worker.log")
 
         result = watch_job(env, job_id)
-        builds, retries = _build_history(f"127.0.0.1:{port}", job_id)
+        builds, retries = _build_history(f"127.0.0.1:{port}", bisection)
     finally:
         with contextlib.suppress(ProcessLookupError):  # it may be the killed one
             os.killpg(worker.pid, signal.SIGKILL)
