@@ -66,6 +66,8 @@ async def follow_investigation(client: JobClient, job_id: str, args: argparse.Na
             running, stages = await _stages(client, job_id)
             new = [s for s in stages if s.job and s.job not in followed]
             for stage in new:
+                if await client.status_of(stage.job) is None:
+                    break  # listed a moment before its job starts: the next look
                 followed.add(stage.job)
                 note(f"{stage.name}: job {stage.job}")
                 if args.json:
