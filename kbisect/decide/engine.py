@@ -146,6 +146,15 @@ class Engine:
         if commit in self.search.same_as:
             for later in self.search.remade(commit):
                 self.posterior.impossible(later)
+            for between in self._split_by(commit, self.search.same_as[commit]):
+                self.posterior.impossible(between)
+
+    def _split_by(self, a: str, b: str) -> list[str]:
+        """The commits that, as the culprit, would put one of `a` and `b` on each side:
+        impossible when both make one kernel. A revert back to the old end's image rules
+        out the commits it reverts, which no boot of its own would (it is never booted)."""
+        anc = self.search.graph.ancestry
+        return self.search.graph.members(anc.get(a, 0) ^ anc.get(b, 0))
 
     def identical_endpoints(self) -> None:
         """The endpoints' images are byte-identical: nothing between them can differ."""

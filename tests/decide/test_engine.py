@@ -537,3 +537,27 @@ def test_a_commit_asked_apart_that_no_longer_boots_ends_the_job() -> None:
         64, step_at(44, 0.25), cv=0.05, seed=11, load=burst, hangs_after=2, within=500
     )
     assert result.answer in (Answer.FOUND, Answer.AMBIGUOUS), len(booted)
+
+
+def test_a_revert_to_the_old_image_rules_out_the_commits_it_reverts() -> None:
+    # Lab of CI run 76: c2 does not build, c3 reverts it and its image is byte-identical
+    # to the old end's, c4 is the culprit. c3 is never booted (a twin), so only its
+    # kernel's sameness says c2 cannot be the culprit; before, two candidates were left.
+    engine = Engine(linear(16), new="c16", old=["root"], config=EngineConfig())
+    engine.same_kernel("c1", "root", "touches no file the config compiles")
+    rng, booted = random.Random(4), []
+    while commits := engine.wants():
+        for c in commits:
+            if c in ("c2", "c3"):  # both built in one round: c3's image matches root's
+                engine.same_kernel("c3", "root", "its image is byte-identical")
+            if c in engine.search.same_as:
+                continue
+            booted.append(c)
+            if c == "c2":
+                engine.observe(c, None)
+                continue
+            level = 8.0 if index(c) >= 4 else 512.0
+            engine.observe(c, Boot([level * math.exp(rng.gauss(0, 0.01)) for _ in range(1)]))
+    res = engine.result()
+    assert (res.answer, res.culprit) == (Answer.FOUND, "c4"), res.message
+    assert "c3" not in booted
