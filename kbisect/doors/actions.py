@@ -20,13 +20,7 @@ from typing import ParamSpec, TypeVar
 
 from temporalio.client import WorkflowExecutionStatus
 
-from kbisect.contract import (
-    BACKPORT_WORKFLOW,
-    DOOR_RUNNING_JOBS,
-    EXPLAIN_WORKFLOW,
-    WORKFLOW,
-    BisectResult,
-)
+from kbisect.contract import BACKPORT_WORKFLOW, DOOR_RUNNING_JOBS, EXPLAIN_WORKFLOW, WORKFLOW
 from kbisect.doors.grammar import Command, help_text
 from kbisect.errors import KbisectError, UserError
 from kbisect.infra.git import Git
@@ -40,6 +34,7 @@ from kbisect.reports.job_report import markdown
 from kbisect.reports.lines import outcome_lines
 from kbisect.reports.sru_patch import SruOptions, SruPatch, write_sru_patch
 from kbisect.settings import Settings
+from kbisect.workflows.bisect_types import BisectResult
 
 # More commands with blocking work than this wait for a thread (the event loop does not).
 BLOCKING = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kbisect-door")

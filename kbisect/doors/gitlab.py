@@ -31,7 +31,6 @@ from typing import Any
 import gitlab
 from aiohttp import web
 
-from kbisect.contract import BisectResult, SeriesAlert
 from kbisect.doors import state_file
 from kbisect.doors.actions import (
     Claim,
@@ -58,6 +57,8 @@ from kbisect.reports.sru_branch import push_sru_branch, tested_changes
 from kbisect.reports.sru_patch import sru_commit
 from kbisect.reports.sweep_report import alert_lines
 from kbisect.settings import Settings
+from kbisect.workflows.bisect_types import BisectResult
+from kbisect.workflows.series_types import SeriesAlert
 
 PREFIX = "/kbisect"
 log = logging.getLogger("kbisect.gitlab")

@@ -8,13 +8,7 @@ from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from typing import TypeVar
 
-from kbisect.contract import (
-    BACKPORT_WORKFLOW,
-    EXPLAIN_WORKFLOW,
-    BackportWord,
-    BisectResult,
-    Progress,
-)
+from kbisect.contract import BACKPORT_WORKFLOW, EXPLAIN_WORKFLOW
 from kbisect.doors.actions import kind_of, off_loop
 from kbisect.errors import InfraError, KbisectError
 from kbisect.jobs.client import JobClient
@@ -24,6 +18,8 @@ from kbisect.reports.explain_report import outcome_lines as explain_outcome
 from kbisect.reports.job_report import markdown
 from kbisect.reports.lines import one_line, outcome_lines, step_line
 from kbisect.reports.sru_note import sru_note
+from kbisect.workflows.backport_types import BackportWord
+from kbisect.workflows.bisect_types import BisectResult, Progress
 
 PHASES = ("validating", "calibrating", "bisecting", "verifying")
 POLL_SECONDS = 3.0

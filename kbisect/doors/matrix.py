@@ -38,7 +38,6 @@ from nio import (
     UploadResponse,
 )
 
-from kbisect.contract import SeriesAlert
 from kbisect.doors import state_file
 from kbisect.doors.actions import Quota, execute, failure_text, off_loop, sru_files
 from kbisect.doors.grammar import Command, parse
@@ -49,6 +48,7 @@ from kbisect.jobs import series_client
 from kbisect.jobs.client import JobClient
 from kbisect.reports.sweep_report import alert_lines
 from kbisect.settings import Settings, private_dir
+from kbisect.workflows.series_types import SeriesAlert
 
 PREFIX = "!kbisect"
 log = logging.getLogger("kbisect.matrix")

@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from kbisect.contract import BisectRequest, BisectResult, Progress
 from kbisect.doors.matrix import PREFIX, BotConfig, MatrixBot, _quiet, command_text
 from kbisect.doors.quoting import WORD_JOINER
 from kbisect.jobs.client import JobClient, JobSummary
 from kbisect.settings import Settings
+from kbisect.workflows.bisect_types import BisectRequest, BisectResult, Progress
 from tests.chat.bot_process import bot_posts, members, reply_to
 from tests.chat.hanging_git import HangingGitServer, hanging_tree
 from tests.chat.homeserver import Synapse, User

@@ -11,18 +11,17 @@ import pytest
 from temporalio.client import WorkflowExecutionStatus
 
 from kbisect.cli.explain import explain_after, show_result
-from kbisect.contract import (
-    EXPLAIN_MAX_BOOTS,
-    AlignmentCheck,
-    AlignmentWord,
-    BisectRequest,
-    BisectResult,
-    ExplainRequest,
-    ExplainResult,
-)
+from kbisect.contract import EXPLAIN_MAX_BOOTS
 from kbisect.jobs import explain_job
 from kbisect.main import main
 from kbisect.reports import explain_report
+from kbisect.workflows.bisect_types import BisectRequest, BisectResult
+from kbisect.workflows.explain_types import (
+    AlignmentCheck,
+    AlignmentWord,
+    ExplainRequest,
+    ExplainResult,
+)
 
 
 @dataclass

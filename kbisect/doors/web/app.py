@@ -22,16 +22,7 @@ from pathlib import Path
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
-from kbisect.contract import (
-    EXPLAIN_WORKFLOW,
-    RESULTS_PATH,
-    SWEEP_WORKFLOW,
-    WORKFLOW,
-    BisectResult,
-    Progress,
-    SweepResult,
-    strict_json,
-)
+from kbisect.contract import EXPLAIN_WORKFLOW, RESULTS_PATH, SWEEP_WORKFLOW, WORKFLOW, strict_json
 from kbisect.doors.web import pages
 from kbisect.doors.web.html import PAGE_CSP
 from kbisect.errors import KbisectError, UserError
@@ -41,6 +32,8 @@ from kbisect.jobs.client import JOB_KINDS, JobClient, JobSummary, kind_name
 from kbisect.reports import backport_report, explain_report, job_report, sweep_report
 from kbisect.settings import Settings
 from kbisect.testcases.manifest import PASSED
+from kbisect.workflows.bisect_types import BisectResult, Progress
+from kbisect.workflows.sweep_types import SweepResult
 
 log = logging.getLogger(__name__)
 BASE = RESULTS_PATH
