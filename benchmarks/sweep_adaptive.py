@@ -18,9 +18,10 @@ import random
 import statistics
 from collections.abc import Sequence
 
-from kbisect.contract import DEFAULT_MIN_EFFECT, DEFAULT_SWEEP_BOOTS, PairWord, SweepPair
-from kbisect.contract import SweepTestcase as Testcase
+from kbisect.contract import DEFAULT_MIN_EFFECT, DEFAULT_SWEEP_BOOTS
 from kbisect.decide.sweep import Sweep
+from kbisect.workflows.sweep_types import PairWord, SweepPair
+from kbisect.workflows.sweep_types import SweepTestcase as Testcase
 
 THROUGHPUT = Testcase("t", "throughput", "MB/s", "higher", "fast", 3, 60.0)
 CELLS = {"step": [100.0, 100.0, 75.0, 75.0, 75.0], "aa": [100.0] * 5}

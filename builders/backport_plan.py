@@ -7,8 +7,8 @@ from pathlib import Path
 from kbisect.builders.backport_found import find_in, fixes_naming
 from kbisect.builders.backport_series import applies, plan_series, write_series
 from kbisect.builders.verify_commit import make_verify_commit
-from kbisect.contract import BackportPlan, BackportRequest, BackportWord
 from kbisect.infra.git import Git
+from kbisect.workflows.backport_types import BackportPlan, BackportRequest, BackportWord
 
 
 def plan_backport(req: BackportRequest) -> BackportPlan:

@@ -13,10 +13,10 @@ import subprocess
 
 from kbisect.builders.prebuilt import PACKAGE_RE
 from kbisect.builders.trees import Trees
-from kbisect.contract import SeriesKernel, SeriesWatch
 from kbisect.errors import InfraError, UserError
 from kbisect.infra.git import Git
 from kbisect.settings import Settings
+from kbisect.workflows.series_types import SeriesKernel, SeriesWatch
 
 _GLOB_RE = re.compile(r"^[A-Za-z0-9._*?\[\]/+-]{1,200}$")
 APT_TIMEOUT = 120.0

@@ -9,9 +9,9 @@ and the builder's cache keeps working. A ref under refs/kbisect/verify/ keeps it
 import tempfile
 from pathlib import Path
 
-from kbisect.contract import VerifyCommit
 from kbisect.errors import InfraError
 from kbisect.infra.git import LAB_IDENTITY, Git
+from kbisect.workflows.bisect_types import VerifyCommit
 
 VERIFY_IDENTITY = {
     **LAB_IDENTITY,

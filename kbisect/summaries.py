@@ -4,13 +4,11 @@ one, as the command line does."""
 
 import os
 
-from kbisect.contract import (
-    BackportRequest,
-    BisectRequest,
-    ExplainRequest,
-    SweepRequest,
-    fit_summary,
-)
+from kbisect.contract import fit_summary
+from kbisect.workflows.backport_types import BackportRequest
+from kbisect.workflows.bisect_types import BisectRequest
+from kbisect.workflows.explain_types import ExplainRequest
+from kbisect.workflows.sweep_types import SweepRequest
 
 Request = BisectRequest | SweepRequest | ExplainRequest | BackportRequest
 # the cache's folder of kernel lists (builders.kernel_list): each list's repository is a

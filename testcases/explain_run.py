@@ -17,7 +17,7 @@ from pathlib import Path
 
 from kbisect.backends import Machine
 from kbisect.builders import kconfig
-from kbisect.contract import EXPLAIN_STATS_FILE_BYTES, ExplainBootResult, TestStatus
+from kbisect.contract import EXPLAIN_STATS_FILE_BYTES, TestStatus
 from kbisect.errors import TestcaseFailedError
 from kbisect.infra.initramfs import BOOT_EXPLAIN, build_image
 from kbisect.model import Artifact, BuildSpec, Score, Stats, stats_by_source
@@ -26,6 +26,7 @@ from kbisect.testcases.manifest import Manifest
 from kbisect.testcases.runner import build_spec, guest_parts
 from kbisect.testcases.runner import profile as device_profile
 from kbisect.testcases.trace_run import boot_leaving_tar
+from kbisect.workflows.explain_types import ExplainBootResult
 
 EXPLAIN_TOOLS = ("perf",)  # what an explain boot runs from the host userland itself
 

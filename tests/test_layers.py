@@ -9,7 +9,8 @@ vocabulary only, and no backend imports them.
     backends      kbisect.testcases > kbisect.builders > kbisect.infra
     workflows     kbisect.workflows             (sandboxed: the decisions and vocabulary only)
     decisions     kbisect.decide, kbisect.explain  (the vocabulary only: pure, no Temporal)
-    vocabulary    kbisect.contract, settings, errors, model, words, summaries, backends
+    vocabulary    kbisect.contract, settings, errors, model, words, summaries, backends,
+                  kbisect.workflows.*_types  (each workflow's requests and results)
 
 A module no layer names fails too: a new module gets placed on purpose. Two packages of
 one rank (kbisect.jobs and kbisect.reports) may import each other's modules one way only:
@@ -33,6 +34,14 @@ LAYERS = (
     ("kbisect.words", 0, "vocabulary"),
     ("kbisect.summaries", 0, "vocabulary"),
     ("kbisect.backends", 0, "vocabulary"),
+    # what each workflow is asked and answers, beside it: plain data the doors, the
+    # decisions and the reports read too (the longest prefix wins over kbisect.workflows)
+    ("kbisect.workflows.bisect_types", 0, "vocabulary"),
+    ("kbisect.workflows.sweep_types", 0, "vocabulary"),
+    ("kbisect.workflows.series_types", 0, "vocabulary"),
+    ("kbisect.workflows.explain_types", 0, "vocabulary"),
+    ("kbisect.workflows.backport_types", 0, "vocabulary"),
+    ("kbisect.workflows.investigation_types", 0, "vocabulary"),
     ("kbisect.decide", 1, "decisions"),
     ("kbisect.explain", 1, "decisions"),  # why a culprit changed the metric: pure figures
     ("kbisect.workflows", 1, "workflows"),

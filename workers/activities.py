@@ -41,31 +41,16 @@ from kbisect.contract import (
     TRACE,
     VALIDATE,
     VALIDATE_SWEEP,
-    BackportPlan,
-    BackportRequest,
-    BisectRequest,
     BuildRequest,
     BuildResult,
-    ChangedFunctionsRequest,
-    ClassifyRequest,
-    ClassifyResult,
-    DuetRequest,
-    DuetResult,
     ErrorType,
-    ExplainBootRequest,
-    ExplainBootResult,
     Mode,
-    SweepJob,
-    SweepRequest,
     TestRequest,
     TestResult,
     TestStatus,
     TraceRequest,
     TraceResult,
     ValidatedJob,
-    VerifyCommit,
-    VerifyRequest,
-    cannot_test,
 )
 from kbisect.errors import (
     BootError,
@@ -84,7 +69,23 @@ from kbisect.testcases.explain_run import explain_boot, explain_spec
 from kbisect.testcases.runner import build_spec, run_testcase
 from kbisect.testcases.trace_run import trace_testcase
 from kbisect.workers.validation import validate, validate_sweep
+from kbisect.workflows.backport_types import BackportPlan, BackportRequest
+from kbisect.workflows.bisect_types import (
+    BisectRequest,
+    ClassifyRequest,
+    ClassifyResult,
+    DuetRequest,
+    DuetResult,
+    VerifyCommit,
+    VerifyRequest,
+)
+from kbisect.workflows.explain_types import (
+    ChangedFunctionsRequest,
+    ExplainBootRequest,
+    ExplainBootResult,
+)
 from kbisect.workflows.investigation_types import BackportChange, BackportChangeRequest
+from kbisect.workflows.sweep_types import SweepJob, SweepRequest, cannot_test
 
 P = ParamSpec("P")
 R = TypeVar("R")

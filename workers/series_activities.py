@@ -4,19 +4,12 @@ from temporalio import activity
 
 from kbisect.builders import kernel_list
 from kbisect.builders.new_kernels import discover
-from kbisect.contract import (
-    MAX_SWEEP_KERNELS,
-    SERIES_PLAN,
-    SERIES_RECORD,
-    SeriesPlan,
-    SeriesRecord,
-    SeriesTick,
-    SeriesWatch,
-)
+from kbisect.contract import MAX_SWEEP_KERNELS, SERIES_PLAN, SERIES_RECORD
 from kbisect.decide.sweep import verdicts_text
 from kbisect.settings import Settings
 from kbisect.workers import series_store
 from kbisect.workers.activities import typed_failures
+from kbisect.workflows.series_types import SeriesPlan, SeriesRecord, SeriesTick, SeriesWatch
 
 
 class SeriesActivities:

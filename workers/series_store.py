@@ -14,16 +14,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from kbisect.contract import (
-    PairWord,
-    SeriesAlert,
-    SeriesKernel,
-    SeriesRecord,
-    SweepPair,
-    strict_json,
-)
+from kbisect.contract import strict_json
 from kbisect.errors import UserError
 from kbisect.settings import Settings, private_dir
+from kbisect.workflows.series_types import SeriesAlert, SeriesKernel, SeriesRecord
+from kbisect.workflows.sweep_types import PairWord, SweepPair
 
 
 def path(settings: Settings, watch: str) -> Path:

@@ -8,19 +8,14 @@ from pathlib import Path
 
 from kbisect.builders.kconfig import stored_config
 from kbisect.builders.trees import fetch_repo
-from kbisect.contract import (
-    BisectRequest,
-    Mode,
-    SweepJob,
-    SweepRequest,
-    SweepTestcase,
-    ValidatedJob,
-)
+from kbisect.contract import Mode, ValidatedJob
 from kbisect.errors import UserError
 from kbisect.infra.git import Git
 from kbisect.testcases import manifest as manifests
 from kbisect.testcases.runner import profile
 from kbisect.testcases.tuning import check_sweep, check_tuning
+from kbisect.workflows.bisect_types import BisectRequest
+from kbisect.workflows.sweep_types import SweepJob, SweepRequest, SweepTestcase
 
 # Subjects of a larger range would take the job's first payload near Temporal's 2 MB limit.
 MAX_SUBJECTS = 5000

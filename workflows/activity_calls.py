@@ -30,37 +30,32 @@ from kbisect.contract import (
     TRACE,
     VALIDATE,
     VALIDATE_SWEEP,
-    BackportPlan,
-    BackportRequest,
-    BisectRequest,
     BuildRequest,
     BuildResult,
-    ClassifyRequest,
-    ClassifyResult,
-    DuetRequest,
-    DuetResult,
     ErrorType,
-    ExplainBootRequest,
-    ExplainBootResult,
     QueueKind,
-    SeriesPlan,
-    SeriesRecord,
-    SeriesTick,
-    SeriesWatch,
-    SweepJob,
-    SweepRequest,
-    SweepTestcase,
     TestRequest,
     TestResult,
     TraceRequest,
     TraceResult,
     ValidatedJob,
-    VerifyCommit,
-    VerifyRequest,
     fit_summary,
 )
 from kbisect.model import Artifact
+from kbisect.workflows.backport_types import BackportPlan, BackportRequest
+from kbisect.workflows.bisect_types import (
+    BisectRequest,
+    ClassifyRequest,
+    ClassifyResult,
+    DuetRequest,
+    DuetResult,
+    VerifyCommit,
+    VerifyRequest,
+)
+from kbisect.workflows.explain_types import ExplainBootRequest, ExplainBootResult
 from kbisect.workflows.search_attributes import SA_STATUS
+from kbisect.workflows.series_types import SeriesPlan, SeriesRecord, SeriesTick, SeriesWatch
+from kbisect.workflows.sweep_types import SweepJob, SweepRequest, SweepTestcase
 
 T = TypeVar("T")
 R = TypeVar("R")

@@ -14,20 +14,7 @@ was.
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from kbisect.contract import (
-        BACKPORT_SIDES,
-        BACKPORT_WORKFLOW,
-        PASS_FAIL_BOOTS,
-        BackportProgress,
-        BackportRequest,
-        BackportResult,
-        BackportWord,
-        PairWord,
-        SweepBoot,
-        SweepJob,
-        SweepRequest,
-        TestStatus,
-    )
+    from kbisect.contract import BACKPORT_WORKFLOW, PASS_FAIL_BOOTS, TestStatus
     from kbisect.decide.backport import failures, unlike_the_job
     from kbisect.decide.sweep import Sweep
     from kbisect.workflows.activity_calls import (
@@ -40,8 +27,16 @@ with workflow.unsafe.imports_passed_through():
         testcase_job,
         validate_sweep,
     )
+    from kbisect.workflows.backport_types import (
+        BACKPORT_SIDES,
+        BackportProgress,
+        BackportRequest,
+        BackportResult,
+        BackportWord,
+    )
     from kbisect.workflows.search_attributes import SA_TESTCASE
     from kbisect.workflows.series_measure import Builds, build_series, measure_series
+    from kbisect.workflows.sweep_types import PairWord, SweepBoot, SweepJob, SweepRequest
 
 
 @workflow.defn(name=BACKPORT_WORKFLOW)

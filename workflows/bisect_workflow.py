@@ -17,19 +17,7 @@ from temporalio.exceptions import ActivityError
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 with workflow.unsafe.imports_passed_through():
-    from kbisect.contract import (
-        WORKFLOW,
-        BadBoot,
-        BisectRequest,
-        BisectResult,
-        ErrorType,
-        JobStatus,
-        MarkRequest,
-        Progress,
-        Step,
-        StepSource,
-        Verdict,
-    )
+    from kbisect.contract import WORKFLOW, ErrorType, Verdict
     from kbisect.decide import engine_report, strategy
     from kbisect.decide.engine_report import Measured, Seen
     from kbisect.decide.levels import UNFIT_WILD
@@ -45,6 +33,16 @@ with workflow.unsafe.imports_passed_through():
         Resumable,
         cause,
         cause_type,
+    )
+    from kbisect.workflows.bisect_types import (
+        BadBoot,
+        BisectRequest,
+        BisectResult,
+        JobStatus,
+        MarkRequest,
+        Progress,
+        Step,
+        StepSource,
     )
     from kbisect.workflows.boot_outcomes import BootOutcomes
     from kbisect.workflows.boot_rounds import BootRounds
@@ -83,6 +81,11 @@ DEPRECATED = (
 # run (a re-import also makes two copies of each enum class, and `==` between them fails).
 PASSTHROUGH = (
     "kbisect.contract",
+    "kbisect.workflows.bisect_types",
+    "kbisect.workflows.sweep_types",
+    "kbisect.workflows.series_types",
+    "kbisect.workflows.explain_types",
+    "kbisect.workflows.backport_types",
     "kbisect.model",
     "kbisect.decide.strategy",
     "kbisect.decide.verdict",

@@ -7,12 +7,13 @@ Workflow code only.
 
 from collections.abc import Callable
 
-from kbisect.contract import BuildResult, Progress, StepSource, TestResult, TestStatus
+from kbisect.contract import BuildResult, TestResult, TestStatus
 from kbisect.decide import engine_report
 from kbisect.decide.endpoints import endpoint_problem
 from kbisect.decide.engine_report import Measured, Seen
 from kbisect.decide.evidence import Boot
 from kbisect.workflows.activity_calls import JobFailed
+from kbisect.workflows.bisect_types import Progress, StepSource
 from kbisect.workflows.job_decisions import JobDecisions
 from kbisect.workflows.job_state import JobState
 

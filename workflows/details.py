@@ -2,7 +2,7 @@
 compact table that fits its half-width panel (short columns, one line a commit booted;
 the commits that took a booted kernel's verdict are a count)."""
 
-from kbisect.contract import Progress, StepSource
+from kbisect.workflows.bisect_types import Progress, StepSource
 
 
 def _fmt(value: float | None) -> str:

@@ -22,14 +22,6 @@ with workflow.unsafe.imports_passed_through():
         EXPLAIN_BOOTS_TIMING,
         EXPLAIN_MAX_BOOTS,
         EXPLAIN_WORKFLOW,
-        AlignmentCheck,
-        AlignmentWord,
-        ChangedFunctionsRequest,
-        ExplainBootResult,
-        ExplainProgress,
-        ExplainRequest,
-        ExplainResult,
-        SweepRequest,
         TestResult,
         TestStatus,
         TraceResult,
@@ -50,6 +42,16 @@ with workflow.unsafe.imports_passed_through():
         testcase_job,
         validate_sweep,
     )
+    from kbisect.workflows.explain_types import (
+        AlignmentCheck,
+        AlignmentWord,
+        ChangedFunctionsRequest,
+        ExplainBootResult,
+        ExplainProgress,
+        ExplainRequest,
+        ExplainResult,
+    )
+    from kbisect.workflows.sweep_types import SweepRequest
 
 # A job's --boots over EXPLAIN_MAX_BOOTS fails at once (its results would fill the history)
 BOOTS_CAP_PATCH = "explain-boots-cap"

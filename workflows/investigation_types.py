@@ -11,20 +11,11 @@ import dataclasses
 import hashlib
 from dataclasses import dataclass, field
 
-from kbisect.contract import (
-    BACKPORT_SUFFIX,
-    EXPLAIN_SUFFIX,
-    BackportRequest,
-    BisectRequest,
-    BisectResult,
-    ExplainRequest,
-    JobStatus,
-    Mode,
-    PairWord,
-    SweepPair,
-    SweepRequest,
-    SweepResult,
-)
+from kbisect.contract import BACKPORT_SUFFIX, EXPLAIN_SUFFIX, Mode
+from kbisect.workflows.backport_types import BackportRequest
+from kbisect.workflows.bisect_types import BisectRequest, BisectResult, JobStatus
+from kbisect.workflows.explain_types import ExplainRequest
+from kbisect.workflows.sweep_types import PairWord, SweepPair, SweepRequest, SweepResult
 
 
 class StageName:

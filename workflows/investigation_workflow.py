@@ -24,17 +24,13 @@ with workflow.unsafe.imports_passed_through():
         INVESTIGATION_WORKFLOW,
         SWEEP_WORKFLOW,
         WORKFLOW,
-        BackportResult,
-        BisectRequest,
-        BisectResult,
-        ExplainResult,
-        JobStatus,
-        PairWord,
-        SweepResult,
         fit_summary,
     )
     from kbisect.summaries import Request, summary
     from kbisect.workflows.activity_calls import JobFailed, on_a_build_host
+    from kbisect.workflows.backport_types import BackportResult
+    from kbisect.workflows.bisect_types import BisectRequest, BisectResult, JobStatus
+    from kbisect.workflows.explain_types import ExplainResult
     from kbisect.workflows.investigation_types import (
         NO_CHANGE,
         BackportChange,
@@ -53,6 +49,7 @@ with workflow.unsafe.imports_passed_through():
         stage_id,
     )
     from kbisect.workflows.search_attributes import SA_CULPRIT, SA_STATUS, SA_TESTCASE
+    from kbisect.workflows.sweep_types import PairWord, SweepResult
 
 R = TypeVar("R")
 # a stage job is a child: the investigation's cancel reaches it, and so does its end

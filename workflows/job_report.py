@@ -1,6 +1,6 @@
 """A bisection's result as the contract has it: the job, its answer and its steps."""
 
-from kbisect.contract import BisectResult, JobStatus, Step, Verification
+from kbisect.workflows.bisect_types import BisectResult, JobStatus, Step, Verification
 from kbisect.workflows.job_state import JobState
 
 

@@ -2,8 +2,9 @@
 
 from dataclasses import dataclass
 
-from kbisect.contract import BisectRequest, Mode, ValidatedJob
+from kbisect.contract import Mode, ValidatedJob
 from kbisect.decide.strategy import Graph, Search
+from kbisect.workflows.bisect_types import BisectRequest
 
 
 @dataclass

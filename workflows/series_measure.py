@@ -11,15 +11,10 @@ import random
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from kbisect.contract import (
-        BuildResult,
-        SweepBoot,
-        SweepJob,
-        TestStatus,
-        is_cannot_test,
-    )
+    from kbisect.contract import BuildResult, TestStatus
     from kbisect.decide.sweep import Sweep
     from kbisect.workflows.activity_calls import JobActivities, testcase_job
+    from kbisect.workflows.sweep_types import SweepBoot, SweepJob, is_cannot_test
 
 Builds = dict[tuple[str, str], BuildResult]  # by (testcase, commit)
 

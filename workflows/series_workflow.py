@@ -11,18 +11,11 @@ last one still runs, so one watch never sweeps twice at once.
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from kbisect.contract import (
-        SERIES_SWEEP_SUFFIX,
-        SERIES_WORKFLOW,
-        SWEEP_WORKFLOW,
-        SeriesRecord,
-        SeriesTick,
-        SeriesWatch,
-        SweepRequest,
-        SweepResult,
-    )
+    from kbisect.contract import SERIES_SWEEP_SUFFIX, SERIES_WORKFLOW, SWEEP_WORKFLOW
     from kbisect.summaries import summary
     from kbisect.workflows.activity_calls import series_plan, series_record
+    from kbisect.workflows.series_types import SeriesRecord, SeriesTick, SeriesWatch
+    from kbisect.workflows.sweep_types import SweepRequest, SweepResult
 
 
 @workflow.defn(name=SERIES_WORKFLOW)

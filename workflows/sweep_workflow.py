@@ -11,17 +11,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from kbisect.contract import (
-        SWEEP_WORKFLOW,
-        BuildResult,
-        PairWord,
-        SweepJob,
-        SweepPair,
-        SweepProgress,
-        SweepRequest,
-        SweepResult,
-        SweepTrace,
-    )
+    from kbisect.contract import SWEEP_WORKFLOW, BuildResult
     from kbisect.decide.sweep import Sweep, verdicts_text
     from kbisect.workflows.activity_calls import (
         Blocking,
@@ -35,6 +25,15 @@ with workflow.unsafe.imports_passed_through():
     )
     from kbisect.workflows.search_attributes import SA_STATUS, SA_TESTCASE
     from kbisect.workflows.series_measure import build_series, measure_series
+    from kbisect.workflows.sweep_types import (
+        PairWord,
+        SweepJob,
+        SweepPair,
+        SweepProgress,
+        SweepRequest,
+        SweepResult,
+        SweepTrace,
+    )
 
 
 @workflow.defn(name=SWEEP_WORKFLOW)

@@ -10,10 +10,11 @@ from typing import Any
 
 from temporalio.exceptions import ActivityError
 
-from kbisect.contract import Mode, TestResult, TestStatus, Verification, VerificationStatus
+from kbisect.contract import Mode, TestResult, TestStatus
 from kbisect.decide import engine_report
 from kbisect.decide.record import Run
 from kbisect.workflows.activity_calls import JobActivities, cause
+from kbisect.workflows.bisect_types import Verification, VerificationStatus
 from kbisect.workflows.job_decisions import JobDecisions
 from kbisect.workflows.job_state import JobState
 from kbisect.workflows.kernels import Kernels

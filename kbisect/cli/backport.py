@@ -17,20 +17,14 @@ from kbisect.cli.job_service import (
     with_client,
 )
 from kbisect.cli.output import out
-from kbisect.contract import (
-    DEFAULT_SWEEP_BOOTS,
-    MAX_BOOTS,
-    BackportProgress,
-    BackportRequest,
-    BackportResult,
-    strict_json,
-)
+from kbisect.contract import DEFAULT_SWEEP_BOOTS, MAX_BOOTS, strict_json
 from kbisect.errors import UserError
 from kbisect.jobs import backport_job
 from kbisect.jobs.client import JobClient
 from kbisect.reports import backport_report
 from kbisect.reports.backport_report import boot_line
 from kbisect.settings import Settings
+from kbisect.workflows.backport_types import BackportProgress, BackportRequest, BackportResult
 
 
 def cmd_backport(args: argparse.Namespace, settings: Settings) -> int:

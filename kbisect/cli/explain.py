@@ -26,9 +26,6 @@ from kbisect.contract import (
     EXPLAIN_BOOTS_EXACT,
     EXPLAIN_BOOTS_TIMING,
     EXPLAIN_MAX_BOOTS,
-    ExplainProgress,
-    ExplainRequest,
-    ExplainResult,
     strict_json,
 )
 from kbisect.errors import UserError
@@ -36,6 +33,7 @@ from kbisect.jobs import explain_job
 from kbisect.jobs.client import JobClient
 from kbisect.reports import explain_report
 from kbisect.settings import Settings
+from kbisect.workflows.explain_types import ExplainProgress, ExplainRequest, ExplainResult
 
 
 def _by_hand(args: argparse.Namespace) -> ExplainRequest:

@@ -17,12 +17,13 @@ from temporalio.client import WorkflowExecutionStatus
 
 from kbisect.cli import output
 from kbisect.cli.output import EventLines, note, out, progress_view
-from kbisect.contract import BisectResult, Progress, strict_json
+from kbisect.contract import strict_json
 from kbisect.errors import InfraError, KbisectError
 from kbisect.jobs.client import WORKER_GRACE, JobClient
 from kbisect.reports.job_report import to_json
 from kbisect.reports.lines import outcome_lines
 from kbisect.settings import Settings
+from kbisect.workflows.bisect_types import BisectResult, Progress
 
 POLL_SECONDS = 2.0  # how often a watch asks the server
 # With nothing new for this long, a watch checks again that workers serve the job.

@@ -26,7 +26,6 @@ from kbisect.contract import (
     MAX_COMMIT_BOOTS,
     SWEEP_WORKFLOW,
     WORKFLOW,
-    BisectResult,
     Mode,
     strict_json,
 )
@@ -38,6 +37,7 @@ from kbisect.jobs.request import JobOptions
 from kbisect.reports.job_report import bisect_log, markdown, to_json
 from kbisect.reports.lines import columns
 from kbisect.reports.sru_note import sru_note
+from kbisect.workflows.bisect_types import BisectResult
 
 if TYPE_CHECKING:
     from kbisect.reports.sru_patch import SruPatch

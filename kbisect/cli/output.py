@@ -16,8 +16,8 @@ from rich.progress import SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
-from kbisect.contract import Progress, Step
 from kbisect.reports.lines import one_line, step_line
+from kbisect.workflows.bisect_types import Progress, Step
 
 
 def interactive() -> bool:

@@ -13,13 +13,15 @@ from kbisect.builders.trees import Trees
 from kbisect.cli.job_service import no_start, with_client
 from kbisect.cli.output import note, out
 from kbisect.cli.sweep import checked_measure, measure_options
-from kbisect.contract import DEFAULT_SERIES_EVERY_MINUTES, PairWord, SeriesWatch, strict_json
+from kbisect.contract import DEFAULT_SERIES_EVERY_MINUTES, strict_json
 from kbisect.errors import UserError
 from kbisect.jobs import series_client
 from kbisect.jobs.client import JobClient
 from kbisect.reports.lines import columns
 from kbisect.reports.sweep_report import alert_line
 from kbisect.settings import Settings
+from kbisect.workflows.series_types import SeriesWatch
+from kbisect.workflows.sweep_types import PairWord
 
 _EVERY_RE = re.compile(r"^(\d{1,6})([mhd])$")
 _UNIT = {"m": 60, "h": 3600, "d": 86400}

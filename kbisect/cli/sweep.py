@@ -22,10 +22,6 @@ from kbisect.contract import (
     DEFAULT_MIN_EFFECT,
     DEFAULT_SWEEP_BOOTS,
     DEFAULT_SWEEP_MAX_BOOTS,
-    PairWord,
-    SweepProgress,
-    SweepRequest,
-    SweepResult,
     strict_json,
 )
 from kbisect.errors import UserError
@@ -37,6 +33,7 @@ from kbisect.jobs.sweep_bisect import Sources
 from kbisect.reports import sweep_report
 from kbisect.settings import Settings
 from kbisect.workflows.investigation_types import InvestigationRequest
+from kbisect.workflows.sweep_types import PairWord, SweepProgress, SweepRequest, SweepResult
 
 
 def sweep_request(

@@ -3,7 +3,8 @@ series (kernel 1). Pure: the workflow decides with it, the reports show its figu
 
 import statistics
 
-from kbisect.contract import BACKPORT_SIDES, SweepBoot
+from kbisect.workflows.backport_types import BACKPORT_SIDES
+from kbisect.workflows.sweep_types import SweepBoot
 
 
 def side_values(boots: list[SweepBoot], kernel: int) -> list[float]:

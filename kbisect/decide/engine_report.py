@@ -8,25 +8,21 @@ it saw of each commit besides (seconds, the last test's other metrics) and the l
 import statistics
 from dataclasses import dataclass, field, replace
 
-from kbisect.contract import (
-    FLAKY_BOOTS_FACTOR,
-    BisectRequest,
-    JobStatus,
-    Mode,
-    Step,
-    StepSource,
-    TestResult,
-    ValidatedJob,
-    Verification,
-    VerificationStatus,
-    commit_boots_cap,
-)
+from kbisect.contract import FLAKY_BOOTS_FACTOR, Mode, TestResult, ValidatedJob, commit_boots_cap
 from kbisect.decide.endpoints import Gate, boots
 from kbisect.decide.plan import Judged, Plan, Verifying
 from kbisect.decide.record import Kind, Record
 from kbisect.decide.strategy import State
 from kbisect.decide.terms import Decision, EngineConfig
 from kbisect.decide.verdict import verdict_for
+from kbisect.workflows.bisect_types import (
+    BisectRequest,
+    JobStatus,
+    Step,
+    StepSource,
+    Verification,
+    VerificationStatus,
+)
 
 
 def config_of(req: BisectRequest, job: ValidatedJob) -> EngineConfig:

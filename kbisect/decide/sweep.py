@@ -14,7 +14,6 @@ import random
 from dataclasses import dataclass, field
 from statistics import NormalDist
 
-from kbisect.contract import PairWord, SweepPair, SweepTestcase
 from kbisect.decide.endpoints import (
     ALPHA,
     LOOKS,
@@ -26,6 +25,7 @@ from kbisect.decide.endpoints import (
     noise_free,
 )
 from kbisect.decide.evidence import Boot, log_scale, mean_score, within_spread
+from kbisect.workflows.sweep_types import PairWord, SweepPair, SweepTestcase
 
 # A kernel whose first boots all fail this many times is given up on (its pairs cannot
 # tell); fewer failures are retried within the budget.

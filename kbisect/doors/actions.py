@@ -33,7 +33,6 @@ from kbisect.contract import (
     EXPLAIN_WORKFLOW,
     INVESTIGATION_WORKFLOW,
     WORKFLOW,
-    BisectResult,
 )
 from kbisect.doors.grammar import Command, help_text
 from kbisect.errors import KbisectError, UserError
@@ -48,6 +47,7 @@ from kbisect.reports.job_report import markdown
 from kbisect.reports.lines import outcome_lines
 from kbisect.reports.sru_patch import SruOptions, SruPatch, write_sru_patch
 from kbisect.settings import Settings
+from kbisect.workflows.bisect_types import BisectResult
 from kbisect.workflows.investigation_types import Stage
 
 # More commands with blocking work than this wait for a thread (the event loop does not).

@@ -34,7 +34,7 @@ from typing import Any
 import gitlab
 from aiohttp import web
 
-from kbisect.contract import INVESTIGATION_WORKFLOW, BisectResult, SeriesAlert
+from kbisect.contract import INVESTIGATION_WORKFLOW
 from kbisect.doors import state_file
 from kbisect.doors.actions import (
     Claim,
@@ -64,6 +64,8 @@ from kbisect.reports.sru_branch import push_sru_branch, tested_changes
 from kbisect.reports.sru_patch import sru_commit
 from kbisect.reports.sweep_report import alert_lines
 from kbisect.settings import Settings
+from kbisect.workflows.bisect_types import BisectResult
+from kbisect.workflows.series_types import SeriesAlert
 
 PREFIX = "/kbisect"
 log = logging.getLogger("kbisect.gitlab")

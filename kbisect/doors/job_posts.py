@@ -19,9 +19,6 @@ from kbisect.contract import (
     INVESTIGATION_WORKFLOW,
     SWEEP_WORKFLOW,
     WORKFLOW,
-    BackportWord,
-    BisectResult,
-    Progress,
 )
 from kbisect.doors.actions import kind_of, last_stages, off_loop
 from kbisect.errors import InfraError, KbisectError, UserError
@@ -33,6 +30,8 @@ from kbisect.reports.explain_report import outcome_lines as explain_outcome
 from kbisect.reports.job_report import markdown
 from kbisect.reports.lines import one_line, outcome_lines, step_line
 from kbisect.reports.sru_note import sru_note
+from kbisect.workflows.backport_types import BackportWord
+from kbisect.workflows.bisect_types import BisectResult, Progress
 from kbisect.workflows.investigation_types import Stage, StageState
 
 PHASES = ("validating", "calibrating", "bisecting", "verifying")

@@ -40,7 +40,6 @@ from nio import (
     UploadResponse,
 )
 
-from kbisect.contract import SeriesAlert
 from kbisect.doors import state_file
 from kbisect.doors.actions import (
     Quota,
@@ -58,6 +57,7 @@ from kbisect.jobs import series_client
 from kbisect.jobs.client import JobClient
 from kbisect.reports.sweep_report import alert_lines
 from kbisect.settings import Settings, private_dir
+from kbisect.workflows.series_types import SeriesAlert
 
 PREFIX = "!kbisect"
 log = logging.getLogger("kbisect.matrix")

@@ -5,13 +5,9 @@ aligned functions said. Pure."""
 
 from collections.abc import Mapping
 
-from kbisect.contract import (
-    EXPLAIN_ALIGNMENT,
-    EXPLAIN_TOP_FUNCTIONS,
-    AlignmentCheck,
-    AlignmentWord,
-)
+from kbisect.contract import EXPLAIN_ALIGNMENT, EXPLAIN_TOP_FUNCTIONS
 from kbisect.explain.compare import Change
+from kbisect.workflows.explain_types import AlignmentCheck, AlignmentWord
 
 
 def base_name(symbol: str) -> str:

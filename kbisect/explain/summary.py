@@ -6,16 +6,11 @@ import statistics
 from collections import Counter
 from dataclasses import dataclass
 
-from kbisect.contract import (
-    EXPLAIN_NOTES,
-    EXPLAIN_STACKS,
-    EXPLAIN_STACKS_CHARS,
-    ExplainBootResult,
-    TestStatus,
-)
+from kbisect.contract import EXPLAIN_NOTES, EXPLAIN_STACKS, EXPLAIN_STACKS_CHARS, TestStatus
 from kbisect.explain.compare import Change, Comparison, change_of, compare
 from kbisect.explain.why import why_lines
 from kbisect.model import LEFT_OUT, stats_of, top_stacks
+from kbisect.workflows.explain_types import ExplainBootResult
 
 EXPLAINED, UNEXPLAINED, NO_EFFECT = "explained", "unexplained", "no-effect"
 NAMED = 4  # boots a note names; past them, how many more said it

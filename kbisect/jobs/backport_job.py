@@ -6,11 +6,12 @@ import asyncio
 from pathlib import Path
 
 from kbisect.builders.backport_found import change_to_take
-from kbisect.contract import BACKPORT_SUFFIX, DEFAULT_SWEEP_BOOTS, BackportRequest, Mode
+from kbisect.contract import BACKPORT_SUFFIX, DEFAULT_SWEEP_BOOTS, Mode
 from kbisect.errors import UserError
 from kbisect.infra.git import Git
 from kbisect.jobs.client import JobClient
 from kbisect.settings import Settings
+from kbisect.workflows.backport_types import BackportRequest
 from kbisect.workflows.investigation_types import BackportChange, backport_request
 from kbisect.workflows.investigation_types import backport_id as backport_id  # its doors'
 

@@ -43,20 +43,7 @@ from kbisect.contract import (
     SERIES_WORKFLOW,
     SWEEP_WORKFLOW,
     WORKFLOW,
-    BackportProgress,
-    BackportRequest,
-    BackportResult,
-    BisectRequest,
-    BisectResult,
-    ExplainProgress,
-    ExplainRequest,
-    ExplainResult,
-    MarkRequest,
-    Progress,
     QueueKind,
-    SweepProgress,
-    SweepRequest,
-    SweepResult,
     Verdict,
     fit_summary,
 )
@@ -64,11 +51,15 @@ from kbisect.errors import InfraError, UserError
 from kbisect.jobs import connection, static_card
 from kbisect.settings import Queues, Settings
 from kbisect.summaries import Request, summary
+from kbisect.workflows.backport_types import BackportProgress, BackportRequest, BackportResult
+from kbisect.workflows.bisect_types import BisectRequest, BisectResult, MarkRequest, Progress
+from kbisect.workflows.explain_types import ExplainProgress, ExplainRequest, ExplainResult
 from kbisect.workflows.investigation_types import (
     InvestigationProgress,
     InvestigationRequest,
     InvestigationResult,
 )
+from kbisect.workflows.sweep_types import SweepProgress, SweepRequest, SweepResult
 
 # Set once a Temporal client exists: its runtime threads outlive asyncio.run and abort
 # the interpreter's finalization ("PyGILState_Release ... must be current"), so such a

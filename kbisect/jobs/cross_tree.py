@@ -10,10 +10,12 @@ no upstream range holds the answer: the job stops and says so.
 
 import dataclasses
 
-from kbisect.contract import BisectRequest, Mode, SweepRequest
+from kbisect.contract import Mode
 from kbisect.errors import UserError
 from kbisect.infra.git import Git
+from kbisect.workflows.bisect_types import BisectRequest
 from kbisect.workflows.investigation_types import CrossTreeCheck
+from kbisect.workflows.sweep_types import SweepRequest
 
 
 def find(git: Git, req: BisectRequest) -> CrossTreeCheck | None:

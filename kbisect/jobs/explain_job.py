@@ -3,9 +3,10 @@ has come of it. The CLI (`kbisect explain`) and the chat door (`explain JOB`) sh
 
 from temporalio.client import WorkflowExecutionStatus
 
-from kbisect.contract import EXPLAIN_SUFFIX, ExplainRequest, ExplainResult
+from kbisect.contract import EXPLAIN_SUFFIX
 from kbisect.errors import UserError
 from kbisect.jobs.client import JobClient
+from kbisect.workflows.explain_types import ExplainRequest, ExplainResult
 from kbisect.workflows.investigation_types import explain_id as explain_id  # its doors use it
 from kbisect.workflows.investigation_types import explain_request
 

@@ -6,11 +6,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kbisect.contract import DEFAULT_MAX_BOOTS, BisectRequest, Mode
+from kbisect.contract import DEFAULT_MAX_BOOTS, Mode
 from kbisect.errors import UserError
 from kbisect.infra.git import Git
 from kbisect.settings import Settings
 from kbisect.testcases.tuning import check_repetitions, check_tuning, least_changes
+from kbisect.workflows.bisect_types import BisectRequest
 
 if TYPE_CHECKING:
     pass

@@ -25,16 +25,10 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
-from kbisect.contract import (
-    SERIES_SCHEDULE_PREFIX,
-    SERIES_SWEEP_SUFFIX,
-    SERIES_WORKFLOW,
-    SeriesAlert,
-    SeriesTick,
-    SeriesWatch,
-)
+from kbisect.contract import SERIES_SCHEDULE_PREFIX, SERIES_SWEEP_SUFFIX, SERIES_WORKFLOW
 from kbisect.errors import InfraError, UserError
 from kbisect.jobs.client import JobClient, _state, failure_of
+from kbisect.workflows.series_types import SeriesAlert, SeriesTick, SeriesWatch
 
 NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 TICK_PREFIX = "series-"  # a tick's id: this, the watch's name, and the time it started

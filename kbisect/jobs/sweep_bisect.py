@@ -5,10 +5,10 @@ workflow sets for each change."""
 
 from dataclasses import dataclass
 
-from kbisect.contract import SweepRequest
 from kbisect.jobs.request import JobOptions, checked_request
 from kbisect.settings import Settings
 from kbisect.workflows.investigation_types import SweepBisect
+from kbisect.workflows.sweep_types import SweepRequest
 
 
 @dataclass(frozen=True)

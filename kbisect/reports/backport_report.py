@@ -5,15 +5,15 @@ import dataclasses
 import statistics
 from typing import Any
 
-from kbisect.contract import (
+from kbisect.decide.backport import side_values
+from kbisect.reports.sweep_report import boot_word
+from kbisect.workflows.backport_types import (
     BACKPORT_SIDES,
     BackportPlan,
     BackportProgress,
     BackportResult,
-    is_cannot_test,
 )
-from kbisect.decide.backport import side_values
-from kbisect.reports.sweep_report import boot_word
+from kbisect.workflows.sweep_types import is_cannot_test
 
 
 def _commit(r: BackportResult, c: str) -> str:

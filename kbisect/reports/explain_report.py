@@ -6,8 +6,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from kbisect.contract import ExplainResult
 from kbisect.reports.flame_diff import flame_diff_svg, write_flame_diff
+from kbisect.workflows.explain_types import ExplainResult
 
 
 def headline(r: ExplainResult) -> str:

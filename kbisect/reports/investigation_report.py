@@ -5,11 +5,14 @@ Pure: the stage jobs' answers are read by the caller (kbisect.jobs.investigation
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from kbisect.contract import BackportResult, BisectResult, ExplainResult, SweepResult
 from kbisect.errors import KbisectError
 from kbisect.reports import backport_report, explain_report, job_report, sweep_report
 from kbisect.reports.lines import md_lines, md_text
+from kbisect.workflows.backport_types import BackportResult
+from kbisect.workflows.bisect_types import BisectResult
+from kbisect.workflows.explain_types import ExplainResult
 from kbisect.workflows.investigation_types import InvestigationResult, Stage, StageName
+from kbisect.workflows.sweep_types import SweepResult
 
 Answer = SweepResult | BisectResult | ExplainResult | BackportResult
 

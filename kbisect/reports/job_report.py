@@ -5,12 +5,13 @@ from dataclasses import asdict
 from pathlib import Path
 
 from kbisect.builders.kernel_list import builds_around, builds_line, is_kernel_list
-from kbisect.contract import BisectResult, Mode, Step, StepSource
+from kbisect.contract import Mode
 from kbisect.errors import KbisectError
 from kbisect.infra.git import Git
 from kbisect.model import Commit
 from kbisect.reports.lines import md_code, md_text, pass_fail_counts
 from kbisect.testcases.blocktrace import compare, no_worse, traces_of
+from kbisect.workflows.bisect_types import BisectResult, Step, StepSource
 
 
 def terms(mode: str) -> tuple[str, str]:

@@ -6,8 +6,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kbisect.builders.kernel_list import builds_line
-from kbisect.contract import BisectResult, Mode, Step
+from kbisect.contract import Mode
 from kbisect.testcases.manifest import PASSED
+from kbisect.workflows.bisect_types import BisectResult, Step
 
 
 def one_line(text: str) -> str:

@@ -12,12 +12,13 @@ The cover letter is the SRU justification, with the target's before and after in
 from pathlib import Path
 
 from kbisect.builders.backport_series import commit_series
-from kbisect.contract import BackportResult, BackportWord, BisectResult
 from kbisect.errors import InfraError, UserError
 from kbisect.infra.git import Git
 from kbisect.reports.backport_report import before_after
 from kbisect.reports.sru_note import buglink, sru_note
 from kbisect.reports.sru_patch import SERIES, SruOptions, SruPatch, checkpatch, signoff
+from kbisect.workflows.backport_types import BackportResult, BackportWord
+from kbisect.workflows.bisect_types import BisectResult
 
 
 def _message(git: Git, commit: str, sender: str, bug: int | None, revert: bool) -> str:

@@ -2,12 +2,14 @@
 evidence, and how to test it. A draft for a person to finish, never sent anywhere."""
 
 from kbisect.builders.backport_found import upstream_fixes
-from kbisect.contract import BackportResult, BisectResult, Mode, Step
+from kbisect.contract import Mode
 from kbisect.errors import KbisectError, UserError
 from kbisect.reports.backport_report import before_after, left_out, role
 from kbisect.reports.job_report import commit_info, repo_output
 from kbisect.reports.sru_risk import where_problems
 from kbisect.testcases import manifest as manifests
+from kbisect.workflows.backport_types import BackportResult
+from kbisect.workflows.bisect_types import BisectResult, Step
 
 BUGLINK = "https://bugs.launchpad.net/bugs/{bug}"
 

@@ -20,10 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kbisect.builders.backport_found import patch_ids
-from kbisect.contract import BisectResult, Mode
+from kbisect.contract import Mode
 from kbisect.errors import UserError
 from kbisect.infra.git import Git, git_argv, git_env
 from kbisect.reports.sru_note import buglink, sru_note
+from kbisect.workflows.bisect_types import BisectResult
 
 SIGNOFF = re.compile(r"[^<>\n]+ <[^<>@\s]+@[^<>\s]+>")
 SERIES = re.compile(r"[a-z][a-z0-9-]{1,30}")

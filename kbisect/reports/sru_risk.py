@@ -9,9 +9,10 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kbisect.contract import BisectResult, Mode, StepSource
+from kbisect.contract import Mode
 from kbisect.errors import KbisectError
 from kbisect.infra.git import Git, git_argv, git_env
+from kbisect.workflows.bisect_types import BisectResult, StepSource
 
 # A hunk header's context: the function the hunk sits in, as git's funcname rule finds it.
 HUNK_FUNCTION = re.compile(r"^@@ [^@]+ @@.*?\b([A-Za-z_]\w*)\s*\(", re.M)

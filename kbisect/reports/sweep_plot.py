@@ -7,9 +7,9 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 
-from kbisect.contract import PairWord, SweepResult
 from kbisect.reports.plot import COLOURS, save
 from kbisect.reports.sweep_report import label, levels
+from kbisect.workflows.sweep_types import PairWord, SweepResult
 
 
 def plot_sweep(result: SweepResult, out: Path) -> Path:

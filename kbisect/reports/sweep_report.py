@@ -6,18 +6,18 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from kbisect.contract import (
+from kbisect.decide.stats import robust_mean, t_quantile, trimmed, winsorized_ss
+from kbisect.decide.sweep import boots_to_rule_out, boots_to_settle, verdicts_text
+from kbisect.reports.lines import md_text
+from kbisect.testcases.blocktrace import compare, traces_of
+from kbisect.workflows.series_types import SeriesAlert
+from kbisect.workflows.sweep_types import (
     PairWord,
-    SeriesAlert,
     SweepBoot,
     SweepPair,
     SweepResult,
     is_cannot_test,
 )
-from kbisect.decide.stats import robust_mean, t_quantile, trimmed, winsorized_ss
-from kbisect.decide.sweep import boots_to_rule_out, boots_to_settle, verdicts_text
-from kbisect.reports.lines import md_text
-from kbisect.testcases.blocktrace import compare, traces_of
 
 
 @dataclass(frozen=True)

@@ -112,7 +112,7 @@ def test_a_later_upstream_fix_of_the_fix_is_listed_and_taken_on_request(
     distro_lab: tuple[Path, dict[str, Any]],
 ) -> None:
     from kbisect.builders.backport_plan import plan_backport
-    from kbisect.contract import BackportRequest
+    from kbisect.workflows.backport_types import BackportRequest
 
     repo, truth = distro_lab
     fix, tip = truth["culprit"], truth["distro"]["tip"]

@@ -10,13 +10,14 @@ from pathlib import Path
 import pytest
 
 from kbisect.builders import kernel_list, prebuilt
-from kbisect.contract import BisectResult, JobStatus, Mode
+from kbisect.contract import Mode
 from kbisect.errors import UserError
 from kbisect.infra.git import Git
 from kbisect.jobs.kernel_phase import plan
 from kbisect.jobs.request import JobOptions
 from kbisect.model import Artifact, BuildSpec
 from kbisect.settings import Settings
+from kbisect.workflows.bisect_types import BisectResult, JobStatus
 
 
 def make_deb(

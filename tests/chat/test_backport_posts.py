@@ -8,8 +8,10 @@ from typing import Any
 
 import pytest
 
-from kbisect.contract import BACKPORT_WORKFLOW, BackportProgress, BackportWord, SweepBoot
+from kbisect.contract import BACKPORT_WORKFLOW
 from kbisect.doors.job_posts import Post, follow
+from kbisect.workflows.backport_types import BackportProgress, BackportWord
+from kbisect.workflows.sweep_types import SweepBoot
 from tests.kbisect.test_sru_backport import _backport
 
 

@@ -12,19 +12,7 @@ from typing import Any
 import pytest
 from temporalio.client import WorkflowExecutionStatus
 
-from kbisect.contract import (
-    EXPLAIN_WORKFLOW,
-    INVESTIGATION_WORKFLOW,
-    SWEEP_WORKFLOW,
-    WORKFLOW,
-    BisectResult,
-    ExplainResult,
-    PairWord,
-    Step,
-    SweepPair,
-    SweepResult,
-    SweepTestcase,
-)
+from kbisect.contract import EXPLAIN_WORKFLOW, INVESTIGATION_WORKFLOW, SWEEP_WORKFLOW, WORKFLOW
 from kbisect.doors.actions import execute
 from kbisect.doors.grammar import parse
 from kbisect.doors.job_posts import Post, follow
@@ -33,6 +21,8 @@ from kbisect.jobs import investigation
 from kbisect.jobs.investigation import Chain
 from kbisect.jobs.request import JobOptions
 from kbisect.settings import Settings
+from kbisect.workflows.bisect_types import BisectResult, Step
+from kbisect.workflows.explain_types import ExplainResult
 from kbisect.workflows.investigation_types import (
     InvestigationProgress,
     InvestigationRequest,
@@ -40,6 +30,7 @@ from kbisect.workflows.investigation_types import (
     Stage,
     StageState,
 )
+from kbisect.workflows.sweep_types import PairWord, SweepPair, SweepResult, SweepTestcase
 from tests.chat.test_explain_posts import _explained
 from tests.conftest import tree_lab
 

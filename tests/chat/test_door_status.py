@@ -11,21 +11,19 @@ from types import SimpleNamespace
 
 import pytest
 
-from kbisect.contract import (
-    BACKPORT_WORKFLOW,
-    DOOR_RUNNING_JOBS,
-    EXPLAIN_WORKFLOW,
-    BackportPlan,
-    BackportProgress,
-    BackportResult,
-    BackportWord,
-    ExplainProgress,
-)
+from kbisect.contract import BACKPORT_WORKFLOW, DOOR_RUNNING_JOBS, EXPLAIN_WORKFLOW
 from kbisect.doors.actions import Quota, execute
 from kbisect.doors.grammar import parse
 from kbisect.errors import UserError
 from kbisect.jobs.client import JobSummary
 from kbisect.settings import Settings
+from kbisect.workflows.backport_types import (
+    BackportPlan,
+    BackportProgress,
+    BackportResult,
+    BackportWord,
+)
+from kbisect.workflows.explain_types import ExplainProgress
 
 WHY = "cannot test: kernel 6.12.117+deb12-cloud-amd64 has module 9pnet_virtio neither built in"
 

@@ -15,19 +15,15 @@ import pytest
 from nio import RoomSendResponse, UploadResponse
 from temporalio.client import WorkflowExecutionStatus
 
-from kbisect.contract import (
-    DOOR_RUNNING_JOBS,
-    EXPLAIN_WORKFLOW,
-    BisectResult,
-    ExplainProgress,
-    ExplainResult,
-)
+from kbisect.contract import DOOR_RUNNING_JOBS, EXPLAIN_WORKFLOW
 from kbisect.doors.actions import Attachment, Reply, execute
 from kbisect.doors.gitlab import GitLabDoor, Target
 from kbisect.doors.grammar import parse
 from kbisect.doors.job_posts import Post, follow
 from kbisect.doors.matrix import BotConfig, JobThread, MatrixBot
 from kbisect.settings import Settings
+from kbisect.workflows.bisect_types import BisectResult
+from kbisect.workflows.explain_types import ExplainProgress, ExplainResult
 
 STACKS = {
     "parent": {"dd;vfs_read;filemap_read": 90, "swapper;do_idle": 10},

@@ -33,14 +33,7 @@ from kbisect.contract import (
     EXPLAIN_WORKFLOW,
     INVESTIGATION_WORKFLOW,
     WORKFLOW,
-    BadBoot,
-    BisectRequest,
-    BisectResult,
-    ExplainResult,
-    Progress,
-    Step,
     TestStatus,
-    Verification,
 )
 from kbisect.doors.gitlab import (
     FollowedJob,
@@ -59,6 +52,15 @@ from kbisect.reports.lines import md_code, md_lines
 from kbisect.reports.sru_branch import push_sru_branch
 from kbisect.reports.sru_patch import SruCommit
 from kbisect.settings import Settings
+from kbisect.workflows.bisect_types import (
+    BadBoot,
+    BisectRequest,
+    BisectResult,
+    Progress,
+    Step,
+    Verification,
+)
+from kbisect.workflows.explain_types import ExplainResult
 from kbisect.workflows.investigation_types import (
     InvestigationProgress,
     InvestigationRequest,
@@ -744,10 +746,11 @@ async def test_a_series_watchs_notes_show_guest_markup_as_text(
 ) -> None:
     """An alert (its kernels' names, its traced boots' words) and a blocked tick (its
     reason) show markup as the text it is."""
-    from kbisect.contract import PairWord, SeriesAlert, SweepPair, SweepResult, SweepTrace
     from kbisect.doors.gitlab import SeriesIssue
     from kbisect.jobs import series_client
     from kbisect.reports import sweep_plot
+    from kbisect.workflows.series_types import SeriesAlert
+    from kbisect.workflows.sweep_types import PairWord, SweepPair, SweepResult, SweepTrace
 
     pair = SweepPair("t", "m", "MB/s", 0, 1, PairWord.CHANGED, "worse", -0.5, -0.6, -0.4)
     alert = SeriesAlert("w/k", "w", "series-w-1-sweep", f"v1 {MARKUP}", "v2", pair)
@@ -994,16 +997,16 @@ async def test_a_restarted_receiver_keeps_its_handled_notes(receiver: Receiver) 
 async def test_series_alerts_are_one_note_each_on_their_issue_whatever_restarts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from kbisect.contract import (
+    from kbisect.doors.gitlab import SeriesIssue
+    from kbisect.jobs import series_client
+    from kbisect.workflows.series_types import SeriesAlert
+    from kbisect.workflows.sweep_types import (
         PairWord,
-        SeriesAlert,
         SweepBoot,
         SweepPair,
         SweepResult,
         SweepTestcase,
     )
-    from kbisect.doors.gitlab import SeriesIssue
-    from kbisect.jobs import series_client
 
     pair = SweepPair("t", "m", "MB/s", 0, 1, PairWord.CHANGED, "worse", -0.5, -0.6, -0.4)
     alert = SeriesAlert("w/a/b/t/m", "w", "series-w-1-sweep", "v1", "v2", pair)

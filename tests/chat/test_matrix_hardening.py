@@ -17,11 +17,12 @@ from typing import Any
 
 import pytest
 
-from kbisect.contract import INVESTIGATION_WORKFLOW, BisectRequest
+from kbisect.contract import INVESTIGATION_WORKFLOW
 from kbisect.doors.matrix import PREFIX, BotConfig, MatrixBot, _quiet, command_text
 from kbisect.doors.quoting import WORD_JOINER
 from kbisect.jobs.client import JobClient, JobSummary
 from kbisect.settings import Settings
+from kbisect.workflows.bisect_types import BisectRequest
 from kbisect.workflows.investigation_types import InvestigationProgress, InvestigationRequest
 from tests.chat.bot_process import bot_posts, members, reply_to
 from tests.chat.hanging_git import HangingGitServer, hanging_tree

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from nio import RoomSendResponse, UploadResponse
 
-from kbisect.contract import BisectResult
 from kbisect.doors.grammar import parse
 from kbisect.doors.matrix import BotConfig, MatrixBot
 from kbisect.errors import UserError
 from kbisect.settings import Settings
+from kbisect.workflows.bisect_types import BisectResult
 from tests.kbisect.test_sru_patch import _fix_job, history  # noqa: F401 (a fixture)
 
 SENDER = "Sam Sender <sam@example.com>"

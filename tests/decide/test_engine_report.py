@@ -1,10 +1,11 @@
 """The engine's state in the job's words: what the steps show of each commit's boots."""
 
-from kbisect.contract import Mode, StepSource
+from kbisect.contract import Mode
 from kbisect.decide.engine_report import Seen, endpoint_step, measured
 from kbisect.decide.record import Event, Kind, Record, Setup
 from kbisect.decide.strategy import State
 from kbisect.decide.terms import EngineConfig
+from kbisect.workflows.bisect_types import StepSource
 from tests.decide.simulated import linear
 
 

@@ -6,8 +6,8 @@ from collections.abc import Callable
 from typing import Any
 
 from benchmarks.sweep_adaptive import simulate
-from kbisect.contract import PairWord, SweepPair, SweepTestcase
 from kbisect.decide.sweep import Sweep
+from kbisect.workflows.sweep_types import PairWord, SweepPair, SweepTestcase
 
 SECTORS = SweepTestcase("t", "avg_read_sectors", "sectors", "higher", "fast", 3, 60.0)
 Level = Callable[[int, int], float]  # (kernel, boot number of the whole sweep) -> level

@@ -10,13 +10,14 @@ import pytest
 from temporalio.testing import ActivityEnvironment
 
 from kbisect.builders.kernel_build import KernelBuilder
-from kbisect.contract import DuetRequest, TestRequest, TestStatus
+from kbisect.contract import TestRequest, TestStatus
 from kbisect.infra.git import Git
 from kbisect.infra.qemu import QemuMachine
 from kbisect.settings import Settings
 from kbisect.testcases import manifest as manifests
 from kbisect.testcases.runner import build_spec
 from kbisect.workers.activities import VmActivities
+from kbisect.workflows.bisect_types import DuetRequest
 
 pytestmark = pytest.mark.e2e
 TESTCASE = "nvme-snapshot-read"

@@ -18,8 +18,8 @@ import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from benchmarks.nginx import free_port
-from kbisect.contract import BisectRequest, BisectResult
 from kbisect.infra import temporal_server
+from kbisect.workflows.bisect_types import BisectRequest, BisectResult
 from kbisect.workflows.bisect_workflow import BisectWorkflow
 from tests.e2e.soak_worker import truth
 

@@ -2,9 +2,10 @@
 
 import pytest
 
-from kbisect.contract import EXPLAIN_TOP_FUNCTIONS, AlignmentWord
+from kbisect.contract import EXPLAIN_TOP_FUNCTIONS
 from kbisect.explain.compare import change_of
 from kbisect.explain.layout import alignment_check, suggestion, top_functions
+from kbisect.workflows.explain_types import AlignmentWord
 
 
 def test_top_functions_count_a_sample_once_and_read_gcc_clones_as_their_function() -> None:

@@ -33,12 +33,6 @@ from kbisect.contract import (
     SERIES_WORKFLOW,
     SWEEP_WORKFLOW,
     WORKFLOW,
-    BackportPlan,
-    BackportResult,
-    BisectResult,
-    ExplainResult,
-    SeriesTick,
-    SweepResult,
 )
 from kbisect.doors.actions import execute
 from kbisect.doors.grammar import parse
@@ -48,8 +42,13 @@ from kbisect.main import main
 from kbisect.settings import Settings
 from kbisect.workers.activities import BuildActivities
 from kbisect.workers.decisions import decide
+from kbisect.workflows.backport_types import BackportPlan, BackportResult
+from kbisect.workflows.bisect_types import BisectResult
 from kbisect.workflows.bisect_workflow import BisectWorkflow, sandbox_runner
+from kbisect.workflows.explain_types import ExplainResult
 from kbisect.workflows.investigation_workflow import InvestigationWorkflow
+from kbisect.workflows.series_types import SeriesTick
+from kbisect.workflows.sweep_types import SweepResult
 from tests.conftest import one_queue_env
 from tests.workflows import fakes
 from tests.workflows.fakes import Scenario

@@ -10,16 +10,12 @@ import pytest
 from temporalio.client import WorkflowExecutionStatus
 
 from kbisect.cli.explain import show_result
-from kbisect.contract import (
-    EXPLAIN_MAX_BOOTS,
-    AlignmentCheck,
-    AlignmentWord,
-    BisectResult,
-    ExplainResult,
-)
+from kbisect.contract import EXPLAIN_MAX_BOOTS
 from kbisect.jobs import explain_job
 from kbisect.main import main
 from kbisect.reports import explain_report
+from kbisect.workflows.bisect_types import BisectResult
+from kbisect.workflows.explain_types import AlignmentCheck, AlignmentWord, ExplainResult
 
 
 @pytest.mark.parametrize(

@@ -3,11 +3,11 @@
 import pytest
 
 from kbisect.cli.output import EventLines
-from kbisect.contract import Progress, Step
 from kbisect.model import Artifact, Commit, Direction, GuestRun, Metric, Outcome, Score
 from kbisect.reports.lines import columns
 from kbisect.reports.try_report import TryResult, try_lines
 from kbisect.testcases.runner import TestcaseRun
+from kbisect.workflows.bisect_types import Progress, Step
 
 LONG = "/a/very/long/path/that/a/terminal/of/eighty/columns/would/wrap/somewhere/in/the/middle"
 

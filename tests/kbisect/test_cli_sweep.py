@@ -19,7 +19,6 @@ from temporalio.worker import Worker
 from kbisect.builders.kernel_build import KernelBuilder
 from kbisect.contract import (
     BUILD,
-    CANNOT_TEST,
     TEST,
     BuildRequest,
     BuildResult,
@@ -33,6 +32,7 @@ from kbisect.model import Artifact
 from kbisect.settings import Settings
 from kbisect.workers.activities import BuildActivities
 from kbisect.workflows.bisect_workflow import sandbox_runner
+from kbisect.workflows.sweep_types import CANNOT_TEST
 from kbisect.workflows.sweep_workflow import SweepWorkflow
 from tests.conftest import one_queue_env
 

@@ -7,10 +7,11 @@ from typing import Any
 
 import pytest
 
-from kbisect.contract import BisectRequest, PairWord, SweepPair
 from kbisect.errors import UserError
 from kbisect.infra.git import Git
 from kbisect.jobs import cross_tree
+from kbisect.workflows.bisect_types import BisectRequest
+from kbisect.workflows.sweep_types import PairWord, SweepPair
 
 
 def _request(good: str, bad: str, mode: str = "fix") -> BisectRequest:

@@ -5,18 +5,11 @@ from pathlib import Path
 
 from markdown_it import MarkdownIt
 
-from kbisect.contract import (
-    BACKPORT_WORKFLOW,
-    SWEEP_WORKFLOW,
-    WORKFLOW,
-    BisectResult,
-    PairWord,
-    Step,
-    SweepPair,
-    SweepResult,
-)
+from kbisect.contract import BACKPORT_WORKFLOW, SWEEP_WORKFLOW, WORKFLOW
 from kbisect.reports.investigation_report import Answers, markdown, to_json
+from kbisect.workflows.bisect_types import BisectResult, Step
 from kbisect.workflows.investigation_types import InvestigationResult, Stage
+from kbisect.workflows.sweep_types import PairWord, SweepPair, SweepResult
 
 OLD, NEW, CULPRIT = "a" * 40, "b" * 40, "c" * 40
 

@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 from markdown_it import MarkdownIt
 
-from kbisect.contract import BadBoot, BisectResult, Step, Verification
 from kbisect.reports.job_report import bisect_log, markdown, to_json
 from kbisect.testcases.blocktrace import DiskTrace, Latency
+from kbisect.workflows.bisect_types import BadBoot, BisectResult, Step, Verification
 
 
 def _repo(path: Path, n: int) -> list[str]:

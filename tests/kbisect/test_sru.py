@@ -5,11 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from kbisect.contract import BisectResult, Step, Verification
 from kbisect.errors import UserError
 from kbisect.infra.git import Git
 from kbisect.reports.job_report import markdown, to_json
 from kbisect.reports.sru_note import sru_note
+from kbisect.workflows.bisect_types import BisectResult, Step, Verification
 from tests.kbisect.test_report import _repo
 
 

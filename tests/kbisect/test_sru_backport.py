@@ -9,20 +9,13 @@ from typing import Any
 import pytest
 
 from kbisect.builders.backport_plan import plan_backport
-from kbisect.contract import (
-    BackportRequest,
-    BackportResult,
-    BackportWord,
-    BisectResult,
-    PairWord,
-    Step,
-    SweepBoot,
-    SweepPair,
-)
 from kbisect.errors import UserError
 from kbisect.reports.backport_report import outcome_lines
 from kbisect.reports.sru_backport import write_backport_series
 from kbisect.reports.sru_patch import SruOptions
+from kbisect.workflows.backport_types import BackportRequest, BackportResult, BackportWord
+from kbisect.workflows.bisect_types import BisectResult, Step
+from kbisect.workflows.sweep_types import PairWord, SweepBoot, SweepPair
 from tests.conftest import git
 
 SENDER = "Sam Sender <sam@example.com>"

@@ -9,11 +9,12 @@ from types import SimpleNamespace
 import pytest
 
 from kbisect.builders.verify_commit import make_verify_commit
-from kbisect.contract import WORKFLOW, BisectResult, Mode, Step, Verification
+from kbisect.contract import WORKFLOW, Mode
 from kbisect.errors import UserError
 from kbisect.infra.git import Git
 from kbisect.reports.sru_note import sru_note
 from kbisect.reports.sru_patch import SruOptions, write_sru_patch
+from kbisect.workflows.bisect_types import BisectResult, Step, Verification
 from tests.conftest import git
 
 SENDER = "Sam Sender <sam@example.com>"

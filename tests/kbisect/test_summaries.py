@@ -1,7 +1,7 @@
 """A job's one line in Temporal's workflow list."""
 
-from kbisect.contract import SweepRequest
 from kbisect.summaries import KERNEL_LISTS, summary, where
+from kbisect.workflows.sweep_types import SweepRequest
 
 
 def test_a_kernel_list_is_named_as_such_not_by_its_hash_folder() -> None:

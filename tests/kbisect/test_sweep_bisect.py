@@ -1,14 +1,14 @@
 """A sweep's changes become bisections between the two kernels' source revisions."""
 
-from kbisect.contract import (
-    BisectRequest,
+from kbisect.workflows.bisect_types import BisectRequest
+from kbisect.workflows.investigation_types import SweepBisect
+from kbisect.workflows.sweep_types import (
     PairWord,
     SweepPair,
     SweepRequest,
     SweepResult,
     SweepTestcase,
 )
-from kbisect.workflows.investigation_types import SweepBisect
 
 TC = SweepTestcase("nvme-snapshot-read", "throughput", "MB/s", "higher", "fast", 3, 60.0)
 TEMPLATE = BisectRequest(repo="/src", good=["r0"], bad="r4", testcase=TC.name, min_effect=0.05)

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 from matplotlib.figure import Figure
 
-from kbisect.contract import PairWord, SweepBoot, SweepPair, SweepResult, SweepTestcase
 from kbisect.reports import sweep_plot
+from kbisect.workflows.sweep_types import PairWord, SweepBoot, SweepPair, SweepResult, SweepTestcase
 
 
 def test_a_testcase_that_could_not_test_says_why_in_its_panel(

@@ -3,9 +3,9 @@ cannot tell is said, with the largest effect its boots do not rule out."""
 
 import pytest
 
-from kbisect.contract import PairWord, SweepPair, SweepResult
 from kbisect.decide.sweep import verdicts_text
 from kbisect.reports.sweep_report import summary_line
+from kbisect.workflows.sweep_types import PairWord, SweepPair, SweepResult
 
 
 def _pair(verdict: PairWord, bound: float | None = None, k: int = 0) -> SweepPair:
@@ -52,7 +52,7 @@ def test_the_summary_line_has_the_boots_and_the_budget() -> None:
 def _noisy(cv: float) -> SweepResult:
     """Two kernels of 12 boots each whose values spread by about cv, and a pair that
     cannot tell."""
-    from kbisect.contract import SweepBoot, SweepTestcase
+    from kbisect.workflows.sweep_types import SweepBoot, SweepTestcase
 
     spread = [1 + cv * z for z in (-1.6, -1.0, -0.6, -0.3, -0.1, 0, 0, 0.1, 0.3, 0.6, 1.0, 1.6)]
     boots = [SweepBoot("t", k, 100 * f, [100 * f]) for k in (0, 1) for f in spread]
@@ -96,8 +96,8 @@ def test_the_noise_line_reads_the_pairs_own_intervals_too() -> None:
 def test_the_json_says_how_each_kernel_reached_the_host_userland() -> None:
     """A 9p kernel beside one without 9p (the squashfs image): the sweep's JSON says which
     each used, from its boots; a kernel not booted says nothing."""
-    from kbisect.contract import SweepBoot
     from kbisect.reports.sweep_report import to_json
+    from kbisect.workflows.sweep_types import SweepBoot
 
     result = _noisy(0.05)
     result.kernels = result.names = result.subjects = ["a", "b", "c"]

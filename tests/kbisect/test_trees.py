@@ -10,12 +10,12 @@ import pytest
 
 from benchmarks.nginx import free_port
 from kbisect.builders.trees import Trees
-from kbisect.contract import BisectRequest
 from kbisect.errors import UserError
 from kbisect.infra.git import Git
 from kbisect.jobs.request import JobOptions, checked_request
 from kbisect.settings import Settings
 from kbisect.workers.validation import validate
+from kbisect.workflows.bisect_types import BisectRequest
 from tests.conftest import git
 
 

@@ -27,8 +27,6 @@ from kbisect.contract import (
     EXPLAIN_STACKS,
     EXPLAIN_STACKS_CHARS,
     EXPLAIN_STATS_FILE_BYTES,
-    ExplainBootResult,
-    ExplainResult,
     TestStatus,
 )
 from kbisect.errors import TestcaseFailedError
@@ -37,6 +35,7 @@ from kbisect.infra import qemu
 from kbisect.model import LEFT_OUT, stats_by_source, top_stacks
 from kbisect.reports import explain_report
 from kbisect.testcases import proc_stats
+from kbisect.workflows.explain_types import ExplainBootResult, ExplainResult
 
 DATA = Path(__file__).parent / "explain_data"
 SCRIPT_MB = 100

@@ -8,7 +8,6 @@ from collections.abc import AsyncIterator
 
 from temporalio.testing import WorkflowEnvironment
 
-from kbisect.contract import SweepRequest
 from kbisect.jobs.client import JobClient
 from kbisect.settings import Settings
 from kbisect.workflows.backport_workflow import BackportWorkflow
@@ -16,6 +15,7 @@ from kbisect.workflows.bisect_workflow import BisectWorkflow
 from kbisect.workflows.explain_workflow import ExplainWorkflow
 from kbisect.workflows.investigation_types import CrossTreeCheck, InvestigationRequest
 from kbisect.workflows.investigation_workflow import InvestigationWorkflow
+from kbisect.workflows.sweep_types import SweepRequest
 from kbisect.workflows.sweep_workflow import SweepWorkflow
 from tests.conftest import one_queue_env
 from tests.workflows import fakes

@@ -16,9 +16,9 @@ from selenium.webdriver.common.by import By
 from temporalio.testing import WorkflowEnvironment
 
 from benchmarks.dags import linear
-from kbisect.contract import Progress
 from kbisect.doors.web.app import standalone
 from kbisect.infra.temporal_server import LOOPBACK_NAMES
+from kbisect.workflows.bisect_types import Progress
 from tests.web.jobs import serving, start
 from tests.workflows.fakes import Scenario
 

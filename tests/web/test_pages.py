@@ -2,19 +2,11 @@
 
 from datetime import UTC, datetime, timedelta
 
-from kbisect.contract import (
-    BadBoot,
-    BisectResult,
-    PairWord,
-    Progress,
-    Step,
-    SweepPair,
-    SweepResult,
-    SweepTestcase,
-)
 from kbisect.doors.web import pages
 from kbisect.doors.web.html import markdown
 from kbisect.reports import job_report, sweep_report
+from kbisect.workflows.bisect_types import BadBoot, BisectResult, Progress, Step
+from kbisect.workflows.sweep_types import PairWord, SweepPair, SweepResult, SweepTestcase
 
 BASE = "/kbisect"
 

@@ -9,10 +9,10 @@ from aiohttp.test_utils import TestClient, TestServer
 from temporalio.testing import WorkflowEnvironment
 
 from benchmarks.dags import linear
-from kbisect.contract import SweepRequest
 from kbisect.doors.web.app import standalone
 from kbisect.infra.temporal_server import LOOPBACK_NAMES
 from kbisect.settings import Settings
+from kbisect.workflows.sweep_types import SweepRequest
 from kbisect.workflows.sweep_workflow import SweepWorkflow
 from tests.conftest import one_queue_env
 from tests.web.jobs import serving, start

@@ -14,12 +14,14 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from temporalio.client import WorkflowExecutionStatus
 
-from kbisect.contract import EXPLAIN_WORKFLOW, WORKFLOW, BisectResult, ExplainResult, Progress, Step
+from kbisect.contract import EXPLAIN_WORKFLOW, WORKFLOW
 from kbisect.doors.web import app, pages
 from kbisect.doors.web.html import PAGE_CSP
 from kbisect.infra.temporal_server import LOOPBACK_NAMES
 from kbisect.jobs.client import JobClient, JobSummary
 from kbisect.settings import Settings
+from kbisect.workflows.bisect_types import BisectResult, Progress, Step
+from kbisect.workflows.explain_types import ExplainResult
 
 RUNNING, ENDED = 25, 25  # bisections on the list (LIST_LIMIT: 50)
 

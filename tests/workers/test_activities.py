@@ -12,15 +12,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from kbisect.backends import Progress
-from kbisect.contract import (
-    BisectRequest,
-    BuildRequest,
-    DuetRequest,
-    ErrorType,
-    TestRequest,
-    TestStatus,
-    is_cannot_test,
-)
+from kbisect.contract import BuildRequest, ErrorType, TestRequest, TestStatus
 from kbisect.errors import DiskFullError, KernelBuildError
 from kbisect.infra import qemu
 from kbisect.infra.git import LAB_IDENTITY
@@ -29,6 +21,8 @@ from kbisect.settings import Settings
 from kbisect.testcases import duet
 from kbisect.workers import activities
 from kbisect.workers.activities import BuildActivities, VmActivities
+from kbisect.workflows.bisect_types import BisectRequest, DuetRequest
+from kbisect.workflows.sweep_types import is_cannot_test
 
 ART = Artifact(commit="c", tree="t", config_hash="h", kernel="/k", config="/c", build_log="/l")
 

@@ -10,19 +10,13 @@ import pytest
 
 from kbisect.builders import new_kernels
 from kbisect.builders.trees import Trees
-from kbisect.contract import (
-    PairWord,
-    SeriesRecord,
-    SeriesWatch,
-    SweepBoot,
-    SweepPair,
-    SweepResult,
-)
 from kbisect.errors import UserError
 from kbisect.infra.git import Git
 from kbisect.settings import Settings
 from kbisect.workers import series_store
 from kbisect.workers.series_activities import plan
+from kbisect.workflows.series_types import SeriesRecord, SeriesWatch
+from kbisect.workflows.sweep_types import PairWord, SweepBoot, SweepPair, SweepResult
 from tests.conftest import git
 
 
@@ -166,8 +160,8 @@ def test_a_watch_of_a_missing_tree_is_one_line(settings: Settings) -> None:
 
 
 def test_a_pair_that_cannot_tell_is_an_alert_of_its_own_kind(settings: Settings) -> None:
-    from kbisect.contract import SeriesKernel
     from kbisect.reports.sweep_report import alert_lines
+    from kbisect.workflows.series_types import SeriesKernel
 
     series = [SeriesKernel(f"v{k}", f"tag:v{k}", f"c{k}") for k in range(3)]
     result = _result(3, changed_at=2)

@@ -23,7 +23,6 @@ from benchmarks.dags import culprit_is_in, validated_job
 from kbisect.contract import (
     BACKPORT_CHANGE,
     BUILD,
-    CANNOT_TEST,
     CHANGED_FUNCTIONS,
     CLASSIFY,
     DUET,
@@ -36,43 +35,50 @@ from kbisect.contract import (
     TRACE,
     VALIDATE,
     VALIDATE_SWEEP,
-    BackportPlan,
-    BackportRequest,
-    BackportWord,
-    BisectRequest,
     BuildRequest,
     BuildResult,
-    ChangedFunctionsRequest,
-    ClassifyRequest,
-    ClassifyResult,
-    DuetRequest,
-    DuetResult,
-    ExplainBootRequest,
-    ExplainBootResult,
-    PairWord,
-    SeriesAlert,
-    SeriesKernel,
-    SeriesPlan,
-    SeriesRecord,
-    SeriesTick,
-    SeriesWatch,
-    SweepJob,
-    SweepRequest,
-    SweepTestcase,
     TestRequest,
     TestResult,
     TestStatus,
     TraceRequest,
     TraceResult,
     ValidatedJob,
-    VerifyCommit,
-    VerifyRequest,
 )
 from kbisect.decide.strategy import Graph
 from kbisect.model import Artifact
 from kbisect.testcases.manifest import PASSED
 from kbisect.workers.decisions import decide
+from kbisect.workflows.backport_types import BackportPlan, BackportRequest, BackportWord
+from kbisect.workflows.bisect_types import (
+    BisectRequest,
+    ClassifyRequest,
+    ClassifyResult,
+    DuetRequest,
+    DuetResult,
+    VerifyCommit,
+    VerifyRequest,
+)
+from kbisect.workflows.explain_types import (
+    ChangedFunctionsRequest,
+    ExplainBootRequest,
+    ExplainBootResult,
+)
 from kbisect.workflows.investigation_types import BackportChange, BackportChangeRequest
+from kbisect.workflows.series_types import (
+    SeriesAlert,
+    SeriesKernel,
+    SeriesPlan,
+    SeriesRecord,
+    SeriesTick,
+    SeriesWatch,
+)
+from kbisect.workflows.sweep_types import (
+    CANNOT_TEST,
+    PairWord,
+    SweepJob,
+    SweepRequest,
+    SweepTestcase,
+)
 
 FAST, SLOW = 512.0, 8.0
 

@@ -8,14 +8,14 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from benchmarks.dags import linear
-from kbisect.contract import (
-    PASS_FAIL_BOOTS,
+from kbisect.contract import PASS_FAIL_BOOTS
+from kbisect.reports.backport_report import boot_line
+from kbisect.workflows.backport_types import (
     BackportProgress,
     BackportRequest,
     BackportResult,
     BackportWord,
 )
-from kbisect.reports.backport_report import boot_line
 from kbisect.workflows.backport_workflow import BackportWorkflow
 from tests.workflows import fakes
 from tests.workflows.fakes import SCENARIOS, VERIFY_PREFIX, Scenario

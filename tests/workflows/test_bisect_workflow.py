@@ -32,10 +32,6 @@ from kbisect.contract import (
     DEFAULT_MAX_BOOTS,
     FLAKY_BOOTS_FACTOR,
     MAX_COMMIT_BOOTS,
-    BisectRequest,
-    BisectResult,
-    MarkRequest,
-    Progress,
     ValidatedJob,
     commit_boots_cap,
 )
@@ -45,6 +41,7 @@ from kbisect.decide.engine_report import config_of
 from kbisect.decide.plan import Plan
 from kbisect.decide.record import Record, Setup
 from kbisect.workflows import activity_calls
+from kbisect.workflows.bisect_types import BisectRequest, BisectResult, MarkRequest, Progress
 from kbisect.workflows.bisect_workflow import (
     SA_STATUS,
     BisectWorkflow,

@@ -1,6 +1,6 @@
 """The Web UI's current details: a compact table, the shared kernels a count."""
 
-from kbisect.contract import Progress, Step
+from kbisect.workflows.bisect_types import Progress, Step
 from kbisect.workflows.details import details_markdown
 
 

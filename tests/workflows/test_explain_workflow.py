@@ -8,15 +8,14 @@ from temporalio.client import WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
 from benchmarks.dags import linear
-from kbisect.contract import (
-    EXPLAIN_BOOTS_EXACT,
-    EXPLAIN_MAX_BOOTS,
+from kbisect.contract import EXPLAIN_BOOTS_EXACT, EXPLAIN_MAX_BOOTS
+from kbisect.errors import UserError
+from kbisect.workflows.explain_types import (
     AlignmentWord,
     ExplainProgress,
     ExplainRequest,
     ExplainResult,
 )
-from kbisect.errors import UserError
 from kbisect.workflows.explain_workflow import ExplainWorkflow
 from tests.workflows import fakes
 from tests.workflows.fakes import SCENARIOS, Scenario
@@ -211,9 +210,10 @@ async def test_a_watch_asks_a_jobs_type_once_over_its_progress_polls(
 ) -> None:
     from types import SimpleNamespace
 
-    from kbisect.contract import EXPLAIN_WORKFLOW, ExplainProgress
+    from kbisect.contract import EXPLAIN_WORKFLOW
     from kbisect.jobs.client import JobClient
     from kbisect.settings import Settings
+    from kbisect.workflows.explain_types import ExplainProgress
 
     client = JobClient(Settings.from_env(), SimpleNamespace())  # type: ignore[arg-type]
     asked: list[str] = []

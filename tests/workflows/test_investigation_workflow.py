@@ -12,18 +12,10 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
 from benchmarks.dags import linear
-from kbisect.contract import (
-    BACKPORT_WORKFLOW,
-    EXPLAIN_WORKFLOW,
-    SWEEP_WORKFLOW,
-    WORKFLOW,
-    BackportResult,
-    BisectRequest,
-    BisectResult,
-    JobStatus,
-    SweepRequest,
-)
+from kbisect.contract import BACKPORT_WORKFLOW, EXPLAIN_WORKFLOW, SWEEP_WORKFLOW, WORKFLOW
+from kbisect.workflows.backport_types import BackportResult
 from kbisect.workflows.backport_workflow import BackportWorkflow
+from kbisect.workflows.bisect_types import BisectRequest, BisectResult, JobStatus
 from kbisect.workflows.bisect_workflow import BisectWorkflow
 from kbisect.workflows.explain_workflow import ExplainWorkflow
 from kbisect.workflows.investigation_types import (
@@ -38,6 +30,7 @@ from kbisect.workflows.investigation_types import (
     explain_id,
 )
 from kbisect.workflows.investigation_workflow import InvestigationWorkflow
+from kbisect.workflows.sweep_types import SweepRequest
 from kbisect.workflows.sweep_workflow import SweepWorkflow
 from tests.workflows import fakes
 from tests.workflows.fakes import Scenario

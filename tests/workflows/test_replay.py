@@ -37,11 +37,6 @@ from kbisect.contract import (
     SERIES_WORKFLOW,
     SWEEP_WORKFLOW,
     WORKFLOW,
-    BackportPlan,
-    BackportRequest,
-    BackportWord,
-    SeriesRecord,
-    SeriesTick,
     TestResult,
     TraceResult,
     ValidatedJob,
@@ -50,6 +45,7 @@ from kbisect.decide import decider
 from kbisect.model import Artifact
 from kbisect.workflows import activity_calls
 from kbisect.workflows.activity_calls import JobActivities
+from kbisect.workflows.backport_types import BackportPlan, BackportRequest, BackportWord
 from kbisect.workflows.bisect_workflow import (
     DEPRECATED,
     FAILED_STATUS_PATCH,
@@ -58,6 +54,7 @@ from kbisect.workflows.bisect_workflow import (
 )
 from kbisect.workflows.investigation_types import BackportChange
 from kbisect.workflows.job_decisions import JobDecisions
+from kbisect.workflows.series_types import SeriesRecord, SeriesTick
 from tests.workflows.recording import HISTORIES as FOLDER
 
 HISTORIES = sorted(FOLDER.glob("*.json"))

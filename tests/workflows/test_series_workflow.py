@@ -9,7 +9,8 @@ from temporalio.client import WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
 
 from benchmarks.dags import linear
-from kbisect.contract import SERIES_SWEEP_SUFFIX, SeriesTick, SeriesWatch
+from kbisect.contract import SERIES_SWEEP_SUFFIX
+from kbisect.workflows.series_types import SeriesTick, SeriesWatch
 from kbisect.workflows.series_workflow import SeriesTickWorkflow
 from kbisect.workflows.sweep_workflow import SweepWorkflow
 from tests.workflows import fakes

@@ -7,7 +7,7 @@ from temporalio.client import WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
 from benchmarks.dags import linear
-from kbisect.contract import PairWord, SweepProgress, SweepRequest, SweepResult
+from kbisect.workflows.sweep_types import PairWord, SweepProgress, SweepRequest, SweepResult
 from kbisect.workflows.sweep_workflow import SweepWorkflow
 from tests.workflows import fakes
 from tests.workflows.fakes import SCENARIOS, Scenario

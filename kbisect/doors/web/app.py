@@ -28,9 +28,6 @@ from kbisect.contract import (
     RESULTS_PATH,
     SWEEP_WORKFLOW,
     WORKFLOW,
-    BisectResult,
-    Progress,
-    SweepResult,
     strict_json,
 )
 from kbisect.doors.web import pages
@@ -48,7 +45,9 @@ from kbisect.reports import (
 )
 from kbisect.settings import Settings
 from kbisect.testcases.manifest import PASSED
+from kbisect.workflows.bisect_types import BisectResult, Progress
 from kbisect.workflows.investigation_types import Stage
+from kbisect.workflows.sweep_types import SweepResult
 
 log = logging.getLogger(__name__)
 BASE = RESULTS_PATH

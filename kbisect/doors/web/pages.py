@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from urllib.parse import quote
 
-from kbisect.contract import Progress, Step, StepSource
 from kbisect.doors.web.html import badge, esc, markdown, page, table
+from kbisect.workflows.bisect_types import Progress, Step, StepSource
 from kbisect.workflows.investigation_types import Stage
 
 
