@@ -1,0 +1,24 @@
+"""CI runs the README's test command, and that command keeps guests off shared cores."""
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_ci_runs_the_readme_s_test_command() -> None:
+    (line,) = [s.strip() for s in (ROOT / "README.md").read_text().splitlines()
+               if s.startswith("    infra/install.sh --tests && ")]  # fmt: skip
+    command = line.partition(" && ")[2]
+    steps = [s for s in (ROOT / ".ci/run").read_text().splitlines() if s and s[0] != "#"]
+    assert "infra/install.sh --tests" in steps and steps[-1] == command, steps
+
+
+def test_the_e2e_tier_runs_alone_and_serially() -> None:
+    tiers = re.findall(r"^tier (.*)$", (ROOT / "tests/run").read_text(), re.M)
+    assert [t.split('"')[1] if t.count('"') > 2 else t.split()[1] for t in tiers] == [
+        "not e2e and not server",
+        "server and not e2e",
+        "e2e",
+    ], tiers
+    assert "-n" not in tiers[-1].split(), tiers[-1]  # one guest at a time, nothing beside
