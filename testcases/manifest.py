@@ -20,7 +20,7 @@ from kbisect.errors import ManifestError, UnknownTestcaseError, UserError
 from kbisect.infra import guest_modules
 from kbisect.infra.qemu import PROFILES
 from kbisect.model import Direction
-from kbisect.testcases import signature
+from kbisect.testcases import kinds, signature
 
 BUILTIN_DIR = Path(__file__).resolve().parent
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
@@ -174,21 +174,27 @@ def catalog() -> list[Entry]:
 
 
 def find(name: str) -> Path:
-    if not NAME_RE.match(name):
+    """The folder of testcase `name`: the library's, or a kind's rendered into the cache
+    (`stress-ng:switch`; a library folder named as a bare kind wins)."""
+    if NAME_RE.match(name):
+        for root in search_path():
+            folder = root / name
+            if (folder / "manifest.toml").is_file():
+                return folder
+    if kinds.split(name) is not None:
+        return kinds.materialize(name, settings.Settings.from_env().cache)
+    if not NAME_RE.match(name) and ":" not in name:
         raise UnknownTestcaseError(
             f"invalid testcase name {name!r}: use lowercase letters, digits and dashes"
         )
-    for root in search_path():
-        folder = root / name
-        if (folder / "manifest.toml").is_file():
-            return folder
     raise UnknownTestcaseError(
-        f"unknown testcase {name!r}: known are {', '.join(available()) or 'none'}"
+        f"unknown testcase {name!r}: known are {', '.join(available()) or 'none'}; " + kinds.usage()
     )
 
 
 def load(name: str) -> Manifest:
-    return load_folder(find(name))
+    folder = find(name)
+    return load_folder(folder, name if folder.name != name else None)
 
 
 _TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", dict: "a table"}
@@ -279,10 +285,12 @@ def check_private(path: Path, st: os.stat_result) -> None:
     )
 
 
-def load_folder(folder: Path) -> Manifest:
+def load_folder(folder: Path, kind_name: str | None = None) -> Manifest:
+    """The testcase in `folder`, named as its folder; or, rendered from a kind, `kind_name`
+    (the folder is the cache's)."""
     path = folder / "manifest.toml"
     where = str(path)
-    if not NAME_RE.match(folder.name):
+    if kind_name is None and not NAME_RE.match(folder.name):
         raise ManifestError(
             f"{where}: folder name '{folder.name}' is not a valid testcase name: "
             "use lowercase letters, digits and dashes"
@@ -294,7 +302,7 @@ def load_folder(folder: Path) -> Manifest:
     data = _read_toml(path)
     _only(data, TOP_KEYS, where)
     name = _req(data, "name", str, where)
-    if name != folder.name:
+    if name != (kind_name or folder.name):
         raise ManifestError(f"{where}: name '{name}' must match its folder '{folder.name}'")
     verdict = _opt(data, "verdict", str, where, METRIC)
     if verdict not in VERDICTS:

@@ -8,6 +8,7 @@ edit can be checked on its own.
 from pathlib import Path
 
 from kbisect.errors import UserError
+from kbisect.testcases import kinds
 from kbisect.testcases import manifest as manifests
 
 MANIFEST = """\
@@ -75,8 +76,9 @@ def default_dir(data: Path, testcase_dirs: tuple[Path, ...]) -> Path:
     return testcase_dirs[0] if testcase_dirs else manifests.user_dir(data)
 
 
-def write(name: str, root: Path) -> Path:
-    """The new testcase folder; UserError if the name is taken or invalid."""
+def write(name: str, root: Path, kind: str = "") -> Path:
+    """The new testcase folder, the skeleton's or, given `kind` (`stress-ng:switch`), that
+    kind's rendering under the new name; UserError if the name is taken or invalid."""
     if not manifests.NAME_RE.match(name):
         raise UserError(f"invalid testcase name {name!r}: use lowercase letters, digits and dashes")
     if name in manifests.available():
@@ -84,7 +86,11 @@ def write(name: str, root: Path) -> Path:
     folder = root / name
     if folder.exists():
         raise UserError(f"{folder} exists already: pick another name or remove it")
+    rendered = kinds.render(kind, as_name=name) if kind else None
     try:
+        if rendered is not None:
+            kinds.write(folder, rendered)
+            return folder
         folder.mkdir(parents=True)
         (folder / "manifest.toml").write_text(MANIFEST.format(name=name))
         (folder / "guest.sh").write_text(GUEST.format(name=name))

@@ -13,7 +13,7 @@ from kbisect.testcases.manifest import search_path as manifest_search_path
 
 
 def cmd_testcases(args: argparse.Namespace, settings: Settings) -> int:
-    from kbisect.testcases import manifest
+    from kbisect.testcases import kinds, manifest
 
     entries = manifest.catalog()
     if args.json:
@@ -37,6 +37,10 @@ def cmd_testcases(args: argparse.Namespace, settings: Settings) -> int:
             }
             for e in entries
         ]
+        rows += [
+            {"kind": k.name, "usage": k.usage, "description": k.description}
+            for k in kinds.KINDS.values()
+        ]
         out(strict_json(rows, indent=2))
         return 0
     for e in entries:
@@ -50,6 +54,8 @@ def cmd_testcases(args: argparse.Namespace, settings: Settings) -> int:
                 for k, v in m.metrics.items()
             )
             out(f"  metrics: {', '.join(metrics)}")
+    for k in kinds.KINDS.values():  # named with their arguments, as --testcase KIND:ARGS
+        out(f"{k.usage}: {k.description} (a kind)")
     return 0
 
 
@@ -59,7 +65,7 @@ def cmd_testcase_new(args: argparse.Namespace, settings: Settings) -> int:
     root = (
         Path(args.dir) if args.dir else skeleton.default_dir(settings.data, settings.testcase_dirs)
     )
-    folder = skeleton.write(args.name, root)
+    folder = skeleton.write(args.name, root, args.kind or "")
     out(str(folder))
     searched = {p.resolve() for p in manifest_search_path()}
     if root.resolve() not in searched:
@@ -123,6 +129,13 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
         "--dir",
         help="where the folder goes (default: the first KBISECT_TESTCASES folder, else "
         "the user's testcases under KBISECT_DATA)",
+    )
+    new.add_argument(
+        "--from",
+        dest="kind",
+        metavar="KIND",
+        help="start from a testcase kind instead of the skeleton, e.g. stress-ng:switch, "
+        "hackbench:pipe ('kbisect testcases' lists the kinds)",
     )
     new.set_defaults(func=cmd_testcase_new)
     chk = tsub.add_parser("check", help="check a testcase, and boot it once on a kernel")

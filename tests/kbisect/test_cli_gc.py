@@ -66,5 +66,8 @@ def test_a_broken_testcase_is_listed_with_its_error(
     assert any(line.startswith("nvme-snapshot-read: ") for line in lines)
     assert [line for line in lines if line.startswith("broken-one: broken: ")]
     assert main(["testcases", "--json"]) == 0
-    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
+    listed = json.loads(capsys.readouterr().out)
+    rows = {r["name"]: r for r in listed if "name" in r}
     assert rows["broken-one"]["error"] and rows["nvme-snapshot-read"]["primary"]
+    kinds = {r["kind"]: r for r in listed if "kind" in r}  # the testcase kinds, after them
+    assert kinds["stress-ng"]["usage"] == "stress-ng:STRESSOR[:WORKERS]"

@@ -31,6 +31,16 @@ def test_a_taken_or_invalid_name_is_refused(data: Path, name: str) -> None:
         skeleton.write(name, manifest.user_dir(data))
 
 
+def test_new_from_a_kind_writes_that_kind_s_testcase_under_its_own_name(data: Path) -> None:
+    folder = skeleton.write("my-switch", manifest.user_dir(data), "stress-ng:switch:2")
+    m = manifest.load("my-switch")
+    assert m.folder == folder and m.name == "my-switch" and m.primary == "ops_per_sec"
+    assert m.params["STRESSOR"] == "switch" and m.params["WORKERS"] == "2"
+    assert check.check_host(m).ok
+    with pytest.raises(UserError, match="sysbench:cpu"):
+        skeleton.write("my-bench", manifest.user_dir(data), "sysbench")
+
+
 def test_a_second_new_of_the_same_name_is_refused(data: Path) -> None:
     skeleton.write("mine", manifest.user_dir(data))
     with pytest.raises(UserError, match="exists already"):
