@@ -51,6 +51,7 @@ from kbisect.errors import InfraError, UserError
 from kbisect.jobs import connection, static_card
 from kbisect.settings import Queues, Settings
 from kbisect.summaries import Request, summary
+from kbisect.testcases import kinds
 from kbisect.workflows.backport_types import BackportProgress, BackportRequest, BackportResult
 from kbisect.workflows.bisect_types import BisectRequest, BisectResult, MarkRequest, Progress
 from kbisect.workflows.explain_types import ExplainProgress, ExplainRequest, ExplainResult
@@ -234,7 +235,7 @@ class JobClient:
         asked, for the job's details (default: this shell's user@host)."""
         req = dataclasses.replace(req, build_queue=self.queues.build, vm_queue=self.queues.vm)
         req.search_attributes = await self.has_search_attributes()
-        return await self._start(WORKFLOW, req, new_job_id(WORKFLOW, req.testcase), by)
+        return await self._start(WORKFLOW, req, new_job_id(WORKFLOW, kinds.slug(req.testcase)), by)
 
     async def start_investigation(self, req: InvestigationRequest, by: str = "") -> str:
         """Start an investigation (the chain of stages `kbisect bisect` asks for); its id.
@@ -261,7 +262,7 @@ class JobClient:
             req, bisection=bisection, check=check, kernels=kernels, sweep=swept,
             search_attributes=sa,
         )  # fmt: skip
-        job_id = new_job_id(INVESTIGATION_WORKFLOW, req.testcase.replace(",", "-"))
+        job_id = new_job_id(INVESTIGATION_WORKFLOW, kinds.slug(req.testcase))  # "a,b": "a-b"
         first: Request | None = bisection or (swept.sweep if swept else None)
         assert first is not None, "an investigation bisects, or sweeps first"
         stages = [w for w, on in (("cross-tree", check), ("kernels", kernels)) if on]
