@@ -11,6 +11,8 @@ from kbisect.errors import UserError
 from kbisect.settings import Settings
 from kbisect.testcases.manifest import search_path as manifest_search_path
 
+MAX_CHECK_BOOTS = 50  # a noise measurement's boots (ten make the docs' figures)
+
 
 def cmd_testcases(args: argparse.Namespace, settings: Settings) -> int:
     from kbisect.testcases import kinds, manifest
@@ -80,36 +82,53 @@ def cmd_testcase_new(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_testcase_check(args: argparse.Namespace, settings: Settings) -> int:
     from kbisect.testcases import check
     from kbisect.testcases import manifest as manifests
+    from kbisect.testcases.noise import Noise, noise
 
     m = manifests.load(args.name)
     report = check.check_host(m)
     values: dict[str, list[float]] = {}
+    scores: dict[str, list[float]] = {}  # each boot's score, by metric
+    if not 1 <= args.boots <= MAX_CHECK_BOOTS:
+        raise UserError(f"--boots {args.boots}: give 1 to {MAX_CHECK_BOOTS}")
     if args.repo or args.kernel_rev:
         if not (args.repo and args.kernel_rev):
-            raise UserError("give both --repo and --kernel-rev to boot the testcase once")
+            raise UserError("give both --repo and --kernel-rev to boot the testcase")
         if report.ok:
             from kbisect.jobs.try_pipeline import TryOptions, try_commit
 
-            with stages(not args.json) as say:
-                opts = TryOptions(args.profile, on_stage=say, settings=settings)
-                result = try_commit(Path(args.repo), args.kernel_rev, m.name, opts)
-            score = result.result.score
-            check.check_score(m, score, report, result.result.bad)
-            values = {k: v.samples for k, v in score.metrics.items()}
-            report.notes.append(
-                f"booted {result.commit.hash[:12]}: {result.result.run.seconds:.1f} s "
-                f"({result.result.run.accel}), console {result.result.run.console}"
-            )
+            for boot in range(1, args.boots + 1):
+                with stages(not args.json) as say:
+                    opts = TryOptions(args.profile, on_stage=say, settings=settings)
+                    result = try_commit(Path(args.repo), args.kernel_rev, m.name, opts)
+                score = result.result.score
+                check.check_score(m, score, report, result.result.bad)
+                values = {k: v.samples for k, v in score.metrics.items()}
+                for k, v in score.metrics.items():
+                    scores.setdefault(k, []).append(v.value)
+                report.notes.append(
+                    f"boot {boot}: {result.commit.hash[:12]}, {result.result.run.seconds:.1f} s "
+                    f"({result.result.run.accel}), console {result.result.run.console}"
+                )
+                if not report.ok:
+                    break
     else:
-        report.notes.append("not booted: give --repo DIR --kernel-rev REV to run it once")
+        report.notes.append("not booted: give --repo DIR --kernel-rev REV to run it")
+    noises: list[Noise] = [
+        noise(k, v) for k, v in scores.items() if len(v) >= 2 and not m.metrics[k].exact
+    ]
     if args.json:
-        out(strict_json(asdict(report) | {"ok": report.ok, "metrics": values}, indent=2))
+        extra = {"ok": report.ok, "metrics": values, "scores": scores}
+        extra["noise"] = [asdict(n) | {"too_noisy": n.too_noisy} for n in noises]
+        out(strict_json(asdict(report) | extra, indent=2))
     else:
         for line in report.notes:
             out(line)
         for name, samples in values.items():
             unit = m.metrics[name].unit
             out(f"  {name}: {' '.join(f'{v:g}' for v in samples)} {unit}")
+        for n in noises:
+            out(("noise: " if n.metric == m.primary else "noise (not primary): ")
+                + n.line(m.metrics[n.metric].unit))  # fmt: skip
         for line in report.problems:
             out(f"problem: {line}")
         out(f"{m.name}: {'ok' if report.ok else 'not ready'}")
@@ -143,5 +162,12 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
     chk.add_argument("--repo", help="a kernel git repository to build --kernel-rev from")
     chk.add_argument("--kernel-rev", help="the revision whose kernel boots the testcase")
     chk.add_argument("--profile", help="device profile: fast or ebs-gp2 (default: the testcase's)")
+    chk.add_argument(
+        "--boots",
+        type=int,
+        default=1,
+        help="boot it this many times on the one kernel (2 or more: each metric's "
+        "boot-to-boot CV, and the boots a 5%% and a 10%% step would need)",
+    )
     chk.add_argument("--json", action="store_true", help="the findings as JSON on stdout")
     chk.set_defaults(func=cmd_testcase_check)
