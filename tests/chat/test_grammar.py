@@ -17,6 +17,13 @@ def test_bisect_becomes_the_clis_job_options() -> None:
     assert (opts.repetitions, opts.parallel, opts.metric) == (3, 2, "throughput")
 
 
+def test_a_testcase_kind_with_its_arguments_from_chat() -> None:
+    cmd = parse(BISECT.replace("nvme-snapshot-read", "hackbench:pipe:8"))
+    assert cmd.options().testcase == "hackbench:pipe:8"
+    with pytest.raises(UserError):
+        parse(BISECT.replace("nvme-snapshot-read", "stress-ng:$(id)"))
+
+
 @pytest.mark.parametrize("key", ["flaky", "duets"])
 def test_a_flaky_pass_fail_job_or_one_in_duets_from_chat(key: str) -> None:
     assert getattr(parse(f"{BISECT} {key}=yes").options(), key)
