@@ -11,6 +11,7 @@ rt-tests, sysbench, linux-perf) and report through kb_metric like any testcase.
 
 import functools
 import hashlib
+import json
 import re
 import shutil
 import subprocess
@@ -57,9 +58,9 @@ def _manifest(
     """A host-userland manifest; metrics: name -> (unit, better, description)."""
     lines = [
         f"# {description}",
-        f'name = "{name}"',
-        f'description = "{description}"',
-        f'primary = "{primary}"',
+        f"name = {_toml(name)}",
+        f"description = {_toml(description)}",
+        f"primary = {_toml(primary)}",
         f"repetitions = {repetitions}",
         "warmup = 1               # the first run warms caches (TCG's code cache): not scored",
         f"timeout = {timeout}",
@@ -69,12 +70,17 @@ def _manifest(
         'userland = "host"        # the tool and its libraries from the host\'s root filesystem',
         "",
         "[params]",
-        *(f'{key} = "{value}"' for key, value in params.items()),
+        *(f"{key} = {_toml(value)}" for key, value in params.items()),
     ]
     for metric, (unit, better, text) in metrics.items():
-        lines += ["", f"[metrics.{metric}]", f'unit = "{unit}"', f'better = "{better}"']
-        lines.append(f'description = "{text}"')
+        lines += ["", f"[metrics.{metric}]", f"unit = {_toml(unit)}", f"better = {_toml(better)}"]
+        lines.append(f"description = {_toml(text)}")
     return "\n".join(lines) + "\n"
+
+
+def _toml(text: str) -> str:
+    """A TOML basic string (JSON's escapes are TOML's for these)."""
+    return json.dumps(text)
 
 
 def _script(name: str, body: str) -> str:
@@ -88,6 +94,33 @@ def _script(name: str, body: str) -> str:
         "\trep=$((rep + 1))\n"
         "done\n"
     )
+
+
+def _one_figure(
+    name: str,
+    title: str,
+    command: str,
+    awk: str,
+    metric: tuple[str, str, str, str],
+    params: dict[str, str],
+    repetitions: int = 3,
+) -> Rendered:
+    """A kind whose tool prints one figure a run: `command`'s output (`title` names it), the
+    figure read by the awk program `awk`; metric: (name, unit, better, description)."""
+    tool = command.split()[0]
+    key, unit, better, text = metric
+    body = (
+        f"\tout=$({command})\n"
+        '\techo "$out"\n'
+        f"\tvalue=$(echo \"$out\" | awk '{awk}')\n"
+        f'\t[ -n "$value" ] || {{ echo "kbisect: no figures from {tool}"; exit 1; }}\n'
+        f'\tkb_metric "$rep" {key} "$value"\n'
+    )
+    description = f"{title}: {text}"
+    manifest = _manifest(
+        name, description, tool, key, {key: (unit, better, text)}, params, repetitions
+    )
+    return Rendered(manifest, _script(name, body))
 
 
 def _number(value: str, what: str, lo: int, hi: int, usage: str) -> str:
@@ -172,27 +205,11 @@ def _hackbench(name: str, args: list[str]) -> Rendered:
     _arity(args, 2, HACKBENCH)
     mode = _choice(args[0], ("pipe", "socket"), "hackbench mode", HACKBENCH) if args else "socket"
     groups = _number(args[1], "GROUPS", 1, 64, HACKBENCH) if len(args) > 1 else "4"
-    description = f"hackbench over {mode}s, {groups} groups: seconds to pass the messages"
-    body = (
-        '\tpipe=; [ "$MODE" != pipe ] || pipe=-p\n'
-        '\tout=$(hackbench $pipe -g "$GROUPS" -l "$LOOPS")\n'
-        '\techo "$out"\n'
-        '\tsecs=$(echo "$out" | awk \'$1 == "Time:" {print $2}\')\n'
-        '\t[ -n "$secs" ] || { echo "kbisect: no figures from hackbench"; exit 1; }\n'
-        '\tkb_metric "$rep" seconds "$secs"\n'
-    )
-    metrics = {
-        "seconds": (
-            "s",
-            "lower",
-            "time to pass every message (LKP's hackbench.throughput inverted)",
-        )
-    }
+    metric = ("seconds", "s", "lower", "time to pass every message (LKP's throughput, inverted)")
+    command = 'hackbench $([ "$MODE" != pipe ] || echo -p) -g "$GROUPS" -l "$LOOPS"'
     params = {"MODE": mode, "GROUPS": groups, "LOOPS": "200"}
-    return Rendered(
-        _manifest(name, description, "hackbench", "seconds", metrics, params, repetitions=5),
-        _script(name, body),
-    )
+    awk = '$1 == "Time:" {print $2}'
+    return _one_figure(name, f"hackbench over {mode}s", command, awk, metric, params, 5)
 
 
 PERF_BENCH = "perf-bench:sched-messaging|sched-pipe|futex-hash|mem-memcpy"
@@ -214,19 +231,9 @@ def _perf_bench(name: str, args: list[str]) -> Rendered:
         raise UserError(f"name a benchmark: {PERF_BENCH}")
     _arity(args, 1, PERF_BENCH)
     bench = _choice(args[0], tuple(PERF_BENCHES), "perf bench", PERF_BENCH)
-    argv, awk, (metric, unit, better, text) = PERF_BENCHES[bench]
-    body = (
-        f"\tout=$(perf bench {argv} 2>&1)\n"
-        '\techo "$out"\n'
-        f"\tvalue=$(echo \"$out\" | awk '{awk}')\n"
-        '\t[ -n "$value" ] || { echo "kbisect: no figures from perf bench"; exit 1; }\n'
-        f'\tkb_metric "$rep" {metric} "$value"\n'
-    )
-    description = f"perf bench {argv.split(' -')[0]}: {text}"
-    return Rendered(
-        _manifest(name, description, "perf", metric, {metric: (unit, better, text)}, {}, 5),
-        _script(name, body),
-    )
+    argv, awk, metric = PERF_BENCHES[bench]
+    title = f"perf bench {bench.replace('-', ' ')}"
+    return _one_figure(name, title, f"perf bench {argv} 2>&1", awk, metric, {}, 5)
 
 
 SYSBENCH = "sysbench:cpu|memory|threads|mutex"
@@ -249,22 +256,10 @@ def _sysbench(name: str, args: list[str]) -> Rendered:
         raise UserError(f"name a test: {SYSBENCH}")
     _arity(args, 1, SYSBENCH)
     test = _choice(args[0], tuple(SYSBENCHES), "sysbench test", SYSBENCH)
-    awk, (metric, unit, better, text) = SYSBENCHES[test]
+    awk, metric = SYSBENCHES[test]
     timed = "" if test == "mutex" else " --time=5"
-    body = (
-        f'\tout=$(sysbench "$TEST"{timed} run)\n'
-        '\techo "$out"\n'
-        f"\tvalue=$(echo \"$out\" | awk '{awk}')\n"
-        '\t[ -n "$value" ] || { echo "kbisect: no figures from sysbench"; exit 1; }\n'
-        f'\tkb_metric "$rep" {metric} "$value"\n'
-    )
-    description = f"sysbench {test}: {text}"
-    return Rendered(
-        _manifest(
-            name, description, "sysbench", metric, {metric: (unit, better, text)}, {"TEST": test}
-        ),
-        _script(name, body),
-    )
+    command = f'sysbench "$TEST"{timed} run'
+    return _one_figure(name, f"sysbench {test}", command, awk, metric, {"TEST": test})
 
 
 CYCLICTEST = "cyclictest[:SECONDS]"
