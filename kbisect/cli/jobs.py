@@ -164,6 +164,7 @@ def cmd_cancel(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
     check_job_id(args.id)
+    _check_email(args)
     plot = checked_output(args.plot, "--plot")
     log = checked_output(args.bisect_log, "--bisect-log", streams=True)
     if args.bug is not None and args.bug < 1:
@@ -194,6 +195,11 @@ def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
             show_result(await client.sweep_result(args.id), args.id, args)
             return 0
         result = await client.result(args.id)
+        if args.email:
+            from kbisect.reports.email_report import mail
+
+            out(mail(result, args.id, why=await explain_job.why_of(client, args.id)).rstrip("\n"))
+            return 0
         if args.json:
             out(strict_json(to_json(result), indent=2))
             return 0
@@ -225,11 +231,30 @@ REPORT_OPTIONS = {
     "--bisect-log": (WORKFLOW,),
     "--sru": (WORKFLOW, BACKPORT_WORKFLOW),
     "--sru-patch": (WORKFLOW, BACKPORT_WORKFLOW),
+    "--email": (WORKFLOW,),  # an investigation's: its bisection's
 }
+# what --email writes alone: the mail is the whole of stdout
+EMAIL_ALONE = (
+    "--json",
+    "--plot",
+    "--bisect-log",
+    "--sru",
+    "--sru-patch",
+    "--bug",
+    "--signoff",
+    "--target",
+)
 
 
 def _given(args: argparse.Namespace, option: str) -> bool:
     return bool(getattr(args, option.removeprefix("--").replace("-", "_")))
+
+
+def _check_email(args: argparse.Namespace) -> None:
+    """--email with an option of another output: one line, before a service is asked."""
+    clash = [o for o in EMAIL_ALONE if _given(args, o)]
+    if args.email and clash:
+        raise UserError(f"--email writes the mail alone on stdout: drop {' '.join(clash)}")
 
 
 def _check_report_options(args: argparse.Namespace, kind: str) -> None:
@@ -486,12 +511,18 @@ def _add_job_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]"
     no_start(c)
     c.set_defaults(func=cmd_cancel)
 
-    r = sub.add_parser("report", help="a finished job as markdown (or --json)")
+    r = sub.add_parser("report", help="a finished job as markdown (or --json, or --email)")
     r.add_argument("id", help="the job id")
     r.add_argument("--json", action="store_true", help="the result as JSON")
     r.add_argument("--plot", metavar="PNG", help="also write the scores across commits here")
     r.add_argument("--bisect-log", metavar="FILE", help="also write the git bisect log here")
     r.add_argument("--sru", action="store_true", help="a draft Ubuntu SRU justification")
+    r.add_argument(
+        "--email",
+        action="store_true",
+        help="a mail in the kernel lists' form for you to send: a regression report with "
+        "its '#regzbot introduced:' line, or in fix mode a stable backport request",
+    )
     r.add_argument(
         "--sru-patch",
         metavar="DIR",

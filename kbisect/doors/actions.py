@@ -3,8 +3,9 @@ is text for a person (markdown where a door renders it), and a started job's id.
 
 `bisect` starts an investigation (kbisect.jobs.investigation.plan, as `kbisect bisect`):
 the chain of stage jobs runs in the service and the door follows it (job_posts). A command
-that takes a bisection (explain, backport, sru, mark) given an investigation's id works
-on its bisection; `status` and `report` of one show the investigation, stage by stage.
+that takes a bisection (explain, backport, sru, mark, report email=yes) given an
+investigation's id works on its bisection; `status` and `report` of one show the
+investigation, stage by stage.
 
 A door acts only on the jobs it started (`owns`, from the door's own state) and on the
 stage jobs of an investigation it started: a CLI job on a private path, or another
@@ -39,7 +40,7 @@ from kbisect.errors import KbisectError, UserError
 from kbisect.infra.git import Git
 from kbisect.jobs import backport_job, explain_job, investigation
 from kbisect.jobs.client import JOB_KINDS, JobClient, check_job_id
-from kbisect.reports import investigation_report
+from kbisect.reports import email_report, investigation_report
 from kbisect.reports.backport_report import outcome_lines as backport_outcome
 from kbisect.reports.explain_report import flame_svg
 from kbisect.reports.explain_report import outcome_lines as explain_outcome
@@ -159,6 +160,9 @@ class Reply:
     # text is markdown kbisect wrote, what it inserts escaped (the report); else plain text,
     # which a door rendering markdown escapes (it holds a guest's or a repository's words)
     markdown: bool = False
+    # plain text to be copied as it is (a mail): a door rendering markdown shows it as a
+    # code block, its lines and blanks kept; the others post it as they post plain text
+    verbatim: bool = False
 
 
 async def execute(
@@ -195,7 +199,8 @@ async def _execute(
     if cmd.verb == "cancel":
         await client.cancel(job)
         return Reply(f"asked {job} to stop")
-    if cmd.verb == "report" and await kind_of(client, job) == INVESTIGATION_WORKFLOW:
+    email = cmd.verb == "report" and cmd.switch("email")
+    if cmd.verb == "report" and not email and await kind_of(client, job) == INVESTIGATION_WORKFLOW:
         return await _investigation_report(client, job)
     job = await bisection_of(client, job)  # an investigation's: its bisection
     if cmd.verb == "mark":
@@ -212,6 +217,10 @@ async def _execute(
     if cmd.verb == "backport":
         return await _backport(client, job, cmd.one("target") or "", by, claim)
     result = await client.result(job)
+    if email:  # `kbisect report JOB --email`'s text: the mail, for the person to send
+        why = await explain_job.why_of(client, job)
+        mail = await off_loop(email_report.mail, result, job, why)  # git: the author
+        return Reply(mail.rstrip("\n"), verbatim=True)
     if cmd.verb == "report":
         text = await off_loop(markdown, result, job)  # git: the commits' subjects
         return Reply(text, markdown=True)

@@ -59,7 +59,7 @@ from kbisect.jobs import investigation, series_client
 from kbisect.jobs.client import JobClient
 from kbisect.jobs.series_client import check_name
 from kbisect.reports import investigation_report
-from kbisect.reports.lines import md_lines, md_text
+from kbisect.reports.lines import md_code, md_lines, md_text
 from kbisect.reports.sru_branch import push_sru_branch, tested_changes
 from kbisect.reports.sru_patch import sru_commit
 from kbisect.reports.sweep_report import alert_lines
@@ -277,7 +277,7 @@ class GitLabDoor:
             except Exception as exc:  # GitLab's errors, the network's: said, not fatal
                 log.warning("could not upload %s: %s", f.name, exc)
                 links.append(f"(could not upload {f.name})")
-        return "\n\n".join([reply.text if reply.markdown else md_lines(reply.text), *links])
+        return "\n\n".join([_markdown_of(reply), *links])
 
     def _refusal(self, author: str, count: int) -> str | None:
         if self.config.allowed and author not in self.config.allowed:
@@ -485,6 +485,15 @@ class GitLabDoor:
             f"{mr.web_url} ({made.provenance}: the change kbisect tested on {made.onto[:12]})",
             markdown=True,
         )
+
+
+def _markdown_of(reply: Reply) -> str:
+    """A reply's text as a note's markdown: kbisect's markdown as it is, a mail (verbatim)
+    as a code block that shows it as it is, for copying, and other text escaped line by
+    line."""
+    if reply.markdown:
+        return reply.text
+    return "\n".join(md_code(reply.text)) if reply.verbatim else md_lines(reply.text)
 
 
 def _safe(body: str) -> str:

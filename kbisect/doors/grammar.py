@@ -9,7 +9,8 @@ one line that says what to write instead.
            [cross-tree=yes] [target=REV] [explain=yes|no]
     bisect kernels=K1,K2,... testcase=NAME [...]        (prebuilt kernels, no tree)
     bisect tree=NAME kernels=K1=REV1,K2=REV2,... testcase=NAME [target=REV] [...]
-    status [JOB] | cancel JOB | report JOB | explain JOB | sru JOB [series=S] [bug=N] [branch=B]
+    status [JOB] | cancel JOB | report JOB [email=yes] | explain JOB
+    sru JOB [series=S] [bug=N] [branch=B]
     backport JOB target=REV
     mark JOB REV good|bad|skip | testcases | help
 
@@ -22,6 +23,9 @@ explains a counter's too (--explain). The investigation's own checks are the CLI
 are refused here first in the door's. kernels= takes Debian linux-image-* package names
 only: a file named from a chat would be a path on the door's host, which a chat user
 must not probe or have booted (the CLI takes .deb and vmlinuz files).
+
+`report JOB email=yes` is `kbisect report JOB --email`: the bisection's answer as a mail
+in the kernel lists' form, for the person to send (kbisect.reports.email_report).
 """
 
 import re
@@ -47,6 +51,7 @@ CHAIN_KEYS = ("kernels", "target")  # the investigation's stages beyond the bise
 BISECT_EXTRA = ("metric", *SWITCHES, *CHAIN_KEYS)
 YES, NO = ("yes", "true"), ("no", "false")
 SRU_KEYS = ("series", "bug", "branch")
+REPORT_KEYS = ("email",)  # yes or no: the mail (kbisect report --email) or the markdown
 NUMBER_KEYS = {"repetitions", "parallel", "bug"}
 REPEATABLE = {"good"}
 USAGE = {
@@ -56,7 +61,7 @@ USAGE = {
     "tree, good and bad; with tree=NAME, kernels=K1=REV1,K2=REV2,...)",
     "status": "status [JOB]",
     "cancel": "cancel JOB",
-    "report": "report JOB",
+    "report": "report JOB [email=yes]",
     "explain": "explain JOB",
     "backport": "backport JOB target=REV",
     "sru": "sru JOB [series=jammy] [bug=N] [branch=B]",
@@ -142,6 +147,11 @@ def parse(text: str) -> Command:
         cmd = _positional(verb, positional, 1, 1)
         cmd.keys = _keys(verb, pairs, SRU_KEYS)
         return cmd
+    if verb == "report":
+        cmd = _positional(verb, positional, 1, 1)
+        cmd.keys = _keys(verb, pairs, REPORT_KEYS)
+        _check_switches(cmd.keys, REPORT_KEYS)
+        return cmd
     if verb == "backport":
         cmd = _positional(verb, positional, 1, 1)
         cmd.keys = _keys(verb, pairs, ("target",))
@@ -159,7 +169,7 @@ def parse(text: str) -> Command:
             raise UserError(f"refused: mark takes good, bad or skip, not {cmd.verdict!r}")
         _check_value("revision", cmd.rev)
         return cmd
-    if verb in ("cancel", "report", "explain"):
+    if verb in ("cancel", "explain"):
         return _positional(verb, positional, 1, 1)
     return _positional(verb, positional, 0, 0)
 
@@ -229,16 +239,20 @@ def _bisect(positional: list[str], pairs: list[str]) -> Command:
     mode = keys.get("mode", [Mode.REGRESSION.value])[-1]
     if mode not in tuple(Mode):
         raise UserError(f"refused: mode={mode}: write mode=regression or mode=fix")
-    for key in SWITCHES:
-        value = keys.get(key, ["no"])[-1].lower()
-        if value not in YES + NO:
-            raise UserError(f"refused: {key}={value[:20]}: write {key}=yes or {key}=no")
+    _check_switches(keys, SWITCHES)
     if mapped is not None:
         _check_kernels(keys, mapped)
     cmd = Command(verb="bisect", keys=keys)
     if cmd.switch("cross-tree") and mode == Mode.REGRESSION and len(cmd.options().good) > 1:
         raise UserError("refused: cross-tree=yes takes one good= (the distro kernel that was good)")
     return cmd
+
+
+def _check_switches(keys: dict[str, list[str]], switches: tuple[str, ...]) -> None:
+    for key in switches:
+        value = keys.get(key, ["no"])[-1].lower()
+        if value not in YES + NO:
+            raise UserError(f"refused: {key}={value[:20]}: write {key}=yes or {key}=no")
 
 
 def _kernels(value: str) -> bool:
