@@ -52,7 +52,7 @@ def _options(args: argparse.Namespace) -> JobOptions:
         testcase=args.testcase,
         repo=args.repo,
         tree=args.tree,
-        mode=args.mode,
+        mode=args.mode or Mode.REGRESSION.value,
         profile=args.profile,
         repetitions=args.repetitions,
         parallel=args.parallel,
@@ -69,7 +69,20 @@ def _options(args: argparse.Namespace) -> JobOptions:
 
 
 def cmd_bisect(args: argparse.Namespace, settings: Settings) -> int:
-    """Start an investigation (the chain of stages runs in the service) and follow it."""
+    """Start an investigation (the chain of stages runs in the service) and follow it; with
+    --from-report, its options filled from an LKP report first (--dry-run: only shown)."""
+    if args.from_report:
+        from kbisect.cli import from_report
+
+        filled = from_report.fill(args, settings)
+        for line in filled:
+            (out if args.dry_run else note)(line)
+        if args.dry_run:
+            return 0
+    elif args.dry_run:
+        raise UserError("--dry-run shows what --from-report MAIL fills: give --from-report")
+    if not args.testcase:
+        raise UserError("give --testcase NAME ('kbisect testcases'), or --from-report MAIL")
     chain = investigation.Chain(
         cross_tree=args.cross_tree,
         kernels=args.kernels or "",
@@ -385,7 +398,19 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
         metavar="REV",
         help="a revision with the change (in fix mode: the old, broken one)",
     )
-    b.add_argument("--testcase", required=True, help="a testcase name ('kbisect testcases')")
+    b.add_argument("--testcase", help="a testcase name ('kbisect testcases')")
+    b.add_argument(
+        "--from-report",
+        metavar="MAIL",
+        help="an Intel 0-day/LKP regression mail (a file, or - for standard input, at most "
+        "1 MiB, read as text only): its testcase, metric, commits, mode and named tree fill "
+        "the options not given here; one line a field says where it came from",
+    )
+    b.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="with --from-report: print the fields the report gives, and start nothing",
+    )
     b.add_argument(
         "--config",
         metavar="FILE",
@@ -395,8 +420,8 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
     b.add_argument(
         "--mode",
         choices=tuple(Mode),
-        default=Mode.REGRESSION.value,
-        help="regression: name the commit that broke it; fix: the commit that fixed it",
+        help="regression: name the commit that broke it; fix: the commit that fixed it "
+        "(default: regression; with --from-report, an improvement is found as a fix)",
     )
     b.add_argument("--profile", help=PROFILE_HELP)
     b.add_argument(
