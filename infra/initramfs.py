@@ -26,6 +26,10 @@ MODULES_DIR = "lib/modules/kbisect"  # the testcase's modules, whatever the kern
 # Boots of other kinds than a scored one: the marker file in /kbisect/ that init reads
 BOOT_TRACE, BOOT_EXPLAIN = "trace", "explain"
 _LDD_PATH = re.compile(r"(/\S+) \(0x[0-9a-f]+\)")
+# Folders every image has, whatever goes into it (init mounts over the first five)
+GUEST_DIRS = ("dev", "proc", "sys", "tmp", "run", "usr/sbin", "lib", "lib64")
+# The guest's own files in an image: path in the image -> kbisect's file beside this one
+GUEST_FILES = {"init": "guest_init.sh", "kbisect/lib.sh": "guest_lib.sh"}
 
 
 @dataclass(frozen=True)
@@ -60,7 +64,7 @@ def shared_libraries(binary: Path) -> list[Path]:
     return libs
 
 
-def _guest_file(name: str) -> bytes:
+def guest_file(name: str) -> bytes:
     return (Path(__file__).parent / name).read_bytes()
 
 
@@ -80,8 +84,8 @@ def _tree(
         raise InfraError("busybox is not installed: apt-get install busybox-static")
     files: dict[str, _Entry] = {
         "bin/busybox": _Entry(0o100755, BUSYBOX.read_bytes()),
-        "init": _Entry(0o100755, _guest_file("guest_init.sh")),
-        "kbisect/lib.sh": _Entry(0o100644, _guest_file("guest_lib.sh")),
+        "init": _Entry(0o100755, guest_file(GUEST_FILES["init"])),
+        "kbisect/lib.sh": _Entry(0o100644, guest_file(GUEST_FILES["kbisect/lib.sh"])),
         "kbisect/testcase.sh": _Entry(0o100755, testcase_script),
         "kbisect/params.sh": _Entry(0o100644, params),
     }
@@ -119,8 +123,7 @@ def _newc(entries: dict[str, _Entry]) -> bytes:
         parts = path.split("/")[:-1]
         for i in range(1, len(parts) + 1):
             dirs.add("/".join(parts[:i]))
-    for d in ("dev", "proc", "sys", "tmp", "run", "usr/sbin", "lib", "lib64"):
-        dirs.add(d)
+    dirs.update(GUEST_DIRS)
     out = bytearray()
     ino = 1
 
@@ -162,9 +165,7 @@ def build_image(
     `modules`: kernel modules (name -> file) init loads first, in this order;
     `userland_image`: with `host_root`, the host userland's image (infra.host_userland)
     the guest mounts instead of the host's root over 9p."""
-    params_sh = "".join(
-        f"export {k}='{_shell_quote_free(v)}'\n" for k, v in sorted(params.items())
-    ).encode()
+    params_sh = params_file(params)
     entries = _tree(
         sorted(set(tools)),
         testcase_script,
@@ -193,6 +194,13 @@ def build_image(
         modules=tuple(modules or ()),
         userland_image=userland_image if host_root else "",
     )
+
+
+def params_file(params: dict[str, str]) -> bytes:
+    """The guest's /kbisect/params.sh: each parameter exported, as init sources it."""
+    return "".join(
+        f"export {k}='{_shell_quote_free(v)}'\n" for k, v in sorted(params.items())
+    ).encode()
 
 
 def _shell_quote_free(value: str) -> str:

@@ -167,11 +167,16 @@ def new_run_dir() -> Path:
     return run_dir
 
 
+def disk_image(run_dir: Path, disk: Disk) -> Path:
+    """Where a run's disk image is: its run dir, by the disk's name."""
+    return run_dir / f"{disk.name}.img"
+
+
 def make_images(run_dir: Path, disks: list[Disk]) -> tuple[list[Path], list[Path]]:
     """Sparse disk images in the run dir: (every image, those to remove after the run)."""
     images, scratch = [], []
     for disk in disks:
-        image = run_dir / f"{disk.name}.img"
+        image = disk_image(run_dir, disk)
         with open(image, "wb") as fh:
             fh.truncate(disk.size_mib * 1024 * 1024)
         images.append(image)
@@ -501,6 +506,22 @@ class QemuMachine:
         argv += serial_args(run_dir / "console.log", run_dir / "results.log")
         return argv + host_userland_args(guest)
 
+    def boot_argv(
+        self,
+        run_dir: Path,
+        accel: str,
+        artifact: Artifact,
+        guest: GuestImage,
+        disks: list[Disk],
+        cmdline: str = "",
+    ) -> list[str]:
+        """A boot's whole argv, its disks' images in `run_dir` (make_images puts them
+        there): the one command line `kbisect reproduce` renders for a script too."""
+        argv = self._argv(run_dir, accel, artifact, guest, cmdline)
+        for disk in disks:
+            argv += nvme_args(disk, disk_image(run_dir, disk))
+        return argv
+
     def _run_in(
         self,
         run_dir: Path,
@@ -512,10 +533,8 @@ class QemuMachine:
         cmdline: str,
         progress: Callable[[str], None],
     ) -> GuestRun:
-        argv = self._argv(run_dir, accel, artifact, guest, cmdline)
-        images, scratch = make_images(run_dir, disks)
-        for disk, image in zip(disks, images, strict=True):
-            argv += nvme_args(disk, image)
+        argv = self.boot_argv(run_dir, accel, artifact, guest, disks, cmdline)
+        _, scratch = make_images(run_dir, disks)
         (run_dir / "qemu.argv").write_text("\n".join(argv) + "\n")
         began = time.monotonic()
         try:

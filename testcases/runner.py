@@ -65,6 +65,12 @@ def needed_modules(manifest: Manifest, way: Way = Way.NINE_P) -> list[str]:
     return list(dict.fromkeys([*base, *manifest.modules]))
 
 
+def guest_params(manifest: Manifest, runs: int) -> dict[str, str]:
+    """What a boot's script is given: the manifest's params, the repetitions it runs (the
+    warm-up ones included) and how many disks to wait for."""
+    return {**manifest.params, "KB_REPETITIONS": str(runs), "KB_NDISKS": str(len(manifest.disks))}
+
+
 @dataclass(frozen=True)
 class GuestParts:
     """What a guest of this testcase needs of this kernel and this host."""
@@ -132,7 +138,7 @@ def run_testcase(
     image = build_image(
         manifest.tools,
         manifest.script,
-        {**manifest.params, "KB_REPETITIONS": str(runs), "KB_NDISKS": str(len(manifest.disks))},
+        guest_params(manifest, runs),
         host_root=manifest.userland == "host",
         extra=manifest.files,
         modules=parts.modules,

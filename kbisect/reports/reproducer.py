@@ -1,0 +1,312 @@
+"""`kbisect reproduce ID DIR`: what reproduces a bisection's answer without kbisect.
+
+The files (`files`): the culprit's and its parent's hashes, the .config kbisect built each
+with where this host's cache still has it (else kbisect's config fragments: tinyconfig,
+then the fragments, then olddefconfig, as builders.kernel_build does), the guest's own
+files (init, lib.sh, the testcase's script, params and files), the testcase's folder,
+`reproduce.sh` (reproducer_script) and a README with the job's figures to compare with.
+Everything the job's result holds that a guest or a repository wrote reaches the README
+as one printable, bounded line of markdown text (email_report.text, lines.md_text).
+"""
+
+import math
+import re
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+from kbisect import infra
+from kbisect.builders import artifact_cache, kconfig
+from kbisect.builders.kernel_build import compiler_version
+from kbisect.builders.kernel_list import is_kernel_list
+from kbisect.contract import Mode
+from kbisect.errors import KbisectError, UserError
+from kbisect.infra.git import Git
+from kbisect.infra.initramfs import GUEST_FILES, TOOL_PACKAGES, guest_file, params_file
+from kbisect.infra.qemu import QEMU, QemuMachine
+from kbisect.model import Artifact, Disk, GuestImage
+from kbisect.reports.email_report import figure, figures, reproduce_lines, text
+from kbisect.reports.job_report import terms
+from kbisect.reports.lines import md_code, md_text
+from kbisect.reports.reproducer_script import (
+    ACCELS,
+    BUILD_TOOLS,
+    HASH,
+    NAME,
+    SLOTS,
+    ScriptPlan,
+    script,
+)
+from kbisect.settings import Settings
+from kbisect.testcases import manifest as manifests
+from kbisect.testcases import runner
+from kbisect.workflows.bisect_types import BisectResult, Step, StepSource
+
+NAME_CAP = 60
+MAX_BOOTS = 10  # the script's default boots a kernel, at most (BOOTS=N runs more)
+MAX_FILE = 4 << 20  # a testcase's file copied, at most (a manifest's are a few KiB)
+SCORES_SHOWN = 12
+# The commands reproduce.sh runs whose Debian package is not named as the command
+PACKAGE_OF = {QEMU: "qemu-system-x86", **TOOL_PACKAGES}
+KERNEL_HEADERS = ("libelf-dev", "libssl-dev")  # what a kernel's build includes
+_PACKAGES = re.compile(r"^packages=\(\n(.*?)\n\)", re.M | re.S)
+_SLOT_OF = {v: k for k, v in SLOTS.items()}
+
+
+@dataclass(frozen=True)
+class Found:
+    """A finished bisection, as the command found it."""
+
+    result: BisectResult
+    job: str  # the bisection's id (an investigation's bisect stage's)
+    culprit: str
+    parent: str  # the culprit's first parent, full hash
+    configs: dict[str, str]  # "culprit", "parent" -> the .config kbisect built it with
+
+
+def culprit_of(result: BisectResult, job: str) -> str:
+    """The culprit's full hash; UserError (one line) for a job that named none."""
+    if not result.culprit:
+        raise UserError(
+            f"job {job} did not name one commit ({text(result.status, NAME_CAP)}): there is "
+            "nothing to reproduce; narrow the candidates with 'kbisect mark' in a new job"
+        )
+    if is_kernel_list(Path(result.repo)):
+        raise UserError(
+            f"not yet: job {job} bisected prebuilt kernels, not commits; reproduce the "
+            "bisection of the commits between them (kbisect bisect --kernels K=REV,...)"
+        )
+    if not HASH.fullmatch(result.culprit):
+        raise UserError(f"job {job} named {text(result.culprit, 80)!r}, not a full commit hash")
+    return result.culprit
+
+
+def parent_of(repo: str, culprit: str) -> str:
+    """The culprit's first parent in the job's repository, read here."""
+    try:
+        parent = Git(Path(repo)).resolve(f"{culprit}^")
+    except KbisectError as exc:
+        raise UserError(
+            f"cannot read the culprit's parent in the job's repository {text(repo, 200)}: "
+            f"run 'kbisect reproduce' where it is readable ({exc})"
+        ) from exc
+    if not HASH.fullmatch(parent):
+        raise UserError(f"the culprit's parent {text(parent, 80)!r} is not a full commit hash")
+    return parent
+
+
+def job_configs(repo: str, commits: dict[str, str], manifest: manifests.Manifest) -> dict[str, str]:
+    """Each commit's .config as kbisect resolved it, where this host's artifact cache has
+    that build (the same tree, fragments and compiler as the job's worker)."""
+    key = kconfig.config_hash(runner.build_spec(manifest), compiler_version())
+    found = {}
+    for name, commit in commits.items():
+        try:
+            tree = Git(Path(repo)).tree_of(commit)
+            path = artifact_cache.entry_dir(tree, key) / "config"
+            if path.is_file() and not path.is_symlink() and path.stat().st_size <= MAX_FILE:
+                config = path.read_text()
+                if "CONFIG_" in config:
+                    found[name] = config
+        except (KbisectError, OSError, UnicodeDecodeError):
+            continue  # not built here: the script starts from the fragments
+    return found
+
+
+def install_packages() -> list[str]:
+    """infra/install.sh's Debian packages, in its order."""
+    listed = _PACKAGES.search((Path(infra.__file__).parent / "install.sh").read_text())
+    return listed[1].replace("\\\n", " ").split() if listed else []
+
+
+def packages(tools: list[str]) -> list[str]:
+    """The packages of install.sh that reproduce.sh's commands come from."""
+    wanted = {PACKAGE_OF.get(t, t) for t in (*BUILD_TOOLS, QEMU, "busybox", "ccache", *tools)}
+    return [p for p in install_packages() if p in wanted or p in KERNEL_HEADERS]
+
+
+def _step(result: BisectResult, commit: str) -> Step | None:
+    """The commit's step; the endpoint's when it was one."""
+    steps = [s for s in result.steps if s.commit == commit]
+    return next((s for s in steps if s.source == StepSource.ENDPOINT), steps[0] if steps else None)
+
+
+def _boots(found: Found, exact: bool) -> int:
+    """Each kernel's boots by default: as many as the job gave either (at most MAX_BOOTS)."""
+    given = [s.boots for c in (found.culprit, found.parent) if (s := _step(found.result, c))]
+    return max(1, min(MAX_BOOTS, max(given, default=0) or (1 if exact else 3)))
+
+
+def plan(found: Found, manifest: manifests.Manifest, settings: Settings) -> ScriptPlan:
+    """What reproduce.sh does for this job: its testcase's boots as the job ran them."""
+    r = found.result
+    metric = r.metric or manifest.primary
+    if metric not in manifest.metrics or not NAME.fullmatch(metric):
+        raise UserError(
+            f"job {found.job} judged {text(metric, NAME_CAP)!r}, not a metric of the testcase "
+            f"{text(r.testcase, NAME_CAP)} as it is here: reproduce it where it ran"
+        )
+    spec = manifest.metrics.get(metric)
+    exact = spec is not None and spec.exact
+    reps = r.repetitions or manifest.repetitions_for(metric)
+    warmup = 0 if exact else manifest.warmup
+    host_root = manifest.userland == "host"
+    prof = runner.profile(r.profile or manifest.profile)
+    disks = [Disk(d.name, d.size_mib, prof) for d in manifest.disks]
+    machine = QemuMachine(accel=settings.accel)
+    guest = GuestImage(_SLOT_OF["INITRD"], tuple(sorted(set(manifest.tools))), host_root)
+    kernel = Artifact(found.culprit, "", "", _SLOT_OF["KERNEL"], "", "")
+    run = Path(_SLOT_OF["RUN"])
+    return ScriptPlan(
+        job=found.job,
+        culprit=found.culprit,
+        parent=found.parent,
+        metric=metric,
+        pass_fail=r.pass_fail,
+        boots=_boots(found, exact),
+        warmup=warmup,
+        timeout=math.ceil(manifest.timeout_for(reps + warmup)),
+        tools=guest.tools,
+        host_root=host_root,
+        disks=tuple((d.name, d.size_mib) for d in disks),
+        fragments=len(kconfig.fragments_for(runner.build_spec(manifest))),
+        accel=settings.accel or "",
+        argv={a: machine.boot_argv(run, a, kernel, guest, disks) for a in ACCELS},
+    )
+
+
+def files(found: Found, settings: Settings) -> dict[str, tuple[bytes, int]]:
+    """Every file to write in DIR: its path there -> (its bytes, its mode)."""
+    r = found.result
+    manifest = manifests.load(r.testcase)
+    p = plan(found, manifest, settings)
+    reps = r.repetitions or manifest.repetitions_for(p.metric)
+    out: dict[str, tuple[bytes, int]] = {
+        "reproduce.sh": (script(p).encode(), 0o755),
+        "commits": (f"culprit {found.culprit}\nparent {found.parent}\n".encode(), 0o644),
+    }
+    for i, fragment in enumerate(kconfig.fragments_for(runner.build_spec(manifest))):
+        out[f"config/fragment-{i}.config"] = (fragment.encode(), 0o644)
+    for name, config in found.configs.items():
+        out[f"config/{name}.config"] = (config.encode(), 0o644)
+    # the guest's files, as initramfs.build_image puts them in the image
+    for path, own in GUEST_FILES.items():
+        out[f"guest/{path}"] = (guest_file(own), 0o755 if path == "init" else 0o644)
+    out["guest/kbisect/testcase.sh"] = (manifest.script, 0o755)
+    params = runner.guest_params(manifest, reps + p.warmup)
+    out["guest/kbisect/params.sh"] = (params_file(params), 0o644)
+    for name, data in manifest.files.items():
+        out[f"guest/kbisect/{name}"] = (data, 0o644)
+    if p.host_root:  # empty: the host's root over 9p, as kbisect's kernels have it
+        out["guest/kbisect/host-root"] = (b"", 0o644)
+    for f in sorted(manifest.folder.iterdir()):
+        if f.is_file() and not f.is_symlink() and f.stat().st_size <= MAX_FILE:
+            out[f"testcase/{f.name}"] = (f.read_bytes(), 0o644)
+    out["README.md"] = (readme(found, manifest, p, reps).encode(), 0o644)
+    return out
+
+
+def _figures_row(result: BisectResult, word: str, commit: str) -> str:
+    step = _step(result, commit)
+    if step is None:
+        return f"| {word} | `{commit[:12]}` | not booted by the job | |"
+    scores = ", ".join(figure(v) for v in step.scores[:SCORES_SHOWN])
+    if len(step.scores) > SCORES_SHOWN:
+        scores += ", …"
+    median = figure(statistics.median(step.scores)) if step.scores else figure(step.value)
+    return f"| {word} | `{commit[:12]}` | {median} | {step.boots or len(step.scores)} | {scores} |"
+
+
+def readme(found: Found, manifest: manifests.Manifest, p: ScriptPlan, reps: int) -> str:
+    r = found.result
+    old_w, new_w = terms(r.mode)
+    what = "fix" if r.mode == Mode.FIX else "first bad commit"
+    metric = md_text(text(p.metric, NAME_CAP))
+    spec = manifest.metrics.get(p.metric)
+    unit = (
+        f" (in {md_text(text(spec.unit, NAME_CAP))}, {spec.better.value} is better)" if spec else ""
+    )
+    subject = md_text(text(r.subjects.get(found.culprit, "")))
+    tools = ", ".join(p.tools) or "none"
+    builds = [s.build_seconds for s in r.steps if s.build_seconds > 0]
+    boot_s = [s.test_seconds / s.boots for s in r.steps if s.test_seconds > 0 and s.boots]
+    build = max(builds, default=300.0)
+    boot = statistics.median(boot_s) if boot_s else float(p.timeout) / 4
+    minutes = math.ceil((2 * build + 2 * p.boots * boot) / 60) + 2
+    configs = (
+        "`config/culprit.config` and `config/parent.config`: the `.config` kbisect built "
+        "each with; the script starts from them (`make olddefconfig`), and says if its "
+        "own differs. "
+        if len(found.configs) == 2
+        else ""
+    )
+    # the commands of reproduce_lines (its prose is the mail's), unindented
+    with_kbisect = [ln.strip() for ln in reproduce_lines(r, found.culprit) if ln.startswith("  ")]
+    lines = [
+        f"# Reproducing kbisect job {md_text(text(found.job, 120))}, without kbisect",
+        "",
+        f'kbisect named `{found.culprit}` ("{subject}") the {what} for the testcase '
+        f"{md_text(text(r.testcase, NAME_CAP))}, on the metric {metric}{unit}. Its parent is "
+        f"`{found.parent}`. This folder builds both and boots each in QEMU as kbisect did, "
+        "with nothing of kbisect's installed.",
+        "",
+        "## What is here",
+        "",
+        "- `reproduce.sh`: builds both kernels (`git archive` of each commit: your "
+        "checkout is not touched), makes the guest's initramfs, boots each kernel in turn "
+        "with kbisect's QEMU command line and prints the metric of every boot side by side, "
+        "then each kernel's mean.",
+        "- `commits`: the two full hashes.",
+        f"- `config/`: {configs}`fragment-N.config`, kbisect's fragments (the base, the "
+        "testcase's, in order), merged over `make tinyconfig` by "
+        "`scripts/kconfig/merge_config.sh -m`, then `make olddefconfig`: the `.config` "
+        "kbisect makes (`FROM_FRAGMENTS=1` makes the script take this way).",
+        f"- `guest/`: the guest's init, its helpers and the testcase's script with its "
+        f"parameters ({reps} repetitions a boot, {p.warmup} warm-up first).",
+        "- `testcase/`: the testcase's folder as kbisect ran it.",
+        "",
+        "## What it needs",
+        "",
+        "Debian 12 (x86-64) with these packages (from kbisect's `infra/install.sh`):",
+        "",
+        f"    sudo apt-get install {' '.join(packages(list(p.tools)))}",
+        "",
+        f"The testcase's guest tools must be on the host: {tools}"
+        + (" (they run from the host's root, shared read-only over 9p)." if p.host_root else "."),
+        "KVM (`/dev/kvm`) if you can: without it QEMU emulates the CPU (TCG), much slower.",
+        "About 3 GB of disk in the work folder for each kernel's sources.",
+        "",
+        "## Run it",
+        "",
+        "    ./reproduce.sh LINUX",
+        "",
+        "LINUX is a git repository of the kernel that holds both commits. "
+        f"`BOOTS=N` boots each kernel N times ({p.boots} by default), `ACCEL=kvm|tcg` "
+        "chooses QEMU's accelerator, `JOBS=N` make's jobs, `WORK=DIR` the work folder (a new "
+        "one under /tmp by default; each boot's console is kept there).",
+        "",
+        f"It takes about {minutes} minutes here (two builds, the job's took up to "
+        f"{build:.0f} s each with a warm ccache; {2 * p.boots} boots of about {boot:.0f} s); "
+        "a build without ccache, or under TCG, takes longer.",
+        "",
+        "## The job's figures, to compare with",
+        "",
+        f"{metric} of each kernel as the job measured it (the median of each boot's "
+        "scored repetitions):",
+        "",
+        "| kernel | commit | median | boots | each boot |",
+        "|---|---|---|---|---|",
+        _figures_row(r, f"parent (behaves as {old_w})", found.parent),
+        _figures_row(r, f"culprit ({new_w})", found.culprit),
+        "",
+        f"The {new_w} endpoint against the {old_w} one: "
+        f"{md_text(figures(r.effect)) if r.effect else 'not measured'}.",
+        "",
+        "## With kbisect",
+        "",
+        "The same, with kbisect (as `kbisect report "
+        f"{md_text(text(found.job, 120))} --email` says it):",
+        "",
+        *md_code("\n".join(with_kbisect)),
+    ]
+    return "\n".join(lines) + "\n"
