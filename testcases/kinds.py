@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kbisect.errors import UnknownTestcaseError, UserError
+from kbisect.testcases import kselftest
 
 # KIND[:ARG...]: a kind's name, then its arguments, of the characters of a manifest's
 # param values less '/' and ':' (they end up in params and in a job's id).
@@ -305,6 +306,16 @@ def _cyclictest(name: str, args: list[str]) -> Rendered:
     )
 
 
+def _kselftest(name: str, args: list[str]) -> Rendered:
+    """A kselftest testcase is built from a kernel tree (testcases.kselftest), not rendered
+    from its name alone: `testcase new --from` has no template of it."""
+    kselftest.parse(args)
+    raise UserError(
+        f"{name}: a kselftest testcase is built from a kernel tree at a revision; name it "
+        "directly (--testcase kselftest:TARGET[:TEST])"
+    )
+
+
 KINDS = {
     k.name: k
     for k in (
@@ -313,6 +324,7 @@ KINDS = {
         Kind("perf-bench", PERF_BENCH, "perf bench: sched, futex, mem", _perf_bench),
         Kind("sysbench", SYSBENCH, "sysbench's cpu, memory, threads and mutex", _sysbench),
         Kind("cyclictest", CYCLICTEST, "rt-tests' cyclictest, latency p99 and max", _cyclictest),
+        Kind(kselftest.KIND, kselftest.USAGE, "a kernel selftest, pass/fail", _kselftest),
     )
 }
 
@@ -355,10 +367,14 @@ def write(folder: Path, rendered: Rendered) -> None:
     (folder / "config.fragment").write_text(FRAGMENT)
 
 
-def materialize(name: str, cache: Path) -> Path:
+def materialize(name: str, cache: Path, repo: Path | None = None) -> Path:
     """The folder of a kind's testcase under `cache`, rendered once per content (so hosts
     and workers that render it at once, or an upgrade that changes a template, never see
-    half a folder): written beside and renamed into place."""
+    half a folder): written beside and renamed into place. A kselftest's is built from
+    `repo` (testcases.kselftest)."""
+    if kselftest.is_kselftest(name):
+        split(name)  # its characters checked as any kind's
+        return kselftest.materialize(name, cache, repo)
     rendered = render(name)
     digest = hashlib.sha256(f"{rendered.manifest}\0{rendered.script}".encode()).hexdigest()[:16]
     folder = cache / "testcase-kinds" / f"{slug(name)}-{digest}"
@@ -378,5 +394,8 @@ def materialize(name: str, cache: Path) -> Path:
 
 def slug(name: str) -> str:
     """A testcase name as a job id and a folder take it: `stress-ng:switch` ->
-    `stress-ng-switch` (a folder testcase's name is its own slug)."""
+    `stress-ng-switch` (a folder testcase's name is its own slug); a kselftest's pinned
+    revision is left out (`kselftest:timers:<hash>` -> `kselftest-timers`)."""
+    if kselftest.is_kselftest(name):
+        name = re.sub(r":[0-9a-f]{40}$", "", name)
     return re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-")

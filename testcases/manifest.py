@@ -173,16 +173,17 @@ def catalog() -> list[Entry]:
     return [entries[name] for name in sorted(entries)]
 
 
-def find(name: str) -> Path:
+def find(name: str, repo: Path | None = None) -> Path:
     """The folder of testcase `name`: the library's, or a kind's rendered into the cache
-    (`stress-ng:switch`; a library folder named as a bare kind wins)."""
+    (`stress-ng:switch`; a library folder named as a bare kind wins); a kselftest's built
+    from the kernel tree `repo` when this host has not built it yet."""
     if NAME_RE.match(name):
         for root in search_path():
             folder = root / name
             if (folder / "manifest.toml").is_file():
                 return folder
     if kinds.split(name) is not None:
-        return kinds.materialize(name, settings.Settings.from_env().cache)
+        return kinds.materialize(name, settings.Settings.from_env().cache, repo)
     if not NAME_RE.match(name) and ":" not in name:
         raise UnknownTestcaseError(
             f"invalid testcase name {name!r}: use lowercase letters, digits and dashes"
@@ -192,8 +193,8 @@ def find(name: str) -> Path:
     )
 
 
-def load(name: str) -> Manifest:
-    folder = find(name)
+def load(name: str, repo: Path | None = None) -> Manifest:
+    folder = find(name, repo)
     return load_folder(folder, name if folder.name != name else None)
 
 

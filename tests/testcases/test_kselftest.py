@@ -1,0 +1,149 @@
+"""The kselftest:TARGET[:TEST] kind: its names, the selftests built from a tiny git tree
+of our own (real git, real make) once per (tree, target), the target's config as the
+testcase's fragment, and the testcase folder a pinned name loads as."""
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from kbisect.builders import selftests
+from kbisect.errors import UnknownTestcaseError, UserError
+from kbisect.testcases import kinds, kselftest, ktap, manifest
+from tests.conftest import git
+
+SELF = "tools/testing/selftests"
+# The runner's top Makefile, as 6.1's does it for one target: the runner, the target's
+# install, the list of its tests.
+TOP_MAKEFILE = """\
+install:
+\tmkdir -p $(KSFT_INSTALL_PATH)/kselftest
+\tcp run_kselftest.sh $(KSFT_INSTALL_PATH)/
+\t$(MAKE) -C $(TARGETS) INSTALL_PATH=$(KSFT_INSTALL_PATH)/$(TARGETS) install
+\tprintf '$(TARGETS):hello\\n$(TARGETS):bye\\n' > $(KSFT_INSTALL_PATH)/kselftest-list.txt
+"""
+TARGET_MAKEFILE = """\
+install:
+\techo built >> $(KSFT_TEST_COUNT)
+\tmkdir -p $(INSTALL_PATH)
+\tprintf '#!/bin/sh\\necho hello\\n' > $(INSTALL_PATH)/hello
+\tcp data.txt $(INSTALL_PATH)/
+"""
+CONFIG = "CONFIG_POSIX_TIMERS=y\nCONFIG_HIGH_RES_TIMERS=y\n"
+
+
+@pytest.fixture
+def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A git tree with a selftests folder: target `tiny` (a config), `plain` (none) and
+    `broken` (its make fails)."""
+    repo = tmp_path / "linux"
+    files = {
+        f"{SELF}/Makefile": TOP_MAKEFILE,
+        f"{SELF}/run_kselftest.sh": "#!/bin/sh\necho 'TAP version 13'\n",
+        f"{SELF}/tiny/Makefile": TARGET_MAKEFILE,
+        f"{SELF}/tiny/data.txt": "x\n",
+        f"{SELF}/tiny/config": CONFIG,
+        f"{SELF}/plain/Makefile": TARGET_MAKEFILE,
+        f"{SELF}/plain/data.txt": "y\n",
+        f"{SELF}/broken/Makefile": "install:\n\t@echo 'error: no compiler for this'; false\n",
+        "Makefile": "VERSION = 6\n",
+        "drivers/big.c": "/* not archived: the selftests need none of it */\n",
+    }
+    for rel, text in files.items():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(text)
+    git(tmp_path, "init", "-q", str(repo))
+    git(repo, "add", ".")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "selftests")
+    git(repo, "tag", "v1")
+    monkeypatch.setenv("KSFT_TEST_COUNT", str(tmp_path / "makes"))
+    return repo
+
+
+def makes(tree: Path) -> int:
+    count = tree.parent / "makes"
+    return len(count.read_text().splitlines()) if count.exists() else 0
+
+
+def test_names_parse_and_refuse() -> None:
+    assert kselftest.parse(["timers"]) == kselftest.Spec("timers")
+    assert kselftest.parse(["timers", "posix_timers"]) == kselftest.Spec("timers", "posix_timers")
+    pinned = kselftest.parse(["size", "get_size", "a" * 40])
+    assert (pinned.selection, pinned.commit) == ("size:get_size", "a" * 40)
+    with pytest.raises(UserError, match="name a selftests target"):
+        kselftest.parse([])
+    with pytest.raises(UserError, match="too many arguments"):
+        kselftest.parse(["a", "b", "c"])
+    with pytest.raises(UnknownTestcaseError, match="no selftests target or test name"):
+        kselftest.parse(["-rf"])
+    for hostile in ("kselftest:timers;reboot", "kselftest:$(id)", "kselftest:a b", "kselftest:a/b"):
+        with pytest.raises(UserError):
+            kinds.materialize(hostile, Path("/nonexistent"))
+    # a job id's and a folder's slug leaves the pinned revision out
+    assert (
+        kinds.slug("kselftest:timers:posix_timers:" + "b" * 40) == "kselftest-timers-posix-timers"
+    )
+
+
+def test_a_name_is_pinned_to_a_full_hash(tree: Path) -> None:
+    head = git(tree, "rev-parse", "HEAD").strip()
+    assert kselftest.pin("kselftest:tiny:hello", tree, "v1") == f"kselftest:tiny:hello:{head}"
+    assert kselftest.pin(f"kselftest:tiny:{head}", tree) == f"kselftest:tiny:{head}"
+    with pytest.raises(UserError, match="unknown revision"):
+        kselftest.pin("kselftest:tiny", tree, "nope")
+    with pytest.raises(UserError, match="give the revision"):
+        kselftest.pin("kselftest:tiny", tree)
+
+
+def test_the_build_is_cached_by_tree_and_target(tree: Path, cache: Path) -> None:
+    first = selftests.build(tree, "v1", "tiny", cache)
+    assert (first.cached, makes(tree)) == (False, 1)
+    assert first.config == CONFIG
+    assert first.tests == ["tiny:hello", "tiny:bye"]
+    listed = subprocess.run(
+        ["tar", "-tzf", str(first.tarball)], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert {"./run_kselftest.sh", "./tiny/hello", "./tiny/data.txt"} <= set(listed)
+    again = selftests.build(tree, "HEAD", "tiny", cache)
+    assert (again.cached, again.folder, makes(tree)) == (True, first.folder, 1)
+    # another target is another entry, with no config of its own
+    plain = selftests.build(tree, "v1", "plain", cache)
+    assert (plain.cached, plain.config, makes(tree)) == (False, "", 2)
+    # the user's checkout is untouched: no build output in it
+    assert git(tree, "status", "--porcelain", "--ignored") == ""
+
+
+def test_an_unknown_or_broken_target_is_one_line(tree: Path, cache: Path) -> None:
+    with pytest.raises(UserError, match=r"no selftests target .nope. at"):
+        selftests.build(tree, "v1", "nope", cache)
+    with pytest.raises(UserError, match=r"does not build at .*: error: no compiler for this"):
+        selftests.build(tree, "v1", "broken", cache)
+    assert not any((cache / "selftests").glob("*-broken"))  # a failure is not cached
+
+
+def test_a_pinned_name_loads_as_a_pass_fail_testcase(tree: Path, cache: Path) -> None:
+    name = kselftest.pin("kselftest:tiny:hello", tree, "v1")
+    m = manifest.load(name, tree)
+    assert (m.name, m.verdict, m.userland) == (name, manifest.PASS_FAIL, "host")
+    assert m.config_fragment == CONFIG  # the target's config is the testcase's fragment
+    assert set(m.files) == {selftests.TARBALL, kselftest.KTAP_FILE}
+    assert m.files[kselftest.KTAP_FILE] == Path(ktap.__file__).read_bytes()
+    assert m.params["KSELFTEST_TARGET"] == "tiny" and m.params["KSELFTEST_TEST"] == "hello"
+    assert b"bash ./run_kselftest.sh" in m.script
+    # a host without the tree loads it from the cache; a whole target has the default
+    assert manifest.load(name).folder == m.folder
+    plain = manifest.load(kselftest.pin("kselftest:plain", tree, "v1"), tree)
+    assert plain.config_fragment == kselftest.FRAGMENT and plain.params["KSELFTEST_TEST"] == ""
+
+
+def test_refusals_of_a_name_that_cannot_be_built(tree: Path, cache: Path) -> None:
+    with pytest.raises(UnknownTestcaseError, match="no test 'nope' in selftests target 'tiny'"):
+        manifest.load(kselftest.pin("kselftest:tiny:nope", tree, "v1"), tree)
+    with pytest.raises(UserError, match="takes its selftests from a kernel tree"):
+        manifest.load("kselftest:tiny")
+    with pytest.raises(UserError, match="not built on this host and no tree was given"):
+        manifest.load(kselftest.pin("kselftest:plain", tree, "v1"))
+    with pytest.raises(UserError, match="no selftests target 'gone'"):
+        manifest.load(kselftest.pin("kselftest:gone", tree, "v1"), tree)
+    with pytest.raises(UserError, match="built from a kernel tree"):
+        kinds.render("kselftest:tiny")  # testcase new --from has no template of it
