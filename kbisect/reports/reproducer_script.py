@@ -200,6 +200,7 @@ make_initramfs() {{  # IMAGE
 			cut -d' ' -f1); do
 			mkdir -p "$root/$(dirname "${{lib#/}}")"
 			cp -L "$lib" "$root/${{lib#/}}"
+			chmod 755 "$root/${{lib#/}}"  # as kbisect stores them
 		done
 	done
 	(cd "$root" && find . -mindepth 1 | sed 's|^\./||' | LC_ALL=C sort |

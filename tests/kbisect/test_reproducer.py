@@ -380,3 +380,42 @@ def test_every_option_has_help(capsys: pytest.CaptureFixture[str]) -> None:
     text = capsys.readouterr().out
     assert "--force" in text and "write into DIR though it is not empty" in text
     assert "the folder to write, new or empty" in text
+
+
+def _newc(data: bytes) -> dict[str, tuple[int, bytes]]:
+    """A newc cpio's entries: path -> (mode, contents or a link's target)."""
+    entries, at = {}, 0
+    while True:
+        head = data[at : at + 110]
+        assert head[:6] == b"070701", head[:6]
+        mode, size, name_size = (int(head[6 + 8 * i : 14 + 8 * i], 16) for i in (1, 6, 11))
+        name = data[at + 110 : at + 110 + name_size - 1].decode()
+        at += 110 + name_size
+        at += -at % 4
+        body = data[at : at + size]
+        at += size + (-(at + size) % 4)
+        if name == "TRAILER!!!":
+            return entries
+        entries[name] = (mode, body)
+
+
+@pytest.mark.skipif(not Path("/bin/busybox").is_file(), reason="busybox-static is not here")
+def test_the_scripts_initramfs_holds_what_kbisects_image_holds(tmp_path: Path) -> None:
+    """Every path of the image, with its mode and bytes: busybox and its applets, the
+    testcase's tool and its libraries, init, the script and its parameters."""
+    from kbisect.infra.initramfs import build_image
+
+    found = _found(tmp_path)
+    out = tmp_path / "out"
+    _write(found, out)
+    manifest = manifests.load("nvme-snapshot-read")
+    work = tmp_path / "work"
+    work.mkdir()
+    _bash(out / "reproduce.sh", f"WORK={work} make_initramfs {work}/image.cpio", tmp_path)
+    theirs = _newc((work / "image.cpio").read_bytes())
+    reps = found.result.repetitions
+    ours = build_image(manifest.tools, manifest.script, runner.guest_params(manifest, reps))
+    want = _newc(Path(ours.initramfs).read_bytes())
+    assert "usr/sbin/dmsetup" in want and "bin/sh" in want and "kbisect/params.sh" in want
+    assert sorted(theirs) == sorted(want)
+    assert {p: e for p, e in theirs.items() if e != want[p]} == {}
