@@ -18,7 +18,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from kbisect.builders import selftests
+from kbisect.builders import kernel_list, selftests
 from kbisect.errors import UnknownTestcaseError, UserError
 from kbisect.infra.git import Git
 from kbisect.testcases import ktap
@@ -196,3 +196,24 @@ def materialize(name: str, cache: Path, repo: Path | None) -> Path:
     finally:
         shutil.rmtree(partial, ignore_errors=True)
     return folder
+
+
+def job_testcase(name: str, repo: Path, new: str, selftests_from: str = "") -> str:
+    """A job's testcase name: a kselftest's pinned to `selftests_from` resolved in `repo`,
+    else (not pinned yet) to the job's new end `new`; any other name as given.
+    UserError: --selftests-from for another testcase, or a job with no tree to take them
+    from (prebuilt kernels)."""
+    if not is_kselftest(name):
+        if selftests_from:
+            raise UserError(f"--selftests-from is for {USAGE} testcases, not {name}")
+        return name
+    if selftests_from:
+        return pin(name, repo, selftests_from)
+    if spec_of(name).commit:
+        return name
+    if kernel_list.is_kernel_list(repo):
+        raise UserError(
+            f"{name}: this job's kernels are prebuilt, with no tree to take the selftests "
+            "from: give --selftests-from REV of a kernel tree (--repo DIR)"
+        )
+    return pin(name, repo, new)

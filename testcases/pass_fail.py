@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from kbisect.errors import BootError, TestcaseFailedError, UserError
 from kbisect.model import Outcome
+from kbisect.testcases import kselftest, ktap
 from kbisect.testcases.manifest import FAILS, HANG, PANIC, Manifest
 from kbisect.testcases.signature import Pattern, SignatureError, compile_signature
 
@@ -55,8 +56,14 @@ def judge(
             ) from exc
         if not any(pattern.search(line) for line in lines):
             raise skip(f"{detail} (not the signature {signature!r}: another failure)")
-        return Judged(word, excerpt(lines, word, pattern))
-    return Judged(word, excerpt(lines, word))
+        return Judged(word, _reason(manifest, word, console) or excerpt(lines, word, pattern))
+    return Judged(word, _reason(manifest, word, console) or excerpt(lines, word))
+
+
+def _reason(manifest: Manifest, word: str, console: str) -> str:
+    """A failed kselftest's reason: its failing tests' KTAP lines (testcases.ktap: each one
+    printable line, bounded)."""
+    return ktap.reason(console) if word == FAILS and kselftest.is_kselftest(manifest.name) else ""
 
 
 def excerpt(lines: list[str], word: str, pattern: Pattern | None = None) -> str:

@@ -182,7 +182,9 @@ class BuildActivities:
     @typed_failures
     def build_kernel(self, req: BuildRequest) -> BuildResult:
         spec_of = explain_spec if req.explain else build_spec
-        spec = spec_of(manifests.load(req.testcase), kconfig.stored_config(req.config))
+        spec = spec_of(
+            manifests.load(req.testcase, Path(req.repo)), kconfig.stored_config(req.config)
+        )
         if req.aligned:
             spec = kconfig.aligned(spec)
         subject = Git(Path(req.repo)).commit_info(req.commit).subject
@@ -299,7 +301,7 @@ class VmActivities:
     @activity.defn(name=TEST)
     @typed_failures
     def run_test(self, req: TestRequest) -> TestResult:
-        manifest = manifests.load(req.testcase)
+        manifest = manifests.load(req.testcase, Path(req.repo))
         activity.logger.info(
             "test %s: %s, %s, %d repetitions on %s",
             req.commit[:12],
@@ -321,7 +323,7 @@ class VmActivities:
         """Both boots at one moment: the reserved CPUs held for the two, each guest pinned
         to its half, so what the host does meanwhile reaches both."""
         pair = duet.pinned_pair(self.machine)
-        manifest = manifests.load(req.tests[0].testcase)
+        manifest = manifests.load(req.tests[0].testcase, Path(req.tests[0].repo))
         activity.logger.info(
             "duet %s: %s on CPUs %s of %s",
             " beside ".join(t.commit[:12] for t in req.tests),
@@ -407,7 +409,7 @@ class VmActivities:
     @typed_failures
     def run_trace(self, req: TraceRequest) -> TraceResult:
         """A traced boot for the report; a kernel that cannot be traced is an answer."""
-        manifest = manifests.load(req.testcase)
+        manifest = manifests.load(req.testcase, Path(req.repo))
         activity.logger.info(
             "trace %s: %s on %s", req.commit[:12], manifest.name, self.machine.name
         )
@@ -428,7 +430,7 @@ class VmActivities:
     def run_explain(self, req: ExplainBootRequest) -> ExplainBootResult:
         """An explain boot: the metric, the statistics' deltas, the CPU profile. A kernel
         that does not boot or a testcase that fails is an answer, as a test's is."""
-        manifest = manifests.load(req.testcase)
+        manifest = manifests.load(req.testcase, Path(req.repo))
         activity.logger.info(
             "explain %s: %s on %s", req.commit[:12], manifest.name, self.machine.name
         )

@@ -11,6 +11,7 @@ from kbisect.builders.trees import fetch_repo
 from kbisect.contract import Mode, ValidatedJob
 from kbisect.errors import UserError
 from kbisect.infra.git import Git
+from kbisect.testcases import kselftest
 from kbisect.testcases import manifest as manifests
 from kbisect.testcases.runner import profile
 from kbisect.testcases.tuning import check_sweep, check_tuning
@@ -31,7 +32,9 @@ def validate(req: BisectRequest) -> ValidatedJob:
     if not req.good:
         raise UserError("give at least one --good revision")
     old, new = _endpoints(git, req)
-    manifest = manifests.load(req.testcase)
+    # a kselftest's selftests from the new end, unless the request pinned them (the doors)
+    testcase = kselftest.job_testcase(req.testcase, Path(req.repo), new)
+    manifest = manifests.load(testcase, Path(req.repo))
     stored_config(req.config)  # this host sees the job's --config (builds need it)
     prof = profile(req.profile or manifest.profile)
     order, parent_index, subjects = _range(git, old, new)
@@ -67,8 +70,9 @@ def validate_sweep(req: SweepRequest) -> SweepJob:
     check_sweep(None, len(req.kernels))
     kernels = [git.resolve(k) for k in req.kernels]
     testcases = []
-    for name in req.testcases:
-        manifest = manifests.load(name)
+    for name in req.testcases:  # a kselftest's selftests from the newest kernel
+        pinned = kselftest.job_testcase(name, Path(req.repo), kernels[-1] if kernels else "HEAD")
+        manifest = manifests.load(pinned, Path(req.repo))
         if not req.pass_fail_ok:
             check_sweep(manifest)
         primary = check_tuning(manifest, req.metric, req.min_effect, req.boots, False)

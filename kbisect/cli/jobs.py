@@ -65,6 +65,7 @@ def _options(args: argparse.Namespace) -> JobOptions:
         signature=args.signature or "",
         flaky=args.flaky,
         duets=args.duets,
+        selftests_from=getattr(args, "selftests_from", None) or "",
     )
 
 
@@ -462,6 +463,12 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
         metavar="REGEX",
         help="pass/fail testcases: a boot is bad only when its console shows this pattern "
         "(the culprit's panic or oops line); other failures are skipped",
+    )
+    b.add_argument(
+        "--selftests-from",
+        metavar="REV",
+        help="a kselftest:TARGET[:TEST] testcase's selftests from this revision of the repository "
+        "(default: the new end: the bad revision, in fix mode the good one)",
     )
     b.add_argument(
         "--flaky",

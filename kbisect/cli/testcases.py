@@ -9,6 +9,7 @@ from kbisect.cli.output import note, out, stages
 from kbisect.contract import strict_json
 from kbisect.errors import UserError
 from kbisect.settings import Settings
+from kbisect.testcases.manifest import Manifest
 from kbisect.testcases.manifest import search_path as manifest_search_path
 
 MAX_CHECK_BOOTS = 50  # a noise measurement's boots (ten make the docs' figures)
@@ -81,10 +82,9 @@ def cmd_testcase_new(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_testcase_check(args: argparse.Namespace, settings: Settings) -> int:
     from kbisect.testcases import check
-    from kbisect.testcases import manifest as manifests
     from kbisect.testcases.noise import Noise, noise
 
-    m = manifests.load(args.name)
+    m = _testcase(args)
     report = check.check_host(m)
     values: dict[str, list[float]] = {}
     scores: dict[str, list[float]] = {}  # each boot's score, by metric
@@ -135,6 +135,21 @@ def cmd_testcase_check(args: argparse.Namespace, settings: Settings) -> int:
     return 0 if report.ok else 5
 
 
+def _testcase(args: argparse.Namespace) -> Manifest:
+    """The testcase checked; a kselftest's selftests built from --repo at --selftests-from
+    (default: --kernel-rev)."""
+    from kbisect.testcases import kselftest
+    from kbisect.testcases import manifest as manifests
+
+    name, repo = args.name, Path(args.repo) if args.repo else None
+    if args.selftests_from and repo is None:
+        raise UserError("--selftests-from REV is a revision of --repo DIR: give --repo")
+    rev = args.selftests_from or args.kernel_rev or ""
+    if repo is not None and kselftest.is_kselftest(name) and rev:
+        name = kselftest.job_testcase(name, repo, rev, args.selftests_from or "")
+    return manifests.load(name, repo)
+
+
 def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     tc = sub.add_parser("testcases", help="list the testcase library")
     tc.add_argument("--json", action="store_true", help="a JSON list on stdout")
@@ -162,6 +177,12 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
     chk.add_argument("--repo", help="a kernel git repository to build --kernel-rev from")
     chk.add_argument("--kernel-rev", help="the revision whose kernel boots the testcase")
     chk.add_argument("--profile", help="device profile: fast or ebs-gp2 (default: the testcase's)")
+    chk.add_argument(
+        "--selftests-from",
+        metavar="REV",
+        help="a kselftest:TARGET[:TEST] testcase's selftests from this revision of the repository "
+        "(default: --kernel-rev)",
+    )
     chk.add_argument(
         "--boots",
         type=int,

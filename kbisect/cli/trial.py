@@ -1,6 +1,7 @@
 """`kbisect try`: build, boot and score one revision, here and now (no service)."""
 
 import argparse
+import dataclasses
 from pathlib import Path
 
 from kbisect.cli import output
@@ -29,6 +30,7 @@ def cmd_try(args: argparse.Namespace, settings: Settings) -> int:
                 say(f"{stage[0]}: {text}")
 
         opts = TryOptions(args.profile, args.repetitions, args.trace, on_stage, on_detail, settings)
+        opts = dataclasses.replace(opts, selftests_from=args.selftests_from or "")
         if args.kernel:
             modules = Path(args.modules) if args.modules else None
             result = try_kernel(args.kernel, args.testcase, opts, modules)
@@ -67,6 +69,12 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
         "localmodconfig to the testcase's modules, instead of tinyconfig",
     )
     t.add_argument("--testcase", required=True, help="a testcase name ('kbisect testcases')")
+    t.add_argument(
+        "--selftests-from",
+        metavar="REV",
+        help="a kselftest:TARGET[:TEST] testcase's selftests from this revision of the repository "
+        "(default: the revision tried)",
+    )
     t.add_argument("--profile", help="device profile: fast or ebs-gp2 (default: the testcase's)")
     t.add_argument(
         "--repetitions", type=int, help="runs of the testcase in the boot (default: the testcase's)"
@@ -88,5 +96,7 @@ def _check_try(args: argparse.Namespace) -> None:
         raise UserError("give a revision and --repo DIR, or --kernel PACKAGE_OR_FILE")
     if args.modules and not args.kernel:
         raise UserError("--modules goes with --kernel")
+    if args.selftests_from and args.kernel:
+        raise UserError("--selftests-from takes the selftests from --repo: not with --kernel")
     if args.config and args.kernel:
         raise UserError("--config builds a revision: it does not go with --kernel")

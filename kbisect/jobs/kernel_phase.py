@@ -11,6 +11,8 @@ from kbisect.errors import UserError
 from kbisect.infra.git import Git
 from kbisect.jobs.request import JobOptions, checked_request, repository
 from kbisect.settings import Settings
+from kbisect.testcases import kselftest
+from kbisect.testcases import manifest as manifests
 from kbisect.workflows.investigation_types import KernelsPhase
 
 
@@ -36,6 +38,16 @@ def plan(text: str, opts: JobOptions, settings: Settings) -> KernelPhase:
     if mapped:  # resolved now: a typo fails before the first job starts
         git = Git(repository(opts, settings))
         revs = [git.resolve(rev) for rev in mapped]
+    if kselftest.is_kselftest(opts.testcase):  # its selftests from the tree, built now
+        if not revs:
+            raise UserError(
+                f"{opts.testcase}: prebuilt kernels have no tree to take the selftests from: "
+                "map each kernel to its revision (K=REV) and give --repo (or --tree)"
+            )
+        tree = repository(opts, settings)
+        testcase = kselftest.job_testcase(opts.testcase, tree, revs[-1], opts.selftests_from)
+        manifests.load(testcase, tree)
+        opts = dataclasses.replace(opts, testcase=testcase, selftests_from="")
     kernels = kernel_list.make([spec for spec, _ in items], settings)
     old, new = kernels.first, kernels.last
     good, bad = ([old], new) if opts.mode == Mode.REGRESSION else ([new], old)

@@ -42,6 +42,7 @@ class JobOptions:
     signature: str = ""  # a pass/fail job's bad boots show this console pattern
     flaky: bool = False  # a pass/fail job's failure comes and goes
     duets: bool = False  # probes booted beside references at one moment (BisectRequest)
+    selftests_from: str = ""  # a kselftest testcase's revision (default: the new end)
 
 
 def repository(opts: JobOptions, settings: Settings) -> Path:
@@ -58,6 +59,7 @@ def repository(opts: JobOptions, settings: Settings) -> Path:
 
 def checked_request(opts: JobOptions, settings: Settings) -> BisectRequest:
     """Everything about the input that can be checked here, before a service or a job."""
+    from kbisect.testcases import kselftest
     from kbisect.testcases import manifest as manifests
     from kbisect.testcases.runner import profile
 
@@ -79,7 +81,9 @@ def checked_request(opts: JobOptions, settings: Settings) -> BisectRequest:
             f"good and bad are the same commit ({bad[:12]}): nothing to bisect; "
             "give an older good (or, in fix mode, an older bad)"
         )
-    manifest = manifests.load(opts.testcase)
+    new = bad if opts.mode == Mode.REGRESSION else good[0]
+    testcase = kselftest.job_testcase(opts.testcase, repo, new, opts.selftests_from)
+    manifest = manifests.load(testcase, repo)  # a kselftest's built now, on this host
     profile(opts.profile or manifest.profile)
     manifests.job_signature(manifest, opts.signature)
     flaky = manifests.job_flaky(manifest, opts.flaky)

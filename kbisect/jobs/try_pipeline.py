@@ -11,6 +11,7 @@ from kbisect.infra.qemu import QemuMachine
 from kbisect.model import Artifact, Commit
 from kbisect.reports.try_report import TryResult
 from kbisect.settings import Settings
+from kbisect.testcases import kselftest
 from kbisect.testcases import manifest as manifests
 from kbisect.testcases.runner import build_spec, profile, run_testcase
 from kbisect.testcases.trace_run import check_traceable, trace_testcase
@@ -31,10 +32,12 @@ class TryOptions:
     on_stage: Callable[[str], None] = _quiet
     on_detail: Callable[[str], None] = _quiet
     settings: Settings | None = None
+    selftests_from: str = ""  # a kselftest testcase's revision (default: the one tried)
 
-    def testcase(self, name: str) -> manifests.Manifest:
-        """The testcase, checked with these options before anything slow starts."""
-        manifest = manifests.load(name)
+    def testcase(self, name: str, repo: Path | None = None) -> manifests.Manifest:
+        """The testcase, checked with these options before anything slow starts (a
+        kselftest's selftests built from `repo`)."""
+        manifest = manifests.load(name, repo)
         check_repetitions(manifest, self.repetitions)
         if self.profile_name:
             profile(self.profile_name)
@@ -50,7 +53,8 @@ def try_commit(
     git = Git(repo)
     git.check_repo()
     commit = git.commit_info(rev)
-    manifest = opts.testcase(testcase)
+    testcase = kselftest.job_testcase(testcase, repo, commit.hash, opts.selftests_from)
+    manifest = opts.testcase(testcase, repo)
     spec = build_spec(manifest, kconfig.read_config(config) if config else "")
     settings = opts.settings or Settings.from_env()
     opts.on_stage(f"building {commit.hash[:12]} {commit.subject}")

@@ -2,14 +2,23 @@
 of our own (real git, real make) once per (tree, target), the target's config as the
 testcase's fragment, and the testcase folder a pinned name loads as."""
 
+import argparse
+import dataclasses
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from kbisect.builders import selftests
+from kbisect.builders import kernel_list, selftests
+from kbisect.cli import testcases as testcases_cli
 from kbisect.errors import UnknownTestcaseError, UserError
-from kbisect.testcases import kinds, kselftest, ktap, manifest
+from kbisect.jobs.request import JobOptions, checked_request
+from kbisect.model import Outcome
+from kbisect.settings import Settings
+from kbisect.testcases import kinds, kselftest, ktap, manifest, pass_fail
+from kbisect.workers.validation import validate
+from kbisect.workflows.bisect_types import BisectRequest
 from tests.conftest import git
 
 SELF = "tools/testing/selftests"
@@ -147,3 +156,86 @@ def test_refusals_of_a_name_that_cannot_be_built(tree: Path, cache: Path) -> Non
         manifest.load(kselftest.pin("kselftest:gone", tree, "v1"), tree)
     with pytest.raises(UserError, match="built from a kernel tree"):
         kinds.render("kselftest:tiny")  # testcase new --from has no template of it
+
+
+def test_a_failed_boots_reason_is_its_failing_tests_lines(tree: Path, cache: Path) -> None:
+    """What the guest printed is untrusted: the reason is read back from the console, each
+    line printable and bounded, the kernel's own lines left out."""
+    m = manifest.load(kselftest.pin("kselftest:tiny:hello", tree, "v1"), tree)
+    console = (
+        "[    1.0] Linux version 6.1\nTAP version 13\n1..1\n# selftests: tiny: hello\n"
+        "# not ok 1 sub\x1b[31m failed\n"
+        "not ok 1 selftests: tiny: hello # exit=1\nkselftest: bad: 0 passed, 1 failed\n"
+        "kbisect: testcase exited with 1\n"
+    )
+    judged = pass_fail.judge(m, Outcome.TESTCASE_FAILED, "exit 1", console)
+    assert judged.bad == manifest.FAILS
+    assert judged.excerpt == "# not ok 1 sub [31m failed\nnot ok 1 selftests: tiny: hello # exit=1"
+    # a panic keeps the kernel's own report
+    panic = "[    1.3] Kernel panic - not syncing: x\n[    1.4] ---[ end Kernel panic ]---\n"
+    assert "Kernel panic" in pass_fail.judge(m, Outcome.PANIC, "panic", panic).excerpt
+
+
+def second_commit(tree: Path) -> tuple[str, str]:
+    """v1 and a v2 above it: the (old, new) ends of a job."""
+    (tree / "Makefile").write_text("VERSION = 7\n")
+    git(tree, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "v2")
+    git(tree, "tag", "v2")
+    return git(tree, "rev-parse", "v1").strip(), git(tree, "rev-parse", "v2").strip()
+
+
+def test_a_job_takes_its_selftests_from_its_new_end_or_selftests_from(
+    tree: Path, cache: Path
+) -> None:
+    old, new = second_commit(tree)
+    opts = JobOptions(good=["v1"], bad="v2", testcase="kselftest:tiny:hello", repo=str(tree))
+    settings = Settings.from_env()
+    assert checked_request(opts, settings).testcase == f"kselftest:tiny:hello:{new}"
+    fix = dataclasses.replace(opts, good=["v2"], bad="v1", mode="fix")
+    assert checked_request(fix, settings).testcase.endswith(new)  # fix mode's new end: good
+    pinned = dataclasses.replace(opts, selftests_from="v1")
+    assert checked_request(pinned, settings).testcase == f"kselftest:tiny:hello:{old}"
+    with pytest.raises(UserError, match="no selftests target 'gone'"):
+        checked_request(dataclasses.replace(opts, testcase="kselftest:gone"), settings)
+    with pytest.raises(UserError, match="unknown revision 'nope'"):
+        checked_request(dataclasses.replace(opts, selftests_from="nope"), settings)
+    with pytest.raises(UserError, match="--selftests-from is for kselftest"):
+        checked_request(dataclasses.replace(pinned, testcase="boots"), settings)
+    # the workflow's validation pins a door's unpinned name to the new end as well
+    job = validate(BisectRequest(repo=str(tree), good=["v1"], bad="v2", testcase=opts.testcase))
+    assert job.testcase == f"kselftest:tiny:hello:{new}" and job.pass_fail
+
+
+def test_prebuilt_kernels_have_no_tree_to_take_selftests_from(tmp_path: Path) -> None:
+    kernels = tmp_path / "kernels.git"
+    kernels.mkdir()
+    (kernels / "description").write_text(kernel_list.MARKER + "\n")
+    with pytest.raises(UserError, match=r"prebuilt, with no tree .* --selftests-from REV"):
+        kselftest.job_testcase("kselftest:timers", kernels, "a" * 40)
+    pinned = "kselftest:timers:" + "a" * 40
+    assert kselftest.job_testcase(pinned, kernels, "b" * 40) == pinned
+
+
+def kbisect(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "kbisect"), *args], capture_output=True, text=True
+    )
+
+
+def test_the_commands_take_selftests_from(tree: Path, cache: Path) -> None:
+    old, new = second_commit(tree)
+    done = kbisect("testcase", "check", "kselftest:tiny:hello")
+    assert done.returncode == 2, done.stderr
+    assert "takes its selftests from a kernel tree" in done.stderr
+    done = kbisect("testcase", "check", "kselftest:gone", "--repo", str(tree), "--kernel-rev", "v2")
+    assert (done.returncode, len(done.stderr.splitlines())) == (2, 1), done.stderr
+    assert "no selftests target 'gone'" in done.stderr
+    # what check boots: the selftests from --selftests-from, else from --kernel-rev
+    for given, want in (("v1", old), (None, new)):
+        args = argparse.Namespace(
+            name="kselftest:tiny:hello", repo=str(tree), kernel_rev="v2", selftests_from=given
+        )
+        assert testcases_cli._testcase(args).name == f"kselftest:tiny:hello:{want}"
+    done = kbisect("try", "--kernel", "x", "--testcase", "kselftest:tiny", "--selftests-from", "v1")
+    assert done.returncode == 2 and "not with --kernel" in done.stderr
+    assert "--selftests-from" in kbisect("bisect", "--help").stdout
