@@ -4,6 +4,7 @@ testcase's fragment, and the testcase folder a pinned name loads as."""
 
 import argparse
 import dataclasses
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +21,7 @@ from kbisect.testcases import kinds, kselftest, ktap, manifest, pass_fail
 from kbisect.workers.validation import validate
 from kbisect.workflows.bisect_types import BisectRequest
 from tests.conftest import git
+from tests.testcases import test_ktap
 
 SELF = "tools/testing/selftests"
 # The runner's top Makefile, as 6.1's does it for one target: the runner, the target's
@@ -39,6 +41,8 @@ install:
 \tcp data.txt $(INSTALL_PATH)/
 """
 CONFIG = "CONFIG_POSIX_TIMERS=y\nCONFIG_HIGH_RES_TIMERS=y\n"
+# The runner stand-in: says how it was run, prints what the test asks, exits as asked.
+RUNNER = '#!/bin/sh\necho "runner: $*"\ncat "$FAKE_OUTPUT"\nexit "${FAKE_RC:-0}"\n'
 
 
 @pytest.fixture
@@ -48,7 +52,7 @@ def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     repo = tmp_path / "linux"
     files = {
         f"{SELF}/Makefile": TOP_MAKEFILE,
-        f"{SELF}/run_kselftest.sh": "#!/bin/sh\necho 'TAP version 13'\n",
+        f"{SELF}/run_kselftest.sh": RUNNER,
         f"{SELF}/tiny/Makefile": TARGET_MAKEFILE,
         f"{SELF}/tiny/data.txt": "x\n",
         f"{SELF}/tiny/config": CONFIG,
@@ -239,3 +243,36 @@ def test_the_commands_take_selftests_from(tree: Path, cache: Path) -> None:
     done = kbisect("try", "--kernel", "x", "--testcase", "kselftest:tiny", "--selftests-from", "v1")
     assert done.returncode == 2 and "not with --kernel" in done.stderr
     assert "--selftests-from" in kbisect("bisect", "--help").stdout
+
+
+@pytest.mark.parametrize(
+    ("output", "rc", "status"),
+    [
+        (test_ktap.PASS, 0, 0),
+        (test_ktap.FAIL, 0, 1),
+        (test_ktap.SKIPPED, 4, 125),
+        ("", 1, 125),  # no result: the runner found no such test
+        ("TAP version 13\n1..1\n", 124, 125),  # the guest's timeout cut it short
+    ],
+)
+def test_the_guest_script_exits_as_git_bisect_run_wants(
+    tree: Path, cache: Path, tmp_path: Path, output: str, rc: int, status: int
+) -> None:
+    """The guest script on this host (its bash, tar, timeout, python3), /kbisect/ and /tmp/
+    moved under the test's folder: the install unpacked, the runner run for the one test,
+    the reader's status the script's."""
+    m = manifest.load(kselftest.pin("kselftest:tiny:hello", tree, "v1"), tree)
+    files, tmp = tmp_path / "kbisect", tmp_path / "tmp"
+    files.mkdir()
+    tmp.mkdir()
+    for name, data in m.files.items():
+        (files / name).write_bytes(data)
+    script = m.script.decode().replace("/kbisect/", "@K@").replace("/tmp/", f"{tmp}/")
+    script = script.replace("@K@", f"{files}/")  # tmp_path is under /tmp/ itself
+    (tmp_path / "out.txt").write_text(output)
+    env = {**os.environ, **m.params, "FAKE_OUTPUT": str(tmp_path / "out.txt"), "FAKE_RC": str(rc)}
+    done = subprocess.run(["sh", "-e", "-c", script], env=env, capture_output=True, text=True)
+    assert done.returncode == status, done.stdout + done.stderr
+    assert "runner: -t tiny:hello" in done.stdout
+    assert (tmp / "kselftest" / "tiny" / "hello").is_file()
+    assert done.stdout.splitlines()[-1 if status != 1 else -3].startswith("kselftest: ")
