@@ -28,7 +28,9 @@ USAGE = "kselftest:TARGET[:TEST]"
 PART_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
 COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
 RUN_SECONDS = 900  # the runner's own timeout in the guest (each test has kselftest's too)
-FRAGMENT = "# the target's selftests ask for no config\n"
+# A target with no config: the other kinds' fragment, word for word (kinds.FRAGMENT), so
+# their kernels are one build (a config's key hashes its fragments' text).
+FRAGMENT = "# nothing beyond the base config and the host userland's options\n"
 KTAP_FILE = "ktap.py"
 
 

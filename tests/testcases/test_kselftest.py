@@ -147,6 +147,7 @@ def test_a_pinned_name_loads_as_a_pass_fail_testcase(tree: Path, cache: Path) ->
     assert manifest.load(name).folder == m.folder
     plain = manifest.load(kselftest.pin("kselftest:plain", tree, "v1"), tree)
     assert plain.config_fragment == kselftest.FRAGMENT and plain.params["KSELFTEST_TEST"] == ""
+    assert kselftest.FRAGMENT == kinds.FRAGMENT  # the other kinds' kernels, no new build
 
 
 def test_refusals_of_a_name_that_cannot_be_built(tree: Path, cache: Path) -> None:
