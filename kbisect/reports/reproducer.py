@@ -33,6 +33,8 @@ from kbisect.reports.reproducer_script import (
     BUILD_TOOLS,
     HASH,
     NAME,
+    PROBE,
+    PROBE_CMDLINE,
     SLOTS,
     ScriptPlan,
     script,
@@ -171,7 +173,10 @@ def plan(found: Found, manifest: manifests.Manifest, settings: Settings) -> Scri
         disks=tuple((d.name, d.size_mib) for d in disks),
         fragments=len(kconfig.fragments_for(runner.build_spec(manifest))),
         accel=settings.accel or "",
-        argv={a: machine.boot_argv(run, a, kernel, guest, disks) for a in ACCELS},
+        argv={
+            **{a: machine.boot_argv(run, a, kernel, guest, disks) for a in ACCELS},
+            PROBE: machine.boot_argv(run, "kvm", kernel, guest, [], PROBE_CMDLINE),
+        },
     )
 
 

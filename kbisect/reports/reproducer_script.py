@@ -8,6 +8,7 @@ QEMU's argv is kbisect's (`QemuMachine.boot_argv`) with its three paths (kernel,
 run folder) given as placeholders and turned into the script's variables here.
 """
 
+import math
 import re
 import shlex
 from collections.abc import Sequence
@@ -15,12 +16,15 @@ from dataclasses import dataclass
 
 from kbisect.builders.kernel_build import REPRO_ENV, SCRUBBED_ENV
 from kbisect.infra.initramfs import GUEST_DIRS
-from kbisect.infra.qemu import PANIC_MARKERS, QEMU, RECORD_PREFIX
+from kbisect.infra.qemu import PANIC_MARKERS, PROBE_TIMEOUT, QEMU, RECORD_PREFIX
 
 # Placeholder paths in kbisect's argv, and the script's variables that replace them
 SLOTS = {"/KBISECT@KERNEL": "KERNEL", "/KBISECT@INITRD": "INITRD", "/KBISECT@RUN": "RUN"}
 _SLOT = re.compile("(" + "|".join(re.escape(s) for s in SLOTS) + ")")
 ACCELS = ("kvm", "tcg")
+# kbisect's probe of KVM (QemuMachine.probe_accel): a real boot of the kernel, which
+# says done at once; KVM only where it works (some hosts' QEMU aborts under KVM)
+PROBE, PROBE_CMDLINE = "kvm-probe", "kbisect.probe=1"
 NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")  # a metric's or a disk's name, as the script uses it
 HASH = re.compile(r"[0-9a-f]{40}")
 BUILD_TOOLS = ("git", "tar", "make", "gcc", "flex", "bison", "bc", "perl", "cpio", "timeout")
@@ -68,7 +72,7 @@ def check(plan: ScriptPlan) -> None:
             raise ValueError(f"not a plain name: {name!r}")
     if not all(re.fullmatch(r"[A-Za-z :]+", m) for m in PANIC_MARKERS):
         raise ValueError("a panic marker grep -E would read as a pattern")
-    if plan.accel not in ("", *ACCELS) or set(plan.argv) != set(ACCELS):
+    if plan.accel not in ("", *ACCELS) or set(plan.argv) != {*ACCELS, PROBE}:
         raise ValueError(f"accelerators: {plan.accel!r}, {sorted(plan.argv)}")
 
 
@@ -80,7 +84,8 @@ def script(plan: ScriptPlan) -> str:
         "\n".join(f'\ttruncate -s {mib}M "$run"/{q(name)}.img' for name, mib in plan.disks) or "\t:"
     )
     argv = "\n".join(
-        f"\t{accel})\n\t\tQEMU_ARGV=({argv_lines(plan.argv[accel])})\n\t\t;;" for accel in ACCELS
+        f"\t{accel})\n\t\tQEMU_ARGV=({argv_lines(plan.argv[accel])})\n\t\t;;"
+        for accel in (*ACCELS, PROBE)
     )
     panic = "|".join(PANIC_MARKERS)
     return _TEMPLATE.format(
@@ -105,6 +110,8 @@ def script(plan: ScriptPlan) -> str:
         argv=argv,
         record=q(RECORD_PREFIX),
         panic=q(panic),
+        probe=PROBE,
+        probe_timeout=math.ceil(PROBE_TIMEOUT),
     )
 
 
@@ -236,6 +243,23 @@ figure() {{  # RUN
 		}}'
 }}
 
+# KVM where a probe boot of the parent's kernel under it says done, else TCG, as kbisect.
+probe_accel() {{
+	local run="$WORK/runs/probe"
+	rm -rf "$run"
+	mkdir -p "$run"
+	if [ -r /dev/kvm ] && [ -w /dev/kvm ]; then
+		qemu_argv {probe} "$WORK/parent/build/arch/x86/boot/bzImage" "$WORK/initramfs.cpio" "$run"
+		timeout --signal=KILL {probe_timeout} "${{QEMU_ARGV[@]}}" > "$run/qemu.stderr" 2>&1 \
+			< /dev/null || true
+		if grep -aq '"event":"done","status":0' "$run/results.log"; then
+			echo kvm
+			return
+		fi
+	fi
+	echo tcg
+}}
+
 boot() {{  # NAME N: prints the boot's figure
 	local run="$WORK/runs/$1-$2"
 	rm -rf "$run"
@@ -261,9 +285,6 @@ main() {{
 		die "$LINUX has no commit $CULPRIT: fetch the tree the job bisected"
 	[ "$(git -C "$LINUX" rev-parse "$CULPRIT^")" = "$PARENT" ] ||
 		die "$PARENT is not $CULPRIT's parent in $LINUX"
-	if [ -z "$ACCEL" ]; then
-		if [ -r /dev/kvm ] && [ -w /dev/kvm ]; then ACCEL=kvm; else ACCEL=tcg; fi
-	fi
 	JOBS=${{JOBS:-$(nproc)}}
 	CC=gcc
 	command -v ccache > /dev/null && CC="ccache gcc"
@@ -273,6 +294,7 @@ main() {{
 	build_kernel parent "$PARENT"
 	build_kernel culprit "$CULPRIT"
 	make_initramfs "$WORK/initramfs.cpio"
+	[ -n "$ACCEL" ] || ACCEL=$(probe_accel)
 	echo "booting each kernel $BOOTS times ($ACCEL), in turns: $METRIC of each boot"
 	printf '%-6s %-14s %-14s\n' boot "parent" "culprit"
 	local i p c ps=() cs=()

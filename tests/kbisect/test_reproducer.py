@@ -168,7 +168,7 @@ def test_the_jobs_own_config_is_shipped_where_this_hosts_cache_built_it(tmp_path
 
 
 @pytest.mark.parametrize("testcase", ["nvme-snapshot-read", "sched-pipe"])
-@pytest.mark.parametrize("accel", ["kvm", "tcg"])
+@pytest.mark.parametrize("accel", ["kvm", "tcg", "kvm-probe"])
 def test_the_scripts_qemu_argv_is_kbisects_own_for_that_boot(
     tmp_path: Path, testcase: str, accel: str
 ) -> None:
@@ -188,7 +188,10 @@ def test_the_scripts_qemu_argv_is_kbisects_own_for_that_boot(
     disks = [Disk(d.name, d.size_mib, prof) for d in manifest.disks]
     guest = GuestImage(initrd, tuple(manifest.tools), manifest.userland == "host")
     art = Artifact(found.culprit, "", "", kernel, "", "")
-    want = QemuMachine().boot_argv(Path(run), accel, art, guest, disks)
+    if accel == "kvm-probe":  # kbisect's probe boot: KVM, no disks, the probe's word
+        want = QemuMachine().boot_argv(Path(run), "kvm", art, guest, [], "kbisect.probe=1")
+    else:
+        want = QemuMachine().boot_argv(Path(run), accel, art, guest, disks)
     assert printed.split("\0")[:-1] == want
     assert ("path=/," in printed) == (manifest.userland == "host")  # 9p for host userland
 
