@@ -171,3 +171,13 @@ def test_a_kind_s_name_as_a_job_id_and_a_folder() -> None:
     assert kinds.slug("stress-ng:switch") == "stress-ng-switch"
     assert kinds.slug("hackbench:pipe:8") == "hackbench-pipe-8"
     assert kinds.slug("sched-pipe,boots") == "sched-pipe-boots"
+
+
+def test_memcpy_under_an_emulator_reads_mb_per_sec_as_gb(
+    stubs: Path, tmp_path: Path, cache: Path
+) -> None:
+    # Under TCG glibc's memcpy runs at some hundred MB/s: perf then prints MB/sec.
+    (tmp_path / "out" / "perf mem memcpy").write_text(
+        "# Copying 64MB bytes ...\n\n 613.75 MB/sec\n"
+    )
+    assert _run("perf-bench:mem-memcpy", stubs, tmp_path) == {"gb_per_sec": 0.61375}
