@@ -15,12 +15,12 @@ import json
 import re
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from kbisect.errors import UnknownTestcaseError, UserError
+from kbisect.infra.atomic_write import publish_folder
 from kbisect.testcases import kselftest
 
 # KIND[:ARG...]: a kind's name, then its arguments, of the characters of a manifest's
@@ -380,18 +380,7 @@ def materialize(name: str, cache: Path, repo: Path | None = None) -> Path:
     rendered = render(name)
     digest = hashlib.sha256(f"{rendered.manifest}\0{rendered.script}".encode()).hexdigest()[:16]
     folder = cache / "testcase-kinds" / f"{slug(name)}-{digest}"
-    if not (folder / "manifest.toml").is_file():
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        partial = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".partial-"))
-        try:
-            write(partial, rendered)
-            partial.rename(folder)
-        except OSError:
-            if not (folder / "manifest.toml").is_file():
-                raise
-        finally:
-            shutil.rmtree(partial, ignore_errors=True)
-    return folder
+    return publish_folder(folder, lambda partial: write(partial, rendered), "manifest.toml")
 
 
 def slug(name: str) -> str:

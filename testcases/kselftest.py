@@ -14,12 +14,12 @@ import hashlib
 import json
 import re
 import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from kbisect.builders import kernel_list, selftests
 from kbisect.errors import UnknownTestcaseError, UserError
+from kbisect.infra.atomic_write import publish_folder
 from kbisect.infra.git import Git
 from kbisect.testcases import ktap
 
@@ -182,22 +182,16 @@ def materialize(name: str, cache: Path, repo: Path | None) -> Path:
             f"no test {spec.test!r} in selftests target {spec.target!r} at {spec.commit[:12]}: "
             f"it has {', '.join(t.partition(':')[2] for t in built.tests[:20]) or 'none'}"
         )
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    partial = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".partial-"))
-    try:
+
+    def fill(partial: Path) -> None:
         (partial / "manifest.toml").write_text(_manifest(name, spec))
         (partial / "guest.sh").write_text(SCRIPT)
         (partial / "config.fragment").write_text(built.config or FRAGMENT)
         shutil.copyfile(built.tarball, partial / selftests.TARBALL)
         shutil.copyfile(ktap.__file__, partial / KTAP_FILE)
         partial.chmod(0o755)
-        partial.rename(folder)
-    except OSError:
-        if not (folder / "manifest.toml").is_file():
-            raise
-    finally:
-        shutil.rmtree(partial, ignore_errors=True)
-    return folder
+
+    return publish_folder(folder, fill, "manifest.toml")
 
 
 def job_testcase(name: str, repo: Path, new: str, selftests_from: str = "") -> str:
