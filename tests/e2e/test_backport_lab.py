@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from kbisect import settings
+from kbisect.infra.git import Git
 from kbisect.infra.lab import LabOptions, create_lab
 from tests.e2e.service import KBISECT, on_own_service, own_service, watch_job
 
@@ -75,6 +76,9 @@ def test_the_chain_from_a_distro_branch_outlives_its_terminal_and_verifies_the_b
         result = watch_job(env, job)
         report = subprocess.run([*KBISECT, "report", job, "--no-start"], env=env, text=True,
                                 capture_output=True, timeout=300)  # fmt: skip
+        repro = tmp_path / "repro"
+        written = subprocess.run([*KBISECT, "reproduce", job, str(repro), "--no-start"], env=env,
+                                 text=True, capture_output=True, timeout=300)  # fmt: skip
     assert (result["status"], result["culprit"]) == ("found", fix), result["message"]
     chain = result["investigation"]
     stages = {s["name"]: s for s in chain["stages"]}  # type: ignore[union-attr]
@@ -90,6 +94,14 @@ def test_the_chain_from_a_distro_branch_outlives_its_terminal_and_verifies_the_b
     assert text.index("## Check") < text.index("## Bisect") < text.index("## Explain")
     assert "read request size (sectors)" in text  # explain's Why, in the report
     assert f"{prereq[:12]}" in text  # the backport took its prerequisite
+    # The reproducer without kbisect: the fix and its parent, kbisect's own .config of the
+    # fix (built here; its parent may have been judged by a twin's kernel), a script bash
+    # reads.
+    assert written.returncode == 0, written.stderr[-2000:]
+    parent = Git(lab).resolve(f"{fix}^")
+    assert (repro / "commits").read_text() == f"culprit {fix}\nparent {parent}\n"
+    assert "CONFIG_BLK_DEV_NVME=y" in (repro / "config" / "culprit.config").read_text()
+    assert subprocess.run(["bash", "-n", str(repro / "reproduce.sh")]).returncode == 0
 
 
 def test_a_branch_that_carries_the_fix_already_builds_nothing(tmp_path: Path) -> None:
