@@ -25,8 +25,8 @@ from kbisect.testcases import ktap
 
 KIND = "kselftest"
 USAGE = "kselftest:TARGET[:TEST]"
-PART_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
-COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
+PART_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")  # whole: fullmatch
+COMMIT_RE = re.compile(r"[0-9a-f]{40}")
 RUN_SECONDS = 900  # the runner's own timeout in the guest (each test has kselftest's too)
 # A target with no config: the other kinds' fragment, word for word (kinds.FRAGMENT), so
 # their kernels are one build (a config's key hashes its fragments' text).
@@ -52,14 +52,14 @@ def is_kselftest(name: str) -> bool:
 def parse(args: list[str]) -> Spec:
     """A kselftest name's arguments (after `kselftest:`), checked; a last argument of 40
     hex digits is the pinned revision."""
-    commit = args[-1] if args and COMMIT_RE.match(args[-1]) else ""
+    commit = args[-1] if args and COMMIT_RE.fullmatch(args[-1]) else ""
     parts = args[:-1] if commit else args
     if not parts:
         raise UserError(f"name a selftests target: {USAGE}, e.g. kselftest:timers:posix_timers")
     if len(parts) > 2:
         raise UserError(f"too many arguments: {USAGE}")
     for part in parts:
-        if not PART_RE.match(part):
+        if not PART_RE.fullmatch(part):
             raise UnknownTestcaseError(
                 f"{part!r} is no selftests target or test name (letters, digits and _ . -): {USAGE}"
             )

@@ -89,6 +89,8 @@ def test_names_parse_and_refuse() -> None:
         kselftest.parse(["a", "b", "c"])
     with pytest.raises(UnknownTestcaseError, match="no selftests target or test name"):
         kselftest.parse(["-rf"])
+    with pytest.raises(UnknownTestcaseError):  # `$` would match before the newline
+        kselftest.parse(["timers\n"])
     for hostile in ("kselftest:timers;reboot", "kselftest:$(id)", "kselftest:a b", "kselftest:a/b"):
         with pytest.raises(UserError):
             kinds.materialize(hostile, Path("/nonexistent"))
