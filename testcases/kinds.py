@@ -173,7 +173,7 @@ def _stress_ng(name: str, args: list[str]) -> Rendered:
         raise UserError(f"name a stressor: {STRESS_NG}, e.g. stress-ng:switch")
     _arity(args, 2, STRESS_NG)
     stressor = args[0]
-    if not STRESSOR_RE.match(stressor):
+    if not STRESSOR_RE.fullmatch(stressor):
         raise UnknownTestcaseError(f"{stressor!r} is no stressor's name: {STRESS_NG}")
     workers = _number(args[1], "WORKERS", 1, 64, STRESS_NG) if len(args) > 1 else "1"
     description = f"stress-ng --{stressor} {workers}: bogo operations per second"
@@ -336,7 +336,7 @@ def split(name: str) -> tuple[Kind, list[str]] | None:
     kind = KINDS.get(name.partition(":")[0])
     if kind is None:
         return None
-    m = KIND_NAME_RE.match(name)
+    m = KIND_NAME_RE.fullmatch(name)
     if m is None:
         raise UnknownTestcaseError(
             f"invalid testcase name {name!r}: {kind.usage}, each argument of letters, digits "

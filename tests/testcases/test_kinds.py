@@ -140,6 +140,7 @@ def test_a_kind_s_testcase_loads_as_the_library_s_do(cache: Path) -> None:
         ("nosuch:x", UnknownTestcaseError, "kinds are stress-ng:STRESSOR"),
         ("stress-ng:a;b", UnknownTestcaseError, "invalid testcase name"),
         ("stress-ng:$(id)", UnknownTestcaseError, "invalid testcase name"),
+        ("stress-ng:switch\n", UnknownTestcaseError, "invalid testcase name"),  # $ before \n
     ],
 )
 def test_a_kind_s_bad_arguments_are_one_line(
