@@ -1,7 +1,6 @@
 """`kbisect try`: build, boot and score one revision, here and now (no service)."""
 
 import argparse
-import dataclasses
 from pathlib import Path
 
 from kbisect.cli import output
@@ -29,8 +28,8 @@ def cmd_try(args: argparse.Namespace, settings: Settings) -> int:
             if live:  # piped: the stages only, not every line of make
                 say(f"{stage[0]}: {text}")
 
-        opts = TryOptions(args.profile, args.repetitions, args.trace, on_stage, on_detail, settings)
-        opts = dataclasses.replace(opts, selftests_from=args.selftests_from or "")
+        opts = TryOptions(args.profile, args.repetitions, args.trace, on_stage, on_detail, settings,
+                          selftests_from=args.selftests_from or "")  # fmt: skip
         if args.kernel:
             modules = Path(args.modules) if args.modules else None
             result = try_kernel(args.kernel, args.testcase, opts, modules)
