@@ -46,8 +46,9 @@ async def find(client: JobClient, job_id: str) -> reproducer.Found:
         )
     parent = reproducer.parent_of(result.repo, culprit)
     commits = {"culprit": culprit, "parent": parent}
-    configs = reproducer.job_configs(result.repo, commits, manifests.load(result.testcase))
-    return reproducer.Found(result, job, culprit, parent, configs)
+    manifest = manifests.load(result.testcase, Path(result.repo))  # a kselftest's: its tree
+    configs = reproducer.job_configs(result.repo, commits, manifest)
+    return reproducer.Found(result, job, culprit, parent, configs, manifest)
 
 
 def write(folder: Path, files: dict[str, tuple[bytes, int]]) -> None:

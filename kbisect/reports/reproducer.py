@@ -64,6 +64,7 @@ class Found:
     culprit: str
     parent: str  # the culprit's first parent, full hash
     configs: dict[str, str]  # "culprit", "parent" -> the .config kbisect built it with
+    manifest: manifests.Manifest  # the job's testcase, loaded once
 
 
 def culprit_of(result: BisectResult, job: str) -> str:
@@ -183,7 +184,7 @@ def plan(found: Found, manifest: manifests.Manifest, settings: Settings) -> Scri
 def files(found: Found, settings: Settings) -> dict[str, tuple[bytes, int]]:
     """Every file to write in DIR: its path there -> (its bytes, its mode)."""
     r = found.result
-    manifest = manifests.load(r.testcase)
+    manifest = found.manifest
     p = plan(found, manifest, settings)
     reps = r.repetitions or manifest.repetitions_for(p.metric)
     out: dict[str, tuple[bytes, int]] = {

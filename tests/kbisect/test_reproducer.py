@@ -91,7 +91,7 @@ def _found(tmp_path: Path, testcase: str = "nvme-snapshot-read") -> reproducer.F
     repo, hashes = _repo(tmp_path)
     result = _result(repo, hashes, testcase)
     parent = reproducer.parent_of(str(repo), hashes[2])
-    return reproducer.Found(result, JOB, hashes[2], parent, {})
+    return reproducer.Found(result, JOB, hashes[2], parent, {}, manifests.load(testcase))
 
 
 def _write(found: reproducer.Found, folder: Path) -> dict[str, tuple[bytes, int]]:
