@@ -73,8 +73,10 @@ TEST_RETRY = RetryPolicy(
 )
 GIT_TIMEOUT = timedelta(minutes=10)
 BUILD_TIMEOUT = timedelta(hours=3)
-BUILD_HEARTBEAT = timedelta(seconds=90)
-TEST_HEARTBEAT = timedelta(seconds=60)
+# Workers heartbeat every 10 s (HEARTBEAT_EVERY), and the SDK sends at most one every 0.8
+# timeouts: 30 s tells a dead worker's activity from a live one within 3 heartbeats, and a
+# dead host's build or boot is retried elsewhere half a minute after it died.
+BUILD_HEARTBEAT = TEST_HEARTBEAT = timedelta(seconds=30)
 TEST_SLACK = 300.0  # seconds beyond the testcase's own timeout: boot, image, disks
 
 
