@@ -22,12 +22,13 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import ParamSpec, TypeVar
 
 from temporalio.client import WorkflowExecutionStatus
 
+from kbisect.builders.trees import Trees
 from kbisect.contract import (
     BACKPORT_WORKFLOW,
     DOOR_RUNNING_JOBS,
@@ -40,7 +41,7 @@ from kbisect.errors import KbisectError, UserError
 from kbisect.infra.git import Git
 from kbisect.jobs import backport_job, explain_job, investigation
 from kbisect.jobs.client import JOB_KINDS, JobClient, check_job_id
-from kbisect.reports import email_report, investigation_report
+from kbisect.reports import email_report, investigation_report, lkp_job, lkp_report
 from kbisect.reports.backport_report import outcome_lines as backport_outcome
 from kbisect.reports.explain_report import flame_svg
 from kbisect.reports.explain_report import outcome_lines as explain_outcome
@@ -172,14 +173,61 @@ async def execute(
     owns: Owns,
     by: str = "",
     claim: Claim = no_start,
+    mail: bytes | None = None,
 ) -> Reply:
     """Run one parsed command (`by`: who asked, e.g. '@alice:hs (Matrix)', for the jobs it
-    starts; `claim`: their Quota's, called before a start); a KbisectError becomes a
-    one-line refusal, never a crash."""
+    starts; `claim`: their Quota's, called before a start; `mail`: the report a `bisect
+    from-report` answers, as the door found it); a KbisectError becomes a one-line
+    refusal, never a crash."""
     try:
+        if cmd.from_report:
+            cmd, said = await off_loop(from_mail, cmd, mail, settings)
+            if cmd.switch("dry-run"):
+                return Reply("\n".join(said))
+            reply = await _execute(cmd, client, settings, owns, by, claim)
+            return replace(reply, text="\n".join([reply.text, *said]))
         return await _execute(cmd, client, settings, owns, by, claim)
     except KbisectError as exc:
-        return Reply(text=" ".join(str(exc).split()), ok=False)
+        return Reply(text=door_words(" ".join(str(exc).split())), ok=False)
+
+
+def from_mail(cmd: Command, mail: bytes | None, settings: Settings) -> tuple[Command, list[str]]:
+    """A `bisect from-report` as the plain bisect command the report and its keys make
+    (the keys win), and the lines that say each field and where it came from."""
+    if mail is None:
+        raise UserError(
+            "refused: bisect from-report reads an LKP report: send the command as a reply to "
+            "the mail (pasted, or its file), or paste the mail below the command's line"
+        )
+    report = lkp_report.parse(lkp_report.mail_text(mail, "the mail"))
+    given = lkp_job.Given(
+        testcase=cmd.one("testcase"),
+        metric=cmd.one("metric"),
+        good=tuple(cmd.options().good),
+        bad=cmd.one("bad"),
+        mode=cmd.one("mode"),
+        tree=cmd.one("tree"),
+        option=lambda name: f"{name}=",
+    )
+    filled = lkp_job.fill(report, given, Trees(settings).all())
+    keys = {k: v for k, v in cmd.keys.items() if k not in ("good", "dry-run")}
+    keys.update(testcase=[filled.testcase], mode=[filled.mode], bad=[filled.bad])
+    keys.update(good=[",".join(filled.good)], tree=[filled.tree or ""])
+    if filled.metric:
+        keys["metric"] = [filled.metric]
+    dry = {"dry-run": cmd.keys["dry-run"]} if "dry-run" in cmd.keys else {}
+    return Command(verb="bisect", keys={**keys, **dry}), filled.lines
+
+
+# The command line's options in a refusal (lkp_report's), as a door writes them.
+CLI_OPTION = re.compile(r"--(testcase|metric|good|bad|mode|tree|repo|from-report) ?")
+
+
+def door_words(text: str) -> str:
+    """A refusal in a door's words: `--bad REV` is `bad=REV`; there is no --repo here."""
+    text = re.sub(r",? or give --repo DIR", "", text).replace("--repo DIR or ", "")
+    text = text.replace("--from-report the mail: ", "the mail: ")
+    return CLI_OPTION.sub(lambda m: f"{m[1]}=", text)
 
 
 async def _execute(

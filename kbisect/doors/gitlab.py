@@ -131,6 +131,18 @@ def commands_in(note: str) -> list[str]:
     return found
 
 
+def pasted_mail(note: str) -> bytes | None:
+    """What a note holds besides its commands (a report pasted for `bisect from-report`,
+    its code fences dropped); None: nothing."""
+    kept = [
+        line
+        for line in note.splitlines()
+        if line.strip().partition(" ")[0] != PREFIX and not line.strip().startswith("```")
+    ]
+    text = "\n".join(kept)
+    return text.encode() if text.strip() else None
+
+
 def target_of(payload: dict[str, Any]) -> Target:
     attrs = payload["object_attributes"]
     project = payload["project"]
@@ -227,10 +239,12 @@ class GitLabDoor:
                 return web.json_response({"duplicate": note_id})
             self.handled.add(note_id)
             self._save()
-        self._spawn(self._handle(target, author, commands))
+        self._spawn(self._handle(target, author, commands, pasted_mail(text)))
         return web.json_response({"accepted": note_id}, status=202)
 
-    async def _handle(self, target: Target, author: str, commands: list[str]) -> None:
+    async def _handle(
+        self, target: Target, author: str, commands: list[str], mail: bytes | None = None
+    ) -> None:
         refusal = self._refusal(author, len(commands))
         if refusal:  # one reply, however many commands the note holds
             note = await self._note(target, md_lines(refusal))
@@ -238,13 +252,17 @@ class GitLabDoor:
             return
         for text in commands:
             with self.quota.command(author) as claim:  # held until the job is recorded
-                note = await self._command(target, author, text, claim)
+                note = await self._command(target, author, text, claim, mail)
             log.info("%s: %s -> note %s", author, text.split(" ", 1)[0], note)
 
-    async def _command(self, target: Target, author: str, text: str, claim: Claim) -> int:
-        """One command, its reply note (its id), and the job it started followed."""
+    async def _command(
+        self, target: Target, author: str, text: str, claim: Claim, mail: bytes | None = None
+    ) -> int:
+        """One command, its reply note (its id), and the job it started followed (`mail`:
+        what the note holds besides its commands, for `bisect from-report`)."""
         try:
-            reply = await self._run(target, text, f"@{author} (GitLab {target.project})", claim)
+            by = f"@{author} (GitLab {target.project})"
+            reply = await self._run(target, text, by, claim, mail)
         except Exception as exc:  # a note must never be left unanswered
             log.exception("command %r", text)
             reply = Reply(text=failure_text(exc), ok=False)
@@ -298,7 +316,9 @@ class GitLabDoor:
 
         return owns
 
-    async def _run(self, target: Target, text: str, by: str, claim: Claim) -> Reply:
+    async def _run(
+        self, target: Target, text: str, by: str, claim: Claim, mail: bytes | None = None
+    ) -> Reply:
         try:
             cmd = parse(text)
         except UserError as exc:
@@ -309,7 +329,7 @@ class GitLabDoor:
                 return await self._sru_branch(target, cmd)
             except KbisectError as exc:
                 return Reply(text=" ".join(str(exc).split()), ok=False)
-        reply = await execute(cmd, self.jobs, self.settings, self._owns(target), by, claim)
+        reply = await execute(cmd, self.jobs, self.settings, self._owns(target), by, claim, mail)
         if reply.job_id:
             link = self.jobs.job_url(reply.job_id)
             text = f"kbisect started `{reply.job_id}`: {link}"

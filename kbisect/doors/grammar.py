@@ -9,6 +9,7 @@ one line that says what to write instead.
            [cross-tree=yes] [target=REV] [explain=yes|no]
     bisect kernels=K1,K2,... testcase=NAME [...]        (prebuilt kernels, no tree)
     bisect tree=NAME kernels=K1=REV1,K2=REV2,... testcase=NAME [target=REV] [...]
+    bisect from-report [dry-run=yes] [tree=NAME] [good=REV] [...]   (answering an LKP mail)
     status [JOB] | cancel JOB | report JOB [email=yes] | explain JOB
     sru JOB [series=S] [bug=N] [branch=B]
     backport JOB target=REV
@@ -23,6 +24,11 @@ explains a counter's too (--explain). The investigation's own checks are the CLI
 are refused here first in the door's. kernels= takes Debian linux-image-* package names
 only: a file named from a chat would be a path on the door's host, which a chat user
 must not probe or have booted (the CLI takes .deb and vmlinuz files).
+
+`bisect from-report` takes its fields from an LKP report mail (kbisect.reports.lkp_job, as
+`kbisect bisect --from-report`): the door hands the mail's text to the command (pasted
+below it, or the message it answers); what the command gives wins, and dry-run=yes only
+shows the fields.
 
 `report JOB email=yes` is `kbisect report JOB --email`: the bisection's answer as a mail
 in the kernel lists' form, for the person to send (kbisect.reports.email_report).
@@ -47,6 +53,8 @@ MAX_COMMANDS = 5  # in one note or message: one note must not make hundreds of r
 
 BISECT_KEYS = ("tree", "good", "bad", "testcase", "mode", "profile", "repetitions", "parallel")
 SWITCHES = ("flaky", "duets", "cross-tree", "explain")  # yes or no
+FROM_REPORT = "from-report"  # `bisect from-report`: the fields from the mail it answers
+REPORT_SWITCHES = ("dry-run",)  # with from-report only: show the fields, start nothing
 CHAIN_KEYS = ("kernels", "target")  # the investigation's stages beyond the bisection
 BISECT_EXTRA = ("metric", *SWITCHES, *CHAIN_KEYS)
 YES, NO = ("yes", "true"), ("no", "false")
@@ -58,7 +66,8 @@ USAGE = {
     "bisect": "bisect tree=NAME good=REV bad=REV testcase=NAME [mode=fix] [profile=P] "
     "[repetitions=N] [parallel=K] [metric=M] [flaky=yes] [duets=yes] [cross-tree=yes] "
     "[target=REV] [explain=yes|no] (or kernels=K1,K2,... of linux-image-* packages in place of "
-    "tree, good and bad; with tree=NAME, kernels=K1=REV1,K2=REV2,...)",
+    "tree, good and bad; with tree=NAME, kernels=K1=REV1,K2=REV2,...; or from-report "
+    "[dry-run=yes] answering an LKP report mail, which gives what the command does not)",
     "status": "status [JOB]",
     "cancel": "cancel JOB",
     "report": "report JOB [email=yes]",
@@ -78,6 +87,7 @@ class Command:
     rev: str | None = None
     verdict: str | None = None
     keys: dict[str, list[str]] = field(default_factory=dict)
+    from_report: bool = False  # `bisect from-report`: the rest from the mail it answers
 
     def one(self, key: str) -> str | None:
         values = self.keys.get(key)
@@ -225,9 +235,13 @@ def _keys(verb: str, pairs: list[str], allowed: tuple[str, ...]) -> dict[str, li
 
 
 def _bisect(positional: list[str], pairs: list[str]) -> Command:
-    if positional:
-        raise UserError(f"refused: {positional[0]!r} is not key=value; write: {USAGE['bisect']}")
-    keys = _keys("bisect", pairs, BISECT_KEYS + BISECT_EXTRA)
+    from_report = positional[:1] == [FROM_REPORT]
+    if positional[from_report:]:
+        word = positional[from_report]
+        raise UserError(f"refused: {word!r} is not key=value; write: {USAGE['bisect']}")
+    keys = _keys("bisect", pairs, BISECT_KEYS + BISECT_EXTRA + REPORT_SWITCHES * from_report)
+    if from_report:
+        return _from_report(keys)
     mapped = _kernels(keys["kernels"][-1]) if "kernels" in keys else None
     needed = ["testcase"] if mapped is not None else ["tree", "good", "bad", "testcase"]
     if mapped:  # each kernel's revision is the tree's
@@ -246,6 +260,18 @@ def _bisect(positional: list[str], pairs: list[str]) -> Command:
     if cmd.switch("cross-tree") and mode == Mode.REGRESSION and len(cmd.options().good) > 1:
         raise UserError("refused: cross-tree=yes takes one good= (the distro kernel that was good)")
     return cmd
+
+
+def _from_report(keys: dict[str, list[str]]) -> Command:
+    """`bisect from-report [key=value ...]`: the keys given win over the mail's fields, which
+    are checked once the door has the mail (kbisect.reports.lkp_job)."""
+    if "kernels" in keys:
+        raise UserError("refused: from-report bisects the report's commits: drop kernels=")
+    mode = keys.get("mode", [Mode.REGRESSION.value])[-1]
+    if mode not in tuple(Mode):
+        raise UserError(f"refused: mode={mode}: write mode=regression or mode=fix")
+    _check_switches(keys, SWITCHES + REPORT_SWITCHES)
+    return Command(verb="bisect", keys=keys, from_report=True)
 
 
 def _check_switches(keys: dict[str, list[str]], switches: tuple[str, ...]) -> None:

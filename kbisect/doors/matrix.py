@@ -35,6 +35,10 @@ from nio import (
     JoinError,
     LoginResponse,
     MatrixRoom,
+    MemoryDownloadResponse,
+    RoomGetEventResponse,
+    RoomMessageFile,
+    RoomMessageNotice,
     RoomMessageText,
     RoomSendResponse,
     UploadResponse,
@@ -55,6 +59,7 @@ from kbisect.doors.quoting import inert
 from kbisect.errors import InfraError, KbisectError, UserError
 from kbisect.jobs import series_client
 from kbisect.jobs.client import JobClient
+from kbisect.reports.lkp_report import MAX_MAIL
 from kbisect.reports.sweep_report import alert_lines
 from kbisect.settings import Settings, private_dir
 from kbisect.workflows.series_types import SeriesAlert
@@ -131,9 +136,33 @@ def default_state_path(settings: Settings, user: str) -> Path:
 
 def command_text(body: str) -> str | None:
     """The command after the prefix, if the message's first line starts with it."""
-    first = body.strip().split("\n", 1)[0]
+    first = without_fallback(body).strip().split("\n", 1)[0]
     word, _, rest = first.partition(" ")
     return rest if word == PREFIX else None
+
+
+def without_fallback(body: str) -> str:
+    """A reply's text without the quote of what it answers that older clients put first
+    (lines of '> ', then a blank line: Matrix's reply fallback)."""
+    if not body.startswith("> <"):
+        return body
+    lines = body.split("\n")
+    end = next((i for i, line in enumerate(lines) if not line.startswith(">")), len(lines))
+    return "\n".join(lines[end + 1 if end < len(lines) and not lines[end] else end :])
+
+
+def pasted_below(body: str) -> bytes | None:
+    """What a message holds below its command's line (a pasted report), if anything."""
+    below = without_fallback(body).strip().split("\n", 1)[1:]
+    return below[0].encode() if below and below[0].strip() else None
+
+
+def answered_id(event: RoomMessageText) -> str | None:
+    """The event a message replies to (m.in_reply_to), if it is a reply."""
+    relates = event.source.get("content", {}).get("m.relates_to") or {}
+    replied = relates.get("m.in_reply_to") if isinstance(relates, dict) else None
+    found = replied.get("event_id") if isinstance(replied, dict) else None
+    return found if isinstance(found, str) else None
 
 
 def thread(root: str) -> dict[str, Any]:
@@ -236,8 +265,13 @@ class MatrixBot:
             return
         log.info("%s in %s: %s", event.sender, room, cmd.verb)
         owns, by = self.state.jobs.__contains__, f"{event.sender} (Matrix)"
+        try:
+            mail = await self._mail_for(room, event) if cmd.from_report else None
+        except UserError as exc:
+            await self._reply(room, event.event_id, str(exc))
+            return
         with self.quota.command(event.sender) as claim:  # held until the job is recorded
-            reply = await execute(cmd, self.jobs, self.settings, owns, by, claim)
+            reply = await execute(cmd, self.jobs, self.settings, owns, by, claim, mail)
             root: str | None = None
             try:
                 root = await self._reply(room, event.event_id, reply.text)
@@ -252,6 +286,37 @@ class MatrixBot:
                 break
         if cmd.verb == "sru" and reply.ok and root:
             await self._post_sru_patch(room, root, cmd)
+
+    async def _mail_for(self, room: str, event: RoomMessageText) -> bytes | None:
+        """The report a `bisect from-report` reads: pasted below the command's line, or the
+        message it replies to (its text, or its file from this homeserver's own media:
+        no other URL is fetched); None: neither. A file over MAX_MAIL is not fetched."""
+        below = pasted_below(event.body)
+        if below is not None:
+            return below
+        replied = answered_id(event)
+        if replied is None:
+            return None
+        got = await self.nio.room_get_event(room, replied)
+        if not isinstance(got, RoomGetEventResponse):
+            raise UserError(f"refused: cannot read the message this answers ({got.message})")
+        answered = got.event
+        if isinstance(answered, RoomMessageText | RoomMessageNotice):
+            return without_fallback(answered.body).encode()
+        if not isinstance(answered, RoomMessageFile):
+            raise UserError(
+                "refused: bisect from-report answers an LKP report: reply to its text or file"
+            )
+        info = answered.source.get("content", {}).get("info") or {}
+        size = info.get("size") if isinstance(info, dict) else None
+        if isinstance(size, int) and size > MAX_MAIL:
+            raise UserError(f"refused: that file is over {MAX_MAIL >> 20} MiB, not one report mail")
+        if not answered.url.startswith("mxc://"):
+            raise UserError("refused: that file is not on a Matrix media repository")
+        data = await self.nio.download(mxc=answered.url, allow_remote=False)
+        if not isinstance(data, MemoryDownloadResponse):
+            raise UserError(f"refused: cannot fetch that file ({getattr(data, 'message', data)})")
+        return bytes(data.body[: MAX_MAIL + 1])  # over MAX_MAIL: lkp_report refuses it
 
     async def _post_sru_patch(self, room: str, root: str, cmd: Command) -> None:
         """The cover letter and patch (`kbisect report --sru-patch`) as files in the thread
