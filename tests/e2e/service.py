@@ -12,9 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from kbisect.infra.lab import LabOptions
 from kbisect.main import main
 
 KBISECT = [sys.executable, "-m", "kbisect"]
+# A fix-mode lab, the same every run (so its kernels are the e2e cache's after the first):
+# the SRU patch test's, and the fix mode test bisects it.
+FIX_LAB = LabOptions(commits=8, mode="fix", culprit_at=4, seed=11)
 TRY_SEED = ["--testcase", "nvme-snapshot-read", "--repetitions", "1", "--json"]
 
 

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from kbisect import settings
-from kbisect.infra.lab import LabOptions, create_lab
+from kbisect.infra.lab import create_lab
+from tests.e2e.service import FIX_LAB
 from tests.kbisect.test_sru_patch import finished_fix_job_sru, git_am_on_old_endpoint
 
 pytestmark = pytest.mark.e2e
@@ -30,7 +31,7 @@ def test_fix_lab_sru_patch_applies_and_checkpatch_finds_nothing(
     if shutil.which("perl") is None:
         pytest.fail("perl is missing: checkpatch.pl needs it (infra/install.sh installs it)")
     lab = tmp_path / "lab"
-    truth = create_lab(lab, LabOptions(commits=8, mode="fix", culprit_at=4, seed=11))
+    truth = create_lab(lab, FIX_LAB)
     out = tmp_path / "sru"
     files, err = finished_fix_job_sru(lab, truth, out, monkeypatch, capsys)
     (summary,) = [line for line in err.splitlines() if "checkpatch: " in line]
