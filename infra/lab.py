@@ -12,7 +12,7 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kbisect import settings
@@ -318,8 +318,11 @@ def create_lab(
     given = Path(dest)
     dest = given.resolve()
     _check_destination(given, dest, options.replace)
-    if options.culprit_patch is not None and not options.culprit_patch.is_file():
-        raise UserError(f"--culprit-patch {options.culprit_patch} is not a file")
+    if options.culprit_patch is not None:
+        if not options.culprit_patch.is_file():
+            raise UserError(f"--culprit-patch {options.culprit_patch} is not a file")
+        # git applies it from inside the lab's worktree: a path relative to here is not there
+        options = replace(options, culprit_patch=options.culprit_patch.resolve())
     _check_distro(options)
     seed = options.seed if options.seed is not None else random.SystemRandom().randrange(2**31)
     plan = make_plan(

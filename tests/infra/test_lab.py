@@ -88,8 +88,9 @@ def test_merges_are_real_merge_commits_with_both_sides(tmp_path: Path, tiny_tarb
     assert truth["culprit"] in git(dest, "rev-list", "HEAD").split()
 
 
-def test_culprit_patch(tmp_path: Path, tiny_tarball: Path) -> None:
-    patch = tmp_path / "my.patch"
+def test_culprit_patch(tmp_path: Path, tiny_tarball: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # the patch named relative to here, as on a command line
+    patch = Path("my.patch")
     patch.write_text(
         "Subject: [PATCH] lib: make strings slower\n---\n"
         "--- a/lib/string.c\n+++ b/lib/string.c\n@@ -1,2 +1,3 @@\n"
