@@ -1,7 +1,9 @@
-"""`kbisect reproduce ID DIR`: a finished bisection's answer as a folder that reproduces it
-without kbisect (kbisect.reports.reproducer says what goes in it)."""
+"""`kbisect reproduce ID DIR`: a finished bisection's answer (or a sweep's changed pair) as
+a folder that reproduces it without kbisect (kbisect.reports.reproducer says what goes in
+it)."""
 
 import argparse
+import dataclasses
 import os
 from pathlib import Path
 
@@ -27,28 +29,45 @@ def checked_dir(path: Path, force: bool) -> Path:
     return path
 
 
-async def find(client: JobClient, job_id: str) -> reproducer.Found:
-    """The job's bisection, finished with a culprit, and what the files are made of."""
+async def find(client: JobClient, job_id: str, pair: int | None = None) -> reproducer.Found:
+    """The job's bisection, finished with a culprit (or the sweep's changed pair: `pair`,
+    the new kernel's place in the series, where it changed more than one), and what the
+    files are made of."""
     kind = (await client.describe(job_id)).workflow_type
     if kind == SWEEP_WORKFLOW:
-        raise UserError(
-            f"not yet: {job_id} is a sweep; reproduce the bisection of a pair it changed "
-            "('kbisect sweep --bisect', or 'kbisect bisect' of the pair)"
-        )
+        return await _sweep_pair(client, job_id, pair)
     check_kind(job_id, kind, (WORKFLOW, INVESTIGATION_WORKFLOW))
+    if pair is not None:
+        raise UserError(f"--pair takes a sweep's pair: {job_id} is no sweep; drop --pair")
     job = await client.bisection_of(job_id)  # an investigation's: its bisection
     result = await client.result(job)  # "still running" and "failed" are one line each
     culprit = reproducer.culprit_of(result, job)
     if (await client.bisection_request(job)).config:
-        raise UserError(
-            f"not yet: {job} built its kernels over your --config (localmodconfig, modules); "
-            "'kbisect try' each commit reproduces it with kbisect"
-        )
+        raise UserError(_OWN_CONFIG.format(job=job))
     parent = reproducer.parent_of(result.repo, culprit)
-    commits = {"culprit": culprit, "parent": parent}
     manifest = manifests.load(result.testcase, Path(result.repo))  # a kselftest's: its tree
-    configs = reproducer.job_configs(result.repo, commits, manifest)
-    return reproducer.Found(result, job, culprit, parent, configs, manifest)
+    configs = reproducer.job_configs(result.repo, {"culprit": culprit, "parent": parent}, manifest)
+    return reproducer.of_bisection(result, job, parent, configs, manifest)
+
+
+_OWN_CONFIG = (
+    "not yet: {job} built its kernels over your --config (localmodconfig, modules); "
+    "'kbisect try' each commit reproduces it with kbisect"
+)
+
+
+async def _sweep_pair(client: JobClient, job: str, pair: int | None) -> reproducer.Found:
+    result = await client.sweep_result(job)  # "still running" and "failed": one line each
+    changed = reproducer.changed_pair(result, job, pair)
+    req = await client.sweep_request(job)
+    if req is not None and req.config:
+        raise UserError(_OWN_CONFIG.format(job=job))
+    old, new = result.kernels[changed.old], result.kernels[changed.new]
+    manifest = manifests.load(changed.testcase, Path(result.repo))
+    found = reproducer.of_sweep(result, job, changed, {}, manifest, adjacent=False)
+    adjacent = reproducer.first_parent(result.repo, new) == old
+    configs = reproducer.job_configs(result.repo, {"new": new, "old": old}, manifest)
+    return dataclasses.replace(found, configs=configs, adjacent=adjacent)
 
 
 def write(folder: Path, files: dict[str, tuple[bytes, int]]) -> None:
@@ -65,7 +84,7 @@ def cmd_reproduce(args: argparse.Namespace, settings: Settings) -> int:
     folder = checked_dir(Path(args.dir), args.force)
 
     async def go(client: JobClient, args: argparse.Namespace) -> int:
-        found = await find(client, args.id)
+        found = await find(client, args.id, args.pair)
         files = reproducer.files(found, settings)
         folder.mkdir(parents=True, exist_ok=True)
         write(folder, files)
@@ -82,10 +101,21 @@ def cmd_reproduce(args: argparse.Namespace, settings: Settings) -> int:
 def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     r = sub.add_parser(
         "reproduce",
-        help="write a folder that reproduces a bisection's culprit against its parent "
-        "without kbisect (a bash script, the kernel configs, the guest, a README)",
+        help="write a folder that reproduces a bisection's culprit against its parent, or a "
+        "sweep's changed pair, without kbisect (a bash script, the kernel configs, the guest, "
+        "a README)",
     )
-    r.add_argument("id", help="the job id: a bisection's, or an investigation's (its bisection)")
+    r.add_argument(
+        "id",
+        help="the job id: a bisection's, an investigation's (its bisection) or a sweep's (its "
+        "changed pair)",
+    )
+    r.add_argument(
+        "--pair",
+        type=int,
+        metavar="N",
+        help="a sweep that changed more than one pair: the pair that ends at its Nth kernel",
+    )
     r.add_argument("dir", help="the folder to write, new or empty")
     r.add_argument("--force", action="store_true", help="write into DIR though it is not empty")
     no_start(r)

@@ -560,6 +560,17 @@ class JobClient:
 
     async def job_request(self, job_id: str) -> BisectRequest | None:
         """What the job was started with (from its history: no worker needed)."""
+        if await self._workflow_type(job_id) == INVESTIGATION_WORKFLOW:
+            inv = await self._started_with(job_id, InvestigationRequest)
+            return inv.bisection if inv is not None else None
+        return await self._started_with(job_id, BisectRequest)
+
+    async def sweep_request(self, job_id: str) -> SweepRequest | None:
+        """What a sweep was started with (from its history)."""
+        return await self._started_with(job_id, SweepRequest)
+
+    async def _started_with(self, job_id: str, kind: type[T]) -> T | None:
+        """The job's input as a `kind`, from its history; None: it is no such input."""
         try:
             async for event in self._handle(job_id).fetch_history_events():
                 attrs = event.workflow_execution_started_event_attributes
@@ -568,17 +579,12 @@ class JobClient:
                 payloads = list(attrs.input.payloads)[:1]
                 if not payloads:
                     return None
-                if await self._workflow_type(job_id) == INVESTIGATION_WORKFLOW:
-                    (inv,) = await self.temporal.data_converter.decode(
-                        payloads, [InvestigationRequest]
-                    )
-                    return inv.bisection if isinstance(inv, InvestigationRequest) else None
-                (req,) = await self.temporal.data_converter.decode(payloads, [BisectRequest])
-                return req if isinstance(req, BisectRequest) else None
+                (req,) = await self.temporal.data_converter.decode(payloads, [kind])
+                return req if isinstance(req, kind) else None
         except RPCError as exc:
             raise self._not_found(job_id, exc) from exc
         except (ValueError, TypeError, RuntimeError):
-            return None  # not a bisection job's input
+            return None  # not that kind of job's input
         return None
 
     async def job_queues(

@@ -1,6 +1,8 @@
-"""`kbisect reproduce ID DIR`: what reproduces a bisection's answer without kbisect.
+"""`kbisect reproduce ID DIR`: what reproduces a job's answer without kbisect: a
+bisection's culprit against its parent, or a sweep's changed pair, its new kernel against
+its old one (`Found`, from of_bisection or of_sweep).
 
-The files (`files`): the culprit's and its parent's hashes, the .config kbisect built each
+The files (`files`): the two kernels' hashes, the .config kbisect built each
 with where this host's cache still has it (else kbisect's config fragments: tinyconfig,
 then the fragments, then olddefconfig, as builders.kernel_build does), the guest's own
 files (init, lib.sh, the testcase's script, params and files), the testcase's folder,
@@ -11,6 +13,7 @@ as one printable, bounded line of markdown text (email_report.text, lines.md_tex
 
 import math
 import re
+import shlex
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +46,7 @@ from kbisect.settings import Settings
 from kbisect.testcases import manifest as manifests
 from kbisect.testcases import runner
 from kbisect.workflows.bisect_types import BisectResult, Step, StepSource
+from kbisect.workflows.sweep_types import PairWord, SweepPair, SweepResult
 
 NAME_CAP = 60
 MAX_BOOTS = 10  # the script's default boots a kernel, at most (BOOTS=N runs more)
@@ -56,14 +60,37 @@ _SLOT_OF = {v: k for k, v in SLOTS.items()}
 
 
 @dataclass(frozen=True)
-class Found:
-    """A finished bisection, as the command found it."""
+class Side:
+    """One of the two kernels the folder builds and boots."""
 
-    result: BisectResult
-    job: str  # the bisection's id (an investigation's bisect stage's)
-    culprit: str
-    parent: str  # the culprit's first parent, full hash
-    configs: dict[str, str]  # "culprit", "parent" -> the .config kbisect built it with
+    name: str  # its files' and the script's word: parent or culprit; old or new (a sweep's)
+    label: str  # its row in the README's figures
+    commit: str  # the full hash
+    scores: tuple[float, ...]  # each of its boots' figure, as the job measured them
+    boots: int  # the job's boots of it (0: its figure is another commit's, same kernel)
+
+
+@dataclass(frozen=True)
+class Found:
+    """What the folder reproduces: two kernels of the job's repository, as the command
+    found them."""
+
+    job: str  # the bisection's id (an investigation's bisect stage's), or the sweep's
+    repo: str
+    testcase: str
+    metric: str  # the job's ("" : the testcase's primary)
+    pass_fail: bool
+    repetitions: int  # 0: the testcase's
+    profile: str  # "": the testcase's
+    old: Side
+    new: Side
+    adjacent: bool  # new's first parent is old: the script checks it in LINUX
+    claim: str  # what kbisect said of the two, markdown: the README's first sentence
+    effect: str  # the job's figure of the change, markdown
+    with_kbisect: list[str]  # the kbisect commands that reproduce it, one a line
+    build_seconds: list[float]  # the job's builds, each
+    boot_seconds: list[float]  # the job's boots, each
+    configs: dict[str, str]  # a side's name -> the .config kbisect built it with
     manifest: manifests.Manifest  # the job's testcase, loaded once
 
 
@@ -82,6 +109,14 @@ def culprit_of(result: BisectResult, job: str) -> str:
     if not HASH.fullmatch(result.culprit):
         raise UserError(f"job {job} named {text(result.culprit, 80)!r}, not a full commit hash")
     return result.culprit
+
+
+def first_parent(repo: str, commit: str) -> str | None:
+    """The commit's first parent in the repository, read here (None: none, or unreadable)."""
+    try:
+        return Git(Path(repo)).resolve(f"{commit}^")
+    except KbisectError:
+        return None
 
 
 def parent_of(repo: str, culprit: str) -> str:
@@ -134,38 +169,170 @@ def _step(result: BisectResult, commit: str) -> Step | None:
     return next((s for s in steps if s.source == StepSource.ENDPOINT), steps[0] if steps else None)
 
 
+def of_bisection(
+    result: BisectResult,
+    job: str,
+    parent: str,
+    configs: dict[str, str],
+    manifest: manifests.Manifest,
+) -> Found:
+    """A finished bisection's culprit (culprit_of) against its first parent (parent_of)."""
+    culprit = culprit_of(result, job)
+    old_w, new_w = terms(result.mode)
+
+    def side(name: str, label: str, commit: str) -> Side:
+        step = _step(result, commit)
+        if step is None:
+            return Side(name, label, commit, (), 0)
+        scores = tuple(step.scores or ([step.value] if step.value is not None else []))
+        return Side(name, label, commit, scores, step.boots)
+
+    what = "fix" if result.mode == Mode.FIX else "first bad commit"
+    subject = md_text(text(result.subjects.get(culprit, "")))
+    claim = (
+        f'kbisect named `{culprit}` ("{subject}") the {what} for the testcase '
+        f"{md_text(text(result.testcase, NAME_CAP))}"
+    )
+    effect = (
+        f"The {new_w} endpoint against the {old_w} one: "
+        f"{md_text(figures(result.effect)) if result.effect else 'not measured'}."
+    )
+    # the commands of reproduce_lines (its prose is the mail's), unindented
+    commands = [ln.strip() for ln in reproduce_lines(result, culprit) if ln.startswith("  ")]
+    return Found(
+        job=job,
+        repo=result.repo,
+        testcase=result.testcase,
+        metric=result.metric or "",
+        pass_fail=result.pass_fail,
+        repetitions=result.repetitions or 0,
+        profile=result.profile or "",
+        old=side("parent", f"parent (behaves as {old_w})", parent),
+        new=side("culprit", f"culprit ({new_w})", culprit),
+        adjacent=True,
+        claim=claim,
+        effect=effect,
+        with_kbisect=commands,
+        build_seconds=[st.build_seconds for st in result.steps if st.build_seconds > 0],
+        boot_seconds=[
+            st.test_seconds / st.boots for st in result.steps if st.test_seconds > 0 and st.boots
+        ],
+        configs=configs,
+        manifest=manifest,
+    )
+
+
+def changed_pair(result: SweepResult, job: str, new: int | None) -> SweepPair:
+    """The sweep's changed pair that ends at kernel `new` (1-based in the series), or its
+    only changed one; UserError (one line) naming the choices otherwise."""
+    changed = [p for p in result.pairs if p.verdict == PairWord.CHANGED]
+    if new is not None:
+        changed = [p for p in changed if p.new == new - 1]
+    if len(changed) == 1:
+        return changed[0]
+    if not changed:
+        where = f" ending at kernel {new}" if new is not None else ""
+        raise UserError(f"sweep {job} changed no pair{where}: there is nothing to reproduce")
+    ends = ", ".join(sorted({str(p.new + 1) for p in changed}))
+    raise UserError(f"sweep {job} changed more than one pair: give --pair N, N one of {ends}")
+
+
+def of_sweep(
+    result: SweepResult,
+    job: str,
+    pair: SweepPair,
+    configs: dict[str, str],
+    manifest: manifests.Manifest,
+    adjacent: bool,
+) -> Found:
+    """A sweep's changed pair: its new kernel against its old one (each a full hash)."""
+    for i in (pair.old, pair.new):
+        if is_kernel_list(Path(result.repo)) or not HASH.fullmatch(result.kernels[i]):
+            raise UserError(
+                f"not yet: sweep {job} measured prebuilt kernels, not commits: reproduce a "
+                "sweep of the commits they were built from"
+            )
+    testcase = next((t for t in result.testcases if t.name == pair.testcase), None)
+
+    def side(name: str, i: int) -> Side:
+        boots = [b for b in result.boots if b.kernel == i and b.testcase == pair.testcase]
+        scores = tuple(b.value for b in boots if b.value is not None)
+        label = f"{name} (kernel {i + 1}: {md_text(text(result.names[i], NAME_CAP))})"
+        return Side(name, label, result.kernels[i], scores, len(boots))
+
+    word = md_text(text(pair.direction or pair.verdict, 20))
+    claim = (
+        f"kbisect's sweep found kernel {pair.new + 1} `{result.kernels[pair.new]}` "
+        f"{word} than kernel {pair.old + 1} `{result.kernels[pair.old]}` on the testcase "
+        f"{md_text(text(pair.testcase, NAME_CAP))}"
+    )
+    interval = (
+        f"{pair.effect:+.1%} (95% CI {pair.low:+.1%} to {pair.high:+.1%})"
+        if pair.effect is not None and pair.low is not None and pair.high is not None
+        else "not measured"
+    )
+    q = shlex.quote
+    tuning = f" --profile {q(testcase.profile)}" if testcase else ""
+    tuning += f" --repetitions {testcase.repetitions}" if testcase else ""
+    tc = f"--testcase {q(text(pair.testcase, NAME_CAP))}"
+    old, new = result.kernels[pair.old], result.kernels[pair.new]
+    return Found(
+        job=job,
+        repo=result.repo,
+        testcase=pair.testcase,
+        metric=pair.metric,
+        pass_fail=bool(testcase and testcase.pass_fail),
+        repetitions=testcase.repetitions if testcase else 0,
+        profile=testcase.profile if testcase else "",
+        old=side("old", pair.old),
+        new=side("new", pair.new),
+        adjacent=adjacent,
+        claim=claim,
+        effect=f"The new kernel against the old one: {interval}.",
+        with_kbisect=[
+            f"kbisect sweep --repo LINUX {tc} --kernels {old},{new}",
+            f"kbisect bisect --repo LINUX --good {old} --bad {new} {tc}{tuning}",
+        ],
+        build_seconds=[],
+        boot_seconds=[],
+        configs=configs,
+        manifest=manifest,
+    )
+
+
 def _boots(found: Found, exact: bool) -> int:
     """Each kernel's boots by default: as many as the job gave either (at most MAX_BOOTS)."""
-    given = [s.boots for c in (found.culprit, found.parent) if (s := _step(found.result, c))]
-    return max(1, min(MAX_BOOTS, max(given, default=0) or (1 if exact else 3)))
+    given = max(found.old.boots, found.new.boots)
+    return max(1, min(MAX_BOOTS, given or (1 if exact else 3)))
 
 
 def plan(found: Found, manifest: manifests.Manifest, settings: Settings) -> ScriptPlan:
     """What reproduce.sh does for this job: its testcase's boots as the job ran them."""
-    r = found.result
-    metric = r.metric or manifest.primary
+    metric = found.metric or manifest.primary
     if metric not in manifest.metrics or not NAME.fullmatch(metric):
         raise UserError(
             f"job {found.job} judged {text(metric, NAME_CAP)!r}, not a metric of the testcase "
-            f"{text(r.testcase, NAME_CAP)} as it is here: reproduce it where it ran"
+            f"{text(found.testcase, NAME_CAP)} as it is here: reproduce it where it ran"
         )
     spec = manifest.metrics.get(metric)
     exact = spec is not None and spec.exact
-    reps = r.repetitions or manifest.repetitions_for(metric)
+    reps = found.repetitions or manifest.repetitions_for(metric)
     warmup = 0 if exact else manifest.warmup
     host_root = manifest.userland == "host"
-    prof = runner.profile(r.profile or manifest.profile)
+    prof = runner.profile(found.profile or manifest.profile)
     disks = [Disk(d.name, d.size_mib, prof) for d in manifest.disks]
     machine = QemuMachine(accel=settings.accel)
     guest = GuestImage(_SLOT_OF["INITRD"], tuple(sorted(set(manifest.tools))), host_root)
-    kernel = Artifact(found.culprit, "", "", _SLOT_OF["KERNEL"], "", "")
+    kernel = Artifact(found.new.commit, "", "", _SLOT_OF["KERNEL"], "", "")
     run = Path(_SLOT_OF["RUN"])
     return ScriptPlan(
         job=found.job,
-        culprit=found.culprit,
-        parent=found.parent,
+        old=found.old.commit,
+        new=found.new.commit,
+        names=(found.old.name, found.new.name),
+        adjacent=found.adjacent,
         metric=metric,
-        pass_fail=r.pass_fail,
+        pass_fail=found.pass_fail,
         boots=_boots(found, exact),
         warmup=warmup,
         timeout=math.ceil(manifest.timeout_for(reps + warmup)),
@@ -183,13 +350,13 @@ def plan(found: Found, manifest: manifests.Manifest, settings: Settings) -> Scri
 
 def files(found: Found, settings: Settings) -> dict[str, tuple[bytes, int]]:
     """Every file to write in DIR: its path there -> (its bytes, its mode)."""
-    r = found.result
     manifest = found.manifest
     p = plan(found, manifest, settings)
-    reps = r.repetitions or manifest.repetitions_for(p.metric)
+    reps = found.repetitions or manifest.repetitions_for(p.metric)
+    sides = f"{found.new.name} {found.new.commit}\n{found.old.name} {found.old.commit}\n"
     out: dict[str, tuple[bytes, int]] = {
         "reproduce.sh": (script(p).encode(), 0o755),
-        "commits": (f"culprit {found.culprit}\nparent {found.parent}\n".encode(), 0o644),
+        "commits": (sides.encode(), 0o644),
     }
     for i, fragment in enumerate(kconfig.fragments_for(runner.build_spec(manifest))):
         out[f"config/fragment-{i}.config"] = (fragment.encode(), 0o644)
@@ -212,49 +379,44 @@ def files(found: Found, settings: Settings) -> dict[str, tuple[bytes, int]]:
     return out
 
 
-def _figures_row(result: BisectResult, word: str, commit: str) -> str:
-    step = _step(result, commit)
-    if step is None:
-        return f"| {word} | `{commit[:12]}` | not booted by the job | |"
-    scores = ", ".join(figure(v) for v in step.scores[:SCORES_SHOWN])
-    if len(step.scores) > SCORES_SHOWN:
+def _figures_row(side: Side) -> str:
+    if not side.scores:
+        return f"| {side.label} | `{side.commit[:12]}` | not booted by the job | | |"
+    scores = ", ".join(figure(v) for v in side.scores[:SCORES_SHOWN])
+    if len(side.scores) > SCORES_SHOWN:
         scores += ", …"
-    median = figure(statistics.median(step.scores)) if step.scores else figure(step.value)
-    return f"| {word} | `{commit[:12]}` | {median} | {step.boots or len(step.scores)} | {scores} |"
+    median = figure(statistics.median(side.scores))
+    return f"| {side.label} | `{side.commit[:12]}` | {median} | {side.boots} | {scores} |"
 
 
 def readme(found: Found, manifest: manifests.Manifest, p: ScriptPlan, reps: int) -> str:
-    r = found.result
-    old_w, new_w = terms(r.mode)
-    what = "fix" if r.mode == Mode.FIX else "first bad commit"
+    old, new = found.old, found.new
     metric = md_text(text(p.metric, NAME_CAP))
     spec = manifest.metrics.get(p.metric)
     unit = (
         f" (in {md_text(text(spec.unit, NAME_CAP))}, {spec.better.value} is better)" if spec else ""
     )
-    subject = md_text(text(r.subjects.get(found.culprit, "")))
     tools = ", ".join(p.tools) or "none"
-    builds = [s.build_seconds for s in r.steps if s.build_seconds > 0]
-    boot_s = [s.test_seconds / s.boots for s in r.steps if s.test_seconds > 0 and s.boots]
-    build = max(builds, default=300.0)
-    boot = statistics.median(boot_s) if boot_s else float(p.timeout) / 4
+    build = max(found.build_seconds, default=300.0)
+    boot = statistics.median(found.boot_seconds) if found.boot_seconds else float(p.timeout) / 4
     minutes = math.ceil((2 * build + 2 * p.boots * boot) / 60) + 2
     configs = (
-        "`config/culprit.config` and `config/parent.config`: the `.config` kbisect built "
-        "each with; the script starts from them (`make olddefconfig`), and says if its "
+        f"`config/{new.name}.config` and `config/{old.name}.config`: the `.config` kbisect "
+        "built each with; the script starts from them (`make olddefconfig`), and says if its "
         "own differs. "
         if len(found.configs) == 2
         else ""
     )
-    # the commands of reproduce_lines (its prose is the mail's), unindented
-    with_kbisect = [ln.strip() for ln in reproduce_lines(r, found.culprit) if ln.startswith("  ")]
+    relation = (
+        f"Its parent is `{old.commit}`."
+        if found.adjacent
+        else f"The {old.name} kernel is `{old.commit}`."
+    )
     lines = [
         f"# Reproducing kbisect job {md_text(text(found.job, 120))}, without kbisect",
         "",
-        f'kbisect named `{found.culprit}` ("{subject}") the {what} for the testcase '
-        f"{md_text(text(r.testcase, NAME_CAP))}, on the metric {metric}{unit}. Its parent is "
-        f"`{found.parent}`. This folder builds both and boots each in QEMU as kbisect did, "
-        "with nothing of kbisect's installed.",
+        f"{found.claim}, on the metric {metric}{unit}. {relation} This folder builds both "
+        "and boots each in QEMU as kbisect did, with nothing of kbisect's installed.",
         "",
         "## What is here",
         "",
@@ -297,22 +459,20 @@ def readme(found: Found, manifest: manifests.Manifest, p: ScriptPlan, reps: int)
         "",
         "## The job's figures, to compare with",
         "",
-        f"{metric} of each kernel as the job measured it (the median of each boot's "
-        "scored repetitions):",
+        f"{metric} of each kernel as the job measured it (each boot's figure: the median of "
+        "its scored repetitions, or their mean in a sweep):",
         "",
         "| kernel | commit | median | boots | each boot |",
         "|---|---|---|---|---|",
-        _figures_row(r, f"parent (behaves as {old_w})", found.parent),
-        _figures_row(r, f"culprit ({new_w})", found.culprit),
+        _figures_row(old),
+        _figures_row(new),
         "",
-        f"The {new_w} endpoint against the {old_w} one: "
-        f"{md_text(figures(r.effect)) if r.effect else 'not measured'}.",
+        found.effect,
         "",
         "## With kbisect",
         "",
-        "The same, with kbisect (as `kbisect report "
-        f"{md_text(text(found.job, 120))} --email` says it):",
+        f"The same, with kbisect (for job {md_text(text(found.job, 120))}):",
         "",
-        *md_code("\n".join(with_kbisect)),
+        *md_code("\n".join(found.with_kbisect)),
     ]
     return "\n".join(lines) + "\n"

@@ -35,8 +35,10 @@ class ScriptPlan:
     """What the script does, every value kbisect's."""
 
     job: str
-    culprit: str
-    parent: str
+    old: str  # the kernel that behaves as before (a culprit's parent, a sweep's old one)
+    new: str  # the one that changed it (the culprit, the sweep's new one)
+    names: tuple[str, str]  # their words, old's then new's: parent and culprit, old and new
+    adjacent: bool  # new's first parent is old: the script checks it in LINUX
     metric: str  # the metric the job judged (a pass/fail job: its boots pass or fail)
     pass_fail: bool
     boots: int  # each kernel's boots, by default
@@ -64,10 +66,10 @@ def argv_lines(argv: Sequence[str]) -> str:
 
 def check(plan: ScriptPlan) -> None:
     """The values the script is written from, checked again (a ValueError is a bug)."""
-    for value in (plan.culprit, plan.parent):
+    for value in (plan.old, plan.new):
         if not HASH.fullmatch(value):
             raise ValueError(f"not a full commit hash: {value!r}")
-    for name in (plan.metric, *plan.tools, *(d for d, _ in plan.disks)):
+    for name in (plan.metric, *plan.names, *plan.tools, *(d for d, _ in plan.disks)):
         if not NAME.fullmatch(name):
             raise ValueError(f"not a plain name: {name!r}")
     if not all(re.fullmatch(r"[A-Za-z :]+", m) for m in PANIC_MARKERS):
@@ -90,8 +92,11 @@ def script(plan: ScriptPlan) -> str:
     panic = "|".join(PANIC_MARKERS)
     return _TEMPLATE.format(
         job=q(plan.job),
-        culprit=plan.culprit,
-        parent=plan.parent,
+        old=plan.old,
+        new=plan.new,
+        old_name=plan.names[0],
+        new_name=plan.names[1],
+        adjacent=int(plan.adjacent),
         metric=q(plan.metric),
         pass_fail=int(plan.pass_fail),
         boots=plan.boots,
@@ -118,14 +123,15 @@ def script(plan: ScriptPlan) -> str:
 # Doubled braces are the shell's; single ones are filled in by script().
 _TEMPLATE = r"""#!/usr/bin/env bash
 # Reproduces kbisect job {job} without kbisect:
-# builds the culprit and its parent from LINUX (a git repository of the kernel that has
-# both), boots each one BOOTS times with the same QEMU command line and guest as kbisect,
-# and prints the metric of every boot.
+# builds the {old_name} and the {new_name} kernel from LINUX (a git repository of the kernel
+# that has both), boots each one BOOTS times with the same QEMU command line and guest as
+# kbisect, and prints the metric of every boot.
 # Usage: ./reproduce.sh LINUX   (BOOTS=N, ACCEL=kvm|tcg, JOBS=N, WORK=DIR to change them)
 set -euo pipefail
 HERE=$(cd "$(dirname "${{BASH_SOURCE[0]}}")" && pwd)
-CULPRIT={culprit}
-PARENT={parent}
+OLD={old}  # the {old_name}
+NEW={new}  # the {new_name}
+ADJACENT={adjacent}  # 1: the {old_name} is the {new_name}'s first parent
 METRIC={metric}
 PASS_FAIL={pass_fail}  # 1: each boot passes (1) or fails (0), as kbisect judged them
 BOOTS=${{BOOTS:-{boots}}}
@@ -243,13 +249,14 @@ figure() {{  # RUN
 		}}'
 }}
 
-# KVM where a probe boot of the parent's kernel under it says done, else TCG, as kbisect.
+# KVM where a probe boot of the {old_name} kernel under it says done, else TCG, as kbisect.
 probe_accel() {{
 	local run="$WORK/runs/probe"
 	rm -rf "$run"
 	mkdir -p "$run"
 	if [ -r /dev/kvm ] && [ -w /dev/kvm ]; then
-		qemu_argv {probe} "$WORK/parent/build/arch/x86/boot/bzImage" "$WORK/initramfs.cpio" "$run"
+		qemu_argv {probe} "$WORK/{old_name}/build/arch/x86/boot/bzImage" "$WORK/initramfs.cpio" \
+			"$run"
 		timeout --signal=KILL {probe_timeout} "${{QEMU_ARGV[@]}}" > "$run/qemu.stderr" 2>&1 \
 			< /dev/null || true
 		if grep -aq '"event":"done","status":0' "$run/results.log"; then
@@ -281,33 +288,35 @@ main() {{
 		command -v "$t" > /dev/null || die "$t is missing: see README.md"
 	done
 	[ -x /bin/busybox ] || die "/bin/busybox is missing: see README.md"
-	git -C "$LINUX" cat-file -e "$CULPRIT^{{commit}}" 2> /dev/null ||
-		die "$LINUX has no commit $CULPRIT: fetch the tree the job bisected"
-	[ "$(git -C "$LINUX" rev-parse "$CULPRIT^")" = "$PARENT" ] ||
-		die "$PARENT is not $CULPRIT's parent in $LINUX"
+	for c in "$OLD" "$NEW"; do
+		git -C "$LINUX" cat-file -e "$c^{{commit}}" 2> /dev/null ||
+			die "$LINUX has no commit $c: fetch the tree the job ran on"
+	done
+	[ "$ADJACENT" = 0 ] || [ "$(git -C "$LINUX" rev-parse "$NEW^")" = "$OLD" ] ||
+		die "$OLD is not $NEW's parent in $LINUX"
 	JOBS=${{JOBS:-$(nproc)}}
 	CC=gcc
 	command -v ccache > /dev/null && CC="ccache gcc"
 	WORK=${{WORK:-$(mktemp -d "${{TMPDIR:-/tmp}}/kbisect-reproduce.XXXXXX")}}
 	mkdir -p "$WORK"
 	echo "work folder: $WORK (sources, builds, each boot's console.log; remove it after)"
-	build_kernel parent "$PARENT"
-	build_kernel culprit "$CULPRIT"
+	build_kernel {old_name} "$OLD"
+	build_kernel {new_name} "$NEW"
 	make_initramfs "$WORK/initramfs.cpio"
 	[ -n "$ACCEL" ] || ACCEL=$(probe_accel)
 	echo "booting each kernel $BOOTS times ($ACCEL), in turns: $METRIC of each boot"
-	printf '%-6s %-14s %-14s\n' boot "parent" "culprit"
+	printf '%-6s %-14s %-14s\n' boot {old_name} {new_name}
 	local i p c ps=() cs=()
 	for ((i = 1; i <= BOOTS; i++)); do
-		p=$(boot parent "$i")
-		c=$(boot culprit "$i")
+		p=$(boot {old_name} "$i")
+		c=$(boot {new_name} "$i")
 		ps+=("$p")
 		cs+=("$c")
 		printf '%-6s %-14s %-14s\n' "$i" "$p" "$c"
 	done
 	printf '%-6s %-14s %-14s\n' mean "$(mean "${{ps[@]}}")" "$(mean "${{cs[@]}}")"
-	echo "parent $PARENT"
-	echo "culprit $CULPRIT"
+	echo "{old_name} $OLD"
+	echo "{new_name} $NEW"
 	echo "consoles: $WORK/runs/*/console.log"
 }}
 

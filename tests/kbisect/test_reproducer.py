@@ -1,6 +1,7 @@
 """`kbisect reproduce ID DIR`: the files a finished bisection gives (hashes, configs, the
-guest, a script bash accepts whose QEMU argv is kbisect's own), guests' words escaped in
-the README, and the refusals (a running job, no culprit, a non-empty folder, a sweep)."""
+guest, a script bash accepts whose QEMU argv is kbisect's own), a sweep's changed pair,
+guests' words escaped in the README, and the refusals (a running job, no culprit, a
+non-empty folder, a sweep with no or several changed pairs)."""
 
 import asyncio
 import dataclasses
@@ -28,6 +29,14 @@ from kbisect.settings import Settings
 from kbisect.testcases import manifest as manifests
 from kbisect.testcases import runner
 from kbisect.workflows.bisect_types import BisectRequest, BisectResult, Step, Verification
+from kbisect.workflows.sweep_types import (
+    PairWord,
+    SweepBoot,
+    SweepPair,
+    SweepRequest,
+    SweepResult,
+    SweepTestcase,
+)
 
 JOB = "bisect-nvme-snapshot-read-0000000a"
 INV = "inv-nvme-snapshot-read-0000000b"
@@ -87,11 +96,15 @@ def _result(repo: Path, hashes: list[str], testcase: str = "nvme-snapshot-read")
     )
 
 
+def _ended(tmp_path: Path) -> BisectResult:
+    return _result(*_repo(tmp_path))
+
+
 def _found(tmp_path: Path, testcase: str = "nvme-snapshot-read") -> reproducer.Found:
     repo, hashes = _repo(tmp_path)
     result = _result(repo, hashes, testcase)
     parent = reproducer.parent_of(str(repo), hashes[2])
-    return reproducer.Found(result, JOB, hashes[2], parent, {}, manifests.load(testcase))
+    return reproducer.of_bisection(result, JOB, parent, {}, manifests.load(testcase))
 
 
 def _write(found: reproducer.Found, folder: Path) -> dict[str, tuple[bytes, int]]:
@@ -119,11 +132,13 @@ def test_the_files_hold_both_hashes_the_fragments_the_guest_and_a_script_bash_ta
     found = _found(tmp_path)
     out = tmp_path / "out"
     files = _write(found, out)
-    assert found.parent != found.culprit and len(found.parent) == 40
+    culprit, parent = found.new.commit, found.old.commit
+    assert parent != culprit and len(parent) == 40 and found.adjacent
     commits = (out / "commits").read_text()
-    assert commits == f"culprit {found.culprit}\nparent {found.parent}\n"
+    assert commits == f"culprit {culprit}\nparent {parent}\n"
     sh = (out / "reproduce.sh").read_text()
-    assert f"CULPRIT={found.culprit}\n" in sh and f"PARENT={found.parent}\n" in sh
+    assert f"NEW={culprit}  # the culprit\n" in sh and f"OLD={parent}  # the parent\n" in sh
+    assert "ADJACENT=1 " in sh and "build_kernel parent " in sh
     assert (out / "reproduce.sh").stat().st_mode & 0o111
     subprocess.run(["bash", "-n", str(out / "reproduce.sh")], check=True)
     # the fragments kbisect merges over tinyconfig, in its order, the testcase's last
@@ -151,13 +166,13 @@ def test_the_jobs_own_config_is_shipped_where_this_hosts_cache_built_it(tmp_path
     found = _found(tmp_path)
     manifest = manifests.load("nvme-snapshot-read")
     key = kconfig.config_hash(runner.build_spec(manifest), compiler_version())
-    git = Git(Path(found.result.repo))
-    for name, commit in (("culprit", found.culprit), ("parent", found.parent)):
+    git = Git(Path(found.repo))
+    for name, commit in (("culprit", found.new.commit), ("parent", found.old.commit)):
         entry = artifact_cache.entry_dir(git.tree_of(commit), key)
         entry.mkdir(parents=True)
         (entry / "config").write_text(f"CONFIG_KBISECT_TEST_{name.upper()}=y\n")
-    commits = {"culprit": found.culprit, "parent": found.parent}
-    configs = reproducer.job_configs(found.result.repo, commits, manifest)
+    commits = {"culprit": found.new.commit, "parent": found.old.commit}
+    configs = reproducer.job_configs(found.repo, commits, manifest)
     assert configs == {"culprit": "CONFIG_KBISECT_TEST_CULPRIT=y\n",
                        "parent": "CONFIG_KBISECT_TEST_PARENT=y\n"}  # fmt: skip
     out = tmp_path / "out"
@@ -184,10 +199,10 @@ def test_the_scripts_qemu_argv_is_kbisects_own_for_that_boot(
         tmp_path,
     )
     manifest = manifests.load(testcase)
-    prof = runner.profile(found.result.profile)
+    prof = runner.profile(found.profile)
     disks = [Disk(d.name, d.size_mib, prof) for d in manifest.disks]
     guest = GuestImage(initrd, tuple(manifest.tools), manifest.userland == "host")
-    art = Artifact(found.culprit, "", "", kernel, "", "")
+    art = Artifact(found.new.commit, "", "", kernel, "", "")
     if accel == "kvm-probe":  # kbisect's probe boot: KVM, no disks, the probe's word
         want = QemuMachine().boot_argv(Path(run), "kvm", art, guest, [], "kbisect.probe=1")
     else:
@@ -222,21 +237,21 @@ def test_a_boots_figure_is_the_median_of_its_scored_repetitions(tmp_path: Path) 
 
 
 def test_guests_and_repositories_words_are_one_escaped_line_in_the_readme(tmp_path: Path) -> None:
-    found = _found(tmp_path)
+    repo, hashes = _repo(tmp_path)
+    result = _result(repo, hashes, "nvme-snapshot-read")
     evil = "x\n# Injected heading\n![img](http://evil.example/p.png) <script>alert(1)</script>"
     result = dataclasses.replace(
-        found.result,
-        subjects={found.culprit: evil},
+        result,
+        subjects={result.culprit: evil},
         effect="-98%\n## also <img src=x> nan",
-        steps=[dataclasses.replace(s, scores=[float("inf"), 3.0]) for s in found.result.steps],
+        steps=[dataclasses.replace(s, scores=[float("inf"), 3.0]) for s in result.steps],
     )
+    manifest = manifests.load("nvme-snapshot-read")
+    found = reproducer.of_bisection(result, JOB, reproducer.parent_of(str(repo), hashes[2]), {},
+                                    manifest)  # fmt: skip
     readme = reproducer.readme(
-        dataclasses.replace(found, result=result),
-        manifests.load("nvme-snapshot-read"),
-        reproducer.plan(dataclasses.replace(found, result=result),
-                        manifests.load("nvme-snapshot-read"), Settings.from_env()),
-        3,
-    )  # fmt: skip
+        found, manifest, reproducer.plan(found, manifest, Settings.from_env()), 3
+    )
     headings = [ln for ln in readme.splitlines() if ln.startswith("#")]
     assert all(h.startswith(("# Reproducing", "## ")) for h in headings)
     assert "Injected" not in "".join(headings) and "also" not in "".join(headings)
@@ -248,7 +263,7 @@ def test_guests_and_repositories_words_are_one_escaped_line_in_the_readme(tmp_pa
 
 def test_a_metric_the_testcase_does_not_have_is_refused(tmp_path: Path) -> None:
     found = _found(tmp_path)
-    bad = dataclasses.replace(found, result=dataclasses.replace(found.result, metric="x;rm -rf"))
+    bad = dataclasses.replace(found, metric="x;rm -rf")
     with pytest.raises(UserError, match="not a metric of the testcase"):
         reproducer.files(bad, Settings.from_env())
 
@@ -287,8 +302,8 @@ def _serve(monkeypatch: pytest.MonkeyPatch, jobs: object) -> None:
 def test_an_investigations_id_writes_its_bisections_files_and_says_where(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    found = _found(tmp_path)
-    _serve(monkeypatch, _Jobs(found.result))
+    result = _ended(tmp_path)
+    _serve(monkeypatch, _Jobs(result))
     out = tmp_path / "out"
     assert main(["reproduce", INV, str(out)]) == 0
     said = capsys.readouterr()
@@ -297,7 +312,8 @@ def test_an_investigations_id_writes_its_bisections_files_and_says_where(
         f"run {out / 'reproduce.sh'} LINUX (see {out / 'README.md'})"
     )
     assert f"{INV}-bisect" in (out / "README.md").read_text()
-    assert f"PARENT={found.parent}" in (out / "reproduce.sh").read_text()
+    parent = Git(Path(result.repo)).resolve(f"{result.culprit}^")
+    assert f"OLD={parent}  # the parent" in (out / "reproduce.sh").read_text()
 
 
 @pytest.mark.parametrize(
@@ -308,7 +324,6 @@ def test_an_investigations_id_writes_its_bisections_files_and_says_where(
             INVESTIGATION_WORKFLOW,
             "did not name one commit",
         ),
-        ({}, SWEEP_WORKFLOW, f"not yet: {INV} is a sweep"),
         ({}, "ExplainWorkflow", f"{INV} is an explain job, not a bisection or an investigation"),
         ({"config": "/cache/configs/x.config"}, INVESTIGATION_WORKFLOW, "not yet: .* --config"),
     ],
@@ -321,9 +336,8 @@ def test_a_job_with_nothing_to_reproduce_is_one_line(
     kind: str,
     says: str,
 ) -> None:
-    found = _found(tmp_path)
     config = str(change.pop("config", ""))
-    jobs = _Jobs(dataclasses.replace(found.result, **change), kind)  # type: ignore[arg-type]
+    jobs = _Jobs(dataclasses.replace(_ended(tmp_path), **change), kind)  # type: ignore[arg-type]
     jobs.config = config
     _serve(monkeypatch, jobs)
     out = tmp_path / "out"
@@ -371,8 +385,7 @@ def test_a_folder_that_is_not_empty_is_refused_before_any_service_unless_forced(
     assert err == (
         f"kbisect: error: {out} is not empty: give a new or empty folder, or --force to write there"
     )
-    found = _found(tmp_path)
-    _serve(monkeypatch, _Jobs(found.result))
+    _serve(monkeypatch, _Jobs(_ended(tmp_path)))
     assert main(["reproduce", JOB, str(out), "--force"]) == 0
     assert (out / "reproduce.sh").is_file() and (out / "mine").read_text() == "keep me\n"
 
@@ -416,9 +429,110 @@ def test_the_scripts_initramfs_holds_what_kbisects_image_holds(tmp_path: Path) -
     work.mkdir()
     _bash(out / "reproduce.sh", f"WORK={work} make_initramfs {work}/image.cpio", tmp_path)
     theirs = _newc((work / "image.cpio").read_bytes())
-    reps = found.result.repetitions
+    reps = found.repetitions
     ours = build_image(manifest.tools, manifest.script, runner.guest_params(manifest, reps))
     want = _newc(Path(ours.initramfs).read_bytes())
     assert "usr/sbin/dmsetup" in want and "bin/sh" in want and "kbisect/params.sh" in want
     assert sorted(theirs) == sorted(want)
     assert {p: e for p, e in theirs.items() if e != want[p]} == {}
+
+
+# --- a sweep's changed pair ----------------------------------------------------------------
+SWEEP = "sweep-nvme-snapshot-read-0000000c"
+
+
+def _swept(repo: Path, hashes: list[str], changed: tuple[int, ...] = (2,)) -> SweepResult:
+    """A sweep of the three commits on the seed's testcase; the pairs ending at `changed`
+    (indices) changed."""
+    tc = SweepTestcase("nvme-snapshot-read", "avg_read_sectors", "sectors", "higher", "fast", 3,
+                       60.0, exact=True)  # fmt: skip
+
+    def pair(i: int) -> SweepPair:
+        word, direction = (PairWord.CHANGED, "worse") if i in changed else (PairWord.SAME, "")
+        return SweepPair(tc.name, tc.metric, tc.unit, i - 1, i, word, direction, -0.984,
+                         -0.986, -0.982, boots_old=2, boots_new=2)  # fmt: skip
+
+    pairs = [pair(1), pair(2)]
+    values = {0: 512.0, 1: 512.0, 2: 8.0}
+    boots = [SweepBoot(tc.name, k, values[k], [values[k]] * 3) for k in (0, 1, 2) for _ in (1, 2)]
+    names = ["v6.1", "block-tidy", "nvme-nomerges"]
+    return SweepResult(str(repo), hashes, names, ["Linux 6.1", "block: tidy", "nvme: NOMERGES"],
+                       [tc], pairs, boots, 2)  # fmt: skip
+
+
+class _SweepJobs:
+    def __init__(self, result: SweepResult) -> None:
+        self.r = result
+
+    async def describe(self, job_id: str) -> SimpleNamespace:
+        return SimpleNamespace(workflow_type=SWEEP_WORKFLOW)
+
+    async def sweep_result(self, job_id: str) -> SweepResult:
+        return self.r
+
+    async def sweep_request(self, job_id: str) -> SweepRequest:
+        return SweepRequest(self.r.repo, self.r.kernels, ["nvme-snapshot-read"])
+
+
+def test_a_sweeps_changed_pair_is_its_new_kernel_against_its_old_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo, hashes = _repo(tmp_path)
+    _serve(monkeypatch, _SweepJobs(_swept(repo, hashes)))
+    out = tmp_path / "out"
+    assert main(["reproduce", SWEEP, str(out)]) == 0, capsys.readouterr().err
+    assert (out / "commits").read_text() == f"new {hashes[2]}\nold {hashes[1]}\n"
+    sh = (out / "reproduce.sh").read_text()
+    assert f"NEW={hashes[2]}  # the new\n" in sh and f"OLD={hashes[1]}  # the old\n" in sh
+    assert "ADJACENT=1 " in sh and "build_kernel old " in sh  # block-tidy is its parent
+    subprocess.run(["bash", "-n", str(out / "reproduce.sh")], check=True)
+    readme = (out / "README.md").read_text()
+    assert f"found kernel 3 `{hashes[2]}` worse than kernel 2 `{hashes[1]}`" in readme
+    assert "| old (kernel 2: block-tidy) | " in readme and "| 512 | 2 | 512, 512 |" in readme
+    assert "| new (kernel 3: nvme-nomerges) | " in readme and "| 8 | 2 | 8, 8 |" in readme
+    assert "-98.4% (95% CI -98.6% to -98.2%)" in readme
+    assert f"kbisect bisect --repo LINUX --good {hashes[1]} --bad {hashes[2]}" in readme
+
+
+def test_a_pair_that_is_not_a_commit_and_its_parent_is_built_without_that_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo, hashes = _repo(tmp_path)
+    swept = _swept(repo, [hashes[0], hashes[2]], changed=(1,))  # Linux 6.1, then the culprit
+    swept.pairs, swept.names = swept.pairs[:1], swept.names[:2]
+    _serve(monkeypatch, _SweepJobs(swept))
+    out = tmp_path / "out"
+    assert main(["reproduce", SWEEP, str(out)]) == 0
+    sh = (out / "reproduce.sh").read_text()
+    assert "ADJACENT=0 " in sh and f"OLD={hashes[0]}  # the old" in sh
+    readme = (out / "README.md").read_text()
+    assert f"The old kernel is `{hashes[0]}`." in readme and "Its parent is" not in readme
+
+
+@pytest.mark.parametrize(
+    ("changed", "argv", "says"),
+    [
+        ((), [], "changed no pair: there is nothing to reproduce"),
+        ((1, 2), [], "changed more than one pair: give --pair N, N one of 2, 3"),
+        ((1, 2), ["--pair", "4"], "changed no pair ending at kernel 4"),
+    ],
+)
+def test_a_sweep_without_one_changed_pair_is_one_line(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    changed: tuple[int, ...],
+    argv: list[str],
+    says: str,
+) -> None:
+    repo, hashes = _repo(tmp_path)
+    _serve(monkeypatch, _SweepJobs(_swept(repo, hashes, changed)))
+    out = tmp_path / "out"
+    assert main(["reproduce", SWEEP, str(out), *argv]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and says in err, err
+    assert not out.exists()
+    # a pair named among several: that one
+    if len(changed) == 2:
+        assert main(["reproduce", SWEEP, str(out), "--pair", "2"]) == 0
+        assert (out / "commits").read_text() == f"new {hashes[1]}\nold {hashes[0]}\n"
