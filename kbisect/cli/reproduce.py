@@ -3,7 +3,6 @@ a folder that reproduces it without kbisect (kbisect.reports.reproducer says wha
 it)."""
 
 import argparse
-import dataclasses
 import os
 from pathlib import Path
 
@@ -62,12 +61,11 @@ async def _sweep_pair(client: JobClient, job: str, pair: int | None) -> reproduc
     req = await client.sweep_request(job)
     if req is not None and req.config:
         raise UserError(_OWN_CONFIG.format(job=job))
-    old, new = result.kernels[changed.old], result.kernels[changed.new]
+    old, new = reproducer.sweep_commits(result, job, changed)
     manifest = manifests.load(changed.testcase, Path(result.repo))
-    found = reproducer.of_sweep(result, job, changed, {}, manifest, adjacent=False)
     adjacent = reproducer.first_parent(result.repo, new) == old
     configs = reproducer.job_configs(result.repo, {"new": new, "old": old}, manifest)
-    return dataclasses.replace(found, configs=configs, adjacent=adjacent)
+    return reproducer.of_sweep(result, job, changed, configs, manifest, adjacent)
 
 
 def write(folder: Path, files: dict[str, tuple[bytes, int]]) -> None:

@@ -188,7 +188,7 @@ async def execute(
             return replace(reply, text="\n".join([reply.text, *said]))
         return await _execute(cmd, client, settings, owns, by, claim)
     except KbisectError as exc:
-        return Reply(text=door_words(" ".join(str(exc).split())), ok=False)
+        return Reply(text=" ".join(str(exc).split()), ok=False)
 
 
 def from_mail(cmd: Command, mail: bytes | None, settings: Settings) -> tuple[Command, list[str]]:
@@ -199,7 +199,6 @@ def from_mail(cmd: Command, mail: bytes | None, settings: Settings) -> tuple[Com
             "refused: bisect from-report reads an LKP report: send the command as a reply to "
             "the mail (pasted, or its file), or paste the mail below the command's line"
         )
-    report = lkp_report.parse(lkp_report.mail_text(mail, "the mail"))
     given = lkp_job.Given(
         testcase=cmd.one("testcase"),
         metric=cmd.one("metric"),
@@ -209,14 +208,16 @@ def from_mail(cmd: Command, mail: bytes | None, settings: Settings) -> tuple[Com
         tree=cmd.one("tree"),
         option=lambda name: f"{name}=",
     )
-    filled = lkp_job.fill(report, given, Trees(settings).all())
-    keys = {k: v for k, v in cmd.keys.items() if k not in ("good", "dry-run")}
-    keys.update(testcase=[filled.testcase], mode=[filled.mode], bad=[filled.bad])
-    keys.update(good=[",".join(filled.good)], tree=[filled.tree or ""])
+    try:  # lkp_report says what is missing in the command line's words
+        report = lkp_report.parse(lkp_report.mail_text(mail, "the mail"))
+        filled = lkp_job.fill(report, given, Trees(settings).all())
+    except UserError as exc:
+        raise UserError(door_words(str(exc))) from exc
+    keys = {**cmd.keys, "testcase": [filled.testcase], "mode": [filled.mode]}
+    keys.update(good=[",".join(filled.good)], bad=[filled.bad], tree=[filled.tree or ""])
     if filled.metric:
         keys["metric"] = [filled.metric]
-    dry = {"dry-run": cmd.keys["dry-run"]} if "dry-run" in cmd.keys else {}
-    return Command(verb="bisect", keys={**keys, **dry}), filled.lines
+    return Command(verb="bisect", keys=keys), filled.lines
 
 
 # The command line's options in a refusal (lkp_report's), as a door writes them.

@@ -28,6 +28,7 @@ from kbisect.infra.git import Git
 from kbisect.infra.initramfs import GUEST_FILES, TOOL_PACKAGES, guest_file, params_file
 from kbisect.infra.qemu import QEMU, QemuMachine
 from kbisect.model import Artifact, Disk, GuestImage
+from kbisect.reports import sweep_report
 from kbisect.reports.email_report import figure, figures, reproduce_lines, text
 from kbisect.reports.job_report import terms
 from kbisect.reports.lines import md_code, md_text
@@ -237,6 +238,17 @@ def changed_pair(result: SweepResult, job: str, new: int | None) -> SweepPair:
     raise UserError(f"sweep {job} changed more than one pair: give --pair N, N one of {ends}")
 
 
+def sweep_commits(result: SweepResult, job: str, pair: SweepPair) -> tuple[str, str]:
+    """The pair's old and new commits (full hashes); UserError for prebuilt kernels."""
+    old, new = result.kernels[pair.old], result.kernels[pair.new]
+    if is_kernel_list(Path(result.repo)) or not (HASH.fullmatch(old) and HASH.fullmatch(new)):
+        raise UserError(
+            f"not yet: sweep {job} measured prebuilt kernels, not commits: reproduce a "
+            "sweep of the commits they were built from"
+        )
+    return old, new
+
+
 def of_sweep(
     result: SweepResult,
     job: str,
@@ -245,20 +257,15 @@ def of_sweep(
     manifest: manifests.Manifest,
     adjacent: bool,
 ) -> Found:
-    """A sweep's changed pair: its new kernel against its old one (each a full hash)."""
-    for i in (pair.old, pair.new):
-        if is_kernel_list(Path(result.repo)) or not HASH.fullmatch(result.kernels[i]):
-            raise UserError(
-                f"not yet: sweep {job} measured prebuilt kernels, not commits: reproduce a "
-                "sweep of the commits they were built from"
-            )
+    """A sweep's changed pair (sweep_commits): its new kernel against its old one."""
+    old, new = sweep_commits(result, job, pair)
     testcase = next((t for t in result.testcases if t.name == pair.testcase), None)
+    values = sweep_report.values_by_kernel(result, pair.testcase)
 
     def side(name: str, i: int) -> Side:
-        boots = [b for b in result.boots if b.kernel == i and b.testcase == pair.testcase]
-        scores = tuple(b.value for b in boots if b.value is not None)
-        label = f"{name} (kernel {i + 1}: {md_text(text(result.names[i], NAME_CAP))})"
-        return Side(name, label, result.kernels[i], scores, len(boots))
+        boots = sum(b.kernel == i and b.testcase == pair.testcase for b in result.boots)
+        label = f"{name} (kernel {i + 1}: {md_text(text(sweep_report.label(result, i), NAME_CAP))})"
+        return Side(name, label, result.kernels[i], tuple(values[i]), boots)
 
     word = md_text(text(pair.direction or pair.verdict, 20))
     claim = (
@@ -275,7 +282,6 @@ def of_sweep(
     tuning = f" --profile {q(testcase.profile)}" if testcase else ""
     tuning += f" --repetitions {testcase.repetitions}" if testcase else ""
     tc = f"--testcase {q(text(pair.testcase, NAME_CAP))}"
-    old, new = result.kernels[pair.old], result.kernels[pair.new]
     return Found(
         job=job,
         repo=result.repo,
