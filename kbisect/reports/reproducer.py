@@ -279,8 +279,8 @@ def of_sweep(
         else "not measured"
     )
     q = shlex.quote
-    tuning = f" --profile {q(testcase.profile)}" if testcase else ""
-    tuning += f" --repetitions {testcase.repetitions}" if testcase else ""
+    profile = f" --profile {q(testcase.profile)}" if testcase else ""  # sweep takes no more
+    tuning = profile + (f" --repetitions {testcase.repetitions}" if testcase else "")
     tc = f"--testcase {q(text(pair.testcase, NAME_CAP))}"
     return Found(
         job=job,
@@ -296,7 +296,7 @@ def of_sweep(
         claim=claim,
         effect=f"The new kernel against the old one: {interval}.",
         with_kbisect=[
-            f"kbisect sweep --repo LINUX {tc} --kernels {old},{new}",
+            f"kbisect sweep --repo LINUX {old} {new} {tc}{profile}",
             f"kbisect bisect --repo LINUX --good {old} --bad {new} {tc}{tuning}",
         ],
         build_seconds=[],

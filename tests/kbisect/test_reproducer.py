@@ -492,6 +492,10 @@ def test_a_sweeps_changed_pair_is_its_new_kernel_against_its_old_one(
     assert "| new (kernel 3: nvme-nomerges) | " in readme and "| 8 | 2 | 8, 8 |" in readme
     assert "-98.4% (95% CI -98.6% to -98.2%)" in readme
     assert f"kbisect bisect --repo LINUX --good {hashes[1]} --bad {hashes[2]}" in readme
+    # the sweep again: its revisions as the command takes them (--kernels is prebuilt files)
+    sweep = next(ln for ln in readme.splitlines() if ln.strip().startswith("kbisect sweep "))
+    assert f"--repo LINUX {hashes[1]} {hashes[2]} --testcase nvme-snapshot-read" in sweep, sweep
+    assert "--kernels" not in sweep and "--repetitions" not in sweep  # sweep takes neither
 
 
 def test_a_pair_that_is_not_a_commit_and_its_parent_is_built_without_that_check(
