@@ -16,12 +16,12 @@ import re
 import shutil
 import subprocess
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kbisect.errors import UnknownTestcaseError, UserError
 from kbisect.infra.atomic_write import publish_folder
-from kbisect.testcases import kselftest
+from kbisect.testcases import fio_job, kselftest
 
 # KIND[:ARG...]: a kind's name, then its arguments, of the characters of a manifest's
 # param values less '/' and ':' (they end up in params and in a job's id).
@@ -31,10 +31,13 @@ FRAGMENT = "# nothing beyond the base config and the host userland's options\n"
 
 @dataclass(frozen=True)
 class Rendered:
-    """A kind's testcase: the text of its manifest and guest script."""
+    """A kind's testcase: the text of its manifest, guest script and config fragment, and
+    the files its guest reads from /kbisect/ (an imported fio job)."""
 
     manifest: str
     script: str
+    fragment: str = FRAGMENT
+    files: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -44,19 +47,23 @@ class Kind:
     description: str
     render: Callable[[str, list[str]], Rendered]  # (testcase name, arguments)
     check: Callable[[list[str]], None] = lambda _: None  # what only a host's tools can tell
+    imported: bool = False  # its argument is a file of the user's: `testcase new --from` only
 
 
 def _manifest(
     name: str,
     description: str,
-    tool: str,
+    tools: tuple[str, ...],
     primary: str,
     metrics: dict[str, tuple[str, str, str]],
     params: dict[str, str],
     repetitions: int = 3,
     timeout: int = 600,
+    files: tuple[str, ...] = (),
+    disks: dict[str, int] | None = None,
 ) -> str:
-    """A host-userland manifest; metrics: name -> (unit, better, description)."""
+    """A host-userland manifest; metrics: name -> (unit, better, description); disks:
+    name -> MiB, each an NVMe disk the script finds at KB_DISK_<name>."""
     lines = [
         f"# {description}",
         f"name = {_toml(name)}",
@@ -65,14 +72,16 @@ def _manifest(
         f"repetitions = {repetitions}",
         "warmup = 1               # the first run warms caches (TCG's code cache): not scored",
         f"timeout = {timeout}",
-        f'tools = ["{tool}"]',
+        f"tools = {json.dumps(list(tools))}",
         'config = "config.fragment"',
         'script = "guest.sh"',
         'userland = "host"        # the tool and its libraries from the host\'s root filesystem',
-        "",
-        "[params]",
-        *(f"{key} = {_toml(value)}" for key, value in params.items()),
     ]
+    if files:
+        lines.append(f"files = {json.dumps(list(files))}   # shipped to /kbisect/ in the guest")
+    lines += ["", "[params]", *(f"{key} = {_toml(value)}" for key, value in params.items())]
+    for disk, mib in (disks or {}).items():
+        lines += ["", "[[disks]]", f"name = {_toml(disk)}", f"size_mib = {mib}"]
     for metric, (unit, better, text) in metrics.items():
         lines += ["", f"[metrics.{metric}]", f"unit = {_toml(unit)}", f"better = {_toml(better)}"]
         lines.append(f"description = {_toml(text)}")
@@ -84,11 +93,14 @@ def _toml(text: str) -> str:
     return json.dumps(text)
 
 
-def _script(name: str, body: str) -> str:
-    """A guest script: KB_REPETITIONS runs of `body`, which reports with kb_metric "$rep"."""
+def _script(name: str, body: str, prelude: str = "") -> str:
+    """A guest script: `prelude` once, then KB_REPETITIONS runs of `body`, which reports
+    with kb_metric "$rep"."""
     return (
         f"# {name}: runs on the host's root filesystem under `sh -e`, with the kb_* helpers,\n"
-        "# the manifest's params and KB_REPETITIONS (warm-up ones included).\n"
+        "# the manifest's params, KB_DISK_<name> for each disk and KB_REPETITIONS (warm-up\n"
+        "# ones included).\n"
+        f"{prelude}"
         "rep=1\n"
         'while [ "$rep" -le "$KB_REPETITIONS" ]; do\n'
         f"{body}"
@@ -119,7 +131,7 @@ def _one_figure(
     )
     description = f"{title}: {text}"
     manifest = _manifest(
-        name, description, tool, key, {key: (unit, better, text)}, params, repetitions
+        name, description, (tool,), key, {key: (unit, better, text)}, params, repetitions
     )
     return Rendered(manifest, _script(name, body))
 
@@ -171,15 +183,27 @@ def _stressors(args: list[str]) -> None:
 def _stress_ng(name: str, args: list[str]) -> Rendered:
     if not args:
         raise UserError(f"name a stressor: {STRESS_NG}, e.g. stress-ng:switch")
-    _arity(args, 2, STRESS_NG)
     stressor = args[0]
     if not STRESSOR_RE.fullmatch(stressor):
         raise UnknownTestcaseError(f"{stressor!r} is no stressor's name: {STRESS_NG}")
+    _arity(args, 3 if stressor == "hdd" else 2, HDD if stressor == "hdd" else STRESS_NG)
     workers = _number(args[1], "WORKERS", 1, 64, STRESS_NG) if len(args) > 1 else "1"
-    description = f"stress-ng --{stressor} {workers}: bogo operations per second"
+    params = {"STRESSOR": stressor, "WORKERS": workers, "SECONDS_EACH": "5"}
+    on_disk = stressor in IO_STRESSORS
+    description = f"stress-ng --{stressor} {workers}: bogo operations per second" + (
+        " on ext4 on an NVMe disk" if on_disk else ""
+    )
+    options = ""
+    if stressor == "hdd":
+        params["HDD_BYTES"] = "64m"  # each worker's file: the disk holds 64 workers' twice
+        options = '\t\t--hdd-bytes "$HDD_BYTES" \\\n'
+        if len(args) > 2:
+            params["HDD_OPTS"] = _hdd_opts(args[2])
+            options += '\t\t--hdd-opts "$(echo "$HDD_OPTS" | tr + ,)" \\\n'
     body = (
         '\tstress-ng --"$STRESSOR" "$WORKERS" --timeout "${SECONDS_EACH}s" --metrics-brief \\\n'
-        "\t\t--temp-path /tmp --yaml /tmp/kb-stress.yaml\n"
+        f"{options}"
+        f"\t\t--temp-path {IO_MOUNT if on_disk else '/tmp'} --yaml /tmp/kb-stress.yaml\n"
         "\tops=$(awk '$1 == \"bogo-ops-per-second-real-time:\" {print $2; exit}' "
         "/tmp/kb-stress.yaml)\n"
         "\tcpu=$(awk '$1 == \"bogo-ops-per-second-usr-sys-time:\" {print $2; exit}' "
@@ -192,11 +216,52 @@ def _stress_ng(name: str, args: list[str]) -> Rendered:
         "ops_per_sec": ("ops/s", "higher", "bogo operations per second of wall time"),
         "ops_per_cpu_sec": ("ops/s", "higher", "bogo operations per second of CPU time"),
     }
-    params = {"STRESSOR": stressor, "WORKERS": workers, "SECONDS_EACH": "5"}
-    return Rendered(
-        _manifest(name, description, "stress-ng", "ops_per_sec", metrics, params),
-        _script(name, body),
+    if not on_disk:
+        return Rendered(
+            _manifest(name, description, ("stress-ng",), "ops_per_sec", metrics, params),
+            _script(name, body),
+        )
+    manifest = _manifest(
+        name,
+        description,
+        ("stress-ng", "mkfs.ext4"),
+        "ops_per_sec",
+        metrics,
+        params,
+        disks={"data": IO_DISK_MIB},
     )
+    return Rendered(manifest, _script(name, body, IO_PRELUDE), IO_FRAGMENT)
+
+
+HDD = "stress-ng:hdd[:WORKERS[:OPTS]], OPTS stress-ng's --hdd-opts joined by + (direct+rd-seq)"
+# stress-ng 0.15's --hdd-opts
+HDD_OPTS = frozenset(
+    {"direct", "dsync", "iovec", "fsync", "fdatasync", "noatime", "sync", "syncfs", "utimes"}
+    | {"rd-rnd", "rd-seq", "wr-rnd", "wr-seq", "fadv-dontneed", "fadv-noreuse", "fadv-normal"}
+    | {"fadv-rnd", "fadv-seq", "fadv-willneed"}
+)
+# The stressors that do file I/O: they run on ext4 on an NVMe disk of their own (where a
+# block-layer or driver change shows, direct I/O reaching the device), not on the
+# guest's tmpfs.
+IO_STRESSORS = frozenset({"hdd", "aio", "aiol", "iomix", "readahead", "rawdev", "seek"})
+IO_MOUNT = "/tmp/kb-io"
+IO_DISK_MIB = 1024
+IO_FRAGMENT = "# the file system the I/O stressors run on\nCONFIG_EXT4_FS=y\n"
+# Inode tables and journal written now, so no lazy-init thread writes during the runs.
+IO_PRELUDE = (
+    'mkfs.ext4 -q -F -E nodiscard,lazy_itable_init=0,lazy_journal_init=0 "$KB_DISK_data"\n'
+    f"mkdir -p {IO_MOUNT}\n"
+    f'mount -t ext4 "$KB_DISK_data" {IO_MOUNT}\n'
+)
+
+
+def _hdd_opts(text: str) -> str:
+    unknown = [o for o in text.split("+") if o not in HDD_OPTS]
+    if unknown:
+        raise UnknownTestcaseError(
+            f"unknown --hdd-opts {unknown[0]!r}: of {', '.join(sorted(HDD_OPTS))} ({HDD})"
+        )
+    return text
 
 
 HACKBENCH = "hackbench[:pipe|socket][:GROUPS]"
@@ -302,10 +367,45 @@ def _cyclictest(name: str, args: list[str]) -> Rendered:
     }
     return Rendered(
         _manifest(
-            name, description, "cyclictest", "latency_p99", metrics, {"SECONDS_EACH": seconds}
+            name, description, ("cyclictest",), "latency_p99", metrics, {"SECONDS_EACH": seconds}
         ),
         _script(name, body),
     )
+
+
+def _fio(name: str, args: list[str]) -> Rendered:
+    """An imported fio job (testcases.fio_job): its figures for what it does, the first
+    direction's bandwidth primary."""
+    job = fio_job.read_job(Path(args[0]))
+    metrics = {
+        f"{d}_{figure}": (unit, better, f"{d} {text}")
+        for d in job.directions
+        for figure, (unit, better, text) in fio_job.FIGURES.items()
+    }
+    primary = f"{job.directions[0]}_bw_mbps"
+    description = f"fio job {job.file_name} on a raw NVMe disk: {job.directions[0]} bandwidth"
+    body = (
+        "\tsync\n"
+        "\techo 3 > /proc/sys/vm/drop_caches\n"
+        f"\tfio --output-format=json --output=/tmp/kb-fio.json /kbisect/{job.file_name}\n"
+        f"\tpython3 -c '{fio_job.SUMMARY}' /tmp/kb-fio.json {' '.join(job.directions)} "
+        "> /tmp/kb-fio.metrics\n"
+        '\twhile read -r metric value; do kb_metric "$rep" "$metric" "$value"; done '
+        "< /tmp/kb-fio.metrics\n"
+    )
+    manifest = _manifest(
+        name,
+        description,
+        ("fio", "python3"),
+        primary,
+        metrics,
+        {},
+        timeout=900,
+        files=(job.file_name,),
+        disks={"data": job.disk_mib},
+    )
+    prelude = 'export KB_DEV="$KB_DISK_data"   # the job file\'s filename\n'
+    return Rendered(manifest, _script(name, body, prelude), files={job.file_name: job.text})
 
 
 def _kselftest(name: str, args: list[str]) -> Rendered:
@@ -327,6 +427,7 @@ KINDS = {
         Kind("sysbench", SYSBENCH, "sysbench's cpu, memory, threads and mutex", _sysbench),
         Kind("cyclictest", CYCLICTEST, "rt-tests' cyclictest, latency p99 and max", _cyclictest),
         Kind(kselftest.KIND, kselftest.USAGE, "a kernel selftest, pass/fail", _kselftest),
+        Kind(fio_job.KIND, fio_job.USAGE, "your own fio job file, imported", _fio, imported=True),
     )
 }
 
@@ -336,6 +437,11 @@ def split(name: str) -> tuple[Kind, list[str]] | None:
     kind = KINDS.get(name.partition(":")[0])
     if kind is None:
         return None
+    if kind.imported:
+        raise UserError(
+            f"{name}: a {kind.name} testcase is imported from your file, not named: "
+            f"'kbisect testcase new NAME --from {kind.usage}', then --testcase NAME"
+        )
     m = KIND_NAME_RE.fullmatch(name)
     if m is None:
         raise UnknownTestcaseError(
@@ -348,6 +454,9 @@ def split(name: str) -> tuple[Kind, list[str]] | None:
 def render(name: str, as_name: str = "") -> Rendered:
     """The testcase `name` names, called `as_name` if given (`testcase new --from`);
     UserError: an argument the kind does not take."""
+    kind_name, _, path = name.partition(":")
+    if as_name and kind_name in KINDS and KINDS[kind_name].imported:
+        return KINDS[kind_name].render(as_name, [path])
     found = split(name)
     if found is None:
         raise UnknownTestcaseError(f"{name!r} names no testcase kind: {usage()}")
@@ -366,7 +475,9 @@ def write(folder: Path, rendered: Rendered) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "manifest.toml").write_text(rendered.manifest)
     (folder / "guest.sh").write_text(rendered.script)
-    (folder / "config.fragment").write_text(FRAGMENT)
+    (folder / "config.fragment").write_text(rendered.fragment)
+    for file_name, text in rendered.files.items():
+        (folder / file_name).write_text(text)
 
 
 def materialize(name: str, cache: Path, repo: Path | None = None) -> Path:
@@ -378,7 +489,8 @@ def materialize(name: str, cache: Path, repo: Path | None = None) -> Path:
         split(name)  # its characters checked as any kind's
         return kselftest.materialize(name, cache, repo)
     rendered = render(name)
-    digest = hashlib.sha256(f"{rendered.manifest}\0{rendered.script}".encode()).hexdigest()[:16]
+    text = f"{rendered.manifest}\0{rendered.script}\0{rendered.fragment}"
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
     folder = cache / "testcase-kinds" / f"{slug(name)}-{digest}"
     return publish_folder(folder, lambda partial: write(partial, rendered), "manifest.toml")
 

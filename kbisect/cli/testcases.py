@@ -169,7 +169,8 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
         dest="kind",
         metavar="KIND",
         help="start from a testcase kind instead of the skeleton, e.g. stress-ng:switch, "
-        "hackbench:pipe ('kbisect testcases' lists the kinds)",
+        "hackbench:pipe, or fio:JOB.fio (your fio job file, copied in) ('kbisect testcases' "
+        "lists the kinds)",
     )
     new.set_defaults(func=cmd_testcase_new)
     chk = tsub.add_parser("check", help="check a testcase, and boot it once on a kernel")

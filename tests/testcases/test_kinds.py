@@ -182,3 +182,36 @@ def test_memcpy_under_an_emulator_reads_mb_per_sec_as_gb(
         "# Copying 64MB bytes ...\n\n 613.75 MB/sec\n"
     )
     assert _run("perf-bench:mem-memcpy", stubs, tmp_path) == {"gb_per_sec": 0.61375}
+
+
+def test_an_io_stressor_runs_on_ext4_on_its_own_disk_with_its_hdd_opts(
+    stubs: Path, tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(kinds, "_host_stressors", lambda: frozenset({"switch", "hdd"}))
+    m = manifest.load("stress-ng:hdd:2:direct+rd-seq")
+    assert [(d.name, d.size_mib) for d in m.disks] == [("data", kinds.IO_DISK_MIB)]
+    assert m.tools == ["stress-ng", "mkfs.ext4"] and "CONFIG_EXT4_FS=y" in m.config_fragment
+    assert m.params["HDD_OPTS"] == "direct+rd-seq"
+    calls = tmp_path / "calls"
+    for tool in ("mkfs.ext4", "mount"):  # each says what it was asked
+        (stubs / tool).write_text(f'#!/bin/sh\necho "{tool} $*" >> {calls}\n')
+        (stubs / tool).chmod(0o755)
+    stress = (stubs / "stress-ng").read_text()
+    (stubs / "stress-ng").write_text(
+        stress.replace("#!/bin/sh\n", f'#!/bin/sh\necho "$0 $*" >> {calls}\n')
+    )
+    monkeypatch.setenv("KB_DISK_data", "/dev/nvme0n1")
+    assert _run("stress-ng:hdd:2:direct+rd-seq", stubs, tmp_path)["ops_per_sec"] > 0
+    said = calls.read_text()
+    assert f"mount -t ext4 /dev/nvme0n1 {tmp_path}/kb-io" in said
+    assert (
+        "mkfs.ext4 -q -F -E nodiscard,lazy_itable_init=0,lazy_journal_init=0 /dev/nvme0n1" in said
+    )
+    assert "--hdd 2 " in said and "--hdd-opts direct,rd-seq" in said
+    assert f"--temp-path {tmp_path}/kb-io" in said
+    switch = manifest.load("stress-ng:switch")  # a CPU stressor: no disk, no file system
+    assert switch.disks == [] and "EXT4" not in switch.config_fragment
+    with pytest.raises(UnknownTestcaseError, match="unknown --hdd-opts 'o-direct'"):
+        manifest.load("stress-ng:hdd:1:o-direct")
+    with pytest.raises(UserError, match="too many arguments"):
+        manifest.load("stress-ng:switch:1:direct")
