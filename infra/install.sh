@@ -2,7 +2,8 @@
 # Installs what kbisect needs to run on Debian 12: the kernel build toolchain, QEMU, guest
 # tools (fio, perf, blktrace and iostat run in guests from the host's root filesystem, and
 # the stock benchmarks kbisect names as testcase kinds: stress-ng, rt-tests' hackbench and
-# cyclictest, sysbench),
+# cyclictest, sysbench; e2fsprogs for the file stressors' ext4 disk; iperf3, the host's peer
+# for network throughput),
 # Debian's kernel source, libvirt (the second Machine backend: its daemon, virsh, and what
 # building its Python binding needs), and a virtualenv at .venv/ with pinned Python
 # packages.
@@ -24,7 +25,7 @@ esac
 packages=(
   qemu-system-x86 gcc make flex bison bc libelf-dev libssl-dev cpio ccache perl
   busybox-static dmsetup fio linux-source-6.1 xz-utils git python3 python3-venv
-  linux-perf blktrace sysstat kmod squashfs-tools stress-ng rt-tests sysbench
+  linux-perf blktrace sysstat kmod squashfs-tools stress-ng rt-tests sysbench e2fsprogs iperf3
   libvirt-daemon-system libvirt-clients libvirt-dev pkg-config python3-dev
 )
 ! $tests || packages+=(nginx openssl chromium chromium-driver)
