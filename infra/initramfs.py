@@ -155,6 +155,7 @@ def build_image(
     mode: str = "",
     modules: dict[str, bytes] | None = None,
     userland_image: str = "",
+    peer: tuple[str, ...] = (),
 ) -> GuestImage:
     """The cached initramfs for these tools, this testcase script and its parameters;
     `host_root`: the guest runs the script on the host's root filesystem; `extra`: the
@@ -164,7 +165,8 @@ def build_image(
     statistics, under perf where the guest has it);
     `modules`: kernel modules (name -> file) init loads first, in this order;
     `userland_image`: with `host_root`, the host userland's image (infra.host_userland)
-    the guest mounts instead of the host's root over 9p."""
+    the guest mounts instead of the host's root over 9p; `peer`: the host client's options
+    (GuestImage.peer), nothing of the image's."""
     params_sh = params_file(params)
     entries = _tree(
         sorted(set(tools)),
@@ -193,6 +195,7 @@ def build_image(
         host_root=host_root,
         modules=tuple(modules or ()),
         userland_image=userland_image if host_root else "",
+        peer=peer,
     )
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from kbisect.errors import InfraError
+from kbisect.errors import InfraError, UserError
 from kbisect.infra import qemu
 from kbisect.infra.libvirt_xml import DomainSpec, domain_xml
 from kbisect.infra.processes import boot_id, start_time
@@ -382,6 +382,11 @@ class LibvirtMachine:
         cmdline: str = "",
         progress: Callable[[str], None] = lambda _: None,
     ) -> GuestRun:
+        if guest.peer:
+            raise UserError(
+                "this testcase runs a client on the host beside its guest (iperf3), which the "
+                "libvirt machine does not: run it on a worker with KBISECT_MACHINE=qemu"
+            )
         hv = self._connect(self.uri)  # a missing daemon fails here, before anything is made
         try:
             sweep(hv, _scope())

@@ -26,7 +26,7 @@ from typing import BinaryIO
 
 from kbisect import settings
 from kbisect.errors import InfraError
-from kbisect.infra import atomic_write, host_lock, printable
+from kbisect.infra import atomic_write, host_lock, net_peer, printable
 from kbisect.infra.procs import die_with_parent
 from kbisect.model import Artifact, DeviceProfile, Disk, GuestImage, GuestRun, Outcome
 
@@ -534,13 +534,17 @@ class QemuMachine:
         progress: Callable[[str], None],
     ) -> GuestRun:
         argv = self.boot_argv(run_dir, accel, artifact, guest, disks, cmdline)
+        port = net_peer.free_port() if guest.peer else 0
+        argv += net_peer.netdev_args(port) if guest.peer else []
+        peer = net_peer.Peer(run_dir, port, guest.peer) if guest.peer else None
         _, scratch = make_images(run_dir, disks)
         (run_dir / "qemu.argv").write_text("\n".join(argv) + "\n")
         began = time.monotonic()
         try:
             with open(run_dir / "qemu.stderr", "wb") as err:
                 proc = start(argv, err)
-                exited = _wait(proc, timeout, progress, run_dir)
+                with peer or contextlib.nullcontext():
+                    exited = _wait(proc, timeout, progress, run_dir)
         finally:
             for image in scratch:
                 image.unlink(missing_ok=True)

@@ -91,6 +91,9 @@ class GuestImage:
     host_root: bool = False
     userland_image: str = ""
     modules: tuple[str, ...] = ()  # loaded by the guest's init, in this order
+    # The host's iperf3 client options (testcases.net_throughput): the machine gives the
+    # guest a network device and runs the client beside it, connecting in. () for none.
+    peer: tuple[str, ...] = ()
 
 
 class Outcome(StrEnum):

@@ -99,6 +99,7 @@ def explain_boot(
         mode=BOOT_EXPLAIN,
         modules=parts.modules,
         userland_image=parts.image,
+        peer=guest.peer_options,
     )
     progress(f"explain boot of {artifact.commit[:12]} (statistics and a profile)")
     run, folder = boot_leaving_tar(

@@ -1,12 +1,12 @@
 """Testcases named by a kind and its parameters, the community's stock benchmarks:
-`stress-ng:switch`, `hackbench:pipe:8`, `perf-bench:futex-hash`, `sysbench:cpu`,
-`cyclictest`. Each kind is one template that renders a testcase folder (manifest, guest
+`stress-ng:switch`, `hackbench:pipe:8`, `perf-bench:futex-hash`, `sysbench:cpu`, `cyclictest`,
+`iperf3:udp:rx`. Each kind is one template that renders a testcase folder (manifest, guest
 script, config fragment), the folder `kbisect testcase new NAME --from KIND` writes for a
-person to edit; named directly, the folder is rendered into the cache and loaded from
-there, on every host alike (a kind's rendering depends only on its name).
+person to edit; named directly, the folder is rendered into the cache and loaded from there,
+on every host alike (a kind's rendering depends only on its name).
 
 They run on the host's userland (the tools come from Debian's packages: stress-ng,
-rt-tests, sysbench, linux-perf) and report through kb_metric like any testcase.
+rt-tests, sysbench, linux-perf, iperf3) and report through kb_metric like any testcase.
 """
 
 import functools
@@ -21,7 +21,7 @@ from pathlib import Path
 
 from kbisect.errors import UnknownTestcaseError, UserError
 from kbisect.infra.atomic_write import publish_folder
-from kbisect.testcases import fio_job, kselftest
+from kbisect.testcases import fio_job, kselftest, net_throughput
 
 # KIND[:ARG...]: a kind's name, then its arguments, of the characters of a manifest's
 # param values less '/' and ':' (they end up in params and in a job's id).
@@ -61,9 +61,11 @@ def _manifest(
     timeout: int = 600,
     files: tuple[str, ...] = (),
     disks: dict[str, int] | None = None,
+    peer: str = "",
 ) -> str:
     """A host-userland manifest; metrics: name -> (unit, better, description); disks:
-    name -> MiB, each an NVMe disk the script finds at KB_DISK_<name>."""
+    name -> MiB, each an NVMe disk the script finds at KB_DISK_<name>; peer: the program
+    the host runs beside the guest (testcases.net_throughput)."""
     lines = [
         f"# {description}",
         f"name = {_toml(name)}",
@@ -79,6 +81,8 @@ def _manifest(
     ]
     if files:
         lines.append(f"files = {json.dumps(list(files))}   # shipped to /kbisect/ in the guest")
+    if peer:
+        lines.append(f"peer = {_toml(peer)}   # the host's client, connecting into the guest")
     lines += ["", "[params]", *(f"{key} = {_toml(value)}" for key, value in params.items())]
     for disk, mib in (disks or {}).items():
         lines += ["", "[[disks]]", f"name = {_toml(disk)}", f"size_mib = {mib}"]
@@ -408,6 +412,32 @@ def _fio(name: str, args: list[str]) -> Rendered:
     return Rendered(manifest, _script(name, body, prelude), files={job.file_name: job.text})
 
 
+def _iperf3(name: str, args: list[str]) -> Rendered:
+    usage = net_throughput.USAGE
+    _arity(args, 2, usage)
+    protocol = _choice(args[0], net_throughput.PROTOCOLS, "protocol", usage) if args else "tcp"
+    way = args[1] if len(args) > 1 else "tx"
+    direction = _choice(way, net_throughput.DIRECTIONS, "direction", usage)
+    params = {"PROTOCOL": protocol, "DIRECTION": direction, "SECONDS_EACH": "5"}
+    sender = "the guest sending" if direction == "tx" else "the guest receiving"
+    description = (
+        f"iperf3 {protocol.upper()}, {sender}, through QEMU's user-mode network to a client on "
+        "the host: without KVM it measures the emulator as much as the kernel"
+    )
+    metrics = {m: net_throughput.METRICS[m] for m in net_throughput.metrics(protocol, direction)}
+    manifest = _manifest(
+        name,
+        description,
+        ("iperf3", "ip", "timeout", "python3"),
+        "mbps",
+        metrics,
+        params,
+        peer=net_throughput.PEER,
+    )
+    script = _script(name, net_throughput.body(), net_throughput.PRELUDE)
+    return Rendered(manifest, script, net_throughput.FRAGMENT)
+
+
 def _kselftest(name: str, args: list[str]) -> Rendered:
     """A kselftest testcase is built from a kernel tree (testcases.kselftest), not rendered
     from its name alone: `testcase new --from` has no template of it."""
@@ -426,6 +456,7 @@ KINDS = {
         Kind("perf-bench", PERF_BENCH, "perf bench: sched, futex, mem", _perf_bench),
         Kind("sysbench", SYSBENCH, "sysbench's cpu, memory, threads and mutex", _sysbench),
         Kind("cyclictest", CYCLICTEST, "rt-tests' cyclictest, latency p99 and max", _cyclictest),
+        Kind(net_throughput.KIND, net_throughput.USAGE, "network throughput", _iperf3),
         Kind(kselftest.KIND, kselftest.USAGE, "a kernel selftest, pass/fail", _kselftest),
         Kind(fio_job.KIND, fio_job.USAGE, "your own fio job file, imported", _fio, imported=True),
     )

@@ -20,7 +20,7 @@ from kbisect.errors import ManifestError, UnknownTestcaseError, UserError
 from kbisect.infra import guest_modules
 from kbisect.infra.qemu import PROFILES
 from kbisect.model import Direction
-from kbisect.testcases import kinds, signature
+from kbisect.testcases import kinds, net_throughput, signature
 
 BUILTIN_DIR = Path(__file__).resolve().parent
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
@@ -44,7 +44,7 @@ MAX_TIMEOUT = 6 * 3600.0  # seconds for one boot with the default repetitions
 TOP_KEYS = frozenset(
     {"name", "description", "primary", "metrics", "disks", "tools", "config", "script"}
     | {"profile", "repetitions", "warmup", "timeout", "params", "exclusive", "userland"}
-    | {"files", "modules", "verdict", "bad", "signature", "flaky"}
+    | {"files", "modules", "verdict", "bad", "signature", "flaky", "peer"}
 )
 # What a boot of the testcase says: a score ("metric"), or good or bad ("pass-fail").
 METRIC, PASS_FAIL = "metric", "pass-fail"
@@ -108,10 +108,18 @@ class Manifest:
     # panic message); a bad outcome without it is a skip
     signature: str = ""
     flaky: bool = False  # pass-fail: the failure comes and goes (a posterior, many boots)
+    # A program the host runs beside each boot (net_throughput.PEER: iperf3's client,
+    # connecting in to the guest); "" for none.
+    peer: str = ""
 
     @property
     def pass_fail(self) -> bool:
         return self.verdict == PASS_FAIL
+
+    @property
+    def peer_options(self) -> tuple[str, ...]:
+        """The host peer's options from the params (checked at load); () without a peer."""
+        return net_throughput.peer_options(self.params) if self.peer else ()
 
     def repetitions_for(self, metric: str) -> int:
         """A job's repetitions per boot when it judges `metric`."""
@@ -328,6 +336,7 @@ def load_folder(folder: Path, kind_name: str | None = None) -> Manifest:
         )
     config = _opt(data, "config", str, where, "")
     fragment = _fragment(folder, config, where) if config else ""
+    params = _params(data.get("params", {}), where)
     return Manifest(
         name=name,
         description=_opt(data, "description", str, where, ""),
@@ -355,12 +364,28 @@ def load_folder(folder: Path, kind_name: str | None = None) -> Manifest:
         timeout=_bounded(
             _opt(data, "timeout", float, where, 600.0), "timeout", 1.0, MAX_TIMEOUT, where
         ),
-        params=_params(data.get("params", {}), where),
+        params=params,
         verdict=verdict,
         bad=_bad(data.get("bad", list(BAD_OUTCOMES)), where),
         signature=_signature(_opt(data, "signature", str, where, ""), where),
         flaky=_opt(data, "flaky", bool, where, False),
+        peer=_peer(_opt(data, "peer", str, where, ""), params, where),
     )
+
+
+def _peer(peer: str, params: dict[str, str], where: str) -> str:
+    """The one peer there is, its params checked now rather than at the first boot."""
+    if not peer:
+        return ""
+    if peer != net_throughput.PEER:
+        raise ManifestError(
+            f"{where}: field 'peer' must be \"{net_throughput.PEER}\" (the only peer), not {peer!r}"
+        )
+    try:
+        net_throughput.peer_options(params)
+    except ValueError as exc:
+        raise ManifestError(f"{where}: peer {peer}: {exc}") from exc
+    return peer
 
 
 def _pass_fail_metrics(data: dict[str, Any], where: str) -> tuple[dict[str, MetricSpec], str]:

@@ -143,6 +143,7 @@ def run_testcase(
         extra=manifest.files,
         modules=parts.modules,
         userland_image=parts.image,
+        peer=manifest.peer_options,
     )
     disks = [Disk(d.name, d.size_mib, prof) for d in manifest.disks]
     progress(f"booting {artifact.commit[:12]} ({prof.name}, {plural(reps, 'repetition')})")

@@ -79,6 +79,7 @@ def trace_testcase(
         mode=BOOT_TRACE,
         modules=parts.modules,
         userland_image=parts.image,
+        peer=manifest.peer_options,
     )
     progress(f"tracing {artifact.commit[:12]} (blktrace, one repetition)")
     run, folder = boot_leaving_tar(

@@ -320,6 +320,12 @@ def plan(found: Found, manifest: manifests.Manifest, settings: Settings) -> Scri
             f"job {found.job} judged {text(metric, NAME_CAP)!r}, not a metric of the testcase "
             f"{text(found.testcase, NAME_CAP)} as it is here: reproduce it where it ran"
         )
+    if manifest.peer:
+        raise UserError(
+            f"the testcase {text(found.testcase, NAME_CAP)} runs {manifest.peer} on the host "
+            "beside its guest, which a reproducer script does not: rerun the job's two commits "
+            "with kbisect try"
+        )
     spec = manifest.metrics.get(metric)
     exact = spec is not None and spec.exact
     reps = found.repetitions or manifest.repetitions_for(metric)

@@ -268,6 +268,14 @@ def test_a_metric_the_testcase_does_not_have_is_refused(tmp_path: Path) -> None:
         reproducer.files(bad, Settings.from_env())
 
 
+def test_a_testcase_with_a_host_peer_is_refused_in_one_line(tmp_path: Path) -> None:
+    found = _found(tmp_path)
+    networked = dataclasses.replace(found, manifest=manifests.load("iperf3"), metric="mbps")
+    with pytest.raises(UserError, match="runs iperf3 on the host") as info:
+        reproducer.files(networked, Settings.from_env())
+    assert "\n" not in str(info.value)
+
+
 # --- the command ---------------------------------------------------------------------------
 class _Jobs:
     """The calls `reproduce` makes, of an investigation whose bisection ended."""
