@@ -41,6 +41,25 @@ def test_new_from_a_kind_writes_that_kind_s_testcase_under_its_own_name(data: Pa
         skeleton.write("my-bench", manifest.user_dir(data), "sysbench")
 
 
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "stress-ng:hdd:2:direct+rd-seq",
+        "hackbench:pipe",
+        "perf-bench:futex-hash",
+        "sysbench:memory",
+        "cyclictest:5",
+        "iperf3:udp:rx",
+    ],
+)
+def test_each_kind_writes_a_testcase_its_host_check_passes(data: Path, kind: str) -> None:
+    folder = skeleton.write("mine", manifest.user_dir(data), kind)
+    m = manifest.load("mine")
+    assert m.folder == folder and m.primary in m.metrics and m.script
+    report = check.check_host(m)
+    assert report.ok, report.problems
+
+
 def test_a_second_new_of_the_same_name_is_refused(data: Path) -> None:
     skeleton.write("mine", manifest.user_dir(data))
     with pytest.raises(UserError, match="exists already"):
