@@ -435,7 +435,7 @@ def _iperf3(name: str, args: list[str]) -> Rendered:
         peer=net_throughput.PEER,
     )
     script = _script(name, net_throughput.body(), net_throughput.PRELUDE)
-    return Rendered(manifest, script, net_throughput.FRAGMENT)
+    return Rendered(manifest, script)  # its network device is the host userland config's
 
 
 def _kselftest(name: str, args: list[str]) -> Rendered:

@@ -19,10 +19,6 @@ DIRECTIONS = ("tx", "rx")
 MAX_SECONDS = 60
 # How long a repetition's server waits past its test for the host's client to come.
 CONNECT_GRACE = 60
-FRAGMENT = (
-    "# a network device for the host's iperf3 client to reach\n"
-    "CONFIG_NETDEVICES=y\nCONFIG_NET_CORE=y\nCONFIG_VIRTIO_NET=y\n"
-)
 # The guest's one network device up, at the address the forwarded port goes to.
 PRELUDE = (
     'dev=$(for d in /sys/class/net/*; do [ "${d##*/}" = lo ] || { echo "${d##*/}"; break; }; '

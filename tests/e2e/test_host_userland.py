@@ -67,7 +67,9 @@ def test_sched_pipe_boots_on_the_host_root_and_scores_a_context_switch(
 KINDS = ["stress-ng:switch", "hackbench:pipe", "perf-bench:mem-memcpy", "sysbench:mutex"]
 
 
-@pytest.mark.parametrize("kind", [*KINDS, "cyclictest:2"])
+# iperf3: the guest's virtio-net through QEMU's restricted user-mode network, the host's
+# client connecting in (infra/net_peer.py).
+@pytest.mark.parametrize("kind", [*KINDS, "cyclictest:2", "iperf3"])
 def test_a_community_benchmark_kind_boots_and_reports_its_primary_metric(
     real_lab: tuple[Path, dict[str, object]], kind: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
