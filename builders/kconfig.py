@@ -3,12 +3,12 @@
 import dataclasses
 import hashlib
 import os
-import stat
 from contextlib import suppress
 from pathlib import Path
 
 from kbisect.contract import EXPLAIN_ALIGNMENT
 from kbisect.errors import InfraError, UserError
+from kbisect.infra import user_file
 from kbisect.model import BuildSpec
 
 MAX_CONFIG = 4 << 20  # a distro's .config is about 300 KiB
@@ -111,9 +111,12 @@ def lsmod_text(modules: tuple[str, ...]) -> str:
     return "Module                  Size  Used by\n" + rows
 
 
+CONFIG_HINT = "give a .config or /boot/config-*"
+
+
 def read_config(path: str) -> str:
     """The text of a user's --config, checked to be a kernel config."""
-    raw = _read_regular(path, MAX_CONFIG + 1)
+    raw = user_file.read_regular(path, MAX_CONFIG + 1, "--config", CONFIG_HINT)
     if len(raw) > MAX_CONFIG:
         raise UserError(f"--config {path}: over 4 MiB, not a kernel config")
     try:
@@ -121,23 +124,8 @@ def read_config(path: str) -> str:
     except UnicodeDecodeError as exc:
         raise UserError(f"--config {path}: not UTF-8 text, not a kernel config") from exc
     if "CONFIG_" not in text or "\0" in text:
-        raise UserError(f"--config {path}: no CONFIG_ lines: give a .config or /boot/config-*")
+        raise UserError(f"--config {path}: no CONFIG_ lines: {CONFIG_HINT}")
     return text
-
-
-def _read_regular(path: str, limit: int) -> bytes:
-    """At most limit bytes of a regular file: /dev/zero would never end, and a FIFO would
-    wait for a writer (hence O_NONBLOCK, a no-op on a regular file)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        with open(fd, "rb") as fh:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise UserError(
-                    f"--config {path}: not a regular file: give a .config or /boot/config-*"
-                )
-            return fh.read(limit)
-    except OSError as exc:
-        raise UserError(f"--config {path}: cannot read it ({exc.strerror})") from exc
 
 
 def store_config(text: str, cache: Path) -> str:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kbisect.errors import UserError
+from kbisect.infra import user_file
 
 KIND = "fio"
 USAGE = "fio:JOB.fio"
@@ -76,12 +77,7 @@ class Job:
 def read_job(path: Path) -> Job:
     """The job file at `path`, checked and rewritten; UserError (one line) if it cannot be
     imported."""
-    try:
-        raw = path.read_bytes()[: MAX_JOB_BYTES + 1]
-    except OSError as exc:
-        raise UserError(
-            f"cannot read the fio job {path} ({exc.strerror}): give a job file's path"
-        ) from exc
+    raw = user_file.read_regular(str(path), MAX_JOB_BYTES + 1, "fio job", "give a job file")
     if len(raw) > MAX_JOB_BYTES:
         raise UserError(f"{path} is over {MAX_JOB_BYTES >> 10} KiB: that is no fio job file")
     try:

@@ -30,7 +30,6 @@ import email.errors
 import email.policy
 import os
 import re
-import stat
 import sys
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -40,6 +39,7 @@ from email.parser import BytesParser
 from kbisect.builders.trees import Tree
 from kbisect.contract import Mode
 from kbisect.errors import UserError
+from kbisect.infra import user_file
 from kbisect.infra.printable import one_line
 from kbisect.testcases import kinds
 
@@ -147,26 +147,8 @@ def read_mail(path: str) -> str:
     if path == "-":
         raw = sys.stdin.buffer.read(MAX_MAIL + 1)
     else:
-        raw = _read_regular(path)
+        raw = user_file.read_regular(path, MAX_MAIL + 1, "--from-report", "give the mail's file")
     return mail_text(raw, where)
-
-
-def _read_regular(path: str) -> bytes:
-    """At most MAX_MAIL + 1 bytes of a regular file (a FIFO would wait for a writer, a
-    device never end: O_NONBLOCK, a no-op on a regular file, and the file type checked)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as exc:
-        raise UserError(f"--from-report {path}: cannot read it ({exc.strerror})") from exc
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise UserError(f"--from-report {path}: not a regular file: give the mail's file")
-        with open(fd, "rb", closefd=False) as fh:
-            return fh.read(MAX_MAIL + 1)
-    except OSError as exc:
-        raise UserError(f"--from-report {path}: cannot read it ({exc.strerror})") from exc
-    finally:
-        os.close(fd)
 
 
 def mail_text(raw: bytes, where: str = "the mail") -> str:

@@ -82,8 +82,13 @@ def test_what_is_no_job_file_is_one_line(tmp_path: Path) -> None:
         path.write_bytes(raw)
         with pytest.raises(UserError, match=says):
             fio_job.read_job(path)
-    with pytest.raises(UserError, match="cannot read the fio job"):
+    with pytest.raises(UserError, match=r"fio job .*: cannot read it"):
         fio_job.read_job(tmp_path / "absent.fio")
+    fifo = tmp_path / "job.fifo"
+    os.mkfifo(fifo)  # no writer: a plain read would wait for ever, /dev/zero never end
+    for path in (fifo, Path("/dev/zero")):
+        with pytest.raises(UserError, match="not a regular file: give a job file"):
+            fio_job.read_job(path)
 
 
 def test_a_job_file_is_imported_not_named(cache: Path) -> None:

@@ -1,0 +1,27 @@
+"""A file a user names (a --config, a report mail, a fio job), read as untrusted: only a
+regular file (a FIFO would wait for a writer, a device never end), at most a bounded
+number of bytes."""
+
+import os
+import stat
+
+from kbisect.errors import UserError
+
+
+def read_regular(path: str, limit: int, what: str, hint: str) -> bytes:
+    """At most `limit` bytes of the regular file `path`; UserError, one line naming `what`
+    (the option, "fio job") and saying what to give (`hint`), otherwise. O_NONBLOCK opens
+    a FIFO without waiting and is a no-op on a regular file."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise UserError(f"{what} {path}: cannot read it ({exc.strerror}): {hint}") from exc
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UserError(f"{what} {path}: not a regular file: {hint}")
+        with open(fd, "rb", closefd=False) as fh:
+            return fh.read(limit)
+    except OSError as exc:
+        raise UserError(f"{what} {path}: cannot read it ({exc.strerror}): {hint}") from exc
+    finally:
+        os.close(fd)
