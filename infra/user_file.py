@@ -25,3 +25,19 @@ def read_regular(path: str, limit: int, what: str, hint: str) -> bytes:
         raise UserError(f"{what} {path}: cannot read it ({exc.strerror}): {hint}") from exc
     finally:
         os.close(fd)
+
+
+def read_text(path: str, limit: int, what: str, hint: str) -> str:
+    """The text of the regular file `path`: at most `limit` bytes of UTF-8 without NUL;
+    UserError, one line, otherwise (read_regular's words)."""
+    raw = read_regular(path, limit + 1, what, hint)
+    size = f"{limit >> 20} MiB" if limit >= 1 << 20 else f"{limit >> 10} KiB"
+    if len(raw) > limit:
+        raise UserError(f"{what} {path}: over {size}: {hint}")
+    try:
+        text = raw.decode()
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{what} {path}: not UTF-8 text: {hint}") from exc
+    if "\0" in text:
+        raise UserError(f"{what} {path}: holds NUL bytes: {hint}")
+    return text

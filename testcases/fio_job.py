@@ -77,15 +77,7 @@ class Job:
 def read_job(path: Path) -> Job:
     """The job file at `path`, checked and rewritten; UserError (one line) if it cannot be
     imported."""
-    raw = user_file.read_regular(str(path), MAX_JOB_BYTES + 1, "fio job", "give a job file")
-    if len(raw) > MAX_JOB_BYTES:
-        raise UserError(f"{path} is over {MAX_JOB_BYTES >> 10} KiB: that is no fio job file")
-    try:
-        text = raw.decode()
-    except UnicodeDecodeError as exc:
-        raise UserError(f"{path} is not UTF-8 text: give a fio job file") from exc
-    if "\0" in text:
-        raise UserError(f"{path} holds NUL bytes: give a fio job file")
+    text = user_file.read_text(str(path), MAX_JOB_BYTES, "fio job", "give a fio job file")
     name = path.name if FILE_RE.fullmatch(path.name) else "job.fio"
     return parse(text, name, str(path))
 

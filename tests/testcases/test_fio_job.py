@@ -87,7 +87,7 @@ def test_what_is_no_job_file_is_one_line(tmp_path: Path) -> None:
     fifo = tmp_path / "job.fifo"
     os.mkfifo(fifo)  # no writer: a plain read would wait for ever, /dev/zero never end
     for path in (fifo, Path("/dev/zero")):
-        with pytest.raises(UserError, match="not a regular file: give a job file"):
+        with pytest.raises(UserError, match="not a regular file: give a fio job file"):
             fio_job.read_job(path)
 
 
