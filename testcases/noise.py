@@ -47,10 +47,14 @@ def boots_for(cv: float, step: float) -> int:
     return max(2, math.ceil(2 * (Z * sd / math.log1p(step)) ** 2))
 
 
-def noise(metric: str, scores: list[float]) -> Noise:
-    """The noise of one metric's per-boot scores (two boots at least, all finite)."""
+def noise(metric: str, scores: list[float]) -> Noise | None:
+    """The noise of one metric's per-boot scores (two boots at least, all finite); None
+    where a CV means nothing: scores that vary about a mean of 0. Scores that never vary
+    (a count of TCP retransmits, 0 every boot) have a CV of 0."""
     if len(scores) < 2 or not all(math.isfinite(s) for s in scores):
         raise ValueError(f"{metric}: noise needs two finite scores at least")
-    mean = statistics.fmean(scores)
-    cv = statistics.stdev(scores) / abs(mean) if mean else math.inf
+    mean, sd = statistics.fmean(scores), statistics.stdev(scores)
+    if sd and not mean:
+        return None
+    cv = sd / abs(mean) if sd else 0.0
     return Noise(metric, len(scores), mean, cv, {f"{s:.0%}": boots_for(cv, s) for s in STEPS})

@@ -113,9 +113,8 @@ def cmd_testcase_check(args: argparse.Namespace, settings: Settings) -> int:
                     break
     else:
         report.notes.append("not booted: give --repo DIR --kernel-rev REV to run it")
-    noises: list[Noise] = [
-        noise(k, v) for k, v in scores.items() if len(v) >= 2 and not m.metrics[k].exact
-    ]
+    measured = [noise(k, v) for k, v in scores.items() if len(v) >= 2 and not m.metrics[k].exact]
+    noises: list[Noise] = [n for n in measured if n is not None]
     if args.json:
         extra = {"ok": report.ok, "metrics": values, "scores": scores}
         extra["noise"] = [asdict(n) | {"too_noisy": n.too_noisy} for n in noises]
