@@ -7,9 +7,6 @@ restrict=on: the guest can open no connection of its own, to the host or beyond;
 the forwarded port reaches it.
 """
 
-import contextlib
-import os
-import signal
 import socket
 import subprocess
 import threading
@@ -17,7 +14,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import BinaryIO
 
-from kbisect.infra.procs import die_with_parent
+from kbisect.infra.procs import die_with_parent, kill_group
 
 GUEST_ADDRESS = "10.0.2.15"  # QEMU's user-mode network gives the guest this address
 GUEST_PORT = 5201  # iperf3's own: the guest's server listens there
@@ -87,7 +84,7 @@ class Peer:
         self.stopping.set()
         with self.lock:
             if self.client is not None:
-                _kill_group(self.client)
+                kill_group(self.client)
         self.thread.join()
 
     def _loop(self) -> None:
@@ -120,12 +117,7 @@ class Peer:
         try:
             code = client.wait(timeout=self.limit)
         except subprocess.TimeoutExpired:
-            _kill_group(client)
+            kill_group(client)
             code = client.wait()
         log.flush()
         return code == 0
-
-
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)

@@ -27,7 +27,7 @@ from typing import BinaryIO
 from kbisect import settings
 from kbisect.errors import InfraError
 from kbisect.infra import atomic_write, host_lock, net_peer, printable
-from kbisect.infra.procs import die_with_parent
+from kbisect.infra.procs import die_with_parent, kill_group
 from kbisect.model import Artifact, DeviceProfile, Disk, GuestImage, GuestRun, Outcome
 
 QEMU = "qemu-system-x86_64"
@@ -447,22 +447,15 @@ def _wait(
     try:
         while proc.poll() is None:
             if time.monotonic() - start_time > timeout or flooding(run_dir):
-                _kill_group(proc)
+                kill_group(proc)
                 return False
             time.sleep(0.5)
             progress(f"guest running {time.monotonic() - start_time:.0f}s")
         return True
     finally:
         if proc.poll() is None:
-            _kill_group(proc)
+            kill_group(proc)
         proc.wait()
-
-
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """QEMU and anything it started (its own process group: `start`), so nothing of the
-    guest's goes on writing its console."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
 
 
 class QemuMachine:
@@ -534,9 +527,11 @@ class QemuMachine:
         progress: Callable[[str], None],
     ) -> GuestRun:
         argv = self.boot_argv(run_dir, accel, artifact, guest, disks, cmdline)
-        port = net_peer.free_port() if guest.peer else 0
-        argv += net_peer.netdev_args(port) if guest.peer else []
-        peer = net_peer.Peer(run_dir, port, guest.peer) if guest.peer else None
+        peer = None
+        if guest.peer:  # a network testcase: its device, and the host's client beside it
+            port = net_peer.free_port()
+            argv += net_peer.netdev_args(port)
+            peer = net_peer.Peer(run_dir, port, guest.peer)
         _, scratch = make_images(run_dir, disks)
         (run_dir / "qemu.argv").write_text("\n".join(argv) + "\n")
         began = time.monotonic()
