@@ -144,6 +144,17 @@ def with_heartbeats(work: Callable[[Callable[[str], None]], R]) -> R:
         pool.shutdown(wait=False)
 
 
+def heartbeating(fn: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S, P], R]:
+    """Git work on a build host, run under with_heartbeats: a host that dies mid-way is
+    noticed at the heartbeat timeout and its work retried elsewhere, not at the end of
+    the ten-minute GIT_TIMEOUT (a killed build worker held a job that long)."""
+
+    def wrapper(self: S, *args: P.args, **kwargs: P.kwargs) -> R:
+        return with_heartbeats(lambda _report: fn(self, *args, **kwargs))
+
+    return cast(Callable[Concatenate[S, P], R], functools.wraps(fn)(wrapper))
+
+
 class BuildActivities:
     """Git and kernel builds: the build queue's activities."""
 
@@ -157,6 +168,7 @@ class BuildActivities:
 
     @activity.defn(name=VALIDATE)
     @typed_failures
+    @heartbeating
     def validate_job(self, req: BisectRequest) -> ValidatedJob:
         job = validate(req)
         activity.logger.info(
@@ -169,6 +181,7 @@ class BuildActivities:
 
     @activity.defn(name=VALIDATE_SWEEP)
     @typed_failures
+    @heartbeating
     def validate_sweep(self, req: SweepRequest) -> SweepJob:
         job = validate_sweep(req)
         activity.logger.info(
@@ -226,6 +239,7 @@ class BuildActivities:
 
     @activity.defn(name=CLASSIFY)
     @typed_failures
+    @heartbeating
     def classify_commits(self, req: ClassifyRequest) -> ClassifyResult:
         lists = [read_sources(p) for p in req.sources]
         if not lists or not all(lists):  # built on another host, or an older cache entry
@@ -243,6 +257,7 @@ class BuildActivities:
 
     @activity.defn(name=PLAN_BACKPORT)
     @typed_failures
+    @heartbeating
     def plan_backport(self, req: BackportRequest) -> BackportPlan:
         plan = plan_backport(req)
         activity.logger.info("backport of %s to %s: %s", req.change[:12], req.target[:12],
@@ -251,17 +266,20 @@ class BuildActivities:
 
     @activity.defn(name=BACKPORT_CHANGE)
     @typed_failures
+    @heartbeating
     def backport_change(self, req: BackportChangeRequest) -> BackportChange:
         change, revert = change_to_take(req.repo, req.culprit, req.mode == Mode.REGRESSION)
         return BackportChange(change, revert)
 
     @activity.defn(name=CHANGED_FUNCTIONS)
     @typed_failures
+    @heartbeating
     def changed_functions(self, req: ChangedFunctionsRequest) -> list[str]:
         return changed_functions(Git(Path(req.repo)), req.parent, req.culprit)
 
     @activity.defn(name=PREPARE_VERIFY)
     @typed_failures
+    @heartbeating
     def prepare_verify(self, req: VerifyRequest) -> VerifyCommit:
         made = make_verify_commit(Git(Path(req.repo)), req.change, req.onto, req.revert)
         activity.logger.info(

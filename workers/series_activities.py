@@ -8,7 +8,7 @@ from kbisect.contract import MAX_SWEEP_KERNELS, SERIES_PLAN, SERIES_RECORD
 from kbisect.decide.sweep import verdicts_text
 from kbisect.settings import Settings
 from kbisect.workers import series_store
-from kbisect.workers.activities import typed_failures
+from kbisect.workers.activities import heartbeating, typed_failures
 from kbisect.workflows.series_types import SeriesPlan, SeriesRecord, SeriesTick, SeriesWatch
 
 
@@ -18,6 +18,7 @@ class SeriesActivities:
 
     @activity.defn(name=SERIES_PLAN)
     @typed_failures
+    @heartbeating
     def series_plan(self, watch: SeriesWatch) -> SeriesPlan:
         found = plan(watch, self.settings)
         activity.logger.info("series %s: %s", watch.name, found.message)
@@ -25,6 +26,7 @@ class SeriesActivities:
 
     @activity.defn(name=SERIES_RECORD)
     @typed_failures
+    @heartbeating
     def series_record(self, rec: SeriesRecord) -> SeriesTick:
         kept = series_store.Kept(series_store.path(self.settings, rec.watch))
         alerts = kept.record(rec)

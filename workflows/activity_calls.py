@@ -75,8 +75,9 @@ GIT_TIMEOUT = timedelta(minutes=10)
 BUILD_TIMEOUT = timedelta(hours=3)
 # Workers heartbeat every 10 s (HEARTBEAT_EVERY), and the SDK sends at most one every 0.8
 # timeouts: 30 s tells a dead worker's activity from a live one within 3 heartbeats, and a
-# dead host's build or boot is retried elsewhere half a minute after it died.
-BUILD_HEARTBEAT = TEST_HEARTBEAT = timedelta(seconds=30)
+# dead host's build, boot or git work is retried elsewhere half a minute after it died (not
+# at the end of GIT_TIMEOUT).
+BUILD_HEARTBEAT = TEST_HEARTBEAT = GIT_HEARTBEAT = timedelta(seconds=30)
 TEST_SLACK = 300.0  # seconds beyond the testcase's own timeout: boot, image, disks
 
 
@@ -97,6 +98,7 @@ async def on_a_build_host(activity: str, arg: object, result_type: type[R], queu
             result_type=result_type,
             task_queue=queue,
             start_to_close_timeout=GIT_TIMEOUT,
+            heartbeat_timeout=GIT_HEARTBEAT,
             retry_policy=VALIDATE_RETRY,
         )
     except ActivityError as err:
@@ -128,6 +130,7 @@ async def series_record(rec: SeriesRecord, build_queue: str) -> SeriesTick:
         result_type=SeriesTick,
         task_queue=build_queue,
         start_to_close_timeout=GIT_TIMEOUT,
+        heartbeat_timeout=GIT_HEARTBEAT,
         retry_policy=BUILD_RETRY,
     )
     return tick
@@ -303,6 +306,7 @@ class JobActivities:
             result_type=ValidatedJob,
             task_queue=self._queue(VALIDATE),
             start_to_close_timeout=GIT_TIMEOUT,
+            heartbeat_timeout=GIT_HEARTBEAT,
             retry_policy=VALIDATE_RETRY,
             summary="validate: the revisions, the range and the testcase",
         )
@@ -416,6 +420,7 @@ class JobActivities:
             result_type=ClassifyResult,
             task_queue=self._queue(CLASSIFY),
             start_to_close_timeout=GIT_TIMEOUT,
+            heartbeat_timeout=GIT_HEARTBEAT,
             retry_policy=VALIDATE_RETRY,
             summary=f"classify {len(commits)} commits: which ones change the kernel",
         )
@@ -428,6 +433,7 @@ class JobActivities:
             result_type=VerifyCommit,
             task_queue=self._queue(PREPARE_VERIFY),
             start_to_close_timeout=GIT_TIMEOUT,
+            heartbeat_timeout=GIT_HEARTBEAT,
             retry_policy=VALIDATE_RETRY,
             summary=(
                 f"verify: revert of {change[:12]} on {onto[:12]}"

@@ -28,10 +28,14 @@ from temporalio.worker import Replayer, Worker
 
 from benchmarks.dags import hex_names, linear, random_dag
 from kbisect.contract import (
+    BUILD,
     DECIDE,
     DEFAULT_MAX_BOOTS,
     FLAKY_BOOTS_FACTOR,
     MAX_COMMIT_BOOTS,
+    PREPARE_VERIFY,
+    TEST,
+    VALIDATE,
     ValidatedJob,
     commit_boots_cap,
 )
@@ -832,6 +836,17 @@ async def test_progress_says_what_builds_and_the_verification_s_boots(
     assert "build c16 subject of c16" in summaries and "boot c16 #1" in summaries, summaries
     assert summaries[0] == "validate: the revisions, the range and the testcase"
     assert any(s.startswith("verify: revert of c9 on c16") for s in summaries), summaries
+    # every activity, git work included, is given up on a dead host within its heartbeat
+    # timeout (a killed build worker held a validation or a verify commit for 10 minutes)
+    heartbeats = {
+        e.activity_task_scheduled_event_attributes.activity_type.name: (
+            e.activity_task_scheduled_event_attributes.heartbeat_timeout.ToSeconds()
+        )
+        for e in history.events
+        if e.HasField("activity_task_scheduled_event_attributes")
+    }
+    assert {VALIDATE, PREPARE_VERIFY, BUILD, TEST} <= set(heartbeats), heartbeats
+    assert all(0 < t <= 30 for t in heartbeats.values()), heartbeats
     assert p.building == {}
     revert = result.verification.commit if result.verification else None
     assert revert and p.last_boot.startswith(f"{revert[:12]} boot 1: ")
