@@ -1,7 +1,6 @@
 """A real lab from Debian's linux-source-6.1, shared by the end-to-end tests of a session."""
 
 import json
-import os
 import random
 from pathlib import Path
 
@@ -10,15 +9,14 @@ import pytest
 from kbisect import settings
 from kbisect.infra.lab import LabOptions, create_lab
 from kbisect.infra.lab_plan import Span
+from tests.e2e.service import lab_seed
 
 
 @pytest.fixture(scope="session")
 def real_lab(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, object]]:
     if not settings.KERNEL_SOURCE_TARBALL.exists():
         pytest.fail(f"{settings.KERNEL_SOURCE_TARBALL} missing: run infra/install.sh")
-    # The culprit moves from run to run; the seed is printed so a failure can be replayed.
-    seed = int(os.environ.get("KBISECT_E2E_SEED", random.SystemRandom().randrange(2**31)))
-    print(f"e2e lab seed {seed}")
+    seed = lab_seed("e2e", 1)
     dest = tmp_path_factory.mktemp("e2e") / "lab"
     rng = random.Random(seed)
     culprit_at = rng.randrange(4, 12)

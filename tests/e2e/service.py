@@ -5,6 +5,7 @@ worker process on them)."""
 import contextlib
 import json
 import os
+import random
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -19,6 +20,22 @@ KBISECT = [sys.executable, "-m", "kbisect"]
 # A fix-mode lab, the same every run (so its kernels are the e2e cache's after the first):
 # the SRU patch test's, and the fix mode test bisects it.
 FIX_LAB = LabOptions(commits=8, mode="fix", culprit_at=4, seed=11)
+
+
+def lab_seed(what: str, fixed: int) -> int:
+    """A lab's seed: `fixed`, the same every run, so a warm e2e cache holds every kernel
+    its tests boot (a random lab built about 20 kernels each run); `KBISECT_E2E_SEED=N`
+    replays or tries another lab, `KBISECT_E2E_SEED=random` a new one. The unit tier's
+    simulated labs are the ones that move from run to run."""
+    asked = os.environ.get("KBISECT_E2E_SEED", "")
+    if asked == "random":
+        seed = random.SystemRandom().randrange(2**31)
+    else:
+        seed = int(asked) if asked else fixed
+    print(f"{what} lab seed {seed}")
+    return seed
+
+
 TRY_SEED = ["--testcase", "nvme-snapshot-read", "--repetitions", "1", "--json"]
 
 

@@ -3,7 +3,6 @@ whose NVMe reads fail (`disk-read`), built and booted in QEMU. As `git bisect ru
 boot a tested commit, then the revert boots once more."""
 
 import json
-import os
 import random
 from pathlib import Path
 
@@ -13,7 +12,7 @@ from kbisect import settings
 from kbisect.infra.lab import LabOptions, create_lab
 from kbisect.infra.lab_culprits import Culprit
 from kbisect.infra.lab_plan import Span
-from tests.e2e.service import bisect_on_own_service
+from tests.e2e.service import bisect_on_own_service, lab_seed
 
 pytestmark = pytest.mark.e2e
 SIGNATURE = "is missing from the initramfs"  # the panic culprit's message
@@ -23,12 +22,6 @@ def _lab(tmp_path: Path, options: LabOptions) -> dict[str, object]:
     if not settings.KERNEL_SOURCE_TARBALL.exists():
         pytest.fail(f"{settings.KERNEL_SOURCE_TARBALL} missing: run infra/install.sh")
     return create_lab(tmp_path / "lab", options)
-
-
-def _seed(what: str) -> int:
-    seed = int(os.environ.get("KBISECT_E2E_SEED", random.SystemRandom().randrange(2**31)))
-    print(f"{what} lab seed {seed}")
-    return seed
 
 
 def _bisect(tmp_path: Path, testcase: str, *extra: str) -> dict[str, object]:
@@ -42,7 +35,7 @@ def _tested(result: dict[str, object]) -> list[dict[str, object]]:
 
 
 def test_a_kernel_that_panics_at_boot_is_found_past_another_panic(tmp_path: Path) -> None:
-    seed = _seed("panic")
+    seed = lab_seed("panic", 1)
     # Another panic (a broken-boot range, commits 3-10 of 16) sits where the search looks
     # first: with the culprit's signature those boots are skips, not bad ones.
     culprit_at = random.Random(seed).randrange(12, 16)
@@ -82,7 +75,7 @@ def test_a_kernel_that_panics_at_boot_is_found_past_another_panic(tmp_path: Path
 
 
 def test_a_kernel_whose_reads_fail_is_found(tmp_path: Path) -> None:
-    seed = _seed("fails")
+    seed = lab_seed("fails", 1)
     culprit_at = random.Random(seed).randrange(2, 16)
     truth = _lab(
         tmp_path,
