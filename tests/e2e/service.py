@@ -13,8 +13,13 @@ from pathlib import Path
 
 import pytest
 
+from kbisect.builders import artifact_cache, kconfig
+from kbisect.builders.kernel_build import compiler_version
+from kbisect.infra.git import Git
 from kbisect.infra.lab import LabOptions
 from kbisect.main import main
+from kbisect.testcases import manifest
+from kbisect.testcases.runner import build_spec
 
 KBISECT = [sys.executable, "-m", "kbisect"]
 # A fix-mode lab, the same every run (so its kernels are the e2e cache's after the first):
@@ -34,6 +39,17 @@ def lab_seed(what: str, fixed: int) -> int:
         seed = int(asked) if asked else fixed
     print(f"{what} lab seed {seed}")
     return seed
+
+
+def uncache(lab: Path, commits: list[str], testcase: str) -> None:
+    """The testcase's kernels of these commits leave the e2e cache, so a job builds them
+    for real (a build to watch or kill). Only that config's: the other tests' kernels of
+    the same commits (explain's, aligned, host-userland ones) stay, or the next run
+    rebuilds them all."""
+    git = Git(lab)
+    config = kconfig.config_hash(build_spec(manifest.load(testcase)), compiler_version())
+    for commit in commits:
+        artifact_cache.evict(artifact_cache.entry_dir(git.tree_of(commit), config))
 
 
 TRY_SEED = ["--testcase", "nvme-snapshot-read", "--repetitions", "1", "--json"]

@@ -20,15 +20,15 @@ from temporalio.service import RPCError
 
 from benchmarks.nginx import free_port
 from kbisect import settings
-from kbisect.builders import artifact_cache
 from kbisect.builders.worktree import repo_key
 from kbisect.infra import temporal_server
 from kbisect.infra.git import Git
 from kbisect.workflows.investigation_types import StageName, stage_id
-from tests.e2e.service import watch_job
+from tests.e2e.service import uncache, watch_job
 
 pytestmark = pytest.mark.e2e
 KBISECT = [sys.executable, "-m", "kbisect"]
+TESTCASE = "nvme-snapshot-read"
 
 
 def _worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
@@ -41,17 +41,6 @@ def _worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
             stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
-
-
-def _uncache_between_endpoints(lab: Path) -> None:
-    """Every kernel the bisection may build after its endpoints is built for real: the
-    e2e cache, warm from earlier runs (a lab's trees recur from seed to seed), would
-    otherwise hold them all, and no build would be there to kill."""
-    git = Git(lab)
-    for commit in git.run("rev-list", "--ancestry-path", "lab-good..lab-bad^").split():
-        any_config = artifact_cache.entry_dir(git.tree_of(commit), "*")
-        for entry in any_config.parent.glob(any_config.name):
-            artifact_cache.evict(entry)  # a miss: rebuilt (gc tidies)
 
 
 def _wait_for(cond: "object", timeout: float, what: str) -> None:
@@ -104,7 +93,12 @@ def test_bisection_names_the_culprit_through_a_worker_kill_and_a_server_restart(
     real_lab: tuple[Path, dict[str, object]], tmp_path: Path
 ) -> None:
     lab, truth = real_lab
-    _uncache_between_endpoints(lab)
+    # Every kernel the bisection may build after its endpoints is built for real: the
+    # e2e cache (the lab is the same every run) would hold them all, and no build would
+    # be there to kill.
+    uncache(
+        lab, Git(lab).run("rev-list", "--ancestry-path", "lab-good..lab-bad^").split(), TESTCASE
+    )
     port, ui_port = free_port(), free_port()
     db = tmp_path / "temporal.db"
     server = temporal_server.start(port=port, ui_port=ui_port, db=db, log=tmp_path / "server.log")
@@ -129,7 +123,7 @@ def test_bisection_names_the_culprit_through_a_worker_kill_and_a_server_restart(
                 "--bad",
                 "lab-bad",
                 "--testcase",
-                "nvme-snapshot-read",
+                TESTCASE,
                 "--repetitions",
                 "1",
                 "--detach",

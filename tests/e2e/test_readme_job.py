@@ -6,9 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kbisect.builders import artifact_cache
-from kbisect.infra.git import Git
-from tests.e2e.service import bisect_on_own_service
+from tests.e2e.service import bisect_on_own_service, uncache
 
 pytestmark = pytest.mark.e2e
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -51,10 +49,7 @@ def test_the_readme_job_prints_every_line_it_quotes(
     real_lab: tuple[Path, dict[str, object]], tmp_path: Path
 ) -> None:
     lab, truth = real_lab
-    # the old endpoint built for real: a build long enough for a poll to see it
-    any_config = artifact_cache.entry_dir(Git(lab).tree_of("lab-good"), "*")
-    for entry in any_config.parent.glob(any_config.name):
-        artifact_cache.evict(entry)
+    uncache(lab, ["lab-good"], "nvme-snapshot-read")  # a build long enough for a poll to see
     args = ["--repo", str(lab), "--good", "lab-good", "--bad", "lab-bad"]
     args += ["--testcase", "nvme-snapshot-read", "--repetitions", "1"]
     proc = bisect_on_own_service(tmp_path, args, timeout=1700, as_json=False)
