@@ -129,7 +129,8 @@ class Scenario:
     noisy: dict[str, list[float]] = field(default_factory=dict)  # values of successive tests
     host_failures: Counter[str] = field(default_factory=Counter)  # builds failing on the host
     # Host trouble that Temporal's retries get past: a build that fails N times with a
-    # retryable InfraError, or goes silent (no heartbeat) N times.
+    # retryable InfraError, or goes silent (no heartbeat) N times; "validate": the job's
+    # validation does.
     flaky: Counter[str] = field(default_factory=Counter)
     silent: Counter[str] = field(default_factory=Counter)
     silent_seconds: float = 4.0
@@ -151,6 +152,7 @@ class Scenario:
     fail_rates: tuple[float, float] | None = None
     builds: Counter[str] = field(default_factory=Counter)
     tests: Counter[str] = field(default_factory=Counter)
+    validations: int = 0
     in_flight: int = 0  # boots running now, and the most ever at once
     most_in_flight: int = 0
     # A farm: builds and boots report different hosts (else one host for both, "").
@@ -204,6 +206,10 @@ def request(scenario: Scenario, queue: str, **kw: object) -> BisectRequest:
 @activity.defn(name=VALIDATE)
 async def validate_job(req: BisectRequest) -> ValidatedJob:
     s = SCENARIOS[req.repo]
+    s.validations += 1
+    if s.silent["validate"] > 0:
+        s.silent["validate"] -= 1
+        await asyncio.sleep(s.silent_seconds)  # its build host died mid-way: no heartbeat
     if s.user_error:
         raise ApplicationError(s.user_error, type="UserError", non_retryable=True)
     # A large range carries no subjects: the builds report them.

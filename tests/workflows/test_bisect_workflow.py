@@ -578,6 +578,19 @@ async def test_a_silent_build_times_out_and_runs_again(
     assert s.builds["c8"] == 2  # the heartbeat timeout ended the first attempt
 
 
+async def test_a_build_host_that_dies_mid_validation_holds_the_job_one_heartbeat_not_ten_minutes(
+    env: WorkflowEnvironment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Git work heartbeats too: a killed build worker's validation is retried at the
+    # heartbeat timeout, not at the end of GIT_TIMEOUT (its fake would answer after 4 s).
+    monkeypatch.setattr(activity_calls, "GIT_HEARTBEAT", timedelta(seconds=1))
+    monkeypatch.setattr(activity_calls, "VALIDATE_RETRY", _quick(activity_calls.VALIDATE_RETRY))
+    scenario = Scenario(graph=linear(16), culprit="c9", silent=Counter({"validate": 1}))
+    result, s = await bisect(env.client, scenario)
+    assert result.culprit == "c9"
+    assert s.validations == 2  # the heartbeat timeout ended the first attempt
+
+
 def _quick(policy: RetryPolicy) -> RetryPolicy:
     return dataclasses.replace(policy, initial_interval=timedelta(milliseconds=100))
 
