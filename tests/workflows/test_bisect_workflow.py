@@ -567,28 +567,27 @@ async def test_a_flaky_host_is_retried_not_blocked(
     assert (s.builds["c8"], s.builds["c16"]) == (3, 2)  # retried by Temporal, then built
 
 
-async def test_a_silent_build_times_out_and_runs_again(
-    env: WorkflowEnvironment, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("heartbeat", "retry", "silent"),
+    [("BUILD_HEARTBEAT", "BUILD_RETRY", "c8"), ("GIT_HEARTBEAT", "VALIDATE_RETRY", "validate")],
+)
+async def test_a_silent_build_or_validation_times_out_and_runs_again(
+    env: WorkflowEnvironment,
+    monkeypatch: pytest.MonkeyPatch,
+    heartbeat: str,
+    retry: str,
+    silent: str,
 ) -> None:
-    monkeypatch.setattr(activity_calls, "BUILD_HEARTBEAT", timedelta(seconds=1))
-    monkeypatch.setattr(activity_calls, "BUILD_RETRY", _quick(activity_calls.BUILD_RETRY))
-    scenario = Scenario(graph=linear(16), culprit="c9", silent=Counter({"c8": 1}))
+    """A build, or git work on a build host (a killed build worker held a validation for
+    the 10-minute GIT_TIMEOUT), that goes silent is ended by its heartbeat timeout and runs
+    again; its fake would have answered after 4 s."""
+    monkeypatch.setattr(activity_calls, heartbeat, timedelta(seconds=1))
+    monkeypatch.setattr(activity_calls, retry, _quick(getattr(activity_calls, retry)))
+    scenario = Scenario(graph=linear(16), culprit="c9", silent=Counter({silent: 1}))
     result, s = await bisect(env.client, scenario)
     assert result.culprit == "c9"
-    assert s.builds["c8"] == 2  # the heartbeat timeout ended the first attempt
-
-
-async def test_a_build_host_that_dies_mid_validation_holds_the_job_one_heartbeat_not_ten_minutes(
-    env: WorkflowEnvironment, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Git work heartbeats too: a killed build worker's validation is retried at the
-    # heartbeat timeout, not at the end of GIT_TIMEOUT (its fake would answer after 4 s).
-    monkeypatch.setattr(activity_calls, "GIT_HEARTBEAT", timedelta(seconds=1))
-    monkeypatch.setattr(activity_calls, "VALIDATE_RETRY", _quick(activity_calls.VALIDATE_RETRY))
-    scenario = Scenario(graph=linear(16), culprit="c9", silent=Counter({"validate": 1}))
-    result, s = await bisect(env.client, scenario)
-    assert result.culprit == "c9"
-    assert s.validations == 2  # the heartbeat timeout ended the first attempt
+    runs = s.validations if silent == "validate" else s.builds[silent]
+    assert runs == 2  # the heartbeat timeout ended the first attempt
 
 
 def _quick(policy: RetryPolicy) -> RetryPolicy:
