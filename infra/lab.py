@@ -173,6 +173,11 @@ def _base_repo(progress: Callable[[str], None]) -> tuple[Path, str]:
             signed=False,
         )
         gt.run("update-ref", "refs/heads/import", commit)
+        # One pack without deltas (one import has no history to delta against): a clone
+        # of a lab over a URL (`kbisect tree add NAME file://LAB`) then copies it as it is,
+        # not compressing 83,000 loose objects again (8 s, not 54 s, on 2 cores).
+        gt.run("config", "pack.compression", "1")
+        gt.run("repack", "-a", "-d", "-q", "--window=0")
         base.parent.mkdir(parents=True, exist_ok=True)
         git_tmp.rename(base)
         return base, commit
@@ -439,6 +444,7 @@ def _make(
         raise InfraError(f"git clone of the lab base failed: {err[-1] if err else '?'}")
     git = Git(repo)
     git.run("config", LAB_MARK, "true")
+    git.run("config", "pack.window", "0")  # serving a clone: the base's pack, no delta search
     with tempfile.TemporaryDirectory(prefix="kbisect-lab-") as tmp:
         w = _Writer(git, Path(tmp))
         hashes, trees, files = _write_history(w, plan, import_commit, options, seed, progress)
