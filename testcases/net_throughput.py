@@ -7,6 +7,7 @@ test never reaches the host's network. "tx" is the guest sending (the client's -
 netperf's TCP_STREAM from the machine under test; "rx" the guest receiving.
 """
 
+import json
 from collections.abc import Mapping
 
 from kbisect.infra.net_peer import GUEST_ADDRESS, GUEST_PORT, PEER_LOG
@@ -28,6 +29,12 @@ PRELUDE = (
     'ip link set "$dev" up\n'
     f'ip addr add {GUEST_ADDRESS}/24 dev "$dev"\n'
 )
+# The figures beside mbps a test gives, by protocol and direction; each is the key iperf3
+# -J gives it on the guest's side. metrics() and FIGURES both read this one table.
+EXTRA: dict[tuple[str, str], tuple[str, ...]] = {
+    ("tcp", "tx"): ("retransmits",),
+    ("udp", "rx"): ("jitter_ms", "lost_percent"),
+}
 # The figures of the guest's side of one test (iperf3 -J), as "metric value" lines.
 FIGURES = (
     "import json, sys\n"
@@ -35,11 +42,9 @@ FIGURES = (
     "protocol, direction = sys.argv[2], sys.argv[3]\n"
     'side = end["sum_sent" if direction == "tx" else "sum_received"]\n'
     'print("mbps", side["bits_per_second"] / 1e6)\n'
-    'if protocol == "tcp" and direction == "tx":\n'
-    '    print("retransmits", side["retransmits"])\n'
-    'if protocol == "udp" and direction == "rx":\n'
-    '    print("jitter_ms", side["jitter_ms"])\n'
-    '    print("lost_percent", side["lost_percent"])\n'
+    f"extra = {json.dumps({f'{p} {d}': list(names) for (p, d), names in EXTRA.items()})}\n"
+    'for name in extra.get(protocol + " " + direction, []):\n'
+    "    print(name, side[name])\n"
 )
 METRICS = {
     "mbps": ("Mbit/s", "higher", "throughput of the guest's side, megabits per second"),
@@ -51,8 +56,7 @@ METRICS = {
 
 def metrics(protocol: str, direction: str) -> list[str]:
     """The figures a test of this protocol and direction gives (FIGURES prints them)."""
-    extra = {("tcp", "tx"): ["retransmits"], ("udp", "rx"): ["jitter_ms", "lost_percent"]}
-    return ["mbps", *extra.get((protocol, direction), [])]
+    return ["mbps", *EXTRA.get((protocol, direction), ())]
 
 
 def body() -> str:
