@@ -16,7 +16,7 @@ from tests.e2e.service import lab_seed
 def real_lab(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, object]]:
     if not settings.KERNEL_SOURCE_TARBALL.exists():
         pytest.fail(f"{settings.KERNEL_SOURCE_TARBALL} missing: run infra/install.sh")
-    seed = lab_seed("e2e", 1)
+    seed = lab_seed("e2e")
     dest = tmp_path_factory.mktemp("e2e") / "lab"
     rng = random.Random(seed)
     culprit_at = rng.randrange(4, 12)

@@ -35,7 +35,7 @@ def _tested(result: dict[str, object]) -> list[dict[str, object]]:
 
 
 def test_a_kernel_that_panics_at_boot_is_found_past_another_panic(tmp_path: Path) -> None:
-    seed = lab_seed("panic", 1)
+    seed = lab_seed("panic")
     # Another panic (a broken-boot range, commits 3-10 of 16) sits where the search looks
     # first: with the culprit's signature those boots are skips, not bad ones.
     culprit_at = random.Random(seed).randrange(12, 16)
@@ -75,7 +75,7 @@ def test_a_kernel_that_panics_at_boot_is_found_past_another_panic(tmp_path: Path
 
 
 def test_a_kernel_whose_reads_fail_is_found(tmp_path: Path) -> None:
-    seed = lab_seed("fails", 1)
+    seed = lab_seed("fails")
     culprit_at = random.Random(seed).randrange(2, 16)
     truth = _lab(
         tmp_path,
