@@ -12,6 +12,7 @@ is a miss: rebuilt, never trusted, never a crash, never a verdict.
 """
 
 import errno
+import fcntl
 import hashlib
 import json
 import logging
@@ -19,7 +20,8 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import asdict
 from pathlib import Path
@@ -52,8 +54,36 @@ SOURCES = "sources.txt"  # the files the build compiled, one a line
 SYSTEM_MAP = "System.map"  # the image's symbols and their addresses, beside it
 
 
+BUILD_LOCKS = 256  # lock files for builds in progress, a fixed set: none is ever removed
+BUILD_LOCK_POLL = 0.5  # seconds between tries: waiting reports progress, so it can be cancelled
+
+
 def entry_dir(tree: str, config_hash: str) -> Path:
     return settings.cache_dir() / "artifacts" / f"{tree[:20]}-{config_hash[:20]}"
+
+
+@contextmanager
+def building(tree: str, config_hash: str, progress: Callable[[str], None]) -> Iterator[None]:
+    """Held while this entry is built, across processes: a second builder of the same
+    kernel (two build workers of one host, a job and a `kbisect try`) waits for the first
+    and then finds it cached, instead of building it again in another slot. The entries
+    share BUILD_LOCKS files, by their key's hash, so a lock file is never removed under a
+    waiter; two different kernels rarely share one (then one waits for the other)."""
+    bucket = int(hashlib.sha256(f"{tree}-{config_hash}".encode()).hexdigest(), 16) % BUILD_LOCKS
+    folder = settings.cache_dir() / "build-locks"
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder / f"{bucket:03d}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                progress("waiting: another build of this kernel")  # raises when cancelled
+                time.sleep(BUILD_LOCK_POLL)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def lookup(tree: str, config_hash: str, commit: str) -> Artifact | None:

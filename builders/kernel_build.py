@@ -184,12 +184,13 @@ class KernelBuilder:
             progress("artifact cache hit")
             return cached
         check_host(settings.cache_dir())
-        with _free_slot(repo, key.config_hash) as slot:
+        with artifact_cache.building(key.tree, key.config_hash, progress):
             # Another process may have built it while we waited for the lock.
             cached = self._lookup(key)
             if cached is not None:
+                progress("artifact cache hit: built meanwhile by another build")
                 return cached
-            with host_lock.for_build(progress):
+            with _free_slot(repo, key.config_hash) as slot, host_lock.for_build(progress):
                 return self._build_locked(repo, key, spec, slot, progress)
 
     @staticmethod

@@ -39,6 +39,9 @@ NVME_CORE_TEXT = (
 E2E_CACHE = Path(
     os.environ.get("KBISECT_TEST_CACHE") or platformdirs.user_cache_dir("kbisect-tests")
 )
+# Their host lock, shared by every end-to-end test (the tier runs two at a time): a timed
+# guest of one waits while the other builds or boots, as on a host kbisect shares.
+E2E_LOCKS = E2E_CACHE / "locks"
 STATE_VARIABLES = ("KBISECT_CACHE", "KBISECT_DATA", "KBISECT_LOCK_DIR")
 
 
@@ -64,12 +67,14 @@ def _session_state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
 def _test_state(
     request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Each test its own data and lock folders, and (unless it builds real kernels) cache."""
+    """Each test its own data folder, and (unless it builds and boots real kernels) its own
+    cache and host lock."""
     state = tmp_path / "kbisect-state"
-    if request.node.get_closest_marker("e2e") is None:
+    e2e = request.node.get_closest_marker("e2e") is not None
+    if not e2e:
         monkeypatch.setenv("KBISECT_CACHE", str(state / "cache"))
     monkeypatch.setenv("KBISECT_DATA", str(state / "data"))
-    monkeypatch.setenv("KBISECT_LOCK_DIR", str(state / "locks"))
+    monkeypatch.setenv("KBISECT_LOCK_DIR", str(E2E_LOCKS if e2e else state / "locks"))
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import pytest
 
 from kbisect import settings
 from kbisect.settings import Settings
-from tests.conftest import E2E_CACHE
+from tests.conftest import E2E_CACHE, E2E_LOCKS
 
 
 def test_a_test_has_its_own_cache_data_and_lock_folders(tmp_path: Path) -> None:
@@ -19,8 +19,8 @@ def test_a_test_has_its_own_cache_data_and_lock_folders(tmp_path: Path) -> None:
 
 
 @pytest.mark.e2e
-def test_an_end_to_end_test_shares_only_the_test_cache(tmp_path: Path) -> None:
+def test_an_end_to_end_test_shares_only_the_test_cache_and_its_lock(tmp_path: Path) -> None:
     s = Settings.from_env()
     assert s.cache != Path(platformdirs.user_cache_dir("kbisect"))
-    assert s.cache == E2E_CACHE
-    assert tmp_path in s.locks.parents and tmp_path in s.data.parents
+    assert s.cache == E2E_CACHE and s.locks == E2E_LOCKS != Path(settings.DEFAULT_LOCK_DIR)
+    assert tmp_path in s.data.parents

@@ -4,6 +4,7 @@ import hashlib
 import json
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict
@@ -108,6 +109,27 @@ def test_concurrent_writers_of_one_entry_do_not_collide(
     hit = artifact_cache.lookup(TREE, CFG, art.commit)
     assert hit is not None
     assert not [p for p in adir.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_second_builder_of_one_kernel_waits_for_the_first(cache: Path) -> None:
+    waits: list[str] = []
+    entered = threading.Event()
+
+    def second() -> None:
+        with artifact_cache.building(TREE, CFG, waits.append):
+            entered.set()
+
+    with artifact_cache.building(TREE, CFG, pytest.fail):
+        other = threading.Thread(target=second)
+        other.start()
+        deadline = time.monotonic() + 10
+        while not waits and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert waits and not entered.is_set()  # it waits, and says so
+        with artifact_cache.building(TREE, "d" * 64, pytest.fail):
+            pass  # another kernel's build does not wait
+    other.join(10)
+    assert entered.is_set() and waits[0] == "waiting: another build of this kernel"
 
 
 def test_keep_replaces_a_file_atomically(cache: Path, tmp_path: Path) -> None:

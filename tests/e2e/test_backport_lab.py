@@ -3,11 +3,13 @@ fix-mode lab's old endpoint, whose fix needs an earlier upstream refactor. `bise
 --cross-tree --target` checks the merge base, bisects the fix upstream (fix mode: the fix
 alone does not apply to the old end, and the verification says so), explains it, and
 backports it with that prerequisite to the distro tip, built without and with them and
-booted in QEMU: verified. A branch that already carries the fix under another hash builds
-nothing."""
+booted in QEMU: verified. Explain's answer says what the seed's engineer found by hand (the
+request size, in diskstats and in blktrace) and draws its flame graph. A branch that already
+carries the fix under another hash builds nothing."""
 
 import json
 import subprocess
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ import pytest
 from kbisect import settings
 from kbisect.infra.git import Git
 from kbisect.infra.lab import LabOptions, create_lab
+from kbisect.workflows.investigation_types import StageName, stage_id
 from tests.e2e.service import KBISECT, on_own_service, own_service, watch_job
 
 pytestmark = pytest.mark.e2e
@@ -77,6 +80,11 @@ def test_the_chain_from_a_distro_branch_outlives_its_terminal_and_verifies_the_b
         result = watch_job(env, job)
         report = subprocess.run([*KBISECT, "report", job, "--no-start"], env=env, text=True,
                                 capture_output=True, timeout=300)  # fmt: skip
+        flame = tmp_path / "flame.svg"
+        bisection = stage_id(job, StageName.BISECT)  # its explain stage is this one's
+        explained = subprocess.run([*KBISECT, "explain", bisection, "--flame", str(flame),
+                                    "--json", "--no-start"], env=env, text=True,
+                                   capture_output=True, timeout=300)  # fmt: skip
         repro = tmp_path / "repro"
         written = subprocess.run([*KBISECT, "reproduce", job, str(repro), "--no-start"], env=env,
                                  text=True, capture_output=True, timeout=300)  # fmt: skip
@@ -105,6 +113,7 @@ def test_the_chain_from_a_distro_branch_outlives_its_terminal_and_verifies_the_b
     assert text.index("## Check") < text.index("## Bisect") < text.index("## Explain")
     assert "read request size (sectors)" in text  # explain's Why, in the report
     assert f"{prereq[:12]}" in text  # the backport took its prerequisite
+    _assert_explained(explained, flame)
     # The reproducer without kbisect: the fix and its parent, kbisect's own .config of the
     # fix (built here; its parent may have been judged by a twin's kernel), a script bash
     # reads.
@@ -113,6 +122,24 @@ def test_the_chain_from_a_distro_branch_outlives_its_terminal_and_verifies_the_b
     assert (repro / "commits").read_text() == f"culprit {fix}\nparent {parent}\n"
     assert "CONFIG_BLK_DEV_NVME=y" in (repro / "config" / "culprit.config").read_text()
     assert subprocess.run(["bash", "-n", str(repro / "reproduce.sh")]).returncode == 0
+
+
+def _assert_explained(proc: "subprocess.CompletedProcess[str]", flame: Path) -> None:
+    """`kbisect explain` of the chain's bisection: its explain stage, followed, not run again.
+    The fix's reads are merged into large requests again, its parent's are 8 sectors, in
+    diskstats and in the traced boots' blktrace; the flame graph of both sides' samples."""
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout)
+    assert result["status"] == "explained", result["message"]
+    changes = {(c["source"], c["name"]): c for c in result["comparison"]["changes"]}
+    sizes = [c for (s, n), c in changes.items() if s == "diskstats" and "rareq-sz" in n]
+    assert sizes and min(c["change"] for c in sizes) > 900, sorted(changes)  # 8 -> 512
+    merged = [c for (s, n), c in changes.items() if s == "diskstats" and n.endswith("reads merged")]
+    assert merged and all(c["parent"] == 0 and c["culprit"] > 1000 for c in merged), merged
+    traced = [c for (s, n), c in changes.items() if s == "blktrace" and "request size" in n]
+    assert traced and min(c["change"] for c in traced) > 900, sorted(changes)
+    svg = ET.parse(flame).getroot()
+    assert svg.tag.endswith("svg") and flame.stat().st_size > 2000
 
 
 def test_a_branch_that_carries_the_fix_already_builds_nothing(tmp_path: Path) -> None:

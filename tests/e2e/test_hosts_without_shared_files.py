@@ -20,7 +20,7 @@ from benchmarks.nginx import free_port
 from kbisect.infra import temporal_server
 from tests.e2e.service import watch_job
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("whole_host")]
 KBISECT = [sys.executable, "-m", "kbisect"]
 STARTED = "test "  # a VM host's log line when a boot's activity starts
 

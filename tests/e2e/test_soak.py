@@ -23,7 +23,7 @@ from kbisect.workflows.bisect_types import BisectRequest, BisectResult
 from kbisect.workflows.bisect_workflow import BisectWorkflow
 from tests.e2e.soak_worker import truth
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("whole_host")]
 JOBS = 20
 PEAK_MIB = 600  # a worker's or the server's most resident memory over the run
 
