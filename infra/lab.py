@@ -5,6 +5,7 @@ lab is a hardlinked bare clone of it plus N commits written through git plumbing
 temporary index, so no 1.5 GB checkout is needed. The truth goes beside the repository.
 """
 
+import fcntl
 import hashlib
 import json
 import random
@@ -135,9 +136,17 @@ def _base_repo(progress: Callable[[str], None]) -> tuple[Path, str]:
             f"{tarball} is missing: install Debian's linux-source-6.1 (README install command)"
         )
     base = base_repo_path(tarball)
-    git = Git(base)
     if (base / "refs/heads/import").exists():
-        return base, git.run("rev-parse", "refs/heads/import").strip()
+        return base, Git(base).run("rev-parse", "refs/heads/import").strip()
+    base.parent.mkdir(parents=True, exist_ok=True)
+    with open(base.parent / "import.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # two labs made at once: one import, the other waits
+        if (base / "refs/heads/import").exists():
+            return base, Git(base).run("rev-parse", "refs/heads/import").strip()
+        return _import(tarball, base, progress)
+
+
+def _import(tarball: Path, base: Path, progress: Callable[[str], None]) -> tuple[Path, str]:
     progress(f"importing {tarball.name} into the lab base (once per machine)")
     tmp_root = Path(tempfile.mkdtemp(dir=base.parent.parent, prefix="import-"))
     try:
@@ -178,7 +187,6 @@ def _base_repo(progress: Callable[[str], None]) -> tuple[Path, str]:
         # not compressing 83,000 loose objects again (8 s, not 54 s, on 2 cores).
         gt.run("config", "pack.compression", "1")
         gt.run("repack", "-a", "-d", "-q", "--window=0")
-        base.parent.mkdir(parents=True, exist_ok=True)
         git_tmp.rename(base)
         return base, commit
     finally:

@@ -3,6 +3,7 @@ import json
 import re
 import subprocess
 import tempfile
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -66,6 +67,22 @@ def test_a_lab_is_served_from_one_pack_without_a_delta_search(
     subprocess.run(["git", "clone", "-q", "--bare", f"file://{tmp_path / 'lab'}", str(clone)],
                    check=True)  # fmt: skip
     assert Git(clone).resolve("lab-bad") == truth["bad"]
+
+
+def test_two_labs_made_at_once_import_the_source_once(tiny_tarball: Path) -> None:
+    said: list[str] = []
+    got: list[tuple[Path, str]] = []
+
+    def make() -> None:
+        got.append(lab._base_repo(said.append))
+
+    makers = [threading.Thread(target=make) for _ in range(2)]
+    for t in makers:
+        t.start()
+    for t in makers:
+        t.join(60)
+    assert len(got) == 2 and got[0] == got[1]  # the second waited for the first's import
+    assert [s for s in said if s.startswith("importing")] == [said[0]], said
 
 
 def test_same_seed_same_hashes(tmp_path: Path, tiny_tarball: Path) -> None:
