@@ -58,13 +58,29 @@ def fragments_for(spec: BuildSpec) -> list[str]:
     return [base_config(), *spec.fragments]
 
 
+def settings_of(fragment: str) -> str:
+    """A fragment's settings, one a line: what merging it does. Its comments and blank
+    lines go ("# CONFIG_X is not set" is a setting), so two testcases whose fragments
+    differ only in their words share their kernels."""
+    kept = []
+    for line in fragment.splitlines():
+        line = line.strip()
+        if line.startswith("CONFIG_") or (
+            line.startswith("# CONFIG_") and line.endswith(" is not set")
+        ):
+            kept.append(line)
+    return "\n".join(kept)
+
+
 def config_hash(spec: BuildSpec, compiler: str) -> str:
     """Key of the build inputs other than the tree: the user's config and the modules it
-    keeps, fragments, arch, target, compiler and its extra flags (none: the key builds
-    without flags had before flags were keyed)."""
+    keeps, fragments (their settings; one without any merges nothing), arch, target,
+    compiler and its extra flags (none: the key builds without flags had before flags were
+    keyed)."""
     h = hashlib.sha256()
     distro = (spec.base_config, " ".join(spec.modules)) if spec.base_config else ()
-    for part in (*distro, *fragments_for(spec), spec.arch, spec.target, compiler, *kcflags(spec)):
+    fragments = [s for s in map(settings_of, fragments_for(spec)) if s]
+    for part in (*distro, *fragments, spec.arch, spec.target, compiler, *kcflags(spec)):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()
@@ -74,13 +90,12 @@ def wanted_options(fragments: list[str]) -> dict[str, str]:
     """CONFIG_X -> value as requested (later fragments win)."""
     wanted: dict[str, str] = {}
     for text in fragments:
-        for line in text.splitlines():
-            line = line.strip()
-            if line.startswith("CONFIG_") and "=" in line:
+        for line in settings_of(text).splitlines():
+            if line.startswith("#"):  # "# CONFIG_X is not set"
+                wanted[line[2:].split()[0]] = "n"
+            elif "=" in line:
                 key, _, value = line.partition("=")
                 wanted[key] = value
-            elif line.startswith("# CONFIG_") and line.endswith(" is not set"):
-                wanted[line[2:].split()[0]] = "n"
     return wanted
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kbisect.builders import kernel_build
+from kbisect.builders import kconfig, kernel_build
 from kbisect.builders.kernel_build import KernelBuilder
 from kbisect.builders.sources import inert_commits, read_sources
 from kbisect.errors import DiskFullError, InfraError, KernelBuildError
@@ -108,7 +108,6 @@ def test_an_aligned_build_passes_its_flags_to_make_and_has_a_key_of_its_own(
     """`explain --alignment`'s kernels: the spec's compiler flags reach make as KCFLAGS
     (the environment's own is scrubbed) and are in the artifact's key, so the aligned
     and the plain kernel of one commit are two cache entries."""
-    from kbisect.builders import kconfig
 
     repo, c = tree
     monkeypatch.setenv("KCFLAGS", "-O0")  # a user's: never reaches make
@@ -123,6 +122,11 @@ def test_an_aligned_build_passes_its_flags_to_make_and_has_a_key_of_its_own(
     assert "KCFLAGS=-falign-functions=64" in Path(aligned.build_log).read_text()
     # the kernel's own option is asked for too (a tree without it notes it missing)
     assert "CONFIG_DEBUG_FORCE_FUNCTION_ALIGNMENT_64B=y" in Path(aligned.config).read_text()
+    # a fragment's comments and blank lines are no input: its settings are
+    worded = BuildSpec(fragments=tuple(f"# why\n\n{f}  \n# more\n" for f in SPEC.fragments))
+    assert kconfig.config_hash(worded, "gcc") == kconfig.config_hash(SPEC, "gcc")
+    unset = BuildSpec(fragments=(*SPEC.fragments, "# CONFIG_NET is not set\n"))
+    assert kconfig.config_hash(unset, "gcc") != kconfig.config_hash(SPEC, "gcc")
     # a spec without flags keeps the key it had before flags were keyed
     assert kconfig.config_hash(SPEC, "gcc") == kconfig.config_hash(
         BuildSpec(fragments=SPEC.fragments, cflags=()), "gcc"
@@ -384,3 +388,15 @@ def test_builds_use_the_deployments_shared_compile_cache(
     monkeypatch.setenv("KBISECT_CCACHE_REMOTE", "s3://bucket/ccache")  # ccache 4.7 has no S3
     with pytest.raises(UserError, match="KBISECT_CCACHE_REMOTE='s3://bucket/ccache'"):
         run.env()
+
+
+def test_host_userland_testcases_whose_fragments_differ_in_words_share_a_kernel() -> None:
+    from kbisect.testcases import manifest
+    from kbisect.testcases.runner import build_spec
+
+    keys = {
+        name: kconfig.config_hash(build_spec(manifest.load(name)), "gcc")
+        for name in ("sched-pipe", "hackbench:pipe", "stress-ng:switch", "fio-read-latency")
+    }
+    assert keys["sched-pipe"] == keys["hackbench:pipe"] == keys["stress-ng:switch"], keys
+    assert keys["fio-read-latency"] != keys["sched-pipe"]  # NVMe and I/O schedulers on top
