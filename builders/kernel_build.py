@@ -184,13 +184,18 @@ class KernelBuilder:
             progress("artifact cache hit")
             return cached
         check_host(settings.cache_dir())
-        with artifact_cache.building(key.tree, key.config_hash, progress):
+        # The host lock first: whoever holds it exclusively (a timed guest) never waits for
+        # a build's locks, so waiting for another build of this kernel under it is no cycle.
+        with (
+            host_lock.for_build(progress),
+            artifact_cache.building(key.tree, key.config_hash, progress),
+        ):
             # Another process may have built it while we waited for the lock.
             cached = self._lookup(key)
             if cached is not None:
                 progress("artifact cache hit: built meanwhile by another build")
                 return cached
-            with _free_slot(repo, key.config_hash) as slot, host_lock.for_build(progress):
+            with _free_slot(repo, key.config_hash) as slot:
                 return self._build_locked(repo, key, spec, slot, progress)
 
     @staticmethod

@@ -1,18 +1,22 @@
 """The builder's logic over a tiny stand-in kernel tree: real git, make and gcc, fake Kbuild."""
 
+import contextlib
 import hashlib
 import shutil
 import stat
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from kbisect.builders import kconfig, kernel_build
+from kbisect.builders import artifact_cache, kconfig, kernel_build
 from kbisect.builders.kernel_build import KernelBuilder
 from kbisect.builders.sources import inert_commits, read_sources
 from kbisect.errors import DiskFullError, InfraError, KernelBuildError
+from kbisect.infra import host_lock
 from kbisect.infra.git import Git
 from kbisect.model import BuildSpec
 from tests.conftest import git
@@ -400,3 +404,27 @@ def test_host_userland_testcases_whose_fragments_differ_in_words_share_a_kernel(
     }
     assert keys["sched-pipe"] == keys["hackbench:pipe"] == keys["stress-ng:switch"], keys
     assert keys["fio-read-latency"] != keys["sched-pipe"]  # NVMe and I/O schedulers on top
+
+
+def test_a_build_waits_for_the_host_before_it_takes_its_kernels_build_lock(
+    tree: tuple[Path, dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whoever has the host alone (a timed guest, a test's whole host) never waits for a
+    build's locks: a build that held its kernel's lock while it waited for the host would
+    make a cycle with a second builder of that kernel under the host lock."""
+    repo, c = tree
+    taken: list[str] = []
+
+    def recorded(name: str, real: Any) -> Any:
+        @contextlib.contextmanager
+        def lock(*args: Any) -> Iterator[None]:
+            taken.append(name)
+            with real(*args):
+                yield
+
+        return lock
+
+    monkeypatch.setattr(host_lock, "for_build", recorded("host", host_lock.for_build))
+    monkeypatch.setattr(artifact_cache, "building", recorded("kernel", artifact_cache.building))
+    KernelBuilder().build(repo, c["good"], SPEC)
+    assert taken == ["host", "kernel"]
