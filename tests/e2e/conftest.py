@@ -52,6 +52,23 @@ def real_lab(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, 
     return dest, truth
 
 
+@pytest.fixture(autouse=True)
+def _lab_kernels(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
+    """Tests of the real lab share its kernels; one marked `lab_kernels_alone` (the README
+    job, which uncaches its kernels to build them for real and kill a build) has them to
+    itself, so the other worker never builds them back under it. Taken before any other
+    lock, so it closes no cycle."""
+    if "real_lab" not in request.fixturenames:
+        yield
+        return
+    alone = request.node.get_closest_marker("lab_kernels_alone") is not None
+    with open(_run_folder(tmp_path_factory) / "lab-kernels.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        yield
+
+
 @pytest.fixture
 def whole_host() -> Iterator[None]:
     """The host to this test alone, as a timed guest has it: for a test whose own workers

@@ -136,6 +136,7 @@ def _job_id(err: Path) -> str:
     return ids[0] if ids else ""
 
 
+@pytest.mark.lab_kernels_alone
 def test_the_readme_job_prints_every_line_it_quotes_through_a_worker_kill(
     real_lab: tuple[Path, dict[str, object]], tmp_path: Path
 ) -> None:
