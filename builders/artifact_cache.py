@@ -20,7 +20,6 @@ import os
 import shutil
 import stat
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import asdict
@@ -30,6 +29,7 @@ from typing import Any, TextIO
 from kbisect import settings
 from kbisect.builders.classify import TreeBuildError, is_tree_error
 from kbisect.errors import InfraError, KernelBuildError
+from kbisect.infra import host_lock
 from kbisect.model import Artifact
 
 log = logging.getLogger(__name__)
@@ -55,7 +55,6 @@ SYSTEM_MAP = "System.map"  # the image's symbols and their addresses, beside it
 
 
 BUILD_LOCKS = 256  # lock files for builds in progress, a fixed set: none is ever removed
-BUILD_LOCK_POLL = 0.5  # seconds between tries: waiting reports progress, so it can be cancelled
 
 
 def entry_dir(tree: str, config_hash: str) -> Path:
@@ -74,13 +73,7 @@ def building(tree: str, config_hash: str, progress: Callable[[str], None]) -> It
     folder.mkdir(parents=True, exist_ok=True)
     fd = os.open(folder / f"{bucket:03d}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                progress("waiting: another build of this kernel")  # raises when cancelled
-                time.sleep(BUILD_LOCK_POLL)
+        host_lock.take(fd, fcntl.LOCK_EX, progress, "waiting: another build of this kernel")
         yield
     finally:
         os.close(fd)  # releases the lock

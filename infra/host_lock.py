@@ -159,7 +159,9 @@ def _open(folder: int, name: str) -> int:
     return fd
 
 
-def _take(fd: int, how: int, progress: Progress, waiting: str) -> None:
+def take(fd: int, how: int, progress: Progress, waiting: str) -> None:
+    """flock `how` on fd, saying `waiting` (progress raises when the activity is
+    cancelled) every POLL seconds until it is had."""
     while True:
         try:
             fcntl.flock(fd, how | fcntl.LOCK_NB)
@@ -182,9 +184,9 @@ def _held(name: str, exclusive: bool, progress: Progress, waiting: str) -> Itera
     finally:
         os.close(folder)
     try:
-        _take(gate, fcntl.LOCK_EX, progress, waiting)
+        take(gate, fcntl.LOCK_EX, progress, waiting)
         try:
-            _take(lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH, progress, waiting)
+            take(lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH, progress, waiting)
         finally:
             fcntl.flock(gate, fcntl.LOCK_UN)
         yield
