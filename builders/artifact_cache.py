@@ -68,12 +68,34 @@ def building(tree: str, config_hash: str, progress: Callable[[str], None]) -> It
     and then finds it cached, instead of building it again in another slot. The entries
     share BUILD_LOCKS files, by their key's hash, so a lock file is never removed under a
     waiter; two different kernels rarely share one (then one waits for the other)."""
-    bucket = int(hashlib.sha256(f"{tree}-{config_hash}".encode()).hexdigest(), 16) % BUILD_LOCKS
+    with _bucket_lock("", f"{tree}-{config_hash}", progress, "another build of this kernel"):
+        yield
+
+
+@contextmanager
+def building_config(config_hash: str, progress: Callable[[str], None]) -> Iterator[None]:
+    """Held by a build from scratch of this config (a slot not configured for it): a second
+    such build, of another commit or another repository's, waits for it and then compiles
+    from the ccache the first filled, instead of compiling every object twice at once (two
+    workers starting a job on a fresh host, two clones of one kernel)."""
+    with _bucket_lock("config-", config_hash, progress, "another first build of this config"):
+        yield
+
+
+@contextmanager
+def _bucket_lock(
+    prefix: str, key: str, progress: Callable[[str], None], what: str
+) -> Iterator[None]:
+    """An flock on one of BUILD_LOCKS files named `prefix`NNN (a set of its own for each
+    prefix: one process never holds two of a set, nor waits on itself)."""
+    bucket = int(hashlib.sha256(key.encode()).hexdigest(), 16) % BUILD_LOCKS
     folder = settings.cache_dir() / "build-locks"
     folder.mkdir(parents=True, exist_ok=True)
-    fd = os.open(folder / f"{bucket:03d}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fd = os.open(
+        folder / f"{prefix}{bucket:03d}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600
+    )
     try:
-        host_lock.take(fd, fcntl.LOCK_EX, progress, "waiting: another build of this kernel")
+        host_lock.take(fd, fcntl.LOCK_EX, progress, f"waiting: {what}")
         yield
     finally:
         os.close(fd)  # releases the lock

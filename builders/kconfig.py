@@ -74,13 +74,15 @@ def settings_of(fragment: str) -> str:
 
 def config_hash(spec: BuildSpec, compiler: str) -> str:
     """Key of the build inputs other than the tree: the user's config and the modules it
-    keeps, fragments (their settings; one without any merges nothing), arch, target,
-    compiler and its extra flags (none: the key builds without flags had before flags were
-    keyed)."""
+    keeps, what the fragments set (merged as merge_config.sh does, the last setting of an
+    option winning: two testcases whose fragments add nothing to each other's build share
+    kernels, however their settings are split or ordered), arch, target, compiler and its
+    extra flags (none: the key builds without flags had before flags were keyed)."""
     h = hashlib.sha256()
     distro = (spec.base_config, " ".join(spec.modules)) if spec.base_config else ()
-    fragments = [s for s in map(settings_of, fragments_for(spec)) if s]
-    for part in (*distro, *fragments, spec.arch, spec.target, compiler, *kcflags(spec)):
+    merged = sorted(wanted_options(fragments_for(spec)).items())
+    settings = "\n".join(f"{key}={value}" for key, value in merged)
+    for part in (*distro, settings, spec.arch, spec.target, compiler, *kcflags(spec)):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()

@@ -124,6 +124,12 @@ def _slot_order(repo: Path, config_hash: str) -> list[int]:
     """Slots whose build dir is configured for these inputs first: there the next commit
     is an incremental build (a distro kernel rebuilt from scratch takes minutes even with
     every object in ccache)."""
+    first = _warm_slots(repo, config_hash)
+    return first + [i for i in range(MAX_SLOTS) if i not in first]
+
+
+def _warm_slots(repo: Path, config_hash: str) -> list[int]:
+    """The slots of repo whose build dir is configured for these inputs, whole."""
     key = worktree.repo_key(repo)
 
     def warm(i: int) -> bool:
@@ -134,8 +140,18 @@ def _slot_order(repo: Path, config_hash: str) -> list[int]:
             and slot_config.configured_hash(slot / "build") == config_hash
         )
 
-    first = [i for i in range(MAX_SLOTS) if warm(i)]
-    return first + [i for i in range(MAX_SLOTS) if i not in first]
+    return [i for i in range(MAX_SLOTS) if warm(i)]
+
+
+@contextmanager
+def _from_scratch(repo: Path, config_hash: str, progress: Progress) -> Iterator[None]:
+    """A build that finds no slot of `repo` configured for this config compiles every
+    object: it takes the config's first-build lock (artifact_cache.building_config)."""
+    if _warm_slots(repo, config_hash):
+        yield
+        return
+    with artifact_cache.building_config(config_hash, progress):
+        yield
 
 
 @contextmanager
@@ -189,6 +205,7 @@ class KernelBuilder:
         with (
             host_lock.for_build(progress),
             artifact_cache.building(key.tree, key.config_hash, progress),
+            _from_scratch(repo, key.config_hash, progress),
         ):
             # Another process may have built it while we waited for the lock.
             cached = self._lookup(key)

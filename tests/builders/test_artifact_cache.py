@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -111,25 +112,43 @@ def test_concurrent_writers_of_one_entry_do_not_collide(
     assert not [p for p in adir.iterdir() if p.name.endswith(".tmp")]
 
 
-def test_a_second_builder_of_one_kernel_waits_for_the_first(cache: Path) -> None:
+BUILD_LOCKS = [
+    (artifact_cache.building, (TREE, CFG), (TREE, "d" * 64), "another build of this kernel"),
+    (artifact_cache.building_config, (CFG,), ("d" * 64,), "another first build of this config"),
+]
+
+
+@pytest.mark.parametrize(("lock", "key", "other_key", "said"), BUILD_LOCKS)
+def test_a_second_builder_of_one_kernel_or_config_waits_for_the_first(
+    cache: Path, lock: Any, key: tuple[str, ...], other_key: tuple[str, ...], said: str
+) -> None:
     waits: list[str] = []
     entered = threading.Event()
 
     def second() -> None:
-        with artifact_cache.building(TREE, CFG, waits.append):
+        with lock(*key, waits.append):
             entered.set()
 
-    with artifact_cache.building(TREE, CFG, pytest.fail):
+    with lock(*key, pytest.fail):
         other = threading.Thread(target=second)
         other.start()
         deadline = time.monotonic() + 10
         while not waits and time.monotonic() < deadline:
             time.sleep(0.05)
         assert waits and not entered.is_set()  # it waits, and says so
-        with artifact_cache.building(TREE, "d" * 64, pytest.fail):
-            pass  # another kernel's build does not wait
+        with lock(*other_key, pytest.fail):
+            pass  # another kernel's (config's) build does not wait
     other.join(10)
-    assert entered.is_set() and waits[0] == "waiting: another build of this kernel"
+    assert entered.is_set() and waits[0] == f"waiting: {said}"
+
+
+def test_a_build_holding_its_kernels_lock_takes_its_configs_without_waiting_on_itself(
+    cache: Path,
+) -> None:
+    for tree in (f"{i:040x}" for i in range(300)):  # whatever bucket each lands in
+        with artifact_cache.building(tree, CFG, pytest.fail):
+            with artifact_cache.building_config(CFG, pytest.fail):
+                pass
 
 
 def test_keep_replaces_a_file_atomically(cache: Path, tmp_path: Path) -> None:

@@ -394,16 +394,35 @@ def test_builds_use_the_deployments_shared_compile_cache(
         run.env()
 
 
-def test_host_userland_testcases_whose_fragments_differ_in_words_share_a_kernel() -> None:
+def test_host_userland_testcases_and_their_explain_boots_share_one_kernel() -> None:
     from kbisect.testcases import manifest
+    from kbisect.testcases.explain_run import explain_spec
     from kbisect.testcases.runner import build_spec
 
-    keys = {
-        name: kconfig.config_hash(build_spec(manifest.load(name)), "gcc")
-        for name in ("sched-pipe", "hackbench:pipe", "stress-ng:switch", "fio-read-latency")
-    }
-    assert keys["sched-pipe"] == keys["hackbench:pipe"] == keys["stress-ng:switch"], keys
-    assert keys["fio-read-latency"] != keys["sched-pipe"]  # NVMe and I/O schedulers on top
+    names = ("sched-pipe", "hackbench:pipe", "stress-ng:switch", "iperf3", "fio-read-latency")
+    loaded = {name: manifest.load(name) for name in names}
+    keys = {name: kconfig.config_hash(build_spec(m), "gcc") for name, m in loaded.items()}
+    shared = keys["sched-pipe"]
+    assert keys["hackbench:pipe"] == keys["stress-ng:switch"] == keys["iperf3"] == shared, keys
+    # their explain boots run on the kernels the bisection built: nothing more to build
+    assert kconfig.config_hash(explain_spec(loaded["sched-pipe"]), "gcc") == shared
+    # and so does the seed's explain boot (its block stack is the host userland's too)
+    seed = manifest.load("nvme-snapshot-read")
+    assert kconfig.config_hash(explain_spec(seed), "gcc") == shared
+    assert kconfig.config_hash(build_spec(seed), "gcc") != shared  # tinyconfig's own
+    assert keys["fio-read-latency"] != shared  # its I/O schedulers on top
+
+
+def test_a_kernels_key_is_what_its_fragments_set_not_how_they_are_split() -> None:
+    one = BuildSpec(fragments=("CONFIG_A=y\nCONFIG_B=y\n",))
+    key = kconfig.config_hash(one, "gcc")
+    assert kconfig.config_hash(BuildSpec(fragments=("CONFIG_B=y\n", "CONFIG_A=y\n")), "gcc") == key
+    # a setting already made adds nothing; a later one overrides an earlier one
+    again = BuildSpec(fragments=(*one.fragments, "# the same\nCONFIG_A=y\n"))
+    assert kconfig.config_hash(again, "gcc") == key
+    undone = BuildSpec(fragments=(*one.fragments, "# CONFIG_B is not set\n"))
+    assert kconfig.config_hash(undone, "gcc") != key
+    assert kconfig.config_hash(BuildSpec(fragments=("CONFIG_A=y\n",)), "gcc") != key
 
 
 def test_a_build_waits_for_the_host_before_it_takes_its_kernels_build_lock(
@@ -426,5 +445,15 @@ def test_a_build_waits_for_the_host_before_it_takes_its_kernels_build_lock(
 
     monkeypatch.setattr(host_lock, "for_build", recorded("host", host_lock.for_build))
     monkeypatch.setattr(artifact_cache, "building", recorded("kernel", artifact_cache.building))
+    config = recorded("config", artifact_cache.building_config)
+    monkeypatch.setattr(artifact_cache, "building_config", config)
     KernelBuilder().build(repo, c["good"], SPEC)
-    assert taken == ["host", "kernel"]
+    assert taken == ["host", "kernel", "config"]  # from scratch: the config's lock last
+    taken.clear()
+    KernelBuilder().build(repo, c["fixed"], SPEC)
+    assert taken == ["host", "kernel"]  # its slot is configured for it: incremental
+    taken.clear()
+    clone = repo.parent / "clone"
+    git(repo.parent, "clone", "-q", str(repo), str(clone))
+    KernelBuilder().build(clone, _commit(clone, {"main.c": "int main_x = 2;\n"}, "own"), SPEC)
+    assert taken == ["host", "kernel", "config"]  # another repository's slot: from scratch
