@@ -60,7 +60,7 @@ def read_secret(path: str, what: str) -> str:
 
 def cmd_matrix(args: argparse.Namespace, settings: Settings) -> int:
     from kbisect.doors.matrix import BotConfig, MatrixBot, default_state_path
-    from kbisect.jobs.series_client import check_name
+    from kbisect.jobs.series_client import alert_poll, check_name
     from kbisect.reports.sru_patch import SIGNOFF
 
     if not args.homeserver.startswith(("http://", "https://")):
@@ -84,6 +84,7 @@ def cmd_matrix(args: argparse.Namespace, settings: Settings) -> int:
         state=Path(args.state) if args.state else default_state_path(settings, args.user),
         signoff=args.signoff,
         series=args.series,
+        alerts_every=alert_poll(args.alerts_every),
     )
     service_logging()
     logging.getLogger("nio").setLevel(logging.WARNING)  # a line per event otherwise
@@ -142,6 +143,7 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
         help="post this series watch's alerts, with their plots, in the first room "
         "(repeatable; 'kbisect series watch')",
     )
+    _alerts_every(m)
     m.set_defaults(func=cmd_matrix)
 
     w = sub.add_parser(
@@ -212,7 +214,21 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
         help="post this series watch's alerts, with their plots, as notes on that issue "
         "(repeatable; e.g. cloud=kernel/sru#12)",
     )
+    _alerts_every(s)
     s.set_defaults(func=cmd_gitlab)
+
+
+def _alerts_every(parser: argparse.ArgumentParser) -> None:
+    from kbisect.jobs.series_client import ALERT_POLL_LIMITS, ALERT_POLL_SECONDS
+
+    lo, hi = ALERT_POLL_LIMITS
+    parser.add_argument(
+        "--alerts-every",
+        default=str(ALERT_POLL_SECONDS),
+        metavar="SECONDS",
+        help=f"how often to look for the --series watches' new alerts ({lo:g} to {hi:g}; "
+        f"default {ALERT_POLL_SECONDS:g})",
+    )
 
 
 def cmd_web(args: argparse.Namespace, settings: Settings) -> int:
@@ -252,6 +268,7 @@ def cmd_gitlab(args: argparse.Namespace, settings: Settings) -> int:
 
     from kbisect.doors.gitlab import GitLabConfig, GitLabDoor, SeriesIssue
     from kbisect.jobs.client import JobClient
+    from kbisect.jobs.series_client import alert_poll
     from kbisect.reports.sru_patch import SIGNOFF
     from kbisect.settings import private_dir
 
@@ -268,6 +285,7 @@ def cmd_gitlab(args: argparse.Namespace, settings: Settings) -> int:
         allowed=tuple(args.allow_user),
         signoff=args.signoff,
         series=tuple(SeriesIssue.parse(text) for text in args.series),
+        alerts_every=alert_poll(args.alerts_every),
     )
     if args.signoff is not None and not SIGNOFF.fullmatch(args.signoff):
         raise UserError(f"--signoff {args.signoff!r}: write 'Your Name <you@example.com>'")

@@ -57,7 +57,7 @@ from kbisect.errors import InfraError, KbisectError, UserError
 from kbisect.infra.git import Git
 from kbisect.jobs import investigation, series_client
 from kbisect.jobs.client import JobClient
-from kbisect.jobs.series_client import check_name
+from kbisect.jobs.series_client import ALERT_POLL_SECONDS, check_name
 from kbisect.reports import investigation_report
 from kbisect.reports.lines import md_code, md_lines, md_text
 from kbisect.reports.sru_branch import push_sru_branch, tested_changes
@@ -80,6 +80,7 @@ class GitLabConfig:
     allowed: tuple[str, ...] = ()  # usernames; empty: anyone who can comment
     signoff: str | None = None  # an SRU commit's Signed-off-by; default: the token's user
     series: tuple["SeriesIssue", ...] = ()  # watches whose alerts go to an issue each
+    alerts_every: float = ALERT_POLL_SECONDS  # seconds between looks for their alerts
 
 
 @dataclass(frozen=True)
@@ -430,7 +431,7 @@ class GitLabDoor:
     # --- series watches' alerts ----------------------------------------------------
     async def _follow_series(self, where: SeriesIssue) -> None:
         """Each alert of the watch, and each tick blocked on the host, oldest first, once
-        (by its key) as a note on the issue, looked for every ALERT_POLL_SECONDS from the
+        (by its key) as a note on the issue, looked for every `alerts_every` seconds from the
         last tick read, however long ago. GitLab notes take no idempotency key: a crash
         between a note and the state file's save would post that one alert again."""
         while True:
@@ -450,7 +451,7 @@ class GitLabDoor:
                 log.warning("series %s: %s; looking again", where.watch, exc)
             except Exception:  # not foreseen: the receiver serves on
                 log.exception("series %s; looking again", where.watch)
-            await asyncio.sleep(series_client.ALERT_POLL_SECONDS)
+            await asyncio.sleep(self.config.alerts_every)
 
     async def _post_alert(self, where: SeriesIssue, alert: SeriesAlert) -> None:
         """The alert's lines and the sweep's plot (uploaded to the project) in one note."""

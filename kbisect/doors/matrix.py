@@ -59,6 +59,7 @@ from kbisect.doors.quoting import inert
 from kbisect.errors import InfraError, KbisectError, UserError
 from kbisect.jobs import series_client
 from kbisect.jobs.client import JobClient
+from kbisect.jobs.series_client import ALERT_POLL_SECONDS
 from kbisect.reports.lkp_report import MAX_MAIL
 from kbisect.reports.sweep_report import alert_lines
 from kbisect.settings import Settings, private_dir
@@ -78,6 +79,7 @@ class BotConfig:
     state: Path  # the state file
     signoff: str | None = None  # the SRU patch's Signed-off-by; default: git's identity
     series: list[str] = field(default_factory=list)  # watches whose alerts go to rooms[0]
+    alerts_every: float = ALERT_POLL_SECONDS  # seconds between looks for their alerts
 
 
 @dataclass
@@ -423,7 +425,7 @@ class MatrixBot:
     async def _follow_series(self, watch: str) -> None:
         """Each alert of the watch's ticks, and each tick blocked on the host, oldest
         first, posted once (by its key) in the first room; looked for every
-        ALERT_POLL_SECONDS while the bot runs, from the last tick read, however long ago."""
+        `alerts_every` seconds while the bot runs, from the last tick read, however long ago."""
         assert self.jobs is not None
         first = True
         while True:
@@ -447,7 +449,7 @@ class MatrixBot:
                 log.warning("series %s: %s; looking again", watch, exc)
             except Exception:  # not foreseen: the bot serves on
                 log.exception("series %s; looking again", watch)
-            await asyncio.sleep(series_client.ALERT_POLL_SECONDS)
+            await asyncio.sleep(self.config.alerts_every)
 
     async def _post_alert(self, room: str, alert: SeriesAlert) -> None:
         """The alert's line, then the sweep's plot in its thread. Transaction ids come from

@@ -32,7 +32,20 @@ from kbisect.workflows.series_types import SeriesAlert, SeriesTick, SeriesWatch
 
 NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 TICK_PREFIX = "series-"  # a tick's id: this, the watch's name, and the time it started
-ALERT_POLL_SECONDS = 30.0  # how often a door looks for a watch's new alerts
+ALERT_POLL_SECONDS = 30.0  # how often a door looks for a watch's new alerts (--alerts-every)
+ALERT_POLL_LIMITS = (1.0, 3600.0)  # seconds: at most one look a second, at least one an hour
+
+
+def alert_poll(text: str) -> float:
+    """--alerts-every SECONDS, checked: a finite number within ALERT_POLL_LIMITS."""
+    lo, hi = ALERT_POLL_LIMITS
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = float("nan")
+    if not lo <= seconds <= hi:  # NaN and infinities too
+        raise UserError(f"--alerts-every {text!r}: give seconds from {lo:g} to {hi:g}")
+    return seconds
 
 
 def check_name(name: str) -> str:

@@ -403,14 +403,13 @@ def test_host_userland_testcases_and_their_explain_boots_share_one_kernel() -> N
     loaded = {name: manifest.load(name) for name in names}
     keys = {name: kconfig.config_hash(build_spec(m), "gcc") for name, m in loaded.items()}
     shared = keys["sched-pipe"]
-    assert keys["hackbench:pipe"] == keys["stress-ng:switch"] == keys["iperf3"] == shared, keys
+    assert set(keys.values()) == {shared}, keys  # fio-read-latency's schedulers included
     # their explain boots run on the kernels the bisection built: nothing more to build
     assert kconfig.config_hash(explain_spec(loaded["sched-pipe"]), "gcc") == shared
     # and so does the seed's explain boot (its block stack is the host userland's too)
     seed = manifest.load("nvme-snapshot-read")
     assert kconfig.config_hash(explain_spec(seed), "gcc") == shared
     assert kconfig.config_hash(build_spec(seed), "gcc") != shared  # tinyconfig's own
-    assert keys["fio-read-latency"] != shared  # its I/O schedulers on top
 
 
 def test_a_kernels_key_is_what_its_fragments_set_not_how_they_are_split() -> None:

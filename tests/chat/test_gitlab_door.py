@@ -1031,7 +1031,6 @@ async def test_series_alerts_are_one_note_each_on_their_issue_whatever_restarts(
             return result
 
     monkeypatch.setattr(series_client, "news", news)
-    monkeypatch.setattr(series_client, "ALERT_POLL_SECONDS", 0.01)
     settings = Settings.from_env({"KBISECT_DATA": str(tmp_path / "d")})
     calls = Calls()
     with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
@@ -1043,6 +1042,7 @@ async def test_series_alerts_are_one_note_each_on_their_issue_whatever_restarts(
                 secret=SECRET,
                 state=tmp_path / "gl.json",
                 series=(SeriesIssue.parse(f"w={PROJECT}#3"),),
+                alerts_every=0.01,
             )
             gl = gitlab.Gitlab(GITLAB, private_token="glpat-x")
             door = GitLabDoor(config, settings, Sweeps(), gl)  # type: ignore[arg-type]

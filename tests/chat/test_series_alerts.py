@@ -25,6 +25,7 @@ from tests.conftest import git
 from tests.e2e.service import KBISECT
 
 WATCH = "lab-watch"
+BOT_ARGS = ("--series", WATCH, "--alerts-every", "1")  # a look a second: no 30 s waits
 
 
 class Service:
@@ -166,8 +167,7 @@ def test_a_new_slow_tag_gives_one_alert_with_its_plot_and_none_after_restarts(
     bot, alice = (synapse.register(f"{n}{tag}") for n in ("bot", "alice"))
     room = alice.create_room()
     bot_env = {**service.env, "KBISECT_DATA": str(tmp_path / "bot-data")}
-    bot_args = ("--series", WATCH)
-    bot_proc = start_bot(synapse, bot, room, [alice.user_id], bot_env, tmp_path, bot_args)
+    bot_proc = start_bot(synapse, bot, room, [alice.user_id], bot_env, tmp_path, BOT_ARGS)
     try:
         _commit(upstream, "slow", "v2")  # the seed's bug: 8-sector reads from here on
         _commit(upstream, "three", "v3-rc1")  # slow too, and the same as v2
@@ -205,7 +205,7 @@ def test_a_new_slow_tag_gives_one_alert_with_its_plot_and_none_after_restarts(
         service.start()
         log = tmp_path / "bot.log"
         seen = log.read_text().count(f"series {WATCH}: 1 alert(s), 0 posted now")
-        bot_proc = start_bot(synapse, bot, room, [alice.user_id], bot_env, tmp_path, bot_args)
+        bot_proc = start_bot(synapse, bot, room, [alice.user_id], bot_env, tmp_path, BOT_ARGS)
         wait_for(
             lambda: log.read_text().count(f"series {WATCH}: 1 alert(s), 0 posted now") > seen,
             60,
@@ -235,9 +235,7 @@ def _watched_in_a_room(
     bot, alice = (synapse.register(f"{n}{tag}") for n in ("bot", "alice"))
     room = alice.create_room()
     bot_env = {**service.env, "KBISECT_DATA": str(tmp_path / "bot-data")}
-    bot_proc = start_bot(
-        synapse, bot, room, [alice.user_id], bot_env, tmp_path, ("--series", WATCH)
-    )
+    bot_proc = start_bot(synapse, bot, room, [alice.user_id], bot_env, tmp_path, BOT_ARGS)
     return upstream, bot, alice, room, bot_proc
 
 
