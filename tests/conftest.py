@@ -157,27 +157,31 @@ def synapse(tmp_path_factory: pytest.TempPathFactory, server: None) -> Iterator[
         server.stop()
 
 
-E2E_TIMEOUT = 1800  # seconds: the slowest end-to-end test builds and boots for ~6 minutes
-# The end-to-end files that take longest, longest first (docs/measurements.md, the fresh
-# suite's figures): handed out first by `--dist loadfile --no-loadscope-reorder`, so no
-# long file starts last while the other worker idles. The rest follow in their order.
-E2E_LONGEST_FIRST = (
-    "test_backport_lab.py",
+# seconds: a test's own builds and boots (the chain, warm, about 7 minutes) and its waits
+# for the other worker's cold builds on a fresh machine (the chain waited out 30 minutes)
+E2E_TIMEOUT = 2400
+# The end-to-end files handed out first (`--dist loadfile --no-loadscope-reorder`; the rest
+# follow in their order): first a test that builds each config's first kernel (the seed's,
+# the host userland's, disk-read's), so on a fresh machine those cold builds start at once
+# and later tests find ccache warm; then the longest (docs/measurements.md), so none starts
+# last while the other worker idles. xdist's own order, by number of tests, did neither.
+E2E_FIRST = (
     "test_try_real_kernel.py",
     "test_host_userland.py",
-    "test_readme_job.py",
     "test_pass_fail_lab.py",
+    "test_backport_lab.py",
+    "test_readme_job.py",
 )
 
 
 def _e2e_rank(item: pytest.Item) -> int:
     name = item.path.name
-    return E2E_LONGEST_FIRST.index(name) if name in E2E_LONGEST_FIRST else len(E2E_LONGEST_FIRST)
+    return E2E_FIRST.index(name) if name in E2E_FIRST else len(E2E_FIRST)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A test that needs a local server (the `server` fixture, even through another one) is
-    marked `server`. End-to-end tests run last, the longest files first (E2E_LONGEST_FIRST),
+    marked `server`. End-to-end tests run last, in the order E2E_FIRST begins,
     each with the long timeout (the rest keep the short one)."""
     for item in items:
         if "server" in getattr(item, "fixturenames", ()):

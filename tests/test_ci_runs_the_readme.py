@@ -3,7 +3,7 @@
 import re
 from pathlib import Path
 
-from tests.conftest import E2E_LONGEST_FIRST
+from tests.conftest import E2E_FIRST
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -27,6 +27,6 @@ def test_the_e2e_tier_runs_alone_and_its_tests_share_one_host_lock() -> None:
     # guests and builds go through one host lock (tests/conftest.py), which times a guest alone.
     e2e = tiers[-1].split()
     assert e2e[e2e.index("-n") + 1] == "2" and e2e[e2e.index("--dist") + 1] == "loadfile", e2e
-    # in collection order, the longest files first: each of them is a file of the tier
+    # in collection order (E2E_FIRST first): each of them is a file of the tier
     assert "--no-loadscope-reorder" in e2e, e2e
-    assert all((ROOT / "tests/e2e" / name).is_file() for name in E2E_LONGEST_FIRST)
+    assert all((ROOT / "tests/e2e" / name).is_file() for name in E2E_FIRST)
