@@ -19,8 +19,11 @@ def base_config() -> str:
 
 
 def host_userland_config() -> str:
-    """What a guest needs to run on the host's root filesystem (9p, overlay, tools)."""
-    return (Path(__file__).parent / "host_userland.config").read_text()
+    """What a guest needs to run on the host's root filesystem (9p, overlay, tools), with
+    what explain reads (diagnostics_config: SCHEDSTATS costs nothing until a boot turns it
+    on), so an explain boot of a host-userland testcase needs no kernel of its own."""
+    own = (Path(__file__).parent / "host_userland.config").read_text()
+    return own + diagnostics_config()
 
 
 def diagnostics_config() -> str:
