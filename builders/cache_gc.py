@@ -109,15 +109,23 @@ def _run_time(name: str) -> float | None:
 
 def _collect_slots(root: Path, report: GcReport) -> None:
     for slot in worktree.orphan_slots(root):
-        fd = worktree.try_lock_slot(slot)
+        fd = worktree.lock_orphan(slot)
         if fd is None:
-            report.kept.append(f"{slot}: its repository is gone, but it is in use")
+            if slot.exists():  # else another process removed it meanwhile
+                report.kept.append(f"{slot}: its repository is gone, but it is in use")
             continue
         try:
-            report.slots.append(slot)
-            _remove(slot, report)
+            size = _size(slot)
+            if report.dry_run or worktree.remove_locked(slot):
+                report.slots.append(slot)
+                report.bytes_freed += size
+            else:
+                report.kept.append(f"{slot}: could not be removed")
         finally:
             os.close(fd)
+    for grave in worktree.abandoned_graves(root):
+        report.slots.append(grave)
+        _remove(grave, report)
 
 
 def _collect_artifacts(root: Path, cutoff: float, report: GcReport, pinned: dict[str, str]) -> None:

@@ -15,6 +15,9 @@ from kbisect import settings
 from kbisect.infra.git import Git
 
 
+GRAVE = ".removing-"  # a slot being removed: <GRAVE><slot>-<remover's pid>
+
+
 def repo_key(repo: Path) -> str:
     return hashlib.sha256(str(Path(repo).resolve()).encode()).hexdigest()[:12]
 
@@ -71,6 +74,8 @@ def orphan_slots(root: Path | None = None) -> list[Path]:
     lab): 1.5 GB of worktree each."""
     found = []
     for slot in sorted((root or slots_root()).glob("*-*")):
+        if slot.name.startswith(GRAVE):
+            continue  # its remover holds it
         if slot.is_symlink() or not slot.is_dir():
             continue  # not a slot kbisect made: never written through, never removed
         owner = slot / "repo"
@@ -87,16 +92,65 @@ def prune_orphans(dry_run: bool = False) -> list[Path]:
     orphaned by a killed worker) still writes there."""
     removed = []
     for slot in orphan_slots():
-        fd = try_lock_slot(slot)
+        fd = lock_orphan(slot)
         if fd is None:
             continue
         try:
             if not dry_run:
-                shutil.rmtree(slot, ignore_errors=True)
+                remove_locked(slot)
         finally:
             os.close(fd)
         removed.append(slot)
     return removed
+
+
+def lock_orphan(slot: Path) -> int | None:
+    """An fd holding an orphan slot's lock; None if it is in use, or if another process
+    (two workers starting at once both prune) removed it first."""
+    try:
+        fd = try_lock_slot(slot)
+    except FileNotFoundError:
+        return None  # removed between our listing and our lock
+    if fd is None:
+        return None
+    try:
+        still = os.stat(slot / "lock").st_ino == os.fstat(fd).st_ino
+    except FileNotFoundError:
+        still = False
+    if not still:  # we waited on a lock whose slot went meanwhile
+        os.close(fd)
+        return None
+    return fd
+
+
+def abandoned_graves(root: Path) -> list[Path]:
+    """Slots whose remover died before it was done."""
+    found = []
+    for grave in sorted(root.glob(f"{GRAVE}*")):
+        try:
+            os.kill(int(grave.name.rsplit("-", 1)[1]), 0)
+        except ProcessLookupError:
+            found.append(grave)
+        except (ValueError, OSError):
+            continue  # not a name we gave, or a remover we may not signal: alive
+    return found
+
+
+def remove_locked(slot: Path) -> bool:
+    """Remove a slot whose lock the caller holds. It is renamed first (one atomic step),
+    so a process racing for it finds it gone, never half removed with its lock file
+    recreated. False if part of it stays (its repo file keeps it an orphan for the next
+    prune)."""
+    grave = slot.with_name(f"{GRAVE}{slot.name}-{os.getpid()}")
+    try:
+        os.rename(slot, grave)
+    except FileNotFoundError:
+        return True
+    for _ in range(3):  # an open of its lock begun before the rename may land in it
+        shutil.rmtree(grave, ignore_errors=True)
+        if not grave.exists():
+            return True
+    return False
 
 
 def prune_own_worktrees(git: Git) -> list[Path]:

@@ -14,7 +14,12 @@ from typing import Protocol, TypeVar
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    ChildWorkflowError,
+    is_cancelled_exception,
+)
 
 from kbisect.contract import (
     ACTIVITY_QUEUE,
@@ -102,6 +107,7 @@ async def on_a_build_host(activity: str, arg: object, result_type: type[R], queu
             retry_policy=VALIDATE_RETRY,
         )
     except ActivityError as err:
+        raise_if_cancelled(err)
         raise JobFailed(cause(err)) from err
     return result
 
@@ -173,9 +179,8 @@ class Blocking:
             try:
                 return await start()
             except ActivityError as err:
-                # A person cancelled the job (its activities end "cancelled"): it ends, it
-                # does not wait for a resume.
-                if cause_type(err) == ErrorType.USER or isinstance(_root(err), CancelledError):
+                raise_if_cancelled(err)  # it ends, it does not wait for a resume
+                if cause_type(err) == ErrorType.USER:
                     raise
                 problem = f"{what}: {cause(err)}"
             await self.hold(problem)
@@ -449,6 +454,13 @@ def _root(err: ActivityError) -> BaseException | None:
     while isinstance(c, ActivityError) and c.cause is not None:
         c = c.cause
     return c
+
+
+def raise_if_cancelled(err: ActivityError | ChildWorkflowError) -> None:
+    """A person cancelled the job, so the activity or stage ended "cancelled": the job
+    ends cancelled too, never reading that end as a failure to note and go past."""
+    if is_cancelled_exception(err):
+        raise err
 
 
 def cause(err: ActivityError) -> str:

@@ -33,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
         Resumable,
         cause,
         cause_type,
+        raise_if_cancelled,
     )
     from kbisect.workflows.bisect_types import (
         BadBoot,
@@ -198,6 +199,7 @@ class BisectWorkflow(Resumable):
         try:
             job = await calls.validate(req)
         except ActivityError as err:
+            raise_if_cancelled(err)
             raise JobFailed(cause(err)) from err
         self._state = state = JobState.of(req, job)
         calls.subjects = state.subjects  # the activities' summaries name each commit

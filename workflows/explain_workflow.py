@@ -39,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
         ShowsStatus,
         cause,
         on_a_build_host,
+        raise_if_cancelled,
         testcase_job,
         validate_sweep,
     )
@@ -117,6 +118,7 @@ class ExplainWorkflow(ShowsStatus):
             try:
                 got = await calls.explain(tested, commit, built[commit])
             except ActivityError as err:
+                raise_if_cancelled(err)
                 got = ExplainBootResult(commit, TestStatus.BOOT_FAILED, error=cause(err))
             sides[is_culprit].append(got)
             if got.status == TestStatus.OK and got.samples:
@@ -201,6 +203,7 @@ class ExplainWorkflow(ShowsStatus):
             try:
                 got = await calls.trace(job, commit, built[commit])
             except ActivityError as err:
+                raise_if_cancelled(err)
                 got = TraceResult(commit, error=cause(err))
             if got.error or not got.diagnostics:
                 failed.append(f"{name}: {got.error or 'no trace'}")
@@ -247,6 +250,7 @@ class ExplainWorkflow(ShowsStatus):
             try:
                 got = await calls.test(job, commit, built[commit], job.repetitions)
             except ActivityError as err:
+                raise_if_cancelled(err)
                 got = TestResult(commit, TestStatus.BOOT_FAILED, error=cause(err))
             samples = got.samples_of(job.primary)
             if got.status != TestStatus.OK or not samples:

@@ -27,7 +27,7 @@ with workflow.unsafe.imports_passed_through():
         fit_summary,
     )
     from kbisect.summaries import Request, summary
-    from kbisect.workflows.activity_calls import JobFailed, on_a_build_host
+    from kbisect.workflows.activity_calls import JobFailed, on_a_build_host, raise_if_cancelled
     from kbisect.workflows.backport_types import BackportResult
     from kbisect.workflows.bisect_types import BisectRequest, BisectResult, JobStatus
     from kbisect.workflows.explain_types import ExplainResult
@@ -103,6 +103,7 @@ class InvestigationWorkflow:
                 parent_close_policy=CHILD_POLICY,
             )
         except ChildWorkflowError as err:
+            raise_if_cancelled(err)  # the stage was cancelled with the investigation
             stage.state, stage.line = StageState.FAILED, _why(err)
             return None
         stage.state = StageState.DONE

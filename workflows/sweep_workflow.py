@@ -20,6 +20,7 @@ with workflow.unsafe.imports_passed_through():
         JobSite,
         ShowsStatus,
         cause,
+        raise_if_cancelled,
         testcase_job,
         validate_sweep,
     )
@@ -114,6 +115,7 @@ class SweepWorkflow(ShowsStatus):
                 traced = await calls.trace(testcase_job(tc), commit, art)
                 found = traced.diagnostics or {"error": traced.error}
             except ActivityError as err:
+                raise_if_cancelled(err)
                 found = {"error": cause(err)}
             done.append(SweepTrace(name, k, found))
         return done

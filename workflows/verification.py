@@ -13,7 +13,7 @@ from temporalio.exceptions import ActivityError
 from kbisect.contract import Mode, TestResult, TestStatus
 from kbisect.decide import engine_report
 from kbisect.decide.record import Run
-from kbisect.workflows.activity_calls import JobActivities, cause
+from kbisect.workflows.activity_calls import JobActivities, cause, raise_if_cancelled
 from kbisect.workflows.bisect_types import Verification, VerificationStatus
 from kbisect.workflows.job_decisions import JobDecisions
 from kbisect.workflows.job_state import JobState
@@ -57,6 +57,7 @@ async def verify(job: Ended, culprit: str, showing: Callable[[list[str]], None])
         showing([made.commit])
         return await _boots(job, v, made.commit, where)
     except ActivityError as err:  # the bisection's answer stands without it
+        raise_if_cancelled(err)
         v.message = f"could not verify: {cause(err)}"
         return v
     finally:
@@ -112,6 +113,7 @@ async def trace(job: Ended, culprit: str) -> dict[str, dict[str, Any]]:
         try:
             traced = await job.calls.trace(job.state.job, commit, build.artifact)
         except ActivityError as err:  # the answer stands without its trace
+            raise_if_cancelled(err)
             found[commit] = {"error": cause(err)}
             continue
         found[commit] = traced.diagnostics or {"error": traced.error}

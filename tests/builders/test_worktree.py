@@ -1,5 +1,6 @@
 """Build slots' worktrees: kbisect cleans up its own worktree entries and nobody else's."""
 
+import multiprocessing
 import shutil
 from pathlib import Path
 
@@ -54,3 +55,26 @@ def test_prune_orphans_keeps_a_slot_in_use(repo: Path, cache: Path, tmp_path: Pa
         fcntl.flock(held, fcntl.LOCK_EX)
         assert worktree.prune_orphans() == [idle]
     assert busy.exists() and not idle.exists()
+
+
+def _prune(_: int) -> list[Path]:
+    return worktree.prune_orphans()
+
+
+def test_workers_pruning_at_once_remove_each_orphan_once_and_none_fails(
+    repo: Path, cache: Path, tmp_path: Path
+) -> None:
+    """Two workers starting at once both prune: each slot goes once, and one that another
+    process removed while it was listed or locked is no error (a run in CI failed so)."""
+    gone = tmp_path / "gone"
+    shutil.copytree(repo, gone)
+    slots = [worktree.slot_dir(gone, i) for i in range(40)]
+    for slot in slots:
+        (slot / "src").mkdir()
+        for n in range(20):
+            (slot / "src" / f"f{n}").write_text("x" * 4096)
+    shutil.rmtree(gone)
+    with multiprocessing.get_context("fork").Pool(6) as pool:
+        removed = [slot for found in pool.map(_prune, range(12)) for slot in found]
+    assert sorted(removed) == sorted(slots)
+    assert list(worktree.slots_root().iterdir()) == []

@@ -114,6 +114,20 @@ def test_slots_of_deleted_repositories_go_unless_in_use(
     assert report.bytes_freed >= 10_000
 
 
+def test_a_slot_whose_remover_died_midway_goes_and_one_being_removed_stays(
+    settings: Settings, cache: Path
+) -> None:
+    slots = cache / "slots"
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    left = slots / f"{worktree.GRAVE}abc-0-{dead.pid}"
+    going = slots / f"{worktree.GRAVE}abc-1-{os.getpid()}"
+    for grave in (left, going):
+        (grave / "src").mkdir(parents=True)
+    report = gc.collect(settings, older_than_days=30, dry_run=False)
+    assert report.slots == [left] and not left.exists() and going.exists()
+
+
 def test_artifacts_not_used_for_a_while_go(settings: Settings, cache: Path) -> None:
     arts = cache / "artifacts"
     unused, used = arts / "aaaa-1111", arts / "bbbb-2222"

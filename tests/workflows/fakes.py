@@ -473,6 +473,7 @@ async def explain_testcase(req: ExplainBootRequest) -> ExplainBootResult:
     in nvme_queue_rq; each within 2% noise."""
     s = SCENARIOS[req.repo]
     s.explains.append(req.commit)
+    await asyncio.sleep(s.test_delay)
     if req.commit in s.broken_boot:
         return ExplainBootResult(req.commit, TestStatus.BOOT_FAILED, error="panic: oops")
     rng = random.Random(f"{req.commit}-{len(s.explains)}")

@@ -1,10 +1,11 @@
 """ExplainWorkflow on a real local Temporal dev server, with fake activities: the pair
 built with the diagnostics options, booted A B B A, and what moved listed."""
 
+import asyncio
 import uuid
 
 import pytest
-from temporalio.client import WorkflowFailureError
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
 from benchmarks.dags import linear
@@ -24,6 +25,16 @@ from tests.workflows.recording import keep
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 
+def _request(scenario: Scenario, parent: str, culprit: str, **kw: object) -> ExplainRequest:
+    key = f"scenario-{uuid.uuid4().hex[:8]}"
+    SCENARIOS[key] = scenario
+    queue = f"q-{uuid.uuid4().hex[:8]}"
+    return ExplainRequest(
+        repo=key, parent=parent, culprit=culprit, testcase="nvme-snapshot-read",
+        build_queue=queue, vm_queue=queue, **kw,  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
 async def explain(
     env: WorkflowEnvironment,
     scenario: Scenario,
@@ -32,16 +43,10 @@ async def explain(
     record: str = "",
     **kw: object,
 ) -> tuple[ExplainResult, ExplainProgress]:
-    key = f"scenario-{uuid.uuid4().hex[:8]}"
-    SCENARIOS[key] = scenario
-    queue = f"q-{uuid.uuid4().hex[:8]}"
-    req = ExplainRequest(
-        repo=key, parent=parent, culprit=culprit, testcase="nvme-snapshot-read",
-        build_queue=queue, vm_queue=queue, **kw,  # type: ignore[arg-type]
-    )  # fmt: skip
-    async with fakes.fake_worker(env.client, queue, ExplainWorkflow):
+    req = _request(scenario, parent, culprit, **kw)
+    async with fakes.fake_worker(env.client, req.build_queue, ExplainWorkflow):
         handle = await env.client.start_workflow(
-            ExplainWorkflow.run, req, id=f"explain-{key}", task_queue=queue
+            ExplainWorkflow.run, req, id=f"explain-{req.repo}", task_queue=req.build_queue
         )
         try:
             result = await handle.result()
@@ -232,3 +237,21 @@ async def test_a_watch_asks_a_jobs_type_once_over_its_progress_polls(
     assert asked == ["bisect-x-1-explain"]
     with pytest.raises(UserError, match="is an explain job, not a sweep"):
         await client.sweep_progress("bisect-x-1-explain")
+
+
+async def test_a_cancel_during_a_boot_ends_the_job_instead_of_counting_a_failed_boot(
+    env: WorkflowEnvironment,
+) -> None:
+    scenario = Scenario(graph=linear(16), culprit="c9", test_delay=1.0)
+    req = _request(scenario, "c8", "c9", boots=4)
+    async with fakes.fake_worker(env.client, req.build_queue, ExplainWorkflow):
+        handle = await env.client.start_workflow(
+            ExplainWorkflow.run, req, id=f"explain-{req.repo}", task_queue=req.build_queue
+        )
+        while not scenario.explains:
+            await asyncio.sleep(0.1)
+        await handle.cancel()
+        with pytest.raises(WorkflowFailureError):
+            await handle.result()
+        assert (await handle.describe()).status == WorkflowExecutionStatus.CANCELED
+    assert len(scenario.explains) == 1  # no boot after the cancel

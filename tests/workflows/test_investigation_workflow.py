@@ -177,14 +177,22 @@ async def test_a_failed_bisection_fails_the_investigation_in_its_words(
     assert progress.status == "failed" and progress.stages[-1].state == StageState.FAILED
 
 
+@pytest.mark.parametrize("running", ["validation", "boots"])
 async def test_cancelling_the_investigation_cancels_its_running_stage(
-    env: WorkflowEnvironment,
+    env: WorkflowEnvironment, running: str
 ) -> None:
+    """Whatever activity the stage waits on: a cancelled validation once ended the stage
+    failed (its error read as bad input), and CI saw it."""
     scenario = Scenario(graph=linear(16), culprit="c9", test_delay=0.5)
+    if running == "validation":
+        scenario.silent["validate"] = 1  # the validation takes 4 s: the cancel lands in it
     failed, _, job = await investigate(env, scenario, cancel_at=StageName.BISECT)
     assert isinstance(failed, WorkflowFailureError), failed
     child = env.client.get_workflow_handle(f"{job}-bisect")
     assert (await child.describe()).status == WorkflowExecutionStatus.CANCELED
+    assert (await env.client.get_workflow_handle(job).describe()).status == (
+        WorkflowExecutionStatus.CANCELED
+    )
 
 
 async def test_a_sweep_then_bisects_each_change_between_its_two_revisions(
