@@ -26,6 +26,12 @@ def host_userland_config() -> str:
     return own + diagnostics_config()
 
 
+def block_config() -> str:
+    """What a tinyconfig kernel of a testcase with disks gets: NVMe, device-mapper,
+    blktrace."""
+    return (Path(__file__).parent / "block.config").read_text()
+
+
 def diagnostics_config() -> str:
     """What an explain boot reads of a kernel: perf events, symbols, schedstats."""
     return (Path(__file__).parent / "diagnostics.config").read_text()

@@ -14,7 +14,6 @@ from pathlib import Path
 from kbisect import settings
 from kbisect.infra.git import Git
 
-
 GRAVE = ".removing-"  # a slot being removed: <GRAVE><slot>-<remover's pid>
 
 

@@ -34,16 +34,19 @@ class TestcaseRun:
     excerpt: str = ""  # and the console lines that show it
 
 
-# A testcase's disks are NVMe namespaces: its kernel needs the driver, whether or not its
-# fragment says so (one that does keeps its config, and so its builds, as they were).
+# A testcase's disks are NVMe namespaces: a kernel on a user's config needs the driver,
+# whether or not the testcase's fragment says so (one that does keeps its config as it was).
 NVME = re.compile(r"^CONFIG_BLK_DEV_NVME=y\s*$", re.M)
 
 
 def build_spec(manifest: Manifest, config: str = "") -> BuildSpec:
-    """What to build for this testcase: tinyconfig and fragments, or (`config`, the text
-    of a user's config) that config trimmed to the modules the testcase needs."""
+    """What to build for this testcase: tinyconfig and fragments (the block stack for one
+    with disks), or (`config`, the text of a user's config) that config trimmed to the
+    modules the testcase needs."""
     frags = [kconfig.host_userland_config()] if manifest.userland == "host" else []
-    if manifest.disks and not NVME.search(manifest.config_fragment):
+    if manifest.disks and not config:
+        frags.append(kconfig.block_config())
+    elif manifest.disks and not NVME.search(manifest.config_fragment):
         frags.append("CONFIG_BLK_DEV_NVME=y\n")
     if manifest.config_fragment:
         frags.append(manifest.config_fragment)

@@ -4,7 +4,7 @@ A boot of its own, after the scored ones: a script sets its disks up once a boot
 tracer slows I/O down, so these figures are never scored. blktrace, blkparse and btt run
 from the host's root filesystem for a host-userland testcase, and from the initramfs
 (with their libraries) for the others; the kernel needs CONFIG_BLK_DEV_IO_TRACE, which
-host-userland kernels and the testcases that want tracing have in their fragment. The
+host-userland kernels and the block stack of every testcase with disks have. The
 guest writes a tar of the trace folder onto an extra disk; it is unpacked into the run
 folder (`trace/`), where the binary traces stay for blkparse and btt by hand.
 """

@@ -161,14 +161,13 @@ def synapse(tmp_path_factory: pytest.TempPathFactory, server: None) -> Iterator[
 # for the other worker's cold builds on a fresh machine (the chain waited out 30 minutes)
 E2E_TIMEOUT = 2400
 # The end-to-end files handed out first (`--dist loadfile --no-loadscope-reorder`; the rest
-# follow in their order): first a test that builds each config's first kernel (the seed's,
-# the host userland's, disk-read's), so on a fresh machine those cold builds start at once
+# follow in their order): first a test that builds each config's first kernel (the block
+# stack's, the host userland's), so on a fresh machine those cold builds start at once
 # and later tests find ccache warm; then the longest (docs/measurements.md), so none starts
 # last while the other worker idles. xdist's own order, by number of tests, did neither.
 E2E_FIRST = (
     "test_try_real_kernel.py",
     "test_host_userland.py",
-    "test_pass_fail_lab.py",
     "test_backport_lab.py",
     "test_readme_job.py",
 )

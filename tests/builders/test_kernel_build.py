@@ -412,6 +412,24 @@ def test_host_userland_testcases_and_their_explain_boots_share_one_kernel() -> N
     assert kconfig.config_hash(build_spec(seed), "gcc") != shared  # tinyconfig's own
 
 
+def test_testcases_with_disks_share_the_block_stacks_kernel_on_tinyconfig_only() -> None:
+    """disk-read boots the seed's kernels (and can be traced); the seed's key is what it
+    was before the block stack (its cached kernels stay valid); on a user's config a
+    testcase adds only the NVMe driver to it."""
+    from kbisect.testcases import manifest
+    from kbisect.testcases.runner import build_spec
+
+    seed, disk_read = manifest.load("nvme-snapshot-read"), manifest.load("disk-read")
+    key = kconfig.config_hash(build_spec(seed), "gcc")
+    assert kconfig.config_hash(build_spec(disk_read), "gcc") == key
+    alone = BuildSpec(fragments=(seed.config_fragment,))
+    assert kconfig.config_hash(alone, "gcc") == key
+    assert "CONFIG_BLK_DEV_IO_TRACE" in kconfig.wanted_options(kconfig.fragments_for(alone))
+    users = build_spec(disk_read, config="CONFIG_64BIT=y\n")
+    assert users.fragments == ("CONFIG_BLK_DEV_NVME=y\n",)
+    assert build_spec(seed, config="CONFIG_64BIT=y\n").fragments == (seed.config_fragment,)
+
+
 def test_a_kernels_key_is_what_its_fragments_set_not_how_they_are_split() -> None:
     one = BuildSpec(fragments=("CONFIG_A=y\nCONFIG_B=y\n",))
     key = kconfig.config_hash(one, "gcc")
