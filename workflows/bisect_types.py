@@ -126,7 +126,9 @@ class Step:
     # the job's boot numbers (as boot_numbers) of boots set aside as wild: read far off
     # the kernel's others (a disturbed host), shown but not weighed
     set_aside: list[int] = field(default_factory=list)
-    same_as: str = ""  # a same-kernel step: the commit whose kernel (and verdict) it shares
+    # a same-kernel step: the judged commit (a step before it) whose kernel and verdict it
+    # shares; "" when that kernel was never booted (the note says where its commit lies)
+    same_as: str = ""
 
 
 @dataclass
@@ -201,6 +203,21 @@ class Progress:
 
 
 @dataclass
+class EndpointChange:
+    """The new endpoint against the old in numbers: a metric's change as a fraction of old
+    (-0.2: 20% lower) or, for pass/fail boots, the change in the share that failed (+1.0:
+    none failed, then all)."""
+
+    value: float
+    low: float | None  # its 95% interval (None: unbounded, too few boots)
+    high: float | None
+    boots_old: int
+    boots_new: int
+    old: float | None = None  # the endpoints' medians (pass/fail: the share that failed)
+    new: float | None = None
+
+
+@dataclass
 class BadBoot:
     """A pass/fail job's bad boot for the report: what went wrong and its console lines."""
 
@@ -229,6 +246,7 @@ class BisectResult:
     repetitions: int = 0
     confidence: float | None = None  # P(every verdict that named the culprit is right)
     effect: str = ""  # new vs old endpoint, with its 95% interval
+    change: EndpointChange | None = None  # ... in numbers
     boots: int = 0
     notes: list[str] = field(default_factory=list)
     # commit -> its traced boot's summary (testcases.trace_run.Diagnostics.to_json), or

@@ -327,6 +327,13 @@ class BisectWorkflow(Resumable):
         self._record_decisions(state, 0)  # a step still to add for a kept boot
         measured = self._bring_up_to_date(state)
         extra: dict[str, object] = {"effect": res.effect, "boots": res.boots, "notes": res.notes}
+        extra["change"] = engine_report.endpoint_change(
+            res.change,
+            measured.get(d.old_end),
+            measured.get(d.new_end),
+            state.job.pass_fail,
+            d.record.setup.flaky,
+        )
         ended = engine_report.gate_outcome(
             d.plan, d.record.setup.flaky, state.mode, state.job.primary, state.job.pass_fail
         )

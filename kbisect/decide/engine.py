@@ -181,9 +181,43 @@ class Engine:
         for commit, state in self.search.marks.items():
             if commit not in self.decisions and commit in self.search.same_as:
                 of = self.search.same_as[commit]
-                note = f"{self._twin_notes.get(commit, 'same kernel')}: the verdict of {of[:12]}"
-                self.decisions[commit] = Decision(state, 0, 0.0, note, twin=of)
+                note, verdict_of = self._twin_note(commit, state)
+                self.decisions[commit] = Decision(
+                    state, 0, 0.0, note, twin=of, verdict_of=verdict_of
+                )
                 self._changed(commit)
+
+    def _twin_note(self, commit: str, state: State) -> tuple[str, str]:
+        """Where a twin's verdict came from, as it is settled: the judged commit whose
+        kernel it makes (its verdict now, not a later one), or, when that kernel was never
+        booted, where its commit lies. Returns the note and the judged commit ("": none)."""
+        why = self._twin_notes.get(commit, "same kernel")
+        kernel = self.search.kernel_of(commit)
+        judged = self.decisions.get(kernel)
+        if kernel in (*self._olds, self.new_end) or (judged is not None and not judged.twin):
+            return f"{why}: the verdict of {kernel[:12]}", kernel
+        return f"{why}: the kernel of {kernel[:12]}, never booted, {self._lies(kernel, state)}", ""
+
+    def _lies(self, kernel: str, state: State) -> str:
+        """Why an unbooted kernel's commit has the verdict `state`: a judged commit it
+        lies below (OLD) or above (NEW)."""
+        anc, index = self.search.graph.ancestry, self.search.graph.index
+        if kernel not in anc:
+            return "below the range"
+        judged = [*self._olds, self.new_end, *(c for c, d in self.decisions.items() if not d.twin)]
+        for c in judged:
+            if c not in anc or self.search.marks.get(c, self._end_state(c)) != state:
+                continue
+            if state == State.OLD and anc[c] >> index[kernel] & 1:
+                return f"an ancestor of {c[:12]}"
+            if state == State.NEW and anc[kernel] >> index[c] & 1:
+                return f"a descendant of {c[:12]}"
+        return "placed by the verdicts around it"
+
+    def _end_state(self, commit: str) -> State | None:
+        if commit in self._olds:
+            return State.OLD
+        return State.NEW if commit == self.new_end else None
 
     def _rebuild_search(self) -> None:
         """The search again from every verdict (in place: callers hold it)."""
@@ -574,6 +608,7 @@ class Engine:
             boots=self.clock,
             message=message,
             effect=effect.describe(),
+            change=effect,
             notes=self._notes(),
         )
 

@@ -5,11 +5,12 @@ it saw of each commit besides (seconds, the last test's other metrics) and the l
 (kbisect.decide.plan); these shape it into contract types.
 """
 
+import math
 import statistics
 from dataclasses import dataclass, field, replace
 
 from kbisect.contract import FLAKY_BOOTS_FACTOR, Mode, TestResult, ValidatedJob, commit_boots_cap
-from kbisect.decide.endpoints import Gate, boots
+from kbisect.decide.endpoints import Effect, Gate, boots
 from kbisect.decide.plan import Judged, Plan, Verifying
 from kbisect.decide.record import Kind, Record
 from kbisect.decide.strategy import State
@@ -17,6 +18,7 @@ from kbisect.decide.terms import Decision, EngineConfig
 from kbisect.decide.verdict import verdict_for
 from kbisect.workflows.bisect_types import (
     BisectRequest,
+    EndpointChange,
     JobStatus,
     Step,
     StepSource,
@@ -106,6 +108,40 @@ def with_boots(step: Step, m: Measured) -> Step:
     return step
 
 
+def endpoint_change(
+    effect: Effect | None,
+    old: Measured | None,
+    new: Measured | None,
+    pass_fail: bool,
+    flaky: bool = False,
+) -> EndpointChange | None:
+    """The engine's effect in numbers, with the endpoints' own figures: their medians, or
+    for pass/fail boots the share of them that failed (and the change, that share's: a
+    flaky job's engine weighs it with an interval, another's boots all agree)."""
+    if effect is None:
+        return None
+
+    def level(m: Measured | None) -> float | None:
+        if m is None or not m.raw:
+            return None
+        return sum(v <= 0 for v in m.raw) / len(m.raw) if pass_fail else boot_value(m.raw)
+
+    a, b = level(old), level(new)
+    if pass_fail and not flaky and a is not None and b is not None:
+        effect = Effect(b - a, b - a, b - a, effect.p, effect.boots_old, effect.boots_new)
+    if not math.isfinite(effect.value):
+        return None
+    return EndpointChange(
+        value=effect.value,
+        low=effect.low if math.isfinite(effect.low) else None,
+        high=effect.high if math.isfinite(effect.high) else None,
+        boots_old=effect.boots_old,
+        boots_new=effect.boots_new,
+        old=a,
+        new=b,
+    )
+
+
 def aside(step: Step) -> str:
     """The step's note's end for its boots set aside as wild ("" when none)."""
     if not step.set_aside:
@@ -147,7 +183,7 @@ def decision_step(
         test_seconds=m.test_seconds,
         round=round_,
         confidence=d.confidence if d.state != State.SKIP and d.llr else None,
-        same_as=d.twin or "",
+        same_as=d.verdict_of,
     )
     with_boots(step, m)
     if m.raw:

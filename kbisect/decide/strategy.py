@@ -70,6 +70,14 @@ class Search:
             self.same_as[commit] = of
             self.settle()
 
+    def kernel_of(self, commit: str) -> str:
+        """The commit that makes `commit`'s kernel: its chain of twins followed to the end."""
+        seen = {commit}
+        while commit in self.same_as and self.same_as[commit] not in seen:
+            commit = self.same_as[commit]
+            seen.add(commit)
+        return commit
+
     def remade(self, commit: str) -> list[str]:
         """After twin(commit, of): the commits of their kernel that cannot be the culprit,
         each having another of them among its ancestors (that one made the kernel

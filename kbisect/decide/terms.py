@@ -12,6 +12,7 @@ from kbisect.contract import (
     MAX_COMMIT_BOOTS,
     Mode,
 )
+from kbisect.decide.endpoints import Effect
 from kbisect.decide.strategy import State
 
 
@@ -42,6 +43,9 @@ class Decision:
     note: str = ""
     firm: bool = False  # the test crossed its threshold
     twin: str = ""  # the commit whose kernel this one makes: its verdict, no boot
+    # a twin's: the booted (or marked) commit whose verdict it took; "" when its kernel was
+    # never booted and the verdict follows from where that kernel's commit lies
+    verdict_of: str = ""
 
     @property
     def confidence(self) -> float:
@@ -60,6 +64,7 @@ class EngineResult:
     message: str
     effect: str = ""  # the endpoints' difference with its interval
     notes: list[str] = field(default_factory=list)
+    change: Effect | None = None  # ... in numbers
 
     @property
     def status(self) -> str:

@@ -194,38 +194,36 @@ def _builds_line(result: BisectResult) -> str:
     return builds_line(Path(result.repo), result.culprit, Mode(result.mode))
 
 
-def same_kernel_lines(steps: list[Step], shared: list[Step]) -> list[str]:
-    """The commits that took the verdict of a kernel they share, as a count and a folded
-    list, each with the tested commit whose kernel it is (a chain of twins followed)."""
+NUMBERING = (
+    "#: the order in which the verdicts were reached (as watch numbers its steps); the "
+    "numbers missing here are commits that took a verdict with no boot, listed below."
+)
+
+
+def same_kernel_lines(shared: list[tuple[int, Step]]) -> list[str]:
+    """The commits that took a verdict with no boot of their own, as a count and a folded
+    list, each with the judged commit in the table whose kernel it makes, or the note
+    that its kernel was never booted and where that kernel's commit lies."""
     if not shared:
         return []
-    twin = {s.commit: s.same_as for s in shared if s.same_as}
-    tested = {s.commit for s in steps if s.source != StepSource.SAME_KERNEL}
-
-    def booted(commit: str) -> str:
-        seen = {commit}
-        while commit in twin and commit not in tested and twin[commit] not in seen:
-            commit = twin[commit]
-            seen.add(commit)
-        return commit
-
     lines = [
         "",
-        f"{len(shared)} more commits took the verdict of a kernel in the table, with no build "
-        "or boot of their own (they touch no file the config compiles, or build a "
-        "byte-identical image).",
+        f"{len(shared)} more commits took a verdict with no build or boot of their own (they "
+        "touch no file the config compiles, or build a byte-identical image): the verdict "
+        "of the kernel they make, or where that kernel's commit lies when it was never "
+        "booted.",
         "",
         f"<details><summary>the {len(shared)} commits</summary>",
         "",
-        "| commit | subject | verdict | the kernel of | why |",
-        "|---|---|---|---|---|",
+        "| # | commit | subject | verdict | the verdict of | why |",
+        "|---|---|---|---|---|---|",
     ]
-    for s in shared:
-        of = booted(s.same_as) if s.same_as else ""
-        why = s.note.split(":", 1)[0]
+    for number, s in shared:
+        why, _, whence = s.note.partition(": ")
+        of = f"`{s.same_as[:12]}`" if s.same_as else md_text(whence)
         lines.append(
-            f"| `{s.commit[:12]}` | {md_text(s.subject[:60])} | {s.verdict} | "
-            f"{f'`{of[:12]}`' if of else ''} | {md_text(why)} |"
+            f"| {number} | `{s.commit[:12]}` | {md_text(s.subject[:60])} | {s.verdict} | {of} | "
+            f"{md_text(why)} |"
         )
     return [*lines, "", "</details>"]
 
@@ -272,11 +270,12 @@ def markdown(result: BisectResult, job_id: str) -> str:
     lines += [
         "## Tested commits",
         "",
+        *([NUMBERING, ""] if any(s.source == StepSource.SAME_KERNEL for s in result.steps) else []),
         f"| # | commit | subject | verdict | {judged} | other metrics | how |",
         "|---|---|---|---|---|---|---|",
     ]
     several_hosts = len({h for s in result.steps for h in s.hosts}) > 1
-    shared = [s for s in result.steps if s.source == StepSource.SAME_KERNEL]
+    shared = [(i, s) for i, s in enumerate(result.steps, 1) if s.source == StepSource.SAME_KERNEL]
     for i, s in enumerate(result.steps, 1):
         if s.source == StepSource.SAME_KERNEL:
             continue  # folded below the table: they were neither built nor booted
@@ -291,7 +290,7 @@ def markdown(result: BisectResult, job_id: str) -> str:
             f"| {i} | `{s.commit[:12]}` | {md_text(s.subject[:60])} | {s.verdict} | {value} | "
             f"{md_text(others)} | {md_text(how)} |"
         )
-    lines += same_kernel_lines(result.steps, shared)
+    lines += same_kernel_lines(shared)
     if is_kernel_list(Path(result.repo)):  # builds, not commits: nothing to replay
         return "\n".join([*lines, ""])
     lines += [

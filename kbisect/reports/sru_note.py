@@ -6,7 +6,7 @@ from kbisect.contract import Mode
 from kbisect.errors import KbisectError, UserError
 from kbisect.reports.backport_report import before_after, left_out, role
 from kbisect.reports.job_report import commit_info, repo_output
-from kbisect.reports.sru_risk import where_problems
+from kbisect.reports.sru_risk import kernels_booted, where_problems
 from kbisect.testcases import manifest as manifests
 from kbisect.workflows.backport_types import BackportResult
 from kbisect.workflows.bisect_types import BisectResult, Step
@@ -204,7 +204,8 @@ def _measured(b: BackportResult | None) -> list[str]:
 
 def _other(result: BisectResult, job_id: str) -> list[str]:
     return [
-        f"Found by kbisect job {job_id} ({result.mode} mode): {len(result.steps)} commits "
-        f"tested between {', '.join(o[:12] for o in result.old)} and {result.new[:12]}.",
+        f"Found by kbisect job {job_id} ({result.mode} mode) between "
+        f"{', '.join(o[:12] for o in result.old)} and {result.new[:12]}: "
+        f"{len(result.steps)} commits judged, {kernels_booted(result)} kernels booted.",
         "`kbisect report " + job_id + " --bisect-log FILE` gives a log for `git bisect replay`.",
     ]

@@ -126,11 +126,16 @@ def where_problems(result: BisectResult, patch: bytes | None = None) -> list[str
     return lines
 
 
+def kernels_booted(result: BisectResult) -> int:
+    """Kernels booted for the answer, the verification's own included."""
+    booted = sum(s.boots > 0 for s in result.steps)
+    return booted + bool(result.verification and result.verification.boots)
+
+
 def booted_kernels(result: BisectResult) -> str:
     """'7 kernels (21 more commits share one of their kernels)': what was booted, not the
     commits that took a booted kernel's verdict."""
-    booted = sum(s.boots > 0 for s in result.steps)
-    booted += bool(result.verification and result.verification.boots)  # its own kernel
+    booted = kernels_booted(result)
     shared = sum(s.source == StepSource.SAME_KERNEL for s in result.steps)
     text = f"{booted} kernel{'s' if booted != 1 else ''}"
     return f"{text} ({shared} more commits share one of their kernels)" if shared else text

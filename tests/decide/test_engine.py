@@ -163,6 +163,31 @@ def test_commits_that_cannot_change_the_kernel_are_never_booted_nor_named() -> N
     assert {c for c in booted if c not in ("root", "c32")} <= {f"c{i}" for i in range(4, 32, 4)}
 
 
+def test_a_twin_names_the_judged_commit_it_took_its_verdict_from_or_says_none_was_booted() -> None:
+    """The README job's report named, for most of its twins, a commit absent from its
+    table: their kernel's commit, never booted, placed by the verdicts around it."""
+    engine = Engine(linear(16), new="c16", old=["root"], config=EngineConfig())
+    engine.same_kernel("c5", "c4", "touches nothing")
+    engine.same_kernel("c9", "c8", "touches nothing")
+    engine.same_kernel("c13", "c12", "touches nothing")
+    engine.same_kernel("c14", "c13", "touches nothing")  # a twin of a twin
+    engine.same_kernel("c2", "root", "touches nothing")
+    engine.mark("c8", State.OLD)
+    engine.mark("c10", State.NEW)
+    d = engine.decisions
+    assert (d["c9"].verdict_of, d["c9"].note) == ("c8", "touches nothing: the verdict of c8")
+    assert (d["c2"].verdict_of, d["c2"].note) == ("root", "touches nothing: the verdict of root")
+    assert d["c5"].verdict_of == "" and d["c5"].state == State.OLD
+    assert d["c5"].note == "touches nothing: the kernel of c4, never booted, an ancestor of c8"
+    for twin in ("c13", "c14"):
+        assert d[twin].verdict_of == "" and d[twin].state == State.NEW
+        assert d[twin].note.endswith("the kernel of c12, never booted, a descendant of c10")
+    order = list(d)  # the steps' order: a twin after the verdict it names
+    assert order.index("c8") < order.index("c9")
+    step = decision_step(judged(engine, "c5"), "c5", "", Mode.REGRESSION, Measured(), 1)
+    assert (step.same_as, step.source) == ("", "same-kernel")
+
+
 def test_an_image_first_built_at_a_later_commit_leaves_the_earliest_twin_the_culprit() -> None:
     # Fix lab seed 566661072: c9 and c11 touch nothing the config compiles, and the fix
     # (c10), built after the new end, came out byte-identical to it. The later commits of

@@ -213,4 +213,11 @@ def test_the_readme_job_prints_every_line_it_quotes_through_a_worker_kill(
     assert same and all(s["boots"] == 0 for s in same), same
     inert = [s["commit"] for s in same if s["note"].startswith("touches no file")]
     assert inert and not any(builds.get(c) for c in inert), (inert, builds)
+    # Each names the judged commit before it whose verdict it took, or none, and then
+    # says its kernel was never booted: never a commit absent from the table.
+    steps = result["steps"]
+    for i, s in enumerate(steps):
+        if s["source"] == "same-kernel":
+            before = {t["commit"] for t in steps[:i] if t["source"] != "same-kernel"}
+            assert s["same_as"] in before if s["same_as"] else "never booted" in s["note"], s
     print(f"bisection: {len(tested)} steps, {sum(builds.values())} builds; culprit {culprit}")

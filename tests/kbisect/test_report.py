@@ -237,24 +237,35 @@ def test_the_report_says_which_host_ran_which_boot_when_there_were_several() -> 
 
 def test_commits_that_share_a_tested_kernel_are_a_count_and_a_folded_list() -> None:
     """A lab's fillers take their parent's verdict: the table shows what was booted; the
-    rest is a count, each with the tested commit whose kernel it is (twins of twins
-    followed to it), and the SRU draft counts kernels booted, not commits."""
+    rest is a count, each with the judged commit whose verdict it took, or where its
+    never-booted kernel's commit lies, numbered in the order of decision; the SRU draft
+    counts kernels booted, not commits."""
     from kbisect.reports.sru_risk import booted_kernels
 
     h = [str(i) * 40 for i in range(6)]
     result = _result(h, "regression", 4, [(0, "good"), (5, "bad"), (4, "bad")])
     for booted in result.steps:
         booted.boots = 1
-    why = "touches no file the config compiles: the verdict of "
+    why = "touches no file the config compiles: "
+    never = f"the kernel of {h[3][:12]}, never booted, an ancestor of {h[0][:12]}"
     result.steps += [
-        Step(h[1], "change 1", "good", "same-kernel", note=why + h[0][:12], same_as=h[0]),
-        Step(h[2], "change 2", "good", "same-kernel", note=why + h[1][:12], same_as=h[1]),
+        Step(
+            h[1],
+            "change 1",
+            "good",
+            "same-kernel",
+            note=f"{why}the verdict of {h[0][:12]}",
+            same_as=h[0],
+        ),
+        Step(h[2], "change 2", "good", "same-kernel", note=why + never),
     ]
     md = markdown(result, "job-1")
     table = md.split("## Tested commits", 1)[1].split("2 more commits", 1)[0]
     assert table.count("| `") == 3 and h[2][:12] not in table, table
+    assert "#: the order in which the verdicts were reached" in table
     folded = md.split("<details>", 1)[1].split("</details>", 1)[0]
-    assert f"| `{h[2][:12]}` | change 2 | good | `{h[0][:12]}` |" in folded, folded
+    assert f"| 4 | `{h[1][:12]}` | change 1 | good | `{h[0][:12]}` |" in folded, folded
+    assert f"| 5 | `{h[2][:12]}` | change 2 | good | {never} |" in folded, folded
     assert "touches no file the config compiles |" in folded
     assert booted_kernels(result) == "3 kernels (2 more commits share one of their kernels)"
 

@@ -72,7 +72,9 @@ def test_the_steps_show_what_was_booted_and_count_the_rest() -> None:
     ]
     html = pages.steps_table(steps, "avg_read_sectors", "sectors")
     assert html.count("<tr>") == 3  # the head and two booted commits
-    assert "1 more commits share a booted kernel" in html and "b" * 12 not in html
+    assert "1 more commits took a verdict with no build or boot" in html
+    assert "b" * 12 not in html and "the numbers missing here" in html
+    assert [r.split("</td>")[0] for r in html.split("<tr><td>")[1:]] == ["1", "3"]
 
 
 def test_the_jobs_filter_without_javascript() -> None:

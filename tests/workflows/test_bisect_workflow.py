@@ -111,6 +111,11 @@ async def test_finds_every_kind_of_culprit_in_log2_builds(env: WorkflowEnvironme
         assert v is not None and (v.kind, v.status, v.onto) == ("revert", "confirmed", "c64")
         assert v.position is not None and v.position < 0.5 and "like the old" in v.message
         assert s.builds[f"{fakes.VERIFY_PREFIX}c{k}:c64"] == 1
+        # the effect in numbers too: 512 -> 8 (a counter: no noise, a point interval)
+        c = result.change
+        assert c is not None and (c.old, c.new) == (fakes.FAST, fakes.SLOW), c
+        assert c.value == pytest.approx(fakes.SLOW / fakes.FAST - 1) == c.low == c.high
+        assert c.boots_old >= 1 and c.boots_new >= 1
 
 
 async def test_a_kernel_that_panics_is_bad_in_a_pass_fail_job(env: WorkflowEnvironment) -> None:
@@ -133,6 +138,11 @@ async def test_a_kernel_that_panics_is_bad_in_a_pass_fail_job(env: WorkflowEnvir
         assert bad.excerpt == f"Kernel panic - not syncing: lab ({panicked})"
         tested = [st for st in result.steps if st.source == "test"]
         assert tested and all(st.boots == 1 for st in tested)
+        c = result.change  # the share of boots that failed: none, then all (or back)
+        assert c is not None and c.value == (1.0 if mode == "regression" else -1.0), c
+        assert c is not None and (c.old, c.new) == (
+            (0.0, 1.0) if mode == "regression" else (1.0, 0.0)
+        ), c
     # A revert that still fails contradicts; the failure may come and goes: --flaky.
     result, _ = await bisect(
         env.client,
@@ -166,6 +176,9 @@ async def test_a_failure_that_comes_and_goes_is_found_with_its_probability(
     )
     assert (result.status, result.culprit) == ("found", "c13"), result.message
     assert result.confidence is not None and result.confidence >= 0.99
+    c = result.change  # failure rates 0 and 0.4: the change with its interval
+    assert c is not None and c.low is not None and c.high is not None, c
+    assert c.low < c.value < c.high and c.low < 0.4 < c.high and c.old == 0.0, c
     assert "the new endpoint failed" in result.message
     # a commit that passes once is not good yet: some were booted again and again
     assert max(n for c, n in s.tests.items() if c not in ("root", "c32")) > 3

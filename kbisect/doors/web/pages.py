@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from urllib.parse import quote
 
 from kbisect.doors.web.html import badge, esc, markdown, page, table
+from kbisect.reports.job_report import NUMBERING
 from kbisect.workflows.bisect_types import Progress, Step, StepSource
 from kbisect.workflows.investigation_types import Stage
 
@@ -111,9 +112,11 @@ def steps_table(steps: Sequence[Step], metric: str, unit: str) -> str:
     score = f"{metric} ({unit})" if unit else metric or "score"
     text = table(("#", "commit", "subject", "verdict", score, "boots", "how"), rows)
     if shared:
+        text = f"<p class='dim'>{esc(NUMBERING)}</p>" + text
         text += (
-            f"<p class='dim'>{len(shared)} more commits share a booted kernel and took its "
-            "verdict, with no build or boot of their own.</p>"
+            f"<p class='dim'>{len(shared)} more commits took a verdict with no build or boot "
+            "of their own: the verdict of the kernel they make, or where its commit lies "
+            "when it was never booted (in the report below).</p>"
         )
     return text
 
