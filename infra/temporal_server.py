@@ -42,6 +42,7 @@ from yarl import URL
 from kbisect import settings
 from kbisect.contract import RESULTS_PATH, SEARCH_ATTRIBUTE_NAMES
 from kbisect.errors import InfraError, UserError
+from kbisect.infra.http_errors import ERROR_PAGE, Runner, plain_page, styled
 from kbisect.infra.processes import process_tree, stop
 
 # Ports every browser refuses to connect to, for any page (the Fetch standard's "bad
@@ -314,6 +315,8 @@ def front(upstream: str, pages: web.Application | None = None) -> web.Applicatio
         return web.Response(status=resp.status, headers=kept, body=body)
 
     app = web.Application(middlewares=[refuse])
+    app[ERROR_PAGE] = pages.get(ERROR_PAGE, plain_page) if pages is not None else plain_page
+    app.on_response_prepare.append(styled(app[ERROR_PAGE]))
     app.cleanup_ctx.append(client)
     if pages is not None:
 
@@ -401,7 +404,7 @@ async def _supervise(proc: subprocess.Popen[bytes], args: argparse.Namespace, in
             return _failed(proc)
         await asyncio.sleep(0.3)
     pages = results_pages(args.mount, f"{args.ip}:{args.port}")
-    runner = web.AppRunner(front(f"http://{args.ip}:{inner}", pages), access_log=None)
+    runner = Runner(front(f"http://{args.ip}:{inner}", pages), access_log=None)
     await runner.setup()
     try:
         try:

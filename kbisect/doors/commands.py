@@ -235,6 +235,7 @@ def cmd_web(args: argparse.Namespace, settings: Settings) -> int:
     from aiohttp import web
 
     from kbisect.doors.web.app import standalone
+    from kbisect.infra import http_errors
     from kbisect.infra.temporal_server import LOOPBACK_NAMES
 
     host, port = listen_address(args.listen)
@@ -250,7 +251,7 @@ def cmd_web(args: argparse.Namespace, settings: Settings) -> int:
         )
 
     async def run() -> None:
-        runner = web.AppRunner(standalone(settings, hosts, token), access_log=None)
+        runner = http_errors.Runner(standalone(settings, hosts, token), access_log=None)
         await runner.setup()
         await web.TCPSite(runner, host, port).start()
         note(

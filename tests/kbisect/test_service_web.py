@@ -5,6 +5,7 @@ Web UI still shows the jobs to a person on this machine."""
 import asyncio
 import http.client
 import json
+import socket
 import subprocess
 import time
 import uuid
@@ -169,6 +170,16 @@ def test_a_web_page_cannot_start_or_cancel_jobs_but_the_ui_shows_them(tmp_path: 
         assert _try(ui, "GET", "/kbisect/", {"Host": f"evil.example:{ui}"}) == 403
         assert _try(ui, "GET", "/kbisect", {"Host": f"127.0.0.1:{ui}"}) == 302
         assert _cross_origin_post(ui, "/kbisect/", b"{}") == 403
+        # Its errors are kbisect's pages, echo nothing and name no server software: one
+        # of no route, and one aiohttp answers before any application (a line over 8 KB).
+        code, headers, page = _request(ui, "GET", "/kbisect/foo", {"Host": f"localhost:{ui}"}, b"")
+        assert code == 404 and b"No such page" in page and b"foo" not in page, page[:300]
+        assert headers.get("Server") == "kbisect", headers
+        with socket.create_connection(("127.0.0.1", ui), timeout=10) as conn:
+            conn.sendall(b"GET /" + b"q" * 9000 + b" HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            answer = b"".join(iter(lambda: conn.recv(65536), b""))
+        assert answer.split(b" ", 2)[1] == b"400" and b"Server: kbisect\r\n" in answer, answer[:300]
+        assert b"could not be read" in answer and b"qqqq" not in answer and b"aiohttp" not in answer
     finally:
         down = subprocess.run([*cli, "down"], env=env, capture_output=True, text=True, timeout=90)
         if up.poll() is None:

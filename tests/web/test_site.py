@@ -1,6 +1,7 @@
 """The results pages against a stand-in for the job client (no Temporal): what a request
 costs the host, the policy on every response, the token, and what has no picture."""
 
+import asyncio
 import base64
 import hashlib
 import re
@@ -11,12 +12,15 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from temporalio.client import WorkflowExecutionStatus
 
 from kbisect.contract import EXPLAIN_WORKFLOW, WORKFLOW
 from kbisect.doors.web import app, pages
 from kbisect.doors.web.html import PAGE_CSP
+from kbisect.errors import UserError
+from kbisect.infra import http_errors
 from kbisect.infra.temporal_server import LOOPBACK_NAMES
 from kbisect.jobs.client import JobClient, JobSummary
 from kbisect.settings import Settings
@@ -48,6 +52,8 @@ class StandIn:
         self.calls["describe"] += 1
         if job_id == "bisect-boom":
             raise RuntimeError("the stand-in breaks")  # a handler's bug: aiohttp's own 500
+        if job_id.startswith("bisect-missing"):
+            raise UserError(f"no job {job_id} on this Temporal service")
         running = job_id == "bisect-t-0"
         status = WorkflowExecutionStatus.RUNNING if running else WorkflowExecutionStatus.COMPLETED
 
@@ -132,6 +138,51 @@ async def test_every_response_has_the_policy_aiohttp_s_errors_too(temporal: Stan
         assert "default-src 'none'" in PAGE_CSP and "unsafe-inline" not in PAGE_CSP
         assert svg.headers["Content-Security-Policy"] == app.SVG_CSP
         assert svg.headers["X-Content-Type-Options"] == "nosniff"
+
+
+async def test_every_error_is_kbisect_s_page_and_echoes_nothing(temporal: StandIn) -> None:
+    long_id = "bisect-missing-" + "x" * 6000
+    async with _client() as http:
+        no_route = await http.get("/kbisect/no/such/page")
+        broken = await http.get("/kbisect/jobs/bisect-boom")  # a handler's bug
+        write = await http.post("/kbisect/")
+        long = await http.get(f"/kbisect/jobs/{long_id}")
+        for r, words in (
+            (no_route, "No such page"),
+            (broken, "kbisect failed on this page"),
+            (write, "read-only"),
+        ):
+            text = await r.text()
+            assert r.content_type == "text/html" and words in text, (r.status, text)
+            assert "<header><a href='/kbisect/'>kbisect</a>" in text  # the pages' frame
+        assert (no_route.status, broken.status, write.status) == (404, 500, 405)
+        assert "no/such/page" not in await no_route.text()
+        assert long.status == 404 and "x" * 200 not in await long.text()
+        assert len(await long.text()) < len(await no_route.text()) + 1000
+        for r in (no_route, broken, write, long):
+            assert r.headers["Server"] == "kbisect", r.headers
+
+
+async def test_a_request_aiohttp_cannot_parse_gets_kbisect_s_page_not_its_text() -> None:
+    """A request line over 8 KB is refused before any application sees it: aiohttp's text
+    echoed it, and its Server header named aiohttp's version."""
+    runner = http_errors.Runner(app.standalone(Settings.from_env(), LOOPBACK_NAMES))
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        port = runner.addresses[0][1]
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET /kbisect/" + b"q" * 9000 + b" HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        await writer.drain()
+        answer = (await asyncio.wait_for(reader.read(), 10)).decode()
+        writer.close()
+    finally:
+        await runner.cleanup()
+    head, _, body = answer.partition("\r\n\r\n")
+    assert head.split(" ", 2)[1] == "400" and "Server: kbisect\r\n" in head, head
+    assert "could not be read" in body and "qqqq" not in answer and "aiohttp" not in answer
+    assert "<header><a href='/kbisect/'>kbisect</a>" in body  # the results pages' own
 
 
 async def test_an_explain_job_has_no_plot_and_one_without_samples_no_flame_graph(

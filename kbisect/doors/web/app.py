@@ -33,6 +33,8 @@ from kbisect.contract import (
 from kbisect.doors.web import pages
 from kbisect.doors.web.html import PAGE_CSP
 from kbisect.errors import KbisectError, UserError
+from kbisect.infra import http_errors
+from kbisect.infra.http_errors import ERROR_PAGE, styled
 from kbisect.infra.temporal_server import LOOPBACK_NAMES, foreign
 from kbisect.jobs import explain_job, investigation, series_client
 from kbisect.jobs.client import JOB_KINDS, JobClient, JobSummary, kind_name
@@ -127,6 +129,8 @@ async def _private(request: web.Request, response: web.StreamResponse) -> None:
 
 def _app(hosts: Iterable[str], token: str = "") -> web.Application:
     app = web.Application(middlewares=[_guard(tuple(hosts), token)])
+    app[ERROR_PAGE] = pages.status_page  # what the front and http_errors.Runner answer with
+    app.on_response_prepare.append(styled(pages.status_page))
     app.on_response_prepare.append(_secure)
     if token:
         app.on_response_prepare.append(_private)
@@ -363,7 +367,7 @@ class Site:
                 return _html(pages.other_live(await self._other(job_id, kind, ended), ended))
             return _html(pages.bisect_live(await self._view(job_id, ended), BASE))
         except KbisectError as exc:
-            return web.Response(status=404, text=str(exc))
+            return _not_found(str(exc))
 
     async def _investigation(self, job_id: str, over: bool) -> Investigated:
         """An investigation's page and JSON: its stages as its progress says while it
@@ -432,7 +436,7 @@ class Site:
             else:
                 raise UserError(f"{job_id} is {kind_name(kind)}: it has no plot")
         except KbisectError as exc:
-            return web.Response(status=404, text=str(exc))
+            return _not_found(str(exc))
         return web.Response(body=await self._drawn(job_id, result), content_type="image/svg+xml")
 
     async def _drawn(self, job_id: str, result: BisectResult | SweepResult) -> bytes:
@@ -450,9 +454,9 @@ class Site:
         try:
             r = await (await self.client()).explain_result(explain_job.explain_id(job_id))
         except KbisectError as exc:
-            return web.Response(status=404, text=str(exc))
+            return _not_found(str(exc))
         if not any(r.stacks.values()):
-            return web.Response(status=404, text=f"{job_id}'s explain job took no CPU samples\n")
+            return _not_found(f"{job_id}'s explain job took no CPU samples")
         svg = await asyncio.to_thread(explain_report.flame_svg, r)
         return web.Response(text=svg, content_type="image/svg+xml")
 
@@ -515,6 +519,10 @@ def _watching(w: series_client.WatchSummary) -> str:
 
 def _html(text: str, status: int = 200) -> web.Response:
     return web.Response(text=text, content_type="text/html", status=status)
+
+
+def _not_found(why: str) -> web.Response:
+    return _html(pages.error_page(http_errors.title(404), why, BASE), status=404)
 
 
 def _as_progress(r: BisectResult) -> Progress:

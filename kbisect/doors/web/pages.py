@@ -6,7 +6,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from urllib.parse import quote
 
+from kbisect.contract import RESULTS_PATH as BASE
 from kbisect.doors.web.html import badge, esc, markdown, page, table
+from kbisect.infra import http_errors
 from kbisect.reports.job_report import NUMBERING
 from kbisect.workflows.bisect_types import Progress, Step, StepSource
 from kbisect.workflows.investigation_types import Stage
@@ -339,5 +341,18 @@ def series_page(v: SeriesView, base: str) -> str:
     return page(f"series {v.name}", body, base)
 
 
+SHOWN_CHARS = 160  # of a title or message an error page shows (an id may be anything)
+
+
+def _bounded(text: str) -> str:
+    return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 1] + "…"
+
+
 def error_page(title: str, message: str, base: str) -> str:
+    title, message = _bounded(title), _bounded(message)
     return page(title, f"<h1>{esc(title)}</h1><div class='card'>{esc(message)}</div>", base)
+
+
+def status_page(status: int) -> str:
+    """The page of an error made elsewhere (aiohttp's, a refusal): its status and what to do."""
+    return error_page(http_errors.title(status), http_errors.what_to_do(status), BASE)
