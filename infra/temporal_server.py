@@ -22,6 +22,7 @@ import asyncio
 import ctypes
 import importlib
 import ipaddress
+import json
 import os
 import random
 import re
@@ -63,6 +64,19 @@ _SEG = r"(?!\.\.?(?:[/?]|$))[^/?]+"  # one path segment, not . or ..
 QUERY_PATH = re.compile(rf"/api/v1/namespaces/{_SEG}/workflows/{_SEG}/query/{_SEG}(\?.*)?")
 HOP_BY_HOP = {"connection", "keep-alive", "te", "trailer", "transfer-encoding", "upgrade"}
 HOP_BY_HOP |= {"proxy-authenticate", "proxy-authorization", "content-length"}
+# The UI's settings, which the front answers read-only: the UI then hides or disables the
+# buttons whose requests the front refuses (start, cancel, terminate, signal, reset).
+UI_SETTINGS_PATH = "/api/v1/settings"
+UI_WRITE_SWITCHES = (
+    "DisableWriteActions",
+    "StartWorkflowDisabled",
+    "WorkflowCancelDisabled",
+    "WorkflowTerminateDisabled",
+    "WorkflowSignalDisabled",
+    "WorkflowResetDisabled",
+    "WorkflowPauseDisabled",
+    "BatchActionsDisabled",
+)
 
 # service.log and temporal-server.log: set aside when the service starts once this large.
 LOG_MAX_BYTES = 16 << 20
@@ -273,6 +287,19 @@ def refusal(method: str, path: str, host: str, origin: str | None) -> tuple[int,
     return None
 
 
+def read_only_settings(body: bytes) -> bytes:
+    """The UI's settings with every write switched off (a body that is not the JSON object
+    expected, as it is: the front refuses the writes whatever the UI shows)."""
+    try:
+        settings = json.loads(body)
+    except ValueError:
+        return body
+    if not isinstance(settings, dict):
+        return body
+    settings.update(dict.fromkeys(UI_WRITE_SWITCHES, True))
+    return json.dumps(settings).encode()
+
+
 def front(upstream: str, pages: web.Application | None = None) -> web.Application:
     """The Web UI: reads passed to the dev server's own UI at upstream, as they are
     (compressed bodies and cookies included); `pages` (kbisect's results pages) served at
@@ -300,8 +327,10 @@ def front(upstream: str, pages: web.Application | None = None) -> web.Applicatio
         await app[session_key].close()
 
     async def handle(request: web.Request) -> web.StreamResponse:
+        settings = request.path == UI_SETTINGS_PATH
+        dropped = HOP_BY_HOP | ({"accept-encoding"} if settings else set())  # read it plain
         headers = CIMultiDict(
-            (k, v) for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP
+            (k, v) for k, v in request.headers.items() if k.lower() not in dropped
         )
         url = URL(upstream + request.raw_path, encoded=True)
         try:
@@ -312,6 +341,8 @@ def front(upstream: str, pages: web.Application | None = None) -> web.Applicatio
         except ClientError as err:
             return web.Response(status=502, text=f"the dev server's Web UI: {err}\n")
         kept = CIMultiDict((k, v) for k, v in resp.headers.items() if k.lower() not in HOP_BY_HOP)
+        if settings and resp.status == 200:
+            body = read_only_settings(body)
         return web.Response(status=resp.status, headers=kept, body=body)
 
     app = web.Application(middlewares=[refuse])

@@ -18,7 +18,12 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from benchmarks.nginx import free_port
 from kbisect.infra.processes import process_tree
-from kbisect.infra.temporal_server import listening
+from kbisect.infra.temporal_server import (
+    UI_SETTINGS_PATH,
+    UI_WRITE_SWITCHES,
+    listening,
+    read_only_settings,
+)
 from tests.kbisect.test_up_down import _listening, _start_up
 
 # The Fetch standard's "bad ports": no browser connects to them, for any page.
@@ -170,6 +175,11 @@ def test_a_web_page_cannot_start_or_cancel_jobs_but_the_ui_shows_them(tmp_path: 
         assert _try(ui, "GET", "/kbisect/", {"Host": f"evil.example:{ui}"}) == 403
         assert _try(ui, "GET", "/kbisect", {"Host": f"127.0.0.1:{ui}"}) == 302
         assert _cross_origin_post(ui, "/kbisect/", b"{}") == 403
+        # The UI is told it is read-only: it hides or disables the buttons the front refuses.
+        code, _, raw = _request(ui, "GET", UI_SETTINGS_PATH, {"Host": f"localhost:{ui}"}, b"")
+        ui_settings = json.loads(raw)
+        assert code == 200 and all(ui_settings[k] is True for k in UI_WRITE_SWITCHES), raw
+        assert "DefaultNamespace" in ui_settings  # the rest as the dev server's UI said it
         # Its errors are kbisect's pages, echo nothing and name no server software: one
         # of no route, and one aiohttp answers before any application (a line over 8 KB).
         code, headers, page = _request(ui, "GET", "/kbisect/foo", {"Host": f"localhost:{ui}"}, b"")
@@ -186,6 +196,16 @@ def test_a_web_page_cannot_start_or_cancel_jobs_but_the_ui_shows_them(tmp_path: 
             up.kill()
     assert down.returncode == 0, down.stderr
     assert up.wait(timeout=30) == 0
+
+
+def test_the_ui_settings_are_read_only_and_anything_else_passes_as_it_is() -> None:
+    said = json.dumps({"DisableWriteActions": False, "Version": "2.4"}).encode()
+    assert json.loads(read_only_settings(said)) == {
+        **dict.fromkeys(UI_WRITE_SWITCHES, True),
+        "Version": "2.4",
+    }
+    for other in (b"\x1f\x8b gzip", b"[1]", b""):
+        assert read_only_settings(other) == other
 
 
 def test_the_front_passes_reads_and_queries_from_this_machine_only() -> None:
