@@ -560,7 +560,12 @@ def _add_job_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]"
         metavar="DIR",
         help="write the SRU cover letter and patch (git format-patch) here, ready for git am",
     )
-    r.add_argument("--series", default="jammy", help="the Ubuntu series (default jammy)")
+    r.add_argument(
+        "--series",
+        metavar="NAME",
+        help="the release the fix goes to, e.g. jammy (default: the tree's own, from its "
+        "debian/changelog; none named where it has none)",
+    )
     r.add_argument("--bug", type=int, metavar="N", help="the Launchpad bug for the BugLink")
     r.add_argument(
         "--signoff",

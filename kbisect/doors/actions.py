@@ -281,18 +281,18 @@ def sru_options(cmd: Command, signoff: str | None = None) -> SruOptions:
     """An sru command's series and bug as the CLI's --series and --bug."""
     bug = cmd.one("bug")
     return SruOptions(
-        series=cmd.one("series") or "jammy", bug=int(bug) if bug else None, signoff=signoff
+        series=cmd.one("series") or None, bug=int(bug) if bug else None, signoff=signoff
     )
 
 
 def sru_text(result: BisectResult, job: str, cmd: Command, why: list[str] | None = None) -> str:
     """The SRU justification, with the bug and series the command names (and the Why
     lines of the job's explain job, when it has one)."""
+    from kbisect.builders.distro_series import SERIES
     from kbisect.reports.sru_note import sru_note
-    from kbisect.reports.sru_patch import SERIES
 
     opts = sru_options(cmd)
-    if not SERIES.fullmatch(opts.series):
+    if opts.series and not SERIES.fullmatch(opts.series):
         raise UserError(f"refused: series={opts.series}: give a release's code name, e.g. jammy")
     return sru_note(result, job, bug=opts.bug, series=opts.series, why=why)
 

@@ -16,7 +16,7 @@ from kbisect.errors import InfraError, UserError
 from kbisect.infra.git import Git
 from kbisect.reports.backport_report import before_after
 from kbisect.reports.sru_note import buglink, sru_note
-from kbisect.reports.sru_patch import SERIES, SruOptions, SruPatch, checkpatch, signoff
+from kbisect.reports.sru_patch import SruOptions, SruPatch, checkpatch, patch_series, signoff
 from kbisect.workflows.backport_types import BackportResult, BackportWord
 from kbisect.workflows.bisect_types import BisectResult
 
@@ -63,8 +63,7 @@ def write_backport_series(
             f"backport job {job_id} is {result.word!r}, not verified: an SRU ships what was "
             f"verified on the target ('kbisect report {job_id}' says why)"
         )
-    if not SERIES.fullmatch(opts.series):
-        raise UserError(f"--series {opts.series!r}: give a release's code name, e.g. jammy")
+    series = patch_series(opts.series, result.repo, result.target, result.shown_target)
     git = Git(Path(result.repo))
     sender = signoff(git, opts.signoff)
     name, mail = sender.rsplit("<", 1)
@@ -74,14 +73,14 @@ def write_backport_series(
     out.mkdir(parents=True, exist_ok=True)
     listing = git.run(
         "format-patch", "--no-thread", "--cover-letter", "--numbered", "--no-signature",
-        f"--subject-prefix=SRU][{opts.series.capitalize()}][PATCH", "-o", str(out),
+        f"--subject-prefix=SRU][{series.capitalize()}][PATCH", "-o", str(out),
         f"{result.target}..{tip}", env=committer,  # the cover letter is from the sender
     )  # fmt: skip
     files = [Path(line) for line in listing.splitlines() if line.strip()]
     cover, patches = files[0], files[1:]
     justification = sru_note(
         bisection, result.job, bug=opts.bug, patch=patches[-1].read_bytes(),
-        series=opts.series, backport=result,
+        series=series, backport=result,
     )  # fmt: skip
     text = cover.read_text().replace("*** SUBJECT HERE ***", bisection.subjects.get(
         result.plan.change, git.commit_info(result.plan.change).subject))  # fmt: skip

@@ -2,6 +2,7 @@
 evidence, and how to test it. A draft for a person to finish, never sent anywhere."""
 
 from kbisect.builders.backport_found import upstream_fixes
+from kbisect.builders.distro_series import sru_series
 from kbisect.contract import Mode
 from kbisect.errors import KbisectError, UserError
 from kbisect.reports.backport_report import before_after, left_out, role
@@ -38,6 +39,11 @@ def _files(repo: str, commit: str) -> list[str]:
     return [line.strip() for line in out.splitlines() if line.strip()]
 
 
+def _tree(result: BisectResult) -> str:
+    """The endpoint the fix goes to: the one that has the problem."""
+    return result.new if result.mode == Mode.REGRESSION else result.old[0]
+
+
 def sru_note(
     result: BisectResult,
     job_id: str,
@@ -48,7 +54,8 @@ def sru_note(
     why: list[str] | None = None,
     backport: BackportResult | None = None,
 ) -> str:
-    """The justification; `series` (jammy) names the release the fix goes to; `why`: the
+    """The justification; `series` (jammy) names the release the fix goes to (None: the
+    tree's own, from its debian/changelog, or none named where it has none); `why`: the
     Why lines of the job's explain job (kbisect explain), for the Impact; `backport`: a
     verified backport job, whose series is the Fix and whose figures the Test Plan."""
     if not result.culprit:
@@ -61,6 +68,7 @@ def sru_note(
         if result.mode == Mode.REGRESSION
         else (_endpoint(result, "old"), _endpoint(result, "new"))
     )
+    series = sru_series(series, result.repo, backport.target if backport else _tree(result))
     sections = [
         ("Impact", _impact(result, broken, fixed) + _why(why)),
         (
@@ -158,7 +166,7 @@ def _test_plan(result: BisectResult, broken: Step | None, fixed: Step | None) ->
         f"Run the kbisect testcase {result.testcase} on the kernel without and with the patch "
         "(REV: each kernel's commit):",
         "",
-        f"    kbisect try --repo {result.repo} REV --testcase {result.testcase}{profile}{reps}",
+        f"    kbisect try --repo KERNEL_TREE REV --testcase {result.testcase}{profile}{reps}",
         "",
         f"Without the patch {metric} is about {_value(broken, metric)}{unit}; with it, about "
         f"{_value(fixed, metric)}{unit}.",

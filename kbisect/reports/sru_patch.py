@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kbisect.builders.backport_found import patch_ids
+from kbisect.builders.distro_series import checked, sru_series
 from kbisect.contract import Mode
 from kbisect.errors import UserError
 from kbisect.infra.git import Git, git_argv, git_env
@@ -27,12 +28,11 @@ from kbisect.reports.sru_note import buglink, sru_note
 from kbisect.workflows.bisect_types import BisectResult
 
 SIGNOFF = re.compile(r"[^<>\n]+ <[^<>@\s]+@[^<>\s]+>")
-SERIES = re.compile(r"[a-z][a-z0-9-]{1,30}")
 
 
 @dataclass(frozen=True)
 class SruOptions:
-    series: str = "jammy"
+    series: str | None = None  # None: the target tree's own (distro_series)
     bug: int | None = None
     signoff: str | None = None  # "Name <mail>"; default: git's user.name and user.email
     target: str | None = None  # must apply here; default: default_target()
@@ -121,8 +121,8 @@ def _tested(result: BisectResult, job_id: str) -> tuple[str, str]:
 def sru_commit(result: BisectResult, job_id: str, opts: SruOptions) -> SruCommit:
     """The tested commit again, with the kernel team's message (no patch files yet)."""
     tested, onto = _tested(result, job_id)
-    if not SERIES.fullmatch(opts.series):
-        raise UserError(f"--series {opts.series!r}: give a release's code name, e.g. jammy")
+    if opts.series:
+        checked(opts.series)
     git = Git(Path(result.repo))
     sender = signoff(git, opts.signoff)
     message, provenance = _message(git, result, tested, sender, opts.bug)
@@ -179,6 +179,16 @@ def default_target(result: BisectResult, onto: str) -> tuple[str, str, list[str]
     return git.resolve(best), name, notes
 
 
+def patch_series(given: str | None, repo: str, target: str, target_name: str) -> str:
+    """The series a patch's subject names: given, or the target tree's; else refused."""
+    series = sru_series(given, repo, target)
+    if series is None:
+        raise UserError(
+            f"give --series NAME: {target_name} has no debian/changelog naming its release"
+        )
+    return series
+
+
 def write_sru_patch(result: BisectResult, job_id: str, out: Path, opts: SruOptions) -> SruPatch:
     made = sru_commit(result, job_id, opts)
     out = out.resolve()  # git writes the files from inside the repository
@@ -188,15 +198,15 @@ def write_sru_patch(result: BisectResult, job_id: str, out: Path, opts: SruOptio
         target, target_name = git.resolve(opts.target), opts.target
     else:
         target, target_name, notes = default_target(result, made.onto)
+    series = patch_series(opts.series, result.repo, target, target_name)
     out.mkdir(parents=True, exist_ok=True)
-    series = opts.series.capitalize()
     listing = git.run(
         "format-patch",
         "--no-thread",
         "--cover-letter",
         "--numbered",
         "--no-signature",
-        f"--subject-prefix=SRU][{series}][PATCH",
+        f"--subject-prefix=SRU][{series.capitalize()}][PATCH",
         "-o",
         str(out),
         f"{made.onto}..{made.commit}",
@@ -210,7 +220,7 @@ def write_sru_patch(result: BisectResult, job_id: str, out: Path, opts: SruOptio
         bug=opts.bug,
         patch=patch.read_bytes(),
         provenance=made.provenance,
-        series=opts.series,
+        series=series,
     )
     text = cover.read_text()
     text = text.replace("*** SUBJECT HERE ***", made.message.split("\n", 1)[0])

@@ -125,7 +125,7 @@ def test_a_regression_without_an_upstream_fix_sends_the_culprits_revert(
         message="first bad commit", subjects={culprit: plan.subjects[culprit]},
         metric="avg_read_sectors", unit="sectors",
     )  # fmt: skip
-    done = write_backport_series(result, bisection, tmp_path / "out", SruOptions(signoff=SENDER),
+    done = write_backport_series(result, bisection, tmp_path / "out", SruOptions("jammy", signoff=SENDER),
                                  "b-2")  # fmt: skip
     cover, patch = done.files
     assert 'Subject: [SRU][Jammy][PATCH 1/1] Revert "nvme: set nomerges' in patch.read_text()

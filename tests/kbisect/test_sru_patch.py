@@ -29,6 +29,11 @@ def _commit(repo: Path, text: str, message: str) -> str:
     return git(repo, "rev-parse", "HEAD").strip()
 
 
+CHANGELOG = (
+    "linux (5.15.0-92.102) UNRELEASED; urgency=medium\n\n  * next\n\n"
+    " -- Ada Author <ada@example.com>  Mon, 01 Jan 2024 00:00:00 +0000\n\n"
+    "linux (5.15.0-91.101) jammy; urgency=medium\n\n  * this\n"
+)
 SOURCE = "int a;\n\nstatic int setup(void)\n{\n\treturn {v};\n}\n\nint z;\n"
 
 
@@ -37,6 +42,8 @@ def history(tmp_path: Path) -> tuple[Path, list[str]]:
     repo = tmp_path / "tree"
     repo.mkdir()
     git(repo, "init", "-q", "-b", "master")
+    (repo / "debian").mkdir()
+    (repo / "debian" / "changelog").write_text(CHANGELOG)  # an Ubuntu kernel tree's
     broken = _commit(repo, SOURCE.replace("{v}", "1"), "drivers: add setup")
     other = _commit(repo, SOURCE.replace("{v}", "1").replace(";\n\n", ";\n/* x */\n", 1), "note")
     fix = _commit(
@@ -458,3 +465,33 @@ def test_the_trees_checkpatch_gets_no_secret_nor_git_variable_and_still_finds_co
     assert env["HOME"] != str(Path.home()) and not Path(env["HOME"]).is_relative_to(repo)
     assert found == f"found {fix}"  # the user's objects, read through alternates
     assert git(repo, "status", "--porcelain") == ""  # the user's repository untouched
+
+
+def test_the_series_is_the_tree_s_own_or_the_one_given_never_a_default(
+    history: tuple[Path, list[str]], tmp_path: Path
+) -> None:
+    """The note said "in Jammy" (kbisect's default) for a Debian 6.1 tree, and put the
+    --repo path of the host it ran on in its Test Plan."""
+    from kbisect.builders.distro_series import series_of
+    from kbisect.reports.sru_patch import patch_series
+
+    repo, (broken, _, fix) = history
+    result = _fix_job(repo, broken, fix)
+    note = sru_note(result, "j")
+    assert "Jammy" in note and str(repo) not in note and str(tmp_path) not in note, note
+    assert "Bionic" in sru_note(result, "j", series="bionic")
+    (repo / "debian" / "changelog").write_text(
+        "linux (6.1.76-1) bookworm-security; urgency=high\n\n  * x\n"
+    )
+    git(repo, "commit", "-qam", "debian: 6.1.76-1")
+    assert series_of(repo, git(repo, "rev-parse", "HEAD").strip()) == "bookworm"
+    upstream = tmp_path / "upstream"
+    upstream.mkdir()
+    git(upstream, "init", "-q", "-b", "master")
+    head = _commit(upstream, "int a;\n", "drivers: a")
+    assert series_of(upstream, head) is None
+    with pytest.raises(UserError, match=r"^give --series NAME: master has no debian/changelog"):
+        patch_series(None, str(upstream), head, "master")
+    with pytest.raises(UserError, match="give a release's code name"):
+        patch_series("Jammy; rm", str(upstream), head, "master")
+    assert patch_series("noble", str(upstream), head, "master") == "noble"
