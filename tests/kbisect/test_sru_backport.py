@@ -125,8 +125,8 @@ def test_a_regression_without_an_upstream_fix_sends_the_culprits_revert(
         message="first bad commit", subjects={culprit: plan.subjects[culprit]},
         metric="avg_read_sectors", unit="sectors",
     )  # fmt: skip
-    done = write_backport_series(result, bisection, tmp_path / "out", SruOptions("jammy", signoff=SENDER),
-                                 "b-2")  # fmt: skip
+    opts = SruOptions("jammy", signoff=SENDER)  # the lab's tree names no release
+    done = write_backport_series(result, bisection, tmp_path / "out", opts, "b-2")
     cover, patch = done.files
     assert 'Subject: [SRU][Jammy][PATCH 1/1] Revert "nvme: set nomerges' in patch.read_text()
     assert f"This reverts commit {culprit}." in patch.read_text()
