@@ -179,6 +179,15 @@ class Verification:
 
 
 @dataclass
+class StatusChange:
+    status: str
+    message: str = ""
+
+
+STATUS_CHANGES_KEPT = 32  # a job blocked and freed again and again keeps its first ones
+
+
+@dataclass
 class Progress:
     # validating, calibrating, bisecting, verifying, found, ambiguous, no-difference, failed
     status: str
@@ -200,6 +209,9 @@ class Progress:
     last_boot: str = ""  # the latest: commit, its boot number, the score
     # the posterior now (decide.plan.Plan.likeliest): commit ("" no culprit) -> probability
     likeliest: dict[str, float] = field(default_factory=dict)
+    # each status the job entered, in order, with its message then: a follower that looks
+    # too late for one (validation is over in a moment) still says it
+    changes: list[StatusChange] = field(default_factory=list)
 
 
 @dataclass

@@ -36,12 +36,14 @@ with workflow.unsafe.imports_passed_through():
         raise_if_cancelled,
     )
     from kbisect.workflows.bisect_types import (
+        STATUS_CHANGES_KEPT,
         BadBoot,
         BisectRequest,
         BisectResult,
         JobStatus,
         MarkRequest,
         Progress,
+        StatusChange,
         Step,
         StepSource,
     )
@@ -122,7 +124,9 @@ def sandbox_runner() -> SandboxedWorkflowRunner:
 @workflow.defn(name=WORKFLOW)
 class BisectWorkflow(Resumable):
     def __init__(self) -> None:
-        self._progress = Progress(status=JobStatus.VALIDATING)
+        self._progress = Progress(
+            status=JobStatus.VALIDATING, changes=[StatusChange(JobStatus.VALIDATING)]
+        )
         self._state: JobState | None = None
         self._sa = True
         self._unblocked = ("", "")  # status and message to go back to after a block
@@ -418,7 +422,10 @@ class BisectWorkflow(Resumable):
         workflow.set_current_details(details_markdown(self._progress, subjects))
 
     def _set_status(self, status: JobStatus, message: str) -> None:
-        self._progress.status, self._progress.message = status, message
+        p = self._progress
+        if status != p.status and len(p.changes) < STATUS_CHANGES_KEPT:
+            p.changes.append(StatusChange(status, message))
+        p.status, p.message = status, message
         self._upsert(SA_STATUS.value_set(status))
         self._refresh()
 

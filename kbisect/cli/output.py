@@ -79,6 +79,7 @@ class EventLines:
     def __init__(self, write: Callable[[str], None] = note) -> None:
         self.write = write
         self.steps = 0
+        self.changes = 0
         self.status = ""
         self.message = ""
         self.current: list[str] = []
@@ -92,6 +93,9 @@ class EventLines:
         if boot_first:
             self._boot(p)
         self.finish(p.steps, p.metric)
+        for change in p.changes[self.changes :]:  # the statuses since the last look, in order
+            self.end(change.status, change.message)
+        self.changes = len(p.changes)
         if p.status != self.status or (p.message and p.message != self.message):
             self.end(p.status, p.message)
         if p.current and p.current != self.current:

@@ -7,7 +7,7 @@ from kbisect.model import Artifact, Commit, Direction, GuestRun, Metric, Outcome
 from kbisect.reports.lines import columns
 from kbisect.reports.try_report import TryResult, try_lines
 from kbisect.testcases.runner import TestcaseRun
-from kbisect.workflows.bisect_types import Progress, Step
+from kbisect.workflows.bisect_types import Progress, StatusChange, Step
 
 LONG = "/a/very/long/path/that/a/terminal/of/eighty/columns/would/wrap/somewhere/in/the/middle"
 
@@ -40,6 +40,29 @@ def test_each_event_is_written_once() -> None:
         "testing 1966bd061a65",
         "step 3: 1966bd061a65 bad avg_read_sectors=8",
         f"step 4: {'c' * 12} skip (build-failed)",
+    ]
+
+
+def test_a_status_over_before_the_first_look_is_still_said_in_its_order() -> None:
+    """Validation is over in a moment: a follower on a busy host first looked once the job
+    was calibrating, and the README's "validating" line was missing."""
+    lines: list[str] = []
+    events = EventLines(lines.append)
+    calibrating = "booting both endpoints until they differ"
+    changes = [StatusChange("validating"), StatusChange("calibrating", calibrating)]
+    p = Progress(status="calibrating", message=calibrating, changes=list(changes))
+    events.update(p)
+    p.status, p.message = "bisecting", "x -98.4%"
+    p.changes.append(StatusChange("bisecting", "x -98.4%"))
+    events.update(p)
+    p.message = "x -98.4% (no noise)"  # a message changed within one status: once
+    events.update(p)
+    events.update(p)
+    assert lines == [
+        "validating",
+        f"calibrating: {calibrating}",
+        "bisecting: x -98.4%",
+        "bisecting: x -98.4% (no noise)",
     ]
 
 
