@@ -64,6 +64,7 @@ def run_command(func: Command, args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from kbisect.cli import (
         backport,
+        examples,
         explain,
         gc,
         jobs,
@@ -99,6 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
         doors,
     ):
         group.add_commands(sub)
+    examples.describe(parser)
     return parser
 
 

@@ -73,8 +73,9 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
         "--repo",
         action="append",
         default=[],
-        help="also prune refs/kbisect/verify/ in this repository (repeatable); the build "
-        "slots' repositories are always included",
+        metavar="DIR",
+        help="also prune old refs/kbisect/verify/ and refs/kbisect/backport/ refs in this "
+        "repository (repeatable); the build slots' repositories are always included",
     )
     g.add_argument("--json", action="store_true", help="the report as JSON on stdout")
     g.set_defaults(func=cmd_gc)

@@ -337,6 +337,26 @@ def test_every_option_has_help_and_every_table_has_json() -> None:
             assert any("--json" in a.option_strings for a in p._actions), prog
 
 
+def test_every_command_s_help_has_a_description_and_an_example_that_parses() -> None:
+    import shlex
+
+    from kbisect.cli.examples import EXAMPLES, subcommands
+    from kbisect.main import build_parser
+
+    parser = build_parser()
+    named = subcommands(parser)
+    assert {name for name, _, _ in named} == set(EXAMPLES)  # one each, none left over
+    for name, sub, _ in named:
+        text = sub.format_help()
+        assert sub.description and sub.description in text, name
+        example = EXAMPLES[name]
+        assert f"example:\n  {example}" in text, name
+        argv = shlex.split(example)
+        assert argv[0] == "kbisect" and " ".join(argv[1:]).startswith(name.split()[0]), example
+        args = parser.parse_args(argv[1:])  # exits (SystemExit) on a stale example
+        assert callable(args.func), example
+
+
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
