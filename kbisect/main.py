@@ -64,9 +64,9 @@ def run_command(func: Command, args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from kbisect.cli import (
         backport,
-        examples,
         explain,
         gc,
+        help_pages,
         jobs,
         lab,
         reproduce,
@@ -100,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
         doors,
     ):
         group.add_commands(sub)
-    examples.describe(parser)
+    help_pages.describe(parser)
     return parser
 
 

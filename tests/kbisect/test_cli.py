@@ -340,7 +340,7 @@ def test_every_option_has_help_and_every_table_has_json() -> None:
 def test_every_command_s_help_has_a_description_and_an_example_that_parses() -> None:
     import shlex
 
-    from kbisect.cli.examples import EXAMPLES, subcommands
+    from kbisect.cli.help_pages import EXAMPLES, subcommands
     from kbisect.main import build_parser
 
     parser = build_parser()
@@ -355,6 +355,29 @@ def test_every_command_s_help_has_a_description_and_an_example_that_parses() -> 
         assert argv[0] == "kbisect" and " ".join(argv[1:]).startswith(name.split()[0]), example
         args = parser.parse_args(argv[1:])  # exits (SystemExit) on a stale example
         assert callable(args.func), example
+
+
+def test_the_help_names_each_option_s_value_as_the_synopsis_does() -> None:
+    """`--repo REPO` in --help, `--repo DIR` in docs/usage.md: one placeholder each."""
+    import re
+
+    from kbisect.cli.help_pages import subcommands
+    from kbisect.main import build_parser
+
+    usage = (Path(__file__).parents[2] / "docs" / "usage.md").read_text()
+    synopsis = usage.split("## Synopsis", 1)[1].split("\n## ", 1)[0]
+    written: dict[str, set[str]] = {}
+    for m in re.finditer(r"(--[a-z][a-z-]*) ([A-Z][A-Z0-9_]*)(?=[\]\s.]|$)", synopsis):
+        written.setdefault(m.group(1), set()).add(m.group(2))
+    shown: dict[str, set[str]] = {}
+    for _, sub, _ in subcommands(build_parser()):
+        for action in sub._actions:
+            if action.nargs != 0:
+                for option in action.option_strings:
+                    shown.setdefault(option, set()).add(str(action.metavar or action.dest.upper()))
+    assert len(written) > 30
+    unlike = {o: (w, shown.get(o)) for o, w in written.items() if not w & shown.get(o, set())}
+    assert not unlike, unlike
 
 
 @pytest.mark.parametrize(

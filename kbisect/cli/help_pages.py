@@ -1,5 +1,6 @@
-"""Each command's `--help`: what it does (the help its parent lists it with) and an
-example, kept here in one table; the suite parses every example, so none goes stale."""
+"""Each command's `--help`: what it does (the help its parent lists it with), an example
+(EXAMPLES: the suite parses each, so none goes stale), and the placeholders docs/usage.md
+writes (METAVARS, for an option that names none of its own)."""
 
 import argparse
 import textwrap
@@ -61,6 +62,36 @@ GROUPS = {
 }
 EXAMPLES |= {group: EXAMPLES[first] for group, first in GROUPS.items()}
 
+# an option's placeholder as the docs write it, where its definition gives none
+METAVARS = {
+    "--boots": "N",
+    "--max-boots": "N",
+    "--limit": "N",
+    "--repetitions": "N",
+    "--commits": "N",
+    "--builds": "N",
+    "--vms": "N",
+    "--culprit-at": "K",
+    "--merges": "M",
+    "--metric": "M",
+    "--profile": "P",
+    "--seed": "S",
+    "--branch": "B",
+    "--testcase": "NAME",
+    "--tree": "NAME",
+    "--repo": "DIR",
+    "--modules": "DIR",
+    "--kernel-rev": "REV",
+    "--culprit-patch": "FILE",
+    "--homeserver": "URL",
+    "--user": "ID",
+    "--port": "PORT",
+    "--ui-port": "PORT",
+    "--build-queue": "Q",
+    "--control-queue": "Q",
+    "--vm-queue": "Q",
+}
+
 
 def subcommands(
     parser: argparse.ArgumentParser, path: str = ""
@@ -78,8 +109,13 @@ def subcommands(
 
 
 def describe(parser: argparse.ArgumentParser) -> None:
-    """Give every command its description and its example (EXAMPLES)."""
+    """Give every command its description, its example (EXAMPLES) and the docs'
+    placeholders (METAVARS)."""
     for name, sub, help_text in subcommands(parser):
+        for action in sub._actions:
+            named = [METAVARS[o] for o in action.option_strings if o in METAVARS]
+            if named and action.metavar is None and action.nargs != 0:
+                action.metavar = named[0]
         if not sub.description:
             said = help_text[:1].upper() + help_text[1:]
             sub.description = textwrap.fill(said if said.endswith(".") else f"{said}.", 88)
