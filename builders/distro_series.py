@@ -14,9 +14,9 @@ CHANGELOGS = ("debian/changelog", "debian.master/changelog")
 ENTRY = re.compile(r"^[a-z0-9][a-z0-9.+-]* \([^()\s]+\) ([a-z][a-z0-9-]*)[ ;]")
 
 
-def checked(series: str, option: str = "--series") -> str:
+def checked(series: str) -> str:
     if not SERIES.fullmatch(series):
-        raise UserError(f"{option} {series!r}: give a release's code name, e.g. jammy")
+        raise UserError(f"--series {series!r}: give a release's code name, e.g. jammy")
     return series
 
 

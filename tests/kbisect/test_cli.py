@@ -307,17 +307,11 @@ def test_a_malformed_testcase_is_caught_before_a_service(
 def test_every_option_has_help_and_every_table_has_json() -> None:
     import argparse
 
+    from kbisect.cli.help_pages import subcommands
     from kbisect.main import build_parser
 
-    def parsers(p: argparse.ArgumentParser) -> list[tuple[str, argparse.ArgumentParser]]:
-        found = [(p.prog, p)]
-        for action in p._actions:
-            if isinstance(action, argparse._SubParsersAction):
-                for sub in action.choices.values():
-                    found += parsers(sub)
-        return found
-
-    for prog, p in parsers(build_parser()):
+    parser = build_parser()
+    for prog, p in [(parser.prog, parser), *((s.prog, s) for _, s, _ in subcommands(parser))]:
         for action in p._actions:
             if isinstance(action, argparse._HelpAction | argparse._SubParsersAction):
                 continue
