@@ -89,6 +89,10 @@ class JobThread:
     posted: list[str] = field(default_factory=list)
     done: bool = False
     by: str = ""  # who started it (a user id): their running jobs count against Quota
+    # the post on its way ([key, text]), kept before it is sent: a bot stopped before the
+    # server answered sends it again at its start, the same transaction id, so the server
+    # keeps one (a phase already past would otherwise be posted with its key unkept)
+    sending: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -387,14 +391,19 @@ class MatrixBot:
         assert self.jobs is not None
 
         async def send(post: Post) -> None:
+            job.sending = [post.key, post.text]
+            self.state.save()
             content = {"msgtype": "m.notice", "body": post.text, "m.relates_to": thread(job.root)}
             if await self._send(job.room, content, tx_id=f"kbisect-{job_id}-{post.key}") is None:
                 raise InfraError(f"could not post {post.key} of {job_id}")
             job.posted.append(post.key)
+            job.sending = []
             self.state.save()
 
         while True:
             try:
+                if job.sending:  # the last bot stopped while it was sending this one
+                    await send(Post(*job.sending))
                 result = await follow(self.jobs, job_id, job.posted, send)
                 if result is not None and "plot" not in job.posted:
                     await self._post_plot(job_id, job, result)

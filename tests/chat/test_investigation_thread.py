@@ -23,7 +23,8 @@ from benchmarks.dags import as_git_repo, linear
 from kbisect.builders.trees import Trees
 from kbisect.decide.strategy import Graph
 from kbisect.doors import job_posts
-from kbisect.doors.matrix import BotConfig, MatrixBot
+from kbisect.doors.matrix import BotConfig, JobThread, MatrixBot, thread
+from kbisect.errors import UserError
 from kbisect.jobs.client import JobClient
 from kbisect.settings import Settings
 from tests.chat.bot_process import bot_posts, in_thread, reply_to
@@ -198,3 +199,46 @@ async def test_an_investigations_thread_shows_each_stage_and_the_answer_once(
     assert lines[0] == f"{inv}: ended" and lines[1].startswith(f"found: first bad commit: {c9}")
     assert [line.split(":")[0] for line in lines[2:]] == ["check", "bisect", "explain"]
     assert f"({inv}-bisect-explain)" in lines[4]
+
+
+class _Cancelled:
+    """A bisection that ended without a result: all its follower has left to post is that."""
+
+    async def running(self, job_id: str) -> bool:
+        return False
+
+    async def result(self, job_id: str) -> None:
+        raise UserError("the job was cancelled")
+
+
+async def test_a_post_the_bot_was_sending_when_it_stopped_is_kept_and_in_the_thread_once(
+    synapse: Synapse, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tag = uuid.uuid4().hex[:6]
+    bot_user, alice = (synapse.register(f"{n}{tag}") for n in ("bot", "alice"))
+    room = alice.create_room()
+
+    async def connect(settings: Settings) -> Any:
+        return _Cancelled()
+
+    monkeypatch.setattr(JobClient, "connect", staticmethod(connect))
+    config = BotConfig(
+        homeserver=synapse.url, user=bot_user.user_id, password=bot_user.password,
+        rooms=[room], allowed=[alice.user_id], state=tmp_path / "bot.json",
+    )  # fmt: skip
+    settings = Settings.from_env({"KBISECT_DATA": str(tmp_path / "data")})
+    job, key, text = "nvme-snapshot-read-0123abcd", "phase:calibrating", "calibrating: both ends"
+    async with _running(MatrixBot(config, settings)) as first:
+        root = await first._send(room, {"msgtype": "m.notice", "body": job}, tx_id=None)
+        assert root is not None
+        # the first bot stops with this post on its way: the server has it, the bot's
+        # state only says it was sending it (the phase is past: it is not computed again)
+        notice = {"msgtype": "m.notice", "body": text, "m.relates_to": thread(root)}
+        assert await first._send(room, notice, tx_id=f"kbisect-{job}-{key}")
+        first.state.jobs[job] = JobThread(room, root, sending=[key, text])
+        first.state.save()
+    async with _running(MatrixBot(config, settings)) as bot:
+        await _until("the outcome", lambda: bot.state.jobs[job].done)
+    assert bot.state.jobs[job].posted == [key, "outcome"] and bot.state.jobs[job].sending == []
+    notices = _notices(alice, room, bot_user, root)
+    assert notices[0] == text and len(notices) == 2 and "cancelled" in notices[1], notices
