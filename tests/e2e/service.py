@@ -44,15 +44,41 @@ def lab_seed(what: str) -> int:
     return seed
 
 
-def uncache(lab: Path, commits: list[str], testcase: str) -> None:
+HELD = "meta.json.held"  # an entry uncache() set aside, for recache() to put back
+
+
+def uncache(lab: Path, commits: list[str], testcase: str) -> list[tuple[str, str]]:
     """The testcase's kernels of these commits leave the e2e cache, so a job builds them
     for real (a build to watch or kill). Only that config's: the other tests' kernels of
     the same commits (explain's, aligned, host-userland ones) stay, or the next run
-    rebuilds them all."""
+    rebuilds them all. Each entry's meta.json is set aside, not removed: the (tree,
+    config) keys returned are what recache() may put back."""
     git = Git(lab)
     config = kconfig.config_hash(build_spec(manifest.load(testcase)), compiler_version())
-    for commit in commits:
-        artifact_cache.evict(artifact_cache.entry_dir(git.tree_of(commit), config))
+    held = []
+    for tree in dict.fromkeys(git.tree_of(c) for c in commits):
+        adir = artifact_cache.entry_dir(tree, config)
+        with contextlib.suppress(FileNotFoundError):
+            (adir / "meta.json").rename(adir / HELD)
+            held.append((tree, config))
+    return held
+
+
+def recache(held: list[tuple[str, str]], built: set[str]) -> int:
+    """The entries uncache() set aside back in the cache, but for the trees in `built` (a
+    build of them began: a killed one left its files half replaced) and the ones a build
+    has written again since: under each entry's build lock, so never beside a build of it
+    (a builder looks the cache up under that lock). How many came back."""
+    back = 0
+    for tree, config in held:
+        adir = artifact_cache.entry_dir(tree, config)
+        with artifact_cache.building(tree, config, lambda _: None):
+            if tree not in built and not (adir / "meta.json").exists():
+                with contextlib.suppress(FileNotFoundError):
+                    (adir / HELD).rename(adir / "meta.json")
+                    back += 1
+            (adir / HELD).unlink(missing_ok=True)
+    return back
 
 
 TRY_SEED = ["--testcase", "nvme-snapshot-read", "--repetitions", "1", "--json"]

@@ -25,7 +25,14 @@ from benchmarks.nginx import free_port
 from kbisect.infra import temporal_server
 from kbisect.infra.git import Git
 from kbisect.workflows.investigation_types import StageName, stage_id
-from tests.e2e.service import KBISECT, service_env, start_worker, uncache, watch_job
+from tests.e2e.service import (
+    KBISECT,
+    recache,
+    service_env,
+    start_worker,
+    uncache,
+    watch_job,
+)
 
 pytestmark = pytest.mark.e2e
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -141,11 +148,12 @@ def test_the_readme_job_prints_every_line_it_quotes_through_a_worker_kill(
     real_lab: tuple[Path, dict[str, object]], tmp_path: Path
 ) -> None:
     lab, truth = real_lab
-    # Every kernel the job may build is built for real (the e2e cache would hold them all,
-    # the lab being the same every run): lab-good's build is a step long enough for the
-    # README's "building" line, the later ones builds to kill.
+    # Every kernel the job may build is built for real until the kill (the e2e cache would
+    # hold them all, the lab being the same every run): lab-good's build is a step long
+    # enough for the README's "building" line, the later ones builds to kill; after it,
+    # the kernels no build began are cache hits again.
     between = Git(lab).run("rev-list", "--ancestry-path", "lab-good..lab-bad^").split()
-    uncache(lab, ["lab-good", *between], TESTCASE)
+    held = uncache(lab, ["lab-good", *between], TESTCASE)
     port, ui_port = free_port(), free_port()
     server = temporal_server.start(
         port=port, ui_port=ui_port, db=tmp_path / "t.db", log=tmp_path / "server.log"
@@ -172,6 +180,9 @@ def test_the_readme_job_prints_every_line_it_quotes_through_a_worker_kill(
         os.killpg(worker.pid, signal.SIGKILL)
         worker.wait()
         worker = start_worker(env, tmp_path / "worker.log")
+        # The builds that prove it are done: the later ones may be cache hits again.
+        begun = {Git(lab).tree_of(c) for c in _build_history(address, bisection)[0]}
+        print(f"{recache(held, begun)} kernels back in the cache after the kill")
         assert cli.wait(timeout=1700) == 0, err.read_text()[-2000:] + out.read_text()
         result = watch_job(env, job_id)
         builds, retries = _build_history(address, bisection)
