@@ -30,7 +30,7 @@ from kbisect.builders.kernel_list import is_kernel_list
 from kbisect.contract import Mode
 from kbisect.errors import KbisectError, UserError
 from kbisect.infra.printable import one_line
-from kbisect.reports.job_report import commit_info
+from kbisect.reports.answer import commit_info
 from kbisect.testcases import manifest as manifests
 from kbisect.workflows.bisect_types import BisectResult, Step, StepSource
 

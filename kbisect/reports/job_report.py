@@ -8,7 +8,7 @@ from kbisect.builders.kernel_list import builds_around, builds_line, is_kernel_l
 from kbisect.contract import Mode
 from kbisect.errors import KbisectError
 from kbisect.infra.git import Git
-from kbisect.model import Commit
+from kbisect.reports.answer import answer_of, commit_info
 from kbisect.reports.lines import md_code, md_text, pass_fail_counts
 from kbisect.testcases.blocktrace import compare, no_worse, traces_of
 from kbisect.workflows.bisect_types import BisectResult, Step, StepSource
@@ -65,6 +65,8 @@ def to_json(result: BisectResult) -> dict[str, object]:
         "boots": result.boots,
         "confidence": result.confidence,
         "effect": result.effect,
+        "change": asdict(result.change) if result.change else None,
+        "answer": answer_of(result).to_json(),
         "notes": result.notes,
         "diagnostics": result.diagnostics,
         "pass_fail": result.pass_fail,
@@ -96,13 +98,6 @@ def repo_output(repo: str, *args: str) -> str | None:
     (a report read on another host): reports then leave that detail out."""
     try:
         return Git(Path(repo)).run(*args)
-    except KbisectError:
-        return None
-
-
-def commit_info(repo: str, commit: str) -> Commit | None:
-    try:
-        return Git(Path(repo)).commit_info(commit)
     except KbisectError:
         return None
 
@@ -228,16 +223,39 @@ def same_kernel_lines(shared: list[tuple[int, Step]]) -> list[str]:
     return [*lines, "", "</details>"]
 
 
+def answer_head(result: BisectResult) -> list[str]:
+    """The answer at a glance: the commit, then a line each for the effect, the
+    verification, the certainty and the boots it took, and the job's notes."""
+    a = answer_of(result)
+    subject = f" ({md_text(chr(34) + a.subject + chr(34))})" if a.subject else ""
+    lines = [f"**{a.verdict}**: {a.word} `{a.commit}`{subject}", ""]
+    if a.effect and not result.pass_fail:
+        lines.append(f"- effect: {md_text(a.effect)}")
+    elif a.effect:
+        lines.append(f"- the endpoints: {md_text(result.effect or a.effect)}")
+    v = result.verification
+    if a.verification and v is not None:
+        kept = f" (tested as `{v.commit}`, kept under `refs/kbisect/verify/`)" if v.commit else ""
+        lines.append(f"- verification: **{a.verification}**, {md_text(a.verification_text)}{kept}")
+    if a.certainty_text:
+        lines.append(f"- certainty: {a.certainty_text}")
+    lines.append(f"- boots: {_boots_in_all(result)}")
+    return [*lines, *(f"- {md_text(n)}" for n in result.notes), ""]
+
+
 def markdown(result: BisectResult, job_id: str) -> str:
     metric, unit = result.metric or "score", result.unit
     what = "fixed it" if result.mode == Mode.FIX else "caused it"
     lines = [
         f"# kbisect {md_text(job_id)}: {md_text(result.testcase)} ({result.mode} mode)",
         "",
-        f"**{result.status}**: {md_text(result.message)}",
-        "",
     ]
-    if result.boots:
+    builds = _builds_line(result)
+    if result.culprit and not builds:
+        lines += answer_head(result)
+    else:
+        lines += [f"**{result.status}**: {md_text(result.message)}", ""]
+    if result.boots and not (result.culprit and not builds):
         sure = f"; {result.confidence:.1%} sure" if result.confidence is not None else ""
         effect = (
             ""
@@ -250,7 +268,6 @@ def markdown(result: BisectResult, job_id: str) -> str:
             *(f"- {md_text(n)}" for n in result.notes),
             *([""] if result.notes else []),
         ]
-    builds = _builds_line(result)
     if builds:  # a list of prebuilt kernels: its commits are builds
         lines += ["## The builds between which it changed", "", md_text(builds), ""]
     elif result.culprit:
@@ -261,7 +278,8 @@ def markdown(result: BisectResult, job_id: str) -> str:
         lines += ["## Candidates (skipped commits leave it open)", ""]
         lines += [f"- `{c}` {md_text(result.subjects.get(c, ''))}" for c in result.candidates]
         lines.append("")
-    lines += verification_lines(result)
+    if builds or not result.culprit:  # else the answer's head said it
+        lines += verification_lines(result)
     lines += bad_boot_section(result)
     lines += trace_section(result)
     judged = (

@@ -5,8 +5,9 @@ from kbisect.builders.backport_found import upstream_fixes
 from kbisect.builders.distro_series import sru_series
 from kbisect.contract import Mode
 from kbisect.errors import KbisectError, UserError
+from kbisect.reports.answer import commit_info
 from kbisect.reports.backport_report import before_after, left_out, role
-from kbisect.reports.job_report import commit_info, repo_output
+from kbisect.reports.job_report import repo_output
 from kbisect.reports.sru_risk import kernels_booted, where_problems
 from kbisect.testcases import manifest as manifests
 from kbisect.workflows.backport_types import BackportResult

@@ -125,8 +125,8 @@ def test_report_shows_the_verification() -> None:
     h = [f"{i:040x}" for i in range(4)]
     result = _job("/nonexistent", h, "regression")
     md = markdown(result, "job-7")
-    assert "## Verification" in md and "**confirmed**" in md
-    assert f"**confirmed** (revert of `{h[2][:12]}`): avg_read_sectors is 512, like the old" in md
+    head = f"- verification: **confirmed**, revert of {h[2][:12]}: avg_read_sectors is 512, like"
+    assert head in md
     data = to_json(result)
     assert data["verification"]["status"] == "confirmed"  # type: ignore[index]
 

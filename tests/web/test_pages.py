@@ -1,11 +1,28 @@
 """The results pages as text: what a person reads, escaped, folded and filtered."""
 
+from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 
+from temporalio.client import WorkflowExecutionStatus
+
+from kbisect.contract import Verdict
 from kbisect.doors.web import pages
-from kbisect.doors.web.html import markdown
+from kbisect.doors.web.html import markdown, tone
+from kbisect.explain.summary import EXPLAINED, NO_EFFECT, UNEXPLAINED
 from kbisect.reports import job_report, sweep_report
-from kbisect.workflows.bisect_types import BadBoot, BisectResult, Progress, Step
+from kbisect.reports.answer import answer_of
+from kbisect.workflows.backport_types import BackportWord
+from kbisect.workflows.bisect_types import (
+    BadBoot,
+    BisectResult,
+    EndpointChange,
+    JobStatus,
+    Progress,
+    Step,
+    Verification,
+    VerificationStatus,
+)
+from kbisect.workflows.explain_types import AlignmentWord
 from kbisect.workflows.sweep_types import PairWord, SweepPair, SweepResult, SweepTestcase
 
 BASE = "/kbisect"
@@ -132,3 +149,64 @@ def test_a_running_timing_job_shows_its_posterior_as_bars_and_an_ended_one_does_
     )
     done = pages.bisect_live(pages.BisectView("bisect-t-1", p, True, "/t"), BASE)
     assert "class='bar'" not in done
+
+
+def _found(**extra: object) -> BisectResult:
+    """The seed's answer: a counter that fell from 512 to 8 sectors, reverted and confirmed."""
+    c = "c" * 40
+    verified = Verification(
+        "revert", c, "b" * 40, "confirmed",
+        "reverted on the new endpoint, it behaves like the old endpoint (3 boots, 99.0% sure)",
+    )  # fmt: skip
+    change = EndpointChange(-0.984375, -0.984375, -0.984375, 2, 2, old=512.0, new=8.0)
+    return BisectResult(
+        "found", "regression", "nvme-snapshot-read", "/nonexistent", ["a" * 40], "b" * 40, c,
+        [c], [], f"first bad commit: {c} NVMe: Allow request merges (99.9% sure; ...)",
+        subjects={c: "NVMe: Allow request merges"}, metric="avg_read_sectors", unit="sectors",
+        confidence=0.999, change=change, verification=verified, boots=9, **extra,  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
+def test_the_answer_is_in_parts_on_the_page_in_the_report_and_in_the_json() -> None:
+    result, c = _found(), "c" * 40
+    html = pages.answer_card(answer_of(result))
+    assert f"first bad commit: <code class='culprit'>{c}</code> (&quot;NVMe: Allow" in html
+    assert "<dd>avg_read_sectors 512 → 8 sectors: -98.4% (no noise; 2 and 2 boots)</dd>" in html
+    assert '<span class="badge good">confirmed</span> revert of cccccccccccc: reverted' in html
+    assert "<dd>99.9% that every verdict naming this commit is right</dd>" in html
+    md = job_report.markdown(result, "bisect-t-1")
+    assert f'**found**: first bad commit `{c}` ("NVMe: Allow request merges")' in md
+    assert "- verification: **confirmed**, revert of cccccccccccc: reverted" in md
+    assert "- boots: 9 boots in all" in md and "## Verification" not in md  # said once
+    data = job_report.to_json(result)
+    answer = data["answer"]
+    assert isinstance(answer, dict) and data["change"] == asdict(result.change)
+    assert (answer["commit"], answer["subject"], answer["verification"]) == (
+        c, "NVMe: Allow request merges", "confirmed"
+    )  # fmt: skip
+    assert answer["certainty"] == 0.999 and answer["change"]["old"] == 512.0
+    assert answer["named"] == 'cccccccccccc ("NVMe: Allow request merges")'
+
+
+def test_a_noisy_effect_says_its_interval_and_a_contradiction_is_red() -> None:
+    noisy = EndpointChange(0.21, 0.12, 0.33, 12, 12, old=57.5, new=69.6)
+    result = _found()
+    result.change, result.unit, result.metric = noisy, "µs/op", "latency"
+    assert result.verification is not None
+    result.verification.status = "contradicted"
+    a = answer_of(result)
+    assert (
+        a.effect
+        == "latency 57.5 → 69.6 µs/op: +21.0% (95% interval +12.0% to +33.0%; 12 and 12 boots)"
+    )
+    assert '<span class="badge bad">contradicted</span>' in pages.answer_card(a)
+
+
+def test_every_word_a_badge_shows_has_a_colour() -> None:
+    words = [
+        *JobStatus, *VerificationStatus, *BackportWord, *PairWord, *AlignmentWord, *Verdict,
+        *(s.name.lower() for s in WorkflowExecutionStatus), "sweep done", "sweep measuring",
+        EXPLAINED, UNEXPLAINED, NO_EFFECT, "planning", "comparing", "tracing",
+    ]  # fmt: skip
+    assert [w for w in words if not tone(w)] == []
+    assert tone("found") == "good" and tone("does not apply") == "bad"

@@ -45,6 +45,7 @@ from kbisect.reports import (
     job_report,
     sweep_report,
 )
+from kbisect.reports.answer import Answer, answer_of
 from kbisect.settings import Settings
 from kbisect.testcases.manifest import PASSED
 from kbisect.workflows.bisect_types import BisectResult, Progress
@@ -204,6 +205,7 @@ class Ended:
     result: BisectResult
     report: str
     sru: str
+    answer: Answer | None = None  # its parts, when it names a commit
 
 
 class Site:
@@ -316,6 +318,8 @@ class Site:
         # git (the report's commit lines, the SRU draft's patch): off the event loop
         report = await asyncio.to_thread(job_report.markdown, result, job_id)
         ended = Ended(result, report, await asyncio.to_thread(_sru, result, job_id))
+        if result.culprit:
+            ended.answer = await asyncio.to_thread(answer_of, result)
         self._ended[job_id] = ended
         return _as_progress(result), ended, ""
 
@@ -330,6 +334,7 @@ class Site:
         )
         if ended is not None:
             v.answer, v.report, v.sru = ended.result.message, ended.report, ended.sru
+            v.parts = ended.answer
             v.explain, v.flame = await self._explained(job_id)  # it may come later
         return v
 

@@ -35,12 +35,14 @@ tr:hover td { background: #f1f4fa; }
 code, .hash { font: 13px/1.3 ui-monospace, monospace; }
 .badge { display: inline-block; padding: .05rem .5rem; border-radius: 999px; font-size: .8rem;
   background: #e8ebf1; }
-.badge.good, .badge.found, .badge.completed, .badge.same, .badge.done
-  { background: #dcefe1; color: var(--good); }
-.badge.bad, .badge.failed, .badge.changed { background: #f8dddd; color: var(--bad); }
-.badge.running, .badge.bisecting, .badge.calibrating, .badge.measuring, .badge.building
-  { background: #dde7f8; color: var(--accent); }
-.badge.blocked { background: #fbe9c9; color: #8a5a00; }
+.badge.good { background: #dcefe1; color: var(--good); }
+.badge.bad { background: #f8dddd; color: var(--bad); }
+.badge.running { background: #dde7f8; color: var(--accent); }
+.badge.warn { background: #fbe9c9; color: #8a5a00; }
+dl.parts { display: grid; grid-template-columns: max-content 1fr; gap: .2rem 1rem;
+  margin: .6rem 0 0; font-size: .95rem; }
+dl.parts dt { color: var(--dim); }
+dl.parts dd { margin: 0; }
 .bar { display: flex; gap: .6rem; align-items: center; margin: .2rem 0; }
 .bar .who { width: 16rem; overflow: hidden; white-space: nowrap; text-overflow: ellipsis; }
 .bar .track { flex: 1; height: .75rem; appearance: none; border: 0; border-radius: 4px;
@@ -125,9 +127,32 @@ def esc(text: object) -> str:
     return escape(str(text), quote=True)
 
 
+# Each word a badge shows, by its tone; a word ending in "-ing" is work under way (running)
+GOOD = frozenset(
+    "good found completed same done confirmed verified explained fixed remains "
+    "already-there not-affected sweep-done".split()
+)
+BAD = frozenset(
+    "bad failed changed contradicted error terminated timed-out broken refused "
+    "not-verified does-not-apply".split()
+)
+WARN = frozenset(
+    "blocked ambiguous no-difference inconclusive cancelled canceled cannot-tell undecided skip "
+    "unexplained no-effect vanishes not-measured".split()
+)
+
+
+def tone(word: str) -> str:
+    """good, bad, warn or running: a badge's colour; "" for a word none of them names."""
+    key = re.sub(r"[\s_]+", "-", word.strip().lower())
+    for name, words in (("good", GOOD), ("bad", BAD), ("warn", WARN)):
+        if key in words:
+            return name
+    return "running" if key.endswith("ing") or key == "continued-as-new" else ""
+
+
 def badge(word: str) -> str:
-    css = re.sub(r"[^a-z-]", "", word.split(" ")[0].lower())
-    return f'<span class="badge {css}">{esc(word)}</span>'
+    return f'<span class="badge {tone(word)}">{esc(word)}</span>'
 
 
 def table(head: Sequence[str], rows: Iterable[Sequence[str]]) -> str:

@@ -9,6 +9,7 @@ from urllib.parse import quote
 from kbisect.contract import RESULTS_PATH as BASE
 from kbisect.doors.web.html import badge, esc, markdown, page, table
 from kbisect.infra import http_errors
+from kbisect.reports.answer import Answer
 from kbisect.reports.job_report import NUMBERING
 from kbisect.workflows.bisect_types import Progress, Step, StepSource
 from kbisect.workflows.investigation_types import Stage
@@ -132,6 +133,7 @@ class BisectView:
     done: bool
     temporal_url: str
     answer: str = ""  # the result's message, or the failure
+    parts: Answer | None = None  # a named commit's answer in its parts
     report: str = ""  # markdown (its bisect log included)
     sru: str = ""
     explain: list[str] | None = None  # the Why lines of its explain job, when one ran
@@ -161,6 +163,24 @@ def posterior_bars(p: Progress) -> str:
     return head + "<div class='card'>" + "".join(rows) + "</div>"
 
 
+def answer_card(a: Answer) -> str:
+    """The answer at a glance: the verdict and the commit as the kernel names commits,
+    then a row each for who and when, the effect, the verification (its own badge) and
+    the certainty."""
+    rows = [("author", esc(f"{a.author}, {a.date}"))] if a.author else []
+    rows += [("effect", esc(a.effect))] if a.effect else []
+    if a.verification:
+        rows.append(("verification", f"{badge(a.verification)} {esc(a.verification_text)}"))
+    rows += [("certainty", esc(a.certainty_text))] if a.certainty_text else []
+    subject = f" (&quot;{esc(a.subject)}&quot;)" if a.subject else ""
+    head = (
+        f"{badge(a.verdict)} {esc(a.word)}: <code class='culprit'>{esc(a.commit or '')}</code>"
+        f"{subject}"
+    )
+    cells = "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in rows)
+    return f"<div>{head}</div><dl class='parts'>{cells}</dl>"
+
+
 def bisect_live(v: BisectView, base: str) -> str:
     """The part of the page that changes while the job runs (fetched again by the
     page's script, or by a reload)."""
@@ -174,8 +194,13 @@ def bisect_live(v: BisectView, base: str) -> str:
         now.append(f"boot {p.boots}: {esc(p.last_boot)}")
     done = " data-done='1'" if v.done else ""
     plot = f"{href(base, 'jobs', v.id, 'plot.svg')}?steps={len(p.steps)}&amp;boots={p.boots}"
+    answer = (
+        answer_card(v.parts)
+        if v.parts is not None
+        else f"{badge(p.status)} {esc(v.answer or p.message)}"
+    )
     parts = [
-        f"<div class='card answer'{done}>{badge(p.status)} {esc(v.answer or p.message)}</div>",
+        f"<div class='card answer'{done}>{answer}</div>",
         f"<p class='dim'>{p.candidates} candidates left · {len(p.steps)} steps · "
         f"{p.boots} boots</p>"
         if not v.done
