@@ -169,6 +169,13 @@ def endpoint_step(old: bool, commit: str, subject: str, mode: Mode, m: Measured)
     return step
 
 
+def certainty(state: State, confidence: float, mode: Mode, n: int) -> str:
+    """A step's figure for what it is: the posterior that the change lies after the
+    commit (an old-like verdict), or at it or before it (a new-like one)."""
+    where = "after it" if state == State.OLD else "at it or before it"
+    return f"{boots(n)}; the {Mode(mode).change_word} is {where}: {confidence:.1%}"
+
+
 def decision_step(
     judged: Judged, commit: str, subject: str, mode: Mode, m: Measured, round_: int
 ) -> Step:
@@ -191,7 +198,7 @@ def decision_step(
         # None: every boot ran on a VM host that booted no references (yet)
         step.position = judged.position
         if not step.note and step.confidence is not None:
-            step.note = f"{boots(len(m.raw))}, {step.confidence:.1%} sure"
+            step.note = certainty(judged.decision.state, step.confidence, mode, len(m.raw))
     step.note += aside(step)
     return step
 
@@ -239,7 +246,8 @@ def bring_up_to_date(
         if step.source == StepSource.TEST and judged is not None and judged.decision.firm:
             step.verdict = verdict_for(judged.decision.state, mode)
             step.confidence = judged.certainty
-            step.note = f"{boots(step.boots)}, {step.confidence:.1%} sure{aside(step)}"
+            note = certainty(judged.decision.state, step.confidence, mode, step.boots)
+            step.note = note + aside(step)
 
 
 def _source(d: Decision) -> StepSource:
@@ -319,6 +327,7 @@ def verification_of(base: Verification, raw: list[float], verifying: Verifying) 
         VerificationStatus.CONFIRMED if d.state == expected else VerificationStatus.CONTRADICTED
     )
     done.message = (
-        f"{where}, it behaves like the {side} endpoint ({boots(len(raw))}, {d.confidence:.1%} sure)"
+        f"{where}, it behaves like the {side} endpoint ({boots(len(raw))}; {d.confidence:.1%} "
+        "likely)"
     )
     return done

@@ -586,3 +586,20 @@ def test_a_revert_to_the_old_image_rules_out_the_commits_it_reverts() -> None:
     res = engine.result()
     assert (res.answer, res.culprit) == (Answer.FOUND, "c4"), res.message
     assert "c3" not in booted
+
+
+def test_a_step_s_figure_says_what_it_is_where_the_change_lies() -> None:
+    # "good, 1 boot, 100.0% sure" read as sure of the boot; the figure is the posterior that
+    # the change lies after an old-like commit, at or before a new-like one
+    engine = Engine(linear(8), new="c8", old=["root"], config=EngineConfig())
+    for i in range(4):
+        engine.observe("root", Boot([57.0 + i, 60.0, 64.0], "a"))
+        engine.observe("c8", Boot([80.0 + i, 85.0, 90.0], "a"))
+    engine.decisions["c3"] = Decision(State.OLD, 1, -1.0, firm=True)
+    engine.decisions["c6"] = Decision(State.NEW, 1, 1.0, firm=True)
+    m = Measured(raw=[58.0], hosts=["a"])
+    old = decision_step(judged(engine, "c3"), "c3", "", Mode.REGRESSION, m, 1)
+    new = decision_step(judged(engine, "c6"), "c6", "", Mode.FIX, m, 1)
+    assert old.confidence is not None and new.confidence is not None
+    assert old.note == f"1 boot; the first bad commit is after it: {old.confidence:.1%}"
+    assert new.note == f"1 boot; the fix is at it or before it: {new.confidence:.1%}"
