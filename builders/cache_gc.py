@@ -24,13 +24,13 @@ from pathlib import Path
 
 from kbisect.builders import worktree
 from kbisect.builders.backport_series import BACKPORT_IDENTITY
+from kbisect.contract import GC_DAYS
 from kbisect.errors import InfraError, UserError
 from kbisect.infra.git import Git
 from kbisect.infra.host_userland import STAGING_PREFIX
 from kbisect.settings import Settings
 
 DAY = 86400.0
-DEFAULT_DAYS = 14.0  # `kbisect gc`'s and the workers' timer's age
 RUN_NAME = re.compile(r"^(\d{8}-\d{6})-[0-9a-f]{8}$")  # as infra/qemu.py names them
 VERIFY_REFS = "refs/kbisect/verify/"
 BACKPORT_REFS = "refs/kbisect/backport/"  # a backport job's test kernel (backport_series)

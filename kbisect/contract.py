@@ -175,6 +175,9 @@ LIKELIEST = 8  # a noisy job's likeliest answers its progress shows, with their 
 # Temporal refuses a workflow's or activity's summary longer than this, JSON-encoded
 # (its limit.userMetadataSummarySize): a job would not start, a workflow task would fail
 SUMMARY_BYTES = 400
+GC_DAYS = 14.0  # `kbisect gc`'s and the workers' timer's age: what is older goes
+# A console, result file or build log the results pages serve: its last this many bytes
+EVIDENCE_FILE_BYTES = 4 << 20
 
 
 def fit_summary(text: str, limit: int = SUMMARY_BYTES) -> str:

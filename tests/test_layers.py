@@ -34,6 +34,7 @@ LAYERS = (
     ("kbisect.words", 0, "vocabulary"),
     ("kbisect.summaries", 0, "vocabulary"),
     ("kbisect.backends", 0, "vocabulary"),
+    ("kbisect.evidence", 0, "vocabulary"),  # where a boot's and a build's files are, by name
     # what each workflow is asked and answers, beside it: plain data the doors, the
     # decisions and the reports read too (the longest prefix wins over kbisect.workflows)
     ("kbisect.workflows.bisect_types", 0, "vocabulary"),

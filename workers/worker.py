@@ -16,6 +16,7 @@ from temporalio.worker import Worker
 from kbisect.builders import cache_gc as gc
 from kbisect.builders.kernel_build import KernelBuilder
 from kbisect.builders.kernel_list import KernelListBuilder
+from kbisect.contract import GC_DAYS
 from kbisect.infra import host_lock
 from kbisect.infra.machines import make_machine
 from kbisect.settings import Queues, Settings
@@ -31,7 +32,7 @@ from kbisect.workflows.sweep_workflow import SweepWorkflow
 
 # On shutdown, running builds and boots get this long; then Temporal retries them elsewhere.
 SHUTDOWN_GRACE = timedelta(seconds=5)
-GC_EVERY_HOURS = 6.0  # well under gc.DEFAULT_DAYS: a day's runs never pile up for long
+GC_EVERY_HOURS = 6.0  # well under GC_DAYS: a day's runs never pile up for long
 log = logging.getLogger(__name__)
 
 
@@ -127,7 +128,7 @@ async def gc_loop(
     """`kbisect gc` on this host's cache now and every GC_EVERY_HOURS, in a thread (the
     workers' event loop goes on). What a running job uses stays: each build, boot and
     config read marks what it uses, and gc removes only what is unused for
-    gc.DEFAULT_DAYS."""
+    GC_DAYS."""
     while True:
         await asyncio.to_thread(gc_once, settings)
         await sleep(GC_EVERY_HOURS * 3600)
@@ -136,7 +137,7 @@ async def gc_loop(
 def gc_once(settings: Settings) -> None:
     """One pass; a failure is logged, never stops the worker (the next pass tries again)."""
     try:
-        report = gc.collect(settings, gc.DEFAULT_DAYS, dry_run=False)
+        report = gc.collect(settings, GC_DAYS, dry_run=False)
     except Exception as exc:  # a host problem in a pass must not end the worker
         log.warning("gc of %s failed (next try in %g h): %s", settings.cache, GC_EVERY_HOURS, exc)
         return
@@ -145,6 +146,6 @@ def gc_once(settings: Settings) -> None:
             "gc of %s: removed %d item(s) unused for %g days, %.1f MiB",
             settings.cache,
             report.removed_count(),
-            gc.DEFAULT_DAYS,
+            GC_DAYS,
             report.bytes_freed / 2**20,
         )

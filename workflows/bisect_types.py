@@ -129,6 +129,11 @@ class Step:
     # a same-kernel step: the judged commit (a step before it) whose kernel and verdict it
     # shares; "" when that kernel was never booted (the note says where its commit lies)
     same_as: str = ""
+    # the evidence, as kbisect.evidence names it on the hosts' caches: each boot's run
+    # folder (as scores), a failed boot's, and the kernel's build log
+    runs: list[str] = field(default_factory=list)
+    failed_run: str = ""
+    build_log: str = ""
 
 
 @dataclass

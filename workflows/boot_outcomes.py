@@ -7,6 +7,7 @@ Workflow code only.
 
 from collections.abc import Callable
 
+from kbisect import evidence
 from kbisect.contract import BuildResult, TestResult, TestStatus
 from kbisect.decide import engine_report
 from kbisect.decide.endpoints import endpoint_problem
@@ -61,6 +62,7 @@ class BootOutcomes:
         state, d = self._state, self._d
         m = self.seen.setdefault(commit, Seen())
         m.build_seconds = build.seconds
+        m.build_log = evidence.build_log_of(build.artifact.build_log if build.artifact else build.log)
         if commit in (d.old_end, d.new_end):
             word = state.mode.old_word if commit == d.old_end else state.mode.new_word
             if problem := endpoint_problem(word, commit, build, test):
@@ -68,6 +70,7 @@ class BootOutcomes:
         if test is None or test.status != TestStatus.OK:
             m.failed = StepSource(test.status) if test else StepSource.BUILD_FAILED
             m.failure = test.error if test else build.error
+            m.failed_run = evidence.run_folder(test.console) if test else ""
             d.failed(commit)
             return test.host if test else None
         samples = test.samples_of(state.job.primary)
@@ -75,7 +78,8 @@ class BootOutcomes:
         if test.bad and m.bad is None:
             m.bad = test
         exact = state.job.pass_fail and not state.job.flaky
-        d.boot(commit, Boot(samples, test.host, exact=exact, beside=beside))
+        run = evidence.run_folder(test.console)
+        d.boot(commit, Boot(samples, test.host, exact=exact, beside=beside), run)
         # the record's k-th boot is the job's boot k (engine_report.measured)
         self.show(commit, d.boots_of(commit), test)
         if commit in self._marked_meanwhile:  # its step once the engine has the boot

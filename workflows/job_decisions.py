@@ -31,7 +31,7 @@ class JobDecisions:
         self._told = 0  # events when the plan was made: later facts make it stale
 
     # --- facts ------------------------------------------------------------------------
-    def boot(self, commit: str, boot: Boot) -> None:
+    def boot(self, commit: str, boot: Boot, run: str = "") -> None:
         self._add(
             Event(
                 Kind.BOOT,
@@ -40,6 +40,7 @@ class JobDecisions:
                 host=boot.host,
                 exact=boot.exact,
                 beside=boot.beside,
+                run=run,
             )
         )
 

@@ -5,9 +5,8 @@ import argparse
 import math
 from pathlib import Path
 
-from kbisect.builders.cache_gc import DEFAULT_DAYS
 from kbisect.cli.output import out
-from kbisect.contract import strict_json
+from kbisect.contract import GC_DAYS, strict_json
 from kbisect.errors import UserError
 from kbisect.settings import Settings
 
@@ -61,9 +60,9 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
     g.add_argument(
         "--older-than",
         type=float,
-        default=DEFAULT_DAYS,
+        default=GC_DAYS,
         metavar="DAYS",
-        help=f"remove what was last used this many days ago or more (default {DEFAULT_DAYS:g})",
+        help=f"remove what was last used this many days ago or more (default {GC_DAYS:g})",
     )
     g.add_argument("--dry-run", action="store_true", help="list what would go; remove nothing")
     g.add_argument(

@@ -55,6 +55,8 @@ class Seen:
     failed: StepSource | None = None  # why it has no score
     failure: str = ""
     bad: TestResult | None = None  # a pass/fail job's first bad boot of the commit
+    failed_run: str = ""  # the run folder of the boot that failed (evidence.run_folder)
+    build_log: str = ""  # its kernel's build log (evidence.build_log_of)
 
 
 @dataclass
@@ -65,6 +67,7 @@ class Measured(Seen):
     repetitions: list[list[float]] = field(default_factory=list)  # each boot's, as raw
     hosts: list[str] = field(default_factory=list)  # the VM host of each boot
     boot_numbers: list[int] = field(default_factory=list)  # the job's boots so far, at each
+    runs: list[str] = field(default_factory=list)  # each boot's run folder (Event.run)
     set_aside: list[int] = field(default_factory=list)  # boot numbers set aside as wild
 
 
@@ -88,6 +91,7 @@ def measured(
             m.repetitions.append(list(event.samples))
             m.hosts.append(event.host or "")
             m.boot_numbers.append(number)
+            m.runs.append(event.run)
     for commit, places in (set_aside or {}).items():
         if (wild := found.get(commit)) is not None:
             numbers = wild.boot_numbers
@@ -101,6 +105,7 @@ def with_boots(step: Step, m: Measured) -> Step:
     date."""
     step.boots, step.scores = len(m.raw), list(m.raw)
     step.hosts, step.boot_numbers = list(m.hosts), list(m.boot_numbers)
+    step.runs, step.build_log = list(m.runs), m.build_log
     step.repetitions = [list(r) for r in m.repetitions]
     step.set_aside = list(m.set_aside)
     if m.raw:
@@ -191,6 +196,7 @@ def decision_step(
         round=round_,
         confidence=d.confidence if d.state != State.SKIP and d.llr else None,
         same_as=d.verdict_of,
+        failed_run=m.failed_run,
     )
     with_boots(step, m)
     if m.raw:

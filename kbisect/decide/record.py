@@ -52,6 +52,7 @@ class Event:
     commit: str = ""
     samples: list[float] = field(default_factory=list)
     host: str | None = None  # BOOT: its VM host; NEXT_FOR: the free one (None: not known)
+    run: str = ""  # BOOT: its run folder, under its VM host's cache (console, results)
     exact: bool = False
     beside: bool = False
     of: str = ""  # TWIN: the commit whose kernel it is

@@ -1,7 +1,7 @@
 """The results pages in a real browser: Debian's Chromium, headless, driven by its
 chromedriver through Selenium (nothing downloaded). The jobs list, then a running job's
 page, where a new step appears without a reload; an ended job whose subjects hold
-markdown, whose page loads nothing from elsewhere."""
+markdown, whose page loads nothing from elsewhere, and a boot's console one click away."""
 
 import asyncio
 import os
@@ -129,6 +129,14 @@ async def test_a_subject_s_image_is_text_and_the_page_loads_nothing_from_elsewhe
                 header = driver.execute_script(
                     "return getComputedStyle(document.querySelector('header')).backgroundColor"
                 )
+                # one click from the page to a boot's console, as the VM worker kept it
+                boot = driver.find_element(By.CSS_SELECTOR, "a.boot")
+                path = str(boot.get_attribute("href")).split("/files/", 1)[1]
+                kept = jobs.settings.cache_dir() / path
+                kept.parent.mkdir(parents=True)
+                kept.write_text("[    0.000000] Linux version 6.1.0-lab\n")
+                boot.click()
+                _until("the console", lambda: "Linux version 6.1.0-lab" in driver.page_source)
                 return str(report), int(width), str(header)
 
             report, width, header = await asyncio.to_thread(browse)

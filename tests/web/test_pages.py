@@ -5,6 +5,7 @@ from datetime import UTC, datetime, timedelta
 
 from temporalio.client import WorkflowExecutionStatus
 
+from kbisect import evidence
 from kbisect.contract import Verdict
 from kbisect.doors.web import pages
 from kbisect.doors.web.html import markdown, tone
@@ -210,3 +211,20 @@ def test_every_word_a_badge_shows_has_a_colour() -> None:
     ]  # fmt: skip
     assert [w for w in words if not tone(w)] == []
     assert tone("found") == "good" and tone("does not apply") == "bad"
+
+
+def test_each_boot_links_its_console_and_each_kernel_its_build_log_and_nothing_else() -> None:
+    run, forged = "runs/20261207-101500-0000abcd", "runs/../../etc"
+    ok = Step("c" * 40, "s", "good", "test", value=8.0, boots=2, boot_numbers=[3, 7],
+              runs=[run, forged], build_log="artifacts/ab12-cd34/build.log")  # fmt: skip
+    failed = Step("d" * 40, "s", "skip", "boot-failed", failed_run=run, build_log="/etc/x")
+    files = "/kbisect/jobs/j/files"
+    html = pages.steps_table([ok, failed], "avg_read_sectors", "sectors", files)
+    assert f"title='boot 3: its console' href='{files}/{run}/console.log'>3</a>" in html
+    assert f"href='{files}/artifacts/ab12-cd34/build.log'>build log</a>" in html
+    assert f"href='{files}/{run}/console.log'>console</a>" in html  # the failed boot's
+    assert "etc" not in html and ">7</a>" not in html  # a name no run has is no link
+    assert "boots&#x27; files" in html
+    assert evidence.files_of([ok, failed]) == {
+        f"{run}/console.log", f"{run}/results.log", "artifacts/ab12-cd34/build.log"
+    }  # fmt: skip

@@ -2,6 +2,7 @@
 plot and JSON; reads only, for this machine's names."""
 
 import asyncio
+import re
 import uuid
 
 import pytest
@@ -89,3 +90,31 @@ async def test_the_list_counts_an_ended_sweeps_boots_with_no_worker_left(
                 break
             await asyncio.sleep(0.2)
         assert row["kind"] == "sweep" and row["boots"] == len(result.boots) > 0, row
+
+
+async def test_a_boot_s_console_and_its_kernel_s_build_log_are_served_as_text(
+    env: WorkflowEnvironment,
+) -> None:
+    async with serving(env) as jobs:
+        job = await start(jobs, Scenario(graph=linear(16), culprit="c9"))
+        await jobs.temporal.get_workflow_handle(job).result()
+        app = standalone(jobs.settings, LOOPBACK_NAMES)
+        async with TestClient(TestServer(app, host="127.0.0.1")) as http:
+            html = await (await http.get(f"/kbisect/jobs/{job}")).text()
+            files = f"href='/kbisect/jobs/{job}/files/"
+            consoles = re.findall(files + r"(runs/[^']+/console.log)'", html)
+            logs = re.findall(files + r"(artifacts/[^']+/build.log)'", html)
+            assert len(consoles) >= 4 and logs, html  # a link for each boot, each kernel
+            cache = jobs.settings.cache_dir()
+            (cache / consoles[0]).parent.mkdir(parents=True)
+            (cache / consoles[0]).write_text("Linux version 6.1 <script>x</script>\n")
+            got = await http.get(f"/kbisect/jobs/{job}/files/{consoles[0]}")
+            assert got.status == 200 and got.content_type == "text/plain"
+            assert await got.text() == "Linux version 6.1 <script>x</script>\n"
+            assert got.headers["X-Content-Type-Options"] == "nosniff"
+            # a file the job names but this host's cache has not; one it does not name
+            gone = await http.get(f"/kbisect/jobs/{job}/files/{logs[0]}")
+            assert gone.status == 404 and "kbisect gc prunes" in await gone.text()
+            for path in ("runs/20261207-000000-00000000/console.log", "../../etc/passwd"):
+                other = await http.get(f"/kbisect/jobs/{job}/files/{path}")
+                assert other.status == 404, path

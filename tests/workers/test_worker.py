@@ -13,6 +13,7 @@ import pytest
 
 from kbisect.builders import artifact_cache
 from kbisect.builders import cache_gc as gc
+from kbisect.contract import GC_DAYS
 from kbisect.model import Artifact
 from kbisect.settings import Settings
 from kbisect.workers import worker
@@ -63,7 +64,7 @@ async def test_gc_runs_at_start_then_every_interval_with_the_default_age(
     slept, sleep = _clock(3)
     with pytest.raises(Stop):
         await worker.gc_loop(Settings.from_env(), sleep=sleep)
-    assert calls == [(cache, gc.DEFAULT_DAYS, False)] * 3  # at start, then after each wait
+    assert calls == [(cache, GC_DAYS, False)] * 3  # at start, then after each wait
     assert slept == [worker.GC_EVERY_HOURS * 3600] * 3
 
 

@@ -6,6 +6,7 @@ real one. A scenario is looked up by the job's `repo` field.
 
 import asyncio
 import dataclasses
+import hashlib
 import math
 import random
 import statistics
@@ -257,7 +258,7 @@ async def build_kernel(req: BuildRequest) -> BuildResult:
         config_hash="aligned" if req.aligned else "c",
         kernel="/k",
         config="/c",
-        build_log="/l",
+        build_log=f"/cache/artifacts/{_hex(req.commit)}-{'0' * 20}/build.log",  # as a worker's
         sources="/sources" if s.inert else "",
         image_sha256=_image_of(s, req.commit) if s.same_image else "",
     )
@@ -340,6 +341,7 @@ async def _boot(req: TestRequest, moment: int | None = None) -> TestResult:
             values={PASSED: float(not bad)},
             samples=[float(not bad)],
             seconds=2.0,
+            console=_console(),
             bad="panic" if bad else "",
             excerpt=f"Kernel panic - not syncing: lab ({req.commit})" if bad else "",
         )
@@ -359,7 +361,17 @@ async def _boot(req: TestRequest, moment: int | None = None) -> TestResult:
         samples=samples,
         seconds=2.0,
         host=host,
+        console=_console(),
     )
+
+
+def _hex(commit: str) -> str:
+    return hashlib.sha1(commit.encode()).hexdigest()[:20]
+
+
+def _console() -> str:
+    """A boot's console path as a VM worker's cache has it: its own run folder."""
+    return f"/cache/runs/20261207-000000-{uuid.uuid4().hex[:8]}/console.log"
 
 
 async def _vm_host(s: Scenario) -> tuple[str, float]:

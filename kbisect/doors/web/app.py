@@ -22,7 +22,9 @@ from pathlib import Path
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
+from kbisect import evidence
 from kbisect.contract import (
+    EVIDENCE_FILE_BYTES,
     EXPLAIN_WORKFLOW,
     INVESTIGATION_WORKFLOW,
     RESULTS_PATH,
@@ -35,6 +37,7 @@ from kbisect.doors.web.html import PAGE_CSP
 from kbisect.errors import KbisectError, UserError
 from kbisect.infra import http_errors
 from kbisect.infra.http_errors import ERROR_PAGE, styled
+from kbisect.infra.qemu import read_tail
 from kbisect.infra.temporal_server import LOOPBACK_NAMES, foreign
 from kbisect.jobs import explain_job, investigation, series_client
 from kbisect.jobs.client import JOB_KINDS, JobClient, JobSummary, kind_name
@@ -159,6 +162,7 @@ def results_app(
     app.router.add_get("/jobs/{id}/live", site.live)
     app.router.add_get("/jobs/{id}/plot.svg", site.plot)
     app.router.add_get("/jobs/{id}/flame.svg", site.flame)
+    app.router.add_get("/jobs/{id}/files/{path:.+}", site.evidence_file)
     app.router.add_get("/series", site.series_list)
     app.router.add_get("/series/{name}", site.series)
     app.router.add_get("/api/jobs", site.api_jobs)
@@ -464,6 +468,26 @@ class Site:
             return _not_found(f"{job_id}'s explain job took no CPU samples")
         svg = await asyncio.to_thread(explain_report.flame_svg, r)
         return web.Response(text=svg, content_type="image/svg+xml")
+
+    async def evidence_file(self, request: web.Request) -> web.StreamResponse:
+        """A boot's console or result file, or its kernel's build log, as plain text: only
+        a file the job's steps name (kbisect.evidence), read from this host's cache."""
+        job_id, path = request.match_info["id"], request.match_info["path"]
+        try:
+            kind, ended = await self._kind(job_id)
+            if kind != WORKFLOW:
+                return _not_found(f"{job_id} is no bisection: its boots have no files here")
+            progress, _, _ = await self._bisect(job_id, ended)
+        except KbisectError as exc:
+            return _not_found(str(exc))
+        if path not in evidence.files_of(progress.steps):
+            return _not_found(f"{path} is not a file of {job_id}'s boots or builds")
+        file = self.settings.cache_dir() / path
+        if not file.is_file():
+            return _not_found(evidence.gone(path))
+        text, cut = await asyncio.to_thread(read_tail, file, EVIDENCE_FILE_BYTES)
+        head = f"[the first part left out: the last {EVIDENCE_FILE_BYTES >> 20} MiB follow]\n"
+        return web.Response(text=(head if cut else "") + text, content_type="text/plain")
 
     # --- series watches ---------------------------------------------------------------
     async def series_list(self, request: web.Request) -> web.StreamResponse:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from urllib.parse import quote
 
+from kbisect import evidence
 from kbisect.contract import RESULTS_PATH as BASE
 from kbisect.doors.web.html import badge, esc, markdown, page, table
 from kbisect.infra import http_errors
@@ -95,9 +96,25 @@ def _row_text(r: JobRow) -> list[str]:
     return [r.id, r.kind, r.status, r.state, r.testcase, r.summary, r.culprit]
 
 
-def steps_table(steps: Sequence[Step], metric: str, unit: str) -> str:
+def evidence_links(s: Step, files: str) -> str:
+    """A step's boots, each its number linking its console, then its kernel's build log
+    (`files`: the job's files' URL); a failed boot's console."""
+    links = [
+        f"<a class='boot' title='boot {n}: its console' href='{files}/{esc(r)}/console.log'>{n}</a>"
+        for n, r in zip(s.boot_numbers, s.runs, strict=False)
+        if evidence.is_run(r)
+    ]
+    if evidence.is_run(s.failed_run):
+        links.append(f"<a href='{files}/{esc(s.failed_run)}/console.log'>console</a>")
+    if evidence.is_build_log(s.build_log):
+        links.append(f"<a href='{files}/{esc(s.build_log)}'>build log</a>")
+    return " ".join(links)
+
+
+def steps_table(steps: Sequence[Step], metric: str, unit: str, files: str = "") -> str:
     """The commits booted, in the order they were decided; the ones that share a booted
-    kernel are a count under it."""
+    kernel are a count under it. `files`: where the job's boots' files are (the boots'
+    consoles and build logs linked), "" for none."""
     shared = [s for s in steps if s.source == StepSource.SAME_KERNEL]
     rows = [
         (
@@ -108,12 +125,14 @@ def steps_table(steps: Sequence[Step], metric: str, unit: str) -> str:
             "" if s.value is None else f"{s.value:g}",
             str(s.boots),
             esc(s.source + (f": {s.note}" if s.note else "")),
+            evidence_links(s, files) if files else "",
         )
         for i, s in enumerate(steps, 1)
         if s.source != StepSource.SAME_KERNEL
     ]
     score = f"{metric} ({unit})" if unit else metric or "score"
-    text = table(("#", "commit", "subject", "verdict", score, "boots", "how"), rows)
+    head = ("#", "commit", "subject", "verdict", score, "boots", "how", "boots' files")
+    text = table(head if files else head[:-1], (r if files else r[:-1] for r in rows))
     if shared:
         text = f"<p class='dim'>{esc(NUMBERING)}</p>" + text
         text += (
@@ -209,7 +228,7 @@ def bisect_live(v: BisectView, base: str) -> str:
         posterior_bars(p) if not v.done else "",
         f"<img class='plot' alt='scores across commits' src='{plot}'>" if p.steps else "",
         "<h2>Steps</h2>",
-        steps_table(p.steps, p.metric, p.unit),
+        steps_table(p.steps, p.metric, p.unit, href(base, "jobs", v.id, "files")),
     ]
     return "".join(parts)
 
