@@ -24,7 +24,6 @@ from pathlib import Path
 
 from kbisect.builders import worktree
 from kbisect.builders.backport_series import BACKPORT_IDENTITY
-from kbisect.contract import GC_DAYS
 from kbisect.errors import InfraError, UserError
 from kbisect.infra.git import Git
 from kbisect.infra.host_userland import STAGING_PREFIX

@@ -11,11 +11,13 @@ better on the job's testcase. A workflow of its own: the bisection's history sta
 was.
 """
 
+import statistics
+
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from kbisect.contract import BACKPORT_WORKFLOW, PASS_FAIL_BOOTS, TestStatus
-    from kbisect.decide.backport import failures, unlike_the_job
+    from kbisect.decide.backport import failures, side_values, unlike_the_job
     from kbisect.decide.sweep import Sweep
     from kbisect.workflows.activity_calls import (
         Blocking,
@@ -153,14 +155,18 @@ def _figures(r: BackportResult) -> str:
     name = r.shown_target
     if pair.effect is None:
         return f"{r.word}: {pair.message or 'no boot gave the metric'}"
+    # the sides' levels first ("8 → 512 sectors"): a counter's change in percent says less
+    sides = [side_values(r.boots, k) for k in (0, 1)]
+    without, with_ = (statistics.median(v) if v else float("nan") for v in sides)
     interval = (
-        f" (95% CI {pair.low:+.1%} to {pair.high:+.1%})"
-        if pair.low is not None and pair.high is not None
+        f", 95% interval {pair.low:+.1%} to {pair.high:+.1%}"
+        if pair.low is not None and pair.high is not None and pair.low != pair.high
         else ""
     )
     return (
-        f"{r.word}: {pair.metric} on {name} with the backport against without: "
-        f"{pair.effect:+.1%}{interval}, {pair.verdict}"
+        f"{r.word}: {pair.metric} on {name}, without → with the backport: "
+        f"{without:g} → {with_:g} {pair.unit}".rstrip()
+        + f" ({pair.effect:+.1%}{interval}; {pair.verdict}"
         + (f", {pair.direction}" if pair.direction else "")
-        + f"; {pair.boots_old}+{pair.boots_new} boots"
+        + f"; {pair.boots_old} and {pair.boots_new} boots)"
     )

@@ -62,7 +62,8 @@ class BootOutcomes:
         state, d = self._state, self._d
         m = self.seen.setdefault(commit, Seen())
         m.build_seconds = build.seconds
-        m.build_log = evidence.build_log_of(build.artifact.build_log if build.artifact else build.log)
+        log = build.artifact.build_log if build.artifact else build.log
+        m.build_log = evidence.build_log_of(log)
         if commit in (d.old_end, d.new_end):
             word = state.mode.old_word if commit == d.old_end else state.mode.new_word
             if problem := endpoint_problem(word, commit, build, test):

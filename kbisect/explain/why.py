@@ -79,7 +79,8 @@ def why_lines(comparison: Comparison, top: int = WHY_LINES) -> list[str]:
     lines = [line(c) for c in picked]
     more = comparison.listed - len(picked)
     if more > 0:
-        where = f"the {len(comparison.changes)} largest in --json" if comparison.more else "--json"
+        kept = len(comparison.changes)
+        where = f"the {kept} largest in the job's JSON" if comparison.more else "in the job's JSON"
         lines.append(f"... and {more} more ({where})")
     lines.append(
         f"{comparison.listed} of {comparison.tested} statistics changed beyond their "

@@ -8,11 +8,17 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from kbisect.contract import Mode
 from kbisect.errors import KbisectError
 from kbisect.infra.git import Git
 from kbisect.model import Commit
-from kbisect.reports.lines import answer_word
+from kbisect.words import plural
 from kbisect.workflows.bisect_types import BisectResult, EndpointChange
+
+
+def answer_word(mode: str) -> str:
+    """What the named commit is called in an answer's line."""
+    return "fixed by" if mode == Mode.FIX else "first bad commit"
 
 
 @dataclass(frozen=True)
@@ -64,11 +70,11 @@ def level(value: float | None, unit: str, pass_fail: bool) -> str:
 
 
 def effect_words(change: EndpointChange, metric: str, unit: str, pass_fail: bool) -> str:
-    """'avg_read_sectors 512 → 8 sectors: -98.4% (no noise; 2 and 2 boots)': the sides
+    """'avg_read_sectors 512 → 8 sectors: -98.4% (no noise; 2 boots a side)': the sides
     old → new, the interval when the boots have one."""
     if pass_fail:
         sides = f"{level(change.old, unit, True)} → {level(change.new, unit, True)}"
-        return f"{sides} ({change.boots_old} and {change.boots_new} boots)"
+        return f"{sides} ({boots_a_side(change)})"
     sides = f"{level(change.old, '', False)} → {level(change.new, unit, False)}"
     if change.low is None or change.high is None:
         spread = "too few boots for an interval"
@@ -76,8 +82,14 @@ def effect_words(change: EndpointChange, metric: str, unit: str, pass_fail: bool
         spread = "no noise"
     else:
         spread = f"95% interval {change.low:+.1%} to {change.high:+.1%}"
-    boots = f"{change.boots_old} and {change.boots_new} boots"
-    return f"{metric} {sides}: {change.value:+.1%} ({spread}; {boots})".lstrip()
+    return f"{metric} {sides}: {change.value:+.1%} ({spread}; {boots_a_side(change)})".lstrip()
+
+
+def boots_a_side(change: EndpointChange) -> str:
+    """'1 boot a side', '12 and 13 boots' (old, new)."""
+    if change.boots_old == change.boots_new:
+        return f"{plural(change.boots_old, 'boot')} a side"
+    return f"{change.boots_old} and {change.boots_new} boots"
 
 
 def answer_of(result: BisectResult) -> Answer:
@@ -108,16 +120,19 @@ def answer_of(result: BisectResult) -> Answer:
 
 
 def answer_lines(a: Answer) -> list[str]:
-    """The answer as plain lines, a part each (a door's outcome, a terminal)."""
+    """The answer as plain lines, a part each (stdout, a door's outcome): the commit
+    whole with its subject, then who and when, the effect, the verification and the
+    certainty."""
     if not a.commit:
         return []
-    lines = [f"{a.word}: {a.named}"]
+    subject = f' ("{a.subject}")' if a.subject else ""
+    lines = [f"{a.word}: {a.commit}{subject}"]  # the whole hash: scripts take it
     if a.author:
         lines.append(f"author: {a.author}, {a.date}")
     if a.effect:
         lines.append(f"effect: {a.effect}")
     if a.verification:
-        lines.append(f"verification: {a.verification} ({a.verification_text})")
+        lines.append(f"verification: {a.verification}, {a.verification_text}")
     if a.certainty_text:
         lines.append(f"certainty: {a.certainty_text}")
     return lines

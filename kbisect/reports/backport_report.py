@@ -82,9 +82,9 @@ def outcome_lines(r: BackportResult) -> list[str]:
         lines.append(f"follow-up not taken: {_commit(r, c)} (--with-followups takes it)")
     if r.plan.patched:
         built = r.kernels.get(BACKPORT_SIDES[1], "")
-        lines.append(
+        lines.append(  # never the built kernel's path: a host's, in words meant for others
             f"test kernel: {name} with the series, commit {r.plan.patched}"
-            + (f", built at {built}" if built else "")
+            + (", built" if built else "")
         )
     lines += before_after(r)
     return lines

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from kbisect.builders.kernel_list import builds_line
 from kbisect.contract import Mode
+from kbisect.reports.answer import answer_lines, answer_of
 from kbisect.testcases.manifest import PASSED
 from kbisect.workflows.bisect_types import BisectResult, Step
 
@@ -84,22 +85,12 @@ def step_line(number: int, step: Step, metric: str) -> str:
     return one_line(text)
 
 
-def answer_word(mode: str) -> str:
-    """What the named commit is called in an answer's line."""
-    return "fixed by" if mode == Mode.FIX else "first bad commit"
-
-
 def outcome_lines(result: BisectResult) -> list[str]:
     if result.culprit:
         builds = builds_line(Path(result.repo), result.culprit, Mode(result.mode))
         if builds:
             return [builds]
-        word = answer_word(result.mode)
-        subject = result.subjects.get(result.culprit, "")
-        lines = [f"{word}: {result.culprit} {subject}".rstrip()]
-        if result.verification:
-            v = result.verification
-            lines.append(f"verification ({v.kind}): {v.status}, {v.message}")
+        lines = [one_line(line) for line in answer_lines(answer_of(result))]
         if result.bad_boot:
             b = result.bad_boot
             first = next((ln.strip() for ln in b.excerpt.splitlines() if ln.strip()), "")

@@ -9,7 +9,8 @@ import matplotlib
 matplotlib.use("Agg")  # files only, no display needed
 import matplotlib.pyplot as plt
 
-from kbisect.reports.lines import answer_word, pass_fail_counts
+from kbisect.reports.answer import answer_word
+from kbisect.reports.lines import pass_fail_counts
 from kbisect.workflows.bisect_types import BisectResult
 
 COLOURS = {"good": "tab:green", "bad": "tab:red", "skip": "tab:gray"}

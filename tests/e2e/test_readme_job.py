@@ -22,6 +22,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 
 from benchmarks.nginx import free_port
+from kbisect import settings
 from kbisect.infra import temporal_server
 from kbisect.infra.git import Git
 from kbisect.workflows.investigation_types import StageName, stage_id
@@ -231,4 +232,14 @@ def test_the_readme_job_prints_every_line_it_quotes_through_a_worker_kill(
         if s["source"] == "same-kernel":
             before = {t["commit"] for t in steps[:i] if t["source"] != "same-kernel"}
             assert s["same_as"] in before if s["same_as"] else "never booted" in s["note"], s
+    # The answer in numbers and in parts; each boot's console and each kernel's build log
+    # where the results pages serve them from (this host's cache)
+    change, answer = result["change"], result["answer"]
+    assert change["old"] > change["new"] and change["value"] < 0 and change["boots_new"] >= 1
+    assert (answer["commit"], answer["verification"]) == (culprit, "confirmed"), answer
+    booted = [s for s in steps if s["boots"]]
+    assert booted and all(len(s["runs"]) == s["boots"] for s in booted), booted
+    cache = settings.cache_dir()
+    assert all((cache / r / "console.log").is_file() for s in booted for r in s["runs"])
+    assert all((cache / s["build_log"]).is_file() for s in booted), booted
     print(f"bisection: {len(tested)} steps, {sum(builds.values())} builds; culprit {culprit}")

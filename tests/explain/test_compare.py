@@ -141,5 +141,6 @@ def test_the_listed_changes_kept_are_the_largest_and_the_rest_are_counted() -> N
     assert len(result.changes) == EXPLAIN_CHANGES and result.more == 10 == n - EXPLAIN_CHANGES
     assert result.changes[0].name == f"s{n - 1}"  # the largest kept
     lines = why_lines(result)
-    assert lines[-2] == f"... and {n - WHY_LINES} more (the {EXPLAIN_CHANGES} largest in --json)"
+    where = f"the {EXPLAIN_CHANGES} largest in the job's JSON"
+    assert lines[-2] == f"... and {n - WHY_LINES} more ({where})"
     assert lines[-1].startswith(f"{n} of {n} statistics changed")

@@ -45,14 +45,14 @@ def test_the_profile_has_its_own_lines_however_large_the_counts_changes() -> Non
     lines = why_lines(compare(parent, culprit), top=4)
     assert [x.split(":")[0] for x in lines[:4]] == ["vmstat s0", "vmstat s1", "vmstat s10",
                                                      "self time in delay_tsc"]  # fmt: skip
-    assert lines[4] == "... and 9 more (--json)"
+    assert lines[4] == "... and 9 more (in the job's JSON)"
 
 
 def test_a_long_list_is_cut_with_a_pointer_to_the_rest() -> None:
     parent = [{("vmstat", f"s{i}"): 100.0 + d for i in range(12)} for d in (0, 1, 2)]
     culprit = [{("vmstat", f"s{i}"): 200.0 + d for i in range(12)} for d in (0, 1, 2)]
     lines = why_lines(compare(parent, culprit), top=3)
-    assert len(lines) == 5 and lines[3] == "... and 9 more (--json)"
+    assert len(lines) == 5 and lines[3] == "... and 9 more (in the job's JSON)"
     assert lines[0].startswith("vmstat s0: 101 -> 201 (+99%")
 
 

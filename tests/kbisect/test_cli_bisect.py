@@ -265,7 +265,7 @@ async def test_piped_watch_is_one_event_a_line(env: WorkflowEnvironment) -> None
     assert len(steps) == len(result.steps), err
     for i, (line, step) in enumerate(zip(steps, result.steps, strict=True), 1):
         assert line.startswith(f"step {i}: {step.commit[:12]} {step.verdict} avg_read_sectors=")
-    assert "first bad commit: c5 subject of c5" in out
+    assert 'first bad commit: c5 ("subject of c5")' in out
 
 
 async def test_piped_bisect_prints_whole_lines(env: WorkflowEnvironment, lab: Path) -> None:

@@ -51,7 +51,7 @@ async def test_an_investigations_page_lists_its_stages_and_shows_its_report(
             assert linked == stages, linked  # in their order, each to its own page
             assert "data-done='1'" in html and "data-url=''" in html  # ended: no live part
             assert "<h2>Report</h2>" in html and f"Bisect: {inv}-bisect" in html
-            assert "first bad commit: c9" in html and "explained" in html
+            assert "first bad commit <code>c9</code>" in html and "explained" in html
             assert f"src='/kbisect/jobs/{inv}-bisect/plot.svg'" in html
             for stage in stages:  # each stage job's own page
                 own = await http.get(f"/kbisect/jobs/{stage}")

@@ -172,7 +172,7 @@ def test_the_answer_is_in_parts_on_the_page_in_the_report_and_in_the_json() -> N
     result, c = _found(), "c" * 40
     html = pages.answer_card(answer_of(result))
     assert f"first bad commit: <code class='culprit'>{c}</code> (&quot;NVMe: Allow" in html
-    assert "<dd>avg_read_sectors 512 → 8 sectors: -98.4% (no noise; 2 and 2 boots)</dd>" in html
+    assert "<dd>avg_read_sectors 512 → 8 sectors: -98.4% (no noise; 2 boots a side)</dd>" in html
     assert '<span class="badge good">confirmed</span> revert of cccccccccccc: reverted' in html
     assert "<dd>99.9% that every verdict naming this commit is right</dd>" in html
     md = job_report.markdown(result, "bisect-t-1")
@@ -190,7 +190,7 @@ def test_the_answer_is_in_parts_on_the_page_in_the_report_and_in_the_json() -> N
 
 
 def test_a_noisy_effect_says_its_interval_and_a_contradiction_is_red() -> None:
-    noisy = EndpointChange(0.21, 0.12, 0.33, 12, 12, old=57.5, new=69.6)
+    noisy = EndpointChange(0.21, 0.12, 0.33, 12, 13, old=57.5, new=69.6)
     result = _found()
     result.change, result.unit, result.metric = noisy, "µs/op", "latency"
     assert result.verification is not None
@@ -198,7 +198,7 @@ def test_a_noisy_effect_says_its_interval_and_a_contradiction_is_red() -> None:
     a = answer_of(result)
     assert (
         a.effect
-        == "latency 57.5 → 69.6 µs/op: +21.0% (95% interval +12.0% to +33.0%; 12 and 12 boots)"
+        == "latency 57.5 → 69.6 µs/op: +21.0% (95% interval +12.0% to +33.0%; 12 and 13 boots)"
     )
     assert '<span class="badge bad">contradicted</span>' in pages.answer_card(a)
 
@@ -228,3 +228,30 @@ def test_each_boot_links_its_console_and_each_kernel_its_build_log_and_nothing_e
     assert evidence.files_of([ok, failed]) == {
         f"{run}/console.log", f"{run}/results.log", "artifacts/ab12-cd34/build.log"
     }  # fmt: skip
+
+
+def test_the_list_puts_each_job_s_stages_under_it_and_cuts_long_ids() -> None:
+    now, inv = datetime.now(UTC), "inv-nvme-snapshot-read-1a2b3c4d"
+
+    def row(job: str, kind: str, minutes: int) -> pages.JobRow:
+        return pages.JobRow(
+            job, kind, "completed", "done", "t", "", now - timedelta(minutes=minutes)
+        )
+
+    rows = [  # newest first, as the server lists them
+        row("bisect-other-9", "bisect", 1),
+        row(f"{inv}-bisect-explain", "explain", 2),
+        row(f"{inv}-bisect", "bisect", 20),
+        row(f"{inv}-check", "bisect", 30),
+        row(inv, "investigation", 31),
+        row("sweep-2", "sweep", 40),
+    ]
+    order = [r.id for r in pages.grouped(rows)]
+    assert order == [
+        "bisect-other-9", inv, f"{inv}-check", f"{inv}-bisect", f"{inv}-bisect-explain",
+        "sweep-2",
+    ]  # fmt: skip
+    html = pages.jobs_page(rows, BASE)
+    assert f"title='{inv}-bisect-explain' href='/kbisect/jobs/{inv}-bisect-explain'" in html
+    assert ">↳ explain</a>" in html and ">↳ bisect-explain</a>" not in html  # the nearest
+    assert f"class='hash job' title='{inv}'" in html

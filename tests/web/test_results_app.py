@@ -38,7 +38,7 @@ async def test_the_pages_show_a_finished_bisection(env: WorkflowEnvironment) -> 
             assert job in listed and "bisect nvme-snapshot-read (regression) root..tip" in listed
             page = await http.get(f"/kbisect/jobs/{job}")
             html = await page.text()
-            assert page.status == 200 and "first bad commit: c9" in html, html[:2000]
+            assert page.status == 200 and "first bad commit: <code class='culprit'>c9<" in html
             assert "<h2>Report</h2>" in html and "/namespaces/default/workflows/" in html
             plot = await http.get(f"/kbisect/jobs/{job}/plot.svg")
             assert plot.content_type == "image/svg+xml" and b"<svg" in await plot.read()

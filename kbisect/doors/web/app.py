@@ -425,9 +425,10 @@ class Site:
                 return pages.Words("done", markdown=markdown)
             if kind == EXPLAIN_WORKFLOW:
                 e = await client.explain_result(job_id)
-                return pages.Words(e.status, explain_report.outcome_lines(e))
+                flame = any(e.stacks.values())
+                return pages.Words(e.status, explain_report.outcome_lines(e), of=e.job, flame=flame)
             b = await client.backport_result(job_id)
-            return pages.Words(b.word, backport_report.outcome_lines(b))
+            return pages.Words(b.word, backport_report.outcome_lines(b), of=b.job)
         except KbisectError as exc:
             return pages.Words("failed", [str(exc)])
 

@@ -39,6 +39,9 @@ code, .hash { font: 13px/1.3 ui-monospace, monospace; }
 .badge.bad { background: #f8dddd; color: var(--bad); }
 .badge.running { background: #dde7f8; color: var(--accent); }
 .badge.warn { background: #fbe9c9; color: #8a5a00; }
+a.job { display: inline-block; max-width: 15rem; overflow: hidden; white-space: nowrap;
+  text-overflow: ellipsis; vertical-align: bottom; }
+a.job.stage { padding-left: 1rem; }
 dl.parts { display: grid; grid-template-columns: max-content 1fr; gap: .2rem 1rem;
   margin: .6rem 0 0; font-size: .95rem; }
 dl.parts dt { color: var(--dim); }

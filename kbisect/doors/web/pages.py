@@ -46,6 +46,8 @@ class Words:
     status: str
     lines: list[str] = field(default_factory=list)
     markdown: str = ""
+    of: str = ""  # the bisection an explain or backport job is a stage of
+    flame: bool = False  # an explain job's CPU samples: its flame graph (under `of`)
 
 
 def href(base: str, *parts: str) -> str:
@@ -64,7 +66,8 @@ def age(started: datetime, now: datetime | None = None) -> str:
 def jobs_page(rows: Sequence[JobRow], base: str, query: str = "") -> str:
     """Every job, newest first, with a filter (typed: at once; without JavaScript: ?q=)."""
     q = query.lower()
-    shown = [r for r in rows if not q or q in " ".join(_row_text(r)).lower()]
+    shown = grouped([r for r in rows if not q or q in " ".join(_row_text(r)).lower()])
+    ids = {r.id for r in shown}
     body = [
         "<h1>Jobs</h1>",
         f"<form method='get'><input type='search' id='filter' name='q' value='{esc(query)}' "
@@ -74,7 +77,7 @@ def jobs_page(rows: Sequence[JobRow], base: str, query: str = "") -> str:
             ("job", "kind", "status", "testcase", "what", "culprit", "boots", "started"),
             (
                 (
-                    f"<a class='hash' href='{href(base, 'jobs', r.id)}'>{esc(r.id)}</a>",
+                    _job_cell(r.id, base, ids),
                     esc(r.kind),
                     badge(r.shown_status),
                     esc(r.testcase),
@@ -90,6 +93,46 @@ def jobs_page(rows: Sequence[JobRow], base: str, query: str = "") -> str:
         f"<p class='dim'>{len(shown)} of {len(rows)} jobs</p>" if q else "",
     ]
     return page("jobs", "".join(body), base)
+
+
+def parent_of(job_id: str, ids: set[str]) -> str | None:
+    """The listed job whose stage this one is (an investigation's, a bisection's explain
+    or backport job: their ids are the parent's and a suffix), the nearest one."""
+    cut = job_id
+    while "-" in cut:
+        cut = cut.rsplit("-", 1)[0]
+        if cut in ids:
+            return cut
+    return None
+
+
+def grouped(rows: Sequence[JobRow]) -> list[JobRow]:
+    """The rows in their order (newest first), each job's stages right under it."""
+    ids = {r.id for r in rows}
+    children: dict[str | None, list[JobRow]] = {}
+    for r in rows:
+        children.setdefault(parent_of(r.id, ids), []).append(r)
+    out: list[JobRow] = []
+
+    def put(r: JobRow) -> None:
+        out.append(r)
+        for c in reversed(children.get(r.id, [])):  # a stage in the order it ran
+            put(c)
+
+    for r in children.get(None, []):
+        put(r)
+    return out
+
+
+def _job_cell(job_id: str, base: str, ids: set[str]) -> str:
+    """The id cut to fit (whole on hover and in the link); a stage's id as its suffix,
+    under its parent's row."""
+    parent = parent_of(job_id, ids)
+    shown = f"↳ {job_id[len(parent) + 1 :]}" if parent else job_id
+    return (
+        f"<a class='hash job{' stage' if parent else ''}' title='{esc(job_id)}' "
+        f"href='{href(base, 'jobs', job_id)}'>{esc(shown)}</a>"
+    )
 
 
 def _row_text(r: JobRow) -> list[str]:
@@ -269,20 +312,38 @@ def other_page(
     live = "" if done else href(base, "jobs", job_id, "live")
     src = href(base, "jobs", job_id, "plot.svg")
     plot = f"<img class='plot' alt='levels across the kernels' src='{src}'>"
+    of = (
+        f"of the bisection <a class='hash' href='{href(base, 'jobs', words.of)}'>"
+        f"{esc(words.of)}</a> · "
+        if words.of
+        else ""
+    )
+    flame = ""
+    if words.flame and words.of:
+        svg = href(base, "jobs", words.of, "flame.svg")
+        flame = (
+            "<h2>Where the CPU time moved</h2><p class='dim'>The differential flame graph: "
+            f"the culprit's samples against its parent's (<a href='{svg}'>open it alone</a>, "
+            f"to hover and zoom).</p><img class='plot' alt='differential flame graph' src='{svg}'>"
+        )
     return page(
         job_id,
         f"<h1>{esc(kind)} <code>{esc(job_id)}</code></h1>"
-        f"<p class='dim'><a href='{esc(temporal_url)}'>Temporal page</a> · "
+        f"<p class='dim'>{of}<a href='{esc(temporal_url)}'>Temporal page</a> · "
         f"<a href='{href(base, 'api', 'jobs', job_id)}'>JSON</a></p>"
         f"<div id='live' data-url='{live}'>{other_live(words, done)}</div>"
-        + (plot if kind == "sweep" and done else ""),
+        + (plot if kind == "sweep" and done else "")
+        + flame,
         base,
     )
 
 
 def other_live(words: Words, done: bool) -> str:
     mark = " data-done='1'" if done else ""
-    text = markdown(words.markdown) if words.markdown else "<br>".join(map(esc, words.lines))
+    lines = list(words.lines)
+    if lines and lines[0].startswith(f"{words.status}: "):  # the badge says it already
+        lines[0] = lines[0].removeprefix(f"{words.status}: ")
+    text = markdown(words.markdown) if words.markdown else "<br>".join(map(esc, lines))
     return f"<div class='card report'{mark}>{badge(words.status)} {text}</div>"
 
 
