@@ -41,7 +41,7 @@ from multidict import CIMultiDict
 from yarl import URL
 
 from kbisect import settings
-from kbisect.contract import RESULTS_PATH, SEARCH_ATTRIBUTE_NAMES
+from kbisect.contract import RESULTS_PATH, SERVER_ATTRIBUTE_NAMES
 from kbisect.errors import InfraError, UserError
 from kbisect.infra.http_errors import ERROR_PAGE, Runner, plain_page, styled
 from kbisect.infra.processes import process_tree, stop
@@ -114,7 +114,7 @@ def server_argv(ip: str, port: int, ui_port: int, db: Path) -> list[str]:
         # header, which no browser sends (an empty list matches the empty Host only).
         *("--dynamic-config-value", "frontend.httpAllowedHosts=[]"),
     ]
-    for name in SEARCH_ATTRIBUTE_NAMES:
+    for name in SERVER_ATTRIBUTE_NAMES:
         argv += ["--search-attribute", f"{name}=Keyword"]
     return argv
 

@@ -165,6 +165,10 @@ SA_TESTCASE_NAME = "KbisectTestcase"
 SA_STATUS_NAME = "KbisectStatus"
 SA_CULPRIT_NAME = "KbisectCulprit"
 SEARCH_ATTRIBUTE_NAMES = (SA_TESTCASE_NAME, SA_STATUS_NAME, SA_CULPRIT_NAME)
+# The job's one-line summary, set as it starts where the server has it: the Web UI's
+# workflow list shows it as a column (docs/usage.md). A server kbisect starts has all four.
+SA_SUMMARY_NAME = "KbisectSummary"
+SERVER_ATTRIBUTE_NAMES = (*SEARCH_ATTRIBUTE_NAMES, SA_SUMMARY_NAME)
 
 # kbisect's results pages: where the Web UI front serves them, and the application it
 # mounts there (named, not imported: the front is the lowest layer's)

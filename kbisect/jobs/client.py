@@ -27,6 +27,7 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowUpdateRPCTimeoutOrCancelledError,
 )
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import ActivityError, ChildWorkflowError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -37,6 +38,7 @@ from kbisect.contract import (
     INVESTIGATION_WORKFLOW,
     SA_CULPRIT_NAME,
     SA_STATUS_NAME,
+    SA_SUMMARY_NAME,
     SA_TESTCASE_NAME,
     SEARCH_ATTRIBUTE_NAMES,
     SERIES_SCHEDULE_PREFIX,
@@ -60,6 +62,7 @@ from kbisect.workflows.investigation_types import (
     InvestigationRequest,
     InvestigationResult,
 )
+from kbisect.workflows.search_attributes import SA_SUMMARY
 from kbisect.workflows.sweep_types import SweepProgress, SweepRequest, SweepResult
 
 # Set once a Temporal client exists: its runtime threads outlive asyncio.run and abort
@@ -304,14 +307,21 @@ class JobClient:
         if card is None:
             assert not isinstance(req, InvestigationRequest)
             card = summary(req), static_card.details(req, by or self.submitter)
+        line = fit_summary(card[0])
+        shown = (
+            TypedSearchAttributes([SearchAttributePair(SA_SUMMARY, line)])
+            if SA_SUMMARY_NAME in await self._attribute_names()
+            else TypedSearchAttributes.empty
+        )
         try:
             await self.temporal.start_workflow(
                 workflow,
                 req,
                 id=job_id,
                 task_queue=self.queues.control,
-                static_summary=fit_summary(card[0]),
+                static_summary=line,
                 static_details=card[1],
+                search_attributes=shown,
             )
         except RPCError as exc:
             raise InfraError(f"cannot start a job on {self.endpoint.address}: {exc}") from exc
@@ -537,13 +547,18 @@ class JobClient:
 
     # --- the service itself -----------------------------------------------------------
     async def has_search_attributes(self) -> bool:
+        """Whether the server has the attributes the workflows keep up to date."""
+        names = await self._attribute_names()
+        return all(name in names for name in SEARCH_ATTRIBUTE_NAMES)
+
+    async def _attribute_names(self) -> set[str]:
         try:
             resp = await self.temporal.operator_service.list_search_attributes(
                 ListSearchAttributesRequest(namespace=self.endpoint.namespace)
             )
         except RPCError:
-            return False
-        return all(name in resp.custom_attributes for name in SEARCH_ATTRIBUTE_NAMES)
+            return set()
+        return set(resp.custom_attributes)
 
     def needs(self, queues: Queues | None = None) -> list[QueueNeed]:
         """The queues a new job on these queues needs served."""

@@ -13,6 +13,7 @@ from benchmarks.dags import linear
 from kbisect.doors.web.app import standalone
 from kbisect.infra.temporal_server import LOOPBACK_NAMES
 from kbisect.settings import Settings
+from kbisect.workflows.search_attributes import SA_SUMMARY
 from kbisect.workflows.sweep_types import SweepRequest
 from kbisect.workflows.sweep_workflow import SweepWorkflow
 from tests.conftest import one_queue_env
@@ -26,7 +27,11 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 async def test_the_pages_show_a_finished_bisection(env: WorkflowEnvironment) -> None:
     async with serving(env) as jobs:
         job = await start(jobs, Scenario(graph=linear(16), culprit="c9"))
-        await jobs.temporal.get_workflow_handle(job).result()
+        handle = jobs.temporal.get_workflow_handle(job)
+        await handle.result()
+        # the summary a search attribute too: a column the Web UI's list can show
+        summary = (await handle.describe()).typed_search_attributes.get(SA_SUMMARY)
+        assert summary and summary.startswith("bisect nvme-snapshot-read (regression) root..tip in")
         app = standalone(jobs.settings, LOOPBACK_NAMES)
         async with TestClient(TestServer(app, host="127.0.0.1")) as http:
             listed = ""
