@@ -33,6 +33,8 @@ class PlotData:
     culprit_x: int | None
     star: Point | None  # the verification, beside the endpoint it was made from
     boots: list[Point] = field(default_factory=list)  # each boot, where a commit had several
+    # the spread of each such commit's boots: (x, lowest, highest, colour)
+    spreads: list[tuple[int, float, float, str]] = field(default_factory=list)
 
 
 def plot_data(result: BisectResult) -> PlotData:
@@ -61,7 +63,12 @@ def plot_data(result: BisectResult) -> PlotData:
         if len(s.scores) > 1
         for y in s.scores
     ]
-    return PlotData(points, culprit_x if result.culprit else None, star, boots)
+    spreads = [
+        (s.index, min(s.scores), max(s.scores), COLOURS.get(s.verdict, "black"))
+        for s in result.steps
+        if len(s.scores) > 1
+    ]
+    return PlotData(points, culprit_x if result.culprit else None, star, boots, spreads)
 
 
 @dataclass(frozen=True)
@@ -107,7 +114,9 @@ def plot_scores(result: BisectResult, out: Path) -> Path:
         _pass_fail_axes(result, ax)
         return _finish(result, fig, ax, out)
     data = plot_data(result)
-    for b in data.boots:  # the spread behind each verdict: small, faint, under the medians
+    for x, low, high, colour in data.spreads:  # each commit's boots from lowest to highest
+        ax.vlines(x, low, high, color=colour, linewidth=1.5, alpha=0.45, zorder=1)
+    for b in data.boots:  # the boots behind each verdict: small, faint, under the medians
         ax.scatter(b.x, b.y, color=b.colour, s=8, alpha=0.35, zorder=2)
     for p in data.points:
         ax.scatter(p.x, p.y, color=p.colour, s=40, zorder=3, label=p.label)

@@ -142,5 +142,6 @@ def test_kernels_then_commits_name_the_culprit(
     lines = proc.stdout.splitlines()
     # The builds first: the culprit's image is the first bad one, its parent's the last good.
     assert lines[0] == f"last good build: {images[0].name}; first bad build: {images[1].name}"
-    # Then the commits between them: only the culprit is left.
-    assert lines[-1].startswith(f"first bad commit: {culprit}")
+    # Then the commits between them: only the culprit is left, its answer a part a line.
+    answers = [ln for ln in lines[1:] if ln.startswith("first bad commit: ")]
+    assert len(answers) == 1 and answers[0].startswith(f"first bad commit: {culprit}"), lines

@@ -158,7 +158,9 @@ def test_plot_draws_each_verdict_in_its_colour(tmp_path: Path) -> None:
         (2, 8.0, "bad"),
         (1, 300.0, "skip"),
     ]
-    assert data.culprit_x == 2 and data.star is None
+    assert data.culprit_x == 2 and data.star is None and data.spreads == []
+    result.steps[0].scores = [500.0, 512.0, 530.0]  # a noisy commit: its spread drawn too
+    assert plot_data(result).spreads == [(0, 500.0, 530.0, COLOURS["good"])]
     out = plot_scores(result, tmp_path / "p.png")
     for verdict in ("good", "bad", "skip"):
         assert _colour_pixels(out, to_rgb(COLOURS[verdict])) > 20, verdict
