@@ -26,6 +26,9 @@ NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 URL_SCHEMES = ("git://", "http://", "https://", "ssh://", "file://")
 SCP_LIKE = re.compile(r"[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[^-].*")
 BRANCH = re.compile(r"[A-Za-z0-9._/-]{1,200}")
+# A web view's URL of a commit, {hash} where its hash goes: no space, quote or angle bracket
+WEB = re.compile(r"https?://[^\s\"'<>`{}]+\{hash\}[^\s\"'<>`{}]*")
+WEB_MAX = 300
 # A URL's userinfo: after "://", up to the last "@" before the path (a raw "@" may be in it).
 FETCH_TIMEOUT = 3600.0  # a first fetch of a whole kernel history takes a while
 JOB_FETCH_TIMEOUT = 480.0  # a job's fetch is incremental, inside a 10-minute activity
@@ -42,6 +45,7 @@ class Tree:
     url: str
     branch: str | None  # None: every branch
     path: Path
+    web: str | None = None  # a web view's URL of a commit, {hash} in it (`tree add --web`)
 
     @property
     def shown_url(self) -> str:
@@ -54,7 +58,23 @@ class Tree:
             "url": self.shown_url,
             "branch": self.branch,
             "path": str(self.path),
+            "web": self.web,
         }
+
+
+def check_web(template: str) -> str:
+    """A commit's web view URL, http(s), with {hash} once (UserError otherwise)."""
+    if len(template) > WEB_MAX or not WEB.fullmatch(template):
+        raise UserError(
+            f"invalid --web {template[:80]!r}: give an http(s) URL with {{hash}} where the "
+            "commit's hash goes, e.g. 'https://git.kernel.org/linus/{hash}'"
+        )
+    return template
+
+
+def commit_url(template: str, commit: str) -> str:
+    """The web view of a commit (a full hash) by a tree's template."""
+    return template.replace("{hash}", commit)
 
 
 def check_name(name: str) -> str:
@@ -101,7 +121,16 @@ class Trees:
         git = Git(path)
         url = git.run("config", "--get", "remote.origin.url", check=False).strip()
         branch = git.run("config", "--get", "kbisect.branch", check=False).strip() or None
-        return Tree(name=name, url=url, branch=branch, path=path)
+        web = git.run("config", "--get", "kbisect.web", check=False).strip()
+        return Tree(name, url, branch, path, web if web and WEB.fullmatch(web) else None)
+
+    def of_mirror(self, repo: str) -> Tree | None:
+        """The named tree whose mirror a job's repository is (None: a path of its own)."""
+        path = Path(repo).resolve()
+        if path.parent != self.root.resolve() or not path.name.endswith(".git"):
+            return None
+        name = path.name.removesuffix(".git")
+        return self.get(name) if NAME.fullmatch(name) and (path / "HEAD").exists() else None
 
     def all(self) -> list[Tree]:
         if not self.root.is_dir():
@@ -109,20 +138,24 @@ class Trees:
         names = sorted(p.name.removesuffix(".git") for p in self.root.glob("*.git"))
         return [self.get(n) for n in names if NAME.fullmatch(n)]
 
-    def check_new(self, name: str, url: str, branch: str | None = None) -> None:
+    def check_new(
+        self, name: str, url: str, branch: str | None = None, web: str | None = None
+    ) -> None:
         """What `add` refuses, before anything is fetched (UserError)."""
         path = self.path(name)
         check_url(url)
         if branch is not None:
             check_branch(branch)
+        if web is not None:
+            check_web(web)
         if path.exists():
             raise UserError(
                 f"tree {name!r} exists ({self.get(name).shown_url}): 'kbisect tree fetch {name}' "
                 "updates it"
             )
 
-    def add(self, name: str, url: str, branch: str | None = None) -> Tree:
-        self.check_new(name, url, branch)
+    def add(self, name: str, url: str, branch: str | None = None, web: str | None = None) -> Tree:
+        self.check_new(name, url, branch, web)
         path = self.path(name)
         (private_dir(self.root.parent) / self.root.name).mkdir(exist_ok=True)  # cache 0700
         partial = self.root / f".{name}.adding"
@@ -142,6 +175,8 @@ class Trees:
         if branch:
             git.run("config", "kbisect.branch", branch)
             git.run("symbolic-ref", "HEAD", f"refs/heads/{branch}")
+        if web:
+            git.run("config", "kbisect.web", web)
         try:
             _fetch(partial, url)
         except InfraError as exc:  # the URL is the user's: say so, and leave nothing

@@ -12,10 +12,10 @@ from kbisect.settings import Settings, redact
 
 def cmd_add(args: argparse.Namespace, settings: Settings) -> int:
     trees = Trees(settings)
-    trees.check_new(args.name, args.url, args.branch)  # refused before "fetching"
+    trees.check_new(args.name, args.url, args.branch, args.web)  # refused before "fetching"
     url = redact(args.url)  # fetched with its credentials, printed without
     note(f"fetching {url} into tree {args.name} (a whole kernel history takes a while)")
-    tree = trees.add(args.name, args.url, args.branch)
+    tree = trees.add(args.name, args.url, args.branch, args.web)
     branch = tree.branch or "all branches"
     out(f"added tree {tree.name}: {tree.shown_url} ({branch}) at {tree.path}")
     return 0
@@ -55,6 +55,13 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
     a.add_argument("name", help="the tree's name, e.g. linux-6.1 (lower case, digits, . _ -)")
     a.add_argument("url", help="where to fetch from: git://, http(s)://, ssh://, file:// or a path")
     a.add_argument("--branch", help="follow only this branch (default: all), plus tags")
+    a.add_argument(
+        "--web",
+        metavar="URL",
+        help="a web view of a commit, {hash} where its hash goes (e.g. "
+        "'https://git.kernel.org/linus/{hash}'): the results pages link each commit there "
+        "(default: none)",
+    )
     a.set_defaults(func=cmd_add)
 
     ls = tsub.add_parser("list", help="the trees, their URLs and mirrors")

@@ -72,6 +72,28 @@ def test_fetch_brings_new_commits_keeps_our_refs(upstream: Path, settings: Setti
     assert mirror.resolve("refs/kbisect/verify/x") == kept
 
 
+def test_a_tree_s_web_view_links_each_commit_and_is_off_by_default(
+    upstream: Path, settings: Settings
+) -> None:
+    from kbisect.builders.trees import commit_url
+    from kbisect.doors.web.pages import commit_cell
+
+    trees = Trees(settings)
+    plain = trees.add("plain", str(upstream))
+    web = "https://git.example.org/linux/commit/?id={hash}"
+    lab = trees.add("lab", str(upstream), web=web)
+    assert plain.web is None and lab.web == web and trees.get("lab").to_json()["web"] == web
+    assert trees.of_mirror(str(lab.path)) == lab and trees.of_mirror(str(upstream)) is None
+    head = rev(upstream, "master")
+    assert commit_url(web, head) == f"https://git.example.org/linux/commit/?id={head}"
+    cell = commit_cell(head, web)
+    assert (
+        cell
+        == f"<a href='https://git.example.org/linux/commit/?id={head}'><code>{head[:12]}</code></a>"
+    )
+    assert commit_cell(head, "") == f"<code>{head[:12]}</code>"
+
+
 def test_branch_follows_only_that_branch(upstream: Path, settings: Settings) -> None:
     tree = Trees(settings).add("stable", f"file://{upstream}", branch="stable")
     mirror = Git(tree.path)
@@ -198,6 +220,9 @@ def test_a_urls_credentials_are_never_printed(
         ["lab", "ext::sh -c id"],
         ["lab", "relative/path"],
         ["lab", "/x", "--branch=--upload-pack=x"],
+        ["lab", "/x", "--web", "https://x/commit/"],  # no {hash}
+        ["lab", "/x", "--web", "javascript:alert(1)//{hash}"],
+        ["lab", "/x", "--web", "https://x/'><script>/{hash}"],
     ],
 )
 def test_tree_add_refuses_bad_input_before_it_says_fetching(

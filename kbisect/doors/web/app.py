@@ -23,6 +23,7 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from kbisect import evidence
+from kbisect.builders.trees import Trees
 from kbisect.contract import (
     EVIDENCE_FILE_BYTES,
     EXPLAIN_WORKFLOW,
@@ -219,6 +220,7 @@ class Site:
         self.settings = settings
         self.temporal_ui = temporal_ui
         self._client: JobClient | None = None
+        self._webs: dict[str, str] = {}  # a repository's commit web view (_web)
         self._lock = asyncio.Lock()
         self._ended: dict[str, Ended] = {}  # by job id
         self._investigated: dict[str, Investigated] = {}  # ended investigations, by id
@@ -340,7 +342,16 @@ class Site:
             v.answer, v.report, v.sru = ended.result.message, ended.report, ended.sru
             v.parts = ended.answer
             v.explain, v.flame = await self._explained(job_id)  # it may come later
+        v.web = await self._web(progress.repo)
         return v
+
+    async def _web(self, repo: str) -> str:
+        """The web view template of the named tree the job's repository is ("": none);
+        looked up once a repository (a live page asks every few seconds)."""
+        if repo not in self._webs:
+            tree = await asyncio.to_thread(Trees(self.settings).of_mirror, repo)
+            self._webs[repo] = (tree.web or "") if tree else ""
+        return self._webs[repo]
 
     async def _explained(self, job_id: str) -> tuple[list[str] | None, bool]:
         client = await self.client()

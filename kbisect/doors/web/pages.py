@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from urllib.parse import quote
 
 from kbisect import evidence
+from kbisect.builders.trees import commit_url
 from kbisect.contract import RESULTS_PATH as BASE
 from kbisect.doors.web.html import badge, esc, markdown, page, table
 from kbisect.infra import http_errors
@@ -154,7 +155,15 @@ def evidence_links(s: Step, files: str) -> str:
     return " ".join(links)
 
 
-def steps_table(steps: Sequence[Step], metric: str, unit: str, files: str = "") -> str:
+def commit_cell(commit: str, web: str) -> str:
+    """A commit by its short hash, linked to its tree's web view of it where it has one."""
+    short = f"<code>{esc(commit[:12])}</code>"
+    return f"<a href='{esc(commit_url(web, commit))}'>{short}</a>" if web else short
+
+
+def steps_table(
+    steps: Sequence[Step], metric: str, unit: str, files: str = "", web: str = ""
+) -> str:
     """The commits booted, in the order they were decided; the ones that share a booted
     kernel are a count under it. `files`: where the job's boots' files are (the boots'
     consoles and build logs linked), "" for none."""
@@ -162,7 +171,7 @@ def steps_table(steps: Sequence[Step], metric: str, unit: str, files: str = "") 
     rows = [
         (
             str(i),
-            f"<code>{esc(s.commit[:12])}</code>",
+            commit_cell(s.commit, web),
             esc(s.subject[:70]),
             badge(s.verdict),
             "" if s.value is None else f"{s.value:g}",
@@ -200,6 +209,7 @@ class BisectView:
     sru: str = ""
     explain: list[str] | None = None  # the Why lines of its explain job, when one ran
     flame: bool = False  # its explain job has a flame graph
+    web: str = ""  # its tree's web view of a commit ({hash} in it), "" for none
 
 
 def posterior_bars(p: Progress) -> str:
@@ -225,7 +235,7 @@ def posterior_bars(p: Progress) -> str:
     return head + "<div class='card'>" + "".join(rows) + "</div>"
 
 
-def answer_card(a: Answer) -> str:
+def answer_card(a: Answer, web: str = "") -> str:
     """The answer at a glance: the verdict and the commit as the kernel names commits,
     then a row each for who and when, the effect, the verification (its own badge) and
     the certainty."""
@@ -238,6 +248,11 @@ def answer_card(a: Answer) -> str:
     head = (
         f"{badge(a.verdict)} {esc(a.word)}: <code class='culprit'>{esc(a.commit or '')}</code>"
         f"{subject}"
+        + (
+            f" · <a href='{esc(commit_url(web, a.commit))}'>the commit</a>"
+            if web and a.commit
+            else ""
+        )
     )
     cells = "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in rows)
     return f"<div>{head}</div><dl class='parts'>{cells}</dl>"
@@ -257,7 +272,7 @@ def bisect_live(v: BisectView, base: str) -> str:
     done = " data-done='1'" if v.done else ""
     plot = f"{href(base, 'jobs', v.id, 'plot.svg')}?steps={len(p.steps)}&amp;boots={p.boots}"
     answer = (
-        answer_card(v.parts)
+        answer_card(v.parts, v.web)
         if v.parts is not None
         else f"{badge(p.status)} {esc(v.answer or p.message)}"
     )
@@ -271,7 +286,7 @@ def bisect_live(v: BisectView, base: str) -> str:
         posterior_bars(p) if not v.done else "",
         f"<img class='plot' alt='scores across commits' src='{plot}'>" if p.steps else "",
         "<h2>Steps</h2>",
-        steps_table(p.steps, p.metric, p.unit, href(base, "jobs", v.id, "files")),
+        steps_table(p.steps, p.metric, p.unit, href(base, "jobs", v.id, "files"), v.web),
     ]
     return "".join(parts)
 
