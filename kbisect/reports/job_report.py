@@ -227,7 +227,8 @@ def answer_head(result: BisectResult) -> list[str]:
     """The answer at a glance: the commit, then a line each for the effect, the
     verification, the certainty and the boots it took, and the job's notes."""
     a = answer_of(result)
-    subject = f" ({md_text(chr(34) + a.subject + chr(34))})" if a.subject else ""
+    quoted = md_text(f'"{a.subject}"')
+    subject = f" ({quoted})" if a.subject else ""
     lines = [f"**{a.verdict}**: {a.word} `{a.commit}`{subject}", ""]
     if a.effect and not result.pass_fail:
         lines.append(f"- effect: {md_text(a.effect)}")
