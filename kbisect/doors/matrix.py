@@ -82,6 +82,9 @@ class BotConfig:
     alerts_every: float = ALERT_POLL_SECONDS  # seconds between looks for their alerts
 
 
+RESENDS = 3  # tries of a post a stopped bot was sending (then its story goes on)
+
+
 @dataclass
 class JobThread:
     room: str
@@ -90,8 +93,10 @@ class JobThread:
     done: bool = False
     by: str = ""  # who started it (a user id): their running jobs count against Quota
     # the post on its way ([key, text]), kept before it is sent: a bot stopped before the
-    # server answered sends it again at its start, the same transaction id, so the server
-    # keeps one (a phase already past would otherwise be posted with its key unkept)
+    # server answered sends it again at its start under the same transaction id, which the
+    # homeserver answers with the first post's event while it remembers the id (Synapse:
+    # for its access token, about 30 minutes); a phase already past would otherwise be in
+    # the thread with its key unkept
     sending: list[str] = field(default_factory=list)
 
 
@@ -400,9 +405,11 @@ class MatrixBot:
             job.sending = []
             self.state.save()
 
+        resends = 0
         while True:
             try:
-                if job.sending:  # the last bot stopped while it was sending this one
+                if job.sending and resends < RESENDS:  # the last bot stopped sending it
+                    resends += 1
                     await send(Post(*job.sending))
                 result = await follow(self.jobs, job_id, job.posted, send)
                 if result is not None and "plot" not in job.posted:

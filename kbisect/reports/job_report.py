@@ -183,7 +183,7 @@ def _boots_in_all(result: BisectResult) -> str:
     return f"{', '.join(parts)}: {result.boots + verify + traced} in all"
 
 
-def _builds_line(result: BisectResult) -> str:
+def builds_of(result: BisectResult) -> str:
     if not result.culprit:
         return ""
     return builds_line(Path(result.repo), result.culprit, Mode(result.mode))
@@ -240,7 +240,8 @@ def answer_head(result: BisectResult) -> list[str]:
         lines.append(f"- verification: **{a.verification}**, {md_text(a.verification_text)}{kept}")
     if a.certainty_text:
         lines.append(f"- certainty: {a.certainty_text}")
-    lines.append(f"- boots: {_boots_in_all(result)}")
+    if result.boots:
+        lines.append(f"- boots: {_boots_in_all(result)}")
     return [*lines, *(f"- {md_text(n)}" for n in result.notes), ""]
 
 
@@ -251,7 +252,7 @@ def markdown(result: BisectResult, job_id: str) -> str:
         f"# kbisect {md_text(job_id)}: {md_text(result.testcase)} ({result.mode} mode)",
         "",
     ]
-    builds = _builds_line(result)
+    builds = builds_of(result)
     if result.culprit and not builds:
         lines += answer_head(result)
     else:

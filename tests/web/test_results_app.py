@@ -120,6 +120,13 @@ async def test_a_boot_s_console_and_its_kernel_s_build_log_are_served_as_text(
             # a file the job names but this host's cache has not; one it does not name
             gone = await http.get(f"/kbisect/jobs/{job}/files/{logs[0]}")
             assert gone.status == 404 and "kbisect gc prunes" in await gone.text()
-            for path in ("runs/20261207-000000-00000000/console.log", "../../etc/passwd"):
+            unlisted = (
+                "runs/20261207-000000-00000000/console.log",  # well formed, not the job's
+                "artifacts/0123-4567/build.log",
+                "runs%2F..%2F..%2F..%2Fetc%2Fpasswd",  # reaches the route as one segment
+                f"{consoles[0].rsplit('/', 1)[0]}/qemu.argv",  # a run's, but not shown
+            )
+            for path in unlisted:
                 other = await http.get(f"/kbisect/jobs/{job}/files/{path}")
-                assert other.status == 404, path
+                said = await other.text()
+                assert other.status == 404 and "is not a file of" in said, (path, said[-300:])

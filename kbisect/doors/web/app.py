@@ -324,8 +324,8 @@ class Site:
         # git (the report's commit lines, the SRU draft's patch): off the event loop
         report = await asyncio.to_thread(job_report.markdown, result, job_id)
         ended = Ended(result, report, await asyncio.to_thread(_sru, result, job_id))
-        if result.culprit:
-            ended.answer = await asyncio.to_thread(answer_of, result)
+        if result.culprit and not await asyncio.to_thread(job_report.builds_of, result):
+            ended.answer = await asyncio.to_thread(answer_of, result)  # a list's: its builds
         self._ended[job_id] = ended
         return _as_progress(result), ended, ""
 
@@ -414,7 +414,8 @@ class Site:
             job_id, r.status, r.message, r.stages, True, url, testcase=r.testcase,
             report=report, bisection=r.bisection if r.bisection in found.by_job else "",
         )  # fmt: skip
-        done = Investigated(view, investigation_report.to_json(job_id, found))
+        data = await asyncio.to_thread(investigation_report.to_json, job_id, found)  # git
+        done = Investigated(view, data)
         self._investigated[job_id] = done
         return done
 
@@ -536,7 +537,7 @@ class Site:
             else:
                 progress, done, failed = await self._bisect(job_id, ended)
                 data = (
-                    job_report.to_json(done.result)
+                    await asyncio.to_thread(job_report.to_json, done.result)  # git
                     if done is not None
                     else {**dataclasses.asdict(progress), "failed": failed}
                 )
