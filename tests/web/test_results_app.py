@@ -117,6 +117,11 @@ async def test_a_boot_s_console_and_its_kernel_s_build_log_are_served_as_text(
             assert got.status == 200 and got.content_type == "text/plain"
             assert await got.text() == "Linux version 6.1 <script>x</script>\n"
             assert got.headers["X-Content-Type-Options"] == "nosniff"
+            # a link planted where a console goes leads nowhere
+            (cache / consoles[1]).parent.mkdir(parents=True)
+            (cache / consoles[1]).symlink_to("/etc/hostname")
+            linked = await http.get(f"/kbisect/jobs/{job}/files/{consoles[1]}")
+            assert linked.status == 404 and "kbisect gc prunes" in await linked.text()
             # a file the job names but this host's cache has not; one it does not name
             gone = await http.get(f"/kbisect/jobs/{job}/files/{logs[0]}")
             assert gone.status == 404 and "kbisect gc prunes" in await gone.text()

@@ -495,8 +495,10 @@ class Site:
             return _not_found(str(exc))
         if path not in evidence.files_of(progress.steps):
             return _not_found(f"{path} is not a file of {job_id}'s boots or builds")
-        file = self.settings.cache_dir() / path
-        if not file.is_file():
+        cache = self.settings.cache_dir()
+        file = cache / path
+        # a link planted in the cache (a run folder is written by QEMU) leads nowhere here
+        if not file.is_file() or not file.resolve().is_relative_to(cache.resolve()):
             return _not_found(evidence.gone(path))
         text, cut = await asyncio.to_thread(read_tail, file, EVIDENCE_FILE_BYTES)
         head = f"[the first part left out: the last {EVIDENCE_FILE_BYTES >> 20} MiB follow]\n"
