@@ -25,12 +25,12 @@ from pathlib import Path
 from kbisect.builders import worktree
 from kbisect.builders.backport_series import BACKPORT_IDENTITY
 from kbisect.errors import InfraError, UserError
+from kbisect.evidence import RUN_NAME, RUNS
 from kbisect.infra.git import Git
 from kbisect.infra.host_userland import STAGING_PREFIX
 from kbisect.settings import Settings
 
 DAY = 86400.0
-RUN_NAME = re.compile(r"^(\d{8}-\d{6})-[0-9a-f]{8}$")  # as infra/qemu.py names them
 VERIFY_REFS = "refs/kbisect/verify/"
 BACKPORT_REFS = "refs/kbisect/backport/"  # a backport job's test kernel (backport_series)
 # Names infra/initramfs.py, infra/host_userland.py and builders/kconfig.py give (a content
@@ -71,7 +71,7 @@ def collect(
     cutoff = time.time() - older_than_days * DAY
     report = GcReport(dry_run=dry_run)
     cache = settings.cache
-    _collect_runs(cache / "runs", cutoff, report)
+    _collect_runs(cache / RUNS, cutoff, report)
     known = _known_repos(cache / "slots") | {Path(r).resolve() for r in repos}
     _collect_slots(cache / "slots", report)
     if artifacts:
@@ -99,7 +99,7 @@ def _collect_runs(root: Path, cutoff: float, report: GcReport) -> None:
 
 
 def _run_time(name: str) -> float | None:
-    m = RUN_NAME.match(name)
+    m = RUN_NAME.fullmatch(name)
     try:
         return time.mktime(time.strptime(m[1], "%Y%m%d-%H%M%S")) if m else None
     except ValueError:  # 20241399-...: not a time, not ours

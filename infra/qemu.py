@@ -26,6 +26,7 @@ from typing import BinaryIO
 
 from kbisect import settings
 from kbisect.errors import InfraError
+from kbisect.evidence import RUNS
 from kbisect.infra import atomic_write, host_lock, net_peer, printable
 from kbisect.infra.procs import die_with_parent, kill_group
 from kbisect.model import Artifact, DeviceProfile, Disk, GuestImage, GuestRun, Outcome
@@ -161,7 +162,7 @@ def guest_cmdline(extra: str) -> str:
 def new_run_dir() -> Path:
     """A fresh folder for one run's console, result channel and disk images."""
     run_dir = (
-        settings.cache_dir() / "runs" / f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
+        settings.cache_dir() / RUNS / f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
     )
     run_dir.mkdir(parents=True)
     return run_dir

@@ -10,8 +10,10 @@ from collections.abc import Sequence
 from kbisect.contract import GC_DAYS
 from kbisect.workflows.bisect_types import Step
 
+RUNS = "runs"  # the cache's folder of run folders (infra.qemu.new_run_dir makes them)
+RUN_NAME = re.compile(r"(\d{8}-\d{6})-[0-9a-f]{8}")  # a run folder: when, and a random part
 RUN_FILES = ("console.log", "results.log")  # what a reader sees of a run folder
-_RUN = re.compile(r"runs/[0-9]{8}-[0-9]{6}-[0-9a-f]{8}")  # infra.qemu.new_run_dir's
+_RUN = re.compile(f"{RUNS}/{RUN_NAME.pattern}")
 _BUILD_LOG = re.compile(r"artifacts/[0-9a-f]+-[0-9a-f]+/build\.log")  # artifact_cache's
 
 

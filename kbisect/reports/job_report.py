@@ -8,7 +8,7 @@ from kbisect.builders.kernel_list import builds_around, builds_line, is_kernel_l
 from kbisect.contract import Mode
 from kbisect.errors import KbisectError
 from kbisect.infra.git import Git
-from kbisect.reports.answer import answer_of, commit_info
+from kbisect.reports.answer import Answer, answer_of
 from kbisect.reports.lines import md_code, md_text, pass_fail_counts
 from kbisect.testcases.blocktrace import compare, no_worse, traces_of
 from kbisect.workflows.bisect_types import BisectResult, Step, StepSource
@@ -102,16 +102,12 @@ def repo_output(repo: str, *args: str) -> str | None:
         return None
 
 
-def _commit_line(repo: str, commit: str, fallback_subject: str) -> list[str]:
-    info = commit_info(repo, commit)
-    if info is None:
-        return [f"- commit `{commit}`", f"- subject: {md_text(fallback_subject)}"]
-    return [
-        f"- commit `{info.hash}`",
-        f"- subject: {md_text(info.subject)}",
-        f"- author: {md_text(info.author)}",
-        f"- date: {md_text(info.date)}",
-    ]
+def _commit_lines(a: Answer) -> list[str]:
+    """The named commit; its author and date where its tree is readable here."""
+    lines = [f"- commit `{a.commit}`", f"- subject: {md_text(a.subject)}"]
+    if a.author:
+        lines += [f"- author: {md_text(a.author)}", f"- date: {md_text(a.date)}"]
+    return lines
 
 
 def verification_lines(result: BisectResult) -> list[str]:
@@ -189,6 +185,12 @@ def builds_of(result: BisectResult) -> str:
     return builds_line(Path(result.repo), result.culprit, Mode(result.mode))
 
 
+def answer_parts(result: BisectResult) -> Answer | None:
+    """The answer's parts when the job named one commit (a kernel list's answer is its
+    builds: builds_of)."""
+    return answer_of(result) if result.culprit and not builds_of(result) else None
+
+
 NUMBERING = (
     "#: the order in which the verdicts were reached (as watch numbers its steps); the "
     "numbers missing here are commits that took a verdict with no boot, listed below."
@@ -223,10 +225,9 @@ def same_kernel_lines(shared: list[tuple[int, Step]]) -> list[str]:
     return [*lines, "", "</details>"]
 
 
-def answer_head(result: BisectResult) -> list[str]:
+def answer_head(result: BisectResult, a: Answer) -> list[str]:
     """The answer at a glance: the commit, then a line each for the effect, the
     verification, the certainty and the boots it took, and the job's notes."""
-    a = answer_of(result)
     quoted = md_text(f'"{a.subject}"')
     subject = f" ({quoted})" if a.subject else ""
     lines = [f"**{a.verdict}**: {a.word} `{a.commit}`{subject}", ""]
@@ -253,11 +254,12 @@ def markdown(result: BisectResult, job_id: str) -> str:
         "",
     ]
     builds = builds_of(result)
-    if result.culprit and not builds:
-        lines += answer_head(result)
+    answer = answer_of(result) if result.culprit and not builds else None
+    if answer is not None:
+        lines += answer_head(result, answer)
     else:
         lines += [f"**{result.status}**: {md_text(result.message)}", ""]
-    if result.boots and not (result.culprit and not builds):
+    if result.boots and answer is None:
         sure = f"; {result.confidence:.1%} sure" if result.confidence is not None else ""
         effect = (
             ""
@@ -272,15 +274,13 @@ def markdown(result: BisectResult, job_id: str) -> str:
         ]
     if builds:  # a list of prebuilt kernels: its commits are builds
         lines += ["## The builds between which it changed", "", md_text(builds), ""]
-    elif result.culprit:
-        lines += [f"## The commit that {what}", ""]
-        lines += _commit_line(result.repo, result.culprit, result.subjects.get(result.culprit, ""))
-        lines.append("")
+    elif answer is not None:
+        lines += [f"## The commit that {what}", "", *_commit_lines(answer), ""]
     elif result.candidates:
         lines += ["## Candidates (skipped commits leave it open)", ""]
         lines += [f"- `{c}` {md_text(result.subjects.get(c, ''))}" for c in result.candidates]
         lines.append("")
-    if builds or not result.culprit:  # else the answer's head said it
+    if answer is None:  # else the answer's head said it
         lines += verification_lines(result)
     lines += bad_boot_section(result)
     lines += trace_section(result)

@@ -49,7 +49,7 @@ from kbisect.reports import (
     job_report,
     sweep_report,
 )
-from kbisect.reports.answer import Answer, answer_of
+from kbisect.reports.answer import Answer
 from kbisect.settings import Settings
 from kbisect.testcases.manifest import PASSED
 from kbisect.workflows.bisect_types import BisectResult, Progress
@@ -324,8 +324,7 @@ class Site:
         # git (the report's commit lines, the SRU draft's patch): off the event loop
         report = await asyncio.to_thread(job_report.markdown, result, job_id)
         ended = Ended(result, report, await asyncio.to_thread(_sru, result, job_id))
-        if result.culprit and not await asyncio.to_thread(job_report.builds_of, result):
-            ended.answer = await asyncio.to_thread(answer_of, result)  # a list's: its builds
+        ended.answer = await asyncio.to_thread(job_report.answer_parts, result)  # git too
         self._ended[job_id] = ended
         return _as_progress(result), ended, ""
 
