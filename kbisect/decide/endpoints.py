@@ -126,6 +126,34 @@ def effect_of(
     )
 
 
+@dataclass(frozen=True)
+class Level:
+    """One kernel's level from its boots' scores: the 20% trimmed mean the gate compares,
+    its 95% interval (Yuen's, one sample; None with fewer than 2 boots), the lowest and
+    highest boot."""
+
+    centre: float
+    low: float | None
+    high: float | None
+    lowest: float
+    highest: float
+    boots: int
+
+
+def level_of(scores: Sequence[float]) -> Level | None:
+    """The level of a kernel's boots (None for none)."""
+    if not scores:
+        return None
+    centre = robust_mean(scores)
+    low = high = None
+    h = len(trimmed(scores))
+    if len(scores) >= 2 and h >= 2:
+        se = math.sqrt(winsorized_ss(scores) / (h * (h - 1)))
+        q = t_quantile(0.975, h - 1) if se else 0.0
+        low, high = centre - q * se, centre + q * se
+    return Level(centre, low, high, min(scores), max(scores), len(scores))
+
+
 def _equivalent(
     old: Sequence[float],
     new: Sequence[float],

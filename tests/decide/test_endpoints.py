@@ -6,7 +6,13 @@ import random
 import pytest
 
 from kbisect.contract import BuildResult, TestResult, TestStatus, Verdict
-from kbisect.decide.endpoints import Gate, compare_scores, endpoint_problem, noise_free
+from kbisect.decide.endpoints import (
+    Gate,
+    compare_scores,
+    endpoint_problem,
+    level_of,
+    noise_free,
+)
 from kbisect.decide.evidence import Boot, score
 from kbisect.model import Artifact
 
@@ -114,3 +120,17 @@ def test_max_boots_above_the_last_look_is_honoured() -> None:
     assert (g, want) == (Gate.MORE, 200)
     old, new = boots(100, 200, 0.25), boots(97, 200, 0.25, seed=2)
     assert gate(old, new, max_boots=200)[0] == Gate.UNDECIDED
+
+
+def test_a_kernel_s_level_has_its_interval_and_spread() -> None:
+    lv = level_of([57.0, 60.0, 62.0, 64.0, 71.0])
+    assert lv is not None and lv.boots == 5 and (lv.lowest, lv.highest) == (57.0, 71.0)
+    assert lv.low is not None and lv.high is not None and lv.low < lv.centre < lv.high
+    wider = level_of([50.0, 60.0, 62.0, 64.0, 80.0, 40.0, 90.0])
+    assert wider is not None and wider.low is not None and wider.high is not None
+    assert wider.high - wider.low > lv.high - lv.low
+    exact = level_of([512.0, 512.0, 512.0])
+    assert exact is not None and exact.low == exact.high == 512.0
+    one = level_of([58.0])
+    assert one is not None and one.low is None and one.high is None
+    assert level_of([]) is None

@@ -4,7 +4,6 @@ page, where a new step appears without a reload; an ended job whose subjects hol
 markdown, whose page loads nothing from elsewhere, and a boot's console one click away."""
 
 import asyncio
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -19,25 +18,17 @@ from benchmarks.dags import linear
 from kbisect.doors.web.app import standalone
 from kbisect.infra.temporal_server import LOOPBACK_NAMES
 from kbisect.workflows.bisect_types import Progress
+from tests.web.browser import chromium, missing
 from tests.web.jobs import serving, start
 from tests.workflows.fakes import Scenario
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
-CHROMIUM, DRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 
 
 def _browser() -> WebDriver:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    if not (CHROMIUM.exists() and DRIVER.exists()):
-        pytest.fail("Chromium or chromedriver is missing: run infra/install.sh --tests")
-    os.environ["SE_OFFLINE"] = "true"  # Selenium Manager never fetches a browser or driver
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
-        options.add_argument(arg)
-    return webdriver.Chrome(service=Service(str(DRIVER)), options=options)
+    if why := missing():
+        pytest.fail(why)
+    return chromium()
 
 
 def _until(

@@ -8,7 +8,7 @@ from temporalio.client import WorkflowExecutionStatus
 from kbisect import evidence
 from kbisect.contract import Verdict
 from kbisect.doors.web import pages
-from kbisect.doors.web.html import markdown, tone
+from kbisect.doors.web.html import STAGES, markdown, tone
 from kbisect.explain.summary import EXPLAINED, NO_EFFECT, UNEXPLAINED
 from kbisect.reports import job_report, sweep_report
 from kbisect.reports.answer import answer_of
@@ -203,13 +203,38 @@ def test_a_noisy_effect_says_its_interval_and_a_contradiction_is_red() -> None:
     assert '<span class="badge bad">contradicted</span>' in pages.answer_card(a)
 
 
+def test_a_noisy_job_shows_its_endpoints_side_by_side_with_intervals() -> None:
+    """Old and new in a row each: boots, the level the verdicts compare with its 95%
+    interval, the lowest and highest boot; a wild boot set aside is counted, not weighed."""
+    old, new = "a" * 40, "c" * 40
+    p = Progress(status="found", testcase="t", metric="lat", unit="µs/op", old=[old], new=new)
+    p.steps = [
+        Step(new, "n", "bad", "endpoint", value=86.0, boots=4, scores=[78.0, 86.0, 90.0, 95.0],
+             boot_numbers=[2, 4, 6, 8]),
+        Step(old, "o", "good", "endpoint", value=61.0, boots=5,
+             scores=[57.0, 60.0, 62.0, 71.0, 400.0], boot_numbers=[1, 3, 5, 7, 9], set_aside=[9]),
+    ]  # fmt: skip
+    html = pages.endpoints_table(p)
+    rows = [r.split("</td><td>") for r in html.split("<tr><td>")[1:]]
+    assert [r[0] for r in rows] == ["old", "new"]
+    assert rows[0][3] == "4 (+1 set aside)" and rows[0][6].startswith("57 to 71")
+    assert rows[1][3] == "4" and rows[1][6].startswith("78 to 95")
+    low, high = (float(x) for x in rows[1][5].split(" to "))
+    assert low < float(rows[1][4]) < high
+    assert "trimmed mean (µs/op)" in html
+    p.steps = p.steps[:1]
+    assert pages.endpoints_table(p) == ""  # one endpoint booted: nothing side by side
+
+
 def test_every_word_a_badge_shows_has_a_colour() -> None:
     words = [
         *JobStatus, *VerificationStatus, *BackportWord, *PairWord, *AlignmentWord, *Verdict,
         *(s.name.lower() for s in WorkflowExecutionStatus), "sweep done", "sweep measuring",
         EXPLAINED, UNEXPLAINED, NO_EFFECT, "planning", "comparing", "tracing",
+        *(f"investigation {w}" for w in (*STAGES, "bisect-2", "done", "failed", "refused")),
     ]  # fmt: skip
     assert [w for w in words if not tone(w)] == []
+    assert tone("investigation bisect") == "running" and tone("investigation done") == "good"
     assert tone("found") == "good" and tone("does not apply") == "bad"
 
 

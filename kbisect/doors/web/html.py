@@ -10,6 +10,8 @@ from html import escape
 
 from markdown_it import MarkdownIt
 
+from kbisect.workflows.investigation_types import StageName
+
 CSS = """
 :root { --fg: #1d2330; --dim: #5b6475; --line: #dde1e8; --bg: #f7f8fa; --accent: #2458c6;
   --good: #1f8a3a; --bad: #c62828; --skip: #7a7a7a; }
@@ -34,7 +36,8 @@ th { font-size: .8rem; text-transform: uppercase; letter-spacing: .03em; color: 
 tr:hover td { background: #f1f4fa; }
 code, .hash { font: 13px/1.3 ui-monospace, monospace; }
 .badge { display: inline-block; padding: .05rem .5rem; border-radius: 999px; font-size: .8rem;
-  background: #e8ebf1; }
+  background: #e8ebf1; white-space: nowrap; }
+.nowrap { white-space: nowrap; }
 .badge.good { background: #dcefe1; color: var(--good); }
 .badge.bad { background: #f8dddd; color: var(--bad); }
 .badge.running { background: #dde7f8; color: var(--accent); }
@@ -145,9 +148,17 @@ WARN = frozenset(
 )
 
 
+STAGES = frozenset(
+    v for k, v in vars(StageName).items() if not k.startswith("_") and isinstance(v, str)
+)
+
+
 def tone(word: str) -> str:
     """good, bad, warn or running: a badge's colour; "" for a word none of them names."""
-    key = re.sub(r"[\s_]+", "-", word.strip().lower())
+    # an investigation's word is "investigation" and the stage it runs, or how it ended
+    key = re.sub(r"[\s_]+", "-", word.strip().lower()).removeprefix("investigation-")
+    if re.sub(r"-\d+$", "", key) in STAGES:  # sweep --bisect's "bisect-2"
+        return "running"
     for name, words in (("good", GOOD), ("bad", BAD), ("warn", WARN)):
         if key in words:
             return name

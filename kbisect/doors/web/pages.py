@@ -9,6 +9,7 @@ from urllib.parse import quote
 from kbisect import evidence
 from kbisect.builders.trees import commit_url
 from kbisect.contract import RESULTS_PATH as BASE
+from kbisect.decide.endpoints import level_of
 from kbisect.doors.web.html import badge, esc, markdown, page, table
 from kbisect.infra import http_errors
 from kbisect.reports.answer import Answer
@@ -81,7 +82,7 @@ def jobs_page(rows: Sequence[JobRow], base: str, query: str = "") -> str:
                     _job_cell(r.id, base, ids),
                     esc(r.kind),
                     badge(r.shown_status),
-                    esc(r.testcase),
+                    f"<span class='nowrap'>{esc(r.testcase)}</span>",
                     esc(r.summary),
                     f"<code>{esc(r.culprit[:12])}</code>" if r.culprit else "",
                     "" if r.boots is None else str(r.boots),
@@ -195,6 +196,51 @@ def steps_table(
     return text
 
 
+def weighed(s: Step) -> list[float]:
+    """A step's boots' scores but the ones set aside as wild (shown, not weighed)."""
+    aside = set(s.set_aside)
+    if not aside or len(s.boot_numbers) != len(s.scores):
+        return list(s.scores)
+    return [v for v, n in zip(s.scores, s.boot_numbers, strict=True) if n not in aside]
+
+
+def endpoints_table(p: Progress) -> str:
+    """The endpoints side by side: each one's boots, the level the verdicts compare (a
+    trimmed mean) with its 95% interval, and its lowest and highest boot."""
+    ends = [s for s in p.steps if s.source == StepSource.ENDPOINT and s.scores]
+    rows = []
+    for s in sorted(ends, key=lambda s: s.commit == p.new):
+        lv = level_of(weighed(s))
+        if lv is None:
+            continue
+        interval = (
+            "too few boots"
+            if lv.low is None or lv.high is None
+            else "no noise"
+            if lv.low == lv.high
+            else f"{lv.low:.4g} to {lv.high:.4g}"
+        )
+        spread = f"{lv.lowest:.4g} to {lv.highest:.4g}" if lv.lowest != lv.highest else "-"
+        aside = len(s.scores) - lv.boots
+        rows.append(
+            (
+                "new" if s.commit == p.new else "old",
+                f"<code>{esc(s.commit[:12])}</code>",
+                badge(s.verdict),
+                str(lv.boots) + (f" (+{aside} set aside)" if aside else ""),
+                f"{lv.centre:.4g}",
+                interval,
+                spread,
+            )
+        )
+    if len(rows) < 2:
+        return ""
+    unit = f" ({esc(p.unit)})" if p.unit else ""
+    head = ("endpoint", "commit", "verdict", "boots", f"trimmed mean{unit}", "95% interval",
+            "lowest to highest")  # fmt: skip
+    return "<h2>Endpoints</h2>" + table(head, rows)
+
+
 @dataclass
 class BisectView:
     """A bisection as its page shows it: live progress, or its result's parts."""
@@ -284,6 +330,7 @@ def bisect_live(v: BisectView, base: str) -> str:
         else "",
         "<p>" + " · ".join(now) + "</p>" if now and not v.done else "",
         posterior_bars(p) if not v.done else "",
+        endpoints_table(p) if p.steps else "",
         f"<img class='plot' alt='scores across commits' src='{plot}'>" if p.steps else "",
         "<h2>Steps</h2>",
         steps_table(p.steps, p.metric, p.unit, href(base, "jobs", v.id, "files"), v.web),

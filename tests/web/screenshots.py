@@ -1,0 +1,42 @@
+"""Screenshots of the results pages for docs/img, in the tests' headless Chromium:
+
+    .venv/bin/python -m tests.web.screenshots URL OUT.png [--width W] [--height H]
+
+the page at URL once it loaded, as tall as it is (or H pixels: the top of a long page)."""
+
+import argparse
+import sys
+import time
+
+from tests.web.browser import chromium, missing
+
+
+def shoot(url: str, out: str, width: int, height: int | None) -> None:
+    driver = chromium(width, height or 900)
+    try:
+        driver.get(url)
+        time.sleep(1.0)  # the plot's image and the page's script
+        if height is None:
+            tall = int(driver.execute_script("return document.documentElement.scrollHeight"))
+            driver.set_window_size(width, tall + 120)  # the window's frame is not the page's
+        driver.save_screenshot(out)
+    finally:
+        driver.quit()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("url", help="a results page, e.g. http://127.0.0.1:8234/kbisect/")
+    ap.add_argument("out", help="the PNG to write")
+    ap.add_argument("--width", type=int, default=1280, help="the window's width (1280)")
+    ap.add_argument("--height", type=int, help="the window's height (default: the page's)")
+    args = ap.parse_args()
+    if why := missing():
+        print(why, file=sys.stderr)
+        return 2
+    shoot(args.url, args.out, args.width, args.height)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
