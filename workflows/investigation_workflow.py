@@ -13,6 +13,7 @@ import asyncio
 from typing import TypeVar
 
 from temporalio import workflow
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
@@ -48,7 +49,12 @@ with workflow.unsafe.imports_passed_through():
         explain_request,
         stage_id,
     )
-    from kbisect.workflows.search_attributes import SA_CULPRIT, SA_STATUS, SA_TESTCASE
+    from kbisect.workflows.search_attributes import (
+        SA_CULPRIT,
+        SA_STATUS,
+        SA_SUMMARY,
+        SA_TESTCASE,
+    )
     from kbisect.workflows.sweep_types import PairWord, SweepResult
 
 R = TypeVar("R")
@@ -92,6 +98,10 @@ class InvestigationWorkflow:
         return await self._child(stage, req, result_type)
 
     async def _child(self, stage: Stage, req: Request, result_type: type[R]) -> R | None:
+        line = fit_summary(summary(req))
+        # the summary as a list column too, where the server has it (the client set the
+        # investigation's own from the server's list of attributes)
+        shown = workflow.info().typed_search_attributes.get(SA_SUMMARY) is not None
         try:
             result: R = await workflow.execute_child_workflow(
                 stage.kind,
@@ -99,7 +109,10 @@ class InvestigationWorkflow:
                 id=stage.job,
                 result_type=result_type,
                 task_queue=workflow.info().task_queue,
-                static_summary=summary(req),
+                static_summary=line,
+                search_attributes=TypedSearchAttributes([SearchAttributePair(SA_SUMMARY, line)])
+                if shown
+                else None,
                 parent_close_policy=CHILD_POLICY,
             )
         except ChildWorkflowError as err:

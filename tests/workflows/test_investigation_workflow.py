@@ -9,6 +9,7 @@ import uuid
 
 import pytest
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.testing import WorkflowEnvironment
 
 from benchmarks.dags import linear
@@ -30,6 +31,7 @@ from kbisect.workflows.investigation_types import (
     explain_id,
 )
 from kbisect.workflows.investigation_workflow import InvestigationWorkflow
+from kbisect.workflows.search_attributes import SA_SUMMARY
 from kbisect.workflows.sweep_types import SweepRequest
 from kbisect.workflows.sweep_workflow import SweepWorkflow
 from tests.workflows import fakes
@@ -69,6 +71,7 @@ async def investigate(
         bisection.repo, [], [bisection.testcase], boots=4, build_queue=queue, vm_queue=queue
     )
     check = kw.pop("check", None)
+    listed = kw.pop("listed", "")  # the investigation's summary as a search attribute
     swept = kw.get("sweep")
     if isinstance(swept, SweepBisect):  # on this run's queue
         on_queue = dataclasses.replace(swept.sweep, build_queue=queue, vm_queue=queue)
@@ -89,8 +92,13 @@ async def investigate(
     )
     job = f"inv-{uuid.uuid4().hex[:8]}"
     async with fakes.fake_worker(env.client, queue, *CHAIN):
+        shown = TypedSearchAttributes([SearchAttributePair(SA_SUMMARY, str(listed))])
         handle = await env.client.start_workflow(
-            InvestigationWorkflow.run, req, id=job, task_queue=queue
+            InvestigationWorkflow.run,
+            req,
+            id=job,
+            task_queue=queue,
+            search_attributes=shown if listed else TypedSearchAttributes.empty,
         )
         if cancel_at:
             while not any(
@@ -138,6 +146,23 @@ async def test_the_chain_runs_each_stage_as_a_child_job_in_order(env: WorkflowEn
     ported = await env.client.get_workflow_handle(backport.job, result_type=BackportResult).result()
     assert (ported.plan.change, ported.target, ported.job) == ("c9", "c12", bisect.job)
     assert ported.target_name == "distro-12" and backport.line.endswith(ported.message)
+
+
+async def test_each_stage_job_has_its_summary_as_a_list_column_as_the_investigation_does(
+    env: WorkflowEnvironment,
+) -> None:
+    """The Web UI's list shows KbisectSummary for the stage jobs too, not only for the
+    investigation the client started."""
+    scenario = Scenario(graph=linear(8), culprit="c5")
+    result, _, _ = await investigate(env, scenario, listed="investigate: bisect t")
+    assert isinstance(result, InvestigationResult), result
+    described = await env.client.get_workflow_handle(result.bisection).describe()
+    line = described.typed_search_attributes.get(SA_SUMMARY)
+    assert line and line.startswith("bisect nvme-snapshot-read (regression)"), line
+    plain, _, _ = await investigate(env, scenario)  # started without it: none asked of the server
+    assert isinstance(plain, InvestigationResult), plain
+    bare = await env.client.get_workflow_handle(plain.bisection).describe()
+    assert bare.typed_search_attributes.get(SA_SUMMARY) is None
 
 
 async def test_a_merge_base_unlike_the_distro_stops_before_any_bisection(
