@@ -72,8 +72,10 @@ used = False
 
 # An idle worker polls again at least once a minute; one not seen for longer than this
 # is gone (the server itself forgets pollers after 5 minutes). A worker whose slots are
-# all busy does not poll: a started activity of the job counts for its queue.
+# all busy does not poll: a started activity of the job, or of any running job, counts
+# for its queue.
 POLLER_WINDOW = 300.0
+BUSY_LOOK_JOBS = 50  # running jobs asked whether a worker runs their activity
 # A worker started a moment ago may not poll yet (imports, connecting).
 WORKER_GRACE = 30.0
 QUERY_TIMEOUT = timedelta(seconds=10)  # a query or update that no workflow worker answers
@@ -646,10 +648,16 @@ class JobClient:
             ]
             if not any(age <= POLLER_WINDOW for age in ages):
                 missing.append(need)
+        if missing and job_id is not None:
+            # A worker whose every slot is taken does not poll: one busy with other jobs'
+            # builds (a cold one takes minutes) serves this job's next, it is no absence.
+            elsewhere = await self._busy_kinds_of_running_jobs()
+            missing = [n for n in missing if n.kind not in elsewhere]
         return missing
 
     async def _busy_kinds(self, job_id: str) -> set[QueueKind | None]:
-        """Queue kinds where a worker runs one of the job's activities right now."""
+        """Queue kinds where a worker runs one of the job's activities right now (a dead
+        worker's activity is given back within its heartbeat timeout)."""
         desc = await self.describe(job_id)
         started = PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
         return {
@@ -657,6 +665,19 @@ class JobClient:
             for a in desc.raw_description.pending_activities
             if a.state == started
         }
+
+    async def _busy_kinds_of_running_jobs(self) -> set[QueueKind | None]:
+        """Queue kinds where a worker runs an activity of any running job (the newest
+        BUSY_LOOK_JOBS of them)."""
+        busy: set[QueueKind | None] = set()
+        try:
+            kinds = " OR ".join(f'WorkflowType="{kind}"' for kind in JOB_KINDS)
+            query = f'ExecutionStatus="Running" AND ({kinds})'
+            async for wf in self.temporal.list_workflows(query, limit=BUSY_LOOK_JOBS):
+                busy |= await self._busy_kinds(wf.id)
+        except (RPCError, InfraError, UserError):
+            pass  # no answer: the poller check stands
+        return busy
 
     async def require_workers(
         self, needs: list[QueueNeed], job_id: str | None = None, grace: float = 0.0

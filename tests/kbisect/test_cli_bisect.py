@@ -33,13 +33,14 @@ from kbisect.contract import (
     SERIES_WORKFLOW,
     SWEEP_WORKFLOW,
     WORKFLOW,
+    QueueKind,
 )
 from kbisect.doors.actions import execute
 from kbisect.doors.grammar import parse
 from kbisect.infra.lab import LabOptions, create_lab
 from kbisect.jobs.client import JobClient
 from kbisect.main import main
-from kbisect.settings import Settings
+from kbisect.settings import Queues, Settings
 from kbisect.workers.activities import BuildActivities
 from kbisect.workers.decisions import decide
 from kbisect.workflows.backport_types import BackportPlan, BackportResult
@@ -251,6 +252,33 @@ async def test_watch_notices_when_the_workers_go(
         code = await asyncio.wait_for(watching, 90)
     assert code == 6
     assert f"no worker polls task queue {queue}" in _one_error(capsys.readouterr().err)
+
+
+async def test_a_worker_busy_with_another_job_s_activity_is_not_taken_for_gone(
+    env: WorkflowEnvironment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker whose slots are all taken does not poll (a cold build holds one for
+    minutes): while it runs another job's activity, a job queued behind it is served, and
+    its follower must not stop with "no worker polls"."""
+    from kbisect.jobs import client as job_client
+
+    monkeypatch.setattr(job_client, "POLLER_WINDOW", -1.0)  # every poll too old: only work counts
+    queue = f"q-{uuid.uuid4().hex[:6]}"
+    client = JobClient(Settings.from_env(), env.client)
+    needs = client.needs(Queues(control=queue, build=queue, vm=queue))
+    waiting = await _start_job(env, f"q-{uuid.uuid4().hex[:6]}")  # nothing of its own runs
+    async with _fake_worker(env, queue):
+        busy = await _start_job(env, queue, Scenario(linear(8), "c5", test_delay=120))
+        for _ in range(100):  # its first boot under way
+            if QueueKind.VM in await client._busy_kinds(busy):
+                break
+            await asyncio.sleep(0.2)
+        served = {n.kind for n in needs} - {n.kind for n in await client.unserved(needs, waiting)}
+        assert served == {QueueKind.VM}, served
+        await env.client.get_workflow_handle(busy).terminate("test over")
+        gone = {n.kind for n in await client.unserved(needs, waiting)}
+    assert QueueKind.VM in gone  # nothing runs there now: the poller check stands
+    await env.client.get_workflow_handle(waiting).terminate("test over")
 
 
 async def test_piped_watch_is_one_event_a_line(env: WorkflowEnvironment) -> None:
