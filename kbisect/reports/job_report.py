@@ -11,6 +11,7 @@ from kbisect.infra.git import Git
 from kbisect.reports.answer import Answer, answer_of
 from kbisect.reports.lines import md_code, md_text, pass_fail_counts
 from kbisect.testcases.blocktrace import compare, no_worse, traces_of
+from kbisect.words import clip
 from kbisect.workflows.bisect_types import BisectResult, Step, StepSource
 
 
@@ -218,9 +219,9 @@ def same_kernel_lines(shared: list[tuple[int, Step]]) -> list[str]:
     for number, s in shared:
         why, _, whence = s.note.partition(": ")
         of = f"`{s.same_as[:12]}`" if s.same_as else md_text(whence)
+        subject = md_text(clip(s.subject, 60))
         lines.append(
-            f"| {number} | `{s.commit[:12]}` | {md_text(s.subject[:60])} | {s.verdict} | {of} | "
-            f"{md_text(why)} |"
+            f"| {number} | `{s.commit[:12]}` | {subject} | {s.verdict} | {of} | {md_text(why)} |"
         )
     return [*lines, "", "</details>"]
 
@@ -246,7 +247,9 @@ def answer_head(result: BisectResult, a: Answer) -> list[str]:
     return [*lines, *(f"- {md_text(n)}" for n in result.notes), ""]
 
 
-def markdown(result: BisectResult, job_id: str) -> str:
+def markdown(result: BisectResult, job_id: str, fold_tested: bool = False) -> str:
+    """The job's report; `fold_tested`: its tested commits folded (a page that shows
+    them as its steps already)."""
     metric, unit = result.metric or "score", result.unit
     what = "fixed it" if result.mode == Mode.FIX else "caused it"
     lines = [
@@ -287,9 +290,15 @@ def markdown(result: BisectResult, job_id: str) -> str:
     judged = (
         "boots passed / failed" if result.pass_fail else f"{metric} ({unit})" if unit else metric
     )
+    tested = sum(s.source != StepSource.SAME_KERNEL for s in result.steps)
     lines += [
         "## Tested commits",
         "",
+        *(
+            [f"<details><summary>the {tested} booted, with their other metrics</summary>", ""]
+            if fold_tested
+            else []
+        ),
         *([NUMBERING, ""] if any(s.source == StepSource.SAME_KERNEL for s in result.steps) else []),
         f"| # | commit | subject | verdict | {judged} | other metrics | how |",
         "|---|---|---|---|---|---|---|",
@@ -307,10 +316,11 @@ def markdown(result: BisectResult, job_id: str) -> str:
         if several_hosts and s.hosts:  # which VM host ran which boot
             how += "; booted on " + ", ".join(f"{h} ({n})" for h, n in Counter(s.hosts).items())
         lines.append(
-            f"| {i} | `{s.commit[:12]}` | {md_text(s.subject[:60])} | {s.verdict} | {value} | "
+            f"| {i} | `{s.commit[:12]}` | {md_text(clip(s.subject, 60))} | {s.verdict} | {value} | "
             f"{md_text(others)} | {md_text(how)} |"
         )
     lines += same_kernel_lines(shared)
+    lines += ["", "</details>"] if fold_tested else []
     if is_kernel_list(Path(result.repo)):  # builds, not commits: nothing to replay
         return "\n".join([*lines, ""])
     lines += [

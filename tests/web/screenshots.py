@@ -2,16 +2,24 @@
 
     .venv/bin/python -m tests.web.screenshots URL OUT.png [--width W] [--height H]
 
-the page at URL once it loaded, as tall as it is (or H pixels: the top of a long page)."""
+the page at URL once it loaded, as tall as it is (or H pixels: the top of a long page).
+The browser holds the host lock as a build does: no guest of the service is timed while it
+renders."""
 
 import argparse
 import sys
 import time
 
+from kbisect.infra import host_lock
 from tests.web.browser import chromium, missing
 
 
 def shoot(url: str, out: str, width: int, height: int | None) -> None:
+    with host_lock.for_build():
+        _shoot(url, out, width, height)
+
+
+def _shoot(url: str, out: str, width: int, height: int | None) -> None:
     driver = chromium(width, height or 900)
     try:
         driver.get(url)

@@ -12,6 +12,7 @@ from kbisect.doors.web.html import STAGES, markdown, tone
 from kbisect.explain.summary import EXPLAINED, NO_EFFECT, UNEXPLAINED
 from kbisect.reports import job_report, sweep_report
 from kbisect.reports.answer import answer_of
+from kbisect.words import clip
 from kbisect.workflows.backport_types import BackportWord
 from kbisect.workflows.bisect_types import (
     BadBoot,
@@ -189,6 +190,27 @@ def test_the_answer_is_in_parts_on_the_page_in_the_report_and_in_the_json() -> N
     assert answer["named"] == 'cccccccccccc ("NVMe: Allow request merges")'
 
 
+def test_the_page_folds_the_report_s_tested_commits_and_a_long_subject_ends_in_an_ellipsis() -> (
+    None
+):
+    """The page's steps are the tested commits: its report folds its own table of them (the
+    other metrics), which `kbisect report` shows whole. A subject cut to fit says so."""
+    long = "nvme: set nomerges on namespace queues to cut submission overhead"
+    c = "c" * 40
+    result = _found()
+    result.steps = [Step(c, long, "bad", "test", value=8.0, boots=1)]
+    text = job_report.markdown(result, "bisect-t-1", fold_tested=True)
+    assert "<details><summary>the 1 booted, with their other metrics</summary>" in text
+    assert "namespace queues to cut submission… |" in text and "ove |" not in text
+    assert "<details>" not in job_report.markdown(result, "bisect-t-1")
+    html = markdown(text)
+    assert "<details><summary>the 1 booted" in html and html.count("</details>") == 1
+    p = Progress(status="found", metric="avg_read_sectors", old=["a" * 40], new=c)
+    p.steps = result.steps
+    assert "cut submission overhead" in pages.steps_table(p.steps, "m", "u")  # 65 < 70 fits
+    assert clip(long, 40) == "nvme: set nomerges on namespace queues…" and clip(long, 99) == long
+
+
 def test_a_noisy_effect_says_its_interval_and_a_contradiction_is_red() -> None:
     noisy = EndpointChange(0.21, 0.12, 0.33, 12, 13, old=57.5, new=69.6)
     result = _found()
@@ -224,6 +246,14 @@ def test_a_noisy_job_shows_its_endpoints_side_by_side_with_intervals() -> None:
     assert "trimmed mean (µs/op)" in html
     p.steps = p.steps[:1]
     assert pages.endpoints_table(p) == ""  # one endpoint booted: nothing side by side
+    # a counter: one boot a side, its repetitions agree: no noise, not "too few boots"
+    p.steps = [
+        Step(old, "o", "good", "endpoint", value=512.0, boots=1, scores=[512.0],
+             repetitions=[[512.0, 512.0, 512.0]]),
+        Step(new, "n", "bad", "endpoint", value=8.0, boots=1, scores=[8.0], repetitions=[[8.0]]),
+    ]  # fmt: skip
+    rows = [r.split("</td><td>") for r in pages.endpoints_table(p).split("<tr><td>")[1:]]
+    assert [r[5] for r in rows] == ["no noise", "too few boots"]
 
 
 def test_every_word_a_badge_shows_has_a_colour() -> None:

@@ -322,7 +322,7 @@ class Site:
         except KbisectError as exc:  # failed, cancelled: its last progress, and why
             return await _last_progress(client, job_id), None, str(exc)
         # git (the report's commit lines, the SRU draft's patch): off the event loop
-        report = await asyncio.to_thread(job_report.markdown, result, job_id)
+        report = await asyncio.to_thread(job_report.markdown, result, job_id, True)
         ended = Ended(result, report, await asyncio.to_thread(_sru, result, job_id))
         ended.answer = await asyncio.to_thread(job_report.answer_parts, result)  # git too
         self._ended[job_id] = ended

@@ -14,6 +14,7 @@ from kbisect.doors.web.html import badge, esc, markdown, page, table
 from kbisect.infra import http_errors
 from kbisect.reports.answer import Answer
 from kbisect.reports.job_report import NUMBERING
+from kbisect.words import clip
 from kbisect.workflows.bisect_types import Progress, Step, StepSource
 from kbisect.workflows.investigation_types import Stage
 
@@ -173,7 +174,7 @@ def steps_table(
         (
             str(i),
             commit_cell(s.commit, web),
-            esc(s.subject[:70]),
+            esc(clip(s.subject, 70)),
             badge(s.verdict),
             "" if s.value is None else f"{s.value:g}",
             str(s.boots),
@@ -213,11 +214,14 @@ def endpoints_table(p: Progress) -> str:
         lv = level_of(weighed(s))
         if lv is None:
             continue
+        # a counter: its repetitions agree within each boot and boot after boot
+        samples = {v for reps in s.repetitions for v in reps} | set(weighed(s))
+        reps = sum(len(r) for r in s.repetitions)
         interval = (
-            "too few boots"
+            "no noise"
+            if len(samples) == 1 and max(reps, lv.boots) >= 2
+            else "too few boots"
             if lv.low is None or lv.high is None
-            else "no noise"
-            if lv.low == lv.high
             else f"{lv.low:.4g} to {lv.high:.4g}"
         )
         spread = f"{lv.lowest:.4g} to {lv.highest:.4g}" if lv.lowest != lv.highest else "-"
@@ -331,7 +335,7 @@ def bisect_live(v: BisectView, base: str) -> str:
         "<p>" + " · ".join(now) + "</p>" if now and not v.done else "",
         posterior_bars(p) if not v.done else "",
         endpoints_table(p) if p.steps else "",
-        f"<img class='plot' alt='scores across commits' src='{plot}'>" if p.steps else "",
+        f"<p><img class='plot' alt='scores across commits' src='{plot}'></p>" if p.steps else "",
         "<h2>Steps</h2>",
         steps_table(p.steps, p.metric, p.unit, href(base, "jobs", v.id, "files"), v.web),
     ]
