@@ -247,9 +247,9 @@ def answer_head(result: BisectResult, a: Answer) -> list[str]:
     return [*lines, *(f"- {md_text(n)}" for n in result.notes), ""]
 
 
-def markdown(result: BisectResult, job_id: str, fold_tested: bool = False) -> str:
-    """The job's report; `fold_tested`: its tested commits folded (a page that shows
-    them as its steps already)."""
+def markdown(result: BisectResult, job_id: str, folded: bool = False) -> str:
+    """The job's report; `folded`: its tested commits and bisect log folded (a page,
+    which shows the commits as its steps already)."""
     metric, unit = result.metric or "score", result.unit
     what = "fixed it" if result.mode == Mode.FIX else "caused it"
     lines = [
@@ -296,7 +296,7 @@ def markdown(result: BisectResult, job_id: str, fold_tested: bool = False) -> st
         "",
         *(
             [f"<details><summary>the {tested} booted, with their other metrics</summary>", ""]
-            if fold_tested
+            if folded
             else []
         ),
         *([NUMBERING, ""] if any(s.source == StepSource.SAME_KERNEL for s in result.steps) else []),
@@ -320,14 +320,16 @@ def markdown(result: BisectResult, job_id: str, fold_tested: bool = False) -> st
             f"{md_text(others)} | {md_text(how)} |"
         )
     lines += same_kernel_lines(shared)
-    lines += ["", "</details>"] if fold_tested else []
+    lines += ["", "</details>"] if folded else []
     if is_kernel_list(Path(result.repo)):  # builds, not commits: nothing to replay
         return "\n".join([*lines, ""])
     lines += [
         "",
         "## Bisect log (`git bisect replay` accepts it)",
         "",
+        *(["<details><summary>the log</summary>", ""] if folded else []),
         *md_code(bisect_log(result).rstrip()),
+        *(["", "</details>"] if folded else []),
         "",
     ]
     return "\n".join(lines)

@@ -199,12 +199,13 @@ def test_the_page_folds_the_report_s_tested_commits_and_a_long_subject_ends_in_a
     c = "c" * 40
     result = _found()
     result.steps = [Step(c, long, "bad", "test", value=8.0, boots=1)]
-    text = job_report.markdown(result, "bisect-t-1", fold_tested=True)
+    text = job_report.markdown(result, "bisect-t-1", folded=True)
     assert "<details><summary>the 1 booted, with their other metrics</summary>" in text
     assert "namespace queues to cut submission… |" in text and "ove |" not in text
     assert "<details>" not in job_report.markdown(result, "bisect-t-1")
     html = markdown(text)
-    assert "<details><summary>the 1 booted" in html and html.count("</details>") == 1
+    assert "<details><summary>the 1 booted" in html and html.count("</details>") == 2
+    assert "<details><summary>the log</summary>\n<pre><code>git bisect start" in html
     p = Progress(status="found", metric="avg_read_sectors", old=["a" * 40], new=c)
     p.steps = result.steps
     assert "cut submission overhead" in pages.steps_table(p.steps, "m", "u")  # 65 < 70 fits

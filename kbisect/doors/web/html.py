@@ -64,6 +64,7 @@ pre { background: #fff; border: 1px solid var(--line); border-radius: 8px; paddi
   overflow-x: auto; font: 13px/1.35 ui-monospace, monospace; }
 .report table { font-size: .9rem; }
 details summary { cursor: pointer; color: var(--accent); }
+pre.note { white-space: pre-wrap; }  /* a note to paste: wrapped, never scrolled */
 """
 
 # Live updates: the server-rendered #live section fetched again every few seconds and put

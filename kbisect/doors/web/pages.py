@@ -367,7 +367,7 @@ def bisect_page(v: BisectView, base: str) -> str:
     if v.report:
         body.append(f"<h2>Report</h2><div class='card report'>{markdown(v.report)}</div>")
     if v.sru:
-        body.append(f"<h2>SRU justification (draft)</h2><pre>{esc(v.sru)}</pre>")
+        body.append(f"<h2>SRU justification (draft)</h2><pre class='note'>{esc(v.sru)}</pre>")
     return page(v.id, "".join(body), base)
 
 
