@@ -29,6 +29,11 @@ class StageName:
     BACKPORT = "backport"
 
 
+# an investigation's KbisectStatus is this and its stage (or how it ended); its summary is
+# the other and its bisection's
+STATUS_HEAD = "investigation "
+SUMMARY_HEAD = "investigate: "
+
 NO_CHANGE = "no-change"  # sweep --bisect: no pair changed between two revisions
 
 

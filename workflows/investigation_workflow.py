@@ -34,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
     from kbisect.workflows.explain_types import ExplainResult
     from kbisect.workflows.investigation_types import (
         NO_CHANGE,
+        STATUS_HEAD,
         BackportChange,
         BackportChangeRequest,
         InvestigationProgress,
@@ -86,7 +87,7 @@ class InvestigationWorkflow:
         # the Web UI's "current details": which stage runs, and its job
         workflow.set_current_details(fit_summary(f"{status}: {message}" if message else status))
         if self._sa:
-            workflow.upsert_search_attributes([SA_STATUS.value_set(f"investigation {status}")])
+            workflow.upsert_search_attributes([SA_STATUS.value_set(STATUS_HEAD + status)])
 
     async def _stage(
         self, name: str, kind: str, req: Request, result_type: type[R], job: str = ""

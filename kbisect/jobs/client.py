@@ -58,6 +58,7 @@ from kbisect.workflows.backport_types import BackportProgress, BackportRequest, 
 from kbisect.workflows.bisect_types import BisectRequest, BisectResult, MarkRequest, Progress
 from kbisect.workflows.explain_types import ExplainProgress, ExplainRequest, ExplainResult
 from kbisect.workflows.investigation_types import (
+    SUMMARY_HEAD,
     InvestigationProgress,
     InvestigationRequest,
     InvestigationResult,
@@ -273,7 +274,7 @@ class JobClient:
         stages = [w for w, on in (("cross-tree", check), ("kernels", kernels)) if on]
         stages += [w for w, on in (("explain", req.explain), ("backport", req.target)) if on]
         stages += ["bisect each change"] if swept else []
-        shown = f"investigate: {summary(first)}" + (f" (+{', '.join(stages)})" if stages else "")
+        shown = SUMMARY_HEAD + summary(first) + (f" (+{', '.join(stages)})" if stages else "")
         details = static_card.details(first, by or self.submitter)
         if req.target:
             details += f"\n- **backport to**: {req.target_name} ({req.target[:12]})"

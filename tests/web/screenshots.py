@@ -25,8 +25,15 @@ def _shoot(url: str, out: str, width: int, height: int | None) -> None:
         driver.get(url)
         time.sleep(1.0)  # the plot's image and the page's script
         if height is None:
-            tall = int(driver.execute_script("return document.documentElement.scrollHeight"))
-            driver.set_window_size(width, tall + 120)  # the window's frame is not the page's
+            for _ in range(3):  # the window's frame is not the page's: grow by what is missing
+                short = int(
+                    driver.execute_script(
+                        "return document.documentElement.scrollHeight - window.innerHeight"
+                    )
+                )
+                if short <= 0:
+                    break
+                driver.set_window_size(width, driver.get_window_size()["height"] + short)
         driver.save_screenshot(out)
     finally:
         driver.quit()

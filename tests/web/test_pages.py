@@ -311,3 +311,8 @@ def test_the_list_puts_each_job_s_stages_under_it_and_cuts_long_ids() -> None:
     assert f"title='{inv}-bisect-explain' href='/kbisect/jobs/{inv}-bisect-explain'" in html
     assert ">↳ explain</a>" in html and ">↳ bisect-explain</a>" not in html  # the nearest
     assert f"class='hash job' title='{inv}'" in html
+    # a long summary is one line cut to fit, whole on hover: a row a job
+    rows[0].summary = "bisect nvme-snapshot-read (regression) " + "a" * 12 + ".." + "b" * 12
+    html = pages.jobs_page(rows, BASE)
+    assert f"<span class='what' title='{rows[0].summary}'>{rows[0].summary}</span>" in html
+    assert ".what { display: inline-block; max-width: 25rem; overflow: hidden;" in html

@@ -10,7 +10,7 @@ from html import escape
 
 from markdown_it import MarkdownIt
 
-from kbisect.workflows.investigation_types import StageName
+from kbisect.workflows.investigation_types import STATUS_HEAD, StageName
 
 CSS = """
 :root { --fg: #1d2330; --dim: #5b6475; --line: #dde1e8; --bg: #f7f8fa; --accent: #2458c6;
@@ -45,6 +45,8 @@ code, .hash { font: 13px/1.3 ui-monospace, monospace; }
 a.job { display: inline-block; max-width: 15rem; overflow: hidden; white-space: nowrap;
   text-overflow: ellipsis; vertical-align: bottom; }
 a.job.stage { padding-left: 1rem; }
+.what { display: inline-block; max-width: 25rem; overflow: hidden; white-space: nowrap;
+  text-overflow: ellipsis; vertical-align: bottom; }  /* one line a job: whole on hover */
 dl.parts { display: grid; grid-template-columns: max-content 1fr; gap: .2rem 1rem;
   margin: .6rem 0 0; font-size: .95rem; }
 dl.parts dt { color: var(--dim); }
@@ -157,7 +159,7 @@ STAGES = frozenset(
 def tone(word: str) -> str:
     """good, bad, warn or running: a badge's colour; "" for a word none of them names."""
     # an investigation's word is "investigation" and the stage it runs, or how it ended
-    key = re.sub(r"[\s_]+", "-", word.strip().lower()).removeprefix("investigation-")
+    key = re.sub(r"[\s_]+", "-", word.strip().lower().removeprefix(STATUS_HEAD))
     if re.sub(r"-\d+$", "", key) in STAGES:  # sweep --bisect's "bisect-2"
         return "running"
     for name, words in (("good", GOOD), ("bad", BAD), ("warn", WARN)):

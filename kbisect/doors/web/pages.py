@@ -16,7 +16,7 @@ from kbisect.reports.answer import Answer
 from kbisect.reports.job_report import NUMBERING
 from kbisect.words import clip
 from kbisect.workflows.bisect_types import Progress, Step, StepSource
-from kbisect.workflows.investigation_types import Stage
+from kbisect.workflows.investigation_types import STATUS_HEAD, SUMMARY_HEAD, Stage
 
 
 @dataclass
@@ -66,6 +66,9 @@ def age(started: datetime, now: datetime | None = None) -> str:
     return "just now"
 
 
+ID_SHOWN = 24  # characters of a job id the list shows; the rest on hover
+
+
 def jobs_page(rows: Sequence[JobRow], base: str, query: str = "") -> str:
     """Every job, newest first, with a filter (typed: at once; without JavaScript: ?q=)."""
     q = query.lower()
@@ -77,17 +80,17 @@ def jobs_page(rows: Sequence[JobRow], base: str, query: str = "") -> str:
         "placeholder='filter: testcase, status, commit, id…'></form>",
         "<div class='card flush'>",
         table(
-            ("job", "kind", "status", "testcase", "what", "culprit", "boots", "started"),
+            ("job", "kind", "status", "what", "culprit", "boots", "started"),
             (
                 (
                     _job_cell(r.id, base, ids),
                     esc(r.kind),
-                    badge(r.shown_status),
-                    f"<span class='nowrap'>{esc(r.testcase)}</span>",
-                    esc(r.summary),
+                    badge(r.shown_status.removeprefix(STATUS_HEAD)),  # its stage
+                    f"<span class='what' title='{esc(r.summary)}'>"
+                    f"{esc(r.summary.removeprefix(SUMMARY_HEAD))}</span>",
                     f"<code>{esc(r.culprit[:12])}</code>" if r.culprit else "",
                     "" if r.boots is None else str(r.boots),
-                    esc(age(r.started)),
+                    f"<span class='nowrap'>{esc(age(r.started))}</span>",
                 )
                 for r in shown
             ),
@@ -132,6 +135,8 @@ def _job_cell(job_id: str, base: str, ids: set[str]) -> str:
     under its parent's row."""
     parent = parent_of(job_id, ids)
     shown = f"↳ {job_id[len(parent) + 1 :]}" if parent else job_id
+    if len(shown) > ID_SHOWN:  # its kind's head and its own tail: ids differ at the end
+        shown = f"{shown[: ID_SHOWN - 10]}…{shown[-9:]}"
     return (
         f"<a class='hash job{' stage' if parent else ''}' title='{esc(job_id)}' "
         f"href='{href(base, 'jobs', job_id)}'>{esc(shown)}</a>"
