@@ -99,11 +99,16 @@ def _impact(result: BisectResult, broken: Step | None, fixed: Step | None) -> li
         what, metric_text = m.description, m.metrics[metric].description or metric
     except (KbisectError, KeyError):
         what, metric_text = result.testcase, metric
-    boots = " and ".join(str(s.boots) for s in (broken, fixed) if s is not None and s.boots)
+    counts = [s.boots for s in (broken, fixed) if s is not None and s.boots]
+    if len(counts) == 2 and counts[0] == counts[1] == 1:
+        boots = " (one boot of each)."
+    elif len(counts) == 2:
+        boots = f" (medians of {counts[0]} and {counts[1]} boots)."
+    else:
+        boots = "."
     impact = [
         f"{what}: {metric_text} is {_value(broken, metric)}{unit} on affected kernels, "
-        f"against {_value(fixed, metric)}{unit} on good ones"
-        + (f" (medians of {boots} boots)." if boots else "."),
+        f"against {_value(fixed, metric)}{unit} on good ones{boots}",
     ]
     if result.effect:
         impact.append(f"The new endpoint against the old: {result.effect}.")

@@ -111,6 +111,10 @@ def test_the_impact_quotes_the_medians_of_the_boots_and_the_effect_with_its_inte
     assert "is 69.3 sectors on affected kernels, against 83.5 sectors" in impact
     assert "(medians of 10 and 12 boots)" in impact
     assert "The new endpoint against the old: -17.0% (95% CI -21.0% to -13.0%" in impact
+    for step in result.steps[:2]:
+        step.boots = 1  # a counter's one boot a side: no "medians of 1 and 1 boots"
+    once = sru_note(result, "job-7").split("[Impact]")[1].split("[Fix]")[0]
+    assert "on good ones (one boot of each)." in once and "medians" not in once
 
 
 def test_no_note_without_one_commit() -> None:
