@@ -671,13 +671,17 @@ class JobClient:
         """Queue kinds where a worker runs an activity of any running job (the newest
         BUSY_LOOK_JOBS of them)."""
         busy: set[QueueKind | None] = set()
+        kinds = " OR ".join(f'WorkflowType="{kind}"' for kind in JOB_KINDS)
+        query = f'ExecutionStatus="Running" AND ({kinds})'
         try:
-            kinds = " OR ".join(f'WorkflowType="{kind}"' for kind in JOB_KINDS)
-            query = f'ExecutionStatus="Running" AND ({kinds})'
-            async for wf in self.temporal.list_workflows(query, limit=BUSY_LOOK_JOBS):
-                busy |= await self._busy_kinds(wf.id)
-        except (RPCError, InfraError, UserError):
-            pass  # no answer: the poller check stands
+            ids = [wf.id async for wf in self.temporal.list_workflows(query, limit=BUSY_LOOK_JOBS)]
+        except RPCError:
+            return busy  # no answer: the poller check stands
+        for job in ids:
+            try:
+                busy |= await self._busy_kinds(job)
+            except (InfraError, UserError):
+                continue  # ended or gone meanwhile
         return busy
 
     async def require_workers(
