@@ -17,6 +17,9 @@ def headline(r: ExplainResult) -> str:
     return f"{r.status}: {culprit} ({subject}) against its parent {parent}: {r.message}"
 
 
+LEFT_OUT = "Left out:"  # then a line a note, indented
+
+
 def outcome_lines(r: ExplainResult) -> list[str]:
     """The answer as plain lines: the headline, Why, and what the boots were."""
     lines = [headline(r), "Why:"]
@@ -27,7 +30,7 @@ def outcome_lines(r: ExplainResult) -> list[str]:
     )
     lines += [f"failed boot: {f}" for f in r.failed]
     if r.notes:  # what of the guest's was not read or kept
-        lines += ["Left out:", *(f"  {n}" for n in r.notes)]
+        lines += [LEFT_OUT, *(f"  {n}" for n in r.notes)]
     if r.alignment is not None:
         lines.append(f"Alignment: {r.alignment.line}")
     if r.suggestion:

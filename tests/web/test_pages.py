@@ -12,6 +12,7 @@ from kbisect.doors.web.html import STAGES, markdown, tone
 from kbisect.explain.summary import EXPLAINED, NO_EFFECT, UNEXPLAINED
 from kbisect.reports import job_report, sweep_report
 from kbisect.reports.answer import answer_of
+from kbisect.reports.explain_report import LEFT_OUT
 from kbisect.words import clip
 from kbisect.workflows.backport_types import BackportWord
 from kbisect.workflows.bisect_types import (
@@ -255,6 +256,15 @@ def test_a_noisy_job_shows_its_endpoints_side_by_side_with_intervals() -> None:
     ]  # fmt: skip
     rows = [r.split("</td><td>") for r in pages.endpoints_table(p).split("<tr><td>")[1:]]
     assert [r[5] for r in rows] == ["no noise", "too few boots"]
+
+
+def test_an_explain_page_folds_what_was_left_out_under_one_line() -> None:
+    lines = ["explained: x", "Why:", "  a <b>", LEFT_OUT, "  note 1", "  note <2>",
+             "Suggested: y"]  # fmt: skip
+    html = pages.other_live(pages.Words("explained", lines), True)
+    assert "<details><summary>left out of what was read: 2 notes</summary>" in html
+    assert "note 1<br>note &lt;2&gt;</details>Suggested: y" in html
+    assert "a &lt;b&gt;" in html and html.count("<details>") == 1
 
 
 def test_every_word_a_badge_shows_has_a_colour() -> None:

@@ -13,6 +13,7 @@ from kbisect.decide.endpoints import level_of
 from kbisect.doors.web.html import badge, esc, markdown, page, table
 from kbisect.infra import http_errors
 from kbisect.reports.answer import Answer
+from kbisect.reports.explain_report import LEFT_OUT
 from kbisect.reports.job_report import NUMBERING
 from kbisect.words import clip
 from kbisect.workflows.bisect_types import Progress, Step, StepSource
@@ -414,8 +415,24 @@ def other_live(words: Words, done: bool) -> str:
     lines = list(words.lines)
     if lines and lines[0].startswith(f"{words.status}: "):  # the badge says it already
         lines[0] = lines[0].removeprefix(f"{words.status}: ")
-    text = markdown(words.markdown) if words.markdown else "<br>".join(map(esc, lines))
+    text = markdown(words.markdown) if words.markdown else _folded_lines(lines)
     return f"<div class='card report'{mark}>{badge(words.status)} {text}</div>"
+
+
+def _folded_lines(lines: Sequence[str]) -> str:
+    """Plain lines, an explain job's notes of what it left out folded under one line."""
+    if LEFT_OUT not in lines:
+        return "<br>".join(map(esc, lines))
+    at = lines.index(LEFT_OUT)
+    end = next((i for i in range(at + 1, len(lines)) if not lines[i].startswith("  ")), len(lines))
+    notes = lines[at + 1 : end]
+    fold = (
+        f"<details><summary>left out of what was read: {len(notes)} notes</summary>"
+        + "<br>".join(esc(n.strip()) for n in notes)
+        + "</details>"
+    )
+    head, tail = "<br>".join(map(esc, lines[:at])), "<br>".join(map(esc, lines[end:]))
+    return head + fold + tail
 
 
 @dataclass
