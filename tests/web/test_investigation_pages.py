@@ -52,6 +52,9 @@ async def test_an_investigations_page_lists_its_stages_and_shows_its_report(
             assert "data-done='1'" in html and "data-url=''" in html  # ended: no live part
             assert "<h2>Report</h2>" in html and f"Bisect: {inv}-bisect" in html
             assert "first bad commit <code>c9</code>" in html and "explained" in html
+            # the answer at a glance, in parts, as its bisection's page has it
+            assert "first bad commit: <code class='culprit'>c9</code>" in html
+            assert "<dt>certainty</dt>" in html.split("<h2>Stages</h2>")[0]
             assert f"src='/kbisect/jobs/{inv}-bisect/plot.svg'" in html
             for stage in stages:  # each stage job's own page
                 own = await http.get(f"/kbisect/jobs/{stage}")

@@ -409,9 +409,16 @@ class Site:
         r = found.result
         sru = await asyncio.to_thread(_investigation_sru, found, job_id)
         report = await asyncio.to_thread(investigation_report.markdown, job_id, found, sru)
+        bisected = found.by_job.get(r.bisection)
+        parts = (  # its bisection's answer in parts (git: off the event loop)
+            await asyncio.to_thread(job_report.answer_parts, bisected)
+            if isinstance(bisected, BisectResult)
+            else None
+        )
         view = pages.InvestigationView(
             job_id, r.status, r.message, r.stages, True, url, testcase=r.testcase,
             report=report, bisection=r.bisection if r.bisection in found.by_job else "",
+            parts=parts,
         )  # fmt: skip
         data = await asyncio.to_thread(investigation_report.to_json, job_id, found)  # git
         done = Investigated(view, data)

@@ -449,6 +449,7 @@ class InvestigationView:
     testcase: str = ""
     report: str = ""  # markdown, kbisect's own with others' words escaped
     bisection: str = ""  # the bisection that answered: its plot is shown
+    parts: Answer | None = None  # that bisection's answer in its parts, once it ended
 
 
 def investigation_live(v: InvestigationView, base: str) -> str:
@@ -471,8 +472,9 @@ def investigation_live(v: InvestigationView, base: str) -> str:
         else "<p class='dim'>No stage has started yet.</p>"
     )
     return (
-        f"<div class='card answer'{done}>{badge(v.status)} {esc(v.message)}</div>"
-        f"<h2>Stages</h2><div class='card flush'>{stages}</div>"
+        f"<div class='card answer'{done}>"
+        + (answer_card(v.parts) if v.parts is not None else f"{badge(v.status)} {esc(v.message)}")
+        + f"</div><h2>Stages</h2><div class='card flush'>{stages}</div>"
     )
 
 
