@@ -47,8 +47,10 @@ async def test_an_investigations_page_lists_its_stages_and_shows_its_report(
             assert page.status == 200 and page.headers["Content-Security-Policy"]
             stages = [f"{inv}-check", f"{inv}-bisect", f"{inv}-bisect-explain"]
             assert [s.job for s in result.stages] == stages
-            linked = re.findall(r"<a class='hash' href='/kbisect/jobs/([^']+)'>", html)
+            link = r"<a class='hash job' title='[^']+' href='/kbisect/jobs/([^']+)'>"
+            linked = re.findall(link, html)
             assert linked == stages, linked  # in their order, each to its own page
+            assert f"title='{inv}-bisect-explain' href=" in html and ">bisect-explain</a>" in html
             assert "data-done='1'" in html and "data-url=''" in html  # ended: no live part
             assert "<h2>Report</h2>" in html and f"Bisect: {inv}-bisect" in html
             assert "first bad commit <code>c9</code>" in html and "explained" in html

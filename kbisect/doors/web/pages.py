@@ -135,13 +135,18 @@ def _job_cell(job_id: str, base: str, ids: set[str]) -> str:
     """The id cut to fit (whole on hover and in the link); a stage's id as its suffix,
     under its parent's row."""
     parent = parent_of(job_id, ids)
-    shown = f"↳ {job_id[len(parent) + 1 :]}" if parent else job_id
-    if len(shown) > ID_SHOWN:  # its kind's head and its own tail: ids differ at the end
-        shown = f"{shown[: ID_SHOWN - 10]}…{shown[-9:]}"
+    shown = cut_id(f"↳ {job_id[len(parent) + 1 :]}" if parent else job_id)
     return (
         f"<a class='hash job{' stage' if parent else ''}' title='{esc(job_id)}' "
         f"href='{href(base, 'jobs', job_id)}'>{esc(shown)}</a>"
     )
+
+
+def cut_id(job_id: str) -> str:
+    """A long id as its kind's head and its own tail (ids differ at the end)."""
+    if len(job_id) <= ID_SHOWN:
+        return job_id
+    return f"{job_id[: ID_SHOWN - 10]}…{job_id[-9:]}"
 
 
 def _row_text(r: JobRow) -> list[str]:
@@ -460,7 +465,10 @@ def investigation_live(v: InvestigationView, base: str) -> str:
         (
             str(i),
             esc(s.name),
-            f"<a class='hash' href='{href(base, 'jobs', s.job)}'>{esc(s.job)}</a>" if s.job else "",
+            f"<a class='hash job' title='{esc(s.job)}' href='{href(base, 'jobs', s.job)}'>"
+            f"{esc(cut_id(s.job.removeprefix(v.id + '-')))}</a>"
+            if s.job
+            else "",
             badge(s.state),
             esc(s.line),
         )
