@@ -19,6 +19,7 @@ with workflow.unsafe.imports_passed_through():
     from kbisect.contract import BACKPORT_WORKFLOW, PASS_FAIL_BOOTS, TestStatus
     from kbisect.decide.backport import failures, side_values, unlike_the_job
     from kbisect.decide.sweep import Sweep
+    from kbisect.words import boots_a_side
     from kbisect.workflows.activity_calls import (
         Blocking,
         JobActivities,
@@ -168,5 +169,5 @@ def _figures(r: BackportResult) -> str:
         f"{without:g} → {with_:g} {pair.unit}".rstrip()
         + f" ({pair.effect:+.1%}{interval}; {pair.verdict}"
         + (f", {pair.direction}" if pair.direction else "")
-        + f"; {pair.boots_old} and {pair.boots_new} boots)"
+        + f"; {boots_a_side(pair.boots_old, pair.boots_new)})"
     )

@@ -8,11 +8,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from kbisect import words
 from kbisect.contract import Mode
 from kbisect.errors import KbisectError
 from kbisect.infra.git import Git
 from kbisect.model import Commit
-from kbisect.words import plural
 from kbisect.workflows.bisect_types import BisectResult, EndpointChange
 
 
@@ -87,9 +87,7 @@ def effect_words(change: EndpointChange, metric: str, unit: str, pass_fail: bool
 
 def boots_a_side(change: EndpointChange) -> str:
     """'1 boot a side', '12 and 13 boots' (old, new)."""
-    if change.boots_old == change.boots_new:
-        return f"{plural(change.boots_old, 'boot')} a side"
-    return f"{change.boots_old} and {change.boots_new} boots"
+    return words.boots_a_side(change.boots_old, change.boots_new)
 
 
 def answer_of(result: BisectResult) -> Answer:

@@ -52,7 +52,7 @@ def before_after(r: BackportResult) -> list[str]:
         if values:
             lines.append(
                 f"{side} the backport: {pair.metric} {statistics.median(values):.6g} {pair.unit} "
-                f"(median of {len(values)} boot{'s' * (len(values) != 1)})"
+                + (f"(median of {len(values)} boots)" if len(values) > 1 else "(1 boot)")
             )
     return lines
 

@@ -69,8 +69,8 @@ def test_the_verified_series_applies_with_git_am_prerequisite_first(
         "1. " + truth["prerequisite"][:12] in letter
         and "prerequisite (the change's context)" in letter
     )
-    assert "without the backport: avg_read_sectors 8 sectors (median of 1 boot)" in letter
-    assert "with the backport: avg_read_sectors 512 sectors (median of 1 boot)" in letter
+    assert "without the backport: avg_read_sectors 8 sectors (1 boot)" in letter
+    assert "with the backport: avg_read_sectors 512 sectors (1 boot)" in letter
     assert "job bisect-x-1-backport-1 (backport of job bisect-x-1)" in letter
 
     clone = tmp_path / "clone"

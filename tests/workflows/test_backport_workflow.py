@@ -64,7 +64,7 @@ async def test_a_fix_that_makes_the_target_good_is_verified_with_its_figures(
     assert result.pair.boots_old == scenario.tests["c2"] >= 1  # a counter: one boot each
     without_with = "verified: avg_read_sectors on distro, without → with the backport: 8 → 512"
     assert result.message.startswith(without_with), result.message
-    assert "(+6300.0%; changed, better; 1 and 1 boots)" in result.message
+    assert "(+6300.0%; changed, better; 1 boot a side)" in result.message
     assert [b.kernel for b in result.boots].count(1) == scenario.tests[patched]
     assert progress.status == "done" and progress.series == ["c9"]
 
