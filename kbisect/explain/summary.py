@@ -77,9 +77,12 @@ def summarise(
 
 
 def _pct(c: Change) -> str:
+    """'8 → 512: +6300.0% (95% CI ...)': the sides' means first (a counter's change reads
+    as its levels), then the change."""
+    sides = f"{c.parent:.6g} → {c.culprit:.6g}"
     if c.change is None or c.low is None or c.high is None:
-        return "from none"
-    return f"{c.change:+.1f}% (95% CI {c.low:+.1f}% to {c.high:+.1f}%)"
+        return f"{sides} (from none)"
+    return f"{sides}: {c.change:+.1f}% (95% CI {c.low:+.1f}% to {c.high:+.1f}%)"
 
 
 def _summed(side: str, boots: list[ExplainBootResult], said: list[str]) -> dict[str, int]:
