@@ -86,6 +86,13 @@ class Pooled:
         return cls(ss / sum(len(g) - 1 for g in used), sum(len(trimmed(g)) - 1 for g in used))
 
 
+def _mean_var(xs: Sequence[float], ss: float) -> tuple[float, int]:
+    """The variance of a 20% trimmed mean from the winsorized sum of squares `ss`, and the
+    count it stands on (Yuen)."""
+    h = len(trimmed(xs))
+    return ss / (h * (h - 1)), h
+
+
 def _yuen(
     old: Sequence[float], new: Sequence[float], pooled: Pooled | None = None
 ) -> tuple[float, float, float]:
@@ -93,9 +100,8 @@ def _yuen(
     group's own winsorized variance (Yuen) or from the `pooled` one."""
     parts = []
     for xs in (old, new):
-        h = len(trimmed(xs))
         ss = winsorized_ss(xs) if pooled is None else pooled.winsorized_var * (len(xs) - 1)
-        parts.append((ss / (h * (h - 1)), h))
+        parts.append(_mean_var(xs, ss))
     var = sum(d for d, _ in parts)
     if pooled is not None:
         df = pooled.df
@@ -146,9 +152,9 @@ def level_of(scores: Sequence[float]) -> Level | None:
         return None
     centre = robust_mean(scores)
     low = high = None
-    h = len(trimmed(scores))
-    if len(scores) >= 2 and h >= 2:
-        se = math.sqrt(winsorized_ss(scores) / (h * (h - 1)))
+    if len(trimmed(scores)) >= 2:
+        var, h = _mean_var(scores, winsorized_ss(scores))
+        se = math.sqrt(var)
         q = t_quantile(0.975, h - 1) if se else 0.0
         low, high = centre - q * se, centre + q * se
     return Level(centre, low, high, min(scores), max(scores), len(scores))

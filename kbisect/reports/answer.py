@@ -8,11 +8,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from kbisect import words
 from kbisect.contract import Mode
 from kbisect.errors import KbisectError
 from kbisect.infra.git import Git
 from kbisect.model import Commit
+from kbisect.words import boots_a_side
 from kbisect.workflows.bisect_types import BisectResult, EndpointChange
 
 
@@ -74,7 +74,7 @@ def effect_words(change: EndpointChange, metric: str, unit: str, pass_fail: bool
     old → new, the interval when the boots have one."""
     if pass_fail:
         sides = f"{level(change.old, unit, True)} → {level(change.new, unit, True)}"
-        return f"{sides} ({boots_a_side(change)})"
+        return f"{sides} ({boots_a_side(change.boots_old, change.boots_new)})"
     sides = f"{level(change.old, '', False)} → {level(change.new, unit, False)}"
     if change.low is None or change.high is None:
         spread = "too few boots for an interval"
@@ -82,12 +82,8 @@ def effect_words(change: EndpointChange, metric: str, unit: str, pass_fail: bool
         spread = "no noise"
     else:
         spread = f"95% interval {change.low:+.1%} to {change.high:+.1%}"
-    return f"{metric} {sides}: {change.value:+.1%} ({spread}; {boots_a_side(change)})".lstrip()
-
-
-def boots_a_side(change: EndpointChange) -> str:
-    """'1 boot a side', '12 and 13 boots' (old, new)."""
-    return words.boots_a_side(change.boots_old, change.boots_new)
+    boots = boots_a_side(change.boots_old, change.boots_new)
+    return f"{metric} {sides}: {change.value:+.1%} ({spread}; {boots})".lstrip()
 
 
 def answer_of(result: BisectResult) -> Answer:

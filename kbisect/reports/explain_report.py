@@ -17,11 +17,9 @@ def headline(r: ExplainResult) -> str:
     return f"{r.status}: {culprit} ({subject}) against its parent {parent}: {r.message}"
 
 
-LEFT_OUT = "Left out:"  # then a line a note, indented
-
-
-def outcome_lines(r: ExplainResult) -> list[str]:
-    """The answer as plain lines: the headline, Why, and what the boots were."""
+def outcome_lines(r: ExplainResult, notes: bool = True) -> list[str]:
+    """The answer as plain lines: the headline, Why, and what the boots were; `notes`:
+    what of the guest's was left out too (a page folds them, from r.notes)."""
     lines = [headline(r), "Why:"]
     lines += [f"  {w}" for w in r.why]
     lines.append(
@@ -29,8 +27,8 @@ def outcome_lines(r: ExplainResult) -> list[str]:
         f"{r.testcase} on kernels with the diagnostics options"
     )
     lines += [f"failed boot: {f}" for f in r.failed]
-    if r.notes:  # what of the guest's was not read or kept
-        lines += [LEFT_OUT, *(f"  {n}" for n in r.notes)]
+    if r.notes and notes:  # what of the guest's was not read or kept
+        lines += ["Left out:", *(f"  {n}" for n in r.notes)]
     if r.alignment is not None:
         lines.append(f"Alignment: {r.alignment.line}")
     if r.suggestion:

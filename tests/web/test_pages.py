@@ -12,7 +12,6 @@ from kbisect.doors.web.html import STAGES, markdown, tone
 from kbisect.explain.summary import EXPLAINED, NO_EFFECT, UNEXPLAINED
 from kbisect.reports import job_report, sweep_report
 from kbisect.reports.answer import answer_of
-from kbisect.reports.explain_report import LEFT_OUT
 from kbisect.words import clip
 from kbisect.workflows.backport_types import BackportWord
 from kbisect.workflows.bisect_types import (
@@ -259,11 +258,10 @@ def test_a_noisy_job_shows_its_endpoints_side_by_side_with_intervals() -> None:
 
 
 def test_an_explain_page_folds_what_was_left_out_under_one_line() -> None:
-    lines = ["explained: x", "Why:", "  a <b>", LEFT_OUT, "  note 1", "  note <2>",
-             "Suggested: y"]  # fmt: skip
-    html = pages.other_live(pages.Words("explained", lines), True)
+    lines = ["explained: x", "Why:", "  a <b>", "Suggested: y"]
+    html = pages.other_live(pages.Words("explained", lines, notes=["note 1", "note <2>"]), True)
     assert "<details><summary>left out of what was read: 2 notes</summary>" in html
-    assert "note 1<br>note &lt;2&gt;</details>Suggested: y" in html
+    assert "Suggested: y<details>" in html and "note 1<br>note &lt;2&gt;</details>" in html
     assert "a &lt;b&gt;" in html and html.count("<details>") == 1
 
 

@@ -444,7 +444,10 @@ class Site:
             if kind == EXPLAIN_WORKFLOW:
                 e = await client.explain_result(job_id)
                 flame = any(e.stacks.values())
-                return pages.Words(e.status, explain_report.outcome_lines(e), of=e.job, flame=flame)
+                return pages.Words(
+                    e.status, explain_report.outcome_lines(e, notes=False), of=e.job,
+                    flame=flame, notes=e.notes,
+                )  # fmt: skip
             b = await client.backport_result(job_id)
             return pages.Words(b.word, backport_report.outcome_lines(b), of=b.job)
         except KbisectError as exc:

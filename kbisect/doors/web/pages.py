@@ -13,7 +13,6 @@ from kbisect.decide.endpoints import level_of
 from kbisect.doors.web.html import badge, esc, markdown, page, table
 from kbisect.infra import http_errors
 from kbisect.reports.answer import Answer
-from kbisect.reports.explain_report import LEFT_OUT
 from kbisect.reports.job_report import NUMBERING
 from kbisect.words import clip
 from kbisect.workflows.bisect_types import Progress, Step, StepSource
@@ -52,6 +51,7 @@ class Words:
     markdown: str = ""
     of: str = ""  # the bisection an explain or backport job is a stage of
     flame: bool = False  # an explain job's CPU samples: its flame graph (under `of`)
+    notes: list[str] = field(default_factory=list)  # what an explain job's boots left out
 
 
 def href(base: str, *parts: str) -> str:
@@ -222,11 +222,12 @@ def endpoints_table(p: Progress) -> str:
     ends = [s for s in p.steps if s.source == StepSource.ENDPOINT and s.scores]
     rows = []
     for s in sorted(ends, key=lambda s: s.commit == p.new):
-        lv = level_of(weighed(s))
+        scores = weighed(s)
+        lv = level_of(scores)
         if lv is None:
             continue
         # a counter: its repetitions agree within each boot and boot after boot
-        samples = {v for reps in s.repetitions for v in reps} | set(weighed(s))
+        samples = {v for reps in s.repetitions for v in reps} | set(scores)
         reps = sum(len(r) for r in s.repetitions)
         interval = (
             "no noise"
@@ -420,24 +421,14 @@ def other_live(words: Words, done: bool) -> str:
     lines = list(words.lines)
     if lines and lines[0].startswith(f"{words.status}: "):  # the badge says it already
         lines[0] = lines[0].removeprefix(f"{words.status}: ")
-    text = markdown(words.markdown) if words.markdown else _folded_lines(lines)
+    text = markdown(words.markdown) if words.markdown else "<br>".join(map(esc, lines))
+    if words.notes:  # folded under one line: Why and the flame graph lead
+        text += (
+            f"<details><summary>left out of what was read: {len(words.notes)} notes</summary>"
+            + "<br>".join(map(esc, words.notes))
+            + "</details>"
+        )
     return f"<div class='card report'{mark}>{badge(words.status)} {text}</div>"
-
-
-def _folded_lines(lines: Sequence[str]) -> str:
-    """Plain lines, an explain job's notes of what it left out folded under one line."""
-    if LEFT_OUT not in lines:
-        return "<br>".join(map(esc, lines))
-    at = lines.index(LEFT_OUT)
-    end = next((i for i in range(at + 1, len(lines)) if not lines[i].startswith("  ")), len(lines))
-    notes = lines[at + 1 : end]
-    fold = (
-        f"<details><summary>left out of what was read: {len(notes)} notes</summary>"
-        + "<br>".join(esc(n.strip()) for n in notes)
-        + "</details>"
-    )
-    head, tail = "<br>".join(map(esc, lines[:at])), "<br>".join(map(esc, lines[end:]))
-    return head + fold + tail
 
 
 @dataclass
