@@ -15,7 +15,7 @@ from kbisect import settings
 from kbisect.infra import host_lock
 from kbisect.infra.lab import LabOptions, create_lab
 from kbisect.infra.lab_plan import Span
-from tests.e2e.service import lab_seed
+from tests.e2e.service import lab_seed, write_seed
 
 
 def _run_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -50,6 +50,20 @@ def real_lab(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, 
             made.touch()
     truth = json.loads((dest.parent / "lab.truth.json").read_text())
     return dest, truth
+
+
+@pytest.fixture(scope="session")
+def _testcases(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder of this worker's with the seed's testcase as the tests run it (SEED)."""
+    root = tmp_path_factory.mktemp("testcases")
+    write_seed(root)
+    return root
+
+
+@pytest.fixture(autouse=True)
+def _seed_testcase(_testcases: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SEED is found by every command and service a test starts."""
+    monkeypatch.setenv("KBISECT_TESTCASES", str(_testcases))
 
 
 @pytest.fixture(autouse=True)

@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -81,7 +82,27 @@ def recache(held: list[tuple[str, str]], built: set[str]) -> int:
     return back
 
 
-TRY_SEED = ["--testcase", "nvme-snapshot-read", "--repetitions", "1", "--json"]
+# The seed's testcase as the end-to-end tests run it (tests/e2e/conftest.py writes it): a
+# 32 MiB read, not 256. Its exact metric reads the same (8 sectors a read against 512) and
+# a boot takes about 5 s under TCG, not 9 to 14. The README's job keeps the built-in one.
+SEED = "nvme-snapshot-read-32m"
+SEED_READ_MIB = "32"
+TRY_SEED = ["--testcase", SEED, "--repetitions", "1", "--json"]
+
+
+def write_seed(root: Path) -> Path:
+    """SEED's folder under `root`: the built-in testcase with its read cut to SEED_READ_MIB
+    (what each replacement finds is checked, so an edit of the built-in one fails here)."""
+    builtin = manifest.BUILTIN_DIR / "nvme-snapshot-read"
+    folder = root / SEED
+    shutil.copytree(builtin, folder)
+    text = (folder / "manifest.toml").read_text()
+    for old, new in (('name = "nvme-snapshot-read"', f'name = "{SEED}"'),
+                     ('READ_MIB = "256"', f'READ_MIB = "{SEED_READ_MIB}"')):  # fmt: skip
+        assert text.count(old) == 1, f"{builtin}/manifest.toml no longer has {old!r}"
+        text = text.replace(old, new)
+    (folder / "manifest.toml").write_text(text)
+    return folder
 
 
 def try_lab(

@@ -18,7 +18,7 @@ from kbisect import settings
 from kbisect.infra.git import Git
 from kbisect.infra.lab import LabOptions, create_lab
 from kbisect.workflows.investigation_types import StageName, stage_id
-from tests.e2e.service import KBISECT, on_own_service, own_service, watch_job
+from tests.e2e.service import KBISECT, SEED, on_own_service, own_service, watch_job
 
 pytestmark = pytest.mark.e2e
 
@@ -74,7 +74,7 @@ def test_the_chain_from_a_distro_branch_outlives_its_terminal_and_verifies_the_b
     fix, prereq = str(truth["culprit"]), str(truth["prerequisite"])
     args = ["--repo", str(lab), "--mode", "fix", "--cross-tree", "--good", "lab-good"]
     args += ["--bad", "lab-distro", "--target", "lab-distro", "--explain"]
-    args += ["--testcase", "nvme-snapshot-read", "--repetitions", "1"]
+    args += ["--testcase", SEED, "--repetitions", "1"]
     with own_service(tmp_path) as env:
         job = _started(env, args)
         result = watch_job(env, job)
@@ -146,7 +146,7 @@ def test_a_branch_that_carries_the_fix_already_builds_nothing(tmp_path: Path) ->
     lab, truth = _lab(tmp_path)
     fix = str(truth["culprit"])
     by_hand = ["backport", "--repo", str(lab), "--change", fix,
-               "--testcase", "nvme-snapshot-read"]  # fmt: skip
+               "--testcase", SEED]  # fmt: skip
     fixed = _with_fix_picked(lab, truth, tmp_path)
     proc = on_own_service(tmp_path, [*by_hand, "--target", fixed], timeout=600)
     again = json.loads(proc.stdout)

@@ -14,7 +14,7 @@ import pytest
 
 from kbisect import settings
 from kbisect.infra.lab import create_lab
-from tests.e2e.service import FIX_LAB, bisect_on_own_service
+from tests.e2e.service import FIX_LAB, SEED, bisect_on_own_service
 
 pytestmark = pytest.mark.e2e
 
@@ -25,7 +25,7 @@ def test_fix_mode_names_the_fix_and_its_backport_behaves_fixed(tmp_path: Path) -
     lab = tmp_path / "lab"
     truth = create_lab(lab, FIX_LAB)
     args = ["--repo", str(lab), "--good", "lab-good", "--bad", "lab-bad", "--mode", "fix"]
-    args += ["--testcase", "nvme-snapshot-read", "--repetitions", "1"]
+    args += ["--testcase", SEED, "--repetitions", "1"]
     proc = bisect_on_own_service(tmp_path, args, timeout=1700)
     result = json.loads(proc.stdout)
     assert (result["mode"], result["status"]) == ("fix", "found"), result["message"]

@@ -18,9 +18,9 @@ from kbisect.testcases import manifest as manifests
 from kbisect.testcases.runner import build_spec
 from kbisect.workers.activities import VmActivities
 from kbisect.workflows.bisect_types import DuetRequest
+from tests.e2e.service import SEED
 
 pytestmark = pytest.mark.e2e
-TESTCASE = "nvme-snapshot-read"
 
 
 def test_a_duet_boots_the_culprit_beside_its_parent_each_on_its_own_cpu(
@@ -30,13 +30,13 @@ def test_a_duet_boots_the_culprit_beside_its_parent_each_on_its_own_cpu(
     cpus = sorted(os.sched_getaffinity(0))[:2]
     assert len(cpus) == 2, "a duet needs two CPUs"
     settings = Settings.from_env()
-    spec = build_spec(manifests.load(TESTCASE))
+    spec = build_spec(manifests.load(SEED))
     git = Git(lab)
     tests = []
     for rev in (f"{truth['culprit']}~1", str(truth["culprit"])):
         commit = git.commit_info(rev).hash
         art = KernelBuilder(settings.jobs).build(lab, commit, spec, lambda _: None)
-        tests.append(TestRequest(str(lab), commit, TESTCASE, "fast", 1, art, "avg_read_sectors"))
+        tests.append(TestRequest(str(lab), commit, SEED, "fast", 1, art, "avg_read_sectors"))
     # The worker's --measure-cpus would keep a CPU for builds; none runs in this test.
     vm = VmActivities(settings, QemuMachine(cpus=1, accel=settings.accel, pin=tuple(cpus)))
     began = time.monotonic()

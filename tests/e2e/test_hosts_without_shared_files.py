@@ -18,7 +18,7 @@ import pytest
 from benchmarks import nginx
 from benchmarks.nginx import free_port
 from kbisect.infra import temporal_server
-from tests.e2e.service import watch_job
+from tests.e2e.service import SEED, watch_job
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("whole_host")]
 KBISECT = [sys.executable, "-m", "kbisect"]
@@ -78,7 +78,7 @@ def test_a_job_runs_over_hosts_that_share_no_files_through_a_vm_host_kill(
                     env, tmp_path / name, "--builds", "0", "--vms", "1", "--no-workflows"
                 )
             args = ["--repo", str(lab), "--good", "lab-good", "--bad", "lab-bad"]
-            args += ["--testcase", "nvme-snapshot-read", "--metric", "avg_read_sectors"]
+            args += ["--testcase", SEED, "--metric", "avg_read_sectors"]
             started = subprocess.run(
                 [*KBISECT, "bisect", *args, "--repetitions", "1", "--detach", "--no-start"],
                 env=env,

@@ -17,6 +17,7 @@ from kbisect.model import Artifact
 from kbisect.settings import Settings
 from kbisect.testcases import manifest as manifests
 from kbisect.testcases.runner import build_spec, run_testcase
+from tests.e2e.service import SEED
 from tests.libvirt_daemon import libvirt_daemon
 
 pytestmark = pytest.mark.e2e
@@ -50,8 +51,8 @@ def test_the_seeds_testcase_runs_in_a_libvirt_domain_that_is_gone_after(
     real_lab: tuple[Path, dict[str, object]], libvirt_uri: str
 ) -> None:
     lab, _ = real_lab
-    artifact = _kernel(lab, "nvme-snapshot-read")
-    manifest = manifests.load("nvme-snapshot-read")
+    artifact = _kernel(lab, SEED)
+    manifest = manifests.load(SEED)
     machine = LibvirtMachine(uri=libvirt_uri, accel="tcg")
     result = run_testcase(manifest, artifact, machine, "ebs-gp2", repetitions=1)
     run_dir = Path(result.run.console).parent

@@ -18,7 +18,7 @@ from benchmarks.nginx import free_port
 from kbisect.infra import temporal_server
 from tests.chat.bot_process import KBISECT, bot_posts, in_thread, reply_to, start_bot, wait_for
 from tests.chat.homeserver import Synapse
-from tests.e2e.service import service_env, start_worker
+from tests.e2e.service import SEED, service_env, start_worker
 
 pytestmark = pytest.mark.e2e
 
@@ -41,8 +41,7 @@ def test_chat_user_bisects_a_named_tree_through_a_bot_restart(
     try:
         asked = alice.say(
             room,
-            f"!kbisect bisect tree={tree} good=lab-good bad=lab-bad "
-            "testcase=nvme-snapshot-read repetitions=1",
+            f"!kbisect bisect tree={tree} good=lab-good bad=lab-bad testcase={SEED} repetitions=1",
         )
 
         def root() -> dict[str, object] | None:
@@ -52,7 +51,7 @@ def test_chat_user_bisects_a_named_tree_through_a_bot_restart(
         first = root()
         assert first is not None
         body = str(first["content"]["body"])  # type: ignore[index]
-        assert body.startswith("started inv-nvme-snapshot-read-"), body
+        assert body.startswith(f"started inv-{SEED}-"), body
         job_id = body.split()[1].rstrip(":")
         assert f"http://127.0.0.1:{ui_port}/namespaces/default/workflows/{job_id}" in body
         root_id = str(first["event_id"])

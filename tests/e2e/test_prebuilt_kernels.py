@@ -16,7 +16,7 @@ from benchmarks.nginx import free_port
 from kbisect.infra import guest_modules, temporal_server
 from kbisect.main import main
 from kbisect.settings import Settings
-from tests.e2e.service import KBISECT, service_env, start_worker, try_lab
+from tests.e2e.service import KBISECT, SEED, service_env, start_worker, try_lab
 
 pytestmark = pytest.mark.e2e
 CLOUD_KERNELS = r"^linux-image-6\.1\.0-[0-9]+-cloud-amd64$"  # NVMe built in, dm as modules
@@ -49,7 +49,7 @@ def test_debians_cloud_kernel_runs_the_seed_with_its_own_modules(
             "--kernel",
             kernel,
             "--testcase",
-            "nvme-snapshot-read",
+            SEED,
             "--json",
             "--repetitions",
             "1",
@@ -124,7 +124,7 @@ def test_kernels_then_commits_name_the_culprit(
                 "--repo",
                 str(lab),
                 "--testcase",
-                "nvme-snapshot-read",
+                SEED,
                 "--no-verify",
                 "--no-start",
             ],

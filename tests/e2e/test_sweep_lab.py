@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.service import KBISECT, own_service
+from tests.e2e.service import KBISECT, SEED, own_service
 
 pytestmark = pytest.mark.e2e
 
@@ -21,7 +21,7 @@ def test_a_sweep_over_the_lab_is_changed_only_across_the_culprit(
     culprit = str(truth["culprit"])
     series = ["lab-good", f"{culprit}^", culprit, "lab-bad"]
     plot = tmp_path / "sweep.png"
-    args = ["sweep", "--repo", str(lab), *series, "--testcase", "nvme-snapshot-read"]
+    args = ["sweep", "--repo", str(lab), *series, "--testcase", SEED]
     repro = tmp_path / "repro"
     with own_service(tmp_path) as env:
         proc = subprocess.run([*KBISECT, *args, "--plot", str(plot), "--json", "--no-start"],
@@ -45,7 +45,7 @@ def test_a_sweep_over_the_lab_is_changed_only_across_the_culprit(
     assert plot.stat().st_size > 10_000
     # Piped, the progress is one plain line per boot.
     boots = [line for line in proc.stderr.splitlines() if line.startswith("boot ")]
-    assert len(boots) == 4 and all("nvme-snapshot-read" in b for b in boots), proc.stderr
+    assert len(boots) == 4 and all(SEED in b for b in boots), proc.stderr
     # The changed pair without kbisect: the culprit against its parent, each .config the
     # job's own (built here), and a script bash reads.
     assert written.returncode == 0, written.stderr[-2000:]
