@@ -94,6 +94,10 @@ def cases(repo: Path, tmp: Path) -> list[Case]:
         _c("try", "--repo", r, "t1", "--testcase", "boots", "--profile", "floppy"),
         _c("try", "--repo", r, "t1", "--testcase", "boots", "--repetitions", "-1"),
         _c("try", "--testcase", "boots"),
+        _c("try", "--repo", r, "t1", "--testcase", "boots", "--patch", "/nonexistent.patch"),
+        _c("try", "--repo", r, "t1", "--testcase", "boots", "--patch", "/dev/zero"),
+        _c("try", "--repo", r, "t1", "--testcase", "boots", "--patch", "/etc/hostname"),
+        _c("try", "--kernel", "x.deb", "--testcase", "boots", "--patch", "/etc/hostname"),
         # sweep
         _c(*s, "t1"),
         _c(*s, *[f"no-such-{i}" for i in range(500)]),

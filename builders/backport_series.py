@@ -19,7 +19,7 @@ from pathlib import Path
 
 from kbisect.builders.backport_found import find_in
 from kbisect.errors import InfraError
-from kbisect.infra.git import Git, git_argv, git_env
+from kbisect.infra.git import Git, apply_error, git_argv, git_env
 
 MAX_DEPTH = 3  # levels of prerequisites of prerequisites
 MAX_PREREQUISITES = 12  # more than this is a rebase, not a backport
@@ -57,8 +57,7 @@ def _apply(git: Git, commit: str, env: dict[str, str], reverse: bool) -> Applied
         capture_output=True,
     )
     if run.returncode:
-        lines = [x.removeprefix("error: ") for x in run.stderr.decode().splitlines()]
-        return Applied(False, commit, "; ".join(x for x in lines if x.strip())[:300])
+        return Applied(False, commit, apply_error(run.stderr))
     return Applied(True)
 
 

@@ -5,7 +5,8 @@ ago, build slots whose repository is gone, artifacts no build or boot has used f
 days (prebuilt kernels and kernel lists too), guest images (initramfs, userland
 squashfs) no boot has used and job configs (--config) no job has stored or read for N
 days (and the temp files and staging folders a killed maker left a day ago), and
-`refs/kbisect/verify/*` and `refs/kbisect/backport/*` refs made more than N days ago in
+`refs/kbisect/verify/*`, `refs/kbisect/backport/*` and `refs/kbisect/patched/*` refs made more
+than N days ago in
 the repositories kbisect has built (each slot names its repository). A
 backport's two kernels (the target with its series, and the target) stay while its ref
 does. What stays: anything written or used within N days (each use touches it), a slot
@@ -24,6 +25,7 @@ from pathlib import Path
 
 from kbisect.builders import worktree
 from kbisect.builders.backport_series import BACKPORT_IDENTITY
+from kbisect.builders.patched_commit import PATCHED_REFS
 from kbisect.errors import InfraError, UserError
 from kbisect.evidence import RUN_NAME, RUNS
 from kbisect.infra.git import Git
@@ -259,7 +261,8 @@ def _backport_trees(repo: Path, cutoff: float) -> dict[str, str]:
 def _collect_refs(repo: Path, cutoff: float, report: GcReport) -> None:
     git = Git(repo)
     try:
-        refs = git.run("for-each-ref", "--format=%(refname)", VERIFY_REFS, BACKPORT_REFS).split()
+        kinds = (VERIFY_REFS, BACKPORT_REFS, PATCHED_REFS)
+        refs = git.run("for-each-ref", "--format=%(refname)", *kinds).split()
     except InfraError as exc:
         report.kept.append(f"{repo}: not read ({exc})")
         return

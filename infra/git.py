@@ -126,6 +126,12 @@ def git_argv(repo: Path, *args: str, config: Sequence[str] = ()) -> list[str]:
     return ["git", "--no-pager", "-C", str(repo), *pins, *cmd]
 
 
+def apply_error(stderr: bytes) -> str:
+    """`git apply`'s reason it did not apply, on one line (at most 300 characters)."""
+    lines = [x.removeprefix("error: ") for x in stderr.decode(errors="replace").splitlines()]
+    return "; ".join(x for x in lines if x.strip())[:300]
+
+
 def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment for git: ours minus redirecting variables, plus `extra`."""
     env = {

@@ -73,7 +73,7 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
         action="append",
         default=[],
         metavar="DIR",
-        help="also prune old refs/kbisect/verify/ and refs/kbisect/backport/ refs in this "
+        help="also prune old refs/kbisect/verify/, backport/ and patched/ refs in this "
         "repository (repeatable); the build slots' repositories are always included",
     )
     g.add_argument("--json", action="store_true", help="the report as JSON on stdout")

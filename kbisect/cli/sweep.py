@@ -6,6 +6,7 @@ from collections.abc import Awaitable
 from pathlib import Path
 
 from kbisect.builders import kernel_list
+from kbisect.builders.patched_commit import apply_patches, read_patches
 from kbisect.cli.job_service import (
     PROFILE_HELP,
     job_output_options,
@@ -44,6 +45,8 @@ def sweep_request(
     kernel's source is, for --bisect (None: prebuilt kernels without K=REV)."""
     if args.kernels and args.revs:
         raise UserError("--kernels is the whole series: drop the revisions")
+    if args.kernels and args.patch:
+        raise UserError("--patch applies to a revision's source: it does not go with --kernels")
     if not args.kernels and not args.revs:
         raise UserError("give the series: --repo DIR REV REV... or --kernels K1,K2,...")
     items = kernel_list.parse(args.kernels) if args.kernels else []
@@ -70,6 +73,10 @@ def sweep_request(
         git = Git(repo)
         git.check_repo()
         commits, names = [git.resolve(r) for r in args.revs], list(args.revs)
+        for n, files in patches_by_kernel(args.patch, len(commits)).items():
+            patched = apply_patches(git, commits[n], read_patches(files, f"--patch {n + 1}="))
+            commits[n] = patched.tip
+            names[n] += " + " + ", ".join(p.source for p in patched.patches)
         sources = Sources(str(repo), commits)
     if args.bisect and sources is None:
         raise UserError(
@@ -89,6 +96,19 @@ def sweep_request(
         max_boots=args.max_boots,
     )
     return req, sources
+
+
+def patches_by_kernel(given: list[str], kernels: int) -> dict[int, list[str]]:
+    """`--patch N=FILE` options as each kernel's (0-based) patch files, in order given."""
+    found: dict[int, list[str]] = {}
+    for text in given:
+        n, sep, path = text.partition("=")
+        if not (sep and n.isdecimal() and path):
+            raise UserError(f"--patch {text}: give N=FILE, N a kernel of the series from 1")
+        if not 1 <= int(n) <= kernels:
+            raise UserError(f"--patch {text}: the series has {kernels} kernels, counted from 1")
+        found.setdefault(int(n) - 1, []).append(path)
+    return found
 
 
 def checked_measure(args: argparse.Namespace) -> float:
@@ -258,6 +278,14 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
         "names, .deb files or vmlinuz files",
     )
     measure_options(s)
+    s.add_argument(
+        "--patch",
+        metavar="N=FILE",
+        action="append",
+        default=[],
+        help="apply this patch to the Nth revision of the series (from 1; repeatable, in order), "
+        "e.g. 'lab-bad lab-bad --patch 2=fix.diff' for the bad kernel against it with a fix",
+    )
     s.add_argument(
         "--bisect",
         action="store_true",

@@ -34,7 +34,9 @@ def cmd_try(args: argparse.Namespace, settings: Settings) -> int:
             modules = Path(args.modules) if args.modules else None
             result = try_kernel(args.kernel, args.testcase, opts, modules)
         else:
-            result = try_commit(Path(args.repo), args.rev, args.testcase, opts, args.config)
+            result = try_commit(
+                Path(args.repo), args.rev, args.testcase, opts, args.config, args.patch
+            )
     if args.json:
         out(strict_json(try_to_json(result), indent=2))
     elif live:
@@ -67,6 +69,13 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
         help="build from this kernel config (a distro's, e.g. /boot/config-*) trimmed by "
         "localmodconfig to the testcase's modules, instead of tinyconfig",
     )
+    t.add_argument(
+        "--patch",
+        metavar="FILE",
+        action="append",
+        help="apply this patch to the revision before the build (repeatable, in order): a diff "
+        "or a git format-patch mail or mbox; committed beside the revision, never in its work tree",
+    )
     t.add_argument("--testcase", required=True, help="a testcase name ('kbisect testcases')")
     t.add_argument(
         "--selftests-from",
@@ -97,5 +106,7 @@ def _check_try(args: argparse.Namespace) -> None:
         raise UserError("--modules goes with --kernel")
     if args.selftests_from and args.kernel:
         raise UserError("--selftests-from takes the selftests from --repo: not with --kernel")
+    if args.patch and args.kernel:
+        raise UserError("--patch applies to a revision's source: it does not go with --kernel")
     if args.config and args.kernel:
         raise UserError("--config builds a revision: it does not go with --kernel")

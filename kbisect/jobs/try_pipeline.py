@@ -6,6 +6,7 @@ from pathlib import Path
 
 from kbisect.builders import kconfig, prebuilt
 from kbisect.builders.kernel_build import KernelBuilder
+from kbisect.builders.patched_commit import Patched, apply_patches, read_patches
 from kbisect.infra.git import Git
 from kbisect.infra.qemu import QemuMachine
 from kbisect.model import Artifact, Commit
@@ -47,19 +48,29 @@ class TryOptions:
 
 
 def try_commit(
-    repo: Path, rev: str, testcase: str, opts: TryOptions = TryOptions(), config: str | None = None
+    repo: Path,
+    rev: str,
+    testcase: str,
+    opts: TryOptions = TryOptions(),
+    config: str | None = None,
+    patches: list[str] | None = None,
 ) -> TryResult:
-    """`config`: a path to the user's kernel config (--config) instead of tinyconfig."""
+    """`config`: a path to the user's kernel config (--config) instead of tinyconfig;
+    `patches`: patch files applied to `rev` in order (--patch)."""
     git = Git(repo)
     git.check_repo()
     commit = git.commit_info(rev)
+    patched = None
+    if patches:
+        patched = apply_patches(git, rev, read_patches(patches))
+        commit = git.commit_info(patched.tip)
     testcase = kselftest.job_testcase(testcase, repo, commit.hash, opts.selftests_from)
     manifest = opts.testcase(testcase, repo)
     spec = build_spec(manifest, kconfig.read_config(config) if config else "")
     settings = opts.settings or Settings.from_env()
     opts.on_stage(f"building {commit.hash[:12]} {commit.subject}")
     artifact = KernelBuilder(settings.jobs).build(repo, commit.hash, spec, opts.on_detail)
-    return _run(manifest, commit, artifact, opts)
+    return _run(manifest, commit, artifact, opts, patched=patched)
 
 
 def try_kernel(
@@ -81,6 +92,7 @@ def _run(
     artifact: Artifact,
     opts: TryOptions,
     is_prebuilt: bool = False,
+    patched: Patched | None = None,
 ) -> TryResult:
     label = commit.hash if is_prebuilt else commit.hash[:12]
     opts.on_stage(f"running {manifest.name} on {label}")
@@ -93,4 +105,4 @@ def _run(
     if opts.trace:
         opts.on_stage(f"tracing {manifest.name} on {label} (blktrace)")
         diagnostics = trace_testcase(manifest, artifact, machine, opts.profile_name, opts.on_detail)
-    return TryResult(commit, artifact, result, diagnostics, is_prebuilt)
+    return TryResult(commit, artifact, result, diagnostics, is_prebuilt, patched)

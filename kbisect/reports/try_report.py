@@ -6,6 +6,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from kbisect.builders.patched_commit import Patched
 from kbisect.model import Artifact, Commit, Metric
 from kbisect.testcases.manifest import PASSED
 from kbisect.testcases.runner import TestcaseRun
@@ -23,6 +24,7 @@ class TryResult:
     result: TestcaseRun
     diagnostics: Diagnostics | None = None  # with --trace
     prebuilt: bool = False
+    patched: Patched | None = None  # with --patch: the revision and the patches on it
 
 
 def try_to_json(r: TryResult) -> dict[str, object]:
@@ -62,8 +64,24 @@ def try_to_json(r: TryResult) -> dict[str, object]:
             },
         }
         | ({"diagnostics": r.diagnostics.to_json()} if r.diagnostics else {})
+        | ({"patched": _patched_json(r.patched)} if r.patched else {})
         | _verdict_json(r)
     )
+
+
+def _patched_json(p: Patched) -> dict[str, object]:
+    return {
+        "base": p.base,
+        "patches": [{"source": x.source, "subject": x.subject} for x in p.patches],
+    }
+
+
+def patched_lines(r: TryResult) -> list[str]:
+    """What was built: the revision and the patches on it, a line a patch."""
+    if r.patched is None:
+        return []
+    return [f"patched: {r.patched.base[:12]} and {plural(len(r.patched.patches), 'patch')}",
+            *(f"  {p.source}: {p.subject}" for p in r.patched.patches)]  # fmt: skip
 
 
 def _verdict_json(r: TryResult) -> dict[str, object]:
@@ -123,7 +141,8 @@ def render_try(r: TryResult, console: Console) -> None:
         table.add_row(label, f"{m.value:g}", m.unit, m.better.value, *_samples(m))
     console.print(table)
     # a subject's or a guest's words are text, never rich markup ("[/x]" would raise)
-    for line in [_build_line(r), _guest_line(r), *verdict_lines(r), *trace_lines(r)]:
+    lines = [*patched_lines(r), _build_line(r), _guest_line(r), *verdict_lines(r), *trace_lines(r)]
+    for line in lines:
         console.print(line, highlight=False, markup=False)
 
 
@@ -184,6 +203,7 @@ def try_lines(r: TryResult) -> list[str]:
         f"{_name(r)} {r.commit.subject}",
         f"{score.testcase} ({r.result.profile}, {plural(r.result.repetitions, 'repetition')})",
         columns(("METRIC", "MEDIAN", "UNIT", "BETTER", "SAMPLES", "WARM-UP"), rows),
+        *patched_lines(r),
         _build_line(r),
         _guest_line(r),
         *verdict_lines(r),

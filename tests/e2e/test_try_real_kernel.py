@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from kbisect.infra.git import Git
 from kbisect.infra.qemu import PROFILES
 from tests.e2e.service import try_lab
 
@@ -54,6 +55,27 @@ def test_second_try_is_a_cache_hit(
     assert code == 0, err
     assert second["build"]["cached"] and second["build"]["kernel"] == first["build"]["kernel"]  # type: ignore[index]
     print(f"cached try took {time.monotonic() - start:.1f}s")
+
+
+def test_a_patch_that_reverts_the_culprit_makes_the_bad_kernel_read_as_the_good_one(
+    real_lab: tuple[Path, dict[str, object]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`try --patch`: lab-bad with the culprit reverted by a patch file (as an engineer
+    tests a candidate fix), built beside the user's branches, reads 512 sectors again."""
+    lab, truth = real_lab
+    revert = tmp_path / "revert.diff"
+    revert.write_bytes(Git(lab).patch(str(truth["culprit"]), reverse=True))
+    code, result, err = try_lab(lab, "lab-bad", capsys, "--patch", str(revert))
+    assert code == 0, err
+    assert _metric(result, "avg_read_sectors") == 512
+    bad = Git(lab).resolve("lab-bad")
+    assert result["patched"] == {  # type: ignore[comparison-overlap]
+        "base": bad,
+        "patches": [{"source": "revert.diff", "subject": "revert.diff"}],
+    }
+    tried = str(result["commit"]["hash"])  # type: ignore[index]
+    assert tried != bad and Git(lab).resolve(f"{tried}^") == bad
+    assert Git(lab).resolve("lab-bad") == bad  # the user's branch as it was
 
 
 def test_broken_build_and_broken_boot_are_told_apart(

@@ -43,6 +43,23 @@ def test_trace_needs_disks_and_is_refused_before_a_build(
     assert not (cache / "artifacts").exists()
 
 
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("--- a/nope.c\n+++ b/nope.c\n@@ -1 +1 @@\n-x\n+y\n", "p.diff does not apply to HEAD ("),
+        ("a mail without a diff\n", "p.diff holds no diff"),
+    ],
+)
+def test_a_patch_that_does_not_apply_is_one_line_before_a_build(
+    lab: Path, cache: Path, tmp_path: Path, text: str, says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "p.diff").write_text(text)
+    args = ["try", "--repo", str(lab), "HEAD", "--testcase", "nvme-snapshot-read"]
+    assert main([*args, "--patch", str(tmp_path / "p.diff")]) == 2
+    assert says in _error_line(capsys)
+    assert not (cache / "artifacts").exists()
+
+
 def test_unknown_testcase(lab: Path, cache: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["try", "--repo", str(lab), "HEAD", "--testcase", "nvme-snapshot"])
     assert code == 2

@@ -147,6 +147,28 @@ async def test_a_sweep_from_the_command_line_to_its_report(
     assert job in [j["id"] for j in json.loads(listed)]
 
 
+async def test_a_patch_on_a_kernel_of_the_series_makes_it_a_kernel_of_its_own(
+    service: dict[str, str], lab: Path, tmp_path: Path
+) -> None:
+    """`sweep lab-bad lab-bad --patch 2=revert.diff`: the bad kernel against itself with a
+    candidate fix (here the culprit's revert), built as a commit beside the user's."""
+    truth = json.loads((lab.parent / "lab.truth.json").read_text())
+    revert = tmp_path / "revert.diff"
+    revert.write_bytes(Git(lab).patch(truth["culprit"], reverse=True))
+    args = ["sweep", "--repo", str(lab), "lab-bad", "lab-bad", "--testcase", "nvme-snapshot-read"]
+    code, out, err = await kbisect(service, *args, "--patch", f"2={revert}", "--json")
+    assert code == 0, err
+    result = json.loads(out)
+    (pair,) = result["pairs"]
+    assert (pair["new"]["name"], pair["verdict"]) == ("lab-bad + revert.diff", "changed"), pair
+    assert pair["direction"] == "better"
+    bad, patched = (k["commit"] for k in result["kernels"])
+    assert bad == Git(lab).resolve("lab-bad") and Git(lab).resolve(f"{patched}^") == bad
+    for wrong, says in ((f"3={revert}", "the series has 2 kernels"), ("2", "give N=FILE")):
+        code, _, err = await kbisect(service, *args, "--patch", wrong)
+        assert code == 2 and says in err and err.count("\n") == 1, err
+
+
 async def test_a_sweep_with_a_pair_that_cannot_tell_says_so_and_exits_1(
     service: dict[str, str], lab: Path
 ) -> None:

@@ -11,6 +11,7 @@ import pytest
 from kbisect.builders import cache_gc as gc
 from kbisect.builders import worktree
 from kbisect.builders.backport_series import write_series
+from kbisect.builders.patched_commit import Patch, apply_patches
 from kbisect.builders.verify_commit import make_verify_commit
 from kbisect.errors import UserError
 from kbisect.infra.git import LAB_IDENTITY, Git
@@ -173,23 +174,29 @@ def test_a_userland_image_a_killed_worker_was_making_goes(
     assert report.bytes_freed == 2000  # the image; the host's file is still the host's
 
 
-def test_old_verify_refs_go_in_repositories_kbisect_built(
+def test_old_verify_and_patched_refs_go_in_repositories_kbisect_built(
     settings: Settings, cache: Path, tmp_path: Path
 ) -> None:
     git, c = _repo(tmp_path / "kernel")
     worktree.slot_dir(git.repo, 0)  # kbisect has built there: the slot names the repo
     old = make_verify_commit(git, c["culprit"], c["later"], revert=True).commit
     new = make_verify_commit(git, c["culprit"], c["base"], revert=False).commit
+    revert = Patch("revert.diff", "revert", git.patch(c["culprit"], reverse=True))
+    patched = apply_patches(git, c["later"], [revert]).tip  # `try --patch`'s kernel
     assert old and new
     common = Path(git.run("rev-parse", "--path-format=absolute", "--git-common-dir").strip())
-    for p in common.rglob(old):
+    for p in [*common.rglob(old), *common.rglob(patched)]:
         _age(p, 60)
     dry = gc.collect(settings, older_than_days=30, dry_run=True)
-    assert dry.refs == [(git.repo.resolve(), f"refs/kbisect/verify/{old}")]
+    assert sorted(dry.refs) == [
+        (git.repo.resolve(), f"refs/kbisect/patched/{patched}"),
+        (git.repo.resolve(), f"refs/kbisect/verify/{old}"),
+    ]
     assert git.ok("rev-parse", "--verify", f"refs/kbisect/verify/{old}")
     report = gc.collect(settings, older_than_days=30, dry_run=False)
-    assert report.refs == dry.refs
+    assert sorted(report.refs) == sorted(dry.refs)
     assert not git.ok("rev-parse", "--verify", f"refs/kbisect/verify/{old}")
+    assert not git.ok("rev-parse", "--verify", f"refs/kbisect/patched/{patched}")
     assert git.ok("rev-parse", "--verify", f"refs/kbisect/verify/{new}")
 
 

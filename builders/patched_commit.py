@@ -1,0 +1,131 @@
+"""A revision with a user's patches on it (`try --patch`, `sweep --patch N=FILE`): each
+patch a commit on the last, written with plumbing and a temporary index (the user's work
+tree and branches untouched), with a fixed identity and the base's date, so the same
+patches on the same base make the same commits and the build cache finds their kernel
+again. A ref under refs/kbisect/patched/ keeps the tip from gc (`kbisect gc` ages it).
+
+A patch file is a plain diff (`git diff`, `diff -u`) or a mailbox (`git format-patch`, a
+list's mbox of a series), split with `git mailsplit` and read with `git mailinfo`. Each is
+applied as it is (`git apply`, no three-way merge): what builds is what was posted.
+"""
+
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from kbisect.errors import InfraError, UserError
+from kbisect.infra import user_file
+from kbisect.infra.git import Git, apply_error, git_argv, git_env
+
+MAX_PATCH = 4 << 20  # one patch file: a series of a few hundred hunks is well under it
+MAX_PATCHES = 50  # patches (an mbox's messages counted) on one revision
+PATCHED_REFS = "refs/kbisect/patched/"
+PATCH_IDENTITY = {
+    "GIT_AUTHOR_NAME": "kbisect patch",
+    "GIT_AUTHOR_EMAIL": "patch@kbisect.invalid",
+    "GIT_COMMITTER_NAME": "kbisect patch",
+    "GIT_COMMITTER_EMAIL": "patch@kbisect.invalid",
+}
+HINT = "give a diff (git diff, diff -u) or a git format-patch mail that applies to the revision"
+SUBJECT_CHARS = 200
+
+
+@dataclass(frozen=True)
+class Patch:
+    """One patch to apply: where it came from (a file, an mbox's Nth message), its subject
+    (the mail's, or the file's name) and its diff."""
+
+    source: str
+    subject: str
+    diff: bytes
+
+
+@dataclass(frozen=True)
+class Patched:
+    base: str  # the revision's full hash
+    tip: str  # the last patch's commit (the base itself for no patch)
+    patches: tuple[Patch, ...]
+
+    @property
+    def label(self) -> str:
+        """'<base12> + fix.patch, 2 of series.mbox': what a report calls the kernel."""
+        return f"{self.base[:12]} + " + ", ".join(p.source for p in self.patches)
+
+
+def read_patches(paths: list[str], option: str = "--patch") -> list[Patch]:
+    """The patches of these files, in order (an mbox gives one a message); UserError, one
+    line, for a file that is not one."""
+    patches: list[Patch] = []
+    for path in paths:
+        text = user_file.read_text(path, MAX_PATCH, option, HINT)
+        name = Path(path).name
+        found = (
+            _mails(text, name) if text.startswith("From ") else [Patch(name, name, text.encode())]
+        )
+        for patch in found:
+            if b"\n+++ " not in b"\n" + patch.diff and b"GIT binary patch" not in patch.diff:
+                raise UserError(f"{option} {path}: {patch.source} holds no diff: {HINT}")
+        patches += found
+        if len(patches) > MAX_PATCHES:
+            raise UserError(f"{option}: more than {MAX_PATCHES} patches: bisect a branch instead")
+    return patches
+
+
+def _mails(text: str, name: str) -> list[Patch]:
+    """An mbox's messages, split and read by git as `git am` does."""
+    with tempfile.TemporaryDirectory(prefix="kbisect-patch-") as tmp:
+        box, out = Path(tmp) / "mbox", Path(tmp) / "split"
+        box.write_text(text)
+        out.mkdir()
+        split = subprocess.run(["git", "mailsplit", "-o" + str(out), str(box)],
+                               capture_output=True, text=True)  # fmt: skip
+        if split.returncode:
+            raise UserError(f"--patch {name}: not a mailbox git can split: {HINT}")
+        mails = sorted(out.iterdir())
+        patches = []
+        for i, mail in enumerate(mails, 1):
+            msg, diff = Path(tmp) / "msg", Path(tmp) / "diff"
+            with open(mail, "rb") as fh:
+                info = subprocess.run(["git", "mailinfo", str(msg), str(diff)], stdin=fh,
+                                      capture_output=True)  # fmt: skip
+            if info.returncode:
+                raise UserError(f"--patch {name}: message {i} is not a mail git can read: {HINT}")
+            subject = next((line[9:] for line in info.stdout.decode(errors="replace").splitlines()
+                            if line.startswith("Subject: ")), "")  # fmt: skip
+            source = name if len(mails) == 1 else f"{i} of {name}"
+            patches.append(Patch(source, subject[:SUBJECT_CHARS] or source, diff.read_bytes()))
+        return patches
+
+
+def apply_patches(git: Git, rev: str, patches: list[Patch]) -> Patched:
+    """`rev` with `patches` on it as commits; UserError, one line, when one does not apply
+    (git's reason) or changes nothing there."""
+    base = git.resolve(rev)
+    if not patches:
+        return Patched(base, base, ())
+    date = git.run("show", "-s", "--format=%cI", base).strip()
+    who = {**PATCH_IDENTITY, "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date}
+    tip = base
+    with tempfile.TemporaryDirectory(prefix="kbisect-patch-") as tmp:
+        env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+        git.run("read-tree", base, env=env)
+        for patch in patches:
+            applied = subprocess.run(git_argv(git.repo, "apply", "--cached", "-"), input=patch.diff,
+                                     env=git_env(env), capture_output=True)  # fmt: skip
+            if applied.returncode:
+                raise UserError(
+                    f"--patch {patch.source} does not apply to {rev} ({base[:12]}): "
+                    f"{apply_error(applied.stderr)}: rebase it onto that revision"
+                )
+            tree = git.run("write-tree", env=env).strip()
+            if tree == git.tree_of(tip):
+                raise UserError(f"--patch {patch.source} changes nothing on {rev}: drop it")
+            message = f"{patch.subject}\n\nApplied by kbisect from {patch.source}.\n"
+            tip = git.run("commit-tree", tree, "-p", tip, "-F", "-", env=who,
+                          input=message.encode()).strip()  # fmt: skip
+    try:
+        git.run("update-ref", "--create-reflog", f"{PATCHED_REFS}{tip}", tip, env=PATCH_IDENTITY)
+    except InfraError as exc:
+        raise InfraError(f"cannot keep the patched commit in {git.repo}: {exc}") from exc
+    return Patched(base, tip, tuple(patches))
