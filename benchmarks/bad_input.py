@@ -85,6 +85,8 @@ def cases(repo: Path, tmp: Path) -> list[Case]:
         _c("bisect", "--tree", "nope", *gb, "--testcase", "boots", "--no-start"),
         _c("bisect", "--tree", "Bad/Name", *gb, "--testcase", "boots", "--no-start"),
         _c("bisect", "--kernels", "a.deb", "--testcase", "boots", "--no-start"),
+        _c("bisect", "--repo", r, *gb, "--testcase", "boots", "--fixup", "/dev/zero"),
+        _c("bisect", "--repo", r, *gb, "--testcase", "boots", "--fixup", "/etc/hostname"),
         # try
         _c("try", "--repo", r, "nope", "--testcase", "boots"),
         _c("try", "--repo", r, "t1", "--testcase", "no-such"),

@@ -1,5 +1,6 @@
-"""A revision with a user's patches on it (`try --patch`, `sweep --patch N=FILE`): each
-patch a commit on the last, written with plumbing and a temporary index (the user's work
+"""A revision with a user's patches on it (`try --patch`, `sweep --patch N=FILE`, and a
+bisection's `--fixup` at each commit it builds, where they apply): each patch a commit on
+the last, written with plumbing and a temporary index (the user's work
 tree and branches untouched), with a fixed identity and the base's date, so the same
 patches on the same base make the same commits and the build cache finds their kernel
 again. A ref under refs/kbisect/patched/ keeps the tip from gc (`kbisect gc` ages it).
@@ -9,8 +10,12 @@ list's mbox of a series), split with `git mailsplit` and read with `git mailinfo
 applied as it is (`git apply`, no three-way merge): what builds is what was posted.
 """
 
+import hashlib
+import os
 import subprocess
 import tempfile
+from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,34 +103,107 @@ def _mails(text: str, name: str) -> list[Patch]:
         return patches
 
 
+def _apply(
+    git: Git, env: dict[str, str], diff: bytes, *flags: str
+) -> "subprocess.CompletedProcess[bytes]":
+    return subprocess.run(git_argv(git.repo, "apply", "--cached", *flags, "-"), input=diff,
+                          env=git_env(env), capture_output=True)  # fmt: skip
+
+
 def apply_patches(git: Git, rev: str, patches: list[Patch]) -> Patched:
     """`rev` with `patches` on it as commits; UserError, one line, when one does not apply
     (git's reason) or changes nothing there."""
     base = git.resolve(rev)
+
+    def each(env: dict[str, str], patch: Patch) -> bool:
+        applied = _apply(git, env, patch.diff)
+        if applied.returncode:
+            raise UserError(
+                f"--patch {patch.source} does not apply to {rev} ({base[:12]}): "
+                f"{apply_error(applied.stderr)}: rebase it onto that revision"
+            )
+        return True
+
+    tip, used = _commit(git, base, patches, each)
+    if len(used) < len(patches):
+        unchanged = next(p for p in patches if p not in used)
+        raise UserError(f"--patch {unchanged.source} changes nothing on {rev}: drop it")
+    return Patched(base, tip, tuple(patches))
+
+
+def with_fixups(git: Git, commit: str, fixups: list[Patch]) -> Patched:
+    """`commit` with each fixup that applies to it (in order, each on the last), as
+    `git bisect` users cherry-pick a build fix at each step: one the commit already holds
+    (its reverse applies) or that does not apply is left out. No fixup applied: the
+    commit itself."""
+
+    def each(env: dict[str, str], fixup: Patch) -> bool:
+        if _apply(git, env, fixup.diff, "--check", "--reverse").returncode == 0:
+            return False  # already there
+        return _apply(git, env, fixup.diff).returncode == 0
+
+    tip, used = _commit(git, commit, fixups, each)
+    return Patched(commit, tip, tuple(used))
+
+
+def _commit(
+    git: Git, base: str, patches: list[Patch], apply: "Callable[[dict[str, str], Patch], bool]"
+) -> tuple[str, list[Patch]]:
+    """The patches `apply` takes (it applies one to the index its environment names, or
+    says no), each a commit on the last from `base`: the tip, and the patches taken (not
+    one that changes nothing)."""
     if not patches:
-        return Patched(base, base, ())
+        return base, []
     date = git.run("show", "-s", "--format=%cI", base).strip()
     who = {**PATCH_IDENTITY, "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date}
-    tip = base
+    tip, used = base, []
     with tempfile.TemporaryDirectory(prefix="kbisect-patch-") as tmp:
         env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
         git.run("read-tree", base, env=env)
         for patch in patches:
-            applied = subprocess.run(git_argv(git.repo, "apply", "--cached", "-"), input=patch.diff,
-                                     env=git_env(env), capture_output=True)  # fmt: skip
-            if applied.returncode:
-                raise UserError(
-                    f"--patch {patch.source} does not apply to {rev} ({base[:12]}): "
-                    f"{apply_error(applied.stderr)}: rebase it onto that revision"
-                )
+            if not apply(env, patch):
+                continue
             tree = git.run("write-tree", env=env).strip()
             if tree == git.tree_of(tip):
-                raise UserError(f"--patch {patch.source} changes nothing on {rev}: drop it")
+                continue
             message = f"{patch.subject}\n\nApplied by kbisect from {patch.source}.\n"
             tip = git.run("commit-tree", tree, "-p", tip, "-F", "-", env=who,
                           input=message.encode()).strip()  # fmt: skip
+            used.append(patch)
+    if tip != base:
+        try:
+            git.run("update-ref", "--create-reflog", f"{PATCHED_REFS}{tip}", tip,
+                    env=PATCH_IDENTITY)  # fmt: skip
+        except InfraError as exc:
+            raise InfraError(f"cannot keep the patched commit in {git.repo}: {exc}") from exc
+    return tip, used
+
+
+def store_patch(patch: Patch, cache: Path) -> str:
+    """A job's fixup, kept by content in the cache the build hosts share (as a --config
+    is); its path."""
+    folder = cache / "patches"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{hashlib.sha256(patch.diff).hexdigest()[:24]}.patch"
+    if path.exists():
+        with suppress(OSError):  # stored again by a new job: `kbisect gc` keeps it
+            os.utime(path)
+    else:
+        tmp = path.with_suffix(".tmp")
+        tmp.write_bytes(patch.diff)
+        tmp.replace(path)
+    return str(path)
+
+
+def stored_patch(path: str, source: str) -> Patch:
+    """A job's stored fixup; InfraError when this build host cannot see it."""
     try:
-        git.run("update-ref", "--create-reflog", f"{PATCHED_REFS}{tip}", tip, env=PATCH_IDENTITY)
-    except InfraError as exc:
-        raise InfraError(f"cannot keep the patched commit in {git.repo}: {exc}") from exc
-    return Patched(base, tip, tuple(patches))
+        diff = Path(path).read_bytes()
+    except OSError as exc:
+        raise InfraError(
+            f"the job's --fixup {source} ({path}) is not readable on this build host: "
+            "build hosts share KBISECT_CACHE"
+        ) from exc
+    with suppress(OSError):
+        os.utime(path)
+    return Patch(source, source, diff)

@@ -282,6 +282,15 @@ class ValidatedJob:
     subjects: dict[str, str] = field(default_factory=dict)  # left empty for large ranges
 
 
+@dataclass(frozen=True)
+class Fixup:
+    """A patch a job applies to each commit it builds where it applies (--fixup): the
+    user's name for it, and where it is kept in the shared cache (builders.patched_commit)."""
+
+    name: str
+    path: str
+
+
 @dataclass
 class BuildRequest:
     repo: str
@@ -290,6 +299,7 @@ class BuildRequest:
     config: str = ""  # the job's --config (a path in the shared cache); "": tinyconfig
     explain: bool = False  # with the diagnostics fragment merged last (an explain boot's)
     aligned: bool = False  # every function aligned to EXPLAIN_ALIGNMENT bytes
+    fixups: list[Fixup] = field(default_factory=list)  # applied where they apply, in order
 
 
 @dataclass
@@ -303,6 +313,7 @@ class BuildResult:
     cached: bool = False
     subject: str = ""  # for ranges too large to carry every subject
     host: str = ""  # the build host (KBISECT_HOST_NAME or its hostname); "" before it said
+    fixups: list[str] = field(default_factory=list)  # the names of the fixups built with
 
 
 @dataclass

@@ -26,6 +26,7 @@ from kbisect.builders import artifact_cache, artifact_store, kconfig, prebuilt
 from kbisect.builders.backport_found import change_to_take
 from kbisect.builders.backport_plan import plan_backport
 from kbisect.builders.diff_functions import changed_functions
+from kbisect.builders.patched_commit import stored_patch, with_fixups
 from kbisect.builders.sources import inert_commits, read_sources
 from kbisect.builders.verify_commit import make_verify_commit
 from kbisect.contract import (
@@ -204,16 +205,27 @@ class BuildActivities:
         activity.logger.info("build %s %s: start", req.commit[:12], subject)
 
         def work(report: Callable[[str], None]) -> BuildResult:
+            built, applied = req.commit, []  # or with the job's fixups, where they apply
+            if req.fixups:
+                fixups = [stored_patch(f.path, f.name) for f in req.fixups]
+                patched = with_fixups(Git(Path(req.repo)), req.commit, fixups)
+                built, applied = patched.tip, [p.source for p in patched.patches]
+                activity.logger.info("build %s: with fixups %s", req.commit[:12], applied)
             report("waiting for a build slot")
             try:
                 with self._slots:
-                    art = self.builder.build(Path(req.repo), req.commit, spec, report)
+                    art = self.builder.build(Path(req.repo), built, spec, report)
             except KernelBuildError as exc:
                 activity.logger.info(
                     "build %s: the commit does not build (skip): %s", req.commit[:12], exc
                 )
                 return BuildResult(
-                    commit=req.commit, ok=False, error=str(exc), log=exc.log_path, subject=subject
+                    commit=req.commit,
+                    ok=False,
+                    error=str(exc),
+                    log=exc.log_path,
+                    subject=subject,
+                    fixups=applied,
                 )
             activity.logger.info(
                 "build %s: done in %.0f s%s", req.commit[:12], art.seconds, " (cached)" * art.cached
@@ -233,6 +245,7 @@ class BuildActivities:
                 cached=art.cached,
                 subject=subject,
                 host=self.settings.this_host,
+                fixups=applied,
             )
 
         return with_heartbeats(work)

@@ -7,7 +7,7 @@ input (ErrorType.USER) is never retried and fails the job at once.
 """
 
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Protocol, TypeVar
@@ -38,6 +38,7 @@ from kbisect.contract import (
     BuildRequest,
     BuildResult,
     ErrorType,
+    Fixup,
     QueueKind,
     TestRequest,
     TestResult,
@@ -275,10 +276,11 @@ class JobSite:
     config: str
     build_queue: str
     vm_queue: str
+    fixups: tuple[Fixup, ...] = ()  # a bisection's --fixup: every kernel it builds
 
     @classmethod
-    def of(cls, req: HasSite) -> "JobSite":
-        return cls(req.repo, req.config, req.build_queue, req.vm_queue)
+    def of(cls, req: HasSite, fixups: Iterable[Fixup] = ()) -> "JobSite":
+        return cls(req.repo, req.config, req.build_queue, req.vm_queue, tuple(fixups))
 
 
 class JobActivities:
@@ -328,7 +330,15 @@ class JobActivities:
             f"building {commit[:12]}",
             lambda: workflow.execute_activity(
                 BUILD,
-                BuildRequest(self.site.repo, commit, testcase, self.site.config, explain, aligned),
+                BuildRequest(
+                    self.site.repo,
+                    commit,
+                    testcase,
+                    self.site.config,
+                    explain,
+                    aligned,
+                    list(self.site.fixups),
+                ),
                 result_type=BuildResult,
                 task_queue=self._queue(BUILD),
                 start_to_close_timeout=BUILD_TIMEOUT,

@@ -16,6 +16,7 @@ from kbisect.contract import (
     DEFAULT_MIN_EFFECT,
     DEFAULT_MIN_RATE_STEP,
     DEFAULT_QUEUE,
+    Fixup,
     Mode,
     QueueKind,
     TestRequest,
@@ -83,6 +84,9 @@ class BisectRequest:
     # --cross-tree: the distro endpoint the user gave, not on upstream's line; the job
     # bisects upstream from its merge base, which stands in for it (jobs.cross_tree)
     cross_tree: str = ""
+    # --fixup: patches applied to each commit built (the verification's too) where they
+    # apply and the commit lacks them: a build fix a span of the range needs
+    fixups: list[Fixup] = field(default_factory=list)
 
 
 @dataclass
@@ -134,6 +138,7 @@ class Step:
     runs: list[str] = field(default_factory=list)
     failed_run: str = ""
     build_log: str = ""
+    fixups: list[str] = field(default_factory=list)  # the --fixup names its kernel was built with
 
 
 @dataclass

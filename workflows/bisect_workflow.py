@@ -176,7 +176,7 @@ class BisectWorkflow(Resumable):
     async def run(self, req: BisectRequest) -> BisectResult:
         """Validate the range, boot what the engine asks for until it has decided, then
         verify, trace and report the answer."""
-        calls = JobActivities(JobSite.of(req), self._blocking)
+        calls = JobActivities(JobSite.of(req, req.fixups), self._blocking)
         try:
             state = await self._validate(req, calls)
             for patch in DEPRECATED:

@@ -64,6 +64,7 @@ class BootOutcomes:
         m.build_seconds = build.seconds
         log = build.artifact.build_log if build.artifact else build.log
         m.build_log = evidence.build_log_of(log)
+        m.fixups = list(build.fixups)
         if commit in (d.old_end, d.new_end):
             word = state.mode.old_word if commit == d.old_end else state.mode.new_word
             if problem := endpoint_problem(word, commit, build, test):

@@ -66,6 +66,7 @@ def _options(args: argparse.Namespace) -> JobOptions:
         flaky=args.flaky,
         duets=args.duets,
         selftests_from=getattr(args, "selftests_from", None) or "",
+        fixups=args.fixup,
     )
 
 
@@ -417,6 +418,15 @@ def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
         metavar="FILE",
         help="build from this kernel config (a distro's, e.g. /boot/config-*) trimmed by "
         "localmodconfig to the testcase's modules, instead of tinyconfig",
+    )
+    b.add_argument(
+        "--fixup",
+        metavar="FILE",
+        action="append",
+        default=[],
+        help="apply this patch (a diff or a format-patch mail) to each commit built where it "
+        "applies and the commit lacks it, as a build fix a span of the range needs "
+        "(repeatable, in order; the report lists which commits had which)",
     )
     b.add_argument(
         "--mode",

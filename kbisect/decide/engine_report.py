@@ -57,6 +57,7 @@ class Seen:
     bad: TestResult | None = None  # a pass/fail job's first bad boot of the commit
     failed_run: str = ""  # the run folder of the boot that failed (evidence.run_folder)
     build_log: str = ""  # its kernel's build log (evidence.build_log_of)
+    fixups: list[str] = field(default_factory=list)  # the --fixup names it was built with
 
 
 @dataclass
@@ -105,7 +106,7 @@ def with_boots(step: Step, m: Measured) -> Step:
     date."""
     step.boots, step.scores = len(m.raw), list(m.raw)
     step.hosts, step.boot_numbers = list(m.hosts), list(m.boot_numbers)
-    step.runs, step.build_log = list(m.runs), m.build_log
+    step.runs, step.build_log, step.fixups = list(m.runs), m.build_log, list(m.fixups)
     step.repetitions = [list(r) for r in m.repetitions]
     step.set_aside = list(m.set_aside)
     if m.raw:

@@ -35,6 +35,8 @@ def plan(opts: JobOptions, chain: Chain, settings: Settings) -> tuple[Investigat
     """The request, and a note for the user ("" or why --cross-tree changes nothing)."""
     if chain.cross_tree and chain.kernels:
         raise UserError("--cross-tree bisects revisions of one repository: drop --kernels")
+    if opts.fixups and chain.kernels:
+        raise UserError("--fixup patches the commits a bisection builds: drop --kernels")
     if not chain.kernels and (not opts.good or not opts.bad):
         raise UserError("give --good REV and --bad REV (or --kernels K1,K2,... of prebuilt ones)")
     phase = kernel_phase.plan(chain.kernels, opts, settings) if chain.kernels else None

@@ -2,11 +2,11 @@
 into the one BisectRequest the service takes: the same checks and the same one-line
 errors whoever asks, before a service or a job starts."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kbisect.contract import DEFAULT_MAX_BOOTS, Mode
+from kbisect.contract import DEFAULT_MAX_BOOTS, Fixup, Mode
 from kbisect.errors import UserError
 from kbisect.infra.git import Git
 from kbisect.settings import Settings
@@ -43,6 +43,7 @@ class JobOptions:
     flaky: bool = False  # a pass/fail job's failure comes and goes
     duets: bool = False  # probes booted beside references at one moment (BisectRequest)
     selftests_from: str = ""  # a kselftest testcase's revision (default: the new end)
+    fixups: list[str] = field(default_factory=list)  # patch files (--fixup), in order
 
 
 def repository(opts: JobOptions, settings: Settings) -> Path:
@@ -97,7 +98,14 @@ def checked_request(opts: JobOptions, settings: Settings) -> BisectRequest:
         from kbisect.builders import kconfig
 
         config = kconfig.store_config(kconfig.read_config(opts.config), settings.cache_dir())
+    fixups = []
+    if opts.fixups:  # kept where the build hosts see them, as a --config is
+        from kbisect.builders import patched_commit as pc
+
+        patches = pc.read_patches(opts.fixups, "--fixup")
+        fixups = [Fixup(p.source, pc.store_patch(p, settings.cache_dir())) for p in patches]
     return BisectRequest(
+        fixups=fixups,
         config=config,
         repo=str(repo),
         good=good,

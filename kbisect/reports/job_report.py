@@ -313,6 +313,8 @@ def markdown(result: BisectResult, job_id: str, folded: bool = False) -> str:
             value = "{} / {}".format(*pass_fail_counts(s))
         others = ", ".join(f"{k} {v:g}" for k, v in s.values.items() if k != metric)
         how = s.source + (f": {s.note}" if s.note else "")
+        if s.fixups:  # --fixup patches this commit's kernel was built with
+            how += "; built with " + ", ".join(s.fixups)
         if several_hosts and s.hosts:  # which VM host ran which boot
             how += "; booted on " + ", ".join(f"{h} ({n})" for h, n in Counter(s.hosts).items())
         lines.append(

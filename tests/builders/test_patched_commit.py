@@ -5,9 +5,17 @@ from pathlib import Path
 
 import pytest
 
-from kbisect.builders.patched_commit import PATCHED_REFS, apply_patches, read_patches
+from kbisect.builders.patched_commit import (
+    PATCHED_REFS,
+    Patch,
+    apply_patches,
+    read_patches,
+    with_fixups,
+)
 from kbisect.errors import UserError
 from kbisect.infra.git import Git
+from kbisect.infra.lab import LabOptions, create_lab
+from kbisect.infra.lab_plan import Span
 from tests.conftest import git
 
 WHO = ["-c", "user.name=t", "-c", "user.email=t@t"]
@@ -108,3 +116,26 @@ def test_a_patch_file_over_its_bound_or_not_a_file_is_refused(tmp_path: Path) ->
     for path, says in ((str(big), "over 4 MiB"), (str(tmp_path), "not a regular file")):
         with pytest.raises(UserError, match=says):
             read_patches([path])
+
+
+def test_a_build_fix_goes_on_the_commits_of_its_span_and_nowhere_else(
+    tmp_path: Path, tiny_tarball: Path
+) -> None:
+    """`--fixup`: the lab's build fix (the commit that ends a broken span) on every commit
+    of the lab. Inside the span it applies and takes the breakage out; before the span it
+    does not apply, after it the commit holds it already: both built as they are."""
+    truth = create_lab(
+        tmp_path / "lab", LabOptions(commits=9, culprit_at=5, seed=2, broken_build=(Span(4, 3),))
+    )
+    g = Git(tmp_path / "lab")
+    history = [str(c["hash"]) for c in truth["history"]]  # type: ignore[attr-defined]
+    broken = list(truth["broken_build"])  # type: ignore[call-overload]
+    assert truth["culprit"] in broken and len(broken) == 3
+    fix = history[history.index(broken[-1]) + 1]
+    fixup = Patch("fix.diff", "fix.diff", g.patch(fix))
+    for commit in history:
+        patched = with_fixups(g, commit, [fixup])
+        assert (patched.tip != commit) == (commit in broken), commit
+        assert [p.source for p in patched.patches] == (["fix.diff"] if commit in broken else [])
+        if commit in broken:
+            assert "kbisect_lab_undefined" not in g.run("diff", fix, patched.tip)

@@ -219,6 +219,9 @@ def no_service(monkeypatch: pytest.MonkeyPatch) -> None:
         (["--testcase", "boots", "--duets"], "--duets pairs timings, and boots is pass/fail"),
         (["--good", "lab-bad"], "the same commit"),
         (["--bad", "lab-bad^{commit}", "--good", "lab-bad"], "the same commit"),
+        (["--fixup", "/nonexistent.diff"], "--fixup /nonexistent.diff: cannot read it"),
+        (["--fixup", "/etc/hostname"], "holds no diff"),
+        (["--fixup", "/etc/hostname", "--kernels", "a.deb,b.deb"], "--fixup patches the commits"),
     ],
 )
 def test_bisect_checks_its_input_before_a_service_or_a_job(
@@ -250,6 +253,8 @@ def test_bisect_checks_its_input_before_a_service_or_a_job(
         (["lab-good", "lab-bad", "--testcase", "boots"], "boots passes or fails"),
         (["lab-good", "lab-bad", "--metric", "nope"], "has no metric 'nope'"),
         (["lab-good", "--kernels", "a.deb,b.deb"], "drop the revisions"),
+        (["--kernels", "a.deb,b.deb", "--patch", "1=x.diff"], "--patch applies to a revision"),
+        (["lab-good", "lab-bad", "--patch", "0=x.diff"], "the series has 2 kernels"),
         (["--kernels", "linux-image-a,linux-image-b"], "needs K=REV for each kernel"),
         (["--kernels", "linux-image-a=lab-good,linux-image-b"], "map every kernel"),
         (["--kernels", "linux-image-a=lab-good,linux-image-b=nope"], "revision"),

@@ -100,6 +100,7 @@ class Scenario:
     culprit: str
     mode: str = "regression"
     broken_build: set[str] = field(default_factory=set)
+    built_by_fixup: set[str] = field(default_factory=set)  # of broken_build: with a --fixup
     broken_boot: set[str] = field(default_factory=set)
     same_endpoints: bool = False
     user_error: str = ""
@@ -248,7 +249,8 @@ async def build_kernel(req: BuildRequest) -> BuildResult:
         )
     await asyncio.sleep(s.build_delay)
     s.built_while_booting += s.in_flight > 0
-    if req.commit in s.broken_build:
+    fixups = [f.name for f in req.fixups] if req.commit in s.built_by_fixup else []
+    if req.commit in s.broken_build and not fixups:
         return BuildResult(
             commit=req.commit, ok=False, error="kernel does not build: x.c", log="/logs/build.log"
         )
@@ -269,6 +271,7 @@ async def build_kernel(req: BuildRequest) -> BuildResult:
         seconds=1.0,
         subject=f"built {req.commit}",
         host="build-1" if s.farm else "",
+        fixups=fixups,
     )
 
 

@@ -36,6 +36,7 @@ from kbisect.contract import (
     PREPARE_VERIFY,
     TEST,
     VALIDATE,
+    Fixup,
     ValidatedJob,
     commit_boots_cap,
 )
@@ -44,6 +45,7 @@ from kbisect.decide.engine import Engine
 from kbisect.decide.engine_report import config_of
 from kbisect.decide.plan import Plan
 from kbisect.decide.record import Record, Setup
+from kbisect.reports import job_report
 from kbisect.workflows import activity_calls
 from kbisect.workflows.bisect_types import BisectRequest, BisectResult, MarkRequest, Progress
 from kbisect.workflows.bisect_workflow import (
@@ -90,6 +92,26 @@ async def _until_status(handle: Job, status: str) -> Progress:
 
 def _builds_beyond_endpoints(s: Scenario) -> int:
     return fakes.bisection_builds(s) - 2
+
+
+async def test_a_fixup_builds_a_broken_span_and_the_culprit_in_it_is_named(
+    env: WorkflowEnvironment,
+) -> None:
+    """--fixup: the commits of a span that does not build (the culprit among them) build
+    with the fix, so the culprit is named, not left among skipped candidates; each step
+    says what it was built with, and the report lists it."""
+    span = {"c7", "c8", "c9"}
+    scenario = Scenario(graph=linear(16), culprit="c8", broken_build=span, built_by_fixup=span)
+    fixup = Fixup("build-fix.diff", "/cache/patches/x.patch")
+    result, _ = await bisect(env.client, scenario, fixups=[fixup])
+    assert (result.status, result.culprit) == ("found", "c8"), (result.message, result.candidates)
+    built = {st.commit: st.fixups for st in result.steps if st.source != "endpoint"}
+    assert built and all(f == (["build-fix.diff"] if c in span else []) for c, f in built.items())
+    assert "c8" in built and "; built with build-fix.diff |" in job_report.markdown(result, "job")
+    # without it, the span is skipped and the culprit is one of its candidates
+    plain = Scenario(graph=linear(16), culprit="c8", broken_build=span, built_by_fixup=span)
+    result, _ = await bisect(env.client, plain)
+    assert result.status != "found" and "c8" in result.candidates, result.message
 
 
 async def test_finds_every_kind_of_culprit_in_log2_builds(env: WorkflowEnvironment) -> None:
