@@ -3,15 +3,14 @@
 What goes: QEMU run directories (console.log, disk images) last written more than N days
 ago, build slots whose repository is gone, artifacts no build or boot has used for N
 days (prebuilt kernels and kernel lists too), guest images (initramfs, userland
-squashfs) no boot has used and job configs (--config) no job has stored or read for N
-days (and the temp files and staging folders a killed maker left a day ago), and
-`refs/kbisect/verify/*`, `refs/kbisect/backport/*` and `refs/kbisect/patched/*` refs made more
-than N days ago in
-the repositories kbisect has built (each slot names its repository). A
-backport's two kernels (the target with its series, and the target) stay while its ref
-does. What stays: anything written or used within N days (each use touches it), a slot
-whose lock is held (a build, or an orphan of a killed one, still writes there), a ref
-whose age is unknown. Each worker runs it on its own cache on a timer
+squashfs) no boot has used and job inputs (--config, --fixup) no job has stored or read
+for N days (and the temp files and staging folders a killed maker left a day ago), and
+`refs/kbisect/verify/*`, `refs/kbisect/backport/*` and `refs/kbisect/patched/*` refs made
+more than N days ago in the repositories kbisect has built (each slot names its
+repository). A backport's two kernels (the target with its series, and the target) stay
+while its ref does. What stays: anything written or used within N days (each use
+touches it), a slot whose lock is held (a build, or an orphan of a killed one, still writes
+there), a ref whose age is unknown. Each worker runs it on its own cache on a timer
 (workers/worker.py); `kbisect gc` runs it by hand."""
 
 import os
@@ -23,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kbisect.builders import worktree
+from kbisect.builders import job_inputs, worktree
 from kbisect.builders.backport_series import BACKPORT_IDENTITY
 from kbisect.builders.patched_commit import PATCHED_REFS
 from kbisect.errors import InfraError, UserError
@@ -38,7 +37,6 @@ BACKPORT_REFS = "refs/kbisect/backport/"  # a backport job's test kernel (backpo
 # Names infra/initramfs.py, infra/host_userland.py and builders/kconfig.py give (a content
 # hash), and their temp files.
 IMAGE_NAME = re.compile(r"^[0-9a-f]{24}\.(cpio|squashfs)$")
-CONFIG_NAME = re.compile(r"^[0-9a-f]{24}\.config$")
 TEMP_NAME = re.compile(r"^[0-9a-f]{24}\.tmp$")
 
 
@@ -49,7 +47,7 @@ class GcReport:
     slots: list[Path] = field(default_factory=list)
     artifacts: list[Path] = field(default_factory=list)
     images: list[Path] = field(default_factory=list)  # guest initramfs images
-    configs: list[Path] = field(default_factory=list)  # jobs' stored --config files
+    configs: list[Path] = field(default_factory=list)  # jobs' stored --config and --fixup files
     refs: list[tuple[Path, str]] = field(default_factory=list)  # (repository, ref)
     kept: list[str] = field(default_factory=list)  # old enough, kept, and why
     bytes_freed: int = 0  # what a dry run would free
@@ -84,7 +82,8 @@ def collect(
     for stage in _subdirs(cache / "images"):
         if stage.name.startswith(STAGING_PREFIX):
             _remove_stale_stage(stage, report)
-    _collect_files(cache / "configs", CONFIG_NAME, cutoff, report, report.configs)
+    for folder, _ in job_inputs.KINDS.values():
+        _collect_files(cache / folder, job_inputs.KEPT_NAME, cutoff, report, report.configs)
     for repo in sorted(known):
         _collect_refs(repo, cutoff, report)
     return report

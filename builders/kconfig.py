@@ -2,12 +2,11 @@
 
 import dataclasses
 import hashlib
-import os
-from contextlib import suppress
 from pathlib import Path
 
+from kbisect.builders import job_inputs
 from kbisect.contract import EXPLAIN_ALIGNMENT
-from kbisect.errors import InfraError, UserError
+from kbisect.errors import UserError
 from kbisect.infra import user_file
 from kbisect.model import BuildSpec
 
@@ -150,31 +149,10 @@ def read_config(path: str) -> str:
 
 def store_config(text: str, cache: Path) -> str:
     """A job's --config, kept by content in the cache the build hosts share; its path."""
-    folder = cache / "configs"
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{hashlib.sha256(text.encode()).hexdigest()[:24]}.config"
-    if path.exists():
-        with suppress(OSError):  # stored again by a new job: `kbisect gc` keeps it
-            os.utime(path)
-    else:
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(text)
-        tmp.replace(path)
-    return str(path)
+    return job_inputs.keep(text.encode(), cache, "config")
 
 
 def stored_config(path: str) -> str:
     """The text of a job's stored --config ('' for none); InfraError when this host
     cannot see it (the build hosts must share the cache)."""
-    if not path:
-        return ""
-    try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise InfraError(
-            f"the job's --config {path} is not readable on this build host: "
-            "build hosts share KBISECT_CACHE"
-        ) from exc
-    with suppress(OSError):  # only a hint for `kbisect gc`: a running job builds with it
-        os.utime(path)
-    return text
+    return job_inputs.read_kept(path, "--config").decode() if path else ""

@@ -10,15 +10,13 @@ list's mbox of a series), split with `git mailsplit` and read with `git mailinfo
 applied as it is (`git apply`, no three-way merge): what builds is what was posted.
 """
 
-import hashlib
-import os
 import subprocess
 import tempfile
 from collections.abc import Callable
-from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
+from kbisect.builders import job_inputs
 from kbisect.errors import InfraError, UserError
 from kbisect.infra import user_file
 from kbisect.infra.git import Git, apply_error, git_argv, git_env
@@ -52,11 +50,6 @@ class Patched:
     tip: str  # the last patch's commit (the base itself for no patch)
     patches: tuple[Patch, ...]
 
-    @property
-    def label(self) -> str:
-        """'<base12> + fix.patch, 2 of series.mbox': what a report calls the kernel."""
-        return f"{self.base[:12]} + " + ", ".join(p.source for p in self.patches)
-
 
 def read_patches(paths: list[str], option: str = "--patch") -> list[Patch]:
     """The patches of these files, in order (an mbox gives one a message); UserError, one
@@ -66,7 +59,9 @@ def read_patches(paths: list[str], option: str = "--patch") -> list[Patch]:
         text = user_file.read_text(path, MAX_PATCH, option, HINT)
         name = Path(path).name
         found = (
-            _mails(text, name) if text.startswith("From ") else [Patch(name, name, text.encode())]
+            _mails(text, name, option)
+            if text.startswith("From ")
+            else [Patch(name, name, text.encode())]
         )
         for patch in found:
             if b"\n+++ " not in b"\n" + patch.diff and b"GIT binary patch" not in patch.diff:
@@ -77,7 +72,7 @@ def read_patches(paths: list[str], option: str = "--patch") -> list[Patch]:
     return patches
 
 
-def _mails(text: str, name: str) -> list[Patch]:
+def _mails(text: str, name: str, option: str) -> list[Patch]:
     """An mbox's messages, split and read by git as `git am` does."""
     with tempfile.TemporaryDirectory(prefix="kbisect-patch-") as tmp:
         box, out = Path(tmp) / "mbox", Path(tmp) / "split"
@@ -86,7 +81,7 @@ def _mails(text: str, name: str) -> list[Patch]:
         split = subprocess.run(["git", "mailsplit", "-o" + str(out), str(box)],
                                capture_output=True, text=True)  # fmt: skip
         if split.returncode:
-            raise UserError(f"--patch {name}: not a mailbox git can split: {HINT}")
+            raise UserError(f"{option} {name}: not a mailbox git can split: {HINT}")
         mails = sorted(out.iterdir())
         patches = []
         for i, mail in enumerate(mails, 1):
@@ -95,7 +90,7 @@ def _mails(text: str, name: str) -> list[Patch]:
                 info = subprocess.run(["git", "mailinfo", str(msg), str(diff)], stdin=fh,
                                       capture_output=True)  # fmt: skip
             if info.returncode:
-                raise UserError(f"--patch {name}: message {i} is not a mail git can read: {HINT}")
+                raise UserError(f"{option} {name}: message {i} is not a mail git can read: {HINT}")
             subject = next((line[9:] for line in info.stdout.decode(errors="replace").splitlines()
                             if line.startswith("Subject: ")), "")  # fmt: skip
             source = name if len(mails) == 1 else f"{i} of {name}"
@@ -180,30 +175,10 @@ def _commit(
 
 
 def store_patch(patch: Patch, cache: Path) -> str:
-    """A job's fixup, kept by content in the cache the build hosts share (as a --config
-    is); its path."""
-    folder = cache / "patches"
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{hashlib.sha256(patch.diff).hexdigest()[:24]}.patch"
-    if path.exists():
-        with suppress(OSError):  # stored again by a new job: `kbisect gc` keeps it
-            os.utime(path)
-    else:
-        tmp = path.with_suffix(".tmp")
-        tmp.write_bytes(patch.diff)
-        tmp.replace(path)
-    return str(path)
+    """A job's fixup, kept in the cache the build hosts share (as a --config is); its path."""
+    return job_inputs.keep(patch.diff, cache, "patch")
 
 
 def stored_patch(path: str, source: str) -> Patch:
     """A job's stored fixup; InfraError when this build host cannot see it."""
-    try:
-        diff = Path(path).read_bytes()
-    except OSError as exc:
-        raise InfraError(
-            f"the job's --fixup {source} ({path}) is not readable on this build host: "
-            "build hosts share KBISECT_CACHE"
-        ) from exc
-    with suppress(OSError):
-        os.utime(path)
-    return Patch(source, source, diff)
+    return Patch(source, source, job_inputs.read_kept(path, f"--fixup {source}"))

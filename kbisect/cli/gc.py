@@ -29,7 +29,7 @@ def cmd_gc(args: argparse.Namespace, settings: Settings) -> int:
         *(("slot", str(p)) for p in report.slots),
         *(("artifact", str(p)) for p in report.artifacts),
         *(("image", str(p)) for p in report.images),
-        *(("config", str(p)) for p in report.configs),
+        *((p.suffix.lstrip("."), str(p)) for p in report.configs),  # a config or a patch
         *(("ref", f"{repo}:{ref}") for repo, ref in report.refs),
     ]
     if args.json:

@@ -79,7 +79,6 @@ def test_a_format_patch_mailbox_gives_a_commit_a_mail_with_its_subject(
     patched = apply_patches(Git(repo), "main", patches)
     assert git(repo, "rev-parse", f"{patched.tip}^{{tree}}") == git(repo, "rev-parse", "fix^{tree}")
     assert git(repo, "log", "--format=%s", f"main..{patched.tip}") == "b: set x\na: set b\n"
-    assert patched.label == f"{patched.base[:12]} + 1 of series.mbox, 2 of series.mbox"
 
 
 @pytest.mark.parametrize(

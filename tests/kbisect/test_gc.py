@@ -281,13 +281,17 @@ def test_guest_images_and_job_configs_not_used_for_a_while_go(
     old_userland = _file(cache / "images" / "0123456789abcdef01234568.squashfs", 40, 4000)
     old_config = _file(cache / "configs" / "0123456789abcdef01234567.config", 40, 3000)
     new_config = _file(cache / "configs" / "fedcba9876543210fedcba98.config", 1)
+    old_fixup = _file(cache / "patches" / "0123456789abcdef01234567.patch", 40, 1000)
+    new_fixup = _file(cache / "patches" / "fedcba9876543210fedcba98.patch", 1)
     mine = _file(cache / "configs" / "my-notes.txt", 40)  # not a name kbisect gives
     torn = _file(cache / "images" / "aaaaaaaaaaaaaaaaaaaaaaaa.tmp", 3)  # a killed writer's
     report = gc.collect(settings, older_than_days=30, dry_run=False)
-    assert sorted(report.images) == [old_image, old_userland] and report.configs == [old_config]
+    assert sorted(report.images) == [old_image, old_userland]
+    assert report.configs == [old_config, old_fixup]
     assert not old_image.exists() and not old_config.exists() and not torn.exists()
+    assert not old_fixup.exists() and new_fixup.exists()
     assert new_image.exists() and new_config.exists() and mine.exists()
-    assert report.bytes_freed >= 11000 and report.removed_count() == 3
+    assert report.bytes_freed >= 12000 and report.removed_count() == 4
 
 
 def test_a_guest_image_or_config_in_use_is_marked_used(settings: Settings, cache: Path) -> None:
