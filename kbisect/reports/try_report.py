@@ -81,7 +81,8 @@ def patched_lines(r: TryResult) -> list[str]:
     if r.patched is None:
         return []
     return [f"patched: {r.patched.base[:12]} and {plural(len(r.patched.patches), 'patch')}",
-            *(f"  {p.source}: {p.subject}" for p in r.patched.patches)]  # fmt: skip
+            *(f"  {p.source}" + (f": {p.subject}" if p.subject != p.source else "")
+              for p in r.patched.patches)]  # fmt: skip
 
 
 def _verdict_json(r: TryResult) -> dict[str, object]:
