@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from kbisect.contract import DEFAULT_QUEUE, QueueKind
+from kbisect.contract import DEFAULT_QUEUE, Fixup, QueueKind
 from kbisect.model import Artifact
 
 
@@ -31,6 +31,7 @@ class ExplainRequest:
     build_queue: str = DEFAULT_QUEUE[QueueKind.BUILD]
     vm_queue: str = DEFAULT_QUEUE[QueueKind.VM]
     alignment: bool = False  # also the job's kernels rebuilt aligned, and measured again
+    fixups: list[Fixup] = field(default_factory=list)  # the bisection's --fixup, as it built
 
 
 @dataclass

@@ -97,7 +97,7 @@ class ExplainWorkflow(ShowsStatus):
         p.parent, p.culprit = parent, culprit
         boots = req.boots or (EXPLAIN_BOOTS_EXACT if tc.exact else EXPLAIN_BOOTS_TIMING)
         p.planned = 2 * boots
-        calls = JobActivities(JobSite.of(req), self._blocking)
+        calls = JobActivities(JobSite.of(req, req.fixups), self._blocking)
         self._set("building", "the parent and the culprit with the diagnostics options")
         builds = await asyncio.gather(
             *(calls.build(commit, tc.name, explain=True) for commit in (parent, culprit))

@@ -203,9 +203,11 @@ def explain_id(job: str) -> str:
     return job + EXPLAIN_SUFFIX
 
 
-def explain_request(result: BisectResult, job: str, config: str) -> ExplainRequest:
+def explain_request(result: BisectResult, job: str, asked: BisectRequest | None) -> ExplainRequest:
     """The explain request for bisection `job`'s culprit against its first parent, on the
-    job's testcase, metric and profile (the caller checks there is a culprit)."""
+    job's testcase, metric and profile, its kernels built as the bisection's were (its
+    --config and --fixup; `asked`: what it was started with). The caller checks there is
+    a culprit."""
     assert result.culprit is not None
     return ExplainRequest(
         repo=result.repo,
@@ -215,7 +217,8 @@ def explain_request(result: BisectResult, job: str, config: str) -> ExplainReque
         job=job,
         metric=result.metric or None,
         profile=result.profile or None,
-        config=config,
+        config=asked.config if asked else "",
+        fixups=list(asked.fixups) if asked else [],
     )
 
 

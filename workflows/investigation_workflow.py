@@ -167,7 +167,7 @@ class InvestigationWorkflow:
         if result.status != JobStatus.FOUND or result.culprit is None:
             return self._end(result.status, result.message, job)
         if req.explain and not result.pass_fail:
-            ask = explain_request(result, job, bisection.config)
+            ask = explain_request(result, job, bisection)
             ask.build_queue, ask.vm_queue = bisection.build_queue, bisection.vm_queue
             explained = await self._stage(
                 StageName.EXPLAIN, EXPLAIN_WORKFLOW, ask, ExplainResult, explain_id(job)

@@ -38,7 +38,7 @@ async def request_for(
             "report; explain compares a metric's scores"
         )
     req = await client.job_request(job)
-    ask = explain_request(result, job, req.config if req else "")
+    ask = explain_request(result, job, req)
     ask.metric, ask.profile = metric or ask.metric, profile or ask.profile
     ask.boots, ask.alignment = boots, alignment
     return ask

@@ -9,7 +9,7 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
 from benchmarks.dags import linear
-from kbisect.contract import EXPLAIN_BOOTS_EXACT, EXPLAIN_MAX_BOOTS
+from kbisect.contract import EXPLAIN_BOOTS_EXACT, EXPLAIN_MAX_BOOTS, Fixup
 from kbisect.errors import UserError
 from kbisect.workflows.explain_types import (
     AlignmentWord,
@@ -120,6 +120,17 @@ async def test_a_culprit_that_does_not_build_with_the_diagnostics_options_says_s
     assert "the culprit c9 does not build with the diagnostics options" in message
     assert "kernel does not build: x.c (log: /logs/build.log)" in message
     assert scenario.explains == []  # nothing booted
+
+
+async def test_a_culprit_the_bisection_built_with_a_fixup_is_explained_with_it(
+    env: WorkflowEnvironment,
+) -> None:
+    """The bisection's --fixup reaches explain's builds (explain_request carries it): a
+    culprit in a span that builds only with the fix is explained, not "does not build"."""
+    scenario = Scenario(graph=linear(16), culprit="c9", broken_build={"c9"}, built_by_fixup={"c9"})
+    fixups = [Fixup("build-fix.diff", "/cache/patches/x.patch")]
+    result, _ = await explain(env, scenario, "c8", "c9", fixups=fixups)
+    assert result.status != "failed" and scenario.explain_builds == {"c8": 1, "c9": 1}, result
 
 
 async def test_status_lists_explain_jobs(env: WorkflowEnvironment) -> None:
