@@ -45,17 +45,24 @@ def test_explaining_a_pass_fail_job_on_request_is_one_line() -> None:
 
 
 def test_the_explain_stage_asks_about_the_culprit_against_its_parent() -> None:
+    from kbisect.contract import Fixup
+    from kbisect.workflows.bisect_types import BisectRequest
     from kbisect.workflows.investigation_types import explain_id, explain_request
 
     result = BisectResult(
         "found", "regression", "nvme-snapshot-read", "/lab", ["a" * 40], "b" * 40, "c" * 40,
         ["c" * 40], [], "m", metric="throughput", profile="fast",
     )  # fmt: skip
-    req = explain_request(result, "inv-x-bisect", "/cache/configs/x.config")
+    fixup = Fixup("fix.diff", "/cache/patches/x.patch")
+    asked = BisectRequest("/lab", ["a" * 40], "b" * 40, "nvme-snapshot-read",
+                          config="/cache/configs/x.config", fixups=[fixup])  # fmt: skip
+    req = explain_request(result, "inv-x-bisect", asked)
     assert explain_id("inv-x-bisect") == "inv-x-bisect-explain"
     assert (req.culprit, req.parent) == ("c" * 40, "c" * 40 + "^")
     assert (req.job, req.metric, req.profile) == ("inv-x-bisect", "throughput", "fast")
     assert req.config == "/cache/configs/x.config"  # the job's own kernel config
+    assert req.fixups == [fixup]  # and its fixups: the culprit builds as it did
+    assert explain_request(result, "inv-x-bisect", None).fixups == []
 
 
 @pytest.mark.parametrize(
