@@ -57,19 +57,32 @@ def read_patches(paths: list[str], option: str = "--patch") -> list[Patch]:
     patches: list[Patch] = []
     for path in paths:
         text = user_file.read_text(path, MAX_PATCH, option, HINT)
-        name = Path(path).name
-        found = (
-            _mails(text, name, option)
-            if text.startswith("From ")
-            else [Patch(name, name, text.encode())]
-        )
-        for patch in found:
-            if b"\n+++ " not in b"\n" + patch.diff and b"GIT binary patch" not in patch.diff:
-                raise UserError(f"{option} {path}: {patch.source} holds no diff: {HINT}")
-        patches += found
-        if len(patches) > MAX_PATCHES:
-            raise UserError(f"{option}: more than {MAX_PATCHES} patches: bisect a branch instead")
+        patches += _counted(patches_in(text, Path(path).name, f"{option} {path}", option), option)
+    return _counted(patches, option)
+
+
+def patches_of(data: bytes, name: str, what: str) -> list[Patch]:
+    """The patches of an upload (a chat's file), read as a --patch file is."""
+    text = user_file.text_of(data, MAX_PATCH, what, HINT)
+    return _counted(patches_in(text, name, what, what), what)
+
+
+def _counted(patches: list[Patch], what: str) -> list[Patch]:
+    if len(patches) > MAX_PATCHES:
+        raise UserError(f"{what}: more than {MAX_PATCHES} patches: bisect a branch instead")
     return patches
+
+
+def patches_in(text: str, name: str, where: str, option: str) -> list[Patch]:
+    """A patch file's text as its patches (`where` names it in an error)."""
+    text = text if text.endswith("\n") else text + "\n"  # a chat's paste lost its last one
+    mbox = text.startswith("From ")
+    found = _mails(text, name, option) if mbox else [Patch(name, name, text.encode())]
+    for patch in found:
+        if b"\n+++ " not in b"\n" + patch.diff and b"GIT binary patch" not in patch.diff:
+            named = where if where == patch.source else f"{where}: {patch.source}"
+            raise UserError(f"{named} holds no diff: {HINT}")
+    return found
 
 
 def _mails(text: str, name: str, option: str) -> list[Patch]:
@@ -105,16 +118,16 @@ def _apply(
                           env=git_env(env), capture_output=True)  # fmt: skip
 
 
-def apply_patches(git: Git, rev: str, patches: list[Patch]) -> Patched:
-    """`rev` with `patches` on it as commits; UserError, one line, when one does not apply
-    (git's reason) or changes nothing there."""
+def apply_patches(git: Git, rev: str, patches: list[Patch], option: str = "--patch") -> Patched:
+    """`rev` with `patches` on it as commits; UserError, one line (naming the patch as
+    `option` does), when one does not apply (git's reason) or changes nothing there."""
     base = git.resolve(rev)
 
     def each(env: dict[str, str], patch: Patch) -> bool:
         applied = _apply(git, env, patch.diff)
         if applied.returncode:
             raise UserError(
-                f"--patch {patch.source} does not apply to {rev} ({base[:12]}): "
+                f"{_named(option, patch)} does not apply to {rev} ({base[:12]}): "
                 f"{apply_error(applied.stderr)}: rebase it onto that revision"
             )
         return True
@@ -122,8 +135,13 @@ def apply_patches(git: Git, rev: str, patches: list[Patch]) -> Patched:
     tip, used = _commit(git, base, patches, each)
     if len(used) < len(patches):
         unchanged = next(p for p in patches if p not in used)
-        raise UserError(f"--patch {unchanged.source} changes nothing on {rev}: drop it")
+        raise UserError(f"{_named(option, unchanged)} changes nothing on {rev}: drop it")
     return Patched(base, tip, tuple(patches))
+
+
+def _named(option: str, patch: Patch) -> str:
+    """'--patch fix.diff'; a door's upload has no option: 'the patch'."""
+    return f"{option} {patch.source}" if option else patch.source
 
 
 def with_fixups(git: Git, commit: str, fixups: list[Patch]) -> Patched:

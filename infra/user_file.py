@@ -30,14 +30,19 @@ def read_regular(path: str, limit: int, what: str, hint: str) -> bytes:
 def read_text(path: str, limit: int, what: str, hint: str) -> str:
     """The text of the regular file `path`: at most `limit` bytes of UTF-8 without NUL;
     UserError, one line, otherwise (read_regular's words)."""
-    raw = read_regular(path, limit + 1, what, hint)
+    return text_of(read_regular(path, limit + 1, what, hint), limit, f"{what} {path}", hint)
+
+
+def text_of(raw: bytes, limit: int, what: str, hint: str) -> str:
+    """`raw` as text, read as untrusted (a file's, a chat upload's): at most `limit` bytes
+    of UTF-8 without NUL; UserError, one line naming `what`, otherwise."""
     size = f"{limit >> 20} MiB" if limit >= 1 << 20 else f"{limit >> 10} KiB"
     if len(raw) > limit:
-        raise UserError(f"{what} {path}: over {size}: {hint}")
+        raise UserError(f"{what}: over {size}: {hint}")
     try:
         text = raw.decode()
     except UnicodeDecodeError as exc:
-        raise UserError(f"{what} {path}: not UTF-8 text: {hint}") from exc
+        raise UserError(f"{what}: not UTF-8 text: {hint}") from exc
     if "\0" in text:
-        raise UserError(f"{what} {path}: holds NUL bytes: {hint}")
+        raise UserError(f"{what}: holds NUL bytes: {hint}")
     return text

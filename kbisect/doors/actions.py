@@ -28,6 +28,7 @@ from typing import ParamSpec, TypeVar
 
 from temporalio.client import WorkflowExecutionStatus
 
+from kbisect.builders.patched_commit import patches_of
 from kbisect.builders.trees import Trees
 from kbisect.contract import (
     BACKPORT_WORKFLOW,
@@ -39,7 +40,7 @@ from kbisect.contract import (
 from kbisect.doors.grammar import Command, help_text
 from kbisect.errors import KbisectError, UserError
 from kbisect.infra.git import Git
-from kbisect.jobs import backport_job, explain_job, investigation
+from kbisect.jobs import backport_job, explain_job, investigation, patch_test
 from kbisect.jobs.client import JOB_KINDS, JobClient, check_job_id
 from kbisect.reports import email_report, investigation_report, lkp_job, lkp_report
 from kbisect.reports.backport_report import outcome_lines as backport_outcome
@@ -176,9 +177,9 @@ async def execute(
     mail: bytes | None = None,
 ) -> Reply:
     """Run one parsed command (`by`: who asked, e.g. '@alice:hs (Matrix)', for the jobs it
-    starts; `claim`: their Quota's, called before a start; `mail`: the report a `bisect
-    from-report` answers, as the door found it); a KbisectError becomes a one-line
-    refusal, never a crash."""
+    starts; `claim`: their Quota's, called before a start; `mail`: what the command
+    answers, as the door found it: the report of a `bisect from-report`, the patch of a
+    `test`); a KbisectError becomes a one-line refusal, never a crash."""
     try:
         if cmd.from_report:
             cmd, said = await off_loop(from_mail, cmd, mail, settings)
@@ -186,7 +187,7 @@ async def execute(
                 return Reply("\n".join(said))
             reply = await _execute(cmd, client, settings, owns, by, claim)
             return replace(reply, text="\n".join([reply.text, *said]))
-        return await _execute(cmd, client, settings, owns, by, claim)
+        return await _execute(cmd, client, settings, owns, by, claim, mail)
     except KbisectError as exc:
         return Reply(text=" ".join(str(exc).split()), ok=False)
 
@@ -232,7 +233,13 @@ def door_words(text: str) -> str:
 
 
 async def _execute(
-    cmd: Command, client: JobClient, settings: Settings, owns: Owns, by: str, claim: Claim
+    cmd: Command,
+    client: JobClient,
+    settings: Settings,
+    owns: Owns,
+    by: str,
+    claim: Claim,
+    attached: bytes | None = None,
 ) -> Reply:
     if cmd.job is not None:
         check_origin(cmd.job, owns)
@@ -265,6 +272,8 @@ async def _execute(
         return await _explain(client, job, by, claim)
     if cmd.verb == "backport":
         return await _backport(client, job, cmd.one("target") or "", by, claim)
+    if cmd.verb == "test":
+        return await _test(client, job, attached, by, claim)
     result = await client.result(job)
     if email:  # `kbisect report JOB --email`'s text: the mail, for the person to send
         why = await explain_job.why_of(client, job)
@@ -389,6 +398,30 @@ async def _backport(client: JobClient, job: str, target: str, by: str, claim: Cl
     claim()
     await client.start_backport(req, bid, by)
     return Reply(f"started {bid}: {client.job_url(bid)}", job_id=bid)
+
+
+async def _test(client: JobClient, job: str, patch: bytes | None, by: str, claim: Claim) -> Reply:
+    """The patch the command answers, measured on the bisection's bad endpoint beside both
+    endpoints (one sweep, which the door follows)."""
+    if patch is None:
+        raise UserError(
+            "refused: test JOB measures a patch: send the command as a reply to the patch (its "
+            "file or its text), or paste the patch below the command's line"
+        )
+    req = await client.bisection_request(job)
+    try:
+        patches = patches_of(patch, patch_test.PATCH_WORDS, patch_test.PATCH_WORDS)
+        sweep = await off_loop(patch_test.sweep_for_patch, req, patches)  # git: a commit
+    except UserError as exc:
+        raise UserError(f"refused: {exc}") from exc
+    await client.require_workers(client.needs())
+    claim()
+    sid = await client.start_sweep(sweep, by)
+    return Reply(
+        f"started {sid}: {client.job_url(sid)}\nits first pair says whether the patch changes "
+        "the bad kernel, its second whether the patched kernel then reads as the good one",
+        job_id=sid,
+    )
 
 
 async def _bisect(

@@ -132,9 +132,16 @@ def commands_in(note: str) -> list[str]:
     return found
 
 
+# Building a patch runs its Makefiles' code on the build hosts: only for allowed users.
+ANYONE_NO_PATCH = (
+    "refused: test builds the patch it answers, which runs its code on the build hosts, and "
+    "this door lets anyone in (--allow-anyone): name the users it serves (--allow-user)"
+)
+
+
 def pasted_mail(note: str) -> bytes | None:
-    """What a note holds besides its commands (a report pasted for `bisect from-report`,
-    its code fences dropped); None: nothing."""
+    """What a note holds besides its commands (a report pasted for `bisect from-report`, a
+    patch for `test`, its code fences dropped); None: nothing."""
     kept = [
         line
         for line in note.splitlines()
@@ -324,6 +331,8 @@ class GitLabDoor:
             cmd = parse(text)
         except UserError as exc:
             return Reply(text=str(exc), ok=False)
+        if cmd.verb == "test" and not self.config.allowed:
+            return Reply(text=ANYONE_NO_PATCH, ok=False)
         if cmd.verb == "sru" and cmd.one("branch"):
             try:
                 check_origin(cmd.job or "", self._owns(target))

@@ -13,6 +13,7 @@ one line that says what to write instead.
     status [JOB] | cancel JOB | report JOB [email=yes] | explain JOB
     sru JOB [series=S] [bug=N] [branch=B]
     backport JOB target=REV
+    test JOB                  (answering a patch: the job's bad endpoint with it, measured)
     mark JOB REV good|bad|skip | testcases | help
 
 `bisect` starts an investigation, as `kbisect bisect` does: cross-tree=yes checks the
@@ -29,6 +30,11 @@ must not probe or have booted (the CLI takes .deb and vmlinuz files).
 `kbisect bisect --from-report`): the door hands the mail's text to the command (pasted
 below it, or the message it answers); what the command gives wins, and dry-run=yes only
 shows the fields.
+
+`test JOB` answers a patch (a file uploaded to the door, a message, or pasted below the
+command): the bisection's bad endpoint with the patch on it is measured beside the bad
+endpoint and the good one, one sweep (`kbisect sweep BAD BAD GOOD --patch 2=FILE`), so its
+pairs say whether the patch changes the bad kernel and whether it then reads as the good.
 
 `report JOB email=yes` is `kbisect report JOB --email`: the bisection's answer as a mail
 in the kernel lists' form, for the person to send (kbisect.reports.email_report).
@@ -73,6 +79,7 @@ USAGE = {
     "report": "report JOB [email=yes]",
     "explain": "explain JOB",
     "backport": "backport JOB target=REV",
+    "test": "test JOB (as a reply to a patch, or with the patch pasted below)",
     "sru": "sru JOB [series=jammy] [bug=N] [branch=B]",
     "mark": "mark JOB REV good|bad|skip",
     "testcases": "testcases",
@@ -125,6 +132,11 @@ class Command:
 
     def switch(self, key: str) -> bool:
         return (self.one(key) or "no").lower() in YES
+
+    @property
+    def answers(self) -> bool:
+        """It reads what it answers: a report mail (`bisect from-report`), a patch (`test`)."""
+        return self.from_report or self.verb == "test"
 
 
 def _int(value: str | None) -> int | None:
@@ -179,7 +191,7 @@ def parse(text: str) -> Command:
             raise UserError(f"refused: mark takes good, bad or skip, not {cmd.verdict!r}")
         _check_value("revision", cmd.rev)
         return cmd
-    if verb in ("cancel", "explain"):
+    if verb in ("cancel", "explain", "test"):
         return _positional(verb, positional, 1, 1)
     return _positional(verb, positional, 0, 0)
 

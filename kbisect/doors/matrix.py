@@ -44,6 +44,7 @@ from nio import (
     UploadResponse,
 )
 
+from kbisect.builders.patched_commit import MAX_PATCH
 from kbisect.doors import state_file
 from kbisect.doors.actions import (
     Quota,
@@ -277,7 +278,7 @@ class MatrixBot:
         log.info("%s in %s: %s", event.sender, room, cmd.verb)
         owns, by = self.state.jobs.__contains__, f"{event.sender} (Matrix)"
         try:
-            mail = await self._mail_for(room, event) if cmd.from_report else None
+            mail = await self._answered(room, event, cmd) if cmd.answers else None
         except UserError as exc:
             await self._reply(room, event.event_id, str(exc))
             return
@@ -298,10 +299,11 @@ class MatrixBot:
         if cmd.verb == "sru" and reply.ok and root:
             await self._post_sru_patch(room, root, cmd)
 
-    async def _mail_for(self, room: str, event: RoomMessageText) -> bytes | None:
-        """The report a `bisect from-report` reads: pasted below the command's line, or the
-        message it replies to (its text, or its file from this homeserver's own media:
-        no other URL is fetched); None: neither. A file over MAX_MAIL is not fetched."""
+    async def _answered(self, room: str, event: RoomMessageText, cmd: Command) -> bytes | None:
+        """What the command answers (`bisect from-report`: a report mail; `test`: a patch):
+        pasted below the command's line, or the message it replies to (its text, or its file
+        from this homeserver's own media: no other URL is fetched); None: neither. A file
+        over its bound is not fetched."""
         below = pasted_below(event.body)
         if below is not None:
             return below
@@ -314,20 +316,26 @@ class MatrixBot:
         answered = got.event
         if isinstance(answered, RoomMessageText | RoomMessageNotice):
             return without_fallback(answered.body).encode()
-        if not isinstance(answered, RoomMessageFile):
-            raise UserError(
-                "refused: bisect from-report answers an LKP report: reply to its text or file"
+        if cmd.from_report:
+            asks, what, limit = (
+                "bisect from-report answers an LKP report",
+                "one report mail",
+                MAX_MAIL,
             )
+        else:
+            asks, what, limit = "test JOB answers a patch", "one patch", MAX_PATCH
+        if not isinstance(answered, RoomMessageFile):
+            raise UserError(f"refused: {asks}: reply to its text or file")
         info = answered.source.get("content", {}).get("info") or {}
         size = info.get("size") if isinstance(info, dict) else None
-        if isinstance(size, int) and size > MAX_MAIL:
-            raise UserError(f"refused: that file is over {MAX_MAIL >> 20} MiB, not one report mail")
+        if isinstance(size, int) and size > limit:
+            raise UserError(f"refused: that file is over {limit >> 20} MiB, not {what}")
         if not answered.url.startswith("mxc://"):
             raise UserError("refused: that file is not on a Matrix media repository")
         data = await self.nio.download(mxc=answered.url, allow_remote=False)
         if not isinstance(data, MemoryDownloadResponse):
             raise UserError(f"refused: cannot fetch that file ({getattr(data, 'message', data)})")
-        return bytes(data.body[: MAX_MAIL + 1])  # over MAX_MAIL: lkp_report refuses it
+        return bytes(data.body[: limit + 1])  # over the bound: the reader refuses it
 
     async def _post_sru_patch(self, room: str, root: str, cmd: Command) -> None:
         """The cover letter and patch (`kbisect report --sru-patch`) as files in the thread

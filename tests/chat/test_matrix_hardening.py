@@ -24,6 +24,7 @@ from kbisect.jobs.client import JobClient, JobSummary
 from kbisect.settings import Settings
 from kbisect.workflows.bisect_types import BisectRequest
 from kbisect.workflows.investigation_types import InvestigationProgress, InvestigationRequest
+from kbisect.workflows.sweep_types import SweepRequest
 from tests.chat.bot_process import bot_posts, members, reply_to
 from tests.chat.hanging_git import HangingGitServer, hanging_tree
 from tests.chat.homeserver import Synapse, User
@@ -40,6 +41,7 @@ class StubJobs:
 
     started: list[BisectRequest] = field(default_factory=list)
     cancelled: list[str] = field(default_factory=list)
+    sweeps: list[SweepRequest] = field(default_factory=list)  # `test JOB`'s
 
     def needs(self) -> list[object]:
         return []
@@ -52,6 +54,16 @@ class StubJobs:
         self.started.append(req.bisection)
         self.by = by
         return f"inv-nvme-snapshot-read-{len(self.started):08x}"
+
+    async def bisection_of(self, job_id: str) -> str:
+        return f"{job_id}-bisect"
+
+    async def bisection_request(self, job_id: str) -> BisectRequest:
+        return self.started[-1]
+
+    async def start_sweep(self, req: SweepRequest, by: str = "") -> str:
+        self.sweeps.append(req)
+        return f"sweep-{len(self.sweeps):08x}"
 
     async def describe(self, job_id: str) -> SimpleNamespace:
         return SimpleNamespace(workflow_type=INVESTIGATION_WORKFLOW)
