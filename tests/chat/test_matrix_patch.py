@@ -22,9 +22,8 @@ def test_a_reply_to_an_uploaded_patch_measures_it_on_the_bad_end(room: Room) -> 
     job = started.split()[1].rstrip(":")
     # the lab's last commit added file c: its revert is the candidate fix
     revert = git(room.upstream, "diff", "master", "master^").encode()
-    said = room.answer(
-        answer(room.alice, room.room, post_patch(room, revert), f"!kbisect test {job}")
-    )
+    command = f"!kbisect test {job}"
+    said = room.answer(answer(room.alice, room.room, post_patch(room, revert), command))
     assert said.startswith("started sweep-00000001: "), said
     (sweep,) = room.jobs.sweeps
     bad = room.jobs.started[-1].bad
