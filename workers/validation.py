@@ -7,6 +7,7 @@ never touches git. Bad input is a UserError with one line that says what to do.
 from pathlib import Path
 
 from kbisect.builders.kconfig import stored_config
+from kbisect.builders.patched_commit import stored_patch
 from kbisect.builders.trees import fetch_repo
 from kbisect.contract import Mode, ValidatedJob
 from kbisect.errors import UserError
@@ -36,6 +37,8 @@ def validate(req: BisectRequest) -> ValidatedJob:
     testcase = kselftest.job_testcase(req.testcase, Path(req.repo), new)
     manifest = manifests.load(testcase, Path(req.repo))
     stored_config(req.config)  # this host sees the job's --config (builds need it)
+    for fixup in req.fixups:  # and its --fixup patches
+        stored_patch(fixup.path, fixup.name)
     prof = profile(req.profile or manifest.profile)
     order, parent_index, subjects = _range(git, old, new)
     primary = check_tuning(

@@ -12,10 +12,11 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from kbisect.backends import Progress
-from kbisect.contract import BuildRequest, ErrorType, TestRequest, TestStatus
+from kbisect.builders.patched_commit import Patch, store_patch
+from kbisect.contract import BuildRequest, ErrorType, Fixup, TestRequest, TestStatus
 from kbisect.errors import DiskFullError, KernelBuildError
 from kbisect.infra import qemu
-from kbisect.infra.git import LAB_IDENTITY
+from kbisect.infra.git import LAB_IDENTITY, Git
 from kbisect.model import Artifact, BuildSpec, Disk, GuestImage, GuestRun, Outcome
 from kbisect.settings import Settings
 from kbisect.testcases import duet
@@ -30,9 +31,11 @@ ART = Artifact(commit="c", tree="t", config_hash="h", kernel="/k", config="/c", 
 class FakeBuilder:
     def __init__(self, error: Exception | None = None, seconds: float = 0.0) -> None:
         self.error, self.seconds, self.calls = error, seconds, 0
+        self.built: list[str] = []  # the commits handed to the builder
 
     def build(self, repo: Path, commit: str, spec: BuildSpec, progress: Progress) -> Artifact:
         self.calls += 1
+        self.built.append(commit)
         progress("compiling kernel/fork.o")
         time.sleep(self.seconds)
         if self.error:
@@ -131,6 +134,34 @@ def test_a_commit_that_does_not_build_is_a_result(
     )
     assert not result.ok and result.log == "/log" and "x.c:1" in result.error
     assert result.subject == "c1"
+
+
+def test_a_fixup_is_built_where_it_applies_and_said_so(
+    repo: tuple[Path, list[str]], tmp_path: Path
+) -> None:
+    """--fixup: the build of a commit the fix applies to builds that commit with it (a
+    commit of its own beside the user's); where the commit holds it already, the commit."""
+    path, h = repo
+    settings = _settings(tmp_path)
+    git = Git(path)
+    fix = Patch("fix.diff", "fix.diff", git.patch(h[2]))  # f: "1" -> "2"
+    stored = Fixup("fix.diff", store_patch(fix, settings.cache))
+    builder = FakeBuilder()
+    acts = BuildActivities(settings, builder)
+    for commit, with_it in ((h[1], True), (h[2], False)):
+        req = BuildRequest(str(path), commit, "nvme-snapshot-read", fixups=[stored])
+        result = ActivityEnvironment().run(acts.build_kernel, req)
+        assert result.ok and result.commit == commit
+        assert result.fixups == (["fix.diff"] if with_it else []), result
+    patched, plain = builder.built
+    assert git.resolve(f"{patched}^") == h[1] and git.tree_of(patched) == git.tree_of(h[2])
+    assert plain == h[2]
+    # a host that cannot read the stored fixup says so at validation, a host problem
+    gone = BisectRequest(str(path), ["main~3"], "main", "nvme-snapshot-read",
+                         fixups=[Fixup("fix.diff", str(tmp_path / "gone.patch"))])  # fmt: skip
+    with pytest.raises(ApplicationError) as err:
+        ActivityEnvironment().run(acts.validate_job, gone)
+    assert err.value.type == ErrorType.INFRA and "--fixup fix.diff" in err.value.message
 
 
 def test_a_host_problem_is_a_retryable_failure(
