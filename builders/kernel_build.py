@@ -454,3 +454,44 @@ class _MakeRun:
         self.log.flush()
         if rc != 0:
             raise scan.error(rc, str(self.host_log))
+
+
+class Settler:
+    """A kernel tree's own Kconfig, at one commit, in a build slot's folder of its own (the
+    slot's build folder keeps its configuration): a config bisection's two configs through
+    kbisect's layers (`normalized`), and a set of options settled by olddefconfig
+    (`settled`, config_groups' callback)."""
+
+    def __init__(self, run: "_MakeRun", progress: Progress) -> None:
+        self._run, self._progress = run, progress
+
+    def normalized(self, spec: BuildSpec) -> str:
+        """The .config a build of `spec` starts from: its config through the layers (the
+        testcase's fragment, localmodconfig, olddefconfig), as --config builds make it."""
+        self._run.spec = spec
+        self._run.configure(self._progress)
+        return (self._run.out / ".config").read_text()
+
+    def settled(self, config: str) -> str:
+        """`config` as Kconfig settles it (make olddefconfig)."""
+        (self._run.out / ".config").write_text(config)
+        self._run.make(["olddefconfig"], self._progress)
+        return (self._run.out / ".config").read_text()
+
+
+@contextmanager
+def settling(
+    repo: Path, commit: str, spec: BuildSpec, jobs: int | None = None, progress: Progress = _quiet
+) -> Iterator[Settler]:
+    """A Settler of `repo` at `commit`, in a free build slot held for its time (under the
+    host lock, as a build: configuring compiles Kconfig's tools)."""
+    with host_lock.for_build(progress), _free_slot(repo) as slot:
+        src = worktree.checkout(repo, commit, slot.index)
+        out = slot.path / "settle"
+        shutil.rmtree(out, ignore_errors=True)
+        out.mkdir()
+        with open(out / "settle.log", "w") as log:
+            run = _MakeRun(
+                src, out, spec, jobs or settings.build_jobs(), slot, log, out / "host.log"
+            )
+            yield Settler(run, progress)
