@@ -64,15 +64,16 @@ def differing(good: dict[str, str], bad: dict[str, str]) -> dict[str, str]:
 def groups(
     good: dict[str, str], bad: dict[str, str], settle: Callable[[dict[str, str]], dict[str, str]]
 ) -> list[Group]:
-    """The differing options in groups, in order; each group taken on top of the ones
-    before. `settle(options)` is the config Kconfig makes of them (olddefconfig). An option
-    that Kconfig will not set as the bad config has it on top of what came before (its
-    dependencies come later) is tried again after the others; one that never takes is
-    left out of the groups (the caller reports it)."""
+    """The differing options in groups, in order (those that move the most others alone
+    first); each group taken on top of the ones before. `settle(options)` is the config
+    Kconfig makes of them (olddefconfig). An option that Kconfig will not set as the bad
+    config has it on top of what came before (its dependencies come later) is tried again
+    after the others; one that never takes is left out of the groups (the caller reports
+    it)."""
     current = dict(good)
     wanted = differing(good, bad)
     found: list[Group] = []
-    pending = list(wanted)
+    pending = sorted(wanted, key=lambda name: (-_reach(good, name, wanted[name], settle), name))
     while pending:
         progressed, later = False, []
         for name in pending:
@@ -92,6 +93,16 @@ def groups(
             break
         pending = later
     return found
+
+
+def _reach(
+    good: dict[str, str], name: str, value: str, settle: Callable[[dict[str, str]], dict[str, str]]
+) -> int:
+    """How many options setting `name` alone on the good config moves (0: Kconfig does not
+    take it there). Options that select others go first, so what they select joins their
+    group rather than leading one of its own."""
+    settled = settle({**good, name: value})
+    return len(differing(good, settled)) if settled.get(name, NOT_SET) == value else 0
 
 
 def cumulative(good: dict[str, str], found: list[Group]) -> list[dict[str, str]]:

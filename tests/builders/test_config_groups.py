@@ -48,12 +48,13 @@ def test_options_kconfig_moves_together_are_one_group_and_a_dependency_comes_fir
     good, bad = parse(GOOD), parse(BAD)
     found = groups(good, bad, settle)
     leads = [g.lead for g in found]
-    # DEBUG_A brings DEBUG_B; KASAN brings KASAN_INLINE; LOCKDEP waits for DEBUG_KERNEL
+    # DEBUG_A brings DEBUG_B and KASAN brings KASAN_INLINE (they go first: they move the
+    # most); LOCKDEP waits for DEBUG_KERNEL
     assert leads == [
         "CONFIG_DEBUG_A",
+        "CONFIG_KASAN",
         "CONFIG_DEBUG_KERNEL",
         "CONFIG_HZ",
-        "CONFIG_KASAN",
         "CONFIG_LOCKDEP",
     ], leads
     assert found[0].options == {"CONFIG_DEBUG_A": "y", "CONFIG_DEBUG_B": "y"}
@@ -67,6 +68,19 @@ def test_an_option_whose_dependency_sorts_after_it_is_taken_once_that_is() -> No
     bad = {**parse(GOOD), "CONFIG_AUDIT_ZSTD": "y", "CONFIG_ZSTD": "y"}
     found = groups(parse(GOOD), bad, settle)
     assert [g.lead for g in found] == ["CONFIG_ZSTD", "CONFIG_AUDIT_ZSTD"]
+
+
+def test_an_option_that_selects_another_leads_its_group_whatever_their_names() -> None:
+    # ZZ_SELECTOR selects AA_SELECTED: alone, AA_SELECTED moves one option, the selector two
+    def selecting(options: dict[str, str]) -> dict[str, str]:
+        out = dict(options)
+        if out.get("CONFIG_ZZ_SELECTOR") == "y":
+            out["CONFIG_AA_SELECTED"] = "y"
+        return out
+
+    bad = {"CONFIG_ZZ_SELECTOR": "y", "CONFIG_AA_SELECTED": "y"}
+    (group,) = groups({}, bad, selecting)
+    assert group.lead == "CONFIG_ZZ_SELECTOR" and group.options == bad
 
 
 def test_an_option_kconfig_never_sets_is_left_out() -> None:
