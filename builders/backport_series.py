@@ -11,7 +11,6 @@ user's work tree and branches are never touched.
 """
 
 import re
-import subprocess
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,7 +18,7 @@ from pathlib import Path
 
 from kbisect.builders.backport_found import find_in
 from kbisect.errors import InfraError
-from kbisect.infra.git import Git, apply_error, git_argv, git_env
+from kbisect.infra.git import Git
 
 MAX_DEPTH = 3  # levels of prerequisites of prerequisites
 MAX_PREREQUISITES = 12  # more than this is a rebase, not a backport
@@ -50,15 +49,8 @@ class Applied:
 
 def _apply(git: Git, commit: str, env: dict[str, str], reverse: bool) -> Applied:
     """The commit's diff (reverse: its revert) applied to the index `env` names."""
-    run = subprocess.run(
-        git_argv(git.repo, "apply", "--cached", "-"),
-        input=git.patch(commit, reverse),
-        env=git_env(env),
-        capture_output=True,
-    )
-    if run.returncode:
-        return Applied(False, commit, apply_error(run.stderr))
-    return Applied(True)
+    why = git.apply_to_index(env, git.patch(commit, reverse))
+    return Applied(True) if why is None else Applied(False, commit, why)
 
 
 def apply_series(

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 SET = re.compile(r"^(CONFIG_[A-Za-z0-9_]+)=(.*)$")
 UNSET = re.compile(r"^# (CONFIG_[A-Za-z0-9_]+) is not set$")
 NOT_SET = "n"  # an option unset, or absent: Kconfig reads both as n
-MAX_GROUPS = 4096  # a settle a group: past this, two configs are not one distro's
 
 
 @dataclass(frozen=True)
@@ -87,8 +86,6 @@ def groups(
             found.append(Group(name, moved))
             current = settled
             progressed = True
-            if len(found) > MAX_GROUPS:
-                raise ValueError(f"more than {MAX_GROUPS} option groups differ")
         if not progressed:
             break
         pending = later

@@ -1,5 +1,6 @@
 """Build one commit: worktree, config, make with ccache, artifact cache, kept log."""
 
+import dataclasses
 import errno
 import hashlib
 import logging
@@ -468,8 +469,7 @@ class Settler:
     def normalized(self, spec: BuildSpec) -> str:
         """The .config a build of `spec` starts from: its config through the layers (the
         testcase's fragment, localmodconfig, olddefconfig), as --config builds make it."""
-        self._run.spec = spec
-        self._run.configure(self._progress)
+        dataclasses.replace(self._run, spec=spec).configure(self._progress)
         return (self._run.out / ".config").read_text()
 
     def settled(self, config: str) -> str:

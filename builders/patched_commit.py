@@ -19,7 +19,7 @@ from pathlib import Path
 from kbisect.builders import job_inputs
 from kbisect.errors import InfraError, UserError
 from kbisect.infra import user_file
-from kbisect.infra.git import Git, apply_error, git_argv, git_env
+from kbisect.infra.git import Git
 
 MAX_PATCH = 4 << 20  # one patch file: a series of a few hundred hunks is well under it
 MAX_PATCHES = 50  # patches (an mbox's messages counted) on one revision
@@ -57,14 +57,14 @@ def read_patches(paths: list[str], option: str = "--patch") -> list[Patch]:
     patches: list[Patch] = []
     for path in paths:
         text = user_file.read_text(path, MAX_PATCH, option, HINT)
-        patches += _counted(patches_in(text, Path(path).name, f"{option} {path}", option), option)
+        patches += patches_in(text, Path(path).name, f"{option} {path}")
     return _counted(patches, option)
 
 
 def patches_of(data: bytes, name: str, what: str) -> list[Patch]:
     """The patches of an upload (a chat's file), read as a --patch file is."""
     text = user_file.text_of(data, MAX_PATCH, what, HINT)
-    return _counted(patches_in(text, name, what, what), what)
+    return _counted(patches_in(text, name, what), what)
 
 
 def _counted(patches: list[Patch], what: str) -> list[Patch]:
@@ -73,11 +73,11 @@ def _counted(patches: list[Patch], what: str) -> list[Patch]:
     return patches
 
 
-def patches_in(text: str, name: str, where: str, option: str) -> list[Patch]:
+def patches_in(text: str, name: str, where: str) -> list[Patch]:
     """A patch file's text as its patches (`where` names it in an error)."""
     text = text if text.endswith("\n") else text + "\n"  # a chat's paste lost its last one
     mbox = text.startswith("From ")
-    found = _mails(text, name, option) if mbox else [Patch(name, name, text.encode())]
+    found = _mails(text, name, where) if mbox else [Patch(name, name, text.encode())]
     for patch in found:
         if b"\n+++ " not in b"\n" + patch.diff and b"GIT binary patch" not in patch.diff:
             named = where if where == patch.source else f"{where}: {patch.source}"
@@ -85,8 +85,9 @@ def patches_in(text: str, name: str, where: str, option: str) -> list[Patch]:
     return found
 
 
-def _mails(text: str, name: str, option: str) -> list[Patch]:
-    """An mbox's messages, split and read by git as `git am` does."""
+def _mails(text: str, name: str, where: str) -> list[Patch]:
+    """An mbox's messages, split and read by git as `git am` does (`where` names the file
+    in an error)."""
     with tempfile.TemporaryDirectory(prefix="kbisect-patch-") as tmp:
         box, out = Path(tmp) / "mbox", Path(tmp) / "split"
         box.write_text(text)
@@ -94,7 +95,7 @@ def _mails(text: str, name: str, option: str) -> list[Patch]:
         split = subprocess.run(["git", "mailsplit", "-o" + str(out), str(box)],
                                capture_output=True, text=True)  # fmt: skip
         if split.returncode:
-            raise UserError(f"{option} {name}: not a mailbox git can split: {HINT}")
+            raise UserError(f"{where}: not a mailbox git can split: {HINT}")
         mails = sorted(out.iterdir())
         patches = []
         for i, mail in enumerate(mails, 1):
@@ -103,19 +104,12 @@ def _mails(text: str, name: str, option: str) -> list[Patch]:
                 info = subprocess.run(["git", "mailinfo", str(msg), str(diff)], stdin=fh,
                                       capture_output=True)  # fmt: skip
             if info.returncode:
-                raise UserError(f"{option} {name}: message {i} is not a mail git can read: {HINT}")
+                raise UserError(f"{where}: message {i} is not a mail git can read: {HINT}")
             subject = next((line[9:] for line in info.stdout.decode(errors="replace").splitlines()
                             if line.startswith("Subject: ")), "")  # fmt: skip
             source = name if len(mails) == 1 else f"{i} of {name}"
             patches.append(Patch(source, subject[:SUBJECT_CHARS] or source, diff.read_bytes()))
         return patches
-
-
-def _apply(
-    git: Git, env: dict[str, str], diff: bytes, *flags: str
-) -> "subprocess.CompletedProcess[bytes]":
-    return subprocess.run(git_argv(git.repo, "apply", "--cached", *flags, "-"), input=diff,
-                          env=git_env(env), capture_output=True)  # fmt: skip
 
 
 def apply_patches(git: Git, rev: str, patches: list[Patch], option: str = "--patch") -> Patched:
@@ -124,11 +118,11 @@ def apply_patches(git: Git, rev: str, patches: list[Patch], option: str = "--pat
     base = git.resolve(rev)
 
     def each(env: dict[str, str], patch: Patch) -> bool:
-        applied = _apply(git, env, patch.diff)
-        if applied.returncode:
+        why = git.apply_to_index(env, patch.diff)
+        if why is not None:
             raise UserError(
-                f"{_named(option, patch)} does not apply to {rev} ({base[:12]}): "
-                f"{apply_error(applied.stderr)}: rebase it onto that revision"
+                f"{_named(option, patch)} does not apply to {rev} ({base[:12]}): {why}: "
+                "rebase it onto that revision"
             )
         return True
 
@@ -151,9 +145,9 @@ def with_fixups(git: Git, commit: str, fixups: list[Patch]) -> Patched:
     commit itself."""
 
     def each(env: dict[str, str], fixup: Patch) -> bool:
-        if _apply(git, env, fixup.diff, "--check", "--reverse").returncode == 0:
+        if git.apply_to_index(env, fixup.diff, "--check", "--reverse") is None:
             return False  # already there
-        return _apply(git, env, fixup.diff).returncode == 0
+        return git.apply_to_index(env, fixup.diff) is None
 
     tip, used = _commit(git, commit, fixups, each)
     return Patched(commit, tip, tuple(used))

@@ -126,12 +126,6 @@ def git_argv(repo: Path, *args: str, config: Sequence[str] = ()) -> list[str]:
     return ["git", "--no-pager", "-C", str(repo), *pins, *cmd]
 
 
-def apply_error(stderr: bytes) -> str:
-    """`git apply`'s reason it did not apply, on one line (at most 300 characters)."""
-    lines = [x.removeprefix("error: ") for x in stderr.decode(errors="replace").splitlines()]
-    return "; ".join(x for x in lines if x.strip())[:300]
-
-
 def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment for git: ours minus redirecting variables, plus `extra`."""
     env = {
@@ -183,6 +177,17 @@ class Git:
 
     def ok(self, *args: str) -> bool:
         return self._proc(args, None, None).returncode == 0
+
+    def apply_to_index(self, index: Mapping[str, str], diff: bytes, *flags: str) -> str | None:
+        """`git apply --cached FLAGS` of `diff` to the index the environment `index` names
+        (GIT_INDEX_FILE): None when it applied, else git's reason on one line."""
+        done = self._proc(("apply", "--cached", *flags, "-"), index, diff)
+        if done.returncode == 0:
+            return None
+        lines = [
+            x.removeprefix("error: ") for x in done.stderr.decode(errors="replace").splitlines()
+        ]
+        return "; ".join(x for x in lines if x.strip())[:300]
 
     def _proc(
         self,
